@@ -1,0 +1,122 @@
+"""The hook specification every execution-backend plugin implements.
+
+An execution backend is a Python distribution with an entry point in the group
+``tilelang.backends``; the entry point's name is the backend's name and its object is a module
+(or any object) carrying hook implementations marked with :data:`hookimpl`, plus the module
+attribute ``TILELANG_PLUGIN_API`` (an int, the :data:`PLUGIN_API_VERSION` it was written for)::
+
+    # pyproject.toml
+    [project.entry-points."tilelang.backends"]
+    mybackend = "tilelang_backend_mybackend.plugin"
+
+    # tilelang_backend_mybackend/plugin.py  (must import cheaply: no torch, TVM, CUDA at import)
+    from tilelang_core.hookspecs import hookimpl
+    TILELANG_PLUGIN_API = 1
+
+    @hookimpl
+    def tilelang_backend_spec():
+        return {...}  # a BackendSpec or a dict validated into one
+
+Each plugin is registered in a plugin manager of its own, so every hook here is *first-result*:
+the core calls exactly one backend's implementation and gets its single answer. Implementations
+are validated against these specifications when the plugin is registered; an implementation of a
+hook not listed here makes the plugin broken, with the hook's and plugin's names in the reason.
+
+Hooks other than ``tilelang_backend_spec`` are called only after the declaration validated and
+only for target kinds the backend declared.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+import pluggy
+
+if TYPE_CHECKING:  # pragma: no cover - for documentation only
+    from pathlib import Path
+
+    from .artifact import BuildOptions, KernelArtifact
+    from .capabilities import Availability, BackendSpec
+
+#: Project name used by pluggy's markers.
+PROJECT_NAME = "tilelang"
+
+#: The plugin API version of this core. A plugin whose ``TILELANG_PLUGIN_API`` differs is listed
+#: as incompatible (with both numbers) and none of its hooks is ever called.
+PLUGIN_API_VERSION = 1
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+@hookspec(firstresult=True)
+def tilelang_backend_spec() -> "Union[BackendSpec, dict[str, Any]]":
+    """Declare the backend: return its :class:`~tilelang_core.capabilities.BackendSpec`.
+
+    Called once, the first time the registry needs this backend (listing, selection, loading
+    from the cache). May return a ``BackendSpec`` or a plain dict that validates into one; the
+    fields ``distribution`` and ``version`` may be omitted and are then filled from the entry
+    point's distribution. ``name`` must equal the entry point's name. An invalid declaration
+    marks the plugin broken with the offending field in the reason.
+
+    Must be cheap: no compiler runs, no device queries.
+    """
+
+
+@hookspec(firstresult=True)
+def tilelang_backend_probe(target_kind: str) -> "Optional[Availability]":
+    """Say whether the backend can work on this machine for ``target_kind``.
+
+    :param target_kind: a TVM target kind the backend declared (``"c"``, ``"cuda"``, ...).
+    :returns: an :class:`~tilelang_core.capabilities.Availability` with a human reason when not
+        available ("no CUDA driver", "macOS only"), or ``None`` for "nothing to add".
+
+    Called at most once per target kind per process, and only after the core checked the
+    declared ``platforms`` and ``requires`` (executables, shared libraries, Python modules) of
+    that target itself, so the probe only checks what cannot be declared (a driver, a device).
+    Optional: a plugin without it is available whenever its declared requirements are met.
+    """
+
+
+@hookspec(firstresult=True)
+def tilelang_backend_build(artifact: "KernelArtifact", options: "BuildOptions") -> Any:
+    """Build a runnable kernel from a lowered kernel artifact.
+
+    :param artifact: produced by the pipeline for a target kind this backend declared, holding
+        exactly what the backend's ``consumes`` asked for (device source, host source, TVM modules).
+    :param options: ``out_idx`` (normalised, non-negative), ``compile_flags``, ``pass_configs``,
+        ``verbose``.
+    :returns: a callable ``kernel(*inputs, stream=None)``. Called with the non-output parameters
+        in order, it validates them (raising ``TypeError``/``ValueError`` naming the parameter,
+        what was expected and what was given), allocates the ``out_idx`` outputs, runs the
+        kernel, and returns the output tensor (one output) or a list of them (several), or None.
+
+    Called by ``tilelang.compile`` on a cache miss. Failures of external compilers should raise
+    :class:`~tilelang_core.errors.BuildError` with the command line and the compiler's output.
+    """
+
+
+@hookspec(firstresult=True)
+def tilelang_backend_save(kernel: Any, directory: "Path") -> None:
+    """Write everything needed to reload ``kernel`` into the existing, empty ``directory``.
+
+    :param kernel: an object this backend's build or load hook returned.
+    :param directory: a private temporary directory; the core renames it into the cache (or the
+        export location) after this returns, and writes the artifact JSON beside the files.
+
+    Used by the kernel cache and by ``JITKernel.export``. Must not pickle.
+    """
+
+
+@hookspec(firstresult=True)
+def tilelang_backend_load(artifact: "KernelArtifact", directory: "Path", options: "BuildOptions") -> Any:
+    """Restore a kernel saved by ``tilelang_backend_save``, without lowering and without compiling.
+
+    :param artifact: the artifact read back from JSON (no TVM objects attached).
+    :param directory: the directory the save hook filled.
+    :param options: the build options the kernel was built with.
+    :returns: a callable kernel, as ``tilelang_backend_build`` returns.
+
+    Raise :class:`~tilelang_core.errors.ArtifactError` when the files are missing or corrupt; the
+    cache then removes the entry and rebuilds.
+    """
