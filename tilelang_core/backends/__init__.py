@@ -1,0 +1,18 @@
+"""Execution-backend discovery, registry and selection.
+
+Backends are distributions with an entry point in the group ``tilelang.backends``. Names are
+listed from package metadata without importing anything; a plugin is imported the first time it
+is needed (listing its details, selecting it, loading a kernel built with it).
+"""
+
+from .registry import BackendRecord, BackendRegistry, get_registry
+from .selection import Candidate, explain_selection, select_backend
+
+__all__ = [
+    "BackendRecord",
+    "BackendRegistry",
+    "Candidate",
+    "explain_selection",
+    "get_registry",
+    "select_backend",
+]

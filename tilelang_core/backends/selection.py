@@ -1,0 +1,172 @@
+"""Choose the execution backend for a target: by name, or ``auto`` by declared priority."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Literal, Optional
+
+from ..errors import (
+    BackendNotInstalledError,
+    BackendTargetUnsupportedError,
+    BackendUnavailableError,
+    NoBackendForTargetError,
+)
+from .discovery import pip_name_for
+from .registry import BackendRecord, BackendRegistry, get_registry
+
+AUTO = "auto"
+
+#: Target kinds that mean the same thing to a backend declaration.
+_KIND_ALIASES = {"hip": "rocm"}
+
+Verdict = Literal["chosen", "available", "unavailable", "unsupported", "broken", "incompatible"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One backend considered by selection, with the verdict and why."""
+
+    name: str
+    verdict: Verdict
+    priority: Optional[int]
+    reason: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def normalize_kind(kind: str) -> str:
+    """Canonical target kind (``hip`` -> ``rocm``)."""
+    return _KIND_ALIASES.get(kind, kind)
+
+
+def declared_kind(record: BackendRecord, target_kind: str) -> Optional[str]:
+    """The key under which ``record`` declares ``target_kind`` (aliases allowed), or None."""
+    if record.spec is None:
+        return None
+    wanted = normalize_kind(target_kind)
+    for kind in record.spec.targets:
+        if normalize_kind(kind) == wanted:
+            return kind
+    return None
+
+
+def explain_selection(target_kind: str, registry: Optional[BackendRegistry] = None) -> list[Candidate]:
+    """Every installed backend with its verdict for ``target_kind``; the chosen one first.
+
+    ``auto`` picks the available backend with the highest declared priority for the target
+    kind; ties are broken by name, so the choice is deterministic.
+    """
+    registry = registry or get_registry()
+    candidates: list[Candidate] = []
+    for record in registry.records():
+        if record.status != "ok":
+            candidates.append(Candidate(record.name, record.status, None, record.reason))
+            continue
+        kind = declared_kind(record, target_kind)
+        if kind is None:
+            declared = ", ".join(record.spec.targets) if record.spec else ""
+            candidates.append(
+                Candidate(record.name, "unsupported", None, f"does not declare target {target_kind!r} (declares: {declared})")
+            )
+            continue
+        priority = record.spec.targets[kind].priority
+        availability = registry.probe(record, kind)
+        if record.status != "ok":  # the probe hook broke it
+            candidates.append(Candidate(record.name, record.status, None, record.reason))
+        elif availability.available:
+            candidates.append(Candidate(record.name, "available", priority, f"priority {priority}"))
+        else:
+            candidates.append(Candidate(record.name, "unavailable", priority, availability.reason))
+    available = sorted((c for c in candidates if c.verdict == "available"), key=lambda c: (-(c.priority or 0), c.name))
+    if available:
+        best = available[0]
+        others = [c for c in candidates if c is not best]
+        reason = f"highest priority ({best.priority}) among available backends"
+        if len(available) > 1 and available[1].priority == best.priority:
+            reason += f"; tie with {available[1].name} broken by name"
+        candidates = [Candidate(best.name, "chosen", best.priority, reason), *others]
+    return candidates
+
+
+def _backends_for(target_kind: str, registry: BackendRegistry) -> list[str]:
+    return [r.name for r in registry.records() if r.status == "ok" and declared_kind(r, target_kind)]
+
+
+def _successor(name: str, registry: BackendRegistry) -> Optional[str]:
+    for record in registry.records():
+        if record.spec is not None and record.status == "ok" and name in record.spec.supersedes:
+            return record.name
+    return None
+
+
+def select_backend(name: str, target_kind: str, registry: Optional[BackendRegistry] = None) -> BackendRecord:
+    """The backend to use for ``target_kind``: the one named, or the best one for ``"auto"``.
+
+    Raises :class:`BackendNotInstalledError` (with a pip hint and any installed successor),
+    :class:`BackendBrokenError`/:class:`BackendIncompatibleError`,
+    :class:`BackendTargetUnsupportedError`, :class:`BackendUnavailableError` (with the probe's
+    reason) or :class:`NoBackendForTargetError`. A deprecated backend emits a DeprecationWarning.
+    """
+    registry = registry or get_registry()
+    if not isinstance(name, str) or not name:
+        raise BackendNotInstalledError(
+            f"execution_backend must be a backend name or 'auto', got {name!r}; "
+            f"installed backends: {', '.join(registry.names()) or 'none'}"
+        )
+    if name == AUTO:
+        return _select_auto(target_kind, registry)
+    record = registry.get(name) or registry.get(name.replace("-", "_"))
+    if record is None:
+        installed = ", ".join(_backends_for(target_kind, registry)) or "none"
+        message = (
+            f"execution backend {name!r} is not installed; installed backends for target {target_kind!r}: "
+            f"{installed}; install it with: pip install {pip_name_for(name)}"
+        )
+        successor = _successor(name, registry)
+        if successor:
+            message += f"; or use its successor, which is installed: execution_backend={successor!r}"
+        raise BackendNotInstalledError(message)
+    record.ensure_usable()
+    kind = declared_kind(record, target_kind)
+    if kind is None:
+        others = ", ".join(_backends_for(target_kind, registry)) or "none"
+        raise BackendTargetUnsupportedError(
+            f"execution backend {name!r} does not support target {target_kind!r} "
+            f"(it supports: {', '.join(record.spec.targets)}); installed backends for {target_kind!r}: {others}"
+        )
+    availability = registry.probe(record, kind)
+    record.ensure_usable()
+    if not availability.available:
+        raise BackendUnavailableError(
+            f"execution backend {name!r} cannot run target {target_kind!r} on this machine: {availability.reason}"
+        )
+    _warn_if_deprecated(record)
+    return record
+
+
+def _select_auto(target_kind: str, registry: BackendRegistry) -> BackendRecord:
+    candidates = explain_selection(target_kind, registry)
+    if not candidates or candidates[0].verdict != "chosen":
+        detail = "; ".join(f"{c.name}: {c.verdict} ({c.reason})" for c in candidates) or "no backends installed"
+        raise NoBackendForTargetError(
+            f"no available execution backend for target {target_kind!r}: {detail}. "
+            f"Install one (pip install tilelang-backend-<name>) or choose another target"
+        )
+    record = registry.get(candidates[0].name)
+    assert record is not None
+    _warn_if_deprecated(record)
+    return record
+
+
+def _warn_if_deprecated(record: BackendRecord) -> None:
+    dep = record.spec.deprecated if record.spec else None
+    if dep is None:
+        return
+    message = f"execution backend {record.name!r} is deprecated since {record.distribution} {dep.since}"
+    if dep.replacement:
+        message += f"; use execution_backend={dep.replacement!r} instead"
+    if dep.message:
+        message += f". {dep.message}"
+    warnings.warn(message, DeprecationWarning, stacklevel=4)

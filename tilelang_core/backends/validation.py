@@ -1,0 +1,56 @@
+"""Turn what a plugin's spec hook returned into a validated :class:`BackendSpec`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..capabilities import BackendSpec
+from ..errors import InvalidBackendSpecError
+from .discovery import BackendEntryPoint
+
+
+def validate_declaration(raw: Any, ep: BackendEntryPoint, api_version: int) -> BackendSpec:
+    """Validate ``raw`` (a BackendSpec or dict) for entry point ``ep``.
+
+    Fills ``distribution``, ``version`` and ``plugin_api_version`` when a dict omits them, and
+    checks that the declared name is the entry point's name. Errors name the plugin, its
+    distribution and the offending field.
+    """
+    where = f"plugin {ep.name!r} (distribution {ep.distribution or 'unknown'})"
+    if isinstance(raw, BackendSpec):
+        data = raw.model_dump()
+    elif isinstance(raw, dict):
+        data = dict(raw)
+    elif raw is None:
+        raise InvalidBackendSpecError(f"{where}: tilelang_backend_spec returned nothing")
+    else:
+        raise InvalidBackendSpecError(
+            f"{where}: tilelang_backend_spec must return a BackendSpec or a dict, got {type(raw).__name__}"
+        )
+    data.setdefault("distribution", ep.distribution or "unknown")
+    data.setdefault("version", ep.version or "0")
+    data.setdefault("plugin_api_version", api_version)
+    try:
+        spec = BackendSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"field '{'.'.join(str(p) for p in err['loc']) or '<root>'}': {err['msg']}"
+            + (f" (got {err['input']!r})" if err.get("type") != "missing" and _short(err.get("input")) else "")
+            for err in exc.errors()
+        )
+        raise InvalidBackendSpecError(f"{where} has an invalid capability declaration: {problems}") from None
+    if spec.name != ep.name:
+        raise InvalidBackendSpecError(
+            f"{where}: field 'name' is {spec.name!r} but the entry point is named {ep.name!r}; they must match"
+        )
+    if spec.plugin_api_version != api_version:
+        raise InvalidBackendSpecError(
+            f"{where}: field 'plugin_api_version' is {spec.plugin_api_version} but TILELANG_PLUGIN_API is {api_version}"
+        )
+    return spec
+
+
+def _short(value: Any) -> bool:
+    return value is not None and len(repr(value)) <= 80

@@ -1,0 +1,140 @@
+"""The ``tilelang`` command line (also ``python -m tilelang``).
+
+Exit codes: 0 when all is well, 1 when an installed backend is broken or incompatible (or a
+command failed), 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Optional, Sequence
+
+
+def _backend_rows(registry) -> list[dict]:
+    rows = []
+    for record in registry.records():
+        row = {
+            "name": record.name,
+            "distribution": record.distribution,
+            "version": record.version,
+            "status": record.status,
+            "reason": record.reason,
+            "description": record.spec.description if record.spec else "",
+            "deprecated": record.spec.deprecated.model_dump() if record.spec and record.spec.deprecated else None,
+            "supersedes": list(record.spec.supersedes) if record.spec else [],
+            "targets": {},
+        }
+        if record.spec is not None and record.status == "ok":
+            for kind, cap in record.spec.targets.items():
+                availability = registry.probe(record, kind)
+                row["targets"][kind] = {
+                    "priority": cap.priority,
+                    "available": availability.available,
+                    "reason": availability.reason,
+                }
+            row["status"], row["reason"] = record.status, record.reason  # a probe may break it
+        rows.append(row)
+    return rows
+
+
+def _print_backends(rows: list[dict]) -> None:
+    if not rows:
+        print("no execution backends installed (pip install tilelang-backend-<name>)")
+        return
+    for row in rows:
+        head = f"{row['name']}  ({row['distribution']} {row['version']})"
+        if row["status"] != "ok":
+            print(f"{head}  {row['status'].upper()}: {row['reason']}")
+            continue
+        print(f"{head}  {row['description']}")
+        if row["deprecated"]:
+            dep = row["deprecated"]
+            repl = f", use {dep['replacement']}" if dep.get("replacement") else ""
+            print(f"    DEPRECATED since {dep['since']}{repl}. {dep.get('message') or ''}".rstrip())
+        if row["supersedes"]:
+            print(f"    supersedes: {', '.join(row['supersedes'])}")
+        for kind, t in row["targets"].items():
+            state = "available" if t["available"] else f"unavailable: {t['reason']}"
+            print(f"    {kind:<8} priority {t['priority']:<4} {state}")
+
+
+def _cmd_backends(args: argparse.Namespace) -> int:
+    from .backends import get_registry
+
+    registry = get_registry()
+    rows = _backend_rows(registry)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        _print_backends(rows)
+    return 1 if any(r["status"] != "ok" for r in rows) else 0
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from .backends import explain_selection, get_registry
+
+    candidates = explain_selection(args.target, get_registry())
+    chosen = candidates[0].name if candidates and candidates[0].verdict == "chosen" else None
+    if args.json:
+        print(json.dumps({"target": args.target, "chosen": chosen, "candidates": [c.to_dict() for c in candidates]}, indent=2))
+    else:
+        print(f"target {args.target!r}: " + (f"auto selects {chosen!r}" if chosen else "no available backend"))
+        for c in candidates:
+            prio = f"priority {c.priority}" if c.priority is not None else "-"
+            print(f"  {c.name:<12} {c.verdict:<12} {prio:<13} {c.reason}")
+    broken = any(c.verdict in ("broken", "incompatible") for c in candidates)
+    return 1 if broken else 0
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from .capabilities import backend_spec_json_schema
+
+    print(json.dumps(backend_spec_json_schema(), indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``tilelang`` command."""
+    parser = argparse.ArgumentParser(prog="tilelang", description="TileLang-Core command line")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    backends = sub.add_parser("backends", help="list installed execution backends")
+    backends.add_argument("--json", action="store_true", help="machine-readable output")
+    backends.set_defaults(func=_cmd_backends)
+    bsub = backends.add_subparsers(dest="backends_command")
+    explain = bsub.add_parser("explain", help="show how 'auto' picks a backend for a target")
+    explain.add_argument("--target", required=True, help="TVM target kind, e.g. c, llvm, cuda")
+    explain.add_argument("--json", action="store_true", help="machine-readable output")
+    explain.set_defaults(func=_cmd_explain)
+    schema = bsub.add_parser("schema", help="print the JSON schema of backend capability declarations")
+    schema.set_defaults(func=_cmd_schema)
+
+    try:
+        from .cache.cli import add_cache_commands
+    except ImportError:  # the cache arrives with the kernel-cache issue
+        pass
+    else:
+        add_cache_commands(sub)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the ``tilelang`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from .errors import TileLangError
+
+    try:
+        return int(args.func(args))
+    except TileLangError as exc:
+        print(f"tilelang: error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # output piped into a pager or `head` that closed early
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
