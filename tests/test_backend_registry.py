@@ -130,6 +130,7 @@ def test_missing_api_constant_is_broken(site):
 
 
 def test_raising_spec_hook_is_broken(site):
+    """A tilelang_backend_spec implementation that raises makes the plugin broken, not the core."""
     _install(site, "raiser", plugin_source("1/0"))
     record = get_registry().get("raiser")
     assert record.status == "broken" and "ZeroDivisionError" in record.reason

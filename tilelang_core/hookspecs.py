@@ -112,6 +112,9 @@ def tilelang_backend_save(kernel: Any, directory: "Path") -> None:
 def tilelang_backend_load(artifact: "KernelArtifact", directory: "Path", options: "BuildOptions") -> Any:
     """Restore a kernel saved by ``tilelang_backend_save``, without lowering and without compiling.
 
+    Called by the kernel cache on a disk hit and by ``tilelang.load`` on an exported kernel, in a
+    process that may not have imported TVM.
+
     :param artifact: the artifact read back from JSON (no TVM objects attached).
     :param directory: the directory the save hook filled.
     :param options: the build options the kernel was built with.

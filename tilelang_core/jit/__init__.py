@@ -1,0 +1,1 @@
+"""The JIT front end: ``tilelang.compile`` and the :class:`JITKernel` it returns."""

@@ -1,0 +1,112 @@
+"""``tilelang.compile``: select a backend, lower for what it consumes, build, wrap."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any, Optional, Sequence, Union
+
+from ..artifact import BuildOptions, KernelArtifact, TensorParam
+from ..backends import select_backend
+from ..backends.selection import declared_kind
+from ..capabilities import TargetCapability
+from ..errors import BackendCapabilityError, KernelDefinitionError
+from .kernel import BackendInfo, JITKernel
+from .outputs import OutIdx, bind_symbols_from_inputs, normalize_out_idx
+
+
+def compile(  # noqa: A001 - the public name is tilelang.compile
+    func: Any,
+    out_idx: OutIdx = None,
+    execution_backend: str = "auto",
+    target: Any = "auto",
+    target_host: Any = None,
+    verbose: bool = False,
+    pass_configs: Optional[dict[str, Any]] = None,
+    compile_flags: Union[None, str, Sequence[str]] = None,
+) -> JITKernel:
+    """Compile a kernel (a ``T.prim_func``) into a :class:`JITKernel` callable with torch tensors.
+
+    :param func: the kernel, a ``tvm.tirx.PrimFunc`` written with ``tilelang.language``.
+    :param out_idx: parameter index (negative allowed) or list of indices the kernel allocates
+        and returns; the caller then passes only the other parameters.
+    :param execution_backend: a backend name (``tilelang backends`` lists them) or ``"auto"``,
+        the available backend with the highest declared priority for the target.
+    :param target: ``"auto"``, a target string (``"c"``, ``"llvm"``, ``"cuda -arch=sm_90"``), a
+        dict or a ``tvm.target.Target``.
+    :param target_host: host target for GPU targets.
+    :param verbose: print the generated sources and the commands the backend runs.
+    :param pass_configs: lowering options (see docs/pipeline.md); unknown keys are an error.
+    :param compile_flags: extra flags for the backend's native compiler (a list or one string).
+    """
+    from ..lowering import lower, resolve_target
+
+    prim_func = _check_prim_func(func)
+    flags = _flags(compile_flags)
+    resolved = resolve_target(target, target_host)
+    kind = resolved.kind.name
+    record = select_backend(execution_backend, kind)
+    assert record.spec is not None
+    capability = record.spec.targets[declared_kind(record, kind)]
+
+    artifact = lower(prim_func, target=resolved, target_host=target_host, pass_configs=pass_configs, consumes=capability.consumes)
+    outputs = normalize_out_idx(out_idx, artifact)
+    artifact = bind_symbols_from_inputs(artifact, outputs)
+    check_capabilities(artifact, capability, outputs, record.name, kind)
+    options = BuildOptions(out_idx=outputs, compile_flags=flags, pass_configs=dict(pass_configs or {}), verbose=verbose)
+    if verbose:
+        print(f"[tilelang] {artifact.name}: target {artifact.target!r}, backend {record.name} {record.version}")
+        if artifact.device_source:
+            print(artifact.device_source)
+    runner = record.call("tilelang_backend_build", artifact=artifact, options=options)
+    return JITKernel.create(runner, artifact, BackendInfo(record.name, record.version or "0"), options)
+
+
+def _check_prim_func(func: Any) -> Any:
+    import tvm
+
+    if isinstance(func, tvm.tirx.PrimFunc):
+        return func
+    if isinstance(func, tvm.IRModule):
+        funcs = [f for f in func.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
+        if len(funcs) == 1:
+            return funcs[0]
+    hint = ""
+    if callable(func):
+        hint = " (it is a Python function: decorate it with @T.prim_func, or call the function that returns the prim_func)"
+    raise KernelDefinitionError(
+        f"tilelang.compile expects a prim_func written with tilelang.language (T.prim_func), got {type(func).__name__}{hint}"
+    )
+
+
+def _flags(compile_flags: Union[None, str, Sequence[str]]) -> list[str]:
+    if compile_flags is None:
+        return []
+    if isinstance(compile_flags, str):
+        return shlex.split(compile_flags)
+    if isinstance(compile_flags, (list, tuple)) and all(isinstance(f, str) for f in compile_flags):
+        return list(compile_flags)
+    raise TypeError(f"compile_flags must be a string or a list of strings, got {compile_flags!r}")
+
+
+def check_capabilities(
+    artifact: KernelArtifact, capability: TargetCapability, out_idx: list[int], backend: str, kind: str
+) -> None:
+    """Refuse, before building, a kernel that needs what the backend did not declare."""
+    if out_idx and not capability.allocates_outputs:
+        raise BackendCapabilityError(
+            f"execution backend {backend!r} does not allocate outputs (out_idx) for target {kind!r}; "
+            f"pass the outputs yourself (out_idx=None) or choose another backend"
+        )
+    if artifact.symbols and not capability.dynamic_shapes:
+        raise BackendCapabilityError(
+            f"kernel {artifact.name!r} has dynamic dimensions ({', '.join(artifact.symbol_names())}) but execution "
+            f"backend {backend!r} supports only static shapes for target {kind!r}"
+        )
+    if capability.dtypes != "all":
+        for param in artifact.params:
+            if param.dtype not in capability.dtypes:
+                what = "tensor" if isinstance(param, TensorParam) else "scalar"
+                raise BackendCapabilityError(
+                    f"parameter {param.name!r} of kernel {artifact.name!r} is a {param.dtype} {what}, which execution "
+                    f"backend {backend!r} does not support for target {kind!r} (it supports: {', '.join(capability.dtypes)})"
+                )

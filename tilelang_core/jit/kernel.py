@@ -1,0 +1,78 @@
+"""``JITKernel``: what ``tilelang.compile`` returns, callable with torch tensors."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional
+
+from ..artifact import BuildOptions, KernelArtifact
+
+
+class BackendInfo(NamedTuple):
+    """Name and version of the execution backend that built a kernel."""
+
+    name: str
+    version: str
+
+
+class JITKernel:
+    """A compiled kernel.
+
+    Call it with the kernel's non-output parameters in order (torch tensors and Python
+    scalars); with ``out_idx`` it allocates and returns the output tensor (or a list of them).
+    CUDA backends that declare ``cuda_streams`` accept ``stream=``.
+
+    Calling goes straight to the backend's dispatcher: each kernel gets its own subclass whose
+    ``__call__`` *is* the backend's callable, so the core adds no Python frame per call.
+
+    Attributes: ``params`` (the artifact's parameter list), ``out_idx``, ``backend``
+    (:class:`BackendInfo`), ``target`` (target string), ``artifact``
+    (:class:`~tilelang_core.artifact.KernelArtifact`), ``runner`` (the backend's callable).
+    """
+
+    def __init__(self, runner: Any, artifact: KernelArtifact, backend: BackendInfo, options: BuildOptions) -> None:
+        self.runner = runner
+        self.artifact = artifact
+        self.backend = backend
+        self.options = options
+
+    @classmethod
+    def create(cls, runner: Any, artifact: KernelArtifact, backend: BackendInfo, options: BuildOptions) -> "JITKernel":
+        """A JITKernel whose calls go directly to ``runner``."""
+        if not callable(runner):
+            raise TypeError(f"execution backend {backend.name!r} returned a non-callable kernel: {type(runner).__name__}")
+        call = runner if not hasattr(type(runner), "__get__") else staticmethod(runner)
+        kernel_type = type(cls.__name__, (cls,), {"__call__": call, "__module__": cls.__module__, "__slots__": ()})
+        return kernel_type(runner, artifact, backend, options)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:  # replaced per kernel by create()
+        return self.runner(*args, **kwargs)
+
+    @property
+    def params(self) -> list:
+        return self.artifact.params
+
+    @property
+    def out_idx(self) -> list[int]:
+        return list(self.options.out_idx)
+
+    @property
+    def target(self) -> str:
+        return self.artifact.target
+
+    @property
+    def name(self) -> str:
+        return self.artifact.name
+
+    def get_kernel_source(self) -> Optional[str]:
+        """The generated device source (C, CUDA C or Metal), if the backend consumed one."""
+        return self.artifact.device_source
+
+    def get_host_source(self) -> Optional[str]:
+        """The generated host source, if the pipeline produced one."""
+        return self.artifact.host_source
+
+    def __repr__(self) -> str:
+        return (
+            f"<JITKernel {self.artifact.name} target={self.artifact.target!r} "
+            f"backend={self.backend.name} {self.backend.version} out_idx={self.out_idx}>"
+        )

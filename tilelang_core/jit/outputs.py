@@ -1,0 +1,81 @@
+"""``out_idx``: normalise it, and bind every symbol from an input rather than an output."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+from ..artifact import KernelArtifact, ScalarParam, SymbolBinding, TensorParam
+from ..errors import OutIdxError
+from ..symbolic import free_symbols
+
+OutIdx = Union[None, int, Sequence[int]]
+
+
+def normalize_out_idx(out_idx: OutIdx, artifact: KernelArtifact) -> list[int]:
+    """Non-negative, checked output indices (an int, a negative int, a list, or None)."""
+    n = len(artifact.params)
+    if out_idx is None:
+        return []
+    raw = [out_idx] if isinstance(out_idx, int) and not isinstance(out_idx, bool) else out_idx
+    if not isinstance(raw, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in raw):
+        raise OutIdxError(f"out_idx must be an int or a list of ints, got {out_idx!r}")
+    result: list[int] = []
+    names = [p.name for p in artifact.params]
+    for i in raw:
+        if not -n <= i < n:
+            raise OutIdxError(
+                f"out_idx {i} is out of range for kernel {artifact.name!r} with {n} parameters ({', '.join(names)}); "
+                f"use an index in [{-n}, {n - 1}]"
+            )
+        idx = i % n
+        if idx in result:
+            raise OutIdxError(f"out_idx names parameter {idx} ({names[idx]!r}) more than once: {out_idx!r}")
+        if not isinstance(artifact.params[idx], TensorParam):
+            raise OutIdxError(f"out_idx {i} names {names[idx]!r}, a scalar; only tensor parameters can be outputs")
+        result.append(idx)
+    return result
+
+
+def bind_symbols_from_inputs(artifact: KernelArtifact, out_idx: list[int]) -> KernelArtifact:
+    """A copy of ``artifact`` whose symbols are all bound from non-output parameters.
+
+    Outputs may use symbols in their shapes (``n + 1``, ``2 * n``) and may come before the input
+    that binds them; a symbol that no input binds raises :class:`OutIdxError`.
+    """
+    if not out_idx:
+        return artifact
+    outputs = set(out_idx)
+    bindings: list[SymbolBinding] = []
+    for binding in artifact.symbols:
+        if binding.param_index not in outputs:
+            bindings.append(binding)
+            continue
+        replacement = _input_binding(artifact, binding.name, outputs)
+        if replacement is None:
+            users = [
+                artifact.params[i].name
+                for i in out_idx
+                if any(binding.name in free_symbols(d) for d in artifact.params[i].shape)
+            ]
+            raise OutIdxError(
+                f"output {', '.join(repr(u) for u in users)} of kernel {artifact.name!r} has a shape that uses symbol "
+                f"{binding.name!r}, but no input binds it; give an input with that dimension, or pass the output "
+                f"yourself (leave it out of out_idx)"
+            )
+        bindings.append(replacement)
+    copy = artifact.model_copy(update={"symbols": bindings})
+    copy._tvm_modules = artifact.tvm_modules
+    return copy
+
+
+def _input_binding(artifact: KernelArtifact, symbol: str, outputs: set[int]) -> Optional[SymbolBinding]:
+    for index, param in enumerate(artifact.params):
+        if index in outputs:
+            continue
+        if isinstance(param, ScalarParam) and param.name == symbol:
+            return SymbolBinding(name=symbol, param_index=index, dim=None)
+        if isinstance(param, TensorParam):
+            for dim, extent in enumerate(param.shape):
+                if extent == symbol:
+                    return SymbolBinding(name=symbol, param_index=index, dim=dim)
+    return None
