@@ -1,4 +1,11 @@
-"""``import tilelang.language as T``: the kernel language (see :mod:`tilelang_core.language`)."""
+"""``import tilelang.language as T``: the kernel language.
 
-from tilelang_core.language import *  # noqa: F401,F403
-from tilelang_core.language import __all__  # noqa: F401
+This module *is* :mod:`tilelang_core.language` (it replaces itself in ``sys.modules``), so
+``T.<anything>`` is exactly what the core's language defines.
+"""
+
+import sys
+
+import tilelang_core.language as _language
+
+sys.modules[__name__] = _language
