@@ -20,7 +20,7 @@ from typing import Any, Iterator, Optional
 from .backends.discovery import ENTRY_POINT_GROUP
 
 #: Modules an entry-point module must not pull in at import time.
-HEAVY_MODULES = ("torch", "tvm", "tvm_ffi", "cuda", "numpy")
+HEAVY_MODULES = ("torch", "tvm", "tvm_ffi", "cuda", "numpy")  # module names, not backend names
 
 
 def spec_dict(name: str, targets: Optional[dict[str, dict]] = None, **fields: Any) -> dict:
