@@ -7,7 +7,7 @@ import pytest
 from tilelang_core import PLUGIN_API_VERSION
 from tilelang_core.backends import get_registry, select_backend
 from tilelang_core.errors import BackendBrokenError, BackendIncompatibleError, TileLangError
-from tilelang_core.testkit import on_path, plugin_source, spec_dict, write_distribution
+from tilelang_core.testkit import isolated, plugin_source, spec_dict, write_distribution
 
 
 @pytest.fixture
@@ -15,7 +15,7 @@ def site(tmp_path):
     """A fresh directory of throwaway distributions, on sys.path for the test."""
     root = tmp_path / "site"
     root.mkdir()
-    with on_path(root):
+    with isolated(root):
         yield root
 
 

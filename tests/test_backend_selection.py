@@ -13,7 +13,7 @@ from tilelang_core.errors import (
     BackendUnavailableError,
     NoBackendForTargetError,
 )
-from tilelang_core.testkit import on_path, plugin_source, spec_dict, write_distribution
+from tilelang_core.testkit import isolated, plugin_source, spec_dict, write_distribution
 
 
 def cap(priority, **kw):
@@ -24,7 +24,7 @@ def cap(priority, **kw):
 def site(tmp_path):
     root = tmp_path / "site"
     root.mkdir()
-    with on_path(root):
+    with isolated(root):
         yield root
 
 
@@ -67,20 +67,20 @@ def test_declared_requirements_are_checked_before_probe(site):
 
 
 def test_not_installed_error_lists_installed_and_pip_hint(site):
-    install(site, "tvm_ffi", {"cuda": cap(10)})
-    install(site, "cython", {"cuda": cap(5), "c": cap(5)})
+    install(site, "ffi_like", {"cuda": cap(10)})
+    install(site, "cy_like", {"cuda": cap(5), "c": cap(5)})
     with pytest.raises(BackendNotInstalledError) as info:
         select_backend("nvrtc", "cuda")
     msg = str(info.value)
     assert "execution backend 'nvrtc' is not installed" in msg
-    assert "installed backends for target 'cuda': cython, tvm_ffi" in msg
+    assert "installed backends for target 'cuda': cy_like, ffi_like" in msg
     assert "pip install tilelang-backend-nvrtc" in msg
     assert isinstance(info.value, LookupError)
 
 
 def test_not_installed_error_names_successor(site):
-    install(site, "cython", {"c": cap(5)}, supersedes=["ctypes"])
-    with pytest.raises(BackendNotInstalledError, match="successor.*execution_backend='cython'"):
+    install(site, "heir", {"c": cap(5)}, supersedes=["ctypes"])
+    with pytest.raises(BackendNotInstalledError, match="successor.*execution_backend='heir'"):
         select_backend("ctypes", "c")
 
 

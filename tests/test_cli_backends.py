@@ -27,7 +27,7 @@ def site(tmp_path):
         plugin_source(
             spec_dict(
                 "good",
-                {"c": {"priority": 7, "consumes": ["device_source"]}, "cuda": {"priority": 3, "consumes": ["device_source"]}},
+                {"c": {"priority": 7000, "consumes": ["device_source"]}, "cuda": {"priority": 3, "consumes": ["device_source"]}},
                 deprecated={"since": "1.0", "replacement": "better"},
             ),
             body="""
@@ -45,7 +45,7 @@ def test_list_text(site):
     out = run_cli("backends", roots=[site])
     assert out.returncode == 0, out.stderr
     assert "good  (tilelang-backend-good 1.0.0)" in out.stdout
-    assert "c        priority 7    available" in out.stdout
+    assert "c        priority 7000 available" in out.stdout
     assert "cuda     priority 3    unavailable: no CUDA driver" in out.stdout
     assert "DEPRECATED since 1.0, use better" in out.stdout
 
@@ -56,7 +56,7 @@ def test_list_json_and_broken_exit_code(site):
     assert out.returncode == 1
     rows = {r["name"]: r for r in json.loads(out.stdout)}
     assert rows["bad"]["status"] == "broken" and "no_such_dependency_zz" in rows["bad"]["reason"]
-    assert rows["good"]["targets"]["c"] == {"priority": 7, "available": True, "reason": ""}
+    assert rows["good"]["targets"]["c"] == {"priority": 7000, "available": True, "reason": ""}
     text = run_cli("backends", roots=[site])
     assert "bad  (tilelang-backend-bad 1.0.0)  BROKEN: importing" in text.stdout
 
@@ -64,7 +64,8 @@ def test_list_json_and_broken_exit_code(site):
 def test_explain_text_and_json(site):
     out = run_cli("backends", "explain", "--target", "cuda", roots=[site])
     assert out.returncode == 0
-    assert "no available backend" in out.stdout and "no CUDA driver" in out.stdout
+    good = [line for line in out.stdout.splitlines() if line.split()[:1] == ["good"]]
+    assert len(good) == 1 and "unavailable" in good[0] and "no CUDA driver" in good[0]
     data = json.loads(run_cli("backends", "explain", "--target", "c", "--json", roots=[site]).stdout)
     assert data["chosen"] == "good"
     assert data["candidates"][0]["verdict"] == "chosen"

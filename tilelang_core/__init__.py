@@ -23,6 +23,10 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "tvm": ("tvm", None),
     "errors": ("tilelang_core.errors", None),
     "backends": ("tilelang_core.backends", None),
+    "jit": ("tilelang_core.jit", None),  # a callable module: @tilelang.jit (see jit/__init__.py)
+    "par_compile": ("tilelang_core.jit.parallel", "par_compile"),
+    "load": ("tilelang_core.jit.export", "load"),
+    "cache": ("tilelang_core.cache", None),
 }
 
 __all__ = ["PLUGIN_API_VERSION", "hookimpl", "__version__", *_LAZY]

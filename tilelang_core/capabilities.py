@@ -58,6 +58,28 @@ class Requirements(BaseModel):
     )
 
 
+class NativeCompiler(BaseModel):
+    """The native compiler a backend runs for a target.
+
+    The kernel cache puts its identity (resolved path and the output of ``program
+    *version_args``) into every cache key, so a kernel built by one compiler is never loaded
+    after the compiler changed. Declaring it is optional; without it the cache only hashes the
+    resolved paths of ``requires.executables``.
+    """
+
+    model_config = _STRICT
+
+    program: str = Field(description="Program run by default, looked up on PATH, e.g. 'cc' or 'nvcc'.")
+    env: Optional[str] = Field(
+        default=None,
+        description="Environment variable that overrides the program when set (shell-split: the first word "
+        "is the program, the rest are flags), e.g. 'CC'.",
+    )
+    version_args: list[str] = Field(
+        default_factory=lambda: ["--version"], description="Arguments that make the program print its identity."
+    )
+
+
 class TargetCapability(BaseModel):
     """What a backend does for one TVM target kind."""
 
@@ -74,6 +96,9 @@ class TargetCapability(BaseModel):
     dtypes: Union[Literal["all"], list[str]] = Field(default="all", description="Tensor dtypes accepted.")
     platforms: Union[Literal["all"], list[Platform]] = Field(default="all", description="sys.platform values.")
     requires: Requirements = Field(default_factory=Requirements)
+    native_compiler: Optional[NativeCompiler] = Field(
+        default=None, description="The native compiler the backend builds with (part of the kernel cache key)."
+    )
 
 
 class Deprecation(BaseModel):

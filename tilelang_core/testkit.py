@@ -156,6 +156,18 @@ def on_path(root: Path) -> Iterator[None]:
         get_registry().refresh()
 
 
+@contextlib.contextmanager
+def isolated(root: Path) -> Iterator[None]:
+    """Like :func:`on_path`, but the process-wide registry sees *only* the plugins under ``root``.
+
+    Tests of selection and listing use it so that really installed backends do not take part.
+    """
+    from .backends.registry import BackendRegistry, use_registry
+
+    with on_path(root), use_registry(BackendRegistry(path=[str(root)])):
+        yield
+
+
 def subprocess_env(*roots: Path) -> dict[str, str]:
     """Environment for a fresh interpreter that also sees the distributions under ``roots``."""
     env = dict(os.environ)

@@ -23,16 +23,21 @@ class BackendEntryPoint:
         return self.entry_point.load()
 
 
-def discover(group: str = ENTRY_POINT_GROUP) -> list[BackendEntryPoint]:
+def discover(group: str = ENTRY_POINT_GROUP, path: Optional[list[str]] = None) -> list[BackendEntryPoint]:
     """Every entry point of ``group``, deduplicated by (name, distribution), sorted by name.
 
-    The same distribution can be visible twice (an editable install next to a path entry);
-    that is one plugin, not a name conflict.
+    ``path`` restricts the search to distributions installed in those directories (default:
+    ``sys.path``). The same distribution can be visible twice (an editable install next to a
+    path entry); that is one plugin, not a name conflict.
     """
     import importlib_metadata
 
+    if path is None:
+        eps = importlib_metadata.entry_points(group=group)
+    else:
+        eps = [ep for dist in importlib_metadata.distributions(path=path) for ep in dist.entry_points if ep.group == group]
     found: dict[tuple[str, Optional[str]], BackendEntryPoint] = {}
-    for ep in importlib_metadata.entry_points(group=group):
+    for ep in eps:
         dist = getattr(ep, "dist", None)
         dist_name = _canonical(dist.metadata["Name"]) if dist is not None else None
         version = dist.version if dist is not None else None

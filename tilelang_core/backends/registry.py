@@ -9,9 +9,10 @@ none of its hooks is called. Neither affects other backends or ``import tilelang
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional
+from typing import Any, Iterator, Literal, Optional
 
 import pluggy
 
@@ -89,10 +90,15 @@ class BackendRecord:
 
 
 class BackendRegistry:
-    """Installed execution backends of one entry-point group."""
+    """Installed execution backends of one entry-point group.
 
-    def __init__(self, group: str = ENTRY_POINT_GROUP) -> None:
+    ``path`` limits discovery to distributions installed in those directories (the test kit
+    uses it to see only throwaway plugins); by default every distribution on ``sys.path``.
+    """
+
+    def __init__(self, group: str = ENTRY_POINT_GROUP, path: Optional[list[str]] = None) -> None:
         self.group = group
+        self.path = path
         self._lock = threading.RLock()
         self._entry_points: Optional[list[BackendEntryPoint]] = None
         self._records: dict[str, BackendRecord] = {}
@@ -102,7 +108,7 @@ class BackendRegistry:
     def _eps(self) -> list[BackendEntryPoint]:
         with self._lock:
             if self._entry_points is None:
-                self._entry_points = discover(self.group)
+                self._entry_points = discover(self.group, self.path)
             return self._entry_points
 
     def names(self) -> list[str]:
@@ -212,3 +218,16 @@ def get_registry() -> BackendRegistry:
         if _default is None:
             _default = BackendRegistry()
         return _default
+
+
+@contextlib.contextmanager
+def use_registry(registry: BackendRegistry) -> Iterator[BackendRegistry]:
+    """Make ``registry`` the process-wide one inside the ``with`` block (used by the test kit)."""
+    global _default
+    with _default_lock:
+        previous, _default = _default, registry
+    try:
+        yield registry
+    finally:
+        with _default_lock:
+            _default = previous

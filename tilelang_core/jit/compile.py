@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import threading
+from collections import OrderedDict
 from typing import Any, Optional, Sequence, Union
 
 from ..artifact import BuildOptions, KernelArtifact, TensorParam
@@ -38,7 +41,20 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
     :param pass_configs: lowering options (see docs/pipeline.md); unknown keys are an error.
     :param compile_flags: extra flags for the backend's native compiler (a list or one string).
     """
-    from ..lowering import lower, resolve_target
+    from ..cache.store import active_cache
+
+    cache = active_cache()
+    fast = None
+    if cache is not None:
+        fast = _fast_key(func, out_idx, execution_backend, target, target_host, pass_configs, compile_flags)
+        if fast is not None:
+            hit = _fast_lookup(fast)
+            if hit is not None:
+                if verbose:
+                    print(f"[tilelang] {hit.name}: in-memory cache hit")
+                return hit
+
+    from ..lowering import resolve_target
 
     prim_func = _check_prim_func(func)
     flags = _flags(compile_flags)
@@ -48,7 +64,50 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
     assert record.spec is not None
     capability = record.spec.targets[declared_kind(record, kind)]
 
-    artifact = lower(prim_func, target=resolved, target_host=target_host, pass_configs=pass_configs, consumes=capability.consumes)
+    def build() -> JITKernel:
+        from ..lowering import lower
+
+        artifact = lower(
+            prim_func, target=resolved, target_host=target_host, pass_configs=pass_configs, consumes=capability.consumes
+        )
+        return build_kernel(record, capability, artifact, out_idx, flags, pass_configs, verbose, kind)
+
+    if cache is None:
+        return build()
+
+    from ..cache.key import compute_key, native_compiler_identity
+
+    host = getattr(resolved, "host", None)
+    key = compute_key(
+        prim_func,
+        target=str(resolved),
+        target_host=str(host) if host is not None else (str(target_host) if target_host is not None else None),
+        backend_name=record.name,
+        backend_version=record.version or "0",
+        native_compiler=native_compiler_identity(capability),
+        pass_configs=pass_configs,
+        compile_flags=flags,
+        out_idx=out_idx,
+    )
+    kernel = cache.get_or_build(key, record, build)
+    if fast is not None:
+        _fast_store(fast, func, record, kernel)
+    if verbose:
+        print(f"[tilelang] {kernel.name}: cache key {key}")
+    return kernel
+
+
+def build_kernel(
+    record: Any,
+    capability: TargetCapability,
+    artifact: KernelArtifact,
+    out_idx: OutIdx,
+    flags: list[str],
+    pass_configs: Optional[dict[str, Any]],
+    verbose: bool,
+    kind: str,
+) -> JITKernel:
+    """Normalise ``out_idx``, check capabilities, call the backend's build hook, wrap the result."""
     outputs = normalize_out_idx(out_idx, artifact)
     artifact = bind_symbols_from_inputs(artifact, outputs)
     check_capabilities(artifact, capability, outputs, record.name, kind)
@@ -59,6 +118,76 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
             print(artifact.device_source)
     runner = record.call("tilelang_backend_build", artifact=artifact, options=options)
     return JITKernel.create(runner, artifact, BackendInfo(record.name, record.version or "0"), options)
+
+
+# -- the in-memory fast path -------------------------------------------------------------------
+#
+# A warm cache hit must cost well under a millisecond, less than printing the kernel's TIR to hash
+# it. So the memory layer is also indexed by the identity of the prim_func object plus the raw
+# arguments (and the enclosing ``with Target`` scope, which "auto" depends on). The entry keeps the
+# prim_func alive, so its id cannot be reused, and remembers the backend record it was built with:
+# after the registry is refreshed (plugins installed or removed) the entry is ignored.
+
+_FAST_CAPACITY = 4096
+_fast: "OrderedDict[tuple, tuple[Any, Any, JITKernel]]" = OrderedDict()
+_fast_lock = threading.Lock()
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    raise TypeError
+
+
+def _fast_key(func, out_idx, execution_backend, target, target_host, pass_configs, compile_flags) -> Optional[tuple]:
+    try:
+        import tvm
+
+        current = tvm.target.Target.current(allow_none=True)
+        target_key = _freeze(target) if not hasattr(target, "kind") else ("T", str(target))
+        host_key = _freeze(target_host) if not hasattr(target_host, "kind") else ("T", str(target_host))
+        return (
+            id(func),
+            _freeze(out_idx),
+            execution_backend,
+            target_key,
+            host_key,
+            _freeze(pass_configs),
+            _freeze(compile_flags),
+            None if current is None else str(current),
+            os.environ.get("TILELANG_CACHE_DIR"),
+        )
+    except (TypeError, ImportError, AttributeError):
+        return None
+
+
+def _fast_lookup(fast: tuple) -> Optional[JITKernel]:
+    entry = _fast.get(fast)
+    if entry is None:
+        return None
+    _, record, kernel = entry
+    from ..backends import get_registry
+
+    if get_registry()._records.get(record.name) is not record or not record.usable:
+        return None
+    return kernel
+
+
+def _fast_store(fast: tuple, func: Any, record: Any, kernel: JITKernel) -> None:
+    with _fast_lock:
+        _fast[fast] = (func, record, kernel)
+        while len(_fast) > _FAST_CAPACITY:
+            _fast.popitem(last=False)
+
+
+def clear_memory() -> None:
+    """Forget every kernel of the in-memory fast path (``tilelang.cache.clear`` calls it)."""
+    with _fast_lock:
+        _fast.clear()
 
 
 def _check_prim_func(func: Any) -> Any:

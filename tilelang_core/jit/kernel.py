@@ -26,7 +26,8 @@ class JITKernel:
 
     Attributes: ``params`` (the artifact's parameter list), ``out_idx``, ``backend``
     (:class:`BackendInfo`), ``target`` (target string), ``artifact``
-    (:class:`~tilelang_core.artifact.KernelArtifact`), ``runner`` (the backend's callable).
+    (:class:`~tilelang_core.artifact.KernelArtifact`), ``runner`` (the backend's callable),
+    ``cache_key`` (the kernel cache key it is stored under, None when it was not cached).
     """
 
     def __init__(self, runner: Any, artifact: KernelArtifact, backend: BackendInfo, options: BuildOptions) -> None:
@@ -34,6 +35,7 @@ class JITKernel:
         self.artifact = artifact
         self.backend = backend
         self.options = options
+        self.cache_key: Optional[str] = None
 
     @classmethod
     def create(cls, runner: Any, artifact: KernelArtifact, backend: BackendInfo, options: BuildOptions) -> "JITKernel":
@@ -62,6 +64,20 @@ class JITKernel:
     @property
     def name(self) -> str:
         return self.artifact.name
+
+    def export(self, path: Any, *, overwrite: bool = False) -> Any:
+        """Write this kernel into a self-contained directory that :func:`tilelang.load` restores.
+
+        The directory holds the artifact JSON, the files of the backend's
+        ``tilelang_backend_save`` hook, and the versions of the core and the backend. It is
+        written completely next to ``path`` and then renamed into place. Returns the path.
+
+        :param path: directory to create; it must not exist unless ``overwrite=True``.
+        :raises ArtifactError: the backend cannot save kernels (no save/load hooks).
+        """
+        from .export import export_kernel
+
+        return export_kernel(self, path, overwrite=overwrite)
 
     def get_kernel_source(self) -> Optional[str]:
         """The generated device source (C, CUDA C or Metal), if the backend consumed one."""

@@ -1,0 +1,108 @@
+"""The C compiler invocation: flags, $CC, OpenMP switch and compile errors."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+import torch
+from tilelang_core.errors import BuildError
+
+import kernels as K
+
+
+@pytest.fixture
+def logging_cc(tmp_path, monkeypatch):
+    """$CC pointing at a wrapper around cc that records each command line."""
+    log = tmp_path / "cc.log"
+    wrapper = tmp_path / "cc-wrapper"
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec cc "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("CC", str(wrapper))
+    return log
+
+
+def _kernel_lines(log):
+    return [line for line in log.read_text().splitlines() if "omp.c" not in line]
+
+
+def test_default_flags_and_openmp(logging_cc):
+    art = K.vadd_static()
+    art.device_source += "\n/* default flags */\n"
+    K.build(art)
+    (line,) = _kernel_lines(logging_cc)
+    for flag in ("-O3", "-march=native", "-fPIC", "-shared", "-fopenmp"):
+        assert flag in line.split()
+
+
+def test_disable_parallel_blocks_drops_openmp(logging_cc):
+    art = K.vadd_static()
+    art.device_source += "\n/* no openmp */\n"
+    k = K.build(art, pass_configs={"tl.disable_parallel_blocks": True}, out_idx=[2])
+    (line,) = _kernel_lines(logging_cc)
+    assert "-fopenmp" not in line.split()
+    a = torch.randn(16)
+    torch.testing.assert_close(k(a, a), 2 * a)
+
+
+def test_disable_parallel_blocks_from_artifact_pass_configs(logging_cc):
+    art = K.vadd_static()
+    art.device_source += "\n/* no openmp via artifact */\n"
+    art.pass_configs["tl.disable_parallel_blocks"] = True
+    K.build(art)
+    (line,) = _kernel_lines(logging_cc)
+    assert "-fopenmp" not in line.split()
+
+
+def test_compile_flags_are_appended_last(logging_cc):
+    src = """
+#include <stdint.h>
+int32_t flagged(float *A) {
+#ifdef TL_TEST_VALUE
+  A[0] = TL_TEST_VALUE;
+#endif
+  return 0;
+}
+"""
+    art = K.artifact("flagged", [K.tensor("A", [1])], [K.ptr("A", 0)], src)
+    k = K.build(art, compile_flags=["-DTL_TEST_VALUE=42.0f", "-O1"])
+    (line,) = _kernel_lines(logging_cc)
+    args = line.split()
+    assert args.index("-O1") > args.index("-O3")
+    a = torch.zeros(1)
+    k(a)
+    assert a.item() == 42.0
+
+
+def test_compile_error_carries_command_output_and_source():
+    art = K.artifact("broken", [K.tensor("A", [4])], [K.ptr("A", 0)],
+                     "#include <stdint.h>\nint32_t broken(float *A) { return this is not C; }\n")
+    with pytest.raises(BuildError) as info:
+        K.build(art)
+    err = info.value
+    msg = str(err)
+    assert "compiling kernel 'broken' (target c) failed" in msg
+    assert "command: " in msg and "-O3" in msg and "-shared" in msg
+    assert "error" in msg.lower()  # the compiler's own output
+    assert os.path.exists(err.source_path) and err.source_path in msg
+    assert "return this is not C" in open(err.source_path).read()
+    assert err.command[0] and "-o" in err.command
+    assert isinstance(err, RuntimeError)
+
+
+def test_missing_compiler_is_a_build_error(monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent/tilelang-cc")
+    art = K.vadd_static()
+    art.device_source += "\n/* missing cc */\n"
+    with pytest.raises(BuildError, match=r"cannot run the compiler .*\n.*command: /nonexistent/tilelang-cc"):
+        K.build(art)
+
+
+def test_unsupported_dtype_and_bad_out_idx():
+    from tilelang_core.errors import OutIdxError
+
+    with pytest.raises(BuildError, match="handle"):
+        K.build(K.artifact("h", [K.tensor("A", [4], dtype="handle")], [K.ptr("A", 0)], "int h(void*a){return 0;}"))
+    with pytest.raises(OutIdxError, match="scalar parameter 'alpha'"):
+        K.build(K.axpy(), out_idx=[2])

@@ -1,0 +1,860 @@
+/*
+ * The hot path of the cython backend: a kernel object whose call goes through vectorcall,
+ * reads every tensor through torch's DLPack C exchange API, validates it against the call plan,
+ * binds the dynamic symbols, allocates the outputs through the same API and calls the kernel's
+ * uniform entry point (generated at build time, see tilelang_backend_cython/codegen.py).
+ *
+ * Nothing here touches torch's Python attributes (t.dtype, t.shape, ...): that is what keeps a
+ * call in the sub-microsecond range. The plan itself is filled in by _dispatch.pyx.
+ */
+#ifndef TL_CY_DISPATCH_CORE_H
+#define TL_CY_DISPATCH_CORE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "_tl_dlpack.h"
+
+#define TL_MAX_NDIM 16
+#define TL_MAX_PARAMS 256
+#define TL_MAX_SYMS 64
+#define TL_MAX_STACK 32
+
+/* one value handed to the generated entry: a data pointer, an integer or a float */
+typedef union {
+  void *p;
+  long long i;
+  double f;
+} tl_value;
+
+typedef int (*tl_entry_fn)(tl_value *values, const long long *symbols, void *stream, int device);
+typedef const char *(*tl_errstr_fn)(int code);
+
+enum { TL_DIM_STATIC = 0, TL_DIM_SYM = 1, TL_DIM_EXPR = 2 };
+enum { TL_STRIDES_COMPACT = 0, TL_STRIDES_EXPLICIT = 1 };
+enum { TL_SCALAR_INT = 0, TL_SCALAR_FLOAT = 1, TL_SCALAR_BOOL = 2 };
+enum {
+  TL_OP_END = 0,
+  TL_OP_CONST = 1,
+  TL_OP_SYM = 2,
+  TL_OP_ADD = 3,
+  TL_OP_SUB = 4,
+  TL_OP_MUL = 5,
+  TL_OP_FLOORDIV = 6,
+  TL_OP_MOD = 7,
+  TL_OP_NEG = 8,
+  TL_OP_MIN = 9,
+  TL_OP_MAX = 10
+};
+
+typedef struct {
+  int is_tensor;
+  int is_output;     /* allocated by the kernel object (out_idx) */
+  int caller_index;  /* position among the caller's arguments; -1 for outputs */
+  PyObject *name;    /* str */
+  char dtype_name[40];
+  uint8_t code, bits;
+  uint16_t lanes;
+  int ndim;
+  int dim_kind[TL_MAX_NDIM];
+  long long dim_val[TL_MAX_NDIM]; /* static size, symbol index or expression index */
+  int dim_defer[TL_MAX_NDIM];     /* slot in the deferred-check table for TL_DIM_EXPR */
+  int strides_mode;
+  int stride_kind[TL_MAX_NDIM];
+  long long stride_val[TL_MAX_NDIM];
+  int stride_defer[TL_MAX_NDIM];
+  /* scalars */
+  int scalar_kind;
+  int scalar_bits;
+  int scalar_signed;
+  int symbol; /* symbol index a scalar parameter binds, -1 if none */
+} tl_param;
+
+/* an expression-valued dimension/stride checked after every symbol is bound */
+typedef struct {
+  int param;
+  int dim;
+  int is_stride;
+  int expr;
+} tl_deferred;
+
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject *name;      /* str: artifact.name */
+  PyObject *meta;      /* dict: plan, paths (used by the save hook) */
+  PyObject *api_owner; /* the capsule keeping the API table alive */
+  const tl_dl_exchange_api *api;
+  PyTypeObject *tensor_type;
+  int device_type; /* TL_DL_CPU or TL_DL_CUDA */
+  int n_params, n_inputs, n_outputs, n_syms, n_exprs, n_deferred;
+  tl_param *params;
+  int *input_params;  /* caller index -> param index */
+  int *output_params; /* output k -> param index */
+  PyObject **sym_names;
+  PyObject *arg_names; /* "a, b" for the wrong-count message */
+  long long *expr_code;
+  int *expr_start;
+  PyObject **expr_text;
+  tl_deferred *deferred;
+  long long gil_release_elems; /* release the GIL when the inputs hold at least this many */
+  void *lib;
+  tl_entry_fn entry;
+  tl_errstr_fn errstr;
+  PyObject *weakreflist;
+} tl_kernel;
+
+/* ------------------------------------------------------------------------------------------ */
+/* messages                                                                                   */
+
+static const char *tl_short_type_name(PyObject *obj) {
+  const char *n = Py_TYPE(obj)->tp_name;
+  const char *dot = strrchr(n, '.');
+  return dot ? dot + 1 : n;
+}
+
+static void tl_dtype_name(uint8_t code, uint8_t bits, uint16_t lanes, char *buf, size_t size) {
+  const char *base = NULL;
+  char tmp[32];
+  switch (code) {
+    case 0: snprintf(tmp, sizeof tmp, "int%d", bits); base = tmp; break;
+    case 1: snprintf(tmp, sizeof tmp, "uint%d", bits); base = tmp; break;
+    case 2: snprintf(tmp, sizeof tmp, "float%d", bits); base = tmp; break;
+    case 3: base = "handle"; break;
+    case 4: snprintf(tmp, sizeof tmp, "bfloat%d", bits); base = tmp; break;
+    case 5: snprintf(tmp, sizeof tmp, "complex%d", bits); base = tmp; break;
+    case 6: base = "bool"; break;
+    case 7: base = "float8_e3m4"; break;
+    case 8: base = "float8_e4m3"; break;
+    case 9: base = "float8_e4m3b11fnuz"; break;
+    case 10: base = "float8_e4m3fn"; break;
+    case 11: base = "float8_e4m3fnuz"; break;
+    case 12: base = "float8_e5m2"; break;
+    case 13: base = "float8_e5m2fnuz"; break;
+    case 14: base = "float8_e8m0fnu"; break;
+    case 15: base = "float6_e2m3fn"; break;
+    case 16: base = "float6_e3m2fn"; break;
+    case 17: base = "float4_e2m1fn"; break;
+    default: snprintf(tmp, sizeof tmp, "dlpack(code=%d, bits=%d)", code, bits); base = tmp; break;
+  }
+  if (lanes > 1)
+    snprintf(buf, size, "%sx%d", base, lanes);
+  else
+    snprintf(buf, size, "%s", base);
+}
+
+static void tl_device_name(const tl_dl_device *d, char *buf, size_t size) {
+  switch (d->device_type) {
+    case TL_DL_CPU: snprintf(buf, size, "cpu"); break;
+    case TL_DL_CUDA: snprintf(buf, size, "cuda:%d", d->device_id); break;
+    case TL_DL_ROCM: snprintf(buf, size, "cuda:%d (rocm)", d->device_id); break;
+    case TL_DL_METAL: snprintf(buf, size, "mps:%d", d->device_id); break;
+    case TL_DL_CUDA_HOST: snprintf(buf, size, "cpu (pinned)"); break;
+    case TL_DL_CUDA_MANAGED: snprintf(buf, size, "cuda:%d (managed)", d->device_id); break;
+    default: snprintf(buf, size, "DLPack device type %d:%d", d->device_type, d->device_id); break;
+  }
+}
+
+static void tl_format_tuple(const int64_t *v, int n, char *buf, size_t size) {
+  size_t used = 0;
+  int i;
+  used += (size_t)snprintf(buf + used, size - used, "(");
+  for (i = 0; i < n && used < size; i++)
+    used += (size_t)snprintf(buf + used, size - used, i ? ", %lld" : "%lld", (long long)v[i]);
+  if (used < size) snprintf(buf + used, size - used, n == 1 ? ",)" : ")");
+}
+
+/* "<kernel>() argument '<param>' (#i): <what>" */
+static PyObject *tl_arg_error(tl_kernel *k, PyObject *exc, const tl_param *p, const char *fmt, ...) {
+  char what[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  PyErr_Format(exc, "%U() argument '%U' (#%d): %s", k->name, p->name, p->caller_index, what);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* expressions                                                                                */
+
+static long long tl_floordiv(long long a, long long b) {
+  long long q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+  return q;
+}
+
+static long long tl_floormod(long long a, long long b) {
+  long long r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+
+/* evaluates expression `e`; returns 0, or -1 with a Python error set */
+static int tl_eval(tl_kernel *k, int e, const long long *syms, long long *out) {
+  long long stack[TL_MAX_STACK];
+  int sp = 0;
+  const long long *pc = k->expr_code + k->expr_start[e];
+  for (;;) {
+    long long op = *pc++;
+    long long a, b;
+    switch (op) {
+      case TL_OP_END:
+        *out = stack[sp - 1];
+        return 0;
+      case TL_OP_CONST: stack[sp++] = *pc++; break;
+      case TL_OP_SYM: stack[sp++] = syms[*pc++]; break;
+      case TL_OP_NEG: stack[sp - 1] = -stack[sp - 1]; break;
+      default:
+        b = stack[--sp];
+        a = stack[sp - 1];
+        switch (op) {
+          case TL_OP_ADD: a = a + b; break;
+          case TL_OP_SUB: a = a - b; break;
+          case TL_OP_MUL: a = a * b; break;
+          case TL_OP_FLOORDIV:
+          case TL_OP_MOD:
+            if (b == 0) {
+              PyErr_Format(PyExc_ValueError, "%U(): expression '%U' divides by zero for these shapes",
+                           k->name, k->expr_text[e]);
+              return -1;
+            }
+            a = op == TL_OP_FLOORDIV ? tl_floordiv(a, b) : tl_floormod(a, b);
+            break;
+          case TL_OP_MIN: a = a < b ? a : b; break;
+          case TL_OP_MAX: a = a > b ? a : b; break;
+          default:
+            PyErr_Format(PyExc_SystemError, "%U(): corrupt call plan (opcode %lld)", k->name, op);
+            return -1;
+        }
+        stack[sp - 1] = a;
+        break;
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* errors reported by the producer's allocator                                                */
+
+static void tl_set_error(void *ctx, const char *kind, const char *message) {
+  PyObject *exc = PyExc_RuntimeError;
+  (void)ctx;
+  if (kind && strcmp(kind, "MemoryError") == 0) exc = PyExc_MemoryError;
+  else if (kind && strcmp(kind, "ValueError") == 0) exc = PyExc_ValueError;
+  else if (kind && strcmp(kind, "TypeError") == 0) exc = PyExc_TypeError;
+  PyErr_Format(exc, "%s", message ? message : "allocation failed");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* argument checks                                                                            */
+
+static PyObject *tl_clash(tl_kernel *k, const tl_param *p, const char *where, int sym, long long value,
+                          const long long *syms, const int *src) {
+  const tl_param *other = &k->params[src[sym]];
+  PyErr_Format(PyExc_ValueError,
+               "%U() argument '%U' (#%d): %s binds symbol '%U' = %lld, but argument '%U' bound it to %lld",
+               k->name, p->name, p->caller_index, where, k->sym_names[sym], value, other->name,
+               syms[sym]);
+  return NULL;
+}
+
+#if defined(__GNUC__)
+#define TL_INLINE static inline __attribute__((always_inline))
+#define TL_LIKELY(x) __builtin_expect(!!(x), 1)
+#else
+#define TL_INLINE static inline
+#define TL_LIKELY(x) (x)
+#endif
+
+TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, const tl_dl_tensor *t, long long *syms,
+                           int *src, int *dev_id, long long *deferred_vals, char *deferred_one,
+                           long long *elems) {
+  int d;
+  char got[96], want[64];
+  long long n = 1;
+  /* dtype */
+  if (!TL_LIKELY(t->dtype.code == p->code && t->dtype.bits == p->bits && t->dtype.lanes == p->lanes)) {
+    tl_dtype_name(t->dtype.code, t->dtype.bits, t->dtype.lanes, got, sizeof got);
+    tl_arg_error(k, PyExc_ValueError, p, "expected dtype %s, got %s", p->dtype_name, got);
+    return -1;
+  }
+  /* ndim */
+  if (!TL_LIKELY(t->ndim == p->ndim)) {
+    tl_arg_error(k, PyExc_ValueError, p, "expected %d dimensions, got %d", p->ndim, t->ndim);
+    return -1;
+  }
+  /* shape */
+  for (d = 0; d < p->ndim; d++) {
+    long long got_d = (long long)t->shape[d];
+    n *= got_d;
+    switch (p->dim_kind[d]) {
+      case TL_DIM_STATIC:
+        if (!TL_LIKELY(got_d == p->dim_val[d])) {
+          tl_arg_error(k, PyExc_ValueError, p, "expected shape[%d] == %lld, got %lld", d, p->dim_val[d], got_d);
+          return -1;
+        }
+        break;
+      case TL_DIM_SYM: {
+        int s = (int)p->dim_val[d];
+        if (src[s] < 0) {
+          syms[s] = got_d;
+          src[s] = (int)(p - k->params);
+        } else if (syms[s] != got_d) {
+          char where[32];
+          snprintf(where, sizeof where, "shape[%d]", d);
+          tl_clash(k, p, where, s, got_d, syms, src);
+          return -1;
+        }
+        break;
+      }
+      default:
+        deferred_vals[p->dim_defer[d]] = got_d;
+        break;
+    }
+  }
+  *elems += n;
+  /* device */
+  if (!TL_LIKELY(t->device.device_type == k->device_type) ||
+      (k->device_type != TL_DL_CPU && *dev_id >= 0 && t->device.device_id != *dev_id)) {
+    tl_device_name(&t->device, got, sizeof got);
+    if (k->device_type == TL_DL_CPU) snprintf(want, sizeof want, "cpu");
+    else if (*dev_id >= 0) snprintf(want, sizeof want, "cuda:%d", *dev_id);
+    else snprintf(want, sizeof want, "cuda");
+    tl_arg_error(k, PyExc_ValueError, p, "expected a tensor on %s, got %s", want, got);
+    return -1;
+  }
+  if (k->device_type != TL_DL_CPU && *dev_id < 0) *dev_id = t->device.device_id;
+  /* strides */
+  if (TL_LIKELY(p->strides_mode == TL_STRIDES_COMPACT)) {
+    long long expect = 1;
+    if (n != 0 && t->strides != NULL) {
+      for (d = p->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->strides[d] != expect) {
+          tl_format_tuple(t->strides, t->ndim, got, sizeof got);
+          tl_arg_error(k, PyExc_ValueError, p, "expected a contiguous tensor, got strides %s; call .contiguous()",
+                       got);
+          return -1;
+        }
+        expect *= t->shape[d];
+      }
+    }
+  } else {
+    /* explicit strides: compared once every symbol is bound (see the deferred checks) */
+    long long compact = 1;
+    for (d = p->ndim - 1; d >= 0; d--) {
+      int slot = p->stride_defer[d];
+      deferred_vals[slot] = t->strides ? (long long)t->strides[d] : compact;
+      deferred_one[slot] = t->shape[d] == 1;
+      compact *= t->shape[d];
+    }
+  }
+  return 0;
+}
+
+/* "expected strides (..), got strides (..)" for an explicit-strides parameter */
+static PyObject *tl_strides_error(tl_kernel *k, const tl_param *p, const long long *syms,
+                                  const long long *deferred_vals) {
+  int64_t want[TL_MAX_NDIM], got[TL_MAX_NDIM];
+  char want_s[256], got_s[256];
+  int d;
+  for (d = 0; d < p->ndim; d++) {
+    long long w = p->stride_val[d];
+    if (p->stride_kind[d] == TL_DIM_EXPR && tl_eval(k, (int)p->stride_val[d], syms, &w) != 0) return NULL;
+    want[d] = w;
+    got[d] = deferred_vals[p->stride_defer[d]];
+  }
+  tl_format_tuple(want, p->ndim, want_s, sizeof want_s);
+  tl_format_tuple(got, p->ndim, got_s, sizeof got_s);
+  return tl_arg_error(k, PyExc_ValueError, p, "expected strides %s, got strides %s", want_s, got_s);
+}
+
+static int tl_read_scalar(tl_kernel *k, const tl_param *p, PyObject *obj, tl_value *v, long long *syms,
+                          int *src) {
+  if (p->scalar_kind == TL_SCALAR_FLOAT) {
+    double x;
+    if (PyFloat_CheckExact(obj)) {
+      x = PyFloat_AS_DOUBLE(obj);
+    } else if (PyLong_Check(obj) || PyFloat_Check(obj) ||
+               (Py_TYPE(obj)->tp_as_number && Py_TYPE(obj)->tp_as_number->nb_float &&
+                !PyObject_TypeCheck(obj, k->tensor_type))) {
+      x = PyFloat_AsDouble(obj);
+      if (x == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        tl_arg_error(k, PyExc_ValueError, p, "expected a float, got %s out of range", tl_short_type_name(obj));
+        return -1;
+      }
+    } else {
+      tl_arg_error(k, PyExc_TypeError, p, "expected a float, got %s", tl_short_type_name(obj));
+      return -1;
+    }
+    v->f = x;
+    return 0;
+  } else {
+    long long x;
+    int overflow = 0;
+    const char *kind = p->scalar_kind == TL_SCALAR_BOOL ? "a bool" : "an int";
+    if (PyLong_Check(obj)) {
+      x = PyLong_AsLongLongAndOverflow(obj, &overflow);
+      if (x == -1 && PyErr_Occurred()) return -1;
+    } else if (!PyFloat_Check(obj) && PyIndex_Check(obj) && !PyObject_TypeCheck(obj, k->tensor_type)) {
+      PyObject *i = PyNumber_Index(obj);
+      if (!i) {
+        PyErr_Clear();
+        tl_arg_error(k, PyExc_TypeError, p, "expected %s, got %s", kind, tl_short_type_name(obj));
+        return -1;
+      }
+      x = PyLong_AsLongLongAndOverflow(i, &overflow);
+      Py_DECREF(i);
+      if (x == -1 && PyErr_Occurred()) return -1;
+    } else {
+      tl_arg_error(k, PyExc_TypeError, p, "expected %s, got %s", kind, tl_short_type_name(obj));
+      return -1;
+    }
+    if (!overflow && p->scalar_kind == TL_SCALAR_BOOL) {
+      if (x != 0 && x != 1) {
+        tl_arg_error(k, PyExc_ValueError, p, "expected a bool (True/False, 0 or 1), got %lld", x);
+        return -1;
+      }
+    } else if (!overflow && p->scalar_bits < 64) {
+      long long lo, hi;
+      if (p->scalar_signed) {
+        hi = (1LL << (p->scalar_bits - 1)) - 1;
+        lo = -hi - 1;
+      } else {
+        lo = 0;
+        hi = (1LL << p->scalar_bits) - 1;
+      }
+      if (x < lo || x > hi) overflow = 1;
+    } else if (!overflow && !p->scalar_signed && x < 0) {
+      overflow = 1;
+    }
+    if (overflow) {
+      PyObject *r = PyObject_Repr(obj);
+      if (!r) return -1;
+      tl_arg_error(k, PyExc_ValueError, p, "value %s does not fit in %s", PyUnicode_AsUTF8(r),
+                   p->dtype_name);
+      Py_DECREF(r);
+      return -1;
+    }
+    v->i = x;
+    if (p->symbol >= 0) {
+      int s = p->symbol;
+      if (x < 0) {
+        tl_arg_error(k, PyExc_ValueError, p, "gives symbol '%s' = %lld, but a dimension cannot be negative",
+                     PyUnicode_AsUTF8(k->sym_names[s]), x);
+        return -1;
+      }
+      if (src[s] < 0) {
+        syms[s] = x;
+        src[s] = (int)(p - k->params);
+      } else if (syms[s] != x) {
+        tl_clash(k, p, "value", s, x, syms, src);
+        return -1;
+      }
+    }
+    return 0;
+  }
+}
+
+/* torch could not describe the tensor through DLPack (meta device, sparse layout, ...): say why,
+ * reading the tensor's Python attributes (this path is not hot). */
+static PyObject *tl_dlpack_error(tl_kernel *k, const tl_param *p, PyObject *obj) {
+  PyObject *et, *ev, *tb, *msg, *layout = NULL, *device = NULL;
+  const char *first = NULL, *nl;
+  PyErr_Fetch(&et, &ev, &tb);
+  msg = ev ? PyObject_Str(ev) : NULL;
+  Py_XDECREF(et);
+  Py_XDECREF(ev);
+  Py_XDECREF(tb);
+  PyErr_Clear();
+  layout = PyObject_GetAttrString(obj, "layout");
+  if (layout) Py_SETREF(layout, PyObject_Str(layout));
+  PyErr_Clear();
+  if (layout && PyUnicode_CompareWithASCIIString(layout, "torch.strided") != 0) {
+    tl_arg_error(k, PyExc_ValueError, p, "expected a dense (strided) tensor, got layout %s; call .to_dense()",
+                 PyUnicode_AsUTF8(layout));
+    goto done;
+  }
+  device = PyObject_GetAttrString(obj, "device");
+  if (device) Py_SETREF(device, PyObject_Str(device));
+  PyErr_Clear();
+  if (device) {
+    const char *dev = PyUnicode_AsUTF8(device);
+    int ok = dev && (k->device_type == TL_DL_CPU ? strcmp(dev, "cpu") == 0 : strncmp(dev, "cuda", 4) == 0);
+    if (dev && !ok) {
+      tl_arg_error(k, PyExc_ValueError, p, "expected a tensor on %s, got %s",
+                   k->device_type == TL_DL_CPU ? "cpu" : "cuda", dev);
+      goto done;
+    }
+  }
+  PyErr_Clear();
+  first = msg ? PyUnicode_AsUTF8(msg) : NULL;
+  if (!first) {
+    PyErr_Clear();
+    first = "unknown error";
+  }
+  nl = strchr(first, '\n');
+  tl_arg_error(k, PyExc_ValueError, p, "cannot read the tensor through DLPack: %.*s",
+               (int)(nl ? (size_t)(nl - first) : strlen(first)), first);
+done:
+  Py_XDECREF(msg);
+  Py_XDECREF(layout);
+  Py_XDECREF(device);
+  return NULL;
+}
+
+static PyObject *tl_count_error(tl_kernel *k, Py_ssize_t got) {
+  PyErr_Format(PyExc_TypeError, "%U() takes %d tensor/scalar arguments (%U), got %zd", k->name, k->n_inputs,
+               k->arg_names, got);
+  return NULL;
+}
+
+static int tl_read_stream(tl_kernel *k, PyObject *obj, void **stream) {
+  if (obj == NULL || obj == Py_None) return 0;
+  if (PyLong_Check(obj)) {
+    *stream = PyLong_AsVoidPtr(obj);
+    return (*stream == NULL && PyErr_Occurred()) ? -1 : 0;
+  } else {
+    PyObject *h = PyObject_GetAttrString(obj, "cuda_stream");
+    if (!h || !PyLong_Check(h)) {
+      Py_XDECREF(h);
+      PyErr_Clear();
+      PyErr_Format(PyExc_TypeError,
+                   "%U() keyword 'stream': expected an int (a cudaStream_t) or a torch.cuda.Stream, got %s",
+                   k->name, tl_short_type_name(obj));
+      return -1;
+    }
+    *stream = PyLong_AsVoidPtr(h);
+    Py_DECREF(h);
+    return PyErr_Occurred() ? -1 : 0;
+  }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the call                                                                                   */
+
+static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                      PyObject *kwnames) {
+  tl_kernel *k = (tl_kernel *)self;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  PyObject *stream_obj = NULL;
+  tl_value values[TL_MAX_PARAMS];
+  long long syms[TL_MAX_SYMS];
+  int src[TL_MAX_SYMS];
+  long long deferred_vals[TL_MAX_PARAMS];
+  char deferred_one[TL_MAX_PARAMS];
+  PyObject *outs[TL_MAX_PARAMS];
+  int n_outs_done = 0;
+  int dev_id = -1;
+  long long elems = 0;
+  void *stream = NULL;
+  int i, rc;
+
+  if (kwnames) {
+    Py_ssize_t nk = PyTuple_GET_SIZE(kwnames), j;
+    for (j = 0; j < nk; j++) {
+      PyObject *key = PyTuple_GET_ITEM(kwnames, j);
+      if (PyUnicode_CompareWithASCIIString(key, "stream") == 0) {
+        stream_obj = args[nargs + j];
+      } else {
+        PyErr_Format(PyExc_TypeError, "%U() got an unexpected keyword argument '%U' (only 'stream' is accepted)",
+                     k->name, key);
+        return NULL;
+      }
+    }
+  }
+  if (nargs != k->n_inputs) return tl_count_error(k, nargs);
+  for (i = 0; i < k->n_syms; i++) src[i] = -1;
+
+  for (i = 0; i < nargs; i++) {
+    const tl_param *p = &k->params[k->input_params[i]];
+    PyObject *obj = args[i];
+    if (p->is_tensor) {
+      tl_dl_tensor t;
+      if (Py_TYPE(obj) != k->tensor_type && !PyObject_TypeCheck(obj, k->tensor_type))
+        return tl_arg_error(k, PyExc_TypeError, p, "expected a torch.Tensor, got %s", tl_short_type_name(obj));
+      if (k->api->dltensor_from_py_object_no_sync) {
+        if (k->api->dltensor_from_py_object_no_sync(obj, &t) != 0) goto dlpack_failed;
+        if (tl_check_tensor(k, p, &t, syms, src, &dev_id, deferred_vals, deferred_one, &elems) != 0) return NULL;
+        values[k->input_params[i]].p = (char *)t.data + t.byte_offset;
+      } else {
+        tl_dl_managed_versioned *m = NULL;
+        if (k->api->managed_tensor_from_py_object_no_sync(obj, &m) != 0) goto dlpack_failed;
+        rc = tl_check_tensor(k, p, &m->dl_tensor, syms, src, &dev_id, deferred_vals, deferred_one, &elems);
+        values[k->input_params[i]].p = (char *)m->dl_tensor.data + m->dl_tensor.byte_offset;
+        if (m->deleter) m->deleter(m);
+        if (rc != 0) return NULL;
+      }
+      continue;
+    dlpack_failed:
+      return tl_dlpack_error(k, p, obj);
+    } else {
+      if (tl_read_scalar(k, p, obj, &values[k->input_params[i]], syms, src) != 0) return NULL;
+    }
+  }
+
+  /* dimensions given by expressions over the symbols, and explicit strides */
+  for (i = 0; i < k->n_deferred; i++) {
+    const tl_deferred *df = &k->deferred[i];
+    const tl_param *p = &k->params[df->param];
+    long long want;
+    if (df->is_stride) {
+      if (deferred_one[i]) continue; /* a size-1 dimension may have any stride */
+      want = p->stride_val[df->dim];
+      if (df->expr >= 0 && tl_eval(k, df->expr, syms, &want) != 0) return NULL;
+      if (want != deferred_vals[i]) return tl_strides_error(k, p, syms, deferred_vals);
+      continue;
+    }
+    if (tl_eval(k, df->expr, syms, &want) != 0) return NULL;
+    if (want != deferred_vals[i])
+      return tl_arg_error(k, PyExc_ValueError, p, "expected shape[%d] == %s = %lld, got %lld", df->dim,
+                          PyUnicode_AsUTF8(k->expr_text[df->expr]), want, deferred_vals[i]);
+  }
+
+  if (k->device_type != TL_DL_CPU) {
+    if (dev_id < 0) dev_id = 0;
+    if (stream_obj && stream_obj != Py_None) {
+      if (tl_read_stream(k, stream_obj, &stream) != 0) return NULL;
+    } else if (k->api->current_work_stream((int32_t)k->device_type, dev_id, &stream) != 0) {
+      return NULL;
+    }
+  }
+
+  /* outputs */
+  for (i = 0; i < k->n_outputs; i++) {
+    const tl_param *p = &k->params[k->output_params[i]];
+    int64_t shape[TL_MAX_NDIM];
+    tl_dl_tensor proto;
+    tl_dl_managed_versioned *m = NULL;
+    PyObject *obj = NULL;
+    int d;
+    for (d = 0; d < p->ndim; d++) {
+      long long v;
+      if (p->dim_kind[d] == TL_DIM_STATIC) v = p->dim_val[d];
+      else if (p->dim_kind[d] == TL_DIM_SYM) v = syms[p->dim_val[d]];
+      else if (tl_eval(k, (int)p->dim_val[d], syms, &v) != 0) goto fail;
+      if (v < 0) {
+        PyErr_Format(PyExc_ValueError, "%U(): output '%U' would have shape[%d] == %lld for these inputs",
+                     k->name, p->name, d, v);
+        goto fail;
+      }
+      shape[d] = v;
+    }
+    memset(&proto, 0, sizeof proto);
+    proto.device.device_type = k->device_type;
+    proto.device.device_id = k->device_type == TL_DL_CPU ? 0 : dev_id;
+    proto.ndim = p->ndim;
+    proto.dtype.code = p->code;
+    proto.dtype.bits = p->bits;
+    proto.dtype.lanes = p->lanes;
+    proto.shape = shape;
+    if (k->api->managed_tensor_allocator(&proto, &m, NULL, tl_set_error) != 0 || m == NULL) {
+      if (!PyErr_Occurred()) PyErr_Format(PyExc_MemoryError, "%U(): cannot allocate output '%U'", k->name, p->name);
+      goto fail;
+    }
+    values[k->output_params[i]].p = (char *)m->dl_tensor.data + m->dl_tensor.byte_offset;
+    if (k->api->managed_tensor_to_py_object_no_sync(m, (void **)&obj) != 0 || obj == NULL) {
+      if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "%U(): cannot wrap output '%U'", k->name, p->name);
+      goto fail;
+    }
+    outs[n_outs_done++] = obj;
+  }
+
+  if (k->gil_release_elems >= 0 && elems >= k->gil_release_elems) {
+    Py_BEGIN_ALLOW_THREADS
+    rc = k->entry(values, syms, stream, dev_id);
+    Py_END_ALLOW_THREADS
+  } else {
+    rc = k->entry(values, syms, stream, dev_id);
+  }
+  if (rc != 0) {
+    if (k->errstr)
+      PyErr_Format(PyExc_RuntimeError, "%U() failed: %s (error %d)", k->name, k->errstr(rc), rc);
+    else
+      PyErr_Format(PyExc_RuntimeError, "%U() failed: the kernel returned error code %d", k->name, rc);
+    goto fail;
+  }
+
+  if (k->n_outputs == 0) Py_RETURN_NONE;
+  if (k->n_outputs == 1) return outs[0];
+  {
+    PyObject *list = PyList_New(k->n_outputs);
+    if (!list) goto fail;
+    for (i = 0; i < k->n_outputs; i++) PyList_SET_ITEM(list, i, outs[i]);
+    return list;
+  }
+
+fail:
+  for (i = 0; i < n_outs_done; i++) Py_DECREF(outs[i]);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the type                                                                                   */
+
+static void tl_kernel_dealloc(PyObject *self) {
+  tl_kernel *k = (tl_kernel *)self;
+  int i;
+  PyObject_GC_UnTrack(self);
+  if (k->weakreflist) PyObject_ClearWeakRefs(self);
+  if (k->params) {
+    for (i = 0; i < k->n_params; i++) Py_XDECREF(k->params[i].name);
+    PyMem_Free(k->params);
+  }
+  if (k->sym_names) {
+    for (i = 0; i < k->n_syms; i++) Py_XDECREF(k->sym_names[i]);
+    PyMem_Free(k->sym_names);
+  }
+  if (k->expr_text) {
+    for (i = 0; i < k->n_exprs; i++) Py_XDECREF(k->expr_text[i]);
+    PyMem_Free(k->expr_text);
+  }
+  PyMem_Free(k->input_params);
+  PyMem_Free(k->output_params);
+  PyMem_Free(k->expr_code);
+  PyMem_Free(k->expr_start);
+  PyMem_Free(k->deferred);
+  Py_XDECREF(k->name);
+  Py_XDECREF(k->meta);
+  Py_XDECREF(k->api_owner);
+  Py_XDECREF(k->arg_names);
+  Py_XDECREF((PyObject *)k->tensor_type);
+  /* the shared library stays loaded: another kernel object may use the same file */
+  Py_TYPE(self)->tp_free(self);
+}
+
+static int tl_kernel_traverse(PyObject *self, visitproc visit, void *arg) {
+  tl_kernel *k = (tl_kernel *)self;
+  Py_VISIT(k->meta);
+  return 0;
+}
+
+static int tl_kernel_clear(PyObject *self) {
+  tl_kernel *k = (tl_kernel *)self;
+  Py_CLEAR(k->meta);
+  return 0;
+}
+
+static PyObject *tl_kernel_repr(PyObject *self) {
+  tl_kernel *k = (tl_kernel *)self;
+  return PyUnicode_FromFormat("<tilelang cython kernel %U(%U) on %s>", k->name, k->arg_names,
+                              k->device_type == TL_DL_CPU ? "cpu" : "cuda");
+}
+
+static PyObject *tl_kernel_get_meta(PyObject *self, void *closure) {
+  tl_kernel *k = (tl_kernel *)self;
+  (void)closure;
+  if (!k->meta) Py_RETURN_NONE;
+  Py_INCREF(k->meta);
+  return k->meta;
+}
+
+static PyObject *tl_kernel_get_name(PyObject *self, void *closure) {
+  tl_kernel *k = (tl_kernel *)self;
+  (void)closure;
+  Py_INCREF(k->name);
+  return k->name;
+}
+
+static PyGetSetDef tl_kernel_getset[] = {
+    {"meta", tl_kernel_get_meta, NULL,
+     "Dict with the call plan ('plan'), the shared library ('library') and the kept source ('source').", NULL},
+    {"__name__", tl_kernel_get_name, NULL, "The kernel's name (artifact.name).", NULL},
+    {"name", tl_kernel_get_name, NULL, "The kernel's name (artifact.name).", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject tl_kernel_type = {
+    PyVarObject_HEAD_INIT(NULL, 0) "tilelang_backend_cython.CythonKernel", /* tp_name */
+    sizeof(tl_kernel),                                                    /* tp_basicsize */
+};
+
+static int tl_kernel_type_ready(void) {
+  tl_kernel_type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL;
+  tl_kernel_type.tp_doc =
+      "A compiled kernel of the cython backend. Call it with the kernel's non-output parameters in order "
+      "(torch tensors and Python scalars), optionally stream=...; it returns the out_idx outputs.";
+  tl_kernel_type.tp_vectorcall_offset = offsetof(tl_kernel, vectorcall);
+  tl_kernel_type.tp_call = PyVectorcall_Call;
+  tl_kernel_type.tp_dealloc = tl_kernel_dealloc;
+  tl_kernel_type.tp_traverse = tl_kernel_traverse;
+  tl_kernel_type.tp_clear = tl_kernel_clear;
+  tl_kernel_type.tp_repr = tl_kernel_repr;
+  tl_kernel_type.tp_getset = tl_kernel_getset;
+  tl_kernel_type.tp_weaklistoffset = offsetof(tl_kernel, weakreflist);
+  return PyType_Ready(&tl_kernel_type);
+}
+
+static tl_kernel *tl_kernel_alloc(int n_params, int n_syms, int n_exprs, int code_len) {
+  tl_kernel *k;
+  if (n_params > TL_MAX_PARAMS || n_syms > TL_MAX_SYMS) {
+    PyErr_Format(PyExc_ValueError, "kernel has %d parameters and %d symbols; the cython backend supports at most %d and %d",
+                 n_params, n_syms, TL_MAX_PARAMS, TL_MAX_SYMS);
+    return NULL;
+  }
+  k = PyObject_GC_New(tl_kernel, &tl_kernel_type);
+  if (!k) return NULL;
+  memset((char *)k + sizeof(PyObject), 0, sizeof(tl_kernel) - sizeof(PyObject));
+  k->vectorcall = tl_kernel_vectorcall;
+  k->n_params = n_params;
+  k->n_syms = n_syms;
+  k->n_exprs = n_exprs;
+  k->gil_release_elems = -1;
+  k->params = (tl_param *)PyMem_Calloc((size_t)(n_params ? n_params : 1), sizeof(tl_param));
+  k->input_params = (int *)PyMem_Calloc((size_t)(n_params ? n_params : 1), sizeof(int));
+  k->output_params = (int *)PyMem_Calloc((size_t)(n_params ? n_params : 1), sizeof(int));
+  k->deferred = (tl_deferred *)PyMem_Calloc((size_t)(n_params * TL_MAX_NDIM * 2 + 1), sizeof(tl_deferred));
+  k->sym_names = (PyObject **)PyMem_Calloc((size_t)(n_syms ? n_syms : 1), sizeof(PyObject *));
+  k->expr_text = (PyObject **)PyMem_Calloc((size_t)(n_exprs ? n_exprs : 1), sizeof(PyObject *));
+  k->expr_start = (int *)PyMem_Calloc((size_t)(n_exprs ? n_exprs : 1), sizeof(int));
+  k->expr_code = (long long *)PyMem_Calloc((size_t)(code_len ? code_len : 1), sizeof(long long));
+  if (!k->params || !k->input_params || !k->output_params || !k->deferred || !k->sym_names || !k->expr_text ||
+      !k->expr_start || !k->expr_code) {
+    Py_DECREF(k);
+    PyErr_NoMemory();
+    return NULL;
+  }
+  PyObject_GC_Track((PyObject *)k);
+  return k;
+}
+
+static int tl_kernel_open_library(tl_kernel *k, const char *path, const char *entry, const char *errstr) {
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    PyErr_Format(PyExc_OSError, "cannot load kernel library %s: %s", path, dlerror());
+    return -1;
+  }
+  k->entry = (tl_entry_fn)dlsym(lib, entry);
+  if (!k->entry) {
+    PyErr_Format(PyExc_OSError, "kernel library %s has no symbol %s", path, entry);
+    return -1;
+  }
+  k->errstr = errstr && errstr[0] ? (tl_errstr_fn)dlsym(lib, errstr) : NULL;
+  k->lib = lib;
+  return 0;
+}
+
+static const tl_dl_exchange_api *tl_api_from_capsule(PyObject *capsule) {
+  const tl_dl_exchange_api *api =
+      (const tl_dl_exchange_api *)PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
+  if (!api) return NULL;
+  if (api->header.version.major != 1) {
+    PyErr_Format(PyExc_RuntimeError,
+                 "torch's DLPack C exchange API has major version %u; the cython backend needs 1",
+                 api->header.version.major);
+    return NULL;
+  }
+  if (!api->managed_tensor_allocator || !api->managed_tensor_from_py_object_no_sync ||
+      !api->managed_tensor_to_py_object_no_sync || !api->current_work_stream) {
+    PyErr_SetString(PyExc_RuntimeError, "torch's DLPack C exchange API table is incomplete");
+    return NULL;
+  }
+  return api;
+}
+
+#endif /* TL_CY_DISPATCH_CORE_H */

@@ -1,0 +1,299 @@
+"""The call plan: everything the native dispatcher checks and does on a call, decided once.
+
+:func:`make_plan` reads a :class:`~tilelang_core.artifact.KernelArtifact` and the build options
+and returns a JSON-compatible dict (saved next to the library by the save hook, so loading a
+kernel needs neither TVM nor a compiler). Layout, format 1::
+
+    {
+      "format": 1, "name": "add", "device": "cpu" | "cuda",
+      "entry": "__tl_cy_call", "error_string": null | "__tl_cy_error_string",
+      "gil_release_elems": 65536 | null,
+      "symbols": ["n", ...],                       # slot order of the symbol values
+      "exprs": [{"text": "n + 1", "code": [...]}],  # bytecode for _dispatch_core.h
+      "outputs": [2],                              # params allocated by the kernel (out_idx)
+      "params": [
+        {"name": "A", "kind": "tensor", "dtype": "float32", "dl": [2, 32, 1], "output": false,
+         "dims": [["static", 16] | ["sym", slot] | ["expr", index]],
+         "strides": null | [["static", 1] | ["expr", index]]},
+        {"name": "k", "kind": "scalar", "dtype": "int32", "scalar_kind": "int", "bits": 32,
+         "signed": true, "symbol": slot | -1, "output": false}
+      ]
+    }
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from tilelang_core.artifact import BuildOptions, KernelArtifact, ScalarParam, TensorParam
+from tilelang_core.errors import BuildError, OutIdxError
+
+from .exprs import is_plain_symbol, to_bytecode
+
+PLAN_FORMAT = 1
+ENTRY_SYMBOL = "__tl_cy_call"
+ERROR_STRING_SYMBOL = "__tl_cy_error_string"
+
+#: CPU kernels whose tensor inputs hold at least this many elements run with the GIL released.
+GIL_RELEASE_ELEMS = 1 << 16
+
+_FLOAT8 = {
+    "float8_e3m4": 7,
+    "float8_e4m3": 8,
+    "float8_e4m3b11fnuz": 9,
+    "float8_e4m3fn": 10,
+    "float8_e4m3fnuz": 11,
+    "float8_e5m2": 12,
+    "float8_e5m2fnuz": 13,
+    "float8_e8m0fnu": 14,
+    "float6_e2m3fn": 15,
+    "float6_e3m2fn": 16,
+    "float4_e2m1fn": 17,
+}
+
+
+def dlpack_dtype(dtype: str) -> tuple[int, int, int]:
+    """(code, bits, lanes) of a TVM dtype string as torch exports it through DLPack.
+
+    :raises ValueError: a dtype the dispatcher cannot check.
+    """
+    m = re.fullmatch(r"(.+?)(?:x(\d+))?", dtype.strip())
+    base, lanes = (m.group(1), int(m.group(2) or 1)) if m else (dtype, 1)
+    if base == "bool":
+        return (6, 8, lanes)
+    if base in _FLOAT8:
+        bits = int(base[5])
+        return (_FLOAT8[base], bits, lanes)
+    for prefix, code in (("uint", 1), ("int", 0), ("bfloat", 4), ("float", 2), ("complex", 5)):
+        if base.startswith(prefix) and base[len(prefix):].isdigit():
+            return (code, int(base[len(prefix):]), lanes)
+    raise ValueError(f"dtype {dtype!r} is not supported by the cython backend")
+
+
+def _scalar_info(p: ScalarParam) -> dict[str, Any]:
+    dtype = p.dtype
+    if dtype == "bool":
+        return {"scalar_kind": "bool", "bits": 8, "signed": False}
+    m = re.fullmatch(r"(u?int)(8|16|32|64)", dtype)
+    if m:
+        return {"scalar_kind": "int", "bits": int(m.group(2)), "signed": m.group(1) == "int"}
+    m = re.fullmatch(r"(b?float)(16|32|64)", dtype)
+    if m:
+        return {"scalar_kind": "float", "bits": int(m.group(2)), "signed": True}
+    raise BuildError(f"scalar parameter '{p.name}' has dtype {dtype!r}, which the cython backend cannot pass; "
+                     f"use an int, uint, bool or float dtype")
+
+
+def make_plan(artifact: KernelArtifact, options: BuildOptions, *, device: Optional[str] = None) -> dict[str, Any]:
+    """Build the call plan of ``artifact`` (see the module docstring for its layout).
+
+    :param device: ``"cpu"`` or ``"cuda"``; by default from ``artifact.target_kind``.
+    :raises OutIdxError: an ``out_idx`` entry is not a tensor parameter, or an output's shape uses a
+        symbol that no input binds.
+    :raises BuildError: the artifact uses something the dispatcher cannot do.
+    """
+    if device is None:
+        device = "cuda" if artifact.target_kind == "cuda" else "cpu"
+    params = artifact.params
+    out_idx = sorted(set(options.out_idx))
+    for i in out_idx:
+        if i < 0 or i >= len(params):
+            raise OutIdxError(f"out_idx {i} is out of range for kernel '{artifact.name}' with {len(params)} parameters")
+        if not isinstance(params[i], TensorParam):
+            raise OutIdxError(f"out_idx {i} names scalar parameter '{params[i].name}'; only tensors can be outputs")
+
+    # symbol slots: declared bindings first, then any other name an expression uses
+    symbols: list[str] = []
+
+    def slot(name: str) -> int:
+        if name not in symbols:
+            symbols.append(name)
+        return symbols.index(name)
+
+    for b in artifact.symbols:
+        slot(b.name)
+
+    exprs: list[dict[str, Any]] = []
+    expr_index: dict[str, int] = {}
+
+    def expr(text: str) -> int:
+        key = text.strip()
+        if key not in expr_index:
+            expr_index[key] = len(exprs)
+            exprs.append({"text": key, "code": to_bytecode(key, slot)})
+        return expr_index[key]
+
+    # which (param, dim) a declared binding reads; scalars bind through dim None
+    bind_dim: dict[tuple[int, int], int] = {}
+    scalar_symbol: dict[int, int] = {}
+    for b in artifact.symbols:
+        if b.param_index >= len(params):
+            raise BuildError(f"symbol '{b.name}' is bound from parameter #{b.param_index}, "
+                             f"but kernel '{artifact.name}' has {len(params)} parameters")
+        if b.dim is None:
+            scalar_symbol[b.param_index] = slot(b.name)
+        else:
+            bind_dim[(b.param_index, b.dim)] = slot(b.name)
+
+    bound: set[str] = set()
+    out_params: list[dict[str, Any]] = []
+    for i, p in enumerate(params):
+        is_out = i in out_idx
+        if isinstance(p, TensorParam):
+            try:
+                dl = dlpack_dtype(p.dtype)
+            except ValueError as exc:
+                raise BuildError(f"parameter '{p.name}': {exc}") from None
+            dims: list[list[Any]] = []
+            for d, entry in enumerate(p.shape):
+                if (i, d) in bind_dim and not is_out:
+                    dims.append(["sym", bind_dim[(i, d)]])
+                    bound.add(symbols[bind_dim[(i, d)]])
+                elif isinstance(entry, int):
+                    dims.append(["static", int(entry)])
+                elif is_plain_symbol(entry):
+                    dims.append(["sym", slot(entry.strip())])
+                    if not is_out:
+                        bound.add(entry.strip())
+                else:
+                    dims.append(["expr", expr(entry)])
+            strides = None
+            if p.strides is not None:
+                strides = [["static", int(s)] if isinstance(s, int) else ["expr", expr(s)] for s in p.strides]
+            out_params.append({"name": p.name, "kind": "tensor", "dtype": p.dtype, "dl": list(dl),
+                               "output": is_out, "dims": dims, "strides": strides})
+        else:
+            info = _scalar_info(p)
+            sym = scalar_symbol.get(i, -1)
+            if sym >= 0:
+                if info["scalar_kind"] != "int":
+                    raise BuildError(f"symbol '{symbols[sym]}' is bound from scalar '{p.name}' of dtype {p.dtype}; "
+                                     f"symbols must come from integer scalars")
+                bound.add(symbols[sym])
+            out_params.append({"name": p.name, "kind": "scalar", "dtype": p.dtype, "output": False,
+                               "symbol": sym, **info})
+
+    # every symbol an expression (or an output shape) uses must be bound by an input
+    unbound = [s for s in symbols if s not in bound]
+    if unbound:
+        users = []
+        for i in out_idx:
+            p = params[i]
+            for e in p.shape:
+                if isinstance(e, str) and any(u in _names(e) for u in unbound):
+                    users.append(p.name)
+        if users:
+            raise OutIdxError(f"kernel '{artifact.name}': output(s) {sorted(set(users))} have shapes using symbol(s) "
+                              f"{unbound} that no input binds; pass those outputs as arguments instead of out_idx")
+        raise BuildError(f"kernel '{artifact.name}' uses symbol(s) {unbound} that no parameter binds")
+
+    return {
+        "format": PLAN_FORMAT,
+        "name": artifact.name,
+        "device": device,
+        "entry": ENTRY_SYMBOL,
+        "error_string": ERROR_STRING_SYMBOL if device == "cuda" else None,
+        "gil_release_elems": GIL_RELEASE_ELEMS if device == "cpu" else None,
+        "symbols": symbols,
+        "exprs": exprs,
+        "outputs": out_idx,
+        "params": out_params,
+    }
+
+
+def _names(expr: str) -> set[str]:
+    from tilelang_core.symbolic import free_symbols
+
+    return free_symbols(expr)
+
+
+def check_plan(plan: Any) -> None:
+    """Validate a call plan read back from disk before the native code trusts its indices.
+
+    :raises ValueError: naming the first inconsistency.
+    """
+    from .exprs import OP_CONST, OP_END, OP_NEG, OP_SYM
+
+    def fail(what: str) -> None:
+        raise ValueError(f"invalid call plan: {what}")
+
+    if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
+        fail(f"format {plan.get('format') if isinstance(plan, dict) else None!r} (expects {PLAN_FORMAT})")
+    for key, typ in (("name", str), ("device", str), ("entry", str), ("symbols", list), ("exprs", list),
+                     ("outputs", list), ("params", list)):
+        if not isinstance(plan.get(key), typ):
+            fail(f"'{key}' must be a {typ.__name__}")
+    n_syms, n_exprs = len(plan["symbols"]), len(plan["exprs"])
+    for i, e in enumerate(plan["exprs"]):
+        code = e.get("code") if isinstance(e, dict) else None
+        if not isinstance(code, list) or not all(isinstance(c, int) and not isinstance(c, bool) for c in code):
+            fail(f"expression #{i} has no integer code")
+        depth, pc = 0, 0
+        while True:
+            if pc >= len(code):
+                fail(f"expression #{i} does not end")
+            op = code[pc]
+            if op == OP_END:
+                if depth != 1 or pc != len(code) - 1:
+                    fail(f"expression #{i} is unbalanced")
+                break
+            if op in (OP_CONST, OP_SYM):
+                if pc + 1 >= len(code) or (op == OP_SYM and not 0 <= code[pc + 1] < n_syms):
+                    fail(f"expression #{i} has a bad operand")
+                depth, pc = depth + 1, pc + 2
+            elif op == OP_NEG:
+                if depth < 1:
+                    fail(f"expression #{i} is unbalanced")
+                pc += 1
+            elif 3 <= op <= 10:
+                if depth < 2:
+                    fail(f"expression #{i} is unbalanced")
+                depth, pc = depth - 1, pc + 1
+            else:
+                fail(f"expression #{i} has opcode {op}")
+            if depth > 30:
+                fail(f"expression #{i} is too deep")
+
+    def check_ref(kind: Any, value: Any, where: str) -> None:
+        if kind == "static" and isinstance(value, int):
+            return
+        if kind == "sym" and isinstance(value, int) and 0 <= value < n_syms:
+            return
+        if kind == "expr" and isinstance(value, int) and 0 <= value < n_exprs:
+            return
+        fail(f"{where}: bad entry {[kind, value]!r}")
+
+    for i, p in enumerate(plan["params"]):
+        if not isinstance(p, dict) or not isinstance(p.get("name"), str):
+            fail(f"parameter #{i} is malformed")
+        if p.get("kind") == "tensor":
+            dl = p.get("dl")
+            if not (isinstance(dl, list) and len(dl) == 3 and all(isinstance(x, int) for x in dl)
+                    and 0 <= dl[0] < 256 and 0 < dl[1] < 256 and 0 < dl[2] < 65536):
+                fail(f"parameter '{p['name']}' has a bad dtype {dl!r}")
+            dims = p.get("dims")
+            if not isinstance(dims, list) or len(dims) > 16:
+                fail(f"parameter '{p['name']}' has bad dims")
+            for d in dims:
+                if not (isinstance(d, list) and len(d) == 2):
+                    fail(f"parameter '{p['name']}' has bad dims")
+                check_ref(d[0], d[1], f"parameter '{p['name']}'")
+            strides = p.get("strides")
+            if strides is not None:
+                if not isinstance(strides, list) or len(strides) != len(dims):
+                    fail(f"parameter '{p['name']}' has bad strides")
+                for d in strides:
+                    if not (isinstance(d, list) and len(d) == 2) or d[0] == "sym":
+                        fail(f"parameter '{p['name']}' has bad strides")
+                    check_ref(d[0], d[1], f"parameter '{p['name']}'")
+        elif p.get("kind") == "scalar":
+            if p.get("scalar_kind") not in ("int", "float", "bool") or p.get("bits") not in (8, 16, 32, 64):
+                fail(f"scalar '{p['name']}' is malformed")
+            if not isinstance(p.get("symbol"), int) or not -1 <= p["symbol"] < n_syms:
+                fail(f"scalar '{p['name']}' binds a bad symbol")
+        else:
+            fail(f"parameter #{i} has kind {p.get('kind')!r}")
+    outs = [i for i, p in enumerate(plan["params"]) if p.get("output")]
+    if outs != plan["outputs"] or any(plan["params"][i]["kind"] != "tensor" for i in outs):
+        fail("'outputs' disagrees with the parameters")

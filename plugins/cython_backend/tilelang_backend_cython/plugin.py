@@ -1,0 +1,121 @@
+"""Entry point of the ``cython`` execution backend (group ``tilelang.backends``).
+
+Imports nothing heavy: torch, TVM, the compilers and the native dispatcher are touched only
+inside the hooks. See :mod:`tilelang_backend_cython.backend` for the work itself.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Any
+
+from tilelang_core.hookspecs import hookimpl
+
+#: Plugin API version this backend was written for.
+TILELANG_PLUGIN_API = 1
+
+
+def _cc_executable() -> str:
+    parts = shlex.split(os.environ.get("CC") or "cc")
+    return parts[0] if parts else "cc"
+
+
+def _with_native_compiler(targets: dict[str, Any]) -> dict[str, Any]:
+    """Declare the compilers (part of the kernel cache key) when this core knows the field."""
+    try:
+        from tilelang_core.capabilities import TargetCapability
+
+        if "native_compiler" not in TargetCapability.model_fields:
+            return targets
+    except ImportError:  # pragma: no cover
+        return targets
+    targets["c"]["native_compiler"] = {"program": "cc", "env": "CC", "version_args": ["--version"]}
+    targets["cuda"]["native_compiler"] = {"program": "nvcc", "env": "TILELANG_NVCC", "version_args": ["--version"]}
+    return targets
+
+
+@hookimpl
+def tilelang_backend_spec() -> dict[str, Any]:
+    """Declare the backend: CPU (``c``) kernels and CUDA kernels, both from device source."""
+    return {
+        "name": "cython",
+        "plugin_api_version": TILELANG_PLUGIN_API,
+        "description": "Compiles device source with cc/nvcc; native DLPack dispatcher with the lowest call overhead",
+        "targets": _with_native_compiler({
+            "c": {
+                "priority": 100,
+                "consumes": ["device_source"],
+                "device_language": "c",
+                "platforms": ["linux", "darwin"],
+                "requires": {"executables": [_cc_executable()]},
+            },
+            "cuda": {
+                "priority": 50,
+                "consumes": ["device_source"],
+                "device_language": "cuda",
+                "cuda_streams": True,
+                "platforms": ["linux"],
+                "requires": {"executables": ["nvcc"]},
+            },
+        }),
+    }
+
+
+def _torch_has_exchange_api() -> bool:
+    try:
+        from importlib.metadata import version
+
+        major, minor = (int(x) for x in version("torch").split(".")[:2])
+    except Exception:
+        return True  # unknown: let the build report it
+    return (major, minor) >= (2, 10)
+
+
+@hookimpl
+def tilelang_backend_probe(target_kind: str) -> Any:
+    """``c``: the dispatch extension is built and torch has the DLPack C exchange API;
+    ``cuda``: additionally a CUDA driver and a device."""
+    from importlib.util import find_spec
+
+    from tilelang_core.capabilities import Availability
+
+    if find_spec("tilelang_backend_cython._dispatch") is None:
+        return Availability.no("the dispatch extension is not built; reinstall tilelang-backend-cython")
+    if not _torch_has_exchange_api():
+        return Availability.no("torch is too old: the cython backend needs torch.Tensor.__dlpack_c_exchange_api__ (torch>=2.10)")
+    if target_kind == "cuda":
+        import ctypes
+
+        try:
+            libcuda = ctypes.CDLL("libcuda.so.1")
+        except OSError:
+            return Availability.no("no CUDA driver (libcuda.so.1 cannot be loaded)")
+        count = ctypes.c_int(0)
+        if libcuda.cuInit(0) != 0 or libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+            return Availability.no("no CUDA device (the CUDA driver reports none)")
+    return Availability.yes()
+
+
+@hookimpl
+def tilelang_backend_build(artifact: Any, options: Any) -> Any:
+    """Compile the artifact's device source and return the callable kernel."""
+    from .backend import build
+
+    return build(artifact, options)
+
+
+@hookimpl
+def tilelang_backend_save(kernel: Any, directory: Any) -> None:
+    """Write the kernel's shared library and its call plan (JSON) into ``directory``."""
+    from .backend import save
+
+    save(kernel, directory)
+
+
+@hookimpl
+def tilelang_backend_load(artifact: Any, directory: Any, options: Any) -> Any:
+    """Restore a saved kernel without TVM and without a compiler."""
+    from .backend import load
+
+    return load(artifact, directory, options)

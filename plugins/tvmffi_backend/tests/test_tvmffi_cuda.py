@@ -1,0 +1,161 @@
+"""CUDA: the module builds (TVM codegen + nvcc compile check) here; launches need a GPU (marked gpu)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+from tilelang_core.artifact import BuildOptions
+from tilelang_core.errors import BackendUnavailableError
+from tilelang_backend_tvmffi import plugin
+from tilelang_backend_tvmffi.runtime import export, module_kinds, unwrap_module
+
+HAS_GPU = torch.cuda.is_available()
+gpu_only = pytest.mark.skipif(not HAS_GPU, reason="no CUDA device: torch.cuda.is_available() is False")
+
+
+def _arch() -> str:
+    if HAS_GPU:
+        major, minor = torch.cuda.get_device_capability()
+        return f"sm_{major}{minor}"
+    return "sm_80"
+
+
+@pytest.fixture(scope="module")
+def cuda_artifact():
+    if importlib.util.find_spec("cuda") is None:  # TVM compiles with nvrtc from cuda-python by default
+        os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")
+    import _tvmffi_kernels
+    import tvm
+
+    from tilelang_backend_tvmffi.testing import artifact_from_prim_func, make_target
+
+    if tvm.get_global_func("target.build.cuda", allow_missing=True) is None:
+        pytest.skip("TVM built without CUDA codegen")
+    return artifact_from_prim_func(_tvmffi_kernels.vec_add_cuda, target=make_target("cuda", _arch()), name="vec_add")
+
+
+def test_cuda_module_has_a_device_module_and_compiles_with_nvcc(cuda_artifact, tmp_path):
+    mod = unwrap_module(cuda_artifact.tvm_modules)
+    assert module_kinds(mod)[:2] == ["llvm", "cuda"]
+    assert cuda_artifact.params[0].device == "cuda"
+    source = mod.imports[0].inspect_source()
+    if not source:  # with a CUDA runtime TVM already compiled it (cubin/fatbin)
+        return
+    assert 'extern "C" __global__' in source and "vec_add_kernel" in source
+    nvcc = shutil.which("nvcc") or ("/usr/local/bin/nvcc" if os.path.exists("/usr/local/bin/nvcc") else None)
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    cu = tmp_path / "vec_add.cu"
+    cu.write_text(source)
+    proc = subprocess.run(
+        [nvcc, "-cubin", f"-arch={_arch()}", "-O3", "-o", str(tmp_path / "vec_add.cubin"), str(cu)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "vec_add.cubin").stat().st_size > 0
+
+
+def test_cuda_module_exports_with_export_library(cuda_artifact, tmp_path):
+    export(unwrap_module(cuda_artifact.tvm_modules), tmp_path / "kernel.so")
+    assert (tmp_path / "kernel.so").stat().st_size > 0
+
+
+@pytest.mark.skipif(HAS_GPU, reason="checks the behaviour without TVM's CUDA runtime")
+def test_build_without_cuda_runtime_says_why(cuda_artifact):
+    import tvm
+
+    if tvm.runtime.enabled("cuda"):
+        pytest.skip("TVM's CUDA runtime is loaded here")
+    with pytest.raises(BackendUnavailableError, match="'cuda' device module cannot run here"):
+        plugin.tilelang_backend_build(artifact=cuda_artifact, options=BuildOptions())
+
+
+@pytest.mark.skipif(HAS_GPU, reason="checks the behaviour without TVM's CUDA runtime")
+def test_loading_a_saved_cuda_kernel_without_cuda_runtime_says_why(cuda_artifact, tmp_path):
+    """A cache entry written on a GPU machine (simulated: export + plan) cannot load here."""
+    import json
+
+    import tvm
+
+    if tvm.runtime.enabled("cuda"):
+        pytest.skip("TVM's CUDA runtime is loaded here")
+    from tilelang_backend_tvmffi.runtime import LIBRARY_FILE, PLAN_FILE, PLAN_FORMAT
+
+    export(unwrap_module(cuda_artifact.tvm_modules), tmp_path / LIBRARY_FILE)
+    (tmp_path / PLAN_FILE).write_text(json.dumps({
+        "plan_format": PLAN_FORMAT, "library": LIBRARY_FILE, "entry": "vec_add", "target_kind": "cuda",
+        "module_kinds": ["llvm", "cuda"], "alignment": 64,
+    }))
+    with pytest.raises(BackendUnavailableError, match="cuda"):
+        plugin.tilelang_backend_load(artifact=cuda_artifact, directory=tmp_path, options=BuildOptions())
+
+
+# --- launches (need a GPU) ------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@gpu_only
+@pytest.mark.parametrize("n", [1, 1000, 4097])
+def test_gpu_vec_add_matches_torch(cuda_artifact, n):
+    k = plugin.tilelang_backend_build(artifact=cuda_artifact, options=BuildOptions(out_idx=[2]))
+    a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    c = k(a, b)
+    assert c.device == a.device
+    torch.testing.assert_close(c, a + b)
+
+
+@pytest.mark.gpu
+@gpu_only
+def test_gpu_launch_uses_torch_current_stream_and_stream_argument(cuda_artifact):
+    k = plugin.tilelang_backend_build(artifact=cuda_artifact, options=BuildOptions(out_idx=[2]))
+    n = 1 << 20
+    a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        c = k(a, b)
+    s.synchronize()
+    torch.testing.assert_close(c, a + b)
+    s2 = torch.cuda.Stream()
+    c2 = k(a, b, stream=s2)
+    s2.synchronize()
+    torch.testing.assert_close(c2, a + b)
+    c3 = k(a, b, stream=s2.cuda_stream)
+    s2.synchronize()
+    torch.testing.assert_close(c3, a + b)
+
+
+@pytest.mark.gpu
+@gpu_only
+def test_gpu_cuda_graph_capture(cuda_artifact):
+    k = plugin.tilelang_backend_build(artifact=cuda_artifact, options=BuildOptions())
+    a, b, c = (torch.randn(4096, device="cuda") for _ in range(3))
+    k(a, b, c)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        k(a, b, c)
+    a.fill_(1.0)
+    b.fill_(2.0)
+    g.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c, torch.full_like(c, 3.0))
+
+
+@pytest.mark.gpu
+@gpu_only
+def test_gpu_bad_calls_use_the_contract_messages(cuda_artifact):
+    k = plugin.tilelang_backend_build(artifact=cuda_artifact, options=BuildOptions(out_idx=[2]))
+    with pytest.raises(ValueError) as info:
+        k(torch.randn(8), torch.randn(8, device="cuda"))
+    assert str(info.value) == "vec_add() argument 'A' (#0): expected a tensor on cuda, got cpu"
+    with pytest.raises(ValueError) as info:
+        k(torch.randn(8, device="cuda"), torch.randn(9, device="cuda"))
+    assert str(info.value) == (
+        "vec_add() argument 'B' (#1): shape[0] binds symbol 'n' = 9, but argument 'A' bound it to 8"
+    )

@@ -1,0 +1,664 @@
+"""The callable kernel of the ``tvm_ffi`` backend.
+
+A kernel wraps the TVM packed function named ``artifact.name`` (it takes every parameter in
+order). Calls go through tvm-ffi, which reads torch tensors through torch's DLPack C exchange API
+and, for CUDA tensors, launches on torch's current stream.
+
+Per kernel, a small Python function is generated for the common call (no ``stream=``, the right
+number of arguments, plain ``torch.Tensor`` inputs whose data is aligned as TVM's code assumes):
+it binds the symbols the outputs need from the input shapes, allocates the ``out_idx`` outputs
+with torch on the inputs' device, and calls the TVM function directly. TVM's host code checks
+every argument itself (count, type, dtype, ndim, shape, strides, device); when it refuses a call,
+the arguments are validated in Python and the error is re-raised as the TypeError/ValueError
+with the message every backend gives (see ``docs/CONTRACTS-DRAFT.md``). Everything else (a
+``stream=``, tensor subclasses, misaligned views) takes the general path, which validates first.
+
+Misaligned views: TVM's LLVM and CUDA code assume 64-byte aligned tensor data (a view with a
+storage offset would crash it), so such tensors are copied into aligned temporaries for the call
+and copied back afterwards.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from tilelang_core import symbolic
+from tilelang_core.artifact import BuildOptions, KernelArtifact, ScalarParam, TensorParam
+from tilelang_core.errors import BuildError, OutIdxError
+
+#: Byte alignment TVM assumes for tensor data (``kAllocAlignment``).
+TVM_ALIGNMENT = 64
+
+#: torch device type for each artifact device family.
+_TORCH_DEVICE_TYPE = {"cpu": "cpu", "cuda": "cuda", "rocm": "cuda", "hip": "cuda", "metal": "mps"}
+
+#: Default of the generated call function's positional parameters ("not passed").
+_MISSING = object()
+
+_INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+def torch_dtype(name: str):
+    """The torch dtype of a TVM dtype string (``float32`` -> ``torch.float32``)."""
+    import torch
+
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise BuildError(f"tvm_ffi: TVM dtype {name!r} has no torch equivalent; cannot pass or allocate it")
+    return dtype
+
+
+def _torch_dtype_name(dtype: Any) -> str:
+    text = str(dtype)
+    return text[6:] if text.startswith("torch.") else text
+
+
+@dataclass
+class KernelState:
+    """Everything a kernel object holds besides its generated call function."""
+
+    artifact: KernelArtifact
+    options: BuildOptions
+    out_idx: tuple[int, ...]
+    func: Any
+    module: Any = None  # the TVM module to export (None after load)
+    library_path: Optional[Path] = None  # compiled library (C target, or after load)
+    holder: Any = None  # keeps a temporary library directory alive
+    module_kinds: list[str] = field(default_factory=list)
+    alignment: int = TVM_ALIGNMENT
+    source: str = ""
+
+
+KERNEL_DOC = """A kernel built by the ``tvm_ffi`` backend: ``kernel(*inputs, stream=None)``.
+
+Pass the non-output parameters in order; the ``out_idx`` outputs are allocated on the inputs'
+device and returned (one tensor, a list for several, None when there are none). On CUDA the
+launch goes on torch's current stream, or on ``stream`` (a ``torch.cuda.Stream`` or a raw
+``cudaStream_t`` int); CPU kernels ignore ``stream``.
+
+The kernel is a plain generated Python function (the cheapest thing to call); its attributes:
+``artifact``, ``out_idx``, ``backend`` (``"tvm_ffi"``), ``get_source()``, ``call_plan_code``.
+"""
+
+
+def kernel_state(kernel: Any) -> KernelState:
+    """The :class:`KernelState` of a kernel this backend built or loaded (or a JITKernel of one)."""
+    state = getattr(kernel, "_state", None)
+    if state is None and hasattr(kernel, "runner"):
+        state = getattr(kernel.runner, "_state", None)
+    if not isinstance(state, KernelState):
+        raise TypeError(f"tvm_ffi: expected a kernel built by the tvm_ffi backend, got {type(kernel).__name__}")
+    return state
+
+
+# --- build ----------------------------------------------------------------------------------
+
+
+def build(artifact: KernelArtifact, options: BuildOptions) -> Any:
+    """Wrap ``artifact.tvm_modules`` into a callable kernel (the build hook)."""
+    from .runtime import module_kinds, runnable_module, unwrap_module
+
+    if artifact.tvm_modules is None:
+        raise BuildError(
+            f"tvm_ffi: kernel {artifact.name!r} carries no TVM runtime module; the tvm_ffi backend "
+            "consumes 'runtime_module' (lower with consumes=['runtime_module'])"
+        )
+    mod = unwrap_module(artifact.tvm_modules)
+    kinds = module_kinds(mod)
+    device_kinds = [k for k in kinds if k not in ("llvm", "c", "static_library", "library")]
+    if device_kinds:
+        _require_device_runtime(device_kinds)
+    runnable, library_path, holder = runnable_module(mod, list(options.compile_flags))
+    source = artifact.device_source or artifact.host_source or ""
+    if not source:
+        try:
+            source = mod.imports[0].inspect_source() if mod.imports else mod.inspect_source()
+        except Exception:  # noqa: BLE001 - not every module kind can show its source
+            source = ""
+    alignment = assumed_alignment(mod, kinds, artifact)
+    return make_kernel(
+        artifact, options, runnable, module_for_export=mod, library_path=library_path,
+        holder=holder, kinds=kinds, alignment=alignment, source=source,
+    )
+
+
+def assumed_alignment(mod: Any, kinds: list[str], artifact: KernelArtifact) -> int:
+    """Byte alignment of tensor data the compiled code assumes; 0 when torch's guarantee suffices.
+
+    TVM marks every buffer parameter as ``data_alignment``-aligned (64 bytes by default): the LLVM
+    code carries ``llvm.assume(align 64)`` and may use aligned vector instructions, so a view
+    with a storage offset would crash it. For LLVM hosts without device modules the assumption
+    is read from the IR; device code (CUDA, ...) is taken to assume TVM's default; C sources
+    compiled by the system compiler assume nothing unless they say ``assume_aligned``.
+    """
+    import re
+
+    itemsizes = [_itemsize(p.dtype) for _, p in artifact.tensor_params] or [1]
+    device_kinds = [k for k in kinds if k not in ("llvm", "c", "static_library", "library")]
+    if device_kinds:
+        return TVM_ALIGNMENT
+    if set(kinds) <= {"c"}:
+        try:
+            source = mod.inspect_source()
+        except Exception:  # noqa: BLE001
+            return TVM_ALIGNMENT
+        return TVM_ALIGNMENT if "assume_aligned" in source else 0
+    try:
+        ir = mod.inspect_source("ll")
+    except Exception:  # noqa: BLE001 - no IR: assume TVM's default
+        return TVM_ALIGNMENT
+    found = [int(n) for n in re.findall(r'"align"\(ptr [^,]+, i64 (\d+)\)', ir)]
+    found += [int(n) for n in re.findall(r"ptr noalias[^,)]* align (\d+)", ir)]
+    need = max(found, default=0)
+    return need if need > min(itemsizes) else 0
+
+
+def _itemsize(dtype: str) -> int:
+    import re
+
+    m = re.search(r"(\d+)(x\d+)?$", dtype)
+    if dtype == "bool" or m is None:
+        return 1
+    return max(1, int(m.group(1)) // 8)
+
+
+def _require_device_runtime(device_kinds: list[str]) -> None:
+    """Refuse to wrap device modules that TVM's runtime cannot run in this process."""
+    import tvm_ffi
+
+    from tilelang_core.errors import BackendUnavailableError
+
+    for kind in device_kinds:
+        if tvm_ffi.get_global_func(f"ffi.Module.load_from_bytes.{kind}", allow_missing=True) is None:
+            raise BackendUnavailableError(
+                f"tvm_ffi: the kernel's {kind!r} device module cannot run here: TVM's {kind} runtime "
+                "is not loaded (no driver or device, or TVM built without it); the module was built "
+                "but can only be saved, not called"
+            )
+
+
+def make_kernel(
+    artifact: KernelArtifact,
+    options: BuildOptions,
+    module: Any,
+    *,
+    module_for_export: Any,
+    library_path: Optional[Path],
+    holder: Any,
+    kinds: list[str],
+    alignment: int = TVM_ALIGNMENT,
+    source: str = "",
+) -> Any:
+    """Create the kernel (a generated function, see :data:`KERNEL_DOC`) around ``artifact.name``."""
+    try:
+        func = module.get_function(artifact.name, query_imports=True)
+    except Exception:  # noqa: BLE001 - tvm-ffi raises AttributeError/RuntimeError
+        func = None
+    if func is None:
+        raise BuildError(
+            f"tvm_ffi: the TVM module has no function named {artifact.name!r} (artifact.name); "
+            "the pipeline must build the kernel under that global symbol"
+        )
+    out_idx = _check_out_idx(artifact, options.out_idx)
+    state = KernelState(
+        artifact=artifact, options=options, out_idx=out_idx, func=func, module=module_for_export,
+        library_path=library_path, holder=holder, module_kinds=list(kinds), alignment=alignment,
+        source=source,
+    )
+    plan = _CallPlan(state)
+    call = plan.generate()
+    call._state = state
+    call.artifact = artifact
+    call.out_idx = out_idx
+    call.backend = "tvm_ffi"
+    call.get_source = lambda: state.source
+    call.call_plan_code = plan.code
+    if options.verbose:
+        print(
+            f"[tvm_ffi] {artifact.name}: modules {kinds}, data alignment checked: {alignment or 'no'}, "
+            f"library {library_path or '(in memory)'}\n{plan.code}"
+        )
+    return call
+
+
+def _check_out_idx(artifact: KernelArtifact, out_idx: Sequence[int]) -> tuple[int, ...]:
+    n = len(artifact.params)
+    seen: list[int] = []
+    for i in out_idx:
+        if not isinstance(i, int) or not 0 <= i < n:
+            raise OutIdxError(f"out_idx entry {i!r} is out of range for kernel {artifact.name!r} with {n} parameters")
+        if i in seen:
+            raise OutIdxError(f"out_idx entry {i} is repeated for kernel {artifact.name!r}")
+        if not isinstance(artifact.params[i], TensorParam):
+            raise OutIdxError(
+                f"out_idx entry {i} names scalar parameter {artifact.params[i].name!r} of kernel "
+                f"{artifact.name!r}; only tensor parameters can be outputs"
+            )
+        seen.append(i)
+    return tuple(seen)
+
+
+# --- call plan ------------------------------------------------------------------------------
+
+
+class _Renamer(ast.NodeTransformer):
+    def __init__(self, mapping: dict[str, str]) -> None:
+        self.mapping = mapping
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in self.mapping:
+            return ast.copy_location(ast.Name(id=self.mapping[node.id], ctx=node.ctx), node)
+        return node
+
+
+def _expr_code(expr: Any, mapping: dict[str, str]) -> str:
+    """Python source of a shape entry with symbol names replaced by local variable names."""
+    if isinstance(expr, int):
+        return str(expr)
+    tree = symbolic._parse(expr)  # validated: names, ints, + - * // %, min/max
+    return ast.unparse(_Renamer(mapping).visit(ast.parse(ast.unparse(tree), mode="eval")))
+
+
+class _CallPlan:
+    """Per-kernel call plan: inputs, outputs, symbol sources; generates the call function."""
+
+    def __init__(self, state: KernelState) -> None:
+        import torch
+
+        self.state = state
+        a = state.artifact
+        self.name = a.name
+        self.inputs = [(i, p) for i, p in enumerate(a.params) if i not in state.out_idx]
+        self.outputs = [(i, a.params[i]) for i in sorted(state.out_idx)]
+        self.arg_of_param = {pi: j for j, (pi, _) in enumerate(self.inputs)}
+        self.names = ", ".join(p.name for _, p in self.inputs)
+        self.torch = torch
+        self.dtypes = {i: torch_dtype(p.dtype) for i, p in enumerate(a.params) if isinstance(p, TensorParam)}
+        devices = {p.device for p in a.params if isinstance(p, TensorParam)}
+        self.device_family = devices.pop() if len(devices) == 1 else ("cpu" if not devices else sorted(devices)[0])
+        self.torch_device_type = _TORCH_DEVICE_TYPE.get(self.device_family, self.device_family)
+        self.is_cpu = self.torch_device_type == "cpu"
+        self.symbol_source = self._symbol_sources()
+        # Symbols named by scalar parameters (bound from the scalar's value).
+        self.scalar_symbols = {
+            s.param_index: s.name for s in a.symbols
+            if s.dim is None and s.param_index in self.arg_of_param
+        }
+
+    # -- symbols -----------------------------------------------------------------------------
+
+    def _symbol_sources(self) -> dict[str, tuple[int, Optional[int]]]:
+        """symbol -> (caller argument index, dim or None) for every symbol an input binds."""
+        a = self.state.artifact
+        sources: dict[str, tuple[int, Optional[int]]] = {}
+        for s in a.symbols:
+            if s.param_index in self.arg_of_param:
+                sources.setdefault(s.name, (self.arg_of_param[s.param_index], s.dim))
+        for j, (_, p) in enumerate(self.inputs):
+            if isinstance(p, TensorParam):
+                for d, dim in enumerate(p.shape):
+                    if isinstance(dim, str) and dim.strip().isidentifier():
+                        sources.setdefault(dim.strip(), (j, d))
+        for pi, p in self.outputs:
+            for d, dim in enumerate(p.shape):
+                for sym in sorted(symbolic.free_symbols(dim)):
+                    if sym not in sources:
+                        raise OutIdxError(
+                            f"out_idx names output {p.name!r} of kernel {a.name!r} whose shape[{d}] = "
+                            f"{dim!r} uses symbol {sym!r}, which no input argument binds"
+                        )
+        return sources
+
+    # -- generated fast path -----------------------------------------------------------------
+
+    def generate(self):
+        torch = self.torch
+        state = self.state
+        nin = len(self.inputs)
+        arg_names = [f"a{j}" for j in range(nin)]
+        tensor_args = [f"a{j}" for j, (_, p) in enumerate(self.inputs) if isinstance(p, TensorParam)]
+        # An output with exactly an input's shape, dtype and layout is allocated with
+        # torch.empty_like(input): much cheaper than torch.empty(shape, dtype=, device=).
+        like: dict[int, str] = {}
+        for pi, p in self.outputs:
+            if p.strides is not None:
+                continue
+            for j, (qi, q) in enumerate(self.inputs):
+                if isinstance(q, TensorParam) and q.strides is None and q.dtype == p.dtype and q.shape == p.shape:
+                    like[pi] = f"a{j}"
+                    break
+        needed: list[str] = []
+        for pi, p in self.outputs:
+            if pi in like:
+                continue
+            for dim in list(p.shape) + list(p.strides or []):
+                for sym in sorted(symbolic.free_symbols(dim)):
+                    if sym not in needed:
+                        needed.append(sym)
+        mapping = {sym: f"_s{k}" for k, sym in enumerate(needed)}
+        env: dict[str, Any] = {
+            "_Tensor": torch.Tensor,
+            "_f": state.func,
+            "_empty": torch.empty,
+            "_empty_strided": torch.empty_strided,
+            "_empty_like": torch.empty_like,
+            "_reraise": self.reraise,
+            "_slow": self.slow_call,
+            "_cpu": torch.device("cpu"),
+            "_current_device": self.current_device,
+        }
+        body: list[str] = []
+        for sym in needed:
+            j, d = self.symbol_source[sym]
+            body.append(f"{mapping[sym]} = a{j}" + ("" if d is None else f".shape[{d}]"))
+        if len(like) < len(self.outputs):
+            if self.is_cpu:
+                dev = "_cpu"
+            elif tensor_args:
+                body.append(f"_dev = {tensor_args[0]}.device")
+                dev = "_dev"
+            else:
+                body.append("_dev = _current_device()")
+                dev = "_dev"
+        call_args: list[str] = []
+        out_names: list[str] = []
+        for pi, p in enumerate(state.artifact.params):
+            if pi in self.arg_of_param:
+                call_args.append(f"a{self.arg_of_param[pi]}")
+                continue
+            m = len(out_names)
+            out_names.append(f"o{m}")
+            call_args.append(f"o{m}")
+            env[f"_dt{m}"] = self.dtypes[pi]
+            if pi in like:
+                body.append(f"o{m} = _empty_like({like[pi]})")
+                continue
+            shape = "(" + "".join(_expr_code(d, mapping) + ", " for d in p.shape) + ")"
+            if p.strides is not None:
+                strides = "(" + "".join(_expr_code(d, mapping) + ", " for d in p.strides) + ")"
+                body.append(f"o{m} = _empty_strided({shape}, {strides}, dtype=_dt{m}, device={dev})")
+            else:
+                body.append(f"o{m} = _empty({shape}, dtype=_dt{m}, device={dev})")
+        body.append(f"_f({', '.join(call_args)})")
+        if not out_names:
+            ret = "None"
+        elif len(out_names) == 1:
+            ret = out_names[0]
+        else:
+            ret = "[" + ", ".join(out_names) + "]"
+
+        conds = [f"type({t}) is _Tensor" for t in tensor_args]
+        for j, (_, p) in enumerate(self.inputs):
+            if isinstance(p, ScalarParam):  # exact Python types only; others are converted by _slow
+                conds.append(_scalar_fast_condition(f"a{j}", p.dtype))
+        aligned_check = None
+        if state.alignment and tensor_args:
+            # data_ptr() raises for tensors without storage (sparse, ...): evaluated inside the try.
+            ptrs = " | ".join(f"{t}.data_ptr()" for t in tensor_args)
+            aligned_check = f"(({ptrs}) & {state.alignment - 1})"
+        # Positional parameters with a sentinel default: the common call needs no tuple
+        # unpacking; missing or extra arguments fall through to the general path, which raises
+        # the contract's count error.
+        env["_M"] = _MISSING
+        params = "".join(f"{a}=_M, " for a in arg_names)
+        packed = "(" + "".join(f"{a}, " for a in arg_names) + ")"
+        given = f"tuple(x for x in {packed} if x is not _M) + rest"
+        lines = [f"def __call__({params}*rest, stream=None):"]
+        lines.append(f"    if {' and '.join(conds + ['stream is None', 'not rest'])}:")
+        lines.append("        try:")
+        if aligned_check:
+            lines.append(f"            if {aligned_check}:")
+            lines.append(f"                return _slow({given}, stream)  # misaligned: staged copies")
+        lines.extend("            " + b for b in body)
+        lines.append("        except Exception as exc:")
+        lines.append(f"            _reraise({given}, exc)")
+        lines.append(f"        return {ret}")
+        lines.append(f"    return _slow({given}, stream)")
+        code = "\n".join(lines) + "\n"
+        self.code = code
+        exec(compile(code, f"<tvm_ffi kernel {self.name}>", "exec"), env)  # noqa: S102 - generated
+        fn = env["__call__"]
+        fn.__doc__ = KERNEL_DOC
+        fn.__qualname__ = fn.__name__ = self.name
+        return fn
+
+    # -- validation --------------------------------------------------------------------------
+
+    def check(self, args: Sequence[Any]) -> tuple[Optional[Exception], dict[str, int]]:
+        """Validate a call; return ``(error or None, bound symbols)``. Messages per the contract."""
+        torch = self.torch
+        name = self.name
+        nin = len(self.inputs)
+        if len(args) != nin:
+            return TypeError(f"{name}() takes {nin} tensor/scalar arguments ({self.names}), got {len(args)}"), {}
+        symbols: dict[str, int] = {}
+        origin: dict[str, str] = {}
+        deferred: list[tuple[int, str, int, Any, Any]] = []
+        first_device = None
+        for j, (pi, p) in enumerate(self.inputs):
+            x = args[j]
+            pre = f"{name}() argument '{p.name}' (#{j})"
+            if isinstance(p, ScalarParam):
+                err, value = _scalar_value(pre, p.dtype, x, torch.Tensor)
+                if err is not None:
+                    return err, symbols
+                sym = self.scalar_symbols.get(pi)
+                if sym is not None:
+                    value = int(value)
+                    if value < 0:
+                        return ValueError(
+                            f"{pre}: gives symbol '{sym}' = {value}, but a dimension cannot be negative"
+                        ), symbols
+                    if sym in symbols and symbols[sym] != value:
+                        return ValueError(
+                            f"{pre}: value binds symbol '{sym}' = {value}, but argument "
+                            f"'{origin[sym]}' bound it to {symbols[sym]}"
+                        ), symbols
+                    symbols.setdefault(sym, value)
+                    origin.setdefault(sym, p.name)
+                continue
+            if not isinstance(x, torch.Tensor):
+                return TypeError(f"{pre}: expected a torch.Tensor, got {_short_type_name(x)}"), symbols
+            if x.layout != torch.strided:
+                return ValueError(
+                    f"{pre}: expected a dense (strided) tensor, got layout {x.layout}; call .to_dense()"
+                ), symbols
+            if x.device.type == "meta":  # no data: reported before anything else, as DLPack refuses it
+                return ValueError(f"{pre}: expected a tensor on {p.device}, got meta"), symbols
+            if x.dtype != self.dtypes[pi]:
+                return ValueError(f"{pre}: expected dtype {p.dtype}, got {_torch_dtype_name(x.dtype)}"), symbols
+            if x.dim() != len(p.shape):
+                return ValueError(f"{pre}: expected {len(p.shape)} dimensions, got {x.dim()}"), symbols
+            shape = tuple(x.shape)
+            for d, dim in enumerate(p.shape):
+                got = shape[d]
+                if isinstance(dim, int):
+                    if got != dim:
+                        return ValueError(f"{pre}: expected shape[{d}] == {dim}, got {got}"), symbols
+                elif dim.strip().isidentifier():
+                    sym = dim.strip()
+                    if sym in symbols:
+                        if symbols[sym] != got:
+                            return ValueError(
+                                f"{pre}: shape[{d}] binds symbol '{sym}' = {got}, but argument "
+                                f"'{origin[sym]}' bound it to {symbols[sym]}"
+                            ), symbols
+                    else:
+                        symbols[sym] = got
+                        origin[sym] = p.name
+                else:
+                    deferred.append((j, pre, d, dim, got))
+            device = x.device
+            if device.type != self.torch_device_type:
+                return ValueError(f"{pre}: expected a tensor on {p.device}, got {device}"), symbols
+            if first_device is None:
+                first_device = device
+            elif device != first_device:
+                return ValueError(f"{pre}: expected a tensor on {first_device}, got {device}"), symbols
+            if p.strides is None:
+                if not x.is_contiguous():
+                    return ValueError(
+                        f"{pre}: expected a contiguous tensor, got strides {tuple(x.stride())}; call .contiguous()"
+                    ), symbols
+            else:
+                deferred.append((j, pre, -1, p.strides, tuple(x.stride())))
+        for j, pre, d, expr, got in deferred:
+            if d == -1:  # explicit strides; size-1 dimensions may have any stride
+                if not set().union(*(symbolic.free_symbols(s) for s in expr)) <= set(symbols):
+                    continue
+                want = tuple(symbolic.evaluate(s, symbols) for s in expr)
+                sizes = tuple(args[j].shape)
+                if any(w != g and sizes[k] != 1 for k, (w, g) in enumerate(zip(want, got))):
+                    return ValueError(f"{pre}: expected strides {want}, got strides {got}"), symbols
+                continue
+            if not symbolic.free_symbols(expr) <= set(symbols):
+                continue
+            want = symbolic.evaluate(expr, symbols)
+            if want != got:
+                return ValueError(f"{pre}: expected shape[{d}] == {expr} = {want}, got {got}"), symbols
+        return None, symbols
+
+    def reraise(self, args: Sequence[Any], exc: BaseException) -> None:
+        """Raise the contract error for a call TVM refused, or re-raise TVM's error as is."""
+        err, _ = self.check(args)
+        if err is not None:
+            raise err from None
+        raise exc
+
+    # -- general path ------------------------------------------------------------------------
+
+    def current_device(self):
+        torch = self.torch
+        if self.torch_device_type == "cuda":
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device(self.torch_device_type)
+
+    def slow_call(self, args: Sequence[Any], stream: Any):
+        """Validate, stage misaligned tensors, allocate outputs, call (on ``stream``)."""
+        torch = self.torch
+        err, symbols = self.check(args)
+        if err is not None:
+            raise err
+        a = self.state.artifact
+        call_args: list[Any] = [None] * len(a.params)
+        device = None
+        for j, (pi, p) in enumerate(self.inputs):
+            call_args[pi] = args[j]
+            if isinstance(p, ScalarParam):  # numpy scalars, bools for ints...: plain Python values
+                call_args[pi] = _scalar_value("", p.dtype, args[j], torch.Tensor)[1]
+            if device is None and isinstance(p, TensorParam):
+                device = args[j].device
+        if device is None:
+            device = self.current_device()
+        for sym, (j, d) in self.symbol_source.items():
+            if sym not in symbols:
+                symbols[sym] = int(call_args[self.inputs[j][0]]) if d is None else int(args[j].shape[d])
+        outs = []
+        context = self._stream_context(stream, device)
+        with context:
+            staged = []
+            align = self.state.alignment
+            if align:
+                for j, (pi, p) in enumerate(self.inputs):
+                    x = call_args[pi]
+                    if isinstance(p, TensorParam) and x.data_ptr() % align:
+                        y = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
+                        y.copy_(x)
+                        staged.append((x, y))
+                        call_args[pi] = y
+            for pi, p in self.outputs:
+                shape = tuple(symbolic.evaluate(d, symbols) for d in p.shape)
+                if p.strides is not None:
+                    strides = tuple(symbolic.evaluate(d, symbols) for d in p.strides)
+                    o = torch.empty_strided(shape, strides, dtype=self.dtypes[pi], device=device)
+                else:
+                    o = torch.empty(shape, dtype=self.dtypes[pi], device=device)
+                call_args[pi] = o
+                outs.append(o)
+            try:
+                self.state.func(*call_args)
+            except Exception as exc:  # noqa: BLE001 - translated when the arguments explain it
+                self.reraise(args, exc)
+            for x, y in staged:
+                x.copy_(y)
+        if not outs:
+            return None
+        return outs[0] if len(outs) == 1 else outs
+
+    def _stream_context(self, stream: Any, device: Any):
+        """Context that makes ``stream`` torch's (and so tvm-ffi's) current stream for the call."""
+        import contextlib
+
+        if stream is None:
+            return contextlib.nullcontext()
+        if isinstance(stream, int) and not isinstance(stream, bool):
+            handle = stream
+        else:
+            handle = getattr(stream, "cuda_stream", None)
+            if not isinstance(handle, int):
+                raise TypeError(
+                    f"{self.name}() keyword 'stream': expected an int (a cudaStream_t) or a torch.cuda.Stream, "
+                    f"got {_short_type_name(stream)}"
+                )
+        if self.torch_device_type != "cuda":
+            return contextlib.nullcontext()  # CPU kernels run synchronously; the stream is ignored
+        torch = self.torch
+        import tvm_ffi
+
+        s = stream if isinstance(stream, torch.cuda.Stream) else torch.cuda.ExternalStream(handle, device=device)
+        return tvm_ffi.use_torch_stream(torch.cuda.stream(s))
+
+
+def _scalar_fast_condition(var: str, dtype: str) -> str:
+    """Python condition under which ``var`` can go to TVM unchanged for a scalar of ``dtype``."""
+    if dtype == "bool":
+        return f"type({var}) is bool"
+    if dtype in _INT_DTYPES:
+        bits = int(dtype.lstrip("uint"))
+        lo, hi = (0, (1 << bits) - 1) if dtype.startswith("u") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+        return f"(type({var}) is int and {lo} <= {var} <= {hi})"
+    return f"(type({var}) is float or type({var}) is int)"
+
+
+def _short_type_name(x: Any) -> str:
+    return type(x).__name__
+
+
+def _scalar_value(pre: str, dtype: str, x: Any, tensor_type: Any) -> tuple[Optional[Exception], Any]:
+    """``(error, python value)`` of a scalar argument, with the cython backend's rules.
+
+    float dtypes take anything with ``__float__`` but tensors; int and bool dtypes take ints or
+    ``__index__`` objects (not floats, not tensors) that fit the dtype; bool takes 0 or 1.
+    """
+    if dtype not in _INT_DTYPES and dtype != "bool":
+        if isinstance(x, (int, float)):
+            return None, float(x) if type(x) not in (int, float) else x
+        if hasattr(type(x), "__float__") and not isinstance(x, tensor_type) and not isinstance(x, (str, bytes)):
+            try:
+                return None, float(x)
+            except (TypeError, ValueError, OverflowError):
+                return ValueError(f"{pre}: expected a float, got {_short_type_name(x)} out of range"), None
+        return TypeError(f"{pre}: expected a float, got {_short_type_name(x)}"), None
+    kind = "a bool" if dtype == "bool" else "an int"
+    if isinstance(x, int):
+        value = int(x)
+    elif not isinstance(x, float) and hasattr(type(x), "__index__") and not isinstance(x, tensor_type):
+        try:
+            value = operator.index(x)
+        except TypeError:
+            return TypeError(f"{pre}: expected {kind}, got {_short_type_name(x)}"), None
+    else:
+        return TypeError(f"{pre}: expected {kind}, got {_short_type_name(x)}"), None
+    if dtype == "bool":
+        if value not in (0, 1):
+            return ValueError(f"{pre}: expected a bool (True/False, 0 or 1), got {value}"), None
+        return None, bool(value)
+    bits = int(dtype.lstrip("uint"))
+    lo, hi = (0, (1 << bits) - 1) if dtype.startswith("u") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    if not lo <= value <= hi:
+        return ValueError(f"{pre}: value {x!r} does not fit in {dtype}"), None
+    return None, value

@@ -1,0 +1,262 @@
+"""TVM runtime modules: unwrap, make runnable, export (save) and reload (load) them.
+
+Saving writes ``kernel.so`` (TVM's ``export_library``: the host code plus the imported device
+modules serialised into the library) and ``tvmffi_plan.json`` (a small call plan: entry name,
+target kind, device module kinds, versions). Loading uses ``tvm_ffi.load_module`` only: no
+lowering and no TVM compiler pass runs, and TVM's Python package is not imported; the TVM runtime
+libraries the generated code calls into (``libtvm_runtime``, plus ``libtvm_runtime_cuda`` for CUDA
+modules) are loaded with ctypes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+import tempfile
+import weakref
+from pathlib import Path
+from typing import Any, Optional
+
+from tilelang_core.errors import ArtifactError, BackendUnavailableError, BuildError
+
+#: File names inside a saved kernel directory.
+LIBRARY_FILE = "kernel.so"
+PLAN_FILE = "tvmffi_plan.json"
+PLAN_FORMAT = 1
+
+#: Module kinds that must be compiled and linked (``export_library``) before they can run.
+_NOT_RUNNABLE_KINDS = ("c", "static_library")
+
+_LOADED_RUNTIMES: dict[str, Any] = {}
+
+#: Flags given to the system compiler for C sources (target ``c``), before ``compile_flags``.
+DEFAULT_C_FLAGS = ["-O3"]
+
+
+def tvm_lib_dir() -> Optional[Path]:
+    """Directory holding TVM's shared libraries, found without importing TVM (None if unknown)."""
+    spec = importlib.util.find_spec("tvm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        lib = Path(location) / "lib"
+        if lib.is_dir():
+            return lib
+    return None
+
+
+def ensure_tvm_runtime(device_kinds: list[str]) -> None:
+    """Load the TVM runtime libraries that generated code and device modules need.
+
+    The host code of a TVM module calls ``TVMBackend*`` functions (workspace allocation, parallel
+    launch) that live in ``libtvm_runtime``; device modules (``cuda``) are deserialised by loaders
+    that the runtime sidecars register. When TVM is already imported this is a no-op for the
+    base runtime. Raises :class:`BackendUnavailableError` when a device runtime cannot load.
+    """
+    import ctypes
+
+    if "tvm" not in sys.modules and "base" not in _LOADED_RUNTIMES:
+        lib_dir = tvm_lib_dir()
+        path = lib_dir / "libtvm_runtime.so" if lib_dir else None
+        if path is not None and path.exists():
+            import tvm_ffi  # noqa: F401 - loads libtvm_ffi, which libtvm_runtime links against
+
+            _LOADED_RUNTIMES["base"] = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+        else:  # unusual layout: let TVM find its own libraries
+            import tvm.runtime  # noqa: F401
+
+            _LOADED_RUNTIMES["base"] = True
+    for kind in device_kinds:
+        if kind in _LOADED_RUNTIMES or kind in ("llvm", "c", "static_library", "library"):
+            continue
+        import tvm_ffi
+
+        loader = f"ffi.Module.load_from_bytes.{kind}"
+        if tvm_ffi.get_global_func(loader, allow_missing=True) is not None:
+            _LOADED_RUNTIMES[kind] = True
+            continue
+        lib_dir = tvm_lib_dir()
+        path = lib_dir / f"libtvm_runtime_{kind}.so" if lib_dir else None
+        if path is None or not path.exists():
+            raise BackendUnavailableError(
+                f"tvm_ffi: the kernel contains a {kind!r} device module but TVM was built without "
+                f"its runtime (no libtvm_runtime_{kind}.so); install a TVM build with {kind} enabled"
+            )
+        try:
+            _LOADED_RUNTIMES[kind] = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+        except OSError as exc:
+            raise BackendUnavailableError(
+                f"tvm_ffi: cannot load TVM's {kind} runtime ({path.name}): {exc}; a {kind} driver "
+                "and device are needed to run this kernel"
+            ) from None
+        if tvm_ffi.get_global_func(loader, allow_missing=True) is None:
+            raise BackendUnavailableError(
+                f"tvm_ffi: TVM's {kind} runtime loaded but registered no module loader ({loader})"
+            )
+
+
+def unwrap_module(modules: Any) -> Any:
+    """The runtime module from what the pipeline attached (``Executable``, ``Module``, 1-list)."""
+    if isinstance(modules, (list, tuple)):
+        if len(modules) != 1:
+            raise BuildError(
+                f"tvm_ffi: expected one TVM runtime module in artifact.tvm_modules, got {len(modules)}"
+            )
+        modules = modules[0]
+    if isinstance(modules, dict):
+        raise BuildError("tvm_ffi: artifact.tvm_modules must be a TVM runtime module, got a dict")
+    mod = getattr(modules, "mod", modules)  # tvm.runtime.Executable wraps the module in .mod
+    if not hasattr(mod, "get_function") or not hasattr(mod, "imports"):
+        raise BuildError(
+            f"tvm_ffi: artifact.tvm_modules must be a TVM runtime module (tvm.compile's result), "
+            f"got {type(modules).__name__}; lower with consumes=['runtime_module']"
+        )
+    return mod
+
+
+def module_kinds(mod: Any) -> list[str]:
+    """Kinds of ``mod`` and every module it imports, depth first, without duplicates."""
+    kinds: list[str] = []
+    stack = [mod]
+    while stack:
+        m = stack.pop()
+        if m.kind not in kinds:
+            kinds.append(m.kind)
+        stack.extend(m.imports)
+    return kinds
+
+
+class _LibraryDir:
+    """A private temporary directory holding a compiled kernel library, removed with its owner."""
+
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="tilelang_tvmffi_"))
+        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.path), True)
+
+
+def export(mod: Any, file_name: Path, compile_flags: Optional[list[str]] = None) -> None:
+    """``export_library`` with compiler failures turned into :class:`BuildError`.
+
+    ``compile_flags`` are passed to the system compiler (only used when C sources are compiled).
+    """
+    try:
+        if compile_flags:
+            mod.export_library(str(file_name), options=list(compile_flags))
+        else:
+            mod.export_library(str(file_name))
+    except Exception as exc:  # noqa: BLE001 - TVM raises RuntimeError with the compiler output
+        raise BuildError(f"tvm_ffi: export_library({file_name.name}) failed: {exc}") from exc
+
+
+def runnable_module(mod: Any, compile_flags: Optional[list[str]] = None) -> tuple[Any, Optional[Path], Any]:
+    """``(runnable module, library path or None, owner of the temporary directory or None)``.
+
+    Modules containing C sources (target ``c``) are compiled and linked into a shared library
+    with ``export_library`` and loaded back, as ``tvm.runtime.Executable.jit`` does. The system
+    compiler gets :data:`DEFAULT_C_FLAGS` followed by ``compile_flags`` (TVM itself passes no
+    optimisation level, which would mean ``-O0``).
+    """
+    kinds = module_kinds(mod)
+    if not any(k in _NOT_RUNNABLE_KINDS for k in kinds):
+        return mod, None, None
+    holder = _LibraryDir()
+    path = holder.path / LIBRARY_FILE
+    export(mod, path, DEFAULT_C_FLAGS + list(compile_flags or []))
+    import tvm_ffi
+
+    return tvm_ffi.load_module(str(path)), path, holder
+
+
+def save(kernel: Any, directory: Path) -> None:
+    """Write the kernel library and call plan into ``directory`` (see module docstring)."""
+    from .kernel import kernel_state
+
+    state = kernel_state(kernel)
+    target = directory / LIBRARY_FILE
+    if state.library_path is not None and state.library_path.exists():
+        shutil.copyfile(state.library_path, target)
+    elif state.module is not None and hasattr(state.module, "export_library"):
+        export(state.module, target)
+    else:
+        raise BuildError("tvm_ffi: this kernel has neither a TVM module nor a library file to save")
+    plan = {
+        "plan_format": PLAN_FORMAT,
+        "backend": "tvm_ffi",
+        "library": LIBRARY_FILE,
+        "entry": state.artifact.name,
+        "target_kind": state.artifact.target_kind,
+        "module_kinds": state.module_kinds,
+        "out_idx": list(state.out_idx),
+        "alignment": state.alignment,
+        "versions": _versions(),
+    }
+    (directory / PLAN_FILE).write_text(json.dumps(plan, indent=1))
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for dist in ("apache-tvm", "apache-tvm-ffi", "tilelang-backend-tvmffi"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def load(artifact: Any, directory: Path, options: Any) -> Any:
+    """Restore a kernel written by :func:`save` with ``tvm_ffi.load_module``."""
+    plan_path = directory / PLAN_FILE
+    try:
+        plan = json.loads(plan_path.read_text())
+    except FileNotFoundError:
+        raise ArtifactError(f"tvm_ffi: {plan_path} is missing; the cached kernel is incomplete") from None
+    except (OSError, ValueError) as exc:
+        raise ArtifactError(f"tvm_ffi: cannot read {plan_path}: {exc}") from None
+    if not isinstance(plan, dict) or plan.get("plan_format") != PLAN_FORMAT:
+        raise ArtifactError(
+            f"tvm_ffi: {plan_path} has plan format {plan.get('plan_format') if isinstance(plan, dict) else None!r}, "
+            f"expected {PLAN_FORMAT}; recompile the kernel"
+        )
+    if plan.get("entry") != artifact.name:
+        raise ArtifactError(
+            f"tvm_ffi: {plan_path} is for kernel {plan.get('entry')!r}, not {artifact.name!r}"
+        )
+    library = directory / str(plan.get("library", LIBRARY_FILE))
+    if not library.is_file():
+        raise ArtifactError(f"tvm_ffi: {library} is missing; the cached kernel is incomplete")
+    kinds = [str(k) for k in plan.get("module_kinds", [])]
+    alignment = plan.get("alignment", 64)
+    if not isinstance(alignment, int) or alignment < 0:
+        raise ArtifactError(f"tvm_ffi: {plan_path} has an invalid alignment {alignment!r}")
+    ensure_tvm_runtime(kinds)
+    import tvm_ffi
+
+    try:
+        module = tvm_ffi.load_module(str(library.resolve()))
+    except Exception as exc:  # noqa: BLE001 - tvm-ffi raises RuntimeError for bad libraries
+        raise ArtifactError(f"tvm_ffi: cannot load {library}: {exc}") from None
+    from .kernel import make_kernel
+
+    return make_kernel(
+        artifact, options, module, module_for_export=None, library_path=library.resolve(),
+        holder=None, kinds=kinds, alignment=alignment,
+    )
+
+
+__all__ = [
+    "LIBRARY_FILE",
+    "PLAN_FILE",
+    "ensure_tvm_runtime",
+    "export",
+    "load",
+    "module_kinds",
+    "runnable_module",
+    "save",
+    "tvm_lib_dir",
+    "unwrap_module",
+]
+

@@ -1,0 +1,111 @@
+"""The kernel language (tilelang_core.language, used as ``import tilelang.language as T``)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+import pytest
+
+import tilelang_core.language as T
+
+HERE = os.path.abspath(__file__)
+
+
+def _line_of(marker: str) -> int:
+    """1-based line of the first source line of this file containing ``marker``."""
+    for number, text in enumerate(open(HERE).read().splitlines(), start=1):
+        if marker in text:
+            return number
+    raise AssertionError(marker)
+
+
+def vector_add(N, block=128, dtype="float32"):
+    @T.prim_func
+    def main(A: T.Tensor((N,), dtype), B: T.Tensor((N,), dtype), C: T.Tensor((N,), dtype)):  # lang-def-line
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:  # lang-kernel-line
+            for i in T.Parallel(block):
+                if bx * block + i < N:
+                    C[bx * block + i] = A[bx * block + i] + B[bx * block + i]
+
+    return main
+
+
+def grid2d(M, N):
+    @T.prim_func
+    def copy2d(A: T.Tensor((M, N), T.float16), B: T.Tensor((M, N), T.float16)):
+        with T.Kernel(T.ceildiv(N, 8), T.ceildiv(M, 8), threads=(8, 8)) as (bx, by):
+            frag = T.alloc_fragment((8, 8), T.float16)
+            for i, j in T.Parallel(8, 8):
+                frag[i, j] = A[by * 8 + i, bx * 8 + j]
+            for i, j in T.Parallel(8, 8):
+                B[by * 8 + i, bx * 8 + j] = frag[i, j]
+
+    return copy2d
+
+
+def test_tvmscript_surface_is_reexported():
+    for name in ("prim_func", "Buffer", "serial", "parallel", "unroll", "vectorized", "grid", "launch_thread",
+                 "thread_binding", "alloc_shared", "alloc_local", "macro", "exp", "max", "if_then_else",
+                 "float16", "float32", "bfloat16", "int32", "int8"):
+        assert hasattr(T, name), name
+    for name in ("Tensor", "dynamic", "symbolic", "ceildiv", "Kernel", "Parallel", "alloc_fragment"):
+        assert hasattr(T, name), name
+
+
+def test_tilelang_facade_is_the_same_module():
+    import tilelang.language as facade
+
+    assert facade.Kernel is T.Kernel and facade.Tensor is T.Tensor
+
+
+def test_dynamic_symbol_and_ceildiv():
+    n = T.dynamic("n")
+    assert str(n) == "n" and str(n.ty.dtype) == "int32"
+    assert T.symbolic is T.dynamic
+    assert str(T.dynamic("m", "int64").ty.dtype) == "int64"
+    assert T.ceildiv(1000, 128) == 8 and T.ceildiv(1024, 128) == 8
+    assert "n" in str(T.ceildiv(n, 128))
+    with pytest.raises(ValueError, match="identifier"):
+        T.dynamic("not a name")
+
+
+def test_dtype_constants_and_strings_are_accepted():
+    assert T.dtype_name(T.float16) == "float16"
+    assert T.dtype_name("bfloat16") == "bfloat16"
+    func = grid2d(16, 32)
+    assert [str(p.dtype) for p in func.params] == ["float16", "float16"]
+
+
+def test_kernel_records_grid_threads_and_source_line():
+    func = vector_add(T.dynamic("n"))
+    text = func.script()
+    assert "tl.kernel_axis" in text and "tl.kernel_threads" in text
+    assert f"{HERE}:{_line_of('# lang-kernel-line')}" in text
+    assert str(func.attrs["tl.source_location"]) == f"{HERE}:{_line_of('# lang-def-line')}"
+
+
+def test_parallel_and_fragment_markers():
+    text = grid2d(16, 32).script()
+    assert text.count('"tl.parallel"') == 2
+    assert "T.alloc_local((8, 8)" in text or "alloc_buffer" in text
+    assert '"tl.kernel_ndim": 2' in text and "[8, 8, 1]" in text
+
+
+def test_kernel_argument_errors():
+    with pytest.raises(ValueError, match="1 to 3 grid extents"):
+        T.Kernel(1, 2, 3, 4)
+    with pytest.raises(TypeError, match="threads"):
+        T.Kernel(4, threads="many")
+    with pytest.raises(ValueError, match=">= 1"):
+        T.Kernel(0)
+
+
+def test_prim_func_keeps_tvmscript_semantics():
+    @T.prim_func
+    def plain(A: T.Buffer((4,), "float32")):
+        for i in T.serial(4):
+            A[i] = T.float32(1)
+
+    assert plain.attrs["global_symbol"] == "plain"
+    assert str(plain.attrs["tl.source_location"]).endswith(f":{inspect.currentframe().f_lineno - 5}")

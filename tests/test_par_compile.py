@@ -1,0 +1,75 @@
+"""``tilelang.par_compile``: input order, per-kernel failures with their index, progress bar."""
+
+from __future__ import annotations
+
+import functools
+import runpy
+from pathlib import Path
+
+import pytest
+
+import tilelang
+from tilelang_core.errors import BuildError, TileLangError
+from tilelang_core.jit.parallel import ParCompileError, default_workers
+from tilelang_core.testkit import on_path
+
+KIT = runpy.run_path(str(Path(__file__).with_name("test_cache_kit.py")))
+pytest.importorskip("tilelang_core.lowering")
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def pyadd(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    site.mkdir()
+    KIT["install_pyadd"](site)
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TL_TEST_BUILD_LOG", str(tmp_path / "builds.log"))
+    with on_path(site):
+        yield lambda: [line.split()[1] for line in KIT["read_log"](tmp_path / "builds.log")]
+    tilelang.cache.clear()
+
+
+def test_results_in_input_order_with_one_failure(pyadd, capsys):
+    sizes = [16, 8, 32, 4, 24]
+    funcs = [KIT["make_prim_func"](f"k{i}", n) for i, n in enumerate(sizes)]
+    funcs.insert(2, KIT["make_prim_func"]("will_fail", 8))  # the pyadd build hook refuses names with "fail"
+    with pytest.raises(ParCompileError) as info:
+        tilelang.par_compile(funcs, out_idx=-1, execution_backend="pyadd", target="c", num_workers=4)
+    err = info.value
+    assert isinstance(err, TileLangError)
+    assert [i for i, _ in err.failures] == [2] and isinstance(err.failures[0][1], BuildError)
+    assert "[2] BuildError: cannot build will_fail" in str(err) and "1 of 6 kernels failed" in str(err)
+    kernels = err.results
+    assert kernels[2] is None
+    good = [k for k in kernels if k is not None]
+    assert [k.name for k in good] == ["k0", "k1", "k2", "k3", "k4"]
+    assert [k.params[0].shape[0] for k in good] == sizes
+    x = torch.ones(32)
+    assert torch.equal(kernels[3](x, x), x + x)
+    assert "tilelang.par_compile" in capsys.readouterr().err  # the tqdm bar
+
+
+def test_errors_return_and_callables(pyadd):
+    @tilelang.jit(out_idx=-1, execution_backend="pyadd", target="c")
+    def vadd(n):
+        return KIT["make_prim_func"]("fail_me" if n < 0 else "jitvadd", abs(n))
+
+    out = tilelang.par_compile(
+        [functools.partial(vadd, 8), functools.partial(vadd, -8), KIT["make_prim_func"]("plain", 8)],
+        out_idx=-1,
+        execution_backend="pyadd",
+        target="c",
+        errors="return",
+        progress=False,
+    )
+    assert out[0].name == "jitvadd" and isinstance(out[1], BuildError) and out[2].name == "plain"
+    kernels = vadd.par_compile([8, 16, (32,)], progress=False)
+    assert [k.params[0].shape[0] for k in kernels] == [8, 16, 32] and kernels[0] is out[0]
+
+
+def test_defaults():
+    assert default_workers() >= 1
+    assert tilelang.par_compile([], progress=False) == []
+    with pytest.raises(ValueError, match="errors must be"):
+        tilelang.par_compile([], errors="ignore")

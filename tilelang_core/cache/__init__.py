@@ -1,0 +1,69 @@
+"""The kernel cache of ``tilelang.compile``: memory in front of disk, safe across processes.
+
+``tilelang.compile`` looks a kernel up by a hash of its canonical TIR text and every setting
+that changes the result (see :mod:`tilelang_core.cache.key`), first in memory, then on disk
+under ``$TILELANG_CACHE_DIR`` (default: the platform's user cache directory, e.g.
+``~/.cache/tilelang``), and only then lowers and builds it. ``TILELANG_DISABLE_CACHE=1`` turns
+both layers off. See docs/cache.md.
+
+Importing this package imports no TVM and no torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from .location import CACHE_DIR_ENV, DISABLE_ENV, cache_disabled, default_cache_dir
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .store import CacheWarning, KernelCache, active_cache, get_cache
+
+_FROM_STORE = ("CacheWarning", "KernelCache", "active_cache", "get_cache")
+
+
+def __getattr__(name: str) -> Any:
+    # the store is imported on first use, so `tilelang.load` (which reads entries only) skips it
+    if name in _FROM_STORE:
+        from . import store
+
+        return getattr(store, name)
+    raise AttributeError(f"module 'tilelang_core.cache' has no attribute {name!r}")
+
+
+def cache_dir() -> Path:
+    """The cache directory in use: ``$TILELANG_CACHE_DIR``, else the platform user cache dir."""
+    return default_cache_dir()
+
+
+def clear(directory: Optional[Path] = None) -> int:
+    """Remove every cached kernel (memory and disk); returns how many disk entries were removed."""
+    import sys
+
+    compile_module = sys.modules.get("tilelang_core.jit.compile")
+    if compile_module is not None:
+        compile_module.clear_memory()
+    from .store import get_cache
+
+    return get_cache(directory).clear()
+
+
+def info(directory: Optional[Path] = None) -> dict[str, Any]:
+    """Location, entry count, total size and size per backend of the kernel cache."""
+    from .store import get_cache
+
+    return get_cache(directory).info()
+
+
+__all__ = [
+    "CACHE_DIR_ENV",
+    "DISABLE_ENV",
+    "CacheWarning",
+    "KernelCache",
+    "active_cache",
+    "cache_dir",
+    "cache_disabled",
+    "clear",
+    "get_cache",
+    "info",
+]

@@ -1,0 +1,50 @@
+"""``tilelang cache info`` and ``tilelang cache clear``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def _human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from . import info
+
+    data = info()
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    state = " (disabled by TILELANG_DISABLE_CACHE)" if data["disabled"] else ""
+    print(f"location: {data['location']}{state}")
+    print(f"entries:  {data['entries']}")
+    print(f"size:     {_human(data['bytes'])}")
+    for name, row in sorted(data["backends"].items()):
+        print(f"  {name:<24} {row['entries']:>6} entries  {_human(row['bytes']):>10}")
+    return 0
+
+
+def _cmd_clear(args: argparse.Namespace) -> int:
+    from . import cache_dir, clear
+
+    removed = clear()
+    print(f"removed {removed} cached kernel{'s' if removed != 1 else ''} from {cache_dir()}")
+    return 0
+
+
+def add_cache_commands(subparsers: "argparse._SubParsersAction") -> None:
+    """Register ``tilelang cache info [--json]`` and ``tilelang cache clear``."""
+    cache = subparsers.add_parser("cache", help="inspect or clear the kernel cache")
+    csub = cache.add_subparsers(dest="cache_command", required=True)
+    info = csub.add_parser("info", help="location, number of entries, size per backend")
+    info.add_argument("--json", action="store_true", help="machine-readable output")
+    info.set_defaults(func=_cmd_info)
+    clear = csub.add_parser("clear", help="remove every cached kernel")
+    clear.set_defaults(func=_cmd_clear)

@@ -1,0 +1,189 @@
+"""The cache key of a kernel: a hash of what determines the compiled result, and nothing else.
+
+The key covers the kernel's canonical TIR text, target and host target, backend name and
+version, core (and TVM) version, ``pass_configs``, ``compile_flags``, ``out_idx`` and the
+identity of the native compiler. It never depends on what else the process compiled: the TIR
+text is printed from the kernel as written (before the pipeline renames anything), and numeric
+suffixes that name generators add to variables (``i_1``, ``bx_17``) are renumbered by order of
+first appearance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import threading
+from typing import Any, Optional, Sequence
+
+from ..capabilities import TargetCapability
+
+#: Bumped when what goes into a key, or how entries are laid out, changes.
+CACHE_KEY_VERSION = 1
+
+#: Source locations the language records for error messages ("tl.source_location", "tl.kernel_loc"):
+#: moving a kernel to another line or file must not make it a different kernel.
+_LOCATION = re.compile(r'("tl\.[a-z_]*loc(?:ation)?"): "[^"]*"')
+
+_SUFFIXED = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*?)_(\d+)\b")
+
+
+def _normalize_counters(text: str, protected: set[str]) -> str:
+    """Renumber ``name_<n>`` identifiers per base name by first appearance (a bijection)."""
+    numbering: dict[str, dict[str, int]] = {}
+
+    def replace(match: "re.Match[str]") -> str:
+        whole = match.group(0)
+        if whole in protected:
+            return whole
+        base = match.group(1)
+        seen = numbering.setdefault(base, {})
+        index = seen.setdefault(whole, len(seen))
+        return f"{base}_#{index}"
+
+    return _SUFFIXED.sub(replace, text)
+
+
+def kernel_name(prim_func: Any) -> str:
+    """The kernel's name: its ``global_symbol``, else ``main``."""
+    attrs = prim_func.attrs
+    if attrs is not None and "global_symbol" in attrs:
+        return str(attrs["global_symbol"])
+    return "main"
+
+
+def canonical_tir(prim_func: Any) -> str:
+    """TVMScript text of ``prim_func`` that is the same for the same kernel in any process.
+
+    Printed with metadata (constants) and the kernel's own name; variable-name counters are
+    renumbered, except in parameter and buffer names, which users see in error messages; the
+    source locations the language records (``tl.source_location``, ``tl.kernel_loc``) are
+    blanked, so a kernel that moved to another line is the same kernel.
+    """
+    name = kernel_name(prim_func)
+    func = prim_func
+    if func.attrs is not None and "global_symbol" in func.attrs:
+        func = func.without_attr("global_symbol")
+    text = func.script(name=name, show_meta=True)
+    protected = {name}
+    for param in prim_func.params:
+        protected.add(str(param.name))
+    buffer_map = getattr(prim_func, "buffer_map", None)
+    for buf in buffer_map.values() if buffer_map is not None else ():
+        protected.add(str(buf.name))
+    lines = [line for line in text.splitlines() if not line.startswith("# from ")]
+    text = _LOCATION.sub(r'\1: "<location>"', "\n".join(lines))
+    return _normalize_counters(text, protected)
+
+
+def canonical_out_idx(out_idx: Any, n_params: int) -> Any:
+    """``out_idx`` as a list of non-negative ints when it is valid, else its repr."""
+    if out_idx is None:
+        return []
+    raw = [out_idx] if isinstance(out_idx, int) else out_idx
+    if isinstance(raw, (list, tuple)) and all(isinstance(i, int) and not isinstance(i, bool) for i in raw) and n_params:
+        return [i % n_params if -n_params <= i < n_params else repr(i) for i in raw]
+    return repr(out_idx)
+
+
+_compiler_ids: dict[tuple, str] = {}
+_compiler_lock = threading.Lock()
+
+
+def _exe_identity(path: Optional[str]) -> str:
+    if path is None:
+        return "missing"
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return f"{real} (unreadable)"
+    return f"{real} size={st.st_size} mtime={st.st_mtime_ns}"
+
+
+def _version_output(words: Sequence[str], version_args: Sequence[str]) -> str:
+    path = shutil.which(words[0])
+    ident = _exe_identity(path)
+    memo = (tuple(words), tuple(version_args), ident)
+    with _compiler_lock:
+        if memo in _compiler_ids:
+            return _compiler_ids[memo]
+    if path is None:
+        result = f"{words[0]}: not found"
+    else:
+        try:
+            out = subprocess.run(
+                [path, *words[1:], *version_args], capture_output=True, text=True, timeout=30, check=False
+            )
+            result = f"{ident}\n{' '.join(words[1:])}\n{out.stdout.strip()}\n{out.stderr.strip()}"
+        except (OSError, subprocess.SubprocessError) as exc:
+            result = f"{ident}: {type(exc).__name__}: {exc}"
+    with _compiler_lock:
+        _compiler_ids[memo] = result
+    return result
+
+
+def native_compiler_identity(capability: TargetCapability) -> str:
+    """Identity of the native tools a backend uses for a target, from its declaration alone.
+
+    Resolved paths (with size and modification time) of ``requires.executables``, plus, when
+    the backend declares ``native_compiler``, the compiler the environment selects and what it
+    prints for ``version_args``. Memoised per process (and per binary).
+    """
+    parts = [f"{exe}={_exe_identity(shutil.which(exe))}" for exe in capability.requires.executables]
+    nc = capability.native_compiler
+    if nc is not None:
+        override = os.environ.get(nc.env, "") if nc.env else ""
+        words = shlex.split(override) if override.strip() else [nc.program]
+        parts.append(_version_output(words, nc.version_args))
+    return "\n".join(parts)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return f"{type(value).__name__}:{value}"
+
+
+def compute_key(
+    prim_func: Any,
+    *,
+    target: str,
+    target_host: Optional[str],
+    backend_name: str,
+    backend_version: str,
+    native_compiler: str,
+    pass_configs: Optional[dict[str, Any]],
+    compile_flags: Sequence[str],
+    out_idx: Any,
+) -> str:
+    """The cache key (64 hex digits) of compiling ``prim_func`` with these settings."""
+    import tvm
+
+    from .. import __version__
+    from ..artifact import ARTIFACT_FORMAT_VERSION
+
+    doc = {
+        "key_version": CACHE_KEY_VERSION,
+        "core": __version__,
+        "tvm": getattr(tvm, "__version__", "?"),
+        "artifact_format": ARTIFACT_FORMAT_VERSION,
+        "tir": canonical_tir(prim_func),
+        "target": target,
+        "target_host": target_host,
+        "backend": [backend_name, backend_version],
+        "native_compiler": native_compiler,
+        "pass_configs": _jsonable(dict(pass_configs or {})),
+        "compile_flags": list(compile_flags),
+        "out_idx": canonical_out_idx(out_idx, len(prim_func.params)),
+    }
+    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()

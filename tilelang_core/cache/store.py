@@ -1,0 +1,408 @@
+"""The kernel cache: a memory layer in front of a directory of saved kernels.
+
+Disk layout under the cache directory (mode 0700)::
+
+    kernels/<k[:2]>/<key>/   one entry per key (see :mod:`tilelang_core.cache.entry`)
+    tmp/                     entries being written; renamed into kernels/ when complete
+    locks/<key>.lock         fcntl locks: one process builds a key, the others wait and load it
+
+A backend that does not implement both ``tilelang_backend_save`` and ``tilelang_backend_load``
+is cached in memory only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import threading
+import uuid
+import warnings
+from collections import OrderedDict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+
+from ..errors import ArtifactError, CacheError
+from . import entry as E
+from .location import cache_disabled, default_cache_dir, prepare_cache_dir
+
+if TYPE_CHECKING:
+    from ..backends.registry import BackendRecord
+    from ..jit.kernel import JITKernel
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: in-process locking only
+    fcntl = None  # type: ignore[assignment]
+
+
+class CacheWarning(UserWarning):
+    """A cache entry was unusable (removed and rebuilt) or the disk cache is unavailable."""
+
+
+#: Most kernels the memory layer keeps (least recently used ones are dropped first).
+MEMORY_CAPACITY = 4096
+
+
+class MemoryCache:
+    """Thread-safe LRU of compiled kernels by cache key."""
+
+    def __init__(self, capacity: int = MEMORY_CAPACITY) -> None:
+        self.capacity = capacity
+        self._items: "OrderedDict[str, JITKernel]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> "Optional[JITKernel]":
+        with self._lock:
+            kernel = self._items.get(key)
+            if kernel is not None:
+                self._items.move_to_end(key)
+            return kernel
+
+    def put(self, key: str, kernel: "JITKernel") -> None:
+        with self._lock:
+            self._items[key] = kernel
+            self._items.move_to_end(key)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def _rmtree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class DiskCache:
+    """Saved kernels under one directory (created 0700 and refused when others can write to it)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._prepared = False
+        self._lock = threading.Lock()
+
+    @property
+    def kernels_dir(self) -> Path:
+        return self.root / "kernels"
+
+    def prepare(self) -> None:
+        """Create the directory tree and check it is private.
+
+        The full check (owner, mode, parents) runs once per instance; later calls re-check the
+        directory's own mode and existence (one ``stat``), so a directory that became writable by
+        others, or was deleted, while this process runs is noticed.
+        """
+        with self._lock:
+            if self._prepared:
+                try:
+                    st = os.stat(self.root)
+                    missing = not all((self.root / sub).is_dir() for sub in ("kernels", "tmp", "locks"))
+                except FileNotFoundError:
+                    missing = True
+                if not missing and st.st_mode & 0o022 == 0:
+                    return
+                self._prepared = False
+            prepare_cache_dir(self.root)
+            for sub in ("kernels", "tmp", "locks"):
+                (self.root / sub).mkdir(mode=0o700, exist_ok=True)
+            self._remove_stale_tmp()
+            self._prepared = True
+
+    def _remove_stale_tmp(self, max_age: float = 24 * 3600) -> None:
+        """Remove what interrupted writers (killed processes) left in tmp/ more than a day ago."""
+        import time
+
+        now = time.time()
+        try:
+            children = list((self.root / "tmp").iterdir())
+        except OSError:
+            return
+        for child in children:
+            try:
+                if now - child.lstat().st_mtime > max_age:
+                    _rmtree(child)
+            except OSError:
+                pass
+
+    def entry_dir(self, key: str) -> Path:
+        return self.kernels_dir / key[:2] / key
+
+    # -- locking ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """Hold an exclusive file lock for ``key`` (blocks while another process builds it)."""
+        if fcntl is None:  # pragma: no cover
+            yield
+            return
+        path = self.root / "locks" / f"{key}.lock"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except FileNotFoundError:  # the directory was removed under us: recreate it
+            self.prepare()
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+
+    # -- load / save --------------------------------------------------------------------------
+
+    def load(self, key: str, record: "BackendRecord") -> "Optional[JITKernel]":
+        """The kernel saved under ``key``, or None.
+
+        An entry that is truncated, corrupt, of another format or backend version, or that the
+        backend refuses to load is removed with a :class:`CacheWarning`; an entry that vanishes
+        while being read (a concurrent ``cache clear``) is just a miss.
+        """
+        from ..jit.kernel import BackendInfo, JITKernel
+
+        directory = self.entry_dir(key)
+        try:
+            meta = E.read_meta(directory)
+        except FileNotFoundError:
+            return None
+        except (ArtifactError, OSError, UnicodeDecodeError) as exc:
+            self._discard(directory, f"unreadable metadata ({exc})")
+            return None
+        problem = None
+        if meta.kind != "cache" or meta.key != key:
+            problem = f"it was saved for key {meta.key}"
+        elif meta.backend.name != record.name or meta.backend.version != (record.version or "0"):
+            problem = (
+                f"it was built by backend {meta.backend.name} {meta.backend.version}, not "
+                f"{record.name} {record.version or '0'}"
+            )
+        if problem:
+            self._discard(directory, problem)
+            return None
+        try:
+            E.verify_files(directory, meta)
+            artifact = E.read_artifact(directory)
+            runner = E.load_runner(directory, meta, artifact, record)
+        except FileNotFoundError:
+            if directory.exists():
+                self._discard(directory, "a file is missing")
+            return None
+        except (ArtifactError, OSError, UnicodeDecodeError, ValueError, TypeError) as exc:
+            self._discard(directory, str(exc))
+            return None
+        return JITKernel.create(runner, artifact, BackendInfo(record.name, record.version or "0"), meta.options)
+
+    def save(self, key: str, kernel: "JITKernel", record: "BackendRecord") -> bool:
+        """Write ``kernel`` under ``key`` (complete in tmp/, then renamed); False when it could not."""
+        tmp = self.root / "tmp" / f"{key}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+        try:
+            self.prepare()
+            tmp.mkdir(mode=0o700)
+            E.write_entry(tmp, kernel.runner, kernel.artifact, kernel.options, record, kind="cache", key=key)
+            final = self.entry_dir(key)
+            final.parent.mkdir(mode=0o700, exist_ok=True)
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                if not final.exists():
+                    raise
+                _rmtree(tmp)  # another process saved it first
+                return True
+            return True
+        except (OSError, ArtifactError, ValueError, TypeError) as exc:
+            _rmtree(tmp)
+            warnings.warn(
+                f"kernel {kernel.name!r} could not be saved to the cache at {self.root}: {exc}; it stays in memory only",
+                CacheWarning,
+                stacklevel=4,
+            )
+            return False
+
+    def _discard(self, directory: Path, why: str) -> None:
+        warnings.warn(f"removed unusable kernel cache entry {directory}: {why}; rebuilding it", CacheWarning, stacklevel=5)
+        # rename first, so a concurrent reader never sees a half-deleted entry
+        trash = self.root / "tmp" / f"trash.{uuid.uuid4().hex}"
+        try:
+            os.rename(directory, trash)
+        except OSError:
+            trash = directory
+        _rmtree(trash)
+
+    # -- inspection ---------------------------------------------------------------------------
+
+    def entries(self) -> list[tuple[Path, Optional[E.EntryMeta]]]:
+        """Every entry directory with its metadata (None when unreadable)."""
+        out: list[tuple[Path, Optional[E.EntryMeta]]] = []
+        if not self.kernels_dir.is_dir():
+            return out
+        for shard in sorted(self.kernels_dir.iterdir()):
+            if not shard.is_dir():
+                continue
+            for directory in sorted(shard.iterdir()):
+                try:
+                    meta: Optional[E.EntryMeta] = E.read_meta(directory)
+                except (OSError, ArtifactError, UnicodeDecodeError):
+                    meta = None
+                out.append((directory, meta))
+        return out
+
+    def clear(self) -> int:
+        """Remove every entry (and leftovers of interrupted writes); returns how many entries."""
+        count = 0
+        for directory, _ in self.entries():
+            _rmtree(directory)
+            count += 1
+        for sub in ("tmp", "kernels"):
+            path = self.root / sub
+            if path.is_dir():
+                for child in path.iterdir():
+                    _rmtree(child)
+        return count
+
+
+def _dir_size(path: Path) -> int:
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+class KernelCache:
+    """The process-wide kernel cache: memory layer plus (when possible) a disk layer."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.memory = MemoryCache()
+        self.disk = DiskCache(self.root)
+        self._disk_error: Optional[str] = None
+        self._key_locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+
+    def _key_lock(self, key: str) -> threading.Lock:
+        with self._locks_lock:
+            lock = self._key_locks.get(key)
+            if lock is None:
+                lock = self._key_locks[key] = threading.Lock()
+            return lock
+
+    def usable_disk(self) -> Optional[DiskCache]:
+        """The disk layer, or None when the directory cannot be created or written (warned once).
+
+        Raises :class:`CacheError` when the directory is one other users can write to.
+        """
+        if self._disk_error is not None:
+            return None
+        try:
+            self.disk.prepare()
+        except CacheError:
+            raise
+        except OSError as exc:
+            self._disk_error = str(exc)
+            warnings.warn(
+                f"kernel cache directory {self.root} is not usable ({exc}); kernels are cached in memory only. "
+                f"Set TILELANG_CACHE_DIR to a writable directory",
+                CacheWarning,
+                stacklevel=4,
+            )
+            return None
+        return self.disk
+
+    def get_or_build(self, key: str, record: "BackendRecord", build: Callable[[], "JITKernel"]) -> "JITKernel":
+        """The kernel for ``key``: from memory, else from disk, else ``build()`` (and saved).
+
+        Threads of this process and other processes asking for one key build it once: the
+        first holds a per-key lock (a thread lock and an fcntl file lock) while the others wait
+        and then load what it saved.
+        """
+        kernel = self.memory.get(key)
+        if kernel is not None:
+            return kernel
+        with self._key_lock(key):
+            kernel = self.memory.get(key)
+            if kernel is not None:
+                return kernel
+            disk = None
+            if record.implements("tilelang_backend_save") and record.implements("tilelang_backend_load"):
+                disk = self.usable_disk()
+            if disk is None:
+                kernel = build()
+            else:
+                kernel = disk.load(key, record)
+                if kernel is None:
+                    with disk.lock(key):
+                        kernel = disk.load(key, record)
+                        if kernel is None:
+                            kernel = build()
+                            disk.save(key, kernel, record)
+            kernel.cache_key = key
+            self.memory.put(key, kernel)
+            return kernel
+
+    def clear(self) -> int:
+        """Empty the memory layer and remove every disk entry; returns how many disk entries."""
+        self.memory.clear()
+        if not self.root.is_dir():
+            return 0
+        try:
+            self.disk.prepare()
+        except OSError:
+            pass
+        return self.disk.clear()
+
+    def info(self) -> dict[str, Any]:
+        """Location, number of entries, and size per backend (for ``tilelang cache info``)."""
+        per_backend: dict[str, dict[str, int]] = {}
+        total = 0
+        entries = self.disk.entries() if self.root.is_dir() else []
+        for directory, meta in entries:
+            size = _dir_size(directory)
+            total += size
+            name = f"{meta.backend.name} {meta.backend.version}" if meta else "(unreadable)"
+            row = per_backend.setdefault(name, {"entries": 0, "bytes": 0})
+            row["entries"] += 1
+            row["bytes"] += size
+        return {
+            "location": str(self.root),
+            "exists": self.root.is_dir(),
+            "disabled": cache_disabled(),
+            "entries": len(entries),
+            "bytes": total,
+            "backends": per_backend,
+            "memory_entries": len(self.memory),
+        }
+
+
+_caches: dict[str, KernelCache] = {}
+_caches_lock = threading.Lock()
+
+
+def get_cache(directory: Optional[os.PathLike] = None) -> KernelCache:
+    """The :class:`KernelCache` of ``directory`` (default: ``$TILELANG_CACHE_DIR`` or the user cache)."""
+    path = str(directory if directory is not None else default_cache_dir())
+    cache = _caches.get(path)
+    if cache is None:
+        with _caches_lock:
+            cache = _caches.get(path)
+            if cache is None:
+                cache = _caches[path] = KernelCache(Path(path))
+    return cache
+
+
+def active_cache() -> Optional[KernelCache]:
+    """The cache ``tilelang.compile`` uses now, or None when ``TILELANG_DISABLE_CACHE`` is set."""
+    if cache_disabled():
+        return None
+    return get_cache()
+
+
+__all__ = ["CacheWarning", "DiskCache", "KernelCache", "MemoryCache", "active_cache", "get_cache"]

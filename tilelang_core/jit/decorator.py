@@ -1,0 +1,263 @@
+"""``@tilelang.jit``: compile a kernel-building Python function once per distinct arguments.
+
+Two ways to call a decorated function (see docs/jit.md):
+
+* **with Python values** (``matmul(1024, 1024, 1024)``): the function runs with those values,
+  returns a prim_func, and the call returns the :class:`JITKernel` compiled from it. Each distinct
+  set of argument values is built once (and found in the memory and disk cache afterwards).
+* **with torch tensors** (``add(a, b)``, the direct form): every tensor argument is replaced by
+  a :class:`TensorSpec` (shape, dtype, device) when the function runs, the prim_func it returns is
+  compiled for those shapes and dtypes, and the kernel is *called* with the tensors. Later calls
+  with tensors of the same shapes and dtypes go straight to the compiled kernel.
+
+The direct form's per-call cost is one tuple of ``(shape, dtype)`` pairs, one dict lookup and
+the backend's own dispatch: the specialisation key is built by a small function generated for
+the argument count, without a Python loop.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+from typing import Any, Callable, Optional, Sequence, Union
+
+from .kernel import JITKernel
+from .outputs import OutIdx
+
+#: Target used by the direct form with ``target="auto"``, by the tensors' device type.
+DEVICE_TARGETS = {"cpu": "c", "cuda": "cuda", "mps": "metal"}
+
+
+class TensorSpec:
+    """What the direct form passes to the decorated function in place of a tensor.
+
+    ``shape`` (a tuple of ints), ``dtype`` (a TVM dtype string such as ``"float32"``) and
+    ``device`` (``"cpu"``, ``"cuda"``, ...) are what the kernel is specialised on; use them in
+    the prim_func's signature, e.g. ``T.Tensor(A.shape, A.dtype)``.
+    """
+
+    __slots__ = ("shape", "dtype", "device")
+
+    def __init__(self, shape: Sequence[int], dtype: str, device: str) -> None:
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = dtype
+        self.device = device
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"TensorSpec(shape={self.shape}, dtype={self.dtype!r}, device={self.device!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TensorSpec) and (self.shape, self.dtype, self.device) == (
+            other.shape,
+            other.dtype,
+            other.device,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype, self.device))
+
+
+_dtype_names: dict[Any, str] = {}
+
+
+def _dtype_name(dtype: Any) -> str:
+    name = _dtype_names.get(dtype)
+    if name is None:
+        name = _dtype_names[dtype] = str(dtype).replace("torch.", "")
+    return name
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_freeze(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((repr(k), _freeze(v)) for k, v in value.items())))
+    if isinstance(value, (set, frozenset)):
+        return ("set", tuple(sorted(repr(v) for v in value)))
+    hash(value)  # TypeError for anything else that cannot be a key
+    return (type(value), value)
+
+
+def _make_fast_key(arity: int) -> Callable[[tuple], tuple]:
+    """``key(args)`` for ``arity`` tensors: shapes, dtypes and the first tensor's device family."""
+    names = [f"a{i}" for i in range(arity)]
+    unpack = ", ".join(names) + ("," if arity == 1 else "")
+    parts = [f"{n}.shape, {n}.dtype" for n in names] + ["a0.is_cuda, a0.is_mps"]
+    source = f"def key(args):\n    {unpack} = args\n    return ({', '.join(parts)})\n"
+    scope: dict[str, Any] = {}
+    exec(compile(source, f"<tilelang.jit key/{arity}>", "exec"), scope)  # noqa: S102 - generated from ints only
+    return scope["key"]
+
+
+def _no_fast_key(args: tuple) -> tuple:
+    raise LookupError
+
+
+class JitFunction:
+    """A function decorated with ``@tilelang.jit``; call it (see the module docstring).
+
+    Attributes: ``func`` (the decorated function), ``options`` (the ``tilelang.compile``
+    arguments), ``kernels`` (a snapshot of every kernel compiled so far, by argument key).
+    """
+
+    def __init__(self, func: Callable[..., Any], options: dict[str, Any]) -> None:
+        self.func = func
+        self.options = options
+        self._by_args: dict[Any, JITKernel] = {}  # compile form and direct form, by a general key
+        self._table: dict[tuple, JITKernel] = {}  # direct form, all-tensor calls, by the fast key
+        self._fast_key: Callable[[tuple], tuple] = _no_fast_key
+        self._fast_arity: Optional[int] = None
+        self._lock = threading.Lock()
+        functools.update_wrapper(self, func)
+
+    # The hot path: all-tensor calls of an already compiled specialisation.
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs:
+            try:
+                kernel = self._table[self._fast_key(args)]
+            except Exception:  # noqa: BLE001 - any miss (not tensors, other arity, new shapes) -> slow path
+                pass
+            else:
+                return kernel(*args)
+        return self._call_slow(args, kwargs)
+
+    @property
+    def kernels(self) -> dict[Any, JITKernel]:
+        return dict(self._by_args)
+
+    def _call_slow(self, args: tuple, kwargs: dict[str, Any]) -> Any:
+        torch = sys.modules.get("torch")
+        tensor_type = torch.Tensor if torch is not None else ()
+        if tensor_type and any(isinstance(v, tensor_type) for v in kwargs.values()):
+            raise TypeError(
+                f"{self.func.__name__}(): pass tensors positionally in the direct form "
+                f"(got tensor keyword argument(s) {', '.join(k for k, v in kwargs.items() if isinstance(v, tensor_type))})"
+            )
+        if tensor_type and any(isinstance(a, tensor_type) for a in args):
+            return self._call_direct(args, kwargs, tensor_type)
+        return self.compile(*args, **kwargs)
+
+    def compile(self, *args: Any, **kwargs: Any) -> JITKernel:
+        """The kernel for these Python argument values (compiled on first use)."""
+        try:
+            key = ("values", _freeze(args), _freeze(kwargs))
+        except TypeError:
+            raise TypeError(
+                f"{self.func.__name__}(): arguments of a @tilelang.jit function must be hashable values "
+                f"(ints, floats, strings, tuples, ...) to tell specialisations apart; got "
+                f"{', '.join(type(a).__name__ for a in (*args, *kwargs.values()))}"
+            ) from None
+        kernel = self._by_args.get(key)
+        if kernel is None:
+            kernel = self._build(args, kwargs, self.options.get("target", "auto"))
+            with self._lock:
+                kernel = self._by_args.setdefault(key, kernel)
+        return kernel
+
+    def _call_direct(self, args: tuple, kwargs: dict[str, Any], tensor_type: Any) -> Any:
+        specs: list[Any] = []
+        key_parts: list[Any] = []
+        tensors: list[Any] = []
+        device = None
+        for a in args:
+            if isinstance(a, tensor_type):
+                spec = TensorSpec(a.shape, _dtype_name(a.dtype), a.device.type)
+                device = device or spec.device
+                specs.append(spec)
+                key_parts.append(("tensor", spec.shape, spec.dtype, spec.device))
+                tensors.append(a)
+            else:
+                specs.append(a)
+                key_parts.append(_freeze(a))
+        try:
+            key = ("direct", tuple(key_parts), _freeze(kwargs))
+        except TypeError:
+            raise TypeError(f"{self.func.__name__}(): non-tensor arguments of the direct form must be hashable") from None
+        kernel = self._by_args.get(key)
+        if kernel is None:
+            target = self.options.get("target", "auto")
+            if target == "auto":
+                target = DEVICE_TARGETS.get(device or "cpu", "auto")
+            kernel = self._build(tuple(specs), kwargs, target)
+            with self._lock:
+                kernel = self._by_args.setdefault(key, kernel)
+        if not kwargs and len(tensors) == len(args):
+            self._register_fast(args, kernel)
+        return kernel(*tensors)
+
+    def _register_fast(self, args: tuple, kernel: JITKernel) -> None:
+        with self._lock:
+            if self._fast_arity is None:
+                self._fast_arity = len(args)
+                self._fast_key = _make_fast_key(len(args)) if args else _no_fast_key
+            if self._fast_arity == len(args) and args:
+                self._table[self._fast_key(args)] = kernel
+
+    def _build(self, args: tuple, kwargs: dict[str, Any], target: Any) -> JITKernel:
+        from .compile import compile as tl_compile
+
+        produced = self.func(*args, **kwargs)
+        if isinstance(produced, JITKernel):
+            return produced
+        opts = dict(self.options)
+        opts["target"] = target
+        return tl_compile(produced, **opts)
+
+    def par_compile(self, configs: Sequence[Any], **kwargs: Any) -> list[JITKernel]:
+        """Compile many specialisations at once (see :func:`tilelang.par_compile`).
+
+        Each config is a tuple of positional arguments, a dict of keyword arguments, or a
+        single value; returns the kernels in the order of ``configs``.
+        """
+        from .parallel import par_compile
+
+        def job(config: Any) -> Callable[[], JITKernel]:
+            if isinstance(config, dict):
+                return lambda: self.compile(**config)
+            if isinstance(config, tuple):
+                return lambda: self.compile(*config)
+            return lambda: self.compile(config)
+
+        return par_compile([job(c) for c in configs], **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<tilelang.jit {self.func.__qualname__} ({len(self._by_args)} compiled)>"
+
+
+def jit(
+    func: Optional[Callable[..., Any]] = None,
+    *,
+    out_idx: OutIdx = None,
+    execution_backend: str = "auto",
+    target: Any = "auto",
+    target_host: Any = None,
+    verbose: bool = False,
+    pass_configs: Optional[dict[str, Any]] = None,
+    compile_flags: Union[None, str, Sequence[str]] = None,
+) -> Any:
+    """Decorate a function that returns a prim_func; see :class:`JitFunction` and docs/jit.md.
+
+    Usable bare (``@tilelang.jit``) or with the arguments of :func:`tilelang.compile`
+    (``@tilelang.jit(out_idx=-1, target="c")``). Calling the decorated function with Python
+    values returns a :class:`JITKernel`; calling it with torch tensors compiles for their shapes
+    and dtypes (once) and runs the kernel on them.
+    """
+    options = {
+        "out_idx": out_idx,
+        "execution_backend": execution_backend,
+        "target": target,
+        "target_host": target_host,
+        "verbose": verbose,
+        "pass_configs": pass_configs,
+        "compile_flags": compile_flags,
+    }
+    if func is None:
+        return lambda f: JitFunction(f, options)
+    if not callable(func):
+        raise TypeError(f"@tilelang.jit decorates a function that returns a prim_func, got {type(func).__name__}")
+    return JitFunction(func, options)

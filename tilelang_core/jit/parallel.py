@@ -1,0 +1,129 @@
+"""``tilelang.par_compile``: compile many kernels on a thread pool, results in input order."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any, Literal, Optional, Sequence, Union
+
+from ..errors import TileLangError
+from .kernel import JITKernel
+from .outputs import OutIdx
+
+
+class ParCompileError(TileLangError, RuntimeError):
+    """Some kernels of a :func:`par_compile` call failed; the others are in ``results``.
+
+    ``failures`` is a list of ``(index, exception)``; ``results`` has a kernel at every index
+    that compiled and ``None`` at the failed ones.
+    """
+
+    def __init__(self, failures: list[tuple[int, BaseException]], results: list[Optional[JITKernel]]) -> None:
+        self.failures = failures
+        self.results = results
+        lines = [f"  [{i}] {type(e).__name__}: {e}" for i, e in failures]
+        super().__init__(
+            f"{len(failures)} of {len(results)} kernels failed to compile (the other {len(results) - len(failures)} "
+            f"are in .results):\n" + "\n".join(lines)
+        )
+
+
+def default_workers() -> int:
+    """Threads used by :func:`par_compile`: the cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def par_compile(
+    funcs: Sequence[Any],
+    out_idx: OutIdx = None,
+    execution_backend: str = "auto",
+    target: Any = "auto",
+    target_host: Any = None,
+    verbose: bool = False,
+    pass_configs: Optional[dict[str, Any]] = None,
+    compile_flags: Union[None, str, Sequence[str]] = None,
+    *,
+    num_workers: Optional[int] = None,
+    progress: bool = True,
+    errors: Literal["raise", "return"] = "raise",
+) -> list[Any]:
+    """Compile many kernels at once; returns them in the order of ``funcs``.
+
+    :param funcs: prim_funcs (compiled with the other arguments, as :func:`tilelang.compile`
+        does), or callables taking no arguments that return a :class:`JITKernel` (for example
+        ``functools.partial(my_jit_function, 128, 64)``).
+    :param num_workers: threads; default: the cores this process may use. Native compilers
+        run as subprocesses, so builds overlap even though lowering holds the GIL.
+    :param progress: show a tqdm progress bar (on stderr).
+    :param errors: ``"raise"`` (default): after every kernel finished, raise
+        :class:`ParCompileError` listing each failure with its index, the compiled kernels in
+        its ``results``; ``"return"``: put the exception object at each failed index instead.
+    """
+    from .compile import compile as tl_compile
+
+    if errors not in ("raise", "return"):
+        raise ValueError(f"errors must be 'raise' or 'return', got {errors!r}")
+    items = list(funcs)
+    options = dict(
+        out_idx=out_idx,
+        execution_backend=execution_backend,
+        target=target,
+        target_host=target_host,
+        verbose=verbose,
+        pass_configs=pass_configs,
+        compile_flags=compile_flags,
+    )
+
+    def job(item: Any) -> Any:
+        if callable(item) and not _is_prim_func(item):
+            return item()
+        return tl_compile(item, **options)
+
+    results: list[Any] = [None] * len(items)
+    failures: list[tuple[int, BaseException]] = []
+    workers = min(num_workers or default_workers(), max(1, len(items)))
+    bar = _progress(len(items), progress)
+    try:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tilelang-par-compile") as pool:
+            futures = {pool.submit(job, item): i for i, item in enumerate(items)}
+            for future in as_completed(futures):
+                index = futures[future]
+                try:
+                    results[index] = future.result()
+                except Exception as exc:  # noqa: BLE001 - reported per kernel
+                    failures.append((index, exc))
+                    results[index] = exc if errors == "return" else None
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    failures.sort(key=lambda f: f[0])
+    if failures and errors == "raise":
+        raise ParCompileError(failures, results)
+    return results
+
+
+def _is_prim_func(item: Any) -> bool:
+    import sys
+
+    tvm = sys.modules.get("tvm")
+    if tvm is None:
+        return False
+    return isinstance(item, (tvm.tirx.PrimFunc, tvm.IRModule))
+
+
+def _progress(total: int, enabled: bool) -> Optional[Any]:
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return None
+    return tqdm(total=total, desc="tilelang.par_compile", unit="kernel", leave=False)
+
+
+__all__ = ["ParCompileError", "default_workers", "par_compile"]

@@ -1,0 +1,241 @@
+"""TileLang-style constructs of the kernel language, written on TVM's TIR IR builder.
+
+They only record *what* the kernel author asked for; the lowering pipeline
+(:mod:`tilelang_core.lowering.frontend`) decides *how* for the chosen target:
+
+- ``T.Kernel`` emits one serial loop per grid axis carrying the annotations in
+  :data:`KERNEL_AXIS_KEY` and friends. GPU targets turn them into ``blockIdx``/``threadIdx``
+  bindings, CPU targets into one (OpenMP-parallel) loop over all blocks.
+- ``T.Parallel`` emits a marker statement (an ``Evaluate`` of an extern call named
+  :data:`PARALLEL_MARKER`) immediately followed by a plain loop nest. GPU targets spread the
+  iterations over the block's threads, CPU targets keep the loop nest.
+"""
+
+from __future__ import annotations
+
+import inspect
+import linecache
+import os
+from numbers import Integral
+from typing import Any, Optional, Sequence, Union
+
+import tvm
+from tvm import tirx
+from tvm.script.parser.core import utils as _parser_utils
+from tvm.tirx.script.builder import ir as _B
+from tvm.tirx.script.parser.entry import Buffer as _BufferProxy
+from tvm.tirx.script.parser.entry import prim_func as _tvm_prim_func
+
+#: Annotation on a ``T.Kernel`` grid loop: the grid axis (0 = x, 1 = y, 2 = z).
+KERNEL_AXIS_KEY = "tl.kernel_axis"
+#: Annotation on a ``T.Kernel`` grid loop: the number of grid axes the kernel declared.
+KERNEL_NDIM_KEY = "tl.kernel_ndim"
+#: Annotation on a ``T.Kernel`` grid loop: the block's thread extents ``[tx, ty, tz]``.
+KERNEL_THREADS_KEY = "tl.kernel_threads"
+#: Annotation on a ``T.Kernel`` grid loop: ``"file:line"`` of the ``with T.Kernel(...)``.
+KERNEL_LOC_KEY = "tl.kernel_loc"
+#: Name of the extern call marking the loop nest that follows as a ``T.Parallel`` nest.
+PARALLEL_MARKER = "tl.parallel"
+#: PrimFunc attribute: ``"file:line"`` of the kernel definition (set by :func:`prim_func`).
+SOURCE_LOCATION_ATTR = "tl.source_location"
+
+_DTYPE_NAMES = (
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+)
+
+
+def dtype_name(dtype: Any) -> str:
+    """Normalise a dtype given as a string, a ``T.float32``-style constant or a torch dtype."""
+    if isinstance(dtype, str):
+        return dtype
+    inner = getattr(dtype, "_dtype_str", None)
+    if isinstance(inner, str):
+        return inner
+    text = str(dtype)
+    if text.startswith("torch."):
+        return text[len("torch.") :]
+    try:
+        return str(tvm.runtime.DataType(text))
+    except Exception:  # noqa: BLE001 - report below with the value the user gave
+        raise TypeError(
+            f"dtype must be a string such as 'float32' or a constant such as T.float32, got {dtype!r}"
+        ) from None
+
+
+def dynamic(name: str, dtype: str = "int32") -> tirx.Var:
+    """A dynamic (symbolic) dimension, e.g. ``N = T.dynamic("n")``.
+
+    Use it in ``T.Tensor`` shapes; its value is read at call time from the first tensor
+    dimension that is exactly this symbol (or from a scalar parameter of the same variable).
+    """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"T.dynamic(name): name must be a Python identifier, got {name!r}")
+    return tirx.Var(name, dtype_name(dtype))
+
+
+#: Alias of :func:`dynamic` (TileLang spelling).
+symbolic = dynamic
+
+
+def ceildiv(a: Any, b: Any) -> Any:
+    """``ceil(a / b)`` for non-negative ints or TIR expressions (stays an int for ints)."""
+    if isinstance(a, Integral) and isinstance(b, Integral):
+        return -(-int(a) // int(b))
+    return tirx.ceildiv(a, b)
+
+
+def Tensor(shape: Union[Sequence[Any], Any], dtype: Any = "float32", strides: Optional[Sequence[Any]] = None):
+    """Annotation of a tensor parameter: ``A: T.Tensor((M, N), "float16")``.
+
+    ``shape`` entries are ints or symbols made with :func:`dynamic` (or expressions of them).
+    ``strides`` (in elements) may be given for non-compact layouts.
+    """
+    if not isinstance(shape, (list, tuple)):
+        shape = (shape,)
+    kwargs = {}
+    if strides is not None:
+        kwargs["strides"] = list(strides)
+    return _BufferProxy(tuple(shape), dtype_name(dtype), **kwargs)
+
+
+def _caller_location() -> Optional[str]:
+    """``file:line`` of the TVMScript statement being parsed, found from the parser's frame."""
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            parser = frame.f_locals.get("self")
+            node = frame.f_locals.get("node")
+            diag = getattr(parser, "diag", None)
+            source = getattr(diag, "source", None)
+            lineno = getattr(node, "lineno", None)
+            if source is not None and isinstance(lineno, int) and hasattr(source, "start_line"):
+                return f"{source.source_name}:{lineno + source.start_line - 1}"
+            frame = frame.f_back
+    finally:
+        del frame
+    return None
+
+
+class Kernel:
+    """``with T.Kernel(gx, gy=1, gz=1, threads=128) as (bx, by, ...)``: launch a grid of blocks.
+
+    ``threads`` is an int or a tuple ``(tx, ty, tz)`` of static extents. The ``as`` target
+    receives one block index per grid extent given. On GPU targets the block indices are
+    ``blockIdx.x/y/z`` and the body runs once per thread of the block; on CPU targets the
+    blocks become one loop (OpenMP-parallel unless ``tl.disable_parallel_blocks``) and the body
+    runs once per block.
+    """
+
+    def __init__(self, *grid: Any, threads: Union[int, Sequence[int], None] = 128):
+        if not 1 <= len(grid) <= 3:
+            raise ValueError(f"T.Kernel takes 1 to 3 grid extents (x, y, z), got {len(grid)}")
+        for i, g in enumerate(grid):
+            if isinstance(g, bool) or not (isinstance(g, Integral) or isinstance(g, tvm.ir.Expr)):
+                raise TypeError(f"T.Kernel grid extent #{i} must be an int or an expression, got {type(g).__name__}")
+            if isinstance(g, Integral) and g < 1:
+                raise ValueError(f"T.Kernel grid extent #{i} must be >= 1, got {g}")
+        if threads is None:
+            threads = 1
+        if isinstance(threads, Integral):
+            threads = (int(threads),)
+        threads = tuple(threads)
+        if not 1 <= len(threads) <= 3 or not all(isinstance(t, Integral) and not isinstance(t, bool) for t in threads):
+            raise TypeError(f"T.Kernel threads must be an int or a tuple of up to 3 ints, got {threads!r}")
+        if any(t < 1 for t in threads):
+            raise ValueError(f"T.Kernel threads must be >= 1, got {threads!r}")
+        self.grid = tuple(grid)
+        self.threads = tuple(int(t) for t in threads) + (1,) * (3 - len(threads))
+        self._frames: list = []
+
+    def __enter__(self):
+        loc = _caller_location() or ""
+        annotations_base = {
+            KERNEL_NDIM_KEY: len(self.grid),
+            KERNEL_THREADS_KEY: list(self.threads),
+            KERNEL_LOC_KEY: loc,
+        }
+        block_vars = []
+        for axis, extent in enumerate(self.grid):
+            annotations = dict(annotations_base)
+            annotations[KERNEL_AXIS_KEY] = axis
+            frame = _B.serial(0, extent, annotations=annotations)
+            block_vars.append(frame.__enter__())
+            self._frames.append(frame)
+        return block_vars[0] if len(block_vars) == 1 else tuple(block_vars)
+
+    def __exit__(self, *exc: Any) -> None:
+        while self._frames:
+            self._frames.pop().__exit__(*exc)
+
+
+def Parallel(*extents: Any):
+    """``for i, j in T.Parallel(M, N)``: a loop nest whose iterations are independent.
+
+    CPU targets keep the loop nest (the innermost loop is marked for SIMD vectorization);
+    GPU targets spread the ``M * N`` iterations over the block's threads (strided, with a
+    bounds guard when the count is not a multiple of the thread count).
+    """
+    if not extents:
+        raise ValueError("T.Parallel needs at least one extent")
+    _B.evaluate(tirx.call_extern("int32", PARALLEL_MARKER, len(extents)))
+    return _B.grid(*extents)
+
+
+def alloc_fragment(shape: Union[Sequence[Any], Any], dtype: Any = "float32"):
+    """A per-thread local tile (registers on GPU, a stack array per block on CPU)."""
+    if not isinstance(shape, (list, tuple)):
+        shape = (shape,)
+    return _B.alloc_buffer(tuple(shape), dtype_name(dtype), scope="local")
+
+
+def _def_location(fn: Any) -> str:
+    """``file:line`` of the ``def`` statement of ``fn`` (after its decorators)."""
+    code = fn.__code__
+    filename = os.path.abspath(code.co_filename)
+    line = code.co_firstlineno
+    for offset in range(0, 50):
+        text = linecache.getline(filename, line + offset).lstrip()
+        if text.startswith(("def ", "async def ")):
+            return f"{filename}:{line + offset}"
+        if not text:
+            break
+    return f"{filename}:{line}"
+
+
+def prim_func(func: Any = None, *, private: bool = False, check_well_formed: bool = True):
+    """Parse a Python function into a TIR ``PrimFunc`` (TVMScript), remembering where it was written.
+
+    Same as TVMScript's ``T.prim_func``, plus the attribute :data:`SOURCE_LOCATION_ATTR`
+    (``"file:line"`` of the ``def``) that lowering errors and the artifact use.
+    """
+    outer_stack = inspect.stack()
+
+    def decorate(fn: Any):
+        if not inspect.isfunction(fn):
+            raise TypeError(f"T.prim_func expects a function, got {fn!r}")
+        if _parser_utils.is_defined_in_class(outer_stack, fn):
+            return fn
+        parsed = _tvm_prim_func(private=private, check_well_formed=check_well_formed)(fn)
+        result = parsed.with_attr(SOURCE_LOCATION_ATTR, _def_location(fn))
+        setattr(result, "__name__", fn.__name__)
+        return result
+
+    if func is not None:
+        return decorate(func)
+    setattr(decorate, "dispatch_token", "tirx")
+    return decorate
+
+
+setattr(prim_func, "dispatch_token", "tirx")

@@ -1,0 +1,287 @@
+"""Shared helpers of the tile operators: operands, errors, loop nests, bounds guards.
+
+Every operator expands, at kernel definition time, into ordinary TIR through TVM's IR builder:
+``T.Parallel`` nests (spread over the block's threads on GPU targets, loop nests on CPU) or
+serial loops (when an operand is a per-thread ``local`` buffer), with bounds guards computed
+from the buffers' shapes. See docs/tile-operators.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from numbers import Integral
+from typing import Any, Callable, Optional, Sequence
+
+import tvm
+from tvm import tirx
+from tvm.tirx.script.builder import ir as _B
+
+from ...errors import LoweringError
+from ..core import Parallel, _caller_location
+
+#: Storage scope of GPU fragments (``T.alloc_fragment``): a tile spread over the block's threads.
+FRAGMENT_SCOPE = "local.fragment"
+#: AttrStmt key wrapping the read-modify-write of ``T.atomic_add`` (real atomics on GPU).
+ATOMIC_ADD_KEY = "tl.atomic_add"
+#: Loop annotation of ``T.Pipelined``: the requested number of stages.
+PIPELINED_STAGES_KEY = "tl.pipelined_num_stages"
+
+ON_CHIP_SCOPES = ("shared", "shared.dyn", "local", FRAGMENT_SCOPE)
+
+
+def location() -> str:
+    """``file:line`` of the kernel statement being parsed (``<unknown>`` outside the parser)."""
+    return _caller_location() or "<unknown>"
+
+
+def describe(value: Any) -> str:
+    """Short text of an operand as the kernel author wrote it (``A``, ``A[0:32, k:k + 16]``)."""
+    try:
+        return str(value)
+    except Exception:  # noqa: BLE001 - printing never hides the real error
+        return repr(value)
+
+
+def fail(op: str, operands: Sequence[Any], message: str) -> None:
+    """Raise :class:`LoweringError` naming the operator, its operands and the kernel line."""
+    text = ", ".join(describe(o) for o in operands)
+    raise LoweringError(f"{location()}: {op}({text}): {message}")
+
+
+def is_buffer(value: Any) -> bool:
+    """Whether ``value`` is a buffer (a tensor variable with a buffer type)."""
+    try:
+        return bool(tirx.buffer.is_buffer_var(value))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def static_int(expr: Any) -> Optional[int]:
+    """The int value of an int or ``IntImm``, else None."""
+    if isinstance(expr, Integral) and not isinstance(expr, bool):
+        return int(expr)
+    if type(expr).__name__ == "IntImm":
+        return int(expr.value)
+    return None
+
+
+def shape_text(shape: Sequence[Any]) -> str:
+    """``(32, 16)`` for a shape given as ints or expressions."""
+    items = [str(static_int(s)) if static_int(s) is not None else str(s) for s in shape]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+_ANALYZER = None
+
+
+def analyzer():
+    """A shared arithmetic analyzer (definition-time proofs over constants only)."""
+    global _ANALYZER
+    if _ANALYZER is None:
+        _ANALYZER = tvm.sym.Analyzer()
+    return _ANALYZER
+
+
+def same_extent(a: Any, b: Any) -> bool:
+    """Whether two extents are provably equal."""
+    ia, ib = static_int(a), static_int(b)
+    if ia is not None and ib is not None:
+        return ia == ib
+    try:
+        return bool(analyzer().can_prove_equal(_expr(a), _expr(b)))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _expr(value: Any, dtype: str = "int32") -> Any:
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        return tirx.IntImm(dtype, int(value))
+    return value
+
+
+def is_unit(extent: Any) -> bool:
+    """Whether an extent is provably 1."""
+    return static_int(extent) == 1
+
+
+@dataclass
+class Tile:
+    """An operand of a tile operator: a buffer, a region of one, or a tile corner (element).
+
+    ``starts``/``extents`` give the part of ``buffer`` the operator touches; for a corner
+    (``kind == "element"``) ``extents`` is None until :meth:`with_extents` gives the other side's
+    shape.
+    """
+
+    buffer: Any
+    starts: list
+    extents: Optional[list]
+    kind: str  # "buffer" | "region" | "element"
+    source: Any
+
+    @property
+    def name(self) -> str:
+        """Name of the buffer."""
+        return str(self.buffer)
+
+    @property
+    def shape(self) -> list:
+        """Shape of the whole buffer."""
+        return list(self.buffer.ty.shape)
+
+    @property
+    def dtype(self) -> str:
+        """Element dtype of the buffer."""
+        return str(self.buffer.ty.dtype)
+
+    @property
+    def scope(self) -> str:
+        """Storage scope of the buffer (``global``, ``shared``, ``local``, ``local.fragment``)."""
+        scope = str(self.buffer.ty.storage_scope)
+        return scope or "global"
+
+    @property
+    def squeezed(self) -> list:
+        """The extents without unit dimensions."""
+        return [e for e in self.extents if not is_unit(e)]
+
+    def with_extents(self, extents: Sequence[Any]) -> "Tile":
+        """A corner operand completed with a tile extent (trailing dims; leading dims get 1)."""
+        rank = len(self.shape)
+        ext = list(extents)
+        if len(ext) > rank:
+            raise ValueError("rank")
+        full = [1] * (rank - len(ext)) + ext
+        return Tile(self.buffer, list(self.starts), full, "region", self.source)
+
+    def indices(self, squeezed_vars: Sequence[Any]) -> list:
+        """Buffer indices for one point of the squeezed iteration space."""
+        out = []
+        k = 0
+        for start, extent in zip(self.starts, self.extents):
+            if is_unit(extent):
+                out.append(start)
+            else:
+                var = squeezed_vars[k]
+                k += 1
+                out.append(var if static_int(start) == 0 else start + var)
+        return out
+
+    def bounds_condition(self, squeezed_vars: Sequence[Any]) -> Optional[Any]:
+        """The condition keeping an access inside the buffer, or None when always inside."""
+        conds = []
+        for index, start, extent, dim in zip(self.indices(squeezed_vars), self.starts, self.extents, self.shape):
+            s, e, d = static_int(start), static_int(extent), static_int(dim)
+            if s is not None and e is not None and d is not None and 0 <= s and s + e <= d:
+                continue
+            if s is not None and e is not None and d is not None and s + e > d and s >= d:
+                conds.append(tirx.IntImm("bool", 0))
+                continue
+            try:
+                if analyzer().can_prove(_expr(start) + _expr(extent) <= _expr(dim)):
+                    continue
+            except Exception:  # noqa: BLE001
+                pass
+            conds.append(_expr(index) < _expr(dim))
+        if not conds:
+            return None
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = tirx.And(cond, c)
+        return cond
+
+
+def as_tile(op: str, operands: Sequence[Any], value: Any, role: str, allow_element: bool = True) -> Tile:
+    """Turn an operator argument into a :class:`Tile`, or fail naming ``role``."""
+    if is_buffer(value):
+        shape = list(value.ty.shape)
+        return Tile(value, [0] * len(shape), shape, "buffer", value)
+    kind = type(value).__name__
+    if kind == "TensorRegion":
+        starts = [r.min for r in value.region]
+        extents = [r.extent for r in value.region]
+        for e in extents:
+            if static_int(e) is not None and static_int(e) < 1:
+                fail(op, operands, f"{role} region {describe(value)} is empty (extent {static_int(e)})")
+        return Tile(value.source, starts, extents, "region", value)
+    if kind == "TensorLoad":
+        if not allow_element:
+            fail(
+                op,
+                operands,
+                f"{role} must be a buffer or a region such as {describe(value.source)}[0:32, 0:32], "
+                f"got the single element {describe(value)}",
+            )
+        for idx in value.indices:
+            if type(idx).__name__ == "Ramp":
+                fail(op, operands, f"{role} {describe(value)}: use a region (A[a:b, c:d]) instead of a vector index")
+        return Tile(value.source, list(value.indices), None, "element", value)
+    fail(
+        op,
+        operands,
+        f"{role} must be a buffer, a region (A[0:32, k:k + 16]) or a tile corner (A[i, j]), "
+        f"got {type(value).__name__} {describe(value)}",
+    )
+    raise AssertionError  # unreachable
+
+
+def per_thread(*tiles: Tile) -> bool:
+    """Whether an operator runs whole in every thread: its destination is a per-thread ``local`` tile.
+
+    Otherwise the operator is a ``T.Parallel`` nest over the destination, spread over the block's
+    threads on GPU targets (each thread reads its own copy of ``local`` sources).
+    """
+    return any(t.scope == "local" for t in tiles)
+
+
+def loop_nest(extents: Sequence[Any], parallel: bool, body: Callable[[list], None]) -> None:
+    """Emit a loop nest over ``extents`` (``T.Parallel`` or serial) and call ``body(vars)`` inside.
+
+    An empty ``extents`` list runs ``body([])`` once, without a loop.
+    """
+    extents = list(extents)
+    if not extents:
+        body([])
+        return
+    frame = Parallel(*extents) if parallel else _B.grid(*extents)
+    with frame as loop_vars:
+        if isinstance(loop_vars, tvm.ir.Expr):
+            loop_vars = [loop_vars]
+        body(list(loop_vars))
+
+
+def guarded(cond: Optional[Any], emit: Callable[[], None]) -> None:
+    """Run ``emit()`` under ``if cond`` (or unguarded when ``cond`` is None)."""
+    if cond is None:
+        emit()
+        return
+    with _B.If(cond):
+        with _B.Then():
+            emit()
+
+
+def cast(value: Any, dtype: str) -> Any:
+    """``value`` converted to ``dtype`` (no-op when it already has it)."""
+    if isinstance(value, bool):
+        return tirx.IntImm(dtype, int(value)) if not dtype.startswith(("float", "bfloat")) else tirx.FloatImm(dtype, float(value))
+    if isinstance(value, Integral):
+        if dtype.startswith(("float", "bfloat")):
+            return tirx.FloatImm(dtype, float(value))
+        return tirx.IntImm(dtype, int(value))
+    if isinstance(value, float):
+        if not dtype.startswith(("float", "bfloat")):
+            return tirx.IntImm(dtype, int(value))
+        return tirx.FloatImm(dtype, value)
+    if str(value.ty.dtype) == dtype:
+        return value
+    return tirx.Cast(dtype, value)
+
+
+def zero(dtype: str) -> Any:
+    """The constant 0 of ``dtype``."""
+    return cast(0, dtype)
+
+
+def is_float(dtype: str) -> bool:
+    """Whether ``dtype`` is a floating-point type."""
+    return dtype.startswith(("float", "bfloat"))

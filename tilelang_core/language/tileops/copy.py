@@ -1,0 +1,124 @@
+"""``T.copy``, ``T.fill`` and ``T.clear``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvm.tirx.script.builder import ir as _B
+from tvm import tirx
+
+from ._common import (
+    Tile,
+    as_tile,
+    cast,
+    fail,
+    guarded,
+    is_buffer,
+    is_float,
+    loop_nest,
+    per_thread,
+    shape_text,
+    same_extent,
+    zero,
+)
+
+
+def _resolve_copy(src: Any, dst: Any) -> tuple[Tile, Tile]:
+    operands = (src, dst)
+    s = as_tile("T.copy", operands, src, "source")
+    d = as_tile("T.copy", operands, dst, "destination")
+    if s.kind == "element" and d.kind == "element":
+        fail(
+            "T.copy",
+            operands,
+            "both sides are single elements, so the tile extent is unknown; make one side a buffer or "
+            "a region (A[i:i + 32, j:j + 32])",
+        )
+    try:
+        # A corner takes the other side's extents (trailing dimensions; leading ones get 1);
+        # when the other side has more dimensions, its size-1 dimensions are dropped first.
+        if s.kind == "element":
+            s = s.with_extents(d.extents if len(d.extents) <= len(s.shape) else d.squeezed)
+        elif d.kind == "element":
+            d = d.with_extents(s.extents if len(s.extents) <= len(d.shape) else s.squeezed)
+    except ValueError:
+        small, big = (s, d) if s.kind == "element" else (d, s)
+        fail(
+            "T.copy",
+            operands,
+            f"rank mismatch: the tile {shape_text(big.squeezed)} has more dimensions than "
+            f"'{small.name}' {shape_text(small.shape)}",
+        )
+    if len(s.squeezed) != len(d.squeezed) or not all(same_extent(a, b) for a, b in zip(s.squeezed, d.squeezed)):
+        kind = "rank mismatch" if len(s.squeezed) != len(d.squeezed) else "shape mismatch"
+        fail(
+            "T.copy",
+            operands,
+            f"{kind}: the source tile has extents {shape_text(s.extents)} and the destination tile "
+            f"{shape_text(d.extents)}; both must have the same extents (ignoring dimensions of size 1)",
+        )
+    if s.dtype == "bool" and d.dtype != "bool" or d.dtype == "bool" and s.dtype != "bool":
+        fail("T.copy", operands, f"dtype mismatch: cannot copy {s.dtype} '{s.name}' into {d.dtype} '{d.name}'")
+    return s, d
+
+
+def copy(src: Any, dst: Any) -> None:
+    """Copy a tile: ``T.copy(src, dst)``.
+
+    Each side is a buffer, a region (``A[0:32, k:k + 16]``) or an element naming the corner of a
+    tile whose extent is the other side's shape (``T.copy(A[by * 32, k * 16], A_shared)``).
+    Extents must match (dimensions of size 1 are ignored); values are converted to the
+    destination dtype. Parts of the tile outside the destination buffer are not written; parts
+    outside the source buffer are not read and the destination gets 0 there (so partial tiles at
+    the edges of a matrix feed zeros into ``T.gemm``).
+
+    :raises LoweringError: extents, ranks or dtypes that do not fit (the message names the
+        operands and the kernel line).
+    """
+    s, d = _resolve_copy(src, dst)
+    extents = s.squeezed
+
+    def body(vs: list) -> None:
+        src_ok = s.bounds_condition(vs)
+        dst_ok = d.bounds_condition(vs)
+        value = cast(s.buffer[tuple(s.indices(vs))], d.dtype)
+        if src_ok is not None:
+            value = tirx.if_then_else(src_ok, value, zero(d.dtype))
+        guarded(dst_ok, lambda: _B.buffer_store(d.buffer, value, d.indices(vs)))
+
+    loop_nest(extents, parallel=not per_thread(d), body=body)
+
+
+def fill(buffer: Any, value: Any) -> None:
+    """Set every element of a buffer or region to ``value``: ``T.fill(A_local, 0)``.
+
+    ``value`` is a Python number or a scalar expression, converted to the buffer's dtype. Parts of
+    a region outside the buffer are not written.
+
+    :raises LoweringError: the operand is not a buffer or region, or ``value`` is not a scalar.
+    """
+    operands = (buffer, value)
+    t = as_tile("T.fill", operands, buffer, "destination", allow_element=False)
+    if is_buffer(value) or type(value).__name__ in ("TensorRegion",):
+        fail("T.fill", operands, "value must be a scalar (a number or an expression), got a buffer or region")
+    if not isinstance(value, (int, float, bool)) and getattr(getattr(value, "ty", None), "dtype", None) is None:
+        fail("T.fill", operands, f"value must be a scalar (a number or an expression), got {type(value).__name__}")
+    if isinstance(value, float) and not is_float(t.dtype):
+        fail("T.fill", operands, f"dtype mismatch: cannot fill {t.dtype} '{t.name}' with the float {value!r}")
+    v = cast(value, t.dtype)
+
+    def body(vs: list) -> None:
+        guarded(t.bounds_condition(vs), lambda: _B.buffer_store(t.buffer, v, t.indices(vs)))
+
+    loop_nest(t.squeezed, parallel=not per_thread(t), body=body)
+
+
+def clear(buffer: Any) -> None:
+    """Set every element of a buffer or region to 0: ``T.clear(C_local)`` (same as ``T.fill(buf, 0)``)."""
+    t = as_tile("T.clear", (buffer,), buffer, "destination", allow_element=False)
+    v = zero(t.dtype)
+
+    def body(vs: list) -> None:
+        guarded(t.bounds_condition(vs), lambda: _B.buffer_store(t.buffer, v, t.indices(vs)))
+
+    loop_nest(t.squeezed, parallel=not per_thread(t), body=body)

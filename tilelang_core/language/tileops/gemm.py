@@ -1,0 +1,125 @@
+"""``T.gemm``: ``C += A @ B`` on tiles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvm.tirx.script.builder import ir as _B
+
+from ._common import (
+    ON_CHIP_SCOPES,
+    as_tile,
+    cast,
+    fail,
+    is_float,
+    is_unit,
+    loop_nest,
+    per_thread,
+    same_extent,
+    shape_text,
+    static_int,
+    zero,
+)
+
+
+def gemm(
+    A: Any,
+    B: Any,
+    C: Any,
+    transpose_A: bool = False,
+    transpose_B: bool = False,
+    clear_accum: bool = False,
+    policy: Any = None,
+    k_pack: int = 1,
+    wg_wait: int = 0,
+) -> None:
+    """Tile matrix multiply-accumulate: ``C += op(A) @ op(B)``, accumulating in ``C``'s dtype.
+
+    ``A`` is ``(M, K)`` (``(K, M)`` with ``transpose_A``), ``B`` is ``(K, N)`` (``(N, K)`` with
+    ``transpose_B``) and ``C`` is ``(M, N)``; each is a buffer or region (dimensions of size 1
+    ignored) in ``shared``, ``local`` or fragment memory. Inputs are converted to ``C``'s dtype
+    before multiplying, so float16 inputs with a float32 ``C`` accumulate in float32.
+    ``clear_accum=True`` sets ``C`` to 0 first. ``policy``, ``k_pack`` and ``wg_wait`` are accepted
+    for TileLang compatibility and ignored.
+
+    :raises LoweringError: wrong scope (global memory), rank, shapes or dtypes.
+    """
+    operands = (A, B, C)
+    a = as_tile("T.gemm", operands, A, "A", allow_element=False)
+    b = as_tile("T.gemm", operands, B, "B", allow_element=False)
+    c = as_tile("T.gemm", operands, C, "C", allow_element=False)
+    for role, t in (("A", a), ("B", b), ("C", c)):
+        if t.scope not in ON_CHIP_SCOPES:
+            fail(
+                "T.gemm",
+                operands,
+                f"wrong scope: {role} '{t.name}' is in {t.scope} memory; gemm operands must be tiles in "
+                "shared, local or fragment memory (T.alloc_shared / T.alloc_local / T.alloc_fragment); "
+                f"T.copy the tile there first",
+            )
+        if len(t.squeezed) != 2 and not (len(t.extents) == 2):
+            fail(
+                "T.gemm",
+                operands,
+                f"rank mismatch: {role} '{t.name}' is a tile of extents {shape_text(t.extents)}; gemm needs "
+                "2-D tiles (dimensions of size 1 in front are allowed)",
+            )
+    for t in (a, b, c):
+        ext = t.squeezed if len(t.squeezed) == 2 else list(t.extents)
+        t.mat = ext  # type: ignore[attr-defined]
+    if a.dtype != b.dtype:
+        fail("T.gemm", operands, f"dtype mismatch: A '{a.name}' is {a.dtype} but B '{b.name}' is {b.dtype}; they must match")
+    if is_float(a.dtype) and not is_float(c.dtype):
+        fail("T.gemm", operands, f"dtype mismatch: C '{c.name}' is {c.dtype} but the inputs are {a.dtype}; use a float accumulator")
+    M, Ka = (a.mat[1], a.mat[0]) if transpose_A else (a.mat[0], a.mat[1])
+    Kb, N = (b.mat[1], b.mat[0]) if transpose_B else (b.mat[0], b.mat[1])
+    if not same_extent(Ka, Kb):
+        fail(
+            "T.gemm",
+            operands,
+            f"shape mismatch: A {shape_text(a.mat)}{' (transposed)' if transpose_A else ''} has K = {Ka} but "
+            f"B {shape_text(b.mat)}{' (transposed)' if transpose_B else ''} has K = {Kb}",
+        )
+    if not (same_extent(c.mat[0], M) and same_extent(c.mat[1], N)):
+        fail(
+            "T.gemm",
+            operands,
+            f"shape mismatch: C '{c.name}' is {shape_text(c.mat)} but A @ B is ({M}, {N})",
+        )
+
+    def idx(t, r, s):
+        # (row, col) of the 2-D view -> buffer indices
+        full = []
+        k = 0
+        pos = [r, s]
+        squeezed_view = len(t.squeezed) == 2
+        for start, extent in zip(t.starts, t.extents):
+            if squeezed_view and is_unit(extent):
+                full.append(start)
+                continue
+            v = pos[k]
+            k += 1
+            full.append(v if static_int(start) == 0 else start + v)
+        return tuple(full)
+
+    acc = c.dtype
+
+    def update(i, j, k):
+        av = a.buffer[idx(a, k, i) if transpose_A else idx(a, i, k)]
+        bv = b.buffer[idx(b, j, k) if transpose_B else idx(b, k, j)]
+        ci = idx(c, i, j)
+        _B.buffer_store(c.buffer, c.buffer[ci] + cast(av, acc) * cast(bv, acc), list(ci))
+
+    if clear_accum:
+        loop_nest([M, N], parallel=not per_thread(c), body=lambda v: _B.buffer_store(c.buffer, zero(acc), list(idx(c, v[0], v[1]))))
+    if per_thread(c):
+        # Whole product in every thread; i-k-j order keeps the innermost loop contiguous in B and C.
+        with _B.serial(0, M) as i:
+            with _B.serial(0, Ka) as k:
+                with _B.serial(0, N) as j:
+                    update(i, j, k)
+    else:
+        # K outermost, then a T.Parallel nest over C: every (i, j) of C is updated by the thread
+        # that owns it (fragment layout) and the innermost loop runs along C's rows on CPU.
+        with _B.serial(0, Ka) as k:
+            loop_nest([M, N], parallel=True, body=lambda v: update(v[0], v[1], k))

@@ -1,0 +1,153 @@
+"""Reductions over one dimension of a tile: ``T.reduce_sum/max/min/abssum/absmax``."""
+
+from __future__ import annotations
+
+from numbers import Integral
+from typing import Any, Callable
+
+from tvm import tirx
+from tvm.tirx.script.builder import ir as _B
+
+from ._common import (
+    ON_CHIP_SCOPES,
+    as_tile,
+    cast,
+    fail,
+    is_float,
+    is_unit,
+    loop_nest,
+    per_thread,
+    same_extent,
+    shape_text,
+    static_int,
+)
+
+
+def _identity(kind: str, dtype: str) -> Any:
+    if kind in ("sum", "abssum", "absmax"):
+        return cast(0, dtype)
+    if is_float(dtype):
+        return tirx.FloatImm(dtype, float("-inf") if kind == "max" else float("inf"))
+    return tirx.max_value(dtype) if kind == "min" else tirx.min_value(dtype)
+
+
+def _abs(x: Any) -> Any:
+    """``|x|`` as a select (TVM's ``fabs`` has no C lowering)."""
+    return tirx.Select(x < cast(0, str(x.ty.dtype)), -x, x)
+
+
+def _combine(kind: str) -> Callable[[Any, Any], Any]:
+    if kind in ("sum", "abssum"):
+        return lambda acc, x: acc + x
+    if kind in ("max", "absmax"):
+        return tirx.max
+    return tirx.min
+
+
+def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: bool) -> None:
+    op = f"T.reduce_{kind}"
+    operands = (src, dst)
+    s = as_tile(op, operands, src, "source", allow_element=False)
+    d = as_tile(op, operands, dst, "destination", allow_element=False)
+    for role, t in (("source", s), ("destination", d)):
+        if t.scope not in ON_CHIP_SCOPES:
+            fail(
+                op,
+                operands,
+                f"wrong scope: {role} '{t.name}' is in {t.scope} memory; reductions work on tiles in "
+                "fragment, local or shared memory (T.copy the data there first)",
+            )
+    if isinstance(dim, bool) or not isinstance(dim, Integral):
+        fail(op, operands, f"dim must be an int, got {dim!r}")
+    rank = len(s.extents)
+    if not -rank <= dim < rank:
+        fail(op, operands, f"dim {dim} is out of range for the {rank}-D source {shape_text(s.extents)}")
+    dim = int(dim) % rank
+    out = [e for k, e in enumerate(s.extents) if k != dim]
+    kept = [e if k != dim else 1 for k, e in enumerate(s.extents)]
+    dext = list(d.extents)
+    if len(dext) == len(out) and all(same_extent(a, b) for a, b in zip(dext, out)):
+        keepdim = False
+    elif len(dext) == len(kept) and all(same_extent(a, b) for a, b in zip(dext, kept)):
+        keepdim = True
+    elif not out and len(dext) == 1 and is_unit(dext[0]):
+        keepdim = True
+    else:
+        kind_err = "rank mismatch" if len(dext) not in (len(out), len(kept)) else "shape mismatch"
+        fail(
+            op,
+            operands,
+            f"{kind_err}: reducing {shape_text(s.extents)} over dim {dim} gives {shape_text(out or [1])}, but the "
+            f"destination '{d.name}' is {shape_text(dext)}",
+        )
+    if is_float(s.dtype) != is_float(d.dtype) or "bool" in (s.dtype, d.dtype):
+        fail(
+            op,
+            operands,
+            f"dtype mismatch: source '{s.name}' is {s.dtype} and destination '{d.name}' is {d.dtype}; "
+            "use a destination of the same kind (float or integer)",
+        )
+    acc = d.dtype
+    combine = _combine(kind)
+    absolute = kind.startswith("abs")
+    red_extent = s.extents[dim]
+
+    def body(vs: list) -> None:
+        if not out:
+            didx = list(d.starts)
+        elif keepdim:
+            didx = _indices(d, vs[:dim] + [0] + vs[dim:])
+        else:
+            didx = _indices(d, vs)
+        first = 0
+        if clear and kind in ("sum", "abssum"):
+            _B.buffer_store(d.buffer, _identity(kind, acc), didx)
+        elif clear:
+            # max/min start from the first element: exact for every input (-inf, NaN) and needs
+            # no infinity constant (TVM's C code generator prints none that compiles).
+            x0 = cast(s.buffer[tuple(_indices(s, vs[:dim] + [0] + vs[dim:]))], acc)
+            _B.buffer_store(d.buffer, _abs(x0) if absolute else x0, didx)
+            first = 1
+        with _B.serial(first, red_extent) as r:
+            sidx = _indices(s, vs[:dim] + [r] + vs[dim:])
+            x = cast(s.buffer[tuple(sidx)], acc)
+            if absolute:
+                x = _abs(x)
+            _B.buffer_store(d.buffer, combine(d.buffer[tuple(didx)], x), didx)
+
+    loop_nest(out, parallel=not per_thread(d), body=body)
+
+
+def _indices(t: Any, point: list) -> list:
+    return [p if static_int(st) == 0 else st + p for st, p in zip(t.starts, point)]
+
+
+def reduce_sum(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+    """``dst = sum(src, dim)`` (``dst += ...`` with ``clear=False``), accumulating in dst's dtype.
+
+    ``dst`` has ``src``'s shape without ``dim`` (or with ``dim`` of size 1). Operands are tiles in
+    fragment, local or shared memory.
+
+    :raises LoweringError: wrong scope, ``dim`` out of range, shape, rank or dtype mismatch.
+    """
+    _reduce("sum", src, dst, dim, clear)
+
+
+def reduce_max(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+    """``dst = max(src, dim)`` (``dst = max(dst, ...)`` with ``clear=False``); see :func:`reduce_sum`."""
+    _reduce("max", src, dst, dim, clear)
+
+
+def reduce_min(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+    """``dst = min(src, dim)`` (``dst = min(dst, ...)`` with ``clear=False``); see :func:`reduce_sum`."""
+    _reduce("min", src, dst, dim, clear)
+
+
+def reduce_abssum(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+    """``dst = sum(|src|, dim)`` (``dst += ...`` with ``clear=False``); see :func:`reduce_sum`."""
+    _reduce("abssum", src, dst, dim, clear)
+
+
+def reduce_absmax(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+    """``dst = max(|src|, dim)`` (``dst = max(dst, ...)`` with ``clear=False``); see :func:`reduce_sum`."""
+    _reduce("absmax", src, dst, dim, clear)

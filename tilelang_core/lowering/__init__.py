@@ -1,0 +1,214 @@
+"""The lowering pipeline: a TileLang/TVMScript ``PrimFunc`` -> :class:`KernelArtifact`.
+
+``lower(func, target="auto", target_host=None, pass_configs=None, consumes=None)`` runs
+the frontend step (``T.Kernel``/``T.Parallel``), the pass list of the target family
+(:mod:`tilelang_core.lowering.passes`) and only the code generators the backend consumes.
+See docs/pipeline.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Optional
+
+from ..artifact import KernelArtifact
+from ..errors import KernelDefinitionError, LoweringError, PassConfigError, TargetError
+from .configs import PASS_CONFIGS, config_flag
+from .target import CPU_KINDS, GPU_KINDS, auto_target_kind, device_of, parse_target_string, resolve_target
+
+__all__ = [
+    "lower",
+    "resolve_target",
+    "auto_target_kind",
+    "validate_pass_configs",
+    "PASS_CONFIGS",
+    "CONSUMABLES",
+]
+
+#: What a backend may ask the pipeline for (see tilelang_core.capabilities.Consumable).
+CONSUMABLES = ("device_source", "host_source", "runtime_module")
+
+_DEVICE_LANGUAGE = {"c": "c", "llvm": "c", "cuda": "cuda", "metal": "metal", "rocm": "hip", "opencl": "opencl"}
+
+
+def validate_pass_configs(pass_configs: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+    """Check ``pass_configs``: documented ``tl.*`` keys (booleans) and TVM's own ``tirx.*`` keys.
+
+    :raises PassConfigError: unknown key (the message lists the known ones) or a value that is
+        not a bool.
+    """
+    if pass_configs is None:
+        return {}
+    if not isinstance(pass_configs, Mapping):
+        raise PassConfigError(f"pass_configs must be a dict, got {type(pass_configs).__name__}")
+    result: dict[str, Any] = {}
+    for key, value in pass_configs.items():
+        if not isinstance(key, str):
+            raise PassConfigError(f"pass_configs keys must be strings, got {key!r}")
+        if key in PASS_CONFIGS:
+            if not isinstance(value, (bool, int)) or (isinstance(value, int) and value not in (0, 1)):
+                raise PassConfigError(f"pass_configs[{key!r}] must be a bool, got {value!r}")
+            result[key] = bool(value)
+        elif key.startswith("tirx."):
+            result[key] = value  # TVM's own PassContext options, validated by TVM
+        else:
+            known = ", ".join(sorted(PASS_CONFIGS))
+            raise PassConfigError(
+                f"unknown pass config {key!r}; known keys: {known} (TVM's own 'tirx.*' options are passed through)"
+            )
+    return result
+
+
+def _consumes(consumes: Optional[Iterable[str]]) -> list[str]:
+    if consumes is None:
+        return ["device_source"]
+    if isinstance(consumes, str):
+        consumes = [consumes]
+    items = list(consumes)
+    bad = [c for c in items if c not in CONSUMABLES]
+    if bad or not items:
+        raise ValueError(f"consumes must be a non-empty list drawn from {list(CONSUMABLES)}, got {items!r}")
+    return items
+
+
+def lower(
+    func: Any,
+    target: Any = "auto",
+    target_host: Any = None,
+    pass_configs: Optional[Mapping[str, Any]] = None,
+    consumes: Optional[Iterable[str]] = None,
+) -> KernelArtifact:
+    """Lower a kernel for a target and return its :class:`~tilelang_core.artifact.KernelArtifact`.
+
+    :param func: a ``tirx.PrimFunc`` (from ``@T.prim_func``).
+    :param target: ``"auto"`` (the enclosing ``with tvm.target.Target(...)``, else cuda when torch
+        sees CUDA, metal when MPS is available, else ``c``), a string (``"c"``, ``"llvm"``,
+        ``"cuda -arch=sm_90"``, ``"metal"``), a dict or a ``tvm.target.Target``.
+    :param target_host: host target of GPU targets (default ``llvm``, or ``c`` without LLVM).
+    :param pass_configs: see :data:`PASS_CONFIGS`; unknown keys raise ``PassConfigError``.
+    :param consumes: what the backend takes: any of ``device_source``, ``host_source``,
+        ``runtime_module`` (default ``["device_source"]``); nothing else is generated.
+    :raises KernelDefinitionError: ``func`` is not a PrimFunc.
+    :raises LoweringError: the kernel cannot be lowered (message starts with ``file:line``).
+    :raises TargetError, PassConfigError: bad target or pass config.
+    """
+    import tvm
+    from tvm import tirx
+
+    if not isinstance(func, tirx.PrimFunc):
+        raise KernelDefinitionError(
+            f"lower() expects a kernel made with @T.prim_func (a tvm.tirx.PrimFunc), got {type(func).__name__}"
+        )
+    configs = validate_pass_configs(pass_configs)
+    wanted = _consumes(consumes)
+    tgt = resolve_target(target, target_host)
+    from .target import max_threads_of, target_string
+
+    kind = tgt.kind.name
+    if kind not in CPU_KINDS + GPU_KINDS:
+        raise TargetError(f"target kind {kind!r} is not supported by the lowering pipeline")
+    from ..language.core import SOURCE_LOCATION_ATTR
+
+    attrs = func.attrs if func.attrs is not None else {}
+    location = str(attrs.get(SOURCE_LOCATION_ATTR, "")) or "<unknown>"
+    name = str(attrs.get("global_symbol", "")) or str(getattr(func, "__name__", "main"))
+    from . import codegen
+    from .frontend import FrontendOptions, lower_tile_constructs
+    from .signature import describe_params
+
+    params, symbols, symbol_vars = describe_params(func, device_of(kind), location)
+    symbol_names = {s.name for s in symbols}
+    func = func.with_attr("global_symbol", name)
+    tvm_configs = {k: v for k, v in configs.items() if k.startswith("tirx.")}
+    if config_flag(configs, "tl.disable_vectorize"):
+        tvm_configs.setdefault("tirx.disable_vectorize", True)
+
+    result: dict[str, Any] = {"device_kernels": [], "device_source": None, "host_source": None}
+    tvm_modules = None
+    gpu = kind in GPU_KINDS
+    try:
+        with tvm.transform.PassContext(opt_level=3, config=tvm_configs):
+            if not gpu:
+                if "device_source" in wanted:
+                    front = lower_tile_constructs(
+                        func,
+                        FrontendOptions(
+                            gpu=False,
+                            parallel_blocks=not config_flag(configs, "tl.disable_parallel_blocks"),
+                            emit_pragmas=True,
+                            simd=not config_flag(configs, "tl.disable_vectorize"),
+                            func_location=location,
+                        ),
+                    )
+                    source, kernel = codegen.c_entry_source(
+                        front, tvm.target.Target("c"), configs, f"{name}_kernel", symbol_vars, list(func.params)
+                    )
+                    result["device_source"] = source
+                    result["device_kernels"] = [kernel]
+                if "runtime_module" in wanted or "host_source" in wanted:
+                    front = lower_tile_constructs(
+                        func,
+                        FrontendOptions(
+                            gpu=False,
+                            parallel_blocks=not config_flag(configs, "tl.disable_parallel_blocks"),
+                            func_location=location,
+                        ),
+                    )
+                    if "runtime_module" in wanted:
+                        tvm_modules = codegen.cpu_runtime_module(front, tgt, configs)
+                    if "host_source" in wanted:
+                        c_module = codegen.cpu_runtime_module(front, tvm.target.Target("c"), configs)
+                        result["host_source"] = codegen.host_source_of(c_module)
+            else:
+                front = lower_tile_constructs(
+                    func,
+                    FrontendOptions(
+                        gpu=True,
+                        max_threads=max_threads_of(tgt),
+                        func_location=location,
+                    ),
+                )
+                from . import passes as P
+
+                mod = tvm.IRModule({name: front})
+                mod = tirx.transform.BindTarget(tgt)(mod)
+                mod = P.gpu_passes(configs)(mod)
+                host_mod, device_mods = codegen.split_gpu(mod)
+                host_fn = host_mod[name]
+                result["device_kernels"] = codegen.gpu_device_kernels(host_fn, device_mods, symbol_names, location)
+                if not result["device_kernels"]:
+                    raise LoweringError(
+                        f"{location}: kernel '{name}' launches nothing on {kind}: wrap its body in "
+                        "'with T.Kernel(...)' (or bind loops to blockIdx/threadIdx)"
+                    )
+                if "device_source" in wanted:
+                    result["device_source"], _ = codegen.gpu_device_source(device_mods)
+                if "host_source" in wanted:
+                    c_host = P.host_finalize_passes()(P.host_packed_passes(configs)(host_mod))
+                    c_host = tirx.transform.BindTarget(tvm.target.Target("c"))(c_host)
+                    built = tvm.get_global_func("target.build.c")(c_host, tvm.target.Target("c"))
+                    result["host_source"] = codegen.host_source_of(built)
+                if "runtime_module" in wanted:
+                    tvm_modules = codegen.gpu_runtime_module(host_mod, device_mods, tgt, configs)
+    except (LoweringError, TargetError, PassConfigError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - TVM's errors, reported with the kernel's location
+        text = str(exc).strip()
+        raise LoweringError(f"{location}: lowering kernel '{name}' for {kind} failed: {text}") from exc
+
+    artifact = KernelArtifact(
+        name=name,
+        target=target_string(tgt),
+        target_kind=kind,
+        host_target=target_string(tgt.host) if gpu and tgt.host is not None else None,
+        params=params,
+        symbols=symbols,
+        device_kernels=result["device_kernels"],
+        device_source=result["device_source"],
+        device_language=_DEVICE_LANGUAGE.get(kind) if result["device_source"] is not None else None,
+        host_source=result["host_source"],
+        pass_configs=dict(configs),
+        source_location=location if location != "<unknown>" else None,
+    )
+    if tvm_modules is not None:
+        artifact.with_tvm_modules(tvm_modules)
+    return artifact

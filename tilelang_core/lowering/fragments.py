@@ -1,0 +1,305 @@
+"""GPU fragment layout and tile-operator finishing, run first in the GPU pass list.
+
+Input: a GPU function after :mod:`tilelang_core.lowering.frontend` (``threadIdx``/``blockIdx``
+attributes; each ``T.Parallel`` nest turned into ``flat = it * threads + tid`` loops with
+``Bind`` statements). Output: no ``local.fragment`` buffers and no ``tl.atomic_add`` markers.
+
+**Fragment layout.** A fragment of shape ``S`` (``numel`` elements) in a block of ``threads``
+threads puts the element with row-major index ``f`` in thread ``f % threads``, slot
+``f // threads``; every thread allocates ``ceil(numel / threads)`` registers. This is exactly
+how the frontend spreads a ``T.Parallel`` nest over the threads, so ``T.Parallel`` over the
+fragment's shape (and the tile operators, which expand into such nests) touches only the
+calling thread's elements. For every access the pass proves ``f % threads == tid`` with TVM's
+arithmetic analyzer; a fragment with an access it cannot prove (another thread's element: a
+row maximum read by a whole row, a gemm operand read along K, serial code outside
+``T.Parallel``) is placed in shared memory instead, where every thread sees every element and
+``ThreadSync`` later inserts the barriers. docs/tile-operators.md describes it for kernel authors.
+
+**Atomics.** ``T.atomic_add`` marks its read-modify-write with an ``AttrStmt`` ``tl.atomic_add``;
+on CUDA/ROCm this becomes ``atomicAdd(&dst[i], v)``. Other GPU kinds reject it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from ..errors import LoweringError
+
+FRAGMENT_SCOPE = "local.fragment"
+ATOMIC_ADD_KEY = "tl.atomic_add"
+_ATOMIC_KINDS = ("cuda", "rocm")
+
+
+def _int(expr: Any) -> Optional[int]:
+    if isinstance(expr, int):
+        return expr
+    if type(expr).__name__ == "IntImm":
+        return int(expr.value)
+    return None
+
+
+def _scope(buf: Any) -> str:
+    return str(buf.ty.storage_scope) or "global"
+
+
+def _substitute(expr: Any, binds: dict) -> Any:
+    """Replace ``Bind`` variables by their values until none is left (bounded depth)."""
+    for _ in range(16):
+        changed = [False]
+
+        def on_var(var):
+            value = binds.get(var)
+            if value is not None:
+                changed[0] = True
+                return value
+            return var
+
+        expr = tvm_ffi.structural_map(expr, [(tvm.ir.Var, on_var)])
+        if not changed[0]:
+            break
+    return expr
+
+
+class _Kernel:
+    """Thread context of one fragment allocation."""
+
+    def __init__(self, thread_ivs: list):
+        self.threads = 1
+        self.tid: Any = None
+        stride = 1
+        for tag in ("threadIdx.x", "threadIdx.y", "threadIdx.z"):
+            for iv, extent in thread_ivs:
+                if str(iv.thread_tag) == tag:
+                    term = iv.var if stride == 1 else iv.var * stride
+                    self.tid = term if self.tid is None else self.tid + term
+                    stride *= extent
+                    self.threads *= extent
+
+
+def _walk_allocs(stmt: Any, stack: list, out: dict) -> None:
+    """Map each fragment AllocBuffer's buffer to the thread attributes enclosing it."""
+    if stmt is None:
+        return
+    if isinstance(stmt, tirx.SeqStmt):
+        for s in stmt.seq:
+            _walk_allocs(s, stack, out)
+    elif isinstance(stmt, tirx.AttrStmt):
+        pushed = False
+        if stmt.attr_key == "thread_extent" and str(getattr(stmt.node, "thread_tag", "")).startswith("threadIdx."):
+            extent = _int(stmt.value)
+            if extent is not None:
+                stack.append((stmt.node, extent))
+                pushed = True
+        _walk_allocs(stmt.body, stack, out)
+        if pushed:
+            stack.pop()
+    elif isinstance(stmt, (tirx.For, tirx.While)):
+        _walk_allocs(stmt.body, stack, out)
+    elif isinstance(stmt, tirx.IfThenElse):
+        _walk_allocs(stmt.then_case, stack, out)
+        _walk_allocs(stmt.else_case, stack, out)
+    elif isinstance(stmt, tirx.AllocBuffer):
+        if _scope(stmt.buffer) == FRAGMENT_SCOPE:
+            out[stmt.buffer] = list(stack)
+
+
+class FragmentLowering:
+    """Rewrites one GPU PrimFunc (see the module docstring)."""
+
+    def __init__(self, func: tirx.PrimFunc, location: str = "<unknown>"):
+        """``location`` (``file:line`` of the kernel) prefixes error messages."""
+        self.func = func
+        self.location = location
+        self.binds: dict = {}
+        self.ranges: dict = {}
+        self.analyzer = tvm.sym.Analyzer()
+
+    def _collect(self, body: Any) -> dict:
+        accesses: dict = {}
+
+        def on_bind(stmt):
+            self.binds[stmt.var] = stmt.value
+            return stmt
+
+        def on_for(stmt):
+            self.ranges[stmt.loop_var] = (stmt.min, stmt.extent)
+            return stmt
+
+        def on_load(expr):
+            if _scope(expr.source) == FRAGMENT_SCOPE:
+                accesses.setdefault(expr.source, []).append(list(expr.indices))
+            return expr
+
+        def on_store(stmt):
+            if _scope(stmt.buffer) == FRAGMENT_SCOPE:
+                accesses.setdefault(stmt.buffer, []).append(list(stmt.indices))
+            return stmt
+
+        tvm_ffi.structural_map(
+            body,
+            [(tirx.Bind, on_bind), (tirx.For, on_for), (tvm.ir.TensorLoad, on_load), (tirx.BufferStore, on_store)],
+        )
+        return accesses
+
+    def _flat(self, buf: Any, indices: list) -> Any:
+        flat: Any = None
+        for idx, dim in zip(indices, buf.ty.shape):
+            flat = idx if flat is None else flat * dim + idx
+        return flat if flat is not None else tirx.IntImm("int32", 0)
+
+    def _owned(self, kernel: _Kernel, buf: Any, indices: list) -> Optional[Any]:
+        """The slot of an access when it provably touches the calling thread's element, else None."""
+        if any(type(i).__name__ == "Ramp" for i in indices):
+            return None
+        flat = _substitute(self._flat(buf, indices), self.binds)
+        threads = tirx.IntImm("int32", kernel.threads)
+        try:
+            if not self.analyzer.can_prove(tirx.floormod(flat, threads) == kernel.tid):
+                return None
+            return self.analyzer.simplify(tirx.floordiv(flat, threads))
+        except Exception:  # noqa: BLE001 - unprovable means "not owned"
+            return None
+
+    def run(self) -> tirx.PrimFunc:
+        """The rewritten function (the same object when it has no fragments and no atomics)."""
+        body = self.func.body
+        kernels: dict = {}
+        _walk_allocs(body, [], kernels)
+        has_atomic = _has_attr(body, ATOMIC_ADD_KEY)
+        if not kernels and not has_atomic:
+            return self.func
+        accesses = self._collect(body)
+        for var, (lo, ext) in self.ranges.items():
+            self.analyzer.bind(var, tvm.ir.Range.from_min_extent(lo, ext))
+        replace: dict = {}  # old buffer -> (new buffer, slot function or None)
+        for buf, stack in kernels.items():
+            kernel = _Kernel(stack)
+            shape = [_int(d) for d in buf.ty.shape]
+            if any(d is None for d in shape):
+                raise LoweringError(
+                    f"{self.location}: fragment '{buf}' has the dynamic shape {list(buf.ty.shape)}; GPU "
+                    "fragments need static shapes (use T.alloc_shared for dynamic tiles)"
+                )
+            numel = 1
+            for d in shape:
+                numel *= d
+            if kernel.tid is None:
+                new = tirx.decl_buffer(shape, buf.ty.dtype, name=str(buf), scope="local")
+                replace[buf] = (new, None)
+                continue
+            for iv, extent in stack:
+                self.analyzer.bind(iv.var, tvm.ir.Range.from_min_extent(0, extent))
+            slots = []
+            for indices in accesses.get(buf, []):
+                slot = self._owned(kernel, buf, indices)
+                if slot is None:
+                    slots = None
+                    break
+                slots.append(slot)
+            if slots is None:
+                new = tirx.decl_buffer(shape, buf.ty.dtype, name=str(buf), scope="shared")
+                replace[buf] = (new, None)
+            else:
+                per_thread = -(-numel // kernel.threads)
+                new = tirx.decl_buffer([per_thread], buf.ty.dtype, name=str(buf), scope="local")
+                replace[buf] = (new, kernel)
+        body = self._rewrite(body, replace)
+        if has_atomic:
+            body = self._atomics(body)
+        return self.func.with_body(body)
+
+    def _rewrite(self, body: Any, replace: dict) -> Any:
+        if not replace:
+            return body
+
+        def new_indices(buf, indices):
+            new, kernel = replace[buf]
+            if kernel is None:
+                return new, list(indices)
+            slot = self._owned(kernel, buf, list(indices))
+            if slot is None:  # every access was proven owned when the layout was chosen
+                raise LoweringError(f"{self.location}: internal error: lost the owner of fragment '{buf}' access {list(indices)}")
+            return new, [slot]
+
+        def lookup(buf):
+            for old in replace:
+                if old.same_as(buf):
+                    return old
+            return None
+
+        def on_load(expr):
+            old = lookup(expr.source)
+            if old is None:
+                return expr
+            new, idx = new_indices(old, expr.indices)
+            return tirx.BufferLoad(new, idx)
+
+        def on_store(stmt):
+            old = lookup(stmt.buffer)
+            if old is None:
+                return stmt
+            new, idx = new_indices(old, stmt.indices)
+            return tirx.BufferStore(new, stmt.value, idx)
+
+        def on_alloc(stmt):
+            old = lookup(stmt.buffer)
+            if old is None:
+                return stmt
+            return tirx.AllocBuffer(replace[old][0])
+
+        return tvm_ffi.structural_map(
+            body, [(tvm.ir.TensorLoad, on_load), (tirx.BufferStore, on_store), (tirx.AllocBuffer, on_alloc)]
+        )
+
+    def _atomics(self, body: Any) -> Any:
+        target = self.func.attrs.get("target") if self.func.attrs is not None else None
+        kind = target.kind.name if target is not None else "cuda"
+        if kind not in _ATOMIC_KINDS:
+            raise LoweringError(f"{self.location}: T.atomic_add is not supported on {kind} targets yet")
+
+        def on_attr(stmt):
+            if stmt.attr_key != ATOMIC_ADD_KEY:
+                return stmt
+            store = stmt.body
+            if not isinstance(store, tirx.BufferStore) or type(store.value).__name__ != "Add":
+                raise LoweringError(f"{self.location}: malformed T.atomic_add update {store}")
+            load = store.value.a
+            addend = store.value.b
+            dtype = str(store.buffer.ty.dtype)
+            call = tirx.call_extern(dtype, "atomicAdd", tirx.address_of(load), addend)
+            return tirx.Evaluate(call)
+
+        return tvm_ffi.structural_map(body, [(tirx.AttrStmt, on_attr)])
+
+
+def _has_attr(body: Any, key: str) -> bool:
+    found = []
+
+    def on_attr(stmt):
+        if stmt.attr_key == key:
+            found.append(stmt)
+        return stmt
+
+    tvm_ffi.structural_map(body, [(tirx.AttrStmt, on_attr)])
+    return bool(found)
+
+
+def lower_fragments(func: tirx.PrimFunc, location: Optional[str] = None) -> tirx.PrimFunc:
+    """Apply :class:`FragmentLowering` to one GPU PrimFunc."""
+    if location is None:
+        attrs = func.attrs if func.attrs is not None else {}
+        location = str(attrs.get("tl.source_location", "")) or "<unknown>"
+    return FragmentLowering(func, location).run()
+
+
+def FragmentLayoutPass() -> tvm.transform.Pass:  # noqa: N802 - TVM pass naming
+    """The GPU pass: fragment layout + atomics for every PrimFunc of the module."""
+
+    def transform(func, mod, ctx):  # noqa: ARG001
+        return lower_fragments(func)
+
+    return tirx.transform.prim_func_pass(transform, opt_level=0, name="tl.FragmentLayout")

@@ -1,0 +1,365 @@
+"""First lowering step: turn ``T.Kernel`` / ``T.Parallel`` markers into plain TIR for a target family.
+
+Input: a PrimFunc parsed from :mod:`tilelang_core.language` (kernel grid loops annotated with
+``tl.kernel_*``, ``T.Parallel`` nests preceded by a ``tl.parallel`` marker statement).
+Output: ordinary TIR that TVM's passes understand:
+
+* GPU: ``blockIdx``/``threadIdx`` launch attributes; each ``T.Parallel`` nest of ``E`` iterations
+  becomes ``for it in range(ceildiv(E, threads)): flat = it * threads + tid; if flat < E: ...``
+  (the loop and the guard disappear when they are not needed).
+* CPU: one loop over all blocks (``ForKind.PARALLEL`` unless parallel blocks are disabled) that
+  recomputes ``bx, by, bz``; ``T.Parallel`` nests stay serial loop nests. With
+  ``emit_pragmas`` (the C device-source path) a pragma marker statement is placed before the
+  block loop (``omp parallel for``) and before innermost loop-free parallel loops (``omp simd``);
+  :mod:`tilelang_core.lowering.codegen` turns them into ``#pragma`` lines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from ..errors import LoweringError
+from ..language.core import (
+    KERNEL_AXIS_KEY,
+    KERNEL_LOC_KEY,
+    KERNEL_NDIM_KEY,
+    KERNEL_THREADS_KEY,
+    PARALLEL_MARKER,
+)
+
+#: Name of the extern call the C source path uses to mark where a ``#pragma`` goes.
+PRAGMA_MARKER = "TL_PRAGMA"
+
+_TAGS_BLOCK = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+_TAGS_THREAD = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+
+
+@dataclass
+class FrontendOptions:
+    """What the target family needs from this step."""
+
+    gpu: bool
+    max_threads: int = 1024
+    max_thread_dims: tuple = (1024, 1024, 64)
+    parallel_blocks: bool = True
+    emit_pragmas: bool = False
+    simd: bool = True
+    func_location: str = "<unknown>"
+
+
+@dataclass
+class _Ctx:
+    kernel: Optional[dict] = None  # {"loc", "tid", "threads"}
+    in_parallel: bool = False
+
+
+def _int(expr: Any) -> Optional[int]:
+    if isinstance(expr, int):
+        return expr
+    value = getattr(expr, "value", None)
+    if isinstance(value, int) and type(expr).__name__ == "IntImm":
+        return value
+    return None
+
+
+def _as_expr(value: Any, dtype: str = "int32"):
+    if isinstance(value, int):
+        return tirx.IntImm(dtype, value)
+    return value
+
+
+def _is_parallel_marker(stmt: Any) -> Optional[int]:
+    """ndim of a ``T.Parallel`` marker statement, else None."""
+    if not isinstance(stmt, tirx.Evaluate):
+        return None
+    call = stmt.value
+    if not isinstance(call, tvm.ir.Call) or len(call.args) != 2:
+        return None
+    name = call.args[0]
+    if isinstance(name, tvm.ir.StringImm) and name.value == PARALLEL_MARKER:
+        return _int(call.args[1])
+    return None
+
+
+def _pragma(text: str, var_name: str):
+    """``TL_PRAGMA__omp_simd__i()``: pragma text and loop variable encoded in the callee's name."""
+    callee = f"{PRAGMA_MARKER}__{text.replace(' ', '_')}__{var_name}"
+    return tirx.Evaluate(tirx.call_extern("int32", callee))
+
+
+def _seq(stmts: list):
+    stmts = [s for s in stmts if s is not None]
+    if len(stmts) == 1:
+        return stmts[0]
+    return tirx.SeqStmt(stmts)
+
+
+def _substitute(stmt: Any, mapping: list) -> Any:
+    """Replace variables (``[(old_var, new_expr)]``) everywhere in ``stmt``."""
+    if not mapping:
+        return stmt
+
+    def on_var(var):
+        for old, new in mapping:
+            if var.same_as(old):
+                return new
+        return var
+
+    return tvm_ffi.structural_map(stmt, [(tvm.ir.Var, on_var)])
+
+
+def _contains(stmt: Any, kinds: tuple) -> bool:
+    found = []
+
+    def visit(node):
+        found.append(node)
+        return node
+
+    tvm_ffi.structural_map(stmt, [(kinds, visit)])
+    return bool(found)
+
+
+class Frontend:
+    """Rewrites one PrimFunc body; see the module docstring."""
+
+    def __init__(self, options: FrontendOptions):
+        self.opt = options
+
+    # -- entry -------------------------------------------------------------------------------
+    def run(self, func: tirx.PrimFunc) -> tirx.PrimFunc:
+        """Return ``func`` with its body rewritten."""
+        body = self.visit(func.body, _Ctx())
+        return func.with_body(body)
+
+    # -- generic traversal -------------------------------------------------------------------
+    def visit(self, stmt: Any, ctx: _Ctx) -> Any:
+        """Rewrite one statement (recursing into the bodies of compound statements)."""
+        if isinstance(stmt, tirx.SeqStmt):
+            return self.visit_seq(list(stmt.seq), ctx)
+        if isinstance(stmt, tirx.For):
+            if KERNEL_AXIS_KEY in stmt.annotations:
+                return self.visit_kernel(stmt, ctx)
+            return tirx.For(
+                stmt.loop_var,
+                stmt.min,
+                stmt.extent,
+                stmt.kind,
+                self.visit(stmt.body, ctx),
+                stmt.thread_binding,
+                stmt.annotations,
+                stmt.step,
+                stmt.span,
+            )
+        if isinstance(stmt, tirx.IfThenElse):
+            else_case = self.visit(stmt.else_case, ctx) if stmt.else_case is not None else None
+            return tirx.IfThenElse(stmt.condition, self.visit(stmt.then_case, ctx), else_case, stmt.span)
+        if isinstance(stmt, tirx.AttrStmt):
+            return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, self.visit(stmt.body, ctx), stmt.span)
+        if isinstance(stmt, tirx.While):
+            return tirx.While(stmt.condition, self.visit(stmt.body, ctx), stmt.span)
+        if _is_parallel_marker(stmt) is not None:
+            raise LoweringError(
+                f"{self.opt.func_location}: T.Parallel must be used as the iterator "
+                "of a for statement ('for i in T.Parallel(n):')"
+            )
+        return stmt
+
+    def visit_seq(self, stmts: list, ctx: _Ctx) -> Any:
+        """Rewrite a statement sequence, pairing each ``T.Parallel`` marker with its loop nest."""
+        out = []
+        i = 0
+        while i < len(stmts):
+            ndim = _is_parallel_marker(stmts[i])
+            if ndim is not None:
+                if i + 1 >= len(stmts) or not isinstance(stmts[i + 1], tirx.For):
+                    raise LoweringError(
+                        f"{self.opt.func_location}: T.Parallel must be used as the iterator of a for statement"
+                    )
+                out.append(self.visit_parallel(stmts[i + 1], ndim, ctx))
+                i += 2
+                continue
+            out.append(self.visit(stmts[i], ctx))
+            i += 1
+        return _seq(out)
+
+    # -- T.Kernel ----------------------------------------------------------------------------
+    def visit_kernel(self, loop: Any, ctx: _Ctx) -> Any:
+        """Rewrite the grid loops of one ``T.Kernel`` (see the module docstring)."""
+        ann = loop.annotations
+        loc = str(ann.get(KERNEL_LOC_KEY, "")) or self.opt.func_location
+        if ctx.kernel is not None:
+            raise LoweringError(
+                f"{loc}: T.Kernel is nested inside the T.Kernel at {ctx.kernel['loc']}; a kernel body "
+                "cannot launch another kernel. Use a single T.Kernel with more grid axes, or loops."
+            )
+        ndim = _int(ann[KERNEL_NDIM_KEY])
+        threads = [int(_int(t)) for t in ann[KERNEL_THREADS_KEY]]
+        loops = [loop]
+        for _ in range(ndim - 1):
+            inner = loops[-1].body
+            if not (isinstance(inner, tirx.For) and KERNEL_AXIS_KEY in inner.annotations):
+                raise LoweringError(f"{loc}: malformed T.Kernel grid (expected {ndim} nested grid loops)")
+            loops.append(inner)
+        body = loops[-1].body
+        if self.opt.gpu:
+            return self._kernel_gpu(loops, threads, body, loc, ctx)
+        return self._kernel_cpu(loops, threads, body, loc, ctx)
+
+    def _kernel_gpu(self, loops: list, threads: list, body: Any, loc: str, ctx: _Ctx) -> Any:
+        total = threads[0] * threads[1] * threads[2]
+        if total > self.opt.max_threads:
+            raise LoweringError(
+                f"{loc}: T.Kernel threads={tuple(threads)} gives {total} threads per block, over the "
+                f"target's limit of {self.opt.max_threads}; use fewer threads per block."
+            )
+        for axis, (t, limit) in enumerate(zip(threads, self.opt.max_thread_dims)):
+            if t > limit:
+                raise LoweringError(
+                    f"{loc}: T.Kernel threads[{axis}] = {t} is over the target's limit of {limit} for that axis"
+                )
+        thread_ivs = []
+        for axis, extent in enumerate(threads):
+            if axis > 0 and extent == 1:
+                continue
+            var = tirx.Var(_TAGS_THREAD[axis], "int32")
+            iv = tirx.IterVar(tvm.ir.Range(0, _as_expr(extent)), var, 1, _TAGS_THREAD[axis])
+            thread_ivs.append((iv, extent))
+        tid = thread_ivs[0][0].var
+        stride = threads[0]
+        for iv, extent in thread_ivs[1:]:
+            tid = tid + iv.var * stride
+            stride *= extent
+        inner_ctx = _Ctx(kernel={"loc": loc, "tid": tid, "threads": total})
+        new_body = self.visit(body, inner_ctx)
+        block_ivs = []
+        mapping = []
+        for axis, loop in enumerate(loops):
+            var = tirx.Var(_TAGS_BLOCK[axis], "int32")
+            iv = tirx.IterVar(tvm.ir.Range(0, loop.extent), var, 1, _TAGS_BLOCK[axis])
+            block_ivs.append(iv)
+            mapping.append((loop.loop_var, var))
+        new_body = _substitute(new_body, mapping)
+        for iv, extent in reversed(thread_ivs):
+            new_body = tirx.AttrStmt(iv, "thread_extent", _as_expr(extent), new_body)
+        for iv, loop in reversed(list(zip(block_ivs, loops))):
+            new_body = tirx.AttrStmt(iv, "thread_extent", loop.extent, new_body)
+        return new_body
+
+    def _kernel_cpu(self, loops: list, threads: list, body: Any, loc: str, ctx: _Ctx) -> Any:
+        inner_ctx = _Ctx(kernel={"loc": loc, "tid": None, "threads": 1})
+        new_body = self.visit(body, inner_ctx)
+        kind = tirx.ForKind.PARALLEL if self.opt.parallel_blocks else tirx.ForKind.SERIAL
+        if len(loops) == 1:
+            loop = loops[0]
+            block_var = loop.loop_var
+            extent = loop.extent
+        else:
+            block_var = tirx.Var("block_idx", "int32")
+            extent = loops[0].extent
+            for loop in loops[1:]:
+                extent = extent * loop.extent
+            mapping = []
+            stride = None
+            for loop in loops:
+                value = block_var if stride is None else tirx.floordiv(block_var, stride)
+                if loop is not loops[-1]:
+                    value = tirx.floormod(value, loop.extent)
+                mapping.append((loop.loop_var, value))
+                stride = loop.extent if stride is None else stride * loop.extent
+            new_body = _substitute(new_body, mapping)
+        result = tirx.For(block_var, _as_expr(0), extent, kind, new_body)
+        if self.opt.emit_pragmas and self.opt.parallel_blocks:
+            return _seq([_pragma("omp parallel for", str(block_var)), result])
+        return result
+
+    # -- T.Parallel --------------------------------------------------------------------------
+    def visit_parallel(self, loop: Any, ndim: int, ctx: _Ctx) -> Any:
+        """Rewrite the ``ndim`` nested loops of one ``T.Parallel`` (see the module docstring)."""
+        loops = [loop]
+        for _ in range(ndim - 1):
+            inner = loops[-1].body
+            if not isinstance(inner, tirx.For):
+                raise LoweringError(f"{self.opt.func_location}: malformed T.Parallel loop nest")
+            loops.append(inner)
+        body = loops[-1].body
+        if self.opt.gpu:
+            return self._parallel_gpu(loops, body, ctx)
+        return self._parallel_cpu(loops, body, ctx)
+
+    def _parallel_cpu(self, loops: list, body: Any, ctx: _Ctx) -> Any:
+        inner_ctx = _Ctx(kernel=ctx.kernel, in_parallel=True)
+        new_body = self.visit(body, inner_ctx)
+        simd_ok = (
+            self.opt.emit_pragmas
+            and self.opt.simd
+            and not _contains(new_body, (tirx.For, tirx.While, tirx.Evaluate, tirx.AllocBuffer))
+        )
+        stmt = new_body
+        for depth, loop in enumerate(reversed(loops)):
+            stmt = tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, stmt)
+            if depth == 0 and simd_ok:
+                stmt = _seq([_pragma("omp simd", str(loop.loop_var)), stmt])
+        return stmt
+
+    def _parallel_gpu(self, loops: list, body: Any, ctx: _Ctx) -> Any:
+        if ctx.kernel is None:
+            raise LoweringError(
+                f"{self.opt.func_location}: T.Parallel on a GPU target must be inside a T.Kernel "
+                "(its iterations are spread over the kernel's threads)"
+            )
+        if ctx.in_parallel:
+            raise LoweringError(
+                f"{ctx.kernel['loc']}: T.Parallel nested inside T.Parallel is not supported on GPU "
+                "targets; merge them into one T.Parallel(M, N)"
+            )
+        inner_ctx = _Ctx(kernel=ctx.kernel, in_parallel=True)
+        new_body = self.visit(body, inner_ctx)
+        threads = ctx.kernel["threads"]
+        tid = ctx.kernel["tid"]
+        extents = [loop.extent for loop in loops]
+        static = [_int(e) for e in extents]
+        total: Any = 1
+        for e in extents:
+            total = total * e if not (isinstance(total, int) and total == 1) else e
+        total_int = None
+        if all(s is not None for s in static):
+            total_int = 1
+            for s in static:
+                total_int *= s
+            total = total_int
+        name = "_".join(str(loop.loop_var) for loop in loops) + "_flat"
+        direct = total_int is not None and total_int <= threads
+        flat = tid if direct else tirx.Var(name, "int32")
+        mapping = []
+        for k, loop in enumerate(loops):
+            inner_size: Any = 1
+            for e in extents[k + 1 :]:
+                inner_size = e if (isinstance(inner_size, int) and inner_size == 1) else inner_size * e
+            value: Any = flat
+            if not (isinstance(inner_size, int) and inner_size == 1):
+                value = tirx.floordiv(value, _as_expr(inner_size))
+            if k > 0:
+                value = tirx.floormod(value, loop.extent)
+            if _int(loop.min) != 0:
+                value = value + loop.min
+            mapping.append((loop.loop_var, value))
+        guarded = _substitute(new_body, mapping)
+        needs_guard = total_int is None or total_int % threads != 0
+        if needs_guard:
+            guarded = tirx.IfThenElse(flat < _as_expr(total), guarded, None)
+        if direct:
+            return guarded
+        it = tirx.Var(name + "_outer", "int32")
+        count = (total_int + threads - 1) // threads if total_int is not None else tirx.ceildiv(total, threads)
+        loop_body = _seq([tirx.Bind(flat, it * threads + tid), guarded])
+        return tirx.For(it, _as_expr(0), _as_expr(count), tirx.ForKind.SERIAL, loop_body)
+
+
+def lower_tile_constructs(func: tirx.PrimFunc, options: FrontendOptions) -> tirx.PrimFunc:
+    """Apply :class:`Frontend` to ``func`` (see the module docstring)."""
+    return Frontend(options).run(func)

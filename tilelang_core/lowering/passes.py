@@ -1,0 +1,145 @@
+"""The pass lists of every target family, in the order they run. Read top to bottom.
+
+Every list starts after :func:`tilelang_core.lowering.frontend.lower_tile_constructs` (which
+turned ``T.Kernel``/``T.Parallel`` into plain TIR for the family) and after ``BindTarget``.
+
+Families:
+
+* **CPU device source** (target ``c``, consumer ``device_source``): :func:`cpu_source_passes`,
+  then :mod:`tilelang_core.lowering.codegen` wraps the function into a plain C entry point
+  (typed pointers and scalars, no TVM packed API), runs :func:`cpu_source_finalize_passes` and
+  TVM's C code generator on it.
+* **GPU** (``cuda``, ``metal``, ...): :func:`gpu_passes` up to and including ``SplitHostDevice``,
+  then :func:`gpu_device_finalize_passes` on the device functions (source code generation), or
+  :func:`host_packed_passes` + :func:`host_finalize_passes` on the host function when a
+  ``runtime_module`` is wanted.
+* **CPU runtime module** (``llvm``, ``c`` consumer ``runtime_module``): :func:`cpu_runtime_passes`
+  (the CPU source list plus the packed API) and :func:`host_finalize_passes`.
+
+Pass configs (``pass_configs`` of ``lower``/``compile``) are read here and nowhere else, except
+``tl.disable_parallel_blocks`` and ``tl.disable_vectorize`` that also shape the frontend step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import tvm
+from tvm import s_tir, tirx
+
+from .configs import PASS_CONFIGS, config_flag  # noqa: E402,F401 - re-exported
+
+
+def _cse(configs: Mapping[str, Any]) -> list:
+    return [] if config_flag(configs, "tl.disable_cse") else [tirx.transform.CommonSubexprElim()]
+
+
+def cpu_source_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
+    """CPU device source: TIR -> flat, simplified TIR that TVM's C code generator prints."""
+    passes = [
+        s_tir.transform.LowerOpaqueBlock(),
+        tirx.transform.FlattenBuffer(),
+        tirx.transform.BF16ComputeLegalize(),
+        tirx.transform.NarrowDataType(32),
+        tirx.transform.StmtSimplify(),
+        # Vectorized loops become serial: the C source expresses SIMD with '#pragma omp simd'.
+        tirx.transform.VectorizeLoop(False),
+        tirx.transform.UnrollLoop(),
+        tirx.transform.StmtSimplify(),
+        tirx.transform.RemoveNoOp(),
+        *_cse(configs),
+        tirx.transform.VerifyMemory(),
+    ]
+    return tvm.transform.Sequential(passes, name="tl.cpu_source")
+
+
+def cpu_source_finalize_passes() -> tvm.transform.Pass:
+    """CPU device source, after the function became a plain C entry (pointer parameters)."""
+    return tvm.transform.Sequential(
+        [tirx.transform.BF16StorageLegalize(), tirx.transform.LowerIntrin()], name="tl.cpu_source_finalize"
+    )
+
+
+def cpu_runtime_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
+    """CPU runtime module: same optimisations, then TVM's packed calling convention."""
+    passes = [
+        s_tir.transform.LowerOpaqueBlock(),
+        tirx.transform.FlattenBuffer(),
+        tirx.transform.BF16ComputeLegalize(),
+        tirx.transform.NarrowDataType(32),
+        tirx.transform.StmtSimplify(),
+        tirx.transform.VectorizeLoop(not config_flag(configs, "tl.disable_vectorize")),
+        tirx.transform.UnrollLoop(),
+        tirx.transform.StmtSimplify(),
+        tirx.transform.RemoveNoOp(),
+        *_cse(configs),
+        tirx.transform.VerifyMemory(),
+        tirx.transform.AnnotateEntryFunc(),
+        tirx.transform.SplitHostDevice(),
+        tirx.transform.MakePackedAPI(),
+        tirx.transform.BF16StorageLegalize(),
+    ]
+    if config_flag(configs, "tl.disable_bounds_assert"):
+        passes.append(tirx.transform.SkipAssert())
+    return tvm.transform.Sequential(passes, name="tl.cpu_runtime")
+
+
+def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
+    """GPU: TIR with thread bindings -> host function + device kernels (``SplitHostDevice``)."""
+    passes = [
+        __import__("tilelang_core.lowering.fragments", fromlist=["_"]).FragmentLayoutPass(),  # tile operators (issue 7): GPU fragment layout + atomics; see lowering/fragments.py
+        s_tir.transform.LowerOpaqueBlock(),
+        tirx.transform.FlattenBuffer(),
+        tirx.transform.BF16ComputeLegalize(),
+        tirx.transform.NarrowDataType(32),
+        tirx.transform.StmtSimplify(),
+        tirx.transform.VectorizeLoop(not config_flag(configs, "tl.disable_vectorize")),
+        tirx.transform.StorageRewrite(),
+        tirx.transform.UnrollLoop(),
+        tirx.transform.StmtSimplify(),
+        tirx.transform.RemoveNoOp(),
+        *_cse(configs),
+        tirx.transform.FP8ComputeLegalize(),
+        tirx.transform.VerifyMemory(),
+        tirx.transform.AnnotateEntryFunc(),
+        s_tir.transform.ThreadSync("shared"),
+        s_tir.transform.ThreadSync("shared.dyn"),
+        s_tir.transform.ThreadSync("warp"),
+        s_tir.transform.LowerThreadAllreduce(),
+        s_tir.transform.MergeSharedMemoryAllocations(),
+        tirx.transform.SplitHostDevice(),
+    ]
+    return tvm.transform.Sequential(passes, name="tl.gpu")
+
+
+def gpu_device_finalize_passes() -> tvm.transform.Pass:
+    """GPU device functions, right before source code generation."""
+    return tvm.transform.Sequential(
+        [
+            tirx.transform.FP8StorageLegalize(),
+            tirx.transform.BF16StorageLegalize(),
+            tirx.transform.LowerWarpMemory(),
+            tirx.transform.StmtSimplify(),
+            tirx.transform.LowerIntrin(),
+        ],
+        name="tl.gpu_device_finalize",
+    )
+
+
+def host_packed_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
+    """GPU host function of a runtime module: TVM's packed calling convention."""
+    passes = [
+        tirx.transform.MakePackedAPI(),
+        tirx.transform.FP8StorageLegalize(),
+        tirx.transform.BF16StorageLegalize(),
+    ]
+    if config_flag(configs, "tl.disable_bounds_assert"):
+        passes.append(tirx.transform.SkipAssert())
+    return tvm.transform.Sequential(passes, name="tl.host_packed")
+
+
+def host_finalize_passes() -> tvm.transform.Pass:
+    """Host functions of runtime modules, right before LLVM/C code generation."""
+    return tvm.transform.Sequential(
+        [tirx.transform.LowerTVMBuiltin(), tirx.transform.LowerIntrin()], name="tl.host_finalize"
+    )

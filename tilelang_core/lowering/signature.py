@@ -1,0 +1,125 @@
+"""The kernel's signature as the artifact describes it: params, symbols, symbolic expressions."""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Union
+
+import tvm
+from tvm import tirx
+
+from ..artifact import Dim, ScalarParam, SymbolBinding, TensorParam
+from ..errors import LoweringError
+
+_BINOPS = {
+    "Add": "+",
+    "Sub": "-",
+    "Mul": "*",
+    "FloorDiv": "//",
+    "Div": "//",  # integer division of non-negative sizes
+    "FloorMod": "%",
+    "Mod": "%",
+}
+
+
+def is_tensor_param(var: Any) -> bool:
+    """Whether a PrimFunc parameter is a buffer (tensor) parameter."""
+    return bool(tirx.buffer.is_buffer_var(var))
+
+
+def expr_to_dim(expr: Any, where: str) -> Dim:
+    """An int, or a Python-syntax expression over symbol names (see tilelang_core.symbolic)."""
+    if isinstance(expr, int):
+        return expr
+    text = _expr_text(expr, where, top=True)
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _expr_text(expr: Any, where: str, top: bool = False) -> str:
+    kind = type(expr).__name__
+    if kind == "IntImm":
+        return str(int(expr.value))
+    if kind == "Var":
+        return str(expr)
+    if kind == "Cast":
+        return _expr_text(expr.value, where, top)
+    if kind in _BINOPS:
+        text = f"{_expr_text(expr.a, where)} {_BINOPS[kind]} {_expr_text(expr.b, where)}"
+        return text if top else f"({text})"
+    if kind in ("Min", "Max"):
+        return f"{kind.lower()}({_expr_text(expr.a, where, True)}, {_expr_text(expr.b, where, True)})"
+    raise LoweringError(f"{where}: expression {expr} ({kind}) cannot be described to execution backends")
+
+
+def free_vars(expr: Any) -> list:
+    """Scalar ``Var`` objects used in an expression, in first-use order."""
+    found: list = []
+    _collect_vars(expr, found)
+    return found
+
+
+def _collect_vars(expr: Any, found: list) -> None:
+    kind = type(expr).__name__
+    if kind == "Var":
+        if not any(expr.same_as(v) for v in found):
+            found.append(expr)
+        return
+    for attr in ("a", "b", "value"):
+        child = getattr(expr, attr, None) if kind not in ("IntImm", "FloatImm") else None
+        if child is not None and isinstance(child, tvm.ir.Expr):
+            _collect_vars(child, found)
+
+
+def describe_params(func: tirx.PrimFunc, device: str, location: str):
+    """``(params, symbols, symbol_vars)`` of a PrimFunc for the artifact.
+
+    ``symbols`` lists each dynamic variable once with where its value comes from: the first
+    tensor dimension that is exactly the variable, or a scalar parameter that *is* the variable.
+    """
+    params: list[Union[TensorParam, ScalarParam]] = []
+    symbol_vars: list = []
+    scalar_vars: dict[int, Any] = {}
+    for index, var in enumerate(func.params):
+        name = str(var)
+        if is_tensor_param(var):
+            ty = var.ty
+            where = f"{location}: parameter '{name}'"
+            shape = [expr_to_dim(d, where) for d in ty.shape]
+            strides = [expr_to_dim(s, where) for s in ty.strides] if len(ty.strides) else None
+            for d in list(ty.shape) + list(ty.strides):
+                for v in free_vars(d):
+                    if not any(v.same_as(s) for s in symbol_vars):
+                        symbol_vars.append(v)
+            params.append(
+                TensorParam(name=name, dtype=str(var.dtype), shape=shape, strides=strides, device=device)
+            )
+        else:
+            dtype = str(var.ty.dtype) if hasattr(var.ty, "dtype") else str(var.ty)
+            params.append(ScalarParam(name=name, dtype=dtype))
+            scalar_vars[index] = var
+    symbols: list[SymbolBinding] = []
+    for sym in symbol_vars:
+        binding = _find_binding(func, sym, scalar_vars)
+        if binding is None:
+            raise LoweringError(
+                f"{location}: dynamic dimension '{sym}' is only used inside expressions (such as "
+                f"'{sym} + 1'); make it exactly the size of some dimension of an input tensor, or "
+                "pass it as a scalar parameter, so its value can be read at call time"
+            )
+        symbols.append(binding)
+    return params, symbols, symbol_vars
+
+
+def _find_binding(func: tirx.PrimFunc, sym: Any, scalar_vars: dict) -> Optional[SymbolBinding]:
+    for index, var in scalar_vars.items():
+        if var.same_as(sym):
+            return SymbolBinding(name=str(sym), param_index=index, dim=None)
+    for index, var in enumerate(func.params):
+        if not is_tensor_param(var):
+            continue
+        for dim, extent in enumerate(var.ty.shape):
+            if type(extent).__name__ == "Var" and extent.same_as(sym):
+                return SymbolBinding(name=str(sym), param_index=index, dim=dim)
+    return None

@@ -1,0 +1,162 @@
+"""Target resolution: argument, else the enclosing ``with tvm.target.Target(...)``, else auto."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ..errors import TargetError
+
+#: Target families by TVM target kind.
+GPU_KINDS = ("cuda", "rocm", "metal", "opencl", "vulkan", "webgpu", "nvptx")
+CPU_KINDS = ("c", "llvm")
+
+#: DLPack device family of the tensors a target's kernels take.
+DEVICE_OF_KIND = {
+    "c": "cpu",
+    "llvm": "cpu",
+    "cuda": "cuda",
+    "nvptx": "cuda",
+    "rocm": "rocm",
+    "metal": "metal",
+    "opencl": "opencl",
+    "vulkan": "vulkan",
+    "webgpu": "webgpu",
+}
+
+
+def auto_target_kind() -> str:
+    """``cuda`` when torch sees a CUDA device, ``metal`` when MPS is available, else ``c``."""
+    try:
+        import torch  # lazy: importing torch is slow
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return "c"
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "metal"
+    return "c"
+
+
+def resolve_target(target: Any = "auto", target_host: Any = None):
+    """Return a ``tvm.target.Target`` (with host set for GPU targets).
+
+    :param target: ``"auto"``/None, a target string (``"c"``, ``"llvm"``, ``"cuda -arch=sm_90"``,
+        ``"metal"``), a dict accepted by ``tvm.target.Target``, or a ``Target``.
+    :param target_host: host target for GPU kinds; default ``llvm`` when TVM has LLVM, else ``c``.
+    :raises TargetError: the target cannot be understood.
+    """
+    import tvm
+
+    given = target
+    if target is None or (isinstance(target, str) and target.strip() == "auto"):
+        current = tvm.target.Target.current(allow_none=True)
+        target = current if current is not None else auto_target_kind()
+    if isinstance(target, str) and target.strip() == "":
+        raise TargetError("target must not be empty; use e.g. 'c', 'llvm', 'cuda' or 'auto'")
+    if not isinstance(target, (str, dict, tvm.target.Target)):
+        raise TargetError(
+            f"target must be 'auto', a target string, a dict or a tvm.target.Target, got {type(target).__name__}"
+        )
+    if isinstance(target, str):
+        target = parse_target_string(target)
+    try:
+        resolved = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
+    except Exception as exc:  # noqa: BLE001 - TVM raises various errors for bad strings
+        raise TargetError(
+            f"cannot understand target {given!r}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc}. "
+            "Use e.g. 'c', 'llvm', 'cuda', 'cuda -arch=sm_90' or 'metal'."
+        ) from None
+    kind = resolved.kind.name
+    if kind in GPU_KINDS:
+        host = target_host if target_host is not None else resolved.host
+        if host is None:
+            host = "llvm" if tvm.runtime.enabled("llvm") else "c"
+        if isinstance(host, str):
+            host = parse_target_string(host)
+        try:
+            host_target = host if isinstance(host, tvm.target.Target) else tvm.target.Target(host)
+        except Exception as exc:  # noqa: BLE001
+            raise TargetError(f"cannot understand target_host {target_host!r}: {exc}") from None
+        resolved = tvm.target.Target(resolved, host=host_target)
+    elif target_host is not None:
+        # CPU targets are their own host; a different host makes no sense.
+        pass
+    return resolved
+
+
+_LIST_OPTIONS = ("keys", "mattr", "libs", "model")
+
+
+def parse_target_string(text: str) -> Any:
+    """``"cuda -arch=sm_90"`` -> ``{"kind": "cuda", "arch": "sm_90"}`` (TVM 0.27 only takes dicts).
+
+    Strings that already are a single kind or a JSON object are returned as they are.
+    """
+    text = text.strip()
+    if text.startswith("{") or " " not in text:
+        return text
+    tokens = text.split()
+    config: dict[str, Any] = {"kind": tokens[0]}
+    for token in tokens[1:]:
+        if not token.startswith("-"):
+            raise TargetError(f"cannot understand target {text!r}: option {token!r} does not start with '-'")
+        key, eq, value = token.lstrip("-").partition("=")
+        if not eq:
+            config[key] = True
+        elif key in _LIST_OPTIONS:
+            config[key] = [v for v in value.split(",") if v]
+        elif value.lstrip("-").isdigit():
+            config[key] = int(value)
+        elif value.lower() in ("true", "false"):
+            config[key] = value.lower() == "true"
+        else:
+            config[key] = value
+    return config
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "Array":
+        return ",".join(str(v) for v in value)
+    return value
+
+
+def target_string(target: Any) -> str:
+    """The target (without its host) as a CLI-style string, e.g. ``"cuda -arch=sm_90"``.
+
+    Options equal to the kind's defaults are left out, so ``Target("c")`` gives ``"c"``.
+    """
+    import tvm
+
+    kind = target.kind.name
+    exported = dict(target.export())
+    defaults = dict(tvm.target.Target({"kind": kind}).export())
+    parts = [kind]
+    for key in sorted(exported):
+        if key in ("kind", "tag", "keys", "host"):
+            continue
+        value = exported[key]
+        if key in defaults and str(defaults[key]) == str(value):
+            continue
+        if isinstance(value, bool):
+            if value:
+                parts.append(f"-{key}")
+            continue
+        parts.append(f"-{key}={_plain(value)}")
+    return " ".join(parts)
+
+
+def device_of(kind: str) -> str:
+    """DLPack device family of a target kind."""
+    return DEVICE_OF_KIND.get(kind, kind)
+
+
+def max_threads_of(target: Any) -> int:
+    """Threads-per-block limit of a GPU target (1024 if the target does not say)."""
+    try:
+        value = target.attrs.get("max_num_threads")
+        if value is not None:
+            return int(value)
+    except Exception:  # noqa: BLE001
+        pass
+    return 1024
