@@ -6,12 +6,15 @@ Usage::
     python bench/dispatch.py --backends cython,tvm_ffi
     python bench/dispatch.py --quick               # fewer iterations (CI smoke run)
 
-What is timed (best of ``--repeat`` runs of ``--number`` calls each, GC off, via ``timeit``):
+What is timed (``--number`` calls per round, ``--repeat`` rounds in which every statement is timed
+once, interleaved; each statement keeps its best round; GC off, via ``timeit``):
 
 * references: ``torch.add(a, b, out=c)`` and ``torch.add(a, b)`` on 16-element float32 CPU tensors;
 * a kernel with 3, 8 and 16 tensor arguments (static shapes, 16 float32 elements each; the last
   tensor is the output, written in place) against ``torch.add(a, b, out=c)``;
-* a kernel with one output allocated through ``out_idx`` against ``torch.add(a, b)``.
+* a kernel with one output allocated through ``out_idx`` against ``torch.add(a, b)``;
+* for information, the 3-tensor kernel's backend callable (``JITKernel.runner``) called directly,
+  which shows what the ``JITKernel`` object in front of it costs.
 
 Targets of issue 4 (cython backend): 3 tensors <= 0.25x, each further tensor <= +0.06x, the
 ``out_idx`` kernel <= 0.9x. The script prints them and exits 0 either way (it is a measurement,
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 import timeit
 from typing import Any, Callable, Optional
@@ -35,7 +39,7 @@ from typing import Any, Callable, Optional
 import torch
 
 # run from a checkout: make the repository's packages importable whatever the working directory
-_ROOT = __import__("os").path.dirname(__import__("os").path.dirname(__import__("os").path.abspath(__file__)))
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _ROOT not in sys.path:
     sys.path.insert(1, _ROOT)
 
@@ -114,7 +118,6 @@ def prim_func(n_tensors: int) -> Any:
     module and imported from there.
     """
     import importlib.util
-    import os
     import tempfile
 
     global _PRIM_FUNC_DIR
@@ -221,9 +224,9 @@ def add_backend(suite: Suite, backend: str, *, hand_written: bool = False, openm
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backends", default="cython", help="comma-separated backend names (default: cython)")
-    parser.add_argument("--number", type=int, default=200_000, help="calls per timing run")
-    parser.add_argument("--repeat", type=int, default=7, help="timing runs; the best is kept")
-    parser.add_argument("--quick", action="store_true", help="20k calls x 3 runs")
+    parser.add_argument("--number", type=int, default=50_000, help="calls per timing run")
+    parser.add_argument("--repeat", type=int, default=25, help="timing rounds; each statement keeps its best")
+    parser.add_argument("--quick", action="store_true", help="20k calls x 3 rounds")
     parser.add_argument("--hand-written", action="store_true",
                         help="call the backend's build hook on hand-written C artifacts instead of tilelang.compile")
     parser.add_argument("--openmp-blocks", action="store_true",

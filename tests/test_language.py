@@ -109,3 +109,47 @@ def test_prim_func_keeps_tvmscript_semantics():
 
     assert plain.attrs["global_symbol"] == "plain"
     assert str(plain.attrs["tl.source_location"]).endswith(f":{inspect.currentframe().f_lineno - 5}")
+
+
+def test_tile_operator_error_in_kernel_body_is_a_lowering_error_not_a_diagnostic():
+    """T.prim_func re-raises our error (not TVMScript's DiagnosticError), keeping file:line."""
+    from tvm.error import DiagnosticError
+
+    from tilelang_core.errors import LoweringError
+
+    with pytest.raises(LoweringError) as info:
+
+        @T.prim_func
+        def bad(A: T.Tensor((16,), "float32"), B: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                T.copy(A, B)  # body-error-line
+
+    assert not isinstance(info.value, DiagnosticError)
+    assert str(info.value).startswith(f"{HERE}:{_line_of('# body-error-line')}: T.copy(A, B)")
+
+
+def test_other_errors_in_kernel_body_keep_tvmscript_diagnostic():
+    from tvm.error import DiagnosticError
+
+    with pytest.raises(DiagnosticError):
+
+        @T.prim_func
+        def bad(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1, 2, 3, 4) as _:
+                A[0] = 1.0
+
+
+def test_single_alloc_fragment_with_fragment_scope():
+    from tilelang_core.language import core, tileops
+
+    assert T.alloc_fragment is core.alloc_fragment is tileops.alloc_fragment
+    text = grid2d(16, 32).script()
+    assert "local.fragment" in text
+
+
+def test_kernel_accepts_is_cpu():
+    k = T.Kernel(4, 2, is_cpu=True)
+    assert k.is_cpu and k.grid == (4, 2)
+    assert not T.Kernel(4).is_cpu
+    with pytest.raises(TypeError, match="is_cpu"):
+        T.Kernel(4, is_cpu="yes")

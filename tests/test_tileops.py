@@ -201,10 +201,91 @@ def test_atomic_add_vector_into_one_cell():
     d = torch.zeros(bs)
     apad = torch.zeros(-(-n // bs) * bs)
     apad[:n] = a
-    # On CPU targets atomics are plain read-modify-writes: run the blocks serially.
-    run(func, a, c, d, pass_configs={"tl.disable_parallel_blocks": True})
+    run(func, a, c, d)  # parallel blocks stay on: kernels with atomics run their blocks serially
     _close(c, a.sum().reshape(1), 1e-3)
     _close(d, apad.reshape(-1, bs).sum(0), 1e-4)
+
+
+def _backend_or_skip(name, target):
+    from tilelang_core.backends.selection import select_backend
+
+    try:
+        select_backend(name, target)
+    except Exception as exc:  # noqa: BLE001 - backend missing or unavailable here
+        pytest.skip(f"{name} backend not available for {target}: {exc}")
+
+
+@pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "llvm")])
+@pytest.mark.parametrize("dtype,step", [("int32", 1), ("float32", 0.25)])
+def test_atomic_add_from_many_blocks_into_one_cell_is_exact(backend, target, dtype, step):
+    """4096 blocks x 64 atomic adds into C[0] with parallel blocks ON (the default): exact.
+
+    CPU atomics are plain read-modify-writes, so the pipeline runs such a kernel's blocks serially
+    (no '#pragma omp parallel for', no TVM parallel loop) and never vectorizes the update.
+    """
+    import tilelang_core
+    from tilelang_core.lowering import lower
+
+    _backend_or_skip(backend, target)
+    blocks, per_block = 4096, 64
+    func = KS.atomic_count(blocks, per_block, dtype, step)
+    src = lower(func, target="c").device_source
+    assert "omp parallel for" not in src and "omp simd" not in src, src
+    ir = lower(func, target="llvm", consumes=["runtime_module"]).tvm_modules.inspect_source("ll")
+    assert "TVMBackendParallelLaunch" not in ir  # the llvm path runs the blocks serially too
+    kernel = tilelang_core.compile(func, target=target, execution_backend=backend)
+    for _ in range(3):
+        c = torch.zeros(1, dtype=getattr(torch, dtype))
+        kernel(c)
+        assert c.item() == blocks * per_block * step
+
+
+@pytest.mark.parametrize(
+    "style,backend,target",
+    [("cpu", "cython", "c"), ("gpu", "cython", "c"), ("cpu", "tvm_ffi", "c"), ("gpu", "tvm_ffi", "llvm")],
+)
+def test_running_max_from_negative_infinity(style, backend, target):
+    """``T.fill(m, -T.infinity("float32"))`` compiles as C: ``-INFINITY`` (math.h) in C device
+    sources instead of TVM's ``-inff``, and a printable ``(-1.0f / 0.0f)`` in TVM-built C modules."""
+    import tilelang_core
+    from tilelang_core.lowering import lower
+
+    M, N = 21, 13
+    func = KS.running_max(M, N, 8, style)
+    src = lower(func, target="c").device_source
+    assert "-INFINITY" in src and "inff" not in src
+    _backend_or_skip(backend, target)
+    a = torch.randn(M, N)
+    a[3] = float("-inf")  # an all -inf row stays -inf
+    o = torch.zeros(M)
+    tilelang_core.compile(func, target=target, execution_backend=backend)(a, o)
+    _close(o, a.amax(1), 0)
+
+
+def test_non_finite_constants_in_c_sources():
+    """+inf, -inf and NaN of float16/float32/float64 compile in the C device source (cc -c)."""
+    import tilelang.language as T
+    from tilelang_core.lowering import lower
+
+    @T.prim_func
+    def consts(A: T.Tensor((3,), "float32"), B: T.Tensor((3,), "float64"), H: T.Tensor((2,), "float16")):
+        with T.Kernel(1, threads=1) as _:
+            A[0] = T.infinity("float32")
+            A[1] = -T.infinity("float32")
+            A[2] = T.float32("nan")
+            B[0] = T.infinity("float64")
+            B[1] = -T.infinity("float64")
+            B[2] = T.float64("nan")
+            H[0] = T.infinity("float16")
+            H[1] = -T.infinity("float16")
+
+    src = lower(consts, target="c").device_source
+    assert not any(tok in src for tok in ("inff", "nanf", " inf;", " nan;")), src
+    a, b, h = torch.zeros(3), torch.zeros(3, dtype=torch.float64), torch.zeros(2, dtype=torch.float16)
+    _cc_run(consts, [a, b, h])
+    for t in (a, b):
+        assert t[0] == float("inf") and t[1] == float("-inf") and torch.isnan(t[2])
+    assert h[0] == float("inf") and h[1] == float("-inf")
 
 
 @pytest.mark.parametrize("style", ["cpu", "gpu"])

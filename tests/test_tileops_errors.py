@@ -23,18 +23,13 @@ def _line_of(marker: str) -> int:
 def _definition_error(build) -> LoweringError:
     """The LoweringError raised while defining a kernel.
 
-    TVMScript's parser wraps exceptions raised inside a kernel body into its DiagnosticError;
-    the operator's LoweringError is the one it wraps (until ``T.prim_func`` re-raises it itself).
+    ``T.prim_func`` re-raises the operator's LoweringError itself (not TVMScript's DiagnosticError
+    that wraps exceptions raised inside a kernel body).
     """
-    with pytest.raises(Exception) as info:
+    with pytest.raises(LoweringError) as info:
         build()
-    err = info.value
-    seen = 0
-    while err is not None and not isinstance(err, LoweringError) and seen < 10:
-        err = err.__cause__ or err.__context__
-        seen += 1
-    assert isinstance(err, LoweringError), f"expected a LoweringError, got {info.value!r}"
-    return err
+    assert type(info.value) is LoweringError, f"expected a LoweringError, got {info.value!r}"
+    return info.value
 
 
 def _check(build, marker, *needles):

@@ -213,3 +213,33 @@ def gemm_regions(M, N, K, style="cpu"):
             T.copy(C_f, C)
 
     return gemm_reg
+
+
+def atomic_count(blocks, per_block, dtype="int32", step=1):
+    """Every block adds ``step`` into ``C[0]`` ``per_block`` times (element atomics, one cell)."""
+
+    @T.prim_func
+    def atomic_count_kernel(C: T.Tensor((1,), dtype)):
+        with T.Kernel(blocks, threads=128) as bx:  # noqa: F841 - bx unused: every block, one cell
+            for i in T.Parallel(per_block):
+                T.atomic_add(C[0], step)
+
+    return atomic_count_kernel
+
+
+def running_max(M, N, bm, style="cpu"):
+    """Row maxima from a running maximum that starts at ``-T.infinity`` (TileLang's pattern)."""
+    threads = _threads(style)
+
+    @T.prim_func
+    def running_max_kernel(A: T.Tensor((M, N), "float32"), O: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
+            m = T.alloc_fragment((bm,), "float32")
+            T.fill(m, -T.infinity("float32"))
+            for j in T.serial(N):
+                for i in T.Parallel(bm):
+                    if bx * bm + i < M:
+                        m[i] = T.max(m[i], A[bx * bm + i, j])
+            T.copy(m, O[bx * bm])
+
+    return running_max_kernel

@@ -21,11 +21,9 @@ from .core import (  # noqa: F401 - public API
     symbolic,
 )
 
-# Tile operators (docs/tile-operators.md). Their alloc_fragment supersedes core's: same
-# signature, storage scope "local.fragment" so GPU targets can give fragments their layout.
+# Tile operators (docs/tile-operators.md).
 from .tileops import (  # noqa: F401,E402 - public API
     Pipelined,
-    alloc_fragment,
     atomic_add,
     clear,
     copy,

@@ -36,8 +36,16 @@ KERNEL_THREADS_KEY = "tl.kernel_threads"
 KERNEL_LOC_KEY = "tl.kernel_loc"
 #: Name of the extern call marking the loop nest that follows as a ``T.Parallel`` nest.
 PARALLEL_MARKER = "tl.parallel"
+#: Annotation on a ``T.Kernel`` grid loop: present (1) when the kernel was written
+#: ``T.Kernel(..., is_cpu=True)`` (TileLang's CPU spelling; GPU targets reject it).
+KERNEL_IS_CPU_KEY = "tl.kernel_is_cpu"
 #: PrimFunc attribute: ``"file:line"`` of the kernel definition (set by :func:`prim_func`).
 SOURCE_LOCATION_ATTR = "tl.source_location"
+#: AttrStmt key wrapping the read-modify-write of ``T.atomic_add`` (real atomics on GPU; on CPU
+#: targets a kernel containing one runs its blocks serially).
+ATOMIC_ADD_KEY = "tl.atomic_add"
+#: Storage scope of ``T.alloc_fragment`` tiles (spread over the block's threads on GPU targets).
+FRAGMENT_SCOPE = "local.fragment"
 
 _DTYPE_NAMES = (
     "bool",
@@ -134,11 +142,16 @@ class Kernel:
     ``threads`` is an int or a tuple ``(tx, ty, tz)`` of static extents. The ``as`` target
     receives one block index per grid extent given. On GPU targets the block indices are
     ``blockIdx.x/y/z`` and the body runs once per thread of the block; on CPU targets the
-    blocks become one loop (OpenMP-parallel unless ``tl.disable_parallel_blocks``) and the body
-    runs once per block.
+    blocks become one loop (OpenMP-parallel unless ``tl.disable_parallel_blocks`` or the kernel
+    uses ``T.atomic_add``) and the body runs once per block.
+
+    ``is_cpu=True`` (TileLang's spelling for CPU kernels) is accepted: on CPU targets it changes
+    nothing (that is already how CPU targets run a kernel); lowering such a kernel for a GPU
+    target is a ``LoweringError`` pointing at the ``with T.Kernel`` line, because a kernel
+    written for one thread per block would run once per thread there.
     """
 
-    def __init__(self, *grid: Any, threads: Union[int, Sequence[int], None] = 128):
+    def __init__(self, *grid: Any, threads: Union[int, Sequence[int], None] = 128, is_cpu: bool = False):
         if not 1 <= len(grid) <= 3:
             raise ValueError(f"T.Kernel takes 1 to 3 grid extents (x, y, z), got {len(grid)}")
         for i, g in enumerate(grid):
@@ -155,6 +168,9 @@ class Kernel:
             raise TypeError(f"T.Kernel threads must be an int or a tuple of up to 3 ints, got {threads!r}")
         if any(t < 1 for t in threads):
             raise ValueError(f"T.Kernel threads must be >= 1, got {threads!r}")
+        if not isinstance(is_cpu, (bool, Integral)) or is_cpu not in (0, 1):
+            raise TypeError(f"T.Kernel is_cpu must be a bool, got {is_cpu!r}")
+        self.is_cpu = bool(is_cpu)
         self.grid = tuple(grid)
         self.threads = tuple(int(t) for t in threads) + (1,) * (3 - len(threads))
         self._frames: list = []
@@ -166,6 +182,8 @@ class Kernel:
             KERNEL_THREADS_KEY: list(self.threads),
             KERNEL_LOC_KEY: loc,
         }
+        if self.is_cpu:
+            annotations_base[KERNEL_IS_CPU_KEY] = 1
         block_vars = []
         for axis, extent in enumerate(self.grid):
             annotations = dict(annotations_base)
@@ -194,10 +212,17 @@ def Parallel(*extents: Any):
 
 
 def alloc_fragment(shape: Union[Sequence[Any], Any], dtype: Any = "float32"):
-    """A per-thread local tile (registers on GPU, a stack array per block on CPU)."""
+    """A tile held in registers: ``C_local = T.alloc_fragment((128, 128), "float32")``.
+
+    CPU targets: a stack array per block (like ``T.alloc_local``). GPU targets: the tile is spread
+    over the block's threads (element with row-major index ``f`` lives in thread ``f % threads``,
+    slot ``f // threads``); a fragment that some statement reads or writes from another thread
+    than its owner is placed in shared memory instead (docs/tile-operators.md). Storage scope
+    :data:`FRAGMENT_SCOPE` (``local.fragment``).
+    """
     if not isinstance(shape, (list, tuple)):
         shape = (shape,)
-    return _B.alloc_buffer(tuple(shape), dtype_name(dtype), scope="local")
+    return _B.alloc_buffer(tuple(shape), dtype_name(dtype), scope=FRAGMENT_SCOPE)
 
 
 def _def_location(fn: Any) -> str:
@@ -214,11 +239,34 @@ def _def_location(fn: Any) -> str:
     return f"{filename}:{line}"
 
 
+def _wrapped_tilelang_error(exc: BaseException) -> Optional[BaseException]:
+    """The first :class:`TileLangError` in ``exc``'s ``__cause__``/``__context__`` chain (or ``exc``)."""
+    from ..errors import TileLangError
+
+    seen: set = set()
+    todo = [exc]
+    while todo:
+        err = todo.pop(0)
+        if err is None or id(err) in seen:
+            continue
+        seen.add(id(err))
+        if isinstance(err, TileLangError):
+            return err
+        todo.extend([err.__cause__, err.__context__])
+    return None
+
+
 def prim_func(func: Any = None, *, private: bool = False, check_well_formed: bool = True):
     """Parse a Python function into a TIR ``PrimFunc`` (TVMScript), remembering where it was written.
 
-    Same as TVMScript's ``T.prim_func``, plus the attribute :data:`SOURCE_LOCATION_ATTR`
-    (``"file:line"`` of the ``def``) that lowering errors and the artifact use.
+    Same as TVMScript's ``T.prim_func``, plus:
+
+    - the attribute :data:`SOURCE_LOCATION_ATTR` (``"file:line"`` of the ``def``) that lowering
+      errors and the artifact use;
+    - a :class:`~tilelang_core.errors.TileLangError` raised inside the kernel body (by
+      ``T.Kernel``, ``T.Parallel``, a tile operator, ...) propagates as itself (its message starts
+      with the ``file:line`` of the statement) instead of inside TVMScript's ``DiagnosticError``.
+      Other exceptions keep TVMScript's diagnostic.
     """
     outer_stack = inspect.stack()
 
@@ -227,7 +275,13 @@ def prim_func(func: Any = None, *, private: bool = False, check_well_formed: boo
             raise TypeError(f"T.prim_func expects a function, got {fn!r}")
         if _parser_utils.is_defined_in_class(outer_stack, fn):
             return fn
-        parsed = _tvm_prim_func(private=private, check_well_formed=check_well_formed)(fn)
+        try:
+            parsed = _tvm_prim_func(private=private, check_well_formed=check_well_formed)(fn)
+        except Exception as exc:  # noqa: BLE001 - re-raised below, unwrapped when it is ours
+            inner = _wrapped_tilelang_error(exc)
+            if inner is None:
+                raise
+            raise inner.with_traceback(inner.__traceback__) from None
         result = parsed.with_attr(SOURCE_LOCATION_ATTR, _def_location(fn))
         setattr(result, "__name__", fn.__name__)
         return result

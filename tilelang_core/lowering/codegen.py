@@ -15,7 +15,7 @@ from ..artifact import DeviceKernel, KernelArg, LaunchConfig
 from ..errors import LoweringError
 from . import passes as P
 from .frontend import PRAGMA_MARKER
-from .signature import expr_to_dim, free_vars, is_tensor_param
+from .signature import expr_to_dim, free_vars, is_tensor_param, param_name
 
 # --------------------------------------------------------------------------------------------
 # CPU: plain C entry function
@@ -40,6 +40,12 @@ _DROP_LINE = re.compile(
 _PRAGMA_LINE = re.compile(r"^(\s*)" + PRAGMA_MARKER + r"__(omp_[a-z_]+?)__(\w+)\(\);\s*$")
 _PRAGMA_DECL = re.compile(r"^(TVM_DLL )?int32_t " + PRAGMA_MARKER + r"__\w+\(\);\s*$")
 _SIMPLE_DECL = re.compile(r"^\s*[A-Za-z_][\w ]*\*?\s*[A-Za-z_]\w* = [^;{}]*;\s*$")
+#: How TVM's C code generator prints non-finite float constants (``inff``, ``-inf``, ``nanf``):
+#: not C. They become math.h's ``INFINITY`` / ``NAN`` (variables never have these names, see
+#: :func:`_rename_reserved_vars`).
+_NON_FINITE = re.compile(r"(?<![\w.])(inff|inf|nanf|nan)(?![\w.(])")
+_NON_FINITE_C = {"inff": "INFINITY", "inf": "INFINITY", "nanf": "NAN", "nan": "NAN"}
+_RESERVED_NAMES = frozenset(("inf", "inff", "nan", "nanf", "INFINITY", "NAN"))
 
 
 def _to_global_scope(body: Any) -> Any:
@@ -71,6 +77,38 @@ def _to_global_scope(body: Any) -> Any:
     return tvm_ffi.structural_map(body, [(tvm.ir.Var, on_var)])
 
 
+def _rename_reserved_vars(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """Rename variables called like a non-finite constant (``inf``, ``nan``, ...) to ``<name>_v``.
+
+    TVM prints float infinities as ``inff``/``inf`` and NaNs as ``nanf``/``nan``;
+    :func:`_postprocess_c` turns those tokens into ``INFINITY``/``NAN``, which must not hit a
+    variable of that name.
+    """
+    renamed: list = []
+
+    def on_var(var):
+        name = getattr(var, "name", None) or str(var)
+        if name not in _RESERVED_NAMES:
+            return var
+        for old, new in renamed:
+            if var.same_as(old):
+                return new
+        new = tvm.ir.Var(f"{name}_v", var.ty)
+        renamed.append((var, new))
+        return new
+
+    body = tvm_ffi.structural_map(func.body, [(tvm.ir.Var, on_var)])
+    if not renamed:
+        return func
+    params = [on_var(p) for p in func.params]
+    return tirx.PrimFunc(params, body, func.ret_type, func.attrs, func.span)
+
+
+def _c_non_finite(text: str) -> str:
+    """``inff`` / ``-inf`` / ``nanf`` (TVM's printing of non-finite constants) -> ``INFINITY`` / ``NAN``."""
+    return _NON_FINITE.sub(lambda m: _NON_FINITE_C[m.group(1)], text)
+
+
 def _postprocess_c(source: str, entry: str) -> str:
     lines = [line for line in source.splitlines() if not (_DROP_LINE.match(line) or _PRAGMA_DECL.match(line))]
     out: list[str] = []
@@ -99,7 +137,7 @@ def _postprocess_c(source: str, entry: str) -> str:
             i = j
         else:  # the loop was simplified away: drop the pragma rather than misplace it
             i += 1
-    text = "\n".join(out).lstrip("\n") + "\n"
+    text = _c_non_finite("\n".join(out).lstrip("\n") + "\n")
     text = re.sub(r'(#ifdef __cplusplus\nextern "C"\n#endif\n)(?=#ifdef __cplusplus\nextern "C"\n#endif\n)', "", text)
     return C_PREAMBLE + text
 
@@ -127,7 +165,7 @@ def c_entry_source(
     decls: list = []
     args: list[KernelArg] = []
     for index, var in enumerate(fn.params):
-        name = str(var)
+        name = param_name(var)
         orig = original_params[index]
         if is_tensor_param(var):
             ptr = tirx.Var(f"{name}_ptr", PointerType(PrimType(var.dtype), "global"))
@@ -154,6 +192,7 @@ def c_entry_source(
     new_fn = tirx.PrimFunc(params, body, ret_type=PrimType("int32")).with_attrs(
         {"global_symbol": entry, "target": target, "tirx.noalias": True}
     )
+    new_fn = _rename_reserved_vars(new_fn)
     entry_mod = P.cpu_source_finalize_passes()(tvm.IRModule({entry: new_fn}))
     try:
         built = tvm.get_global_func("target.build.c")(entry_mod, target)
@@ -252,7 +291,7 @@ def _resolve_arg(expr: Any, host_fn: tirx.PrimFunc, decls: list, symbol_names: s
             buf = expr.args[0]
             for index, param in enumerate(host_fn.params):
                 if param.same_as(buf):
-                    return {"name": str(param), "kind": "pointer", "param_index": index, "dtype": str(param.dtype)}
+                    return {"name": param_name(param), "kind": "pointer", "param_index": index, "dtype": str(param.dtype)}
             for decl_buf, data in decls:
                 if decl_buf.same_as(buf):
                     expr = data
@@ -263,7 +302,7 @@ def _resolve_arg(expr: Any, host_fn: tirx.PrimFunc, decls: list, symbol_names: s
         if type(expr).__name__ == "Var":
             for index, param in enumerate(host_fn.params):
                 if param.same_as(expr) and not is_tensor_param(param):
-                    return {"name": str(param), "kind": "scalar", "param_index": index, "dtype": str(param.ty.dtype)}
+                    return {"name": param_name(param), "kind": "scalar", "param_index": index, "dtype": str(param.ty.dtype)}
             if str(expr) in symbol_names:
                 return {"name": str(expr), "kind": "scalar", "symbol": str(expr), "dtype": str(expr.ty.dtype)}
         if type(expr).__name__ == "Cast":
@@ -332,15 +371,83 @@ def gpu_device_source(device_mods: dict) -> tuple[str, dict]:
     return "\n".join(sources), finalized
 
 
+#: Environment variable TVM's CUDA compile callback reads: ``nvrtc`` (default) or ``nvcc``.
+CUDA_COMPILE_MODE_ENV = "TVM_CUDA_COMPILE_MODE"
+
+
+def cuda_compile_mode_override() -> Optional[str]:
+    """``"nvcc"`` when TVM would compile CUDA with nvrtc but cannot, else None.
+
+    TVM compiles CUDA device modules (when a CUDA runtime is present) through nvrtc from the
+    ``cuda-python`` package unless ``TVM_CUDA_COMPILE_MODE=nvcc``. Without the nvrtc bindings,
+    and with no explicit choice in the environment, nvcc is the working choice.
+    """
+    import importlib.util
+    import os
+
+    if os.environ.get(CUDA_COMPILE_MODE_ENV):
+        return None
+    try:
+        found = importlib.util.find_spec("cuda.bindings") is not None
+    except (ImportError, ValueError):  # 'cuda' itself missing
+        found = False
+    return None if found else "nvcc"
+
+
 def gpu_runtime_module(host_mod: tvm.IRModule, device_mods: dict, target: Any, configs: Mapping[str, Any]):
-    """The TVM runtime module (packed host + compiled device modules)."""
+    """The TVM runtime module (packed host + compiled device modules).
+
+    CUDA: without the nvrtc bindings (``cuda-python``) the device code is compiled with nvcc
+    (see :func:`cuda_compile_mode_override`), the environment being restored afterwards.
+    """
+    import os
+
     from tvm.tirx.build import tir_to_runtime
 
     host_mod = P.host_packed_passes(configs)(host_mod)
     host_mod = P.host_finalize_passes()(host_mod)
     finalized = {t: P.gpu_device_finalize_passes()(m) for t, m in device_mods.items()}
+    override = cuda_compile_mode_override() if target.kind.name == "cuda" else None
     with _CODEGEN_LOCK:  # never while another thread has the compile callbacks replaced
-        return tir_to_runtime(host_mod, finalized, target.host)
+        if override is None:
+            return tir_to_runtime(host_mod, finalized, target.host)
+        os.environ[CUDA_COMPILE_MODE_ENV] = override
+        try:
+            return tir_to_runtime(host_mod, finalized, target.host)
+        finally:
+            os.environ.pop(CUDA_COMPILE_MODE_ENV, None)
+
+
+def _printable_non_finite(mod: tvm.IRModule) -> tvm.IRModule:
+    """Non-finite float constants as ``(1.0f / 0.0f)``-style divisions, for TVM's C code generator.
+
+    TVM prints an infinity as ``inff`` and a NaN as ``nanf``, which no C/C++ compiler accepts. The
+    modules TVM builds itself from C (runtime modules of target ``c``) cannot be post-processed
+    like :func:`c_entry_source`'s output, so the constants are rewritten right before code
+    generation (no pass folds them back): ``1/0`` (inf), ``-1/0`` (-inf), ``0/0`` (NaN), computed
+    in float32 for 16-bit floats.
+    """
+    import math
+
+    changed = []
+
+    def on_float(imm):
+        value = float(imm.value)
+        if math.isfinite(value):
+            return imm
+        dtype = str(imm.ty.dtype)
+        base = dtype if dtype in ("float32", "float64") else "float32"
+        num = 0.0 if math.isnan(value) else (1.0 if value > 0 else -1.0)
+        expr = tirx.Div(tirx.FloatImm(base, num), tirx.FloatImm(base, 0.0))
+        changed.append(imm)
+        return expr if base == dtype else tirx.Cast(dtype, expr)
+
+    funcs = {}
+    for gv, fn in mod.functions.items():
+        if isinstance(fn, tirx.PrimFunc):
+            fn = fn.with_body(tvm_ffi.structural_map(fn.body, [(tirx.FloatImm, on_float)]))
+        funcs[gv] = fn
+    return tvm.IRModule(funcs, attrs=mod.attrs) if changed else mod
 
 
 def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, Any]):
@@ -352,6 +459,8 @@ def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, A
     mod = P.cpu_runtime_passes(configs)(mod)
     host_mod, device_mods = split_host_device_mods(mod)
     host_mod = P.host_finalize_passes()(host_mod)
+    if target.kind.name == "c":
+        host_mod = _printable_non_finite(host_mod)
     return tir_to_runtime(host_mod, device_mods, target)
 
 

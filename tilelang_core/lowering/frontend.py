@@ -7,10 +7,12 @@ Output: ordinary TIR that TVM's passes understand:
 * GPU: ``blockIdx``/``threadIdx`` launch attributes; each ``T.Parallel`` nest of ``E`` iterations
   becomes ``for it in range(ceildiv(E, threads)): flat = it * threads + tid; if flat < E: ...``
   (the loop and the guard disappear when they are not needed).
-* CPU: one loop over all blocks (``ForKind.PARALLEL`` unless parallel blocks are disabled) that
-  recomputes ``bx, by, bz``; ``T.Parallel`` nests stay serial loop nests. With
-  ``emit_pragmas`` (the C device-source path) a pragma marker statement is placed before the
-  block loop (``omp parallel for``) and before innermost loop-free parallel loops (``omp simd``);
+* CPU: one loop over all blocks (``ForKind.PARALLEL`` unless parallel blocks are disabled, or
+  the kernel contains a ``T.atomic_add`` update: CPU atomics are plain read-modify-writes, so
+  such kernels run their blocks serially on every CPU path) that recomputes ``bx, by, bz``;
+  ``T.Parallel`` nests stay serial loop nests. With ``emit_pragmas`` (the C device-source path) a
+  pragma marker statement is placed before the block loop (``omp parallel for``) and before
+  innermost parallel loops whose body has no loop, call or atomic update (``omp simd``);
   :mod:`tilelang_core.lowering.codegen` turns them into ``#pragma`` lines.
 """
 
@@ -25,7 +27,9 @@ from tvm import tirx
 
 from ..errors import LoweringError
 from ..language.core import (
+    ATOMIC_ADD_KEY,
     KERNEL_AXIS_KEY,
+    KERNEL_IS_CPU_KEY,
     KERNEL_LOC_KEY,
     KERNEL_NDIM_KEY,
     KERNEL_THREADS_KEY,
@@ -111,6 +115,19 @@ def _substitute(stmt: Any, mapping: list) -> Any:
         return var
 
     return tvm_ffi.structural_map(stmt, [(tvm.ir.Var, on_var)])
+
+
+def _contains_attr(stmt: Any, key: str) -> bool:
+    """Whether ``stmt`` contains an ``AttrStmt`` with ``attr_key == key``."""
+    found = []
+
+    def visit(node):
+        if node.attr_key == key:
+            found.append(node)
+        return node
+
+    tvm_ffi.structural_map(stmt, [(tirx.AttrStmt, visit)])
+    return bool(found)
 
 
 def _contains(stmt: Any, kinds: tuple) -> bool:
@@ -207,6 +224,12 @@ class Frontend:
             loops.append(inner)
         body = loops[-1].body
         if self.opt.gpu:
+            if _int(ann.get(KERNEL_IS_CPU_KEY, 0)):
+                raise LoweringError(
+                    f"{loc}: T.Kernel(..., is_cpu=True) declares a CPU kernel (its body runs once per "
+                    "block), but the target is a GPU target; lower it for 'c' or 'llvm', or drop "
+                    "is_cpu=True and write the body for the block's threads"
+                )
             return self._kernel_gpu(loops, threads, body, loc, ctx)
         return self._kernel_cpu(loops, threads, body, loc, ctx)
 
@@ -253,7 +276,10 @@ class Frontend:
     def _kernel_cpu(self, loops: list, threads: list, body: Any, loc: str, ctx: _Ctx) -> Any:
         inner_ctx = _Ctx(kernel={"loc": loc, "tid": None, "threads": 1})
         new_body = self.visit(body, inner_ctx)
-        kind = tirx.ForKind.PARALLEL if self.opt.parallel_blocks else tirx.ForKind.SERIAL
+        # T.atomic_add is a plain read-modify-write on CPU: blocks updating the same element
+        # must not run concurrently (same rule for the C source and the runtime-module paths).
+        parallel = self.opt.parallel_blocks and not _contains_attr(new_body, ATOMIC_ADD_KEY)
+        kind = tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL
         if len(loops) == 1:
             loop = loops[0]
             block_var = loop.loop_var
@@ -273,7 +299,7 @@ class Frontend:
                 stride = loop.extent if stride is None else stride * loop.extent
             new_body = _substitute(new_body, mapping)
         result = tirx.For(block_var, _as_expr(0), extent, kind, new_body)
-        if self.opt.emit_pragmas and self.opt.parallel_blocks:
+        if self.opt.emit_pragmas and parallel:
             return _seq([_pragma("omp parallel for", str(block_var)), result])
         return result
 
@@ -298,6 +324,8 @@ class Frontend:
             self.opt.emit_pragmas
             and self.opt.simd
             and not _contains(new_body, (tirx.For, tirx.While, tirx.Evaluate, tirx.AllocBuffer))
+            # several iterations may update the same element: never vectorize atomics
+            and not _contains_attr(new_body, ATOMIC_ADD_KEY)
         )
         stmt = new_body
         for depth, loop in enumerate(reversed(loops)):

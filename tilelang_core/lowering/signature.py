@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional, Union
 
 import tvm
@@ -19,6 +20,82 @@ _BINOPS = {
     "FloorMod": "%",
     "Mod": "%",
 }
+
+
+def param_name(var: Any) -> str:
+    """The name the kernel author gave a parameter, as a valid identifier.
+
+    ``str()`` of a one-element buffer parameter ``C`` prints ``C.source`` (TVMScript treats it as a
+    scalar buffer); the variable's own ``name`` is ``C``. Characters that cannot appear in a C
+    identifier are replaced by ``_`` so the generated sources stay valid.
+    """
+    name = getattr(var, "name", None)
+    if not isinstance(name, str) or not name:
+        name = str(var)
+    if name.endswith(".source") and name[: -len(".source")].isidentifier():
+        name = name[: -len(".source")]
+    if not name.isidentifier():
+        name = re.sub(r"\W", "_", name)
+        if not name or not (name[0].isalpha() or name[0] == "_"):
+            name = "_" + name
+    return name
+
+
+def element_alignment(dtype: Any) -> int:
+    """Bytes of one element of ``dtype`` (at least 1): the alignment any tensor view guarantees."""
+    dt = tvm.runtime.DataType(str(dtype))
+    return max(1, (int(dt.bits) * max(1, int(dt.lanes)) + 7) // 8)
+
+
+def relax_param_alignment(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """Declare every tensor parameter aligned to its element size only (``offset_factor`` 1).
+
+    TVMScript declares buffer parameters 64-byte aligned, and TVM's LLVM code generator then
+    assumes it (``llvm.assume align 64``, aligned vector loads): a torch view with a storage offset
+    (``x[1:]``) would crash such code. With the element size as the declared alignment no
+    backend relies on more than any tensor view guarantees.
+    """
+    from tvm.tirx import _ffi_api
+
+    mapping = []
+    params = []
+    for var in func.params:
+        ty = getattr(var, "ty", None)
+        if not is_tensor_param(var):
+            params.append(var)
+            continue
+        align = element_alignment(ty.dtype)
+        if int(ty.data_alignment) == align and int(ty.offset_factor) == 1:
+            params.append(var)
+            continue
+        new_ty = _ffi_api.BufferType(
+            ty.storage_scope,
+            ty.dtype,
+            list(ty.shape),
+            list(ty.strides),
+            ty.elem_offset,
+            align,
+            1,
+            ty.layout,
+            list(ty.allocated_addr),
+            ty.span,
+        )
+        new = _ffi_api.BufferVar(var.name, new_ty, var.span)
+        mapping.append((var, new))
+        params.append(new)
+    if not mapping:
+        return func
+
+    def on_var(v):
+        for old, new in mapping:
+            if v.same_as(old):
+                return new
+        return v
+
+    import tvm_ffi
+
+    body = tvm_ffi.structural_map(func.body, [(tvm.ir.Var, on_var)])
+    return tirx.PrimFunc(params, body, func.ret_type, func.attrs, func.span)
 
 
 def is_tensor_param(var: Any) -> bool:
@@ -82,7 +159,7 @@ def describe_params(func: tirx.PrimFunc, device: str, location: str):
     symbol_vars: list = []
     scalar_vars: dict[int, Any] = {}
     for index, var in enumerate(func.params):
-        name = str(var)
+        name = param_name(var)
         if is_tensor_param(var):
             ty = var.ty
             where = f"{location}: parameter '{name}'"

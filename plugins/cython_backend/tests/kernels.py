@@ -197,3 +197,14 @@ def colmajor() -> KernelArtifact:
     src = "#include <stdint.h>\nint32_t colmajor(float *X, int32_t n) { (void)X; (void)n; return 0; }\n"
     return artifact("colmajor", [tensor("X", ["n", 4], strides=[1, "n"])], [ptr("X", 0), val("n", symbol="n")],
                     src, symbols=[{"name": "n", "param_index": 0, "dim": 0}])
+
+
+def complex_copy() -> KernelArtifact:
+    """B = A for 4 complex64 values."""
+    src = """
+#include <stdint.h>
+#include <complex.h>
+int32_t ccopy(float complex *A, float complex *B) { for (int i = 0; i < 4; ++i) B[i] = A[i]; return 0; }
+"""
+    return artifact("ccopy", [tensor("A", [4], "complex64"), tensor("B", [4], "complex64")],
+                    [ptr("A", 0, "complex64"), ptr("B", 1, "complex64")], src)

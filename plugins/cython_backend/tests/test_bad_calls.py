@@ -165,3 +165,13 @@ def test_explicit_strides():
     k(T(4, 5).t())  # shape (5, 4), strides (1, 5)
     k(T(4, 1).t())  # n == 1: the stride of dim 0 is free
     raises(ValueError, "colmajor() argument 'X' (#0): expected strides (1, 5), got strides (4, 1)", k, T(5, 4))
+
+
+def test_complex_lazy_conjugate_view_is_refused():
+    """DLPack cannot describe torch's lazy conjugate views: a complex kernel refuses them."""
+    k = K.build(K.complex_copy(), out_idx=[1])
+    a = torch.randn(4, dtype=torch.complex64)
+    assert torch.equal(k(a), a)
+    assert torch.equal(k(a.conj().resolve_conj()), a.conj())
+    raises(ValueError, "ccopy() argument 'A' (#0): expected a tensor with its data materialized, got a lazy "
+           "conjugate view; call .resolve_conj()", k, a.conj())

@@ -58,8 +58,8 @@ def dlpack_dtype(dtype: str) -> tuple[int, int, int]:
 
     :raises ValueError: a dtype the dispatcher cannot check.
     """
-    m = re.fullmatch(r"(.+?)(?:x(\d+))?", dtype.strip())
-    base, lanes = (m.group(1), int(m.group(2) or 1)) if m else (dtype, 1)
+    m = re.fullmatch(r"(.+?\d)x(\d+)", dtype.strip())  # vector dtypes: float32x4 (not complex64)
+    base, lanes = (m.group(1), int(m.group(2))) if m else (dtype.strip(), 1)
     if base == "bool":
         return (6, 8, lanes)
     if base in _FLOAT8:

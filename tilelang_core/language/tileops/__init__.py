@@ -9,11 +9,7 @@ updates into hardware atomics. See docs/tile-operators.md.
 
 from __future__ import annotations
 
-from typing import Any, Sequence, Union
-
-from tvm.tirx.script.builder import ir as _B
-
-from ..core import dtype_name
+from ..core import alloc_fragment
 from ._common import ATOMIC_ADD_KEY, FRAGMENT_SCOPE, PIPELINED_STAGES_KEY
 from .atomic import atomic_add
 from .copy import clear, copy, fill
@@ -38,17 +34,3 @@ __all__ = [
     "FRAGMENT_SCOPE",
     "PIPELINED_STAGES_KEY",
 ]
-
-
-def alloc_fragment(shape: Union[Sequence[Any], Any], dtype: Any = "float32"):
-    """A tile held in registers: ``C_local = T.alloc_fragment((128, 128), "float32")``.
-
-    CPU targets: a stack array per block (like ``T.alloc_local``). GPU targets: the tile is spread
-    over the block's threads (element with row-major index ``f`` lives in thread ``f % threads``,
-    slot ``f // threads``); a fragment that some statement reads or writes from another thread
-    than its owner is placed in shared memory instead (docs/tile-operators.md). Storage scope
-    ``local.fragment``.
-    """
-    if not isinstance(shape, (list, tuple)):
-        shape = (shape,)
-    return _B.alloc_buffer(tuple(shape), dtype_name(dtype), scope=FRAGMENT_SCOPE)

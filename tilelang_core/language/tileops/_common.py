@@ -17,12 +17,7 @@ from tvm import tirx
 from tvm.tirx.script.builder import ir as _B
 
 from ...errors import LoweringError
-from ..core import Parallel, _caller_location
-
-#: Storage scope of GPU fragments (``T.alloc_fragment``): a tile spread over the block's threads.
-FRAGMENT_SCOPE = "local.fragment"
-#: AttrStmt key wrapping the read-modify-write of ``T.atomic_add`` (real atomics on GPU).
-ATOMIC_ADD_KEY = "tl.atomic_add"
+from ..core import ATOMIC_ADD_KEY, FRAGMENT_SCOPE, Parallel, _caller_location  # noqa: F401 - re-exported
 #: Loop annotation of ``T.Pipelined``: the requested number of stages.
 PIPELINED_STAGES_KEY = "tl.pipelined_num_stages"
 

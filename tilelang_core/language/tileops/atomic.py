@@ -25,12 +25,10 @@ ATOMIC_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "uint32",
 
 
 def _atomic_store(buffer: Any, indices: list, value: Any) -> None:
-    # The one-iteration loop keeps the CPU frontend from marking the enclosing T.Parallel loop
-    # '#pragma omp simd' (it only marks loop bodies without inner loops): updates of the same
-    # element from several iterations must not be vectorized. Later passes remove the loop.
-    with _B.serial(0, 1):
-        with _B.attr(buffer, ATOMIC_ADD_KEY, tirx.IntImm("int32", 1)):
-            _B.buffer_store(buffer, buffer[tuple(indices)] + value, indices)
+    # The CPU frontend never marks a T.Parallel loop containing this attr '#pragma omp simd' and
+    # runs the blocks of a kernel containing it serially (lowering/frontend.py).
+    with _B.attr(buffer, ATOMIC_ADD_KEY, tirx.IntImm("int32", 1)):
+        _B.buffer_store(buffer, buffer[tuple(indices)] + value, indices)
 
 
 def atomic_add(dst: Any, value: Any, memory_order: Any = None, return_prev: bool = False) -> None:
@@ -38,9 +36,9 @@ def atomic_add(dst: Any, value: Any, memory_order: Any = None, return_prev: bool
 
     ``dst`` is an element (``C[0]``) with a scalar ``value``, or a buffer/region with a ``value``
     tile of the same extents (or a scalar added to every element). On GPU targets each element
-    update is a hardware atomic (``atomicAdd``); on CPU targets it is a plain read-modify-write,
-    so updates of the same element from different ``T.Kernel`` blocks need
-    ``pass_configs={"tl.disable_parallel_blocks": True}``. ``memory_order`` is accepted for
+    update is a hardware atomic (``atomicAdd``); on CPU targets it is a plain read-modify-write
+    and a kernel containing one runs its ``T.Kernel`` blocks serially (never vectorized), so
+    updates from different blocks never race. ``memory_order`` is accepted for
     TileLang compatibility (relaxed order is used); ``return_prev`` is not supported.
 
     :raises LoweringError: ``dst`` in local/fragment memory, a dtype without atomics, or extents
