@@ -2,8 +2,8 @@
 
 Usage::
 
-    python bench/dispatch.py                       # the cython backend
-    python bench/dispatch.py --backends cython,tvm_ffi
+    python bench/dispatch.py                       # cython and tvm_ffi side by side
+    python bench/dispatch.py --backends cython     # one backend only
     python bench/dispatch.py --quick               # fewer iterations (CI smoke run)
 
 What is timed (``--number`` calls per round, ``--repeat`` rounds in which every statement is timed
@@ -223,7 +223,8 @@ def add_backend(suite: Suite, backend: str, *, hand_written: bool = False, openm
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backends", default="cython", help="comma-separated backend names (default: cython)")
+    parser.add_argument("--backends", default="cython,tvm_ffi",
+                        help="comma-separated backend names (default: cython,tvm_ffi; missing ones are reported)")
     parser.add_argument("--number", type=int, default=50_000, help="calls per timing run")
     parser.add_argument("--repeat", type=int, default=25, help="timing rounds; each statement keeps its best")
     parser.add_argument("--quick", action="store_true", help="20k calls x 3 rounds")

@@ -1,5 +1,6 @@
-"""Differential test: every example kernel, compiled by every installed backend that can run its
-target here, agrees with torch and with the other backends."""
+"""Differential test: every example kernel and every runnable kernel of the language tests,
+compiled by every installed backend that can run its target here, agrees with torch and with the
+other backends."""
 
 from __future__ import annotations
 
@@ -46,8 +47,76 @@ def _runnable():
     return pairs
 
 
+def _test_module(name):
+    path = ROOT / "tests" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"differential_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _language_cases():
+    """(name, build, inputs, out_idx, check) for the language tests' kernels that run on a CPU."""
+    import torch
+
+    import tilelang.language as T
+
+    low, lang = _test_module("test_lowering"), _test_module("test_language")
+    x8x32 = torch.randn(8, 32)
+
+    def same(expected):
+        return lambda result, inputs: torch.testing.assert_close(result, expected(*inputs))
+
+    return [
+        ("lowering.vector_add[n=777]", lambda: low.vector_add(T.dynamic("n")),
+         lambda: (torch.randn(777), torch.randn(777)), -1, same(torch.add)),
+        ("lowering.matmul[40x24x8]", lambda: low.matmul(40, 24, 8),
+         lambda: (torch.randn(40, 8), torch.randn(8, 24)), -1,
+         lambda r, i: torch.testing.assert_close(r, i[0] @ i[1], rtol=1e-4, atol=1e-4)),
+        ("lowering.scaled[scalar alpha]", lambda: low.scaled(T.dynamic("n")),
+         lambda: (torch.randn(100), 2.5), 1, same(lambda x, alpha: x * alpha)),
+        ("lowering.strided_rows[strides (32, 1)]", lambda: low.strided_rows(8, 16),
+         lambda: (x8x32[:, :16],), 1, same(lambda a: a.clone())),
+        ("lowering.output_shape_expression[n+1]", low.output_shape_expression,
+         lambda: (torch.randn(50),), 1,
+         lambda r, i: (r.shape == (51,)) and torch.testing.assert_close(r[:50], i[0]) or None),
+        ("lowering.strided_dynamic[in place]", low._strided_dynamic,
+         lambda: (torch.arange(70, dtype=torch.float32),), None,
+         lambda r, i: torch.testing.assert_close(i[0], torch.arange(70, dtype=torch.float32) * 2)),
+        ("language.grid2d[fp16 16x24]", lambda: lang.grid2d(16, 24),
+         lambda: (torch.randn(16, 24).half(),), 1, same(lambda a: a.clone())),
+    ]
+
+
 EXAMPLES = _examples()
 PAIRS = _runnable()
+LANGUAGE_CASES = _language_cases()
+
+
+@pytest.mark.parametrize("case", LANGUAGE_CASES, ids=[c[0] for c in LANGUAGE_CASES])
+def test_language_test_kernels_on_every_backend(case):
+    import tilelang
+
+    name, build, inputs_fn, out_idx, check = case
+    if not PAIRS:
+        pytest.skip("no installed backend can run CPU kernels here")
+    import torch
+
+    outputs = {}
+    for backend, kind in PAIRS:
+        torch.manual_seed(0)  # the same inputs for every backend
+        inputs = inputs_fn()
+        kernel = tilelang.compile(build(), out_idx=out_idx, execution_backend=backend, target=kind)
+        result = kernel(*inputs)
+        check(result, inputs)
+        outputs[(backend, kind)] = result if result is not None else inputs[0]
+    first = next(iter(outputs.values()))
+    for key, value in outputs.items():
+        if name.startswith("lowering.output_shape_expression"):
+            value, first_ = value[:-1], first[:-1]  # the last element is never written
+        else:
+            first_ = first
+        torch.testing.assert_close(value, first_, rtol=1e-4, atol=1e-4, msg=lambda m: f"{key} disagrees: {m}")
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])

@@ -1,4 +1,4 @@
-"""Bad calls raise the contract's TypeError/ValueError messages (docs/CONTRACTS-DRAFT.md).
+"""Bad calls raise the contract's TypeError/ValueError messages (docs/backend-conventions.md).
 
 The messages are the same whichever backend runs; TVM's own argument errors are translated.
 """

@@ -10,7 +10,7 @@ it binds the symbols the outputs need from the input shapes, allocates the ``out
 with torch on the inputs' device, and calls the TVM function directly. TVM's host code checks
 every argument itself (count, type, dtype, ndim, shape, strides, device); when it refuses a call,
 the arguments are validated in Python and the error is re-raised as the TypeError/ValueError
-with the message every backend gives (see ``docs/CONTRACTS-DRAFT.md``). Everything else (a
+with the message every backend gives (see ``docs/backend-conventions.md``). Everything else (a
 ``stream=``, tensor subclasses, misaligned views) takes the general path, which validates first.
 
 Misaligned views: TVM's LLVM and CUDA code assume 64-byte aligned tensor data (a view with a

@@ -32,7 +32,10 @@ _NOT_RUNNABLE_KINDS = ("c", "static_library")
 _LOADED_RUNTIMES: dict[str, Any] = {}
 
 #: Flags given to the system compiler for C sources (target ``c``), before ``compile_flags``.
-DEFAULT_C_FLAGS = ["-O3"]
+#: Header force-included when TVM's C host sources are compiled: TVM's C codegen writes ``half``
+#: for float16 without declaring it.
+C_PREAMBLE = Path(__file__).with_name("c_host_preamble.h")
+DEFAULT_C_FLAGS = ["-O3", "-include", str(C_PREAMBLE)]
 
 
 def tvm_lib_dir() -> Optional[Path]:
