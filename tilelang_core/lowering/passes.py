@@ -28,6 +28,7 @@ import tvm
 from tvm import s_tir, tirx
 
 from .configs import PASS_CONFIGS, config_flag  # noqa: E402,F401 - re-exported
+from .fragments import FragmentLayoutPass
 
 
 def _cse(configs: Mapping[str, Any]) -> list:
@@ -87,7 +88,7 @@ def cpu_runtime_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
 def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
     """GPU: TIR with thread bindings -> host function + device kernels (``SplitHostDevice``)."""
     passes = [
-        __import__("tilelang_core.lowering.fragments", fromlist=["_"]).FragmentLayoutPass(),  # tile operators (issue 7): GPU fragment layout + atomics; see lowering/fragments.py
+        FragmentLayoutPass(),  # GPU fragments spread over the block's threads, atomics (lowering/fragments.py)
         s_tir.transform.LowerOpaqueBlock(),
         tirx.transform.FlattenBuffer(),
         tirx.transform.BF16ComputeLegalize(),

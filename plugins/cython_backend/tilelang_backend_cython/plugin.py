@@ -21,20 +21,6 @@ def _cc_executable() -> str:
     return parts[0] if parts else "cc"
 
 
-def _with_native_compiler(targets: dict[str, Any]) -> dict[str, Any]:
-    """Declare the compilers (part of the kernel cache key) when this core knows the field."""
-    try:
-        from tilelang_core.capabilities import TargetCapability
-
-        if "native_compiler" not in TargetCapability.model_fields:
-            return targets
-    except ImportError:  # pragma: no cover
-        return targets
-    targets["c"]["native_compiler"] = {"program": "cc", "env": "CC", "version_args": ["--version"]}
-    targets["cuda"]["native_compiler"] = {"program": "nvcc", "env": "TILELANG_NVCC", "version_args": ["--version"]}
-    return targets
-
-
 @hookimpl
 def tilelang_backend_spec() -> dict[str, Any]:
     """Declare the backend: CPU (``c``) kernels and CUDA kernels, both from device source."""
@@ -42,13 +28,14 @@ def tilelang_backend_spec() -> dict[str, Any]:
         "name": "cython",
         "plugin_api_version": TILELANG_PLUGIN_API,
         "description": "Compiles device source with cc/nvcc; native DLPack dispatcher with the lowest call overhead",
-        "targets": _with_native_compiler({
+        "targets": {
             "c": {
                 "priority": 100,
                 "consumes": ["device_source"],
                 "device_language": "c",
                 "platforms": ["linux", "darwin"],
                 "requires": {"executables": [_cc_executable()]},
+                "native_compiler": {"program": "cc", "env": "CC", "version_args": ["--version"]},
             },
             "cuda": {
                 "priority": 50,
@@ -57,8 +44,9 @@ def tilelang_backend_spec() -> dict[str, Any]:
                 "cuda_streams": True,
                 "platforms": ["linux"],
                 "requires": {"executables": ["nvcc"]},
+                "native_compiler": {"program": "nvcc", "env": "TILELANG_NVCC", "version_args": ["--version"]},
             },
-        }),
+        },
     }
 
 
