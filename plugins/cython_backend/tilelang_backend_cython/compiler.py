@@ -112,18 +112,27 @@ def compile_c(name: str, source: str, *, compile_flags: Sequence[str] = (), open
     if openmp and openmp_works(cc):
         flags.append("-fopenmp")
     flags += list(compile_flags)
-    key = hashlib.sha256("\0".join([shlex.join(cc), *flags, source]).encode()).hexdigest()
+    return _compile_shared_library(cc, flags, source, name=name, suffix=".c", target="c", verbose=verbose)
+
+
+def _compile_shared_library(compiler: list[str], flags: list[str], source: str, *, name: str, suffix: str,
+                            target: str, verbose: bool) -> tuple[Path, Path]:
+    """Compile ``source`` into a shared library in a kept temporary directory (once per process).
+
+    :returns: (library path, source path). :raises BuildError: via :func:`_run`.
+    """
+    key = hashlib.sha256("\0".join([shlex.join(compiler), *flags, source]).encode()).hexdigest()
     hit = _cached(key)
     if hit is not None:
-        return hit, hit.with_suffix(".c")
+        return hit, hit.with_suffix(suffix)
     d = Path(tempfile.mkdtemp(prefix=f"tilelang-cython-{_safe_name(name)}-"))
-    src = d / f"{_safe_name(name)}.c"
+    src = d / f"{_safe_name(name)}{suffix}"
     lib = d / f"{_safe_name(name)}.so"
     src.write_text(source)
-    cmd = [*cc, *flags, "-o", str(lib), str(src)]
+    cmd = [*compiler, *flags, "-o", str(lib), str(src)]
     if verbose:
         print(f"[tilelang cython] {shlex.join(cmd)}")
-    _run(cmd, what=f"kernel '{name}' (target c)", source=src, cwd=d)
+    _run(cmd, what=f"kernel '{name}' (target {target})", source=src, cwd=d)
     with _lock:
         _built[key] = lib
     return lib, src
@@ -157,18 +166,4 @@ def compile_cuda(name: str, source: str, *, target: str = "cuda", compile_flags:
     nvcc = nvcc_compiler()
     flags = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", f"-arch={cuda_arch(target)}",
              *compile_flags]
-    key = hashlib.sha256("\0".join([shlex.join(nvcc), *flags, source]).encode()).hexdigest()
-    hit = _cached(key)
-    if hit is not None:
-        return hit, hit.with_suffix(".cu")
-    d = Path(tempfile.mkdtemp(prefix=f"tilelang-cython-{_safe_name(name)}-"))
-    src = d / f"{_safe_name(name)}.cu"
-    lib = d / f"{_safe_name(name)}.so"
-    src.write_text(source)
-    cmd = [*nvcc, *flags, "-o", str(lib), str(src)]
-    if verbose:
-        print(f"[tilelang cython] {shlex.join(cmd)}")
-    _run(cmd, what=f"kernel '{name}' (target cuda)", source=src, cwd=d)
-    with _lock:
-        _built[key] = lib
-    return lib, src
+    return _compile_shared_library(nvcc, flags, source, name=name, suffix=".cu", target="cuda", verbose=verbose)
