@@ -138,6 +138,11 @@ class BackendRegistry:
             self._records[name] = record
             return record
 
+    def is_current(self, record: BackendRecord) -> bool:
+        """Whether ``record`` is still this registry's loaded record for its name (not refreshed away)."""
+        with self._lock:
+            return self._records.get(record.name) is record
+
     def records(self) -> list[BackendRecord]:
         """Records of every installed backend, sorted by name (loads every plugin)."""
         return [r for r in (self.get(n) for n in self.names()) if r is not None]

@@ -172,7 +172,7 @@ def _fast_lookup(fast: tuple) -> Optional[JITKernel]:
     _, record, kernel = entry
     from ..backends import get_registry
 
-    if get_registry()._records.get(record.name) is not record or not record.usable:
+    if not get_registry().is_current(record) or not record.usable:
         return None
     return kernel
 
