@@ -71,11 +71,12 @@ def _c_source(name: str, n_inputs: int, openmp_blocks: bool) -> str:
 
 def hand_written_artifact(n_tensors: int, *, openmp_blocks: bool = False):
     """A CPU artifact following the `c` device_source contract: n-1 inputs summed into 1 output."""
+    from tilelang_core import schema
     from tilelang_core.artifact import KernelArtifact
 
     name = f"sum{n_tensors}"
     names = [f"in{i}" for i in range(n_tensors - 1)] + ["out"]
-    return KernelArtifact(
+    return schema.validate_python(KernelArtifact, dict(
         name=name,
         target="c",
         target_kind="c",
@@ -86,7 +87,7 @@ def hand_written_artifact(n_tensors: int, *, openmp_blocks: bool = False):
         }],
         device_source=_c_source(name, n_tensors - 1, openmp_blocks),
         device_language="c",
-    )
+    ))
 
 
 def _tilelang_compile() -> Optional[Callable[..., Any]]:

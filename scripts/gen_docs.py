@@ -1,8 +1,10 @@
-"""Regenerate docs/hooks.md and docs/capabilities.md from the code they document.
+"""Regenerate the files generated from the code: docs/hooks.md, docs/capabilities.md and
+tilelang_core/schema_snapshot.json.
 
 The hook reference is the docstrings of tilelang_core/hookspecs.py; the capability reference is
-the JSON schema of BackendSpec. ``tests/test_docs_meta.py`` fails when the files are stale:
-run ``.venv/bin/python scripts/gen_docs.py`` after changing either.
+the JSON schema of BackendSpec; the schema snapshot is the pydantic core schemas of the core's
+data types (see tilelang_core/schema.py). ``tests/test_docs_meta.py`` fails when a file is
+stale: run ``.venv/bin/python scripts/gen_docs.py`` after changing hooks or data types.
 """
 
 from __future__ import annotations
@@ -82,7 +84,10 @@ def capabilities_markdown() -> str:
 def main() -> int:
     (DOCS / "hooks.md").write_text(hooks_markdown())
     (DOCS / "capabilities.md").write_text(capabilities_markdown())
-    print("wrote docs/hooks.md and docs/capabilities.md")
+    from tilelang_core import schema
+
+    schema.SNAPSHOT_PATH.write_text(schema.snapshot_text())
+    print("wrote docs/hooks.md, docs/capabilities.md and tilelang_core/schema_snapshot.json")
     return 0
 
 

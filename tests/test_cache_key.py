@@ -17,6 +17,7 @@ from tilelang_core.cache.key import (
     compute_key,
     native_compiler_identity,
 )
+from tilelang_core import schema
 from tilelang_core.capabilities import TargetCapability
 
 KIT = runpy.run_path(str(Path(__file__).with_name("test_cache_kit.py")))
@@ -79,7 +80,8 @@ def test_renamed_global_symbol_attribute_and_location_are_canonical():
 
 
 def test_native_compiler_identity(monkeypatch, tmp_path):
-    cap = TargetCapability.model_validate(
+    cap = schema.validate_python(
+        TargetCapability,
         {"priority": 1, "consumes": ["device_source"], "native_compiler": {"program": "cc", "env": "CC"}}
     )
     monkeypatch.delenv("CC", raising=False)
@@ -93,7 +95,8 @@ def test_native_compiler_identity(monkeypatch, tmp_path):
     assert other != ident and "mycc version 42" in other and "-O2" in other
     monkeypatch.setenv("CC", "definitely-not-a-compiler-xyz")
     assert "not found" in native_compiler_identity(cap)
-    declared = TargetCapability.model_validate(
+    declared = schema.validate_python(
+        TargetCapability,
         {"priority": 1, "consumes": ["device_source"], "requires": {"executables": ["sh"]}}
     )
     assert "sh=" in native_compiler_identity(declared) and os.path.realpath("/bin/sh") in native_compiler_identity(declared)

@@ -33,14 +33,16 @@ def site(tmp_path):
 
 
 LOAD_IN_FRESH_PROCESS = """
-import json, sys
+import gc, json, sys
 import tilelang, torch
 k = tilelang.load({path!r})
 a = torch.arange(16, dtype=torch.float32)
 out = k(a, a)
 print(json.dumps({{"ok": bool(torch.equal(out, a + a)), "name": k.name, "backend": list(k.backend),
                   "flags": k.options.compile_flags, "out_idx": k.out_idx,
-                  "tvm": sorted(m for m in sys.modules if m.split(".")[0] in ("tvm", "tvm_ffi"))}}))
+                  "tvm": sorted(m for m in sys.modules if m.split(".")[0] in ("tvm", "tvm_ffi")),
+                  "pydantic": sorted(m for m in sys.modules if m.split(".")[0] == "pydantic"),
+                  "gc_enabled": gc.isenabled()}}))
 """
 
 
@@ -61,7 +63,27 @@ def test_export_then_load_in_a_fresh_process_without_tvm(site, tmp_path):
         "flags": ["-O2"],
         "out_idx": [2],
         "tvm": [],
+        "pydantic": [],  # validated by pydantic-core from the schema snapshot: no pydantic import
+        "gc_enabled": True,  # paused while loading, and enabled again
     }
+
+
+def test_load_leaves_the_garbage_collector_as_it_found_it(site, tmp_path):
+    import gc
+
+    with on_path(site):
+        path = hand_kernel().export(tmp_path / "k")
+        gc.disable()
+        try:
+            tilelang.load(path)
+            assert not gc.isenabled()  # a caller's choice is kept
+        finally:
+            gc.enable()
+        tilelang.load(path)
+        assert gc.isenabled()
+        with pytest.raises(ArtifactError):
+            tilelang.load(tmp_path / "nothing-here")
+        assert gc.isenabled()  # and after a failed load too
 
 
 def test_load_in_process_and_export_again(site, tmp_path):
@@ -136,4 +158,4 @@ def test_cython_export_load_round_trip_without_tvm(tmp_path):
     out = KIT["run_python"](LOAD_IN_FRESH_PROCESS.format(path=str(path)))
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert result["ok"] and result["backend"][0] == "cython" and result["tvm"] == []
+    assert result["ok"] and result["backend"][0] == "cython" and result["tvm"] == [] and result["pydantic"] == []

@@ -12,113 +12,137 @@ written in Python syntax (``"n"``, ``"n + 1"``, ``"(n + 127) // 128"``); see
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from annotated_types import Ge, Len
+
+from . import schema
 
 #: Version of the artifact's JSON layout; bumped on incompatible changes.
 ARTIFACT_FORMAT_VERSION = 1
 
 Dim = Union[int, str]
 
-_STRICT = ConfigDict(extra="forbid")
+#: pydantic configuration of every dataclass here: unknown fields are errors, and each field's
+#: docstring is its description in the JSON schema.
+_STRICT = {"extra": "forbid", "use_attribute_docstrings": True}
 
 
-class TensorParam(BaseModel):
+@dataclass(kw_only=True)
+class TensorParam:
     """A tensor parameter of the kernel."""
 
-    model_config = _STRICT
+    __pydantic_config__ = _STRICT
 
     kind: Literal["tensor"] = "tensor"
     name: str
-    dtype: str = Field(description="TVM dtype string, e.g. 'float32', 'float16', 'int32'.")
-    shape: list[Dim] = Field(description="Per dimension: an int, or an expression over symbols.")
-    strides: Optional[list[Dim]] = Field(
-        default=None, description="Required strides in elements; None means compact row-major."
-    )
-    device: str = Field(description="'cpu', 'cuda', 'metal', ... (DLPack device family).")
+    dtype: str
+    """TVM dtype string, e.g. 'float32', 'float16', 'int32'."""
+    shape: list[Dim]
+    """Per dimension: an int, or an expression over symbols."""
+    strides: Optional[list[Dim]] = None
+    """Required strides in elements; None means compact row-major."""
+    device: str
+    """'cpu', 'cuda', 'metal', ... (DLPack device family)."""
 
 
-class ScalarParam(BaseModel):
+@dataclass(kw_only=True)
+class ScalarParam:
     """A scalar parameter of the kernel (passed as a Python int/float/bool)."""
 
-    model_config = _STRICT
+    __pydantic_config__ = _STRICT
 
     kind: Literal["scalar"] = "scalar"
     name: str
     dtype: str
 
 
-Param = Annotated[Union[TensorParam, ScalarParam], Field(discriminator="kind")]
+Param = Union[TensorParam, ScalarParam]
 
 
-class SymbolBinding(BaseModel):
+@dataclass(kw_only=True)
+class SymbolBinding:
     """Where the value of a dynamic symbol comes from at call time."""
 
-    model_config = _STRICT
+    __pydantic_config__ = _STRICT
 
     name: str
-    param_index: int = Field(ge=0, description="Index into KernelArtifact.params.")
-    dim: Optional[int] = Field(
-        default=None, description="Dimension of that tensor parameter; None for a scalar parameter."
-    )
+    param_index: Annotated[int, Ge(0)]
+    """Index into KernelArtifact.params."""
+    dim: Optional[int] = None
+    """Dimension of that tensor parameter; None for a scalar parameter."""
 
 
-class KernelArg(BaseModel):
+@dataclass(kw_only=True)
+class KernelArg:
     """One argument of a device kernel (or of the CPU entry function), in call order."""
 
-    model_config = _STRICT
+    __pydantic_config__ = _STRICT
 
     name: str
     kind: Literal["pointer", "scalar"]
-    dtype: str = Field(description="Element dtype for pointers, value dtype for scalars.")
-    param_index: Optional[int] = Field(
-        default=None, description="Kernel parameter it comes from (data pointer or scalar value)."
-    )
-    symbol: Optional[str] = Field(default=None, description="Dynamic symbol whose value is passed.")
+    dtype: str
+    """Element dtype for pointers, value dtype for scalars."""
+    param_index: Optional[int] = None
+    """Kernel parameter it comes from (data pointer or scalar value)."""
+    symbol: Optional[str] = None
+    """Dynamic symbol whose value is passed."""
 
 
-class LaunchConfig(BaseModel):
+@dataclass(kw_only=True)
+class LaunchConfig:
     """Launch configuration of a GPU kernel, as expressions over the symbols."""
 
-    model_config = _STRICT
+    __pydantic_config__ = _STRICT
 
-    grid: list[Dim] = Field(min_length=3, max_length=3)
-    block: list[Dim] = Field(min_length=3, max_length=3)
+    grid: Annotated[list[Dim], Len(3, 3)]
+    block: Annotated[list[Dim], Len(3, 3)]
     dynamic_shared_memory: Dim = 0
 
 
-class DeviceKernel(BaseModel):
+@dataclass(kw_only=True)
+class DeviceKernel:
     """A function of the generated device source that a backend calls or launches."""
 
-    model_config = _STRICT
+    __pydantic_config__ = _STRICT
 
-    name: str = Field(description="Symbol name in the device source.")
+    name: str
+    """Symbol name in the device source."""
     args: list[KernelArg]
-    launch: Optional[LaunchConfig] = Field(default=None, description="None for CPU entry functions.")
-    return_type: Optional[str] = Field(default=None, description="C return type of a CPU entry, e.g. 'int32'.")
+    launch: Optional[LaunchConfig] = None
+    """None for CPU entry functions."""
+    return_type: Optional[str] = None
+    """C return type of a CPU entry, e.g. 'int32'."""
 
 
-class KernelArtifact(BaseModel):
-    """A lowered kernel, ready for an execution backend's build hook."""
+@dataclass(kw_only=True)
+class KernelArtifact:
+    """A lowered kernel, ready for an execution backend's build hook.
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    A standard dataclass: compare with ``==``, copy with :func:`dataclasses.replace`, serialise
+    with :meth:`to_json`. The TVM module objects (:attr:`tvm_modules`) are not part of it.
+    """
+
+    __pydantic_config__ = _STRICT
 
     format_version: int = ARTIFACT_FORMAT_VERSION
     name: str
-    target: str = Field(description="Full TVM target string, e.g. 'cuda -arch=sm_90'.")
+    target: str
+    """Full TVM target string, e.g. 'cuda -arch=sm_90'."""
     target_kind: str
     host_target: Optional[str] = None
     params: list[Param]
-    symbols: list[SymbolBinding] = Field(default_factory=list)
-    device_kernels: list[DeviceKernel] = Field(default_factory=list)
+    symbols: list[SymbolBinding] = field(default_factory=list)
+    device_kernels: list[DeviceKernel] = field(default_factory=list)
     device_source: Optional[str] = None
     device_language: Optional[str] = None
     host_source: Optional[str] = None
-    pass_configs: dict[str, Any] = Field(default_factory=dict)
-    source_location: Optional[str] = Field(default=None, description="'file:line' of the kernel definition.")
+    pass_configs: dict[str, Any] = field(default_factory=dict)
+    source_location: Optional[str] = None
+    """'file:line' of the kernel definition."""
 
-    _tvm_modules: Any = PrivateAttr(default=None)
+    _tvm_modules = None  # not a field: attached by the pipeline, never serialised
 
     @property
     def tvm_modules(self) -> Any:
@@ -130,29 +154,34 @@ class KernelArtifact(BaseModel):
         self._tvm_modules = modules
         return self
 
+    def replace(self, **changes: Any) -> "KernelArtifact":
+        """A copy with ``changes`` applied that keeps the attached TVM modules."""
+        return replace(self, **changes).with_tvm_modules(self._tvm_modules)
+
     @property
     def tensor_params(self) -> list[tuple[int, TensorParam]]:
         """(index, param) for every tensor parameter."""
         return [(i, p) for i, p in enumerate(self.params) if isinstance(p, TensorParam)]
 
     def symbol_names(self) -> list[str]:
+        """Names of the dynamic symbols, in binding order."""
         return [s.name for s in self.symbols]
 
     def to_json(self) -> str:
         """Serialise everything but the TVM objects."""
-        return self.model_dump_json(indent=1)
+        return schema.to_json(self, indent=1)
 
     @classmethod
     def from_json(cls, text: str) -> "KernelArtifact":
         """Inverse of :meth:`to_json`; raises :class:`~tilelang_core.errors.ArtifactError`."""
-        from pydantic import ValidationError
+        from pydantic_core import ValidationError
 
         from .errors import ArtifactError
 
         try:
-            artifact = cls.model_validate_json(text)
+            artifact = schema.validate_json(cls, text)
         except ValidationError as exc:
-            raise ArtifactError(f"invalid kernel artifact JSON: {exc}") from None
+            raise ArtifactError(f"invalid kernel artifact JSON: {schema.error_summary(exc)}") from None
         if artifact.format_version != ARTIFACT_FORMAT_VERSION:
             raise ArtifactError(
                 f"kernel artifact format {artifact.format_version} is not supported by this core "
@@ -161,12 +190,14 @@ class KernelArtifact(BaseModel):
         return artifact
 
 
-class BuildOptions(BaseModel):
+@dataclass(kw_only=True, frozen=True)
+class BuildOptions:
     """Options the core passes to a backend's build hook along with the artifact."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    __pydantic_config__ = _STRICT
 
-    out_idx: list[int] = Field(default_factory=list, description="Normalised (non-negative) output indices.")
-    compile_flags: list[str] = Field(default_factory=list)
-    pass_configs: dict[str, Any] = Field(default_factory=dict)
+    out_idx: list[int] = field(default_factory=list)
+    """Normalised (non-negative) output indices."""
+    compile_flags: list[str] = field(default_factory=list)
+    pass_configs: dict[str, Any] = field(default_factory=dict)
     verbose: bool = False

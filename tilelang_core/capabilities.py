@@ -1,4 +1,4 @@
-"""Capability declarations of execution backends, validated with pydantic.
+"""Capability declarations of execution backends, validated with pydantic (see :mod:`tilelang_core.schema`).
 
 A backend plugin describes everything it can do in one :class:`BackendSpec`, returned by its
 ``tilelang_backend_spec`` hook. The core never asks a backend "are you X?": it reads this
@@ -10,9 +10,11 @@ and which kernels a backend may be handed.
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+import re
+from dataclasses import dataclass, field
+from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from annotated_types import Ge, MaxLen, MinLen
 
 #: TVM target kinds a backend may declare (``tvm.target.Target(...).kind.name``), kept here so
 #: validating a declaration does not import TVM. ``hip`` is accepted as a synonym of ``rocm``.
@@ -37,28 +39,37 @@ Consumable = Literal["device_source", "host_source", "runtime_module"]
 
 Platform = Literal["linux", "darwin", "win32"]
 
-_STRICT = ConfigDict(extra="forbid", frozen=True)
+#: pydantic configuration of every declaration class: unknown fields are errors, and each
+#: field's docstring is its description in the JSON schema.
+_STRICT = {"extra": "forbid", "use_attribute_docstrings": True}
+
+_IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")
 
 
-class Requirements(BaseModel):
+@dataclass(kw_only=True, frozen=True)
+class Requirements:
     """What must exist on the machine for a backend to work for a target.
 
     The core checks these itself before calling the plugin's probe hook, so a plugin only has
     to probe what cannot be declared (a live driver, a device).
     """
 
-    model_config = _STRICT
+    __pydantic_config__ = _STRICT
 
-    executables: list[str] = Field(default_factory=list, description="Programs looked up on PATH, e.g. 'nvcc'.")
-    shared_libraries: list[str] = Field(
-        default_factory=list, description="Library names for ctypes.util.find_library, e.g. 'cuda'."
-    )
-    python_modules: list[str] = Field(
-        default_factory=list, description="Importable modules, checked without importing them."
-    )
+    executables: list[str] = field(default_factory=list)
+    """Programs looked up on PATH, e.g. 'nvcc'."""
+    shared_libraries: list[str] = field(default_factory=list)
+    """Library names for ctypes.util.find_library, e.g. 'cuda'."""
+    python_modules: list[str] = field(default_factory=list)
+    """Importable modules, checked without importing them."""
 
 
-class NativeCompiler(BaseModel):
+def _version_flag() -> list[str]:
+    return ["--version"]
+
+
+@dataclass(kw_only=True, frozen=True)
+class NativeCompiler:
     """The native compiler a backend runs for a target.
 
     The kernel cache puts its identity (resolved path and the output of ``program
@@ -67,109 +78,122 @@ class NativeCompiler(BaseModel):
     resolved paths of ``requires.executables``.
     """
 
-    model_config = _STRICT
+    __pydantic_config__ = _STRICT
 
-    program: str = Field(description="Program run by default, looked up on PATH, e.g. 'cc' or 'nvcc'.")
-    env: Optional[str] = Field(
-        default=None,
-        description="Environment variable that overrides the program when set (shell-split: the first word "
-        "is the program, the rest are flags), e.g. 'CC'.",
-    )
-    version_args: list[str] = Field(
-        default_factory=lambda: ["--version"], description="Arguments that make the program print its identity."
-    )
+    program: str
+    """Program run by default, looked up on PATH, e.g. 'cc' or 'nvcc'."""
+    env: Optional[str] = None
+    """Environment variable that overrides the program when set (shell-split: program, then flags), e.g. 'CC'."""
+    version_args: list[str] = field(default_factory=_version_flag)
+    """Arguments that make the program print its identity."""
 
 
-class TargetCapability(BaseModel):
+@dataclass(kw_only=True, frozen=True)
+class TargetCapability:
     """What a backend does for one TVM target kind."""
 
-    model_config = _STRICT
+    __pydantic_config__ = _STRICT
 
-    priority: int = Field(ge=0, description="Higher wins when execution_backend='auto'.")
-    consumes: list[Consumable] = Field(min_length=1, description="What the pipeline must produce.")
-    device_language: Optional[Literal["c", "cuda", "metal", "hip", "opencl"]] = Field(
-        default=None, description="Language of the device source, when 'device_source' is consumed."
-    )
-    dynamic_shapes: bool = Field(default=True, description="Accepts kernels with symbolic dimensions.")
-    cuda_streams: bool = Field(default=False, description="Launches on a caller-chosen CUDA stream.")
-    allocates_outputs: bool = Field(default=True, description="Supports out_idx (allocates outputs).")
-    dtypes: Union[Literal["all"], list[str]] = Field(default="all", description="Tensor dtypes accepted.")
-    platforms: Union[Literal["all"], list[Platform]] = Field(default="all", description="sys.platform values.")
-    requires: Requirements = Field(default_factory=Requirements)
-    native_compiler: Optional[NativeCompiler] = Field(
-        default=None, description="The native compiler the backend builds with (part of the kernel cache key)."
-    )
+    priority: Annotated[int, Ge(0)]
+    """Higher wins when execution_backend='auto'."""
+    consumes: Annotated[list[Consumable], MinLen(1)]
+    """What the pipeline must produce."""
+    device_language: Optional[Literal["c", "cuda", "metal", "hip", "opencl"]] = None
+    """Language of the device source, when 'device_source' is consumed."""
+    dynamic_shapes: bool = True
+    """Accepts kernels with symbolic dimensions."""
+    cuda_streams: bool = False
+    """Launches on a caller-chosen CUDA stream."""
+    allocates_outputs: bool = True
+    """Supports out_idx (allocates outputs)."""
+    dtypes: Union[Literal["all"], list[str]] = "all"
+    """Tensor dtypes accepted."""
+    platforms: Union[Literal["all"], list[Platform]] = "all"
+    """sys.platform values."""
+    requires: Requirements = field(default_factory=Requirements)
+    native_compiler: Optional[NativeCompiler] = None
+    """The native compiler the backend builds with (part of the kernel cache key)."""
 
 
-class Deprecation(BaseModel):
+@dataclass(kw_only=True, frozen=True)
+class Deprecation:
     """Marks a backend as deprecated; it keeps working and warns once per selection."""
 
-    model_config = _STRICT
+    __pydantic_config__ = _STRICT
 
-    since: str = Field(description="Version of the backend's distribution that deprecated it.")
-    replacement: Optional[str] = Field(default=None, description="Backend name to use instead.")
-    message: str = Field(default="", description="Extra advice shown to users.")
+    since: str
+    """Version of the backend's distribution that deprecated it."""
+    replacement: Optional[str] = None
+    """Backend name to use instead."""
+    message: str = ""
+    """Extra advice shown to users."""
 
 
-class BackendSpec(BaseModel):
+@dataclass(kw_only=True, frozen=True)
+class BackendSpec:
     """The whole capability declaration of one execution backend."""
 
-    model_config = _STRICT
+    # Checks that annotations cannot express are in __post_init__, which runs on construction
+    # and after pydantic validated a declaration.
+    __pydantic_config__ = _STRICT
 
-    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=64, description="Lowercase identifier.")
-    distribution: str = Field(description="The pip distribution that ships it.")
-    version: str = Field(description="That distribution's version.")
-    plugin_api_version: int = Field(ge=1, description="tilelang_core.PLUGIN_API_VERSION it was written for.")
-    description: str = Field(max_length=200, description="One line.")
-    targets: dict[str, TargetCapability] = Field(min_length=1)
+    name: Annotated[str, MaxLen(64)]
+    """Lowercase identifier: a letter, then letters, digits or underscores."""
+    distribution: str
+    """The pip distribution that ships it."""
+    version: str
+    """That distribution's version."""
+    plugin_api_version: Annotated[int, Ge(1)]
+    """tilelang_core.PLUGIN_API_VERSION it was written for."""
+    description: Annotated[str, MaxLen(200)]
+    """One line."""
+    targets: Annotated[dict[str, TargetCapability], MinLen(1)]
     deprecated: Optional[Deprecation] = None
-    supersedes: list[str] = Field(default_factory=list, description="Retired backend names it replaces.")
+    supersedes: list[str] = field(default_factory=list)
+    """Retired backend names it replaces."""
 
-    @field_validator("description")
-    @classmethod
-    def _one_line(cls, value: str) -> str:
-        if "\n" in value.strip():
-            raise ValueError("description must be one line")
-        return value.strip()
-
-    @field_validator("targets")
-    @classmethod
-    def _known_kinds(cls, value: dict[str, TargetCapability]) -> dict[str, TargetCapability]:
-        unknown = sorted(set(value) - set(KNOWN_TARGET_KINDS))
+    def __post_init__(self) -> None:
+        if not _IDENTIFIER.fullmatch(self.name):
+            raise ValueError(
+                f"field 'name': must be a lowercase identifier (a letter, then letters, digits or underscores), "
+                f"got {self.name!r}"
+            )
+        if "\n" in self.description.strip():
+            raise ValueError(f"field 'description': must be one line, got {self.description!r}")
+        object.__setattr__(self, "description", self.description.strip())
+        unknown = sorted(set(self.targets) - set(KNOWN_TARGET_KINDS))
         if unknown:
             raise ValueError(
-                f"unknown target kind(s) {unknown}; known TVM target kinds: {', '.join(KNOWN_TARGET_KINDS)}"
+                f"field 'targets': unknown target kind(s) {unknown}; known TVM target kinds: "
+                f"{', '.join(KNOWN_TARGET_KINDS)}"
             )
-        return value
-
-    @field_validator("supersedes")
-    @classmethod
-    def _names(cls, value: list[str]) -> list[str]:
-        import re
-
-        bad = [n for n in value if not re.fullmatch(r"[a-z][a-z0-9_]*", n)]
+        bad = [n for n in self.supersedes if not _IDENTIFIER.fullmatch(n)]
         if bad:
-            raise ValueError(f"supersedes entries must be lowercase identifiers, got {bad}")
-        return value
+            raise ValueError(f"field 'supersedes': entries must be lowercase identifiers, got {bad}")
 
 
-class Availability(BaseModel):
+@dataclass(kw_only=True, frozen=True)
+class Availability:
     """Answer of a probe: can this backend work here for a target, and if not, why."""
 
-    model_config = _STRICT
+    __pydantic_config__ = _STRICT
 
     available: bool
     reason: str = ""
 
     @classmethod
     def yes(cls) -> "Availability":
+        """Available."""
         return cls(available=True)
 
     @classmethod
     def no(cls, reason: str) -> "Availability":
+        """Not available, because ``reason`` (shown to users)."""
         return cls(available=False, reason=reason)
 
 
 def backend_spec_json_schema() -> dict:
     """The JSON schema of :class:`BackendSpec` (printed by ``tilelang backends schema``)."""
-    return BackendSpec.model_json_schema()
+    from .schema import json_schema
+
+    return json_schema(BackendSpec)

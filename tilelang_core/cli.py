@@ -13,6 +13,8 @@ from typing import Optional, Sequence
 
 
 def _backend_rows(registry) -> list[dict]:
+    from . import schema
+
     rows = []
     for record in registry.records():
         row = {
@@ -22,7 +24,7 @@ def _backend_rows(registry) -> list[dict]:
             "status": record.status,
             "reason": record.reason,
             "description": record.spec.description if record.spec else "",
-            "deprecated": record.spec.deprecated.model_dump() if record.spec and record.spec.deprecated else None,
+            "deprecated": schema.to_python(record.spec.deprecated) if record.spec and record.spec.deprecated else None,
             "supersedes": list(record.spec.supersedes) if record.spec else [],
             "targets": {},
         }

@@ -47,7 +47,15 @@ def probe_backend(record: "BackendRecord", target_kind: str) -> Availability:
     if answer is None:
         return declared
     if isinstance(answer, dict):
-        answer = Availability.model_validate(answer)
+        from pydantic_core import ValidationError
+
+        from .. import schema
+
+        try:
+            answer = schema.validate_python(Availability, answer)
+        except ValidationError as exc:
+            record.mark_broken(f"hook tilelang_backend_probe returned an invalid Availability: {schema.error_summary(exc)}")
+            record.ensure_usable()
     if not isinstance(answer, Availability):
         record.mark_broken(
             f"hook tilelang_backend_probe returned {type(answer).__name__}, expected Availability or None"

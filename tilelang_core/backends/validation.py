@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic_core import ValidationError
 
+from .. import schema
 from ..capabilities import BackendSpec
 from ..errors import InvalidBackendSpecError
 from .discovery import BackendEntryPoint
@@ -20,7 +21,7 @@ def validate_declaration(raw: Any, ep: BackendEntryPoint, api_version: int) -> B
     """
     where = f"plugin {ep.name!r} (distribution {ep.distribution or 'unknown'})"
     if isinstance(raw, BackendSpec):
-        data = raw.model_dump()
+        data = schema.to_python(raw)
     elif isinstance(raw, dict):
         data = dict(raw)
     elif raw is None:
@@ -33,13 +34,9 @@ def validate_declaration(raw: Any, ep: BackendEntryPoint, api_version: int) -> B
     data.setdefault("version", ep.version or "0")
     data.setdefault("plugin_api_version", api_version)
     try:
-        spec = BackendSpec.model_validate(data)
+        spec = schema.validate_python(BackendSpec, data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"field '{'.'.join(str(p) for p in err['loc']) or '<root>'}': {err['msg']}"
-            + (f" (got {err['input']!r})" if err.get("type") != "missing" and _short(err.get("input")) else "")
-            for err in exc.errors()
-        )
+        problems = schema.error_summary(exc)
         raise InvalidBackendSpecError(f"{where} has an invalid capability declaration: {problems}") from None
     if spec.name != ep.name:
         raise InvalidBackendSpecError(
@@ -50,7 +47,3 @@ def validate_declaration(raw: Any, ep: BackendEntryPoint, api_version: int) -> B
             f"{where}: field 'plugin_api_version' is {spec.plugin_api_version} but TILELANG_PLUGIN_API is {api_version}"
         )
     return spec
-
-
-def _short(value: Any) -> bool:
-    return value is not None and len(repr(value)) <= 80

@@ -9,19 +9,24 @@
 
 The metadata is written last and lists the size and SHA-256 of every other file, so a
 truncated, half-written or tampered entry is detected before the backend is asked to load it.
-Nothing is pickled: every file the core reads is JSON validated by pydantic.
+Nothing is pickled: every file the core reads is JSON validated by pydantic
+(:mod:`tilelang_core.schema`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from annotated_types import Ge
+from pydantic_core import ValidationError
 
+from .. import schema
 from ..artifact import BuildOptions, KernelArtifact
 from ..errors import ArtifactError
 
@@ -34,20 +39,30 @@ META_FILE = "tilelang-kernel.json"
 ARTIFACT_FILE = "artifact.json"
 BACKEND_DIR = "backend"
 
+_STRICT = {"extra": "forbid", "use_attribute_docstrings": True}
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
-class FileDigest(BaseModel):
+
+@dataclass(kw_only=True, frozen=True)
+class FileDigest:
     """Size and SHA-256 of one file of an entry."""
 
-    model_config = ConfigDict(extra="forbid")
+    __pydantic_config__ = _STRICT
 
-    size: int = Field(ge=0)
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size: Annotated[int, Ge(0)]
+    sha256: str
+    """Lowercase hex digest."""
+
+    def __post_init__(self) -> None:
+        if not _SHA256.fullmatch(self.sha256):
+            raise ValueError(f"field 'sha256': must be 64 lowercase hex digits, got {self.sha256!r}")
 
 
-class BackendRef(BaseModel):
+@dataclass(kw_only=True, frozen=True)
+class BackendRef:
     """The backend that built (and can load) a saved kernel."""
 
-    model_config = ConfigDict(extra="forbid")
+    __pydantic_config__ = _STRICT
 
     name: str
     distribution: Optional[str] = None
@@ -55,20 +70,23 @@ class BackendRef(BaseModel):
     plugin_api_version: int
 
 
-class EntryMeta(BaseModel):
+@dataclass(kw_only=True, frozen=True)
+class EntryMeta:
     """Contents of ``tilelang-kernel.json``."""
 
-    model_config = ConfigDict(extra="forbid")
+    __pydantic_config__ = _STRICT
 
     format: Literal["tilelang-kernel"] = "tilelang-kernel"
     format_version: int
     kind: Literal["cache", "export"]
     core_version: str
-    key: Optional[str] = Field(default=None, description="Cache key (cache entries only).")
+    key: Optional[str] = None
+    """Cache key (cache entries only)."""
     name: str
     backend: BackendRef
     options: BuildOptions
-    files: dict[str, FileDigest] = Field(description="Every file but this one, by path relative to the entry.")
+    files: dict[str, FileDigest]
+    """Every file but this one, by path relative to the entry."""
     created: float
 
 
@@ -131,7 +149,7 @@ def write_entry(
         files=files,
         created=time.time(),
     )
-    (directory / META_FILE).write_text(meta.model_dump_json(indent=1))
+    (directory / META_FILE).write_text(schema.to_json(meta, indent=1))
     return meta
 
 
@@ -139,9 +157,9 @@ def read_meta(directory: Path) -> EntryMeta:
     """Read and validate ``tilelang-kernel.json``; raises ArtifactError (FileNotFoundError if absent)."""
     text = (directory / META_FILE).read_text()
     try:
-        meta = EntryMeta.model_validate_json(text)
+        meta = schema.validate_json(EntryMeta, text)
     except ValidationError as exc:
-        raise ArtifactError(f"{directory / META_FILE} is not valid kernel metadata: {exc.errors()[0]['msg']}") from None
+        raise ArtifactError(f"{directory / META_FILE} is not valid kernel metadata: {schema.error_summary(exc)}") from None
     if meta.format_version != ENTRY_FORMAT_VERSION:
         raise ArtifactError(
             f"{directory} holds a kernel saved in format {meta.format_version}; this tilelang-core reads format "

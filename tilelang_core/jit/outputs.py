@@ -63,9 +63,7 @@ def bind_symbols_from_inputs(artifact: KernelArtifact, out_idx: list[int]) -> Ke
                 f"yourself (leave it out of out_idx)"
             )
         bindings.append(replacement)
-    copy = artifact.model_copy(update={"symbols": bindings})
-    copy._tvm_modules = artifact.tvm_modules
-    return copy
+    return artifact.replace(symbols=bindings)
 
 
 def _input_binding(artifact: KernelArtifact, symbol: str, outputs: set[int]) -> Optional[SymbolBinding]:

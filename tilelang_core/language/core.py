@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import linecache
 import os
+import sys
 from numbers import Integral
 from typing import Any, Optional, Sequence, Union
 
@@ -24,7 +25,7 @@ from tvm import tirx
 from tvm.script.parser.core import utils as _parser_utils
 from tvm.tirx.script.builder import ir as _B
 from tvm.tirx.script.parser.entry import Buffer as _BufferProxy
-from tvm.tirx.script.parser.entry import prim_func as _tvm_prim_func
+from tvm.script.parser.core.entry import parse as _parse_tvmscript
 
 #: Annotation on a ``T.Kernel`` grid loop: the grid axis (0 = x, 1 = y, 2 = z).
 KERNEL_AXIS_KEY = "tl.kernel_axis"
@@ -256,6 +257,25 @@ def _wrapped_tilelang_error(exc: BaseException) -> Optional[BaseException]:
     return None
 
 
+def _caller_frames() -> list[inspect.FrameInfo]:
+    """The stack from the caller of this function outwards, as ``inspect.stack()`` gives it.
+
+    ``inspect.stack()`` looks up the module of every frame's file (a scan of ``sys.modules``
+    each, about 0.1 s per kernel once torch is imported); TVMScript's parser only needs the
+    frames and the current source line of each, which ``linecache`` gives directly.
+    """
+    frames = []
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        line = linecache.getline(code.co_filename, frame.f_lineno, frame.f_globals)
+        frames.append(
+            inspect.FrameInfo(frame, code.co_filename, frame.f_lineno, code.co_name, [line] if line else None, 0)
+        )
+        frame = frame.f_back
+    return frames
+
+
 def prim_func(func: Any = None, *, private: bool = False, check_well_formed: bool = True):
     """Parse a Python function into a TIR ``PrimFunc`` (TVMScript), remembering where it was written.
 
@@ -268,7 +288,7 @@ def prim_func(func: Any = None, *, private: bool = False, check_well_formed: boo
       with the ``file:line`` of the statement) instead of inside TVMScript's ``DiagnosticError``.
       Other exceptions keep TVMScript's diagnostic.
     """
-    outer_stack = inspect.stack()
+    outer_stack = _caller_frames()
 
     def decorate(fn: Any):
         if not inspect.isfunction(fn):
@@ -276,7 +296,11 @@ def prim_func(func: Any = None, *, private: bool = False, check_well_formed: boo
         if _parser_utils.is_defined_in_class(outer_stack, fn):
             return fn
         try:
-            parsed = _tvm_prim_func(private=private, check_well_formed=check_well_formed)(fn)
+            # what TVMScript's own T.prim_func does, with the cheap frame list above
+            # (``private`` is read from the decorator's source by the parser)
+            names = _parser_utils.inspect_function_capture(fn)
+            _parser_utils.resolve_closure_vars(fn, names, outer_stack)
+            parsed = _parse_tvmscript(fn, names, check_well_formed=check_well_formed)
         except Exception as exc:  # noqa: BLE001 - re-raised below, unwrapped when it is ours
             inner = _wrapped_tilelang_error(exc)
             if inner is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from tilelang_core import schema
 from tilelang_core.artifact import BuildOptions, KernelArtifact
 
 
@@ -30,11 +31,11 @@ def val(name: str, index: Optional[int] = None, symbol: Optional[str] = None, dt
 
 def artifact(name: str, params: list, args: list, source: str, symbols: list = (), return_type=None,
              pass_configs: Optional[dict] = None) -> KernelArtifact:
-    return KernelArtifact(
+    return schema.validate_python(KernelArtifact, dict(
         name=name, target="c", target_kind="c", params=params, symbols=list(symbols),
         device_kernels=[{"name": name, "args": args, "return_type": return_type}],
         device_source=source, device_language="c", pass_configs=pass_configs or {},
-    )
+    ))
 
 
 def build(art: KernelArtifact, **options: Any) -> Any:
@@ -179,7 +180,7 @@ extern "C" __global__ void vadd_kernel(float *__restrict__ A, float *__restrict_
 
 def cuda_vadd(arch: str = "sm_80") -> KernelArtifact:
     """CUDA C = A + B (n dynamic), 128 threads per block, dynamic shared memory 128 floats."""
-    return KernelArtifact(
+    return schema.validate_python(KernelArtifact, dict(
         name="vadd_cuda", target=f"cuda -arch={arch}", target_kind="cuda",
         params=[tensor("A", ["n"], device="cuda"), tensor("B", ["n"], device="cuda"), tensor("C", ["n"], device="cuda")],
         symbols=[{"name": "n", "param_index": 0, "dim": 0}],
@@ -189,7 +190,7 @@ def cuda_vadd(arch: str = "sm_80") -> KernelArtifact:
             "launch": {"grid": ["(n + 127) // 128", 1, 1], "block": [128, 1, 1], "dynamic_shared_memory": 512},
         }],
         device_source=CUDA_VADD, device_language="cuda",
-    )
+    ))
 
 
 def colmajor() -> KernelArtifact:

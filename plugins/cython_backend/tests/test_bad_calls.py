@@ -132,7 +132,7 @@ def test_device_mismatch_with_mock_cuda_plan(vadd):
     from tilelang_backend_cython.plan import make_plan
 
     art = K.vadd_static()
-    art = art.model_copy(update={"target": "cuda", "target_kind": "cuda"})
+    art = art.replace(target="cuda", target_kind="cuda")
     plan = make_plan(art, BuildOptions())
     k = kernel_from_plan(plan, vadd.meta["library"])
     raises(ValueError, "vadd() argument 'A' (#0): expected a tensor on cuda, got cpu", k, T(16), T(16), T(16))

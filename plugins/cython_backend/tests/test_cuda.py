@@ -58,7 +58,7 @@ def test_nvcc_error_carries_command_line():
     from tilelang_core.errors import BuildError
 
     art = K.cuda_vadd()
-    art = art.model_copy(update={"device_source": art.device_source.replace("scratch[threadIdx.x] =", "undeclared =")})
+    art = art.replace(device_source=art.device_source.replace("scratch[threadIdx.x] =", "undeclared ="))
     with pytest.raises(BuildError) as info:
         K.build(art)
     msg = str(info.value)

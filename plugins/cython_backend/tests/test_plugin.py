@@ -6,6 +6,7 @@ import subprocess
 import sys
 from importlib.metadata import entry_points
 
+from tilelang_core import schema
 from tilelang_core.capabilities import Availability, BackendSpec
 from tilelang_core.hookspecs import PLUGIN_API_VERSION
 
@@ -19,7 +20,9 @@ def test_entry_point_is_registered():
 def test_declaration_validates():
     from tilelang_backend_cython import plugin
 
-    spec = BackendSpec(**plugin.tilelang_backend_spec(), distribution="tilelang-backend-cython", version="0.1.0")
+    spec = schema.validate_python(
+        BackendSpec, {**plugin.tilelang_backend_spec(), "distribution": "tilelang-backend-cython", "version": "0.1.0"}
+    )
     assert plugin.TILELANG_PLUGIN_API == PLUGIN_API_VERSION == spec.plugin_api_version
     c, cuda = spec.targets["c"], spec.targets["cuda"]
     assert c.priority == 100 and c.consumes == ["device_source"] and c.device_language == "c"

@@ -9,6 +9,7 @@ import pytest
 import torch
 from _tvmffi_helpers import build, run_python
 
+from tilelang_core import schema
 from tilelang_core.artifact import BuildOptions, KernelArtifact
 from tilelang_core.errors import ArtifactError
 from tilelang_backend_tvmffi import plugin
@@ -19,7 +20,7 @@ def _save(kernel, directory):
     directory.mkdir()
     plugin.tilelang_backend_save(kernel=kernel, directory=directory)
     (directory / "artifact.json").write_text(kernel.artifact.to_json())
-    (directory / "options.json").write_text(kernel._state.options.model_dump_json())
+    (directory / "options.json").write_text(schema.to_json(kernel._state.options))
     return directory
 
 
@@ -43,13 +44,14 @@ def test_round_trip_in_a_fresh_process_without_tvm(tmp_path):
         import sys, json
         from pathlib import Path
         import torch
+        from tilelang_core import schema
         from tilelang_core.artifact import BuildOptions, KernelArtifact
         from tilelang_backend_tvmffi import plugin
         dirs = {{k: Path(v) for k, v in {json.dumps({k: str(v) for k, v in dirs.items()})}.items()}}
         def load(name):
             d = dirs[name]
             art = KernelArtifact.from_json((d / "artifact.json").read_text())
-            opts = BuildOptions.model_validate_json((d / "options.json").read_text())
+            opts = schema.validate_json(BuildOptions, (d / "options.json").read_text())
             return plugin.tilelang_backend_load(artifact=art, directory=d, options=opts)
         mm, sa, pad = load("matmul"), load("scale_add"), load("pad1")
         a, b = torch.randn(33, 16), torch.randn(16, 32)

@@ -10,6 +10,7 @@ import pytest
 from _tvmffi_helpers import run_python
 
 from tilelang_core import hookspecs
+from tilelang_core import schema
 from tilelang_core.capabilities import Availability, BackendSpec
 
 
@@ -40,7 +41,7 @@ def test_entry_point_module_imports_cheaply():
 def test_declaration_validates_and_orders_priorities():
     from tilelang_backend_tvmffi import plugin
 
-    spec = BackendSpec.model_validate(plugin.tilelang_backend_spec())
+    spec = schema.validate_python(BackendSpec, plugin.tilelang_backend_spec())
     assert spec.name == "tvm_ffi" and spec.distribution == "tilelang-backend-tvmffi"
     assert spec.targets["llvm"].priority == 100
     assert spec.targets["cuda"].priority == 100 and spec.targets["cuda"].cuda_streams
