@@ -165,6 +165,25 @@ def test_a_missing_or_unreadable_snapshot_falls_back_to_pydantic(monkeypatch, tm
     assert schema.codec_source(Availability) == "pydantic"
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: d["schemas"]["tilelang_core.capabilities:Availability"].update(fields=["available"]),
+        lambda d: d["schemas"]["tilelang_core.capabilities:Availability"].update(cls={"$py": "tilelang_core.capabilities:Gone"}),
+        lambda d: d["schemas"]["tilelang_core.capabilities:Availability"].update(type="no-such-schema-type"),
+    ],
+    ids=["field-list-differs-from-the-class", "class-is-gone", "layout-rejected-by-pydantic-core"],
+)
+def test_a_snapshot_that_does_not_fit_the_code_is_not_used(monkeypatch, damage):
+    snap = json.loads(json.dumps(schema._load_snapshot()))
+    damage(snap)
+    monkeypatch.setattr(schema, "_snapshot", snap)
+    monkeypatch.setattr(schema, "_codecs", {})
+    assert schema._from_snapshot(Availability) is None
+    assert schema.validate_python(Availability, {"available": True, "reason": ""}) == Availability.yes()
+    assert schema.codec_source(Availability) == "pydantic"
+
+
 def test_snapshot_refuses_what_cannot_be_stored():
     @dataclasses.dataclass
     class WithLambda:

@@ -86,6 +86,7 @@ def _load_snapshot() -> dict[str, Any]:
 
 
 def _from_snapshot(cls: type) -> _Codec | None:
+    """Validator and serialiser of ``cls`` from the snapshot, or None when it cannot be trusted."""
     import pydantic_core
 
     snap = _load_snapshot()
@@ -94,8 +95,28 @@ def _from_snapshot(cls: type) -> _Codec | None:
     encoded = snap.get("schemas", {}).get(type_name(cls))
     if encoded is None:
         return None
-    schema = _decode(encoded)
-    return _Codec(pydantic_core.SchemaValidator(schema), pydantic_core.SchemaSerializer(schema), "snapshot")
+    try:
+        schema = _decode(encoded)
+        if not _fields_match(schema):
+            return None  # a dataclass changed after the snapshot was written
+        return _Codec(pydantic_core.SchemaValidator(schema), pydantic_core.SchemaSerializer(schema), "snapshot")
+    except (ImportError, AttributeError, TypeError, ValueError, pydantic_core.SchemaError):
+        return None  # names a class that is gone, or a layout this pydantic-core rejects
+
+
+def _fields_match(schema: Any) -> bool:
+    """Whether every dataclass in ``schema`` still has exactly the fields the snapshot lists."""
+    import dataclasses
+
+    if isinstance(schema, dict):
+        if schema.get("type") == "dataclass":
+            cls = schema["cls"]
+            if not dataclasses.is_dataclass(cls) or schema.get("fields") != [f.name for f in dataclasses.fields(cls)]:
+                return False
+        return all(_fields_match(value) for value in schema.values())
+    if isinstance(schema, list):
+        return all(_fields_match(value) for value in schema)
+    return True
 
 
 def _from_pydantic(cls: type) -> _Codec:
