@@ -120,6 +120,7 @@ def paired(prefix: str, body: str, reference_body: str, env: dict[str, str], rep
         "difference_without_prefix": med("code", lambda x: x["wall"] - x["prefix"])
         - med("reference", lambda x: x["wall"] - x["prefix"]),
         "prefix_seconds": med("code", lambda x: x["prefix"]),
+        "reference_prefix_seconds": med("reference", lambda x: x["prefix"]),
         "body_seconds": med("code", lambda x: x["body"]),
         "cpu_difference": med("code", lambda x: x["cpu"]) - med("reference", lambda x: x["cpu"]),
         "stdout": runs["code"][-1]["stdout"].strip(),
@@ -254,7 +255,8 @@ def main(argv: Any = None) -> int:
                 )
                 print(
                     f"     {'':<30} whole processes {r['seconds']:.3f} s vs {r['reference_seconds']:.3f} s: "
-                    f"{r['difference']:+.3f} s (CPU {r['cpu_difference']:+.3f} s); shared prefix {r['prefix_seconds']:.3f} s; "
+                    f"{r['difference']:+.3f} s (CPU {r['cpu_difference']:+.3f} s); shared prefix {r['prefix_seconds']:.3f} s vs "
+                    f"{r['reference_prefix_seconds']:.3f} s; "
                     f"body alone {r['body_seconds']:.3f} s; load average now {os.getloadavg()[0]:.1f}"
                 )
                 extra = {k: r[k] for k in ("tvm_imported", "imported_heavy", "lowered") if k in r}
