@@ -63,7 +63,7 @@ PREFIX_MARK = "bench-prefix-seconds"
 
 
 def script(prefix: str, body: str) -> str:
-    """Python source that runs ``prefix`` then ``body`` and prints how long ``prefix`` took."""
+    """Python source that runs ``prefix`` then ``body`` and, last, prints how long each took."""
     return (
         f"import time as _bench_time\n_bench_t0 = _bench_time.perf_counter()\n{prefix}\n"
         f"_bench_t1 = _bench_time.perf_counter()\n{body}\n"
@@ -250,7 +250,7 @@ def main(argv: Any = None) -> int:
             mark = "ok  " if r["ok"] else "MISS"
             if "difference" in r:
                 print(
-                    f"{mark} {name:<30} +{r['difference_without_prefix']:.3f} s without the shared prefix's noise"
+                    f"{mark} {name:<30} {r['difference_without_prefix']:+.3f} s without the shared prefix's noise"
                     f"   target {r['target']}"
                 )
                 print(

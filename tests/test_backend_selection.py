@@ -8,6 +8,7 @@ import pytest
 
 from tilelang_core.backends import explain_selection, get_registry, select_backend
 from tilelang_core.errors import (
+    BackendBrokenError,
     BackendNotInstalledError,
     BackendTargetUnsupportedError,
     BackendUnavailableError,
@@ -52,6 +53,12 @@ def test_auto_skips_unavailable_and_reports_reason(site):
     assert select_backend("auto", "cuda").name == "slow"
     by_name = {c.name: c for c in explain_selection("cuda")}
     assert by_name["fast"].verdict == "unavailable" and by_name["fast"].reason == "no CUDA driver"
+
+
+def test_probe_answer_that_is_not_an_availability_marks_the_plugin_broken(site):
+    install(site, "vague", {"c": cap(9)}, probe={"available": "perhaps"})
+    with pytest.raises(BackendBrokenError, match=r"invalid Availability: field 'available'.*\(got 'perhaps'\)"):
+        select_backend("vague", "c")
 
 
 def test_declared_requirements_are_checked_before_probe(site):

@@ -120,8 +120,9 @@ class DeviceKernel:
 class KernelArtifact:
     """A lowered kernel, ready for an execution backend's build hook.
 
-    A standard dataclass: compare with ``==``, copy with :func:`dataclasses.replace`, serialise
-    with :meth:`to_json`. The TVM module objects (:attr:`tvm_modules`) are not part of it.
+    A standard dataclass: compare with ``==``, copy with :meth:`replace` (which, unlike
+    :func:`dataclasses.replace`, keeps the TVM modules), serialise with :meth:`to_json`. The TVM
+    module objects (:attr:`tvm_modules`) are not part of it.
     """
 
     __pydantic_config__ = _STRICT
