@@ -114,6 +114,10 @@ class DeviceKernel:
     """None for CPU entry functions."""
     return_type: Optional[str] = None
     """C return type of a CPU entry, e.g. 'int32'."""
+    block_launcher: Optional[str] = None
+    """CPU entries with parallel block loops: name of the exported variable (a
+    ``tl_block_launcher_fn``, initially null) a backend may set to run those loops on its own
+    threads (docs/backend-conventions.md); None when every block loop is serial."""
 
 
 @dataclass(kw_only=True)

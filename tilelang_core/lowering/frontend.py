@@ -7,13 +7,18 @@ Output: ordinary TIR that TVM's passes understand:
 * GPU: ``blockIdx``/``threadIdx`` launch attributes; each ``T.Parallel`` nest of ``E`` iterations
   becomes ``for it in range(ceildiv(E, threads)): flat = it * threads + tid; if flat < E: ...``
   (the loop and the guard disappear when they are not needed).
-* CPU: one loop over all blocks (``ForKind.PARALLEL`` unless parallel blocks are disabled, or
-  the kernel contains a ``T.atomic_add`` update: CPU atomics are plain read-modify-writes, so
-  such kernels run their blocks serially on every CPU path) that recomputes ``bx, by, bz``;
-  ``T.Parallel`` nests stay serial loop nests. With ``emit_pragmas`` (the C device-source path) a
-  pragma marker statement is placed before the block loop (``omp parallel for``) and before
-  innermost parallel loops whose body has no loop, call or atomic update (``omp simd``);
-  :mod:`tilelang_core.lowering.codegen` turns them into ``#pragma`` lines.
+* CPU: one loop over all blocks that recomputes ``bx, by, bz``; ``T.Parallel`` nests stay serial
+  loop nests. The block loop strategy (:meth:`Frontend._cpu_block_loop`): the loop is serial when
+  parallel blocks are disabled, when the kernel contains a ``T.atomic_add`` update (CPU atomics
+  are plain read-modify-writes, so such kernels run their blocks serially on every CPU path), or
+  when the kernel is small: fewer than two blocks, or an estimated work (:func:`block_work`: loop
+  body executions of all blocks together) known at lowering time to be under
+  :data:`PARALLEL_MIN_WORK`. Otherwise it is ``ForKind.PARALLEL``; the C device-source path
+  (``emit_pragmas``) also annotates it with :data:`BLOCK_LOOP_KEY` (its work expression), and
+  :mod:`tilelang_core.lowering.codegen` outlines it into a block-range function run through the
+  kernel's block launcher (serially when the work at call time is under the threshold). With
+  ``emit_pragmas`` a pragma marker is placed before innermost parallel loops whose body has no
+  loop, call or atomic update (``omp simd``); codegen turns it into a ``#pragma`` line.
 """
 
 from __future__ import annotations
@@ -38,6 +43,14 @@ from ..language.core import (
 
 #: Name of the extern call the C source path uses to mark where a ``#pragma`` goes.
 PRAGMA_MARKER = "TL_PRAGMA"
+
+#: Estimated work (loop body executions of all blocks together, see :func:`block_work`) below
+#: which a CPU kernel's blocks run serially: starting threads costs more than such a kernel
+#: gains from them (and, on a busy machine, far more). Documented in docs/pipeline.md.
+PARALLEL_MIN_WORK = 1 << 16
+
+#: Annotation of a parallel CPU block loop on the C source path: its work expression (int64).
+BLOCK_LOOP_KEY = "tl.parallel_block_loop"
 
 _TAGS_BLOCK = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 _TAGS_THREAD = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -279,7 +292,6 @@ class Frontend:
         # T.atomic_add is a plain read-modify-write on CPU: blocks updating the same element
         # must not run concurrently (same rule for the C source and the runtime-module paths).
         parallel = self.opt.parallel_blocks and not _contains_attr(new_body, ATOMIC_ADD_KEY)
-        kind = tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL
         if len(loops) == 1:
             loop = loops[0]
             block_var = loop.loop_var
@@ -298,10 +310,24 @@ class Frontend:
                 mapping.append((loop.loop_var, value))
                 stride = loop.extent if stride is None else stride * loop.extent
             new_body = _substitute(new_body, mapping)
-        result = tirx.For(block_var, _as_expr(0), extent, kind, new_body)
-        if self.opt.emit_pragmas and parallel:
-            return _seq([_pragma("omp parallel for", str(block_var)), result])
-        return result
+        return self._cpu_block_loop(block_var, extent, new_body, parallel)
+
+    def _cpu_block_loop(self, block_var: Any, extent: Any, body: Any, parallel: bool) -> Any:
+        """The loop over a CPU kernel's blocks: serial, or parallel (see the module docstring)."""
+        serial = tirx.For(block_var, _as_expr(0), extent, tirx.ForKind.SERIAL, body)
+        if not parallel:
+            return serial
+        work = block_work(extent, body, block_var)
+        static_work, static_blocks = _int(work), _int(extent)
+        if (static_blocks is not None and static_blocks < 2) or (static_work is not None and static_work < PARALLEL_MIN_WORK):
+            return serial
+        annotations = {BLOCK_LOOP_KEY: work} if self.opt.emit_pragmas else None
+        loop = tirx.For(block_var, _as_expr(0), extent, tirx.ForKind.PARALLEL, body, None, annotations)
+        if self.opt.emit_pragmas or static_work is not None:
+            return loop
+        # runtime modules: the work is known at call time only; the serial copy is made SSA again
+        # by the pass list (ConvertSSA)
+        return tirx.IfThenElse(work >= tirx.IntImm("int64", PARALLEL_MIN_WORK), loop, serial)
 
     # -- T.Parallel --------------------------------------------------------------------------
     def visit_parallel(self, loop: Any, ndim: int, ctx: _Ctx) -> Any:
@@ -386,6 +412,64 @@ class Frontend:
         count = (total_int + threads - 1) // threads if total_int is not None else tirx.ceildiv(total, threads)
         loop_body = _seq([tirx.Bind(flat, it * threads + tid), guarded])
         return tirx.For(it, _as_expr(0), _as_expr(count), tirx.ForKind.SERIAL, loop_body)
+
+
+def block_work(blocks: Any, body: Any, block_var: Any = None) -> Any:
+    """Estimated work of a CPU block loop, as an int64 expression over the kernel's symbols.
+
+    ``blocks`` times the number of statement executions in one block: every store or evaluated
+    call counts 1, a loop multiplies its body by its extent, both branches of an ``if`` count.
+    Extents that depend on variables of the block (its index, inner loop variables) count as 1.
+    Only the order of magnitude matters: the estimate decides between a serial and a parallel
+    block loop (:data:`PARALLEL_MIN_WORK`).
+    """
+    local: list = [block_var] if block_var is not None else []
+
+    def collect_loop(node):
+        local.append(node.loop_var)
+        return node
+
+    def collect_bind(node):
+        local.append(node.var)
+        return node
+
+    tvm_ffi.structural_map(body, [(tirx.For, collect_loop), ((tirx.Bind, tirx.LetStmt), collect_bind)])
+
+    def outer_only(expr) -> bool:
+        uses = []
+
+        def visit(v):
+            uses.append(v)
+            return v
+
+        tvm_ffi.structural_map(expr, [(tvm.ir.Var, visit)])
+        return not any(u.same_as(v) for u in uses for v in local)
+
+    def i64(expr):
+        return tirx.Cast("int64", expr) if str(expr.ty.dtype) != "int64" else expr
+
+    def cost(stmt) -> Any:
+        if isinstance(stmt, tirx.SeqStmt):
+            total = tirx.IntImm("int64", 0)
+            for s in stmt.seq:
+                total = total + cost(s)
+            return total
+        if isinstance(stmt, tirx.For):
+            inner = cost(stmt.body)
+            extent = stmt.extent
+            return i64(extent) * inner if outer_only(extent) else inner
+        if isinstance(stmt, tirx.IfThenElse):
+            other = cost(stmt.else_case) if stmt.else_case is not None else tirx.IntImm("int64", 0)
+            return cost(stmt.then_case) + other
+        for attr in ("body",):
+            child = getattr(stmt, attr, None)
+            if isinstance(child, tirx.Stmt):
+                return cost(child)
+        return tirx.IntImm("int64", 1)
+
+    blocks_expr = i64(_as_expr(blocks))
+    work = blocks_expr * cost(body)
+    return tvm.sym.Analyzer().simplify(work)
 
 
 def lower_tile_constructs(func: tirx.PrimFunc, options: FrontendOptions) -> tirx.PrimFunc:

@@ -64,6 +64,7 @@ def cpu_source_finalize_passes() -> tvm.transform.Pass:
 def cpu_runtime_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
     """CPU runtime module: same optimisations, then TVM's packed calling convention."""
     passes = [
+        tirx.transform.ConvertSSA(),  # the frontend may emit a block loop twice (serial/parallel)
         s_tir.transform.LowerOpaqueBlock(),
         tirx.transform.FlattenBuffer(),
         tirx.transform.BF16ComputeLegalize(),

@@ -75,8 +75,12 @@ cdef extern from "_dispatch_core.h":
 
     int tl_kernel_type_ready() except -1
     tl_kernel *tl_kernel_alloc(int n_params, int n_syms, int n_exprs, int code_len) except NULL
-    int tl_kernel_open_library(tl_kernel *k, const char *path, const char *entry, const char *errstr) except -1
+    int tl_kernel_open_library(tl_kernel *k, const char *path, const char *entry, const char *errstr,
+                               const char *launcher) except -1
     const tl_dl_exchange_api *tl_api_from_capsule(object capsule) except NULL
+    PyObject *tl_num_threads_fn
+    int tl_pool_threads()
+    long long tl_pool_stat_parallel, tl_pool_stat_unpaid, tl_pool_stat_serial
 
 tl_kernel_type_ready()
 
@@ -101,6 +105,17 @@ def dlpack_api_version():
     return (api.header.version.major, api.header.version.minor)
 
 
+def pool_threads():
+    """Worker threads the block launcher has started in this process (0 until a kernel needed them)."""
+    return tl_pool_threads()
+
+
+def pool_stats():
+    """Block launcher runs so far: ``{"parallel": n, "unpaid": n, "serial": n}`` (parallel runs, those of
+    them that gained less than 10% over their CPU time, runs done serially)."""
+    return {"parallel": tl_pool_stat_parallel, "unpaid": tl_pool_stat_unpaid, "serial": tl_pool_stat_serial}
+
+
 def make_kernel(dict plan, str library, dict meta):
     """Build a callable ``CythonKernel`` from a call plan and a compiled kernel library.
 
@@ -112,6 +127,9 @@ def make_kernel(dict plan, str library, dict meta):
     """
     import torch
 
+    global tl_num_threads_fn
+    if tl_num_threads_fn == NULL:
+        tl_num_threads_fn = _newref(torch.get_num_threads)
     if plan.get("format") != PLAN_FORMAT:
         raise ValueError(f"call plan format {plan.get('format')!r} is not supported (expects {PLAN_FORMAT})")
     params = plan["params"]
@@ -216,5 +234,6 @@ def make_kernel(dict plan, str library, dict meta):
     k.n_deferred = n_def
     k.arg_names = _newref(", ".join(names))
     tl_kernel_open_library(k, library.encode(), str(plan["entry"]).encode(),
-                           str(plan.get("error_string") or "").encode())
+                           str(plan.get("error_string") or "").encode(),
+                           str(plan.get("block_launcher") or "").encode())
     return kernel

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "_tl_dlpack.h"
+#include "_pool.h"
 
 #define TL_MAX_NDIM 16
 #define TL_MAX_PARAMS 256
@@ -104,6 +105,7 @@ typedef struct {
   PyObject **expr_text;
   tl_deferred *deferred;
   long long gil_release_elems; /* release the GIL when the inputs hold at least this many */
+  int parallel;                /* the library's block launcher is ours: it releases the GIL itself */
   void *lib;
   tl_entry_fn entry;
   tl_errstr_fn errstr;
@@ -237,6 +239,52 @@ static int tl_eval(tl_kernel *k, int e, const long long *syms, long long *out) {
         break;
     }
   }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the block launcher (see _pool.h)                                                           */
+
+static PyObject *tl_num_threads_fn = NULL; /* torch.get_num_threads, set by _dispatch.pyx */
+static int tl_last_team = 1;
+
+/* the program's thread setting: torch.get_num_threads() (which follows torch.set_num_threads and
+ * OMP_NUM_THREADS); needs the GIL */
+static int tl_team_size(void) {
+  PyObject *r;
+  long n;
+  if (!tl_num_threads_fn) return 1;
+  r = PyObject_CallNoArgs(tl_num_threads_fn);
+  if (!r) {
+    PyErr_Clear();
+    return 1;
+  }
+  n = PyLong_AsLong(r);
+  Py_DECREF(r);
+  if (n < 1) {
+    PyErr_Clear();
+    n = 1;
+  }
+  if (n > TL_POOL_MAX_THREADS) n = TL_POOL_MAX_THREADS;
+  tl_last_team = (int)n;
+  return (int)n;
+}
+
+/* called by a kernel (tl_run_blocks) for a block loop whose work reached TL_PARALLEL_MIN_WORK;
+ * the dispatcher calls such kernels with the GIL held, and the GIL is released while blocks run */
+static int32_t tl_block_launcher(int64_t blocks, int64_t work, tl_blocks_fn fn, void *args) {
+  PyThreadState *ts = NULL;
+  int team;
+  int32_t rc;
+  (void)work;
+  if (PyGILState_Check()) {
+    team = tl_team_size();
+    ts = PyEval_SaveThread();
+  } else {
+    team = tl_last_team;
+  }
+  rc = tl_pool_run(team, blocks, fn, args);
+  if (ts) PyEval_RestoreThread(ts);
+  return rc;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -689,7 +737,7 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
     outs[n_outs_done++] = obj;
   }
 
-  if (k->gil_release_elems >= 0 && elems >= k->gil_release_elems) {
+  if (!k->parallel && k->gil_release_elems >= 0 && elems >= k->gil_release_elems) {
     Py_BEGIN_ALLOW_THREADS
     rc = k->entry(values, syms, stream, dev_id);
     Py_END_ALLOW_THREADS
@@ -846,7 +894,8 @@ static tl_kernel *tl_kernel_alloc(int n_params, int n_syms, int n_exprs, int cod
   return k;
 }
 
-static int tl_kernel_open_library(tl_kernel *k, const char *path, const char *entry, const char *errstr) {
+static int tl_kernel_open_library(tl_kernel *k, const char *path, const char *entry, const char *errstr,
+                                  const char *launcher) {
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     PyErr_Format(PyExc_OSError, "cannot load kernel library %s: %s", path, dlerror());
@@ -858,6 +907,17 @@ static int tl_kernel_open_library(tl_kernel *k, const char *path, const char *en
     return -1;
   }
   k->errstr = errstr && errstr[0] ? (tl_errstr_fn)dlsym(lib, errstr) : NULL;
+  if (launcher && launcher[0]) {
+    /* the kernel's parallel block loops run on the dispatcher's pool (the variable is shared by
+       every kernel object loading this library, all of them cython kernels) */
+    tl_block_launcher_fn *slot = (tl_block_launcher_fn *)dlsym(lib, launcher);
+    if (!slot) {
+      PyErr_Format(PyExc_OSError, "kernel library %s has no block launcher variable %s", path, launcher);
+      return -1;
+    }
+    *slot = tl_block_launcher;
+    k->parallel = 1;
+  }
   k->lib = lib;
   return 0;
 }

@@ -12,9 +12,6 @@ from tilelang_core.errors import ArtifactError, BuildError
 
 from .plan import PLAN_FORMAT, make_plan
 
-#: Pass config that turns off running T.Kernel blocks in parallel (OpenMP) on CPU.
-DISABLE_PARALLEL_BLOCKS = "tl.disable_parallel_blocks"
-
 LIBRARY_FILE = "kernel.so"
 PLAN_FILE = "cython_plan.json"
 
@@ -30,12 +27,6 @@ def _dispatch():
     return _dispatch
 
 
-def _flag(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
-
-
 def build(artifact: KernelArtifact, options: BuildOptions) -> Any:
     """Compile ``artifact`` and return the callable kernel (see ``tilelang_backend_build``)."""
     from . import codegen, compiler
@@ -45,10 +36,8 @@ def build(artifact: KernelArtifact, options: BuildOptions) -> Any:
         raise BuildError(f"the cython backend builds targets 'c' and 'cuda', got '{kind}'")
     plan = make_plan(artifact, options)
     if kind == "c":
-        passes = {**artifact.pass_configs, **options.pass_configs}
-        openmp = not _flag(passes.get(DISABLE_PARALLEL_BLOCKS, False))
         lib, src = compiler.compile_c(artifact.name, codegen.c_source(artifact, plan),
-                                      compile_flags=options.compile_flags, openmp=openmp, verbose=options.verbose)
+                                      compile_flags=options.compile_flags, verbose=options.verbose)
     else:
         lib, src = compiler.compile_cuda(artifact.name, codegen.cuda_source(artifact, plan), target=artifact.target,
                                          compile_flags=options.compile_flags, verbose=options.verbose)

@@ -20,11 +20,14 @@ from typing import Optional, Sequence
 
 from tilelang_core.errors import BuildError
 
-#: Base flags of CPU kernels (``-fopenmp`` is added when OpenMP works and is not disabled).
+#: Base flags of CPU kernels. No OpenMP runtime is linked: parallel block loops run on the
+#: dispatcher's own threads (the kernel's block launcher, see _pool.h); ``SIMD_FLAGS`` are added
+#: when the compiler takes them, so the ``#pragma omp simd`` loops of the source count.
 C_FLAGS = ["-O3", "-march=native", "-fPIC", "-shared"]
+SIMD_FLAGS = ["-fopenmp-simd", "-DTL_OPENMP_SIMD"]
 
 _lock = threading.Lock()
-_openmp_ok: dict[str, bool] = {}
+_simd_ok: dict[str, bool] = {}
 _built: dict[str, Path] = {}
 
 
@@ -70,19 +73,17 @@ def _run(cmd: Sequence[str], *, what: str, source: Path, cwd: Path) -> None:
         raise err
 
 
-def openmp_works(cc: Sequence[str]) -> bool:
-    """Whether ``cc -fopenmp`` builds a shared library here (checked once per compiler and process)."""
+def simd_flags_work(cc: Sequence[str]) -> bool:
+    """Whether ``cc -fopenmp-simd`` builds a shared library here (checked once per compiler and process)."""
     key = shlex.join(cc)
     with _lock:
-        if key in _openmp_ok:
-            return _openmp_ok[key]
-    d = Path(tempfile.mkdtemp(prefix="tilelang-cython-omp-"))
+        if key in _simd_ok:
+            return _simd_ok[key]
+    d = Path(tempfile.mkdtemp(prefix="tilelang-cython-simd-"))
     try:
-        src = d / "omp.c"
-        src.write_text(
-            "void f(float *a, int n) {\n#pragma omp parallel for\n for (int i = 0; i < n; ++i) a[i] += 1.0f;\n}\n"
-        )
-        proc = subprocess.run([*cc, "-fPIC", "-shared", "-fopenmp", "-o", str(d / "omp.so"), str(src)],
+        src = d / "simd.c"
+        src.write_text("void f(float *a, int n) {\n#pragma omp simd\n for (int i = 0; i < n; ++i) a[i] += 1.0f;\n}\n")
+        proc = subprocess.run([*cc, "-fPIC", "-shared", "-Werror", *SIMD_FLAGS, "-o", str(d / "simd.so"), str(src)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         ok = proc.returncode == 0
     except OSError:
@@ -90,7 +91,7 @@ def openmp_works(cc: Sequence[str]) -> bool:
     finally:
         shutil.rmtree(d, ignore_errors=True)
     with _lock:
-        _openmp_ok[key] = ok
+        _simd_ok[key] = ok
     return ok
 
 
@@ -100,17 +101,15 @@ def _cached(key: str) -> Optional[Path]:
     return lib if lib is not None and lib.exists() else None
 
 
-def compile_c(name: str, source: str, *, compile_flags: Sequence[str] = (), openmp: bool = True,
-              verbose: bool = False) -> tuple[Path, Path]:
+def compile_c(name: str, source: str, *, compile_flags: Sequence[str] = (), verbose: bool = False) -> tuple[Path, Path]:
     """Compile C ``source`` into a shared library; returns ``(library, kept_source)``.
 
-    :param openmp: add ``-fopenmp`` (when the compiler supports it).
     :raises BuildError: with the command line, the compiler's output and the kept source path.
     """
     cc = c_compiler()
     flags = list(C_FLAGS)
-    if openmp and openmp_works(cc):
-        flags.append("-fopenmp")
+    if simd_flags_work(cc):
+        flags += SIMD_FLAGS
     flags += list(compile_flags)
     return _compile_shared_library(cc, flags, source, name=name, suffix=".c", target="c", verbose=verbose)
 

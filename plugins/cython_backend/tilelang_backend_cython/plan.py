@@ -8,6 +8,7 @@ kernel needs neither TVM nor a compiler). Layout, format 1::
       "format": 1, "name": "add", "device": "cpu" | "cuda",
       "entry": "__tl_cy_call", "error_string": null | "__tl_cy_error_string",
       "gil_release_elems": 65536 | null,
+      "block_launcher": null | "main_kernel_block_launcher",  # set to the dispatcher's pool
       "symbols": ["n", ...],                       # slot order of the symbol values
       "exprs": [{"text": "n + 1", "code": [...]}],  # bytecode for _dispatch_core.h
       "outputs": [2],                              # params allocated by the kernel (out_idx)
@@ -195,11 +196,21 @@ def make_plan(artifact: KernelArtifact, options: BuildOptions, *, device: Option
         "entry": ENTRY_SYMBOL,
         "error_string": ERROR_STRING_SYMBOL if device == "cuda" else None,
         "gil_release_elems": GIL_RELEASE_ELEMS if device == "cpu" else None,
+        "block_launcher": _block_launcher(artifact) if device == "cpu" else None,
         "symbols": symbols,
         "exprs": exprs,
         "outputs": out_idx,
         "params": out_params,
     }
+
+
+def _block_launcher(artifact: KernelArtifact) -> Optional[str]:
+    """The variable through which the CPU entry runs its parallel block loops (None: serial)."""
+    kernels = artifact.device_kernels
+    name = kernels[0].block_launcher if len(kernels) == 1 else None
+    if name is not None and not name.isidentifier():
+        raise BuildError(f"kernel '{artifact.name}': block_launcher {name!r} is not a C identifier")
+    return name
 
 
 def _names(expr: str) -> set[str]:
@@ -224,6 +235,9 @@ def check_plan(plan: Any) -> None:
                      ("outputs", list), ("params", list)):
         if not isinstance(plan.get(key), typ):
             fail(f"'{key}' must be a {typ.__name__}")
+    launcher = plan.get("block_launcher")
+    if launcher is not None and not (isinstance(launcher, str) and launcher.isidentifier()):
+        fail("'block_launcher' must be null or a C identifier")
     n_syms, n_exprs = len(plan["symbols"]), len(plan["exprs"])
     for i, e in enumerate(plan["exprs"]):
         code = e.get("code") if isinstance(e, dict) else None
