@@ -125,7 +125,7 @@ def test_sparse_tensor(vadd):
            "call .to_dense()", vadd, T(16).to_sparse(), T(16), T(16))
 
 
-def test_device_mismatch_with_mock_cuda_plan(vadd):
+def test_device_mismatch_with_mock_cuda_plan(vadd, tmp_path):
     """Mock: a CUDA call plan on top of a CPU library (the entry is never reached), to check the
     device test without a GPU."""
     from tilelang_backend_cython.backend import kernel_from_plan
@@ -134,7 +134,9 @@ def test_device_mismatch_with_mock_cuda_plan(vadd):
     art = K.vadd_static()
     art = art.replace(target="cuda", target_kind="cuda")
     plan = make_plan(art, BuildOptions())
-    k = kernel_from_plan(plan, vadd.meta["library"])
+    lib = tmp_path / "vadd.so"
+    lib.write_bytes(vadd.meta["library_data"])  # the build's own file is gone once loaded
+    k = kernel_from_plan(plan, lib)
     raises(ValueError, "vadd() argument 'A' (#0): expected a tensor on cuda, got cpu", k, T(16), T(16), T(16))
 
 
