@@ -45,6 +45,10 @@ class TensorParam:
     """Required strides in elements; None means compact row-major."""
     device: str
     """'cpu', 'cuda', 'metal', ... (DLPack device family)."""
+    written: bool = True
+    """Whether the kernel may store into this tensor (found in the TIR by the pipeline; True when
+    unknown). Backends refuse a call in which a written tensor overlaps another tensor argument
+    (docs/backend-conventions.md)."""
 
 
 @dataclass(kw_only=True)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Optional
 
-from ..artifact import KernelArtifact
+from dataclasses import replace
+
+from ..artifact import KernelArtifact, TensorParam
 from ..errors import KernelDefinitionError, LoweringError, PassConfigError, TargetError
 from .configs import PASS_CONFIGS, config_flag
 from .target import CPU_KINDS, GPU_KINDS, auto_target_kind, device_of, parse_target_string, resolve_target
@@ -113,7 +115,7 @@ def lower(
     name = str(attrs.get("global_symbol", "")) or str(getattr(func, "__name__", "main"))
     from . import codegen
     from .frontend import FrontendOptions, lower_tile_constructs
-    from .signature import describe_params, relax_param_alignment
+    from .signature import describe_params, relax_param_alignment, written_params
 
     func = relax_param_alignment(func)  # no 64-byte assumption: offset views (x[1:]) are fine
     params, symbols, symbol_vars = describe_params(func, device_of(kind), location)
@@ -124,6 +126,8 @@ def lower(
         tvm_configs.setdefault("tirx.disable_vectorize", True)
 
     result: dict[str, Any] = {"device_kernels": [], "device_source": None, "host_source": None}
+    written: list = []  # tensor params the kernel writes, read from the frontend step's output
+
     tvm_modules = None
     gpu = kind in GPU_KINDS
     try:
@@ -140,6 +144,7 @@ def lower(
                             func_location=location,
                         ),
                     )
+                    written.append(written_params(front))
                     source, kernel = codegen.c_entry_source(
                         front, tvm.target.Target("c"), configs, f"{name}_kernel", symbol_vars, list(func.params)
                     )
@@ -154,6 +159,7 @@ def lower(
                             func_location=location,
                         ),
                     )
+                    written.append(written_params(front))
                     if "runtime_module" in wanted:
                         tvm_modules = codegen.cpu_runtime_module(front, tgt, configs)
                     if "host_source" in wanted:
@@ -170,6 +176,7 @@ def lower(
                 )
                 from . import passes as P
 
+                written.append(written_params(front))
                 mod = tvm.IRModule({name: front})
                 mod = tirx.transform.BindTarget(tgt)(mod)
                 mod = P.gpu_passes(configs)(mod)
@@ -196,6 +203,8 @@ def lower(
         text = str(exc).strip()
         raise LoweringError(f"{location}: lowering kernel '{name}' for {kind} failed: {text}") from exc
 
+    if written:
+        params = [replace(p, written=i in written[0]) if isinstance(p, TensorParam) else p for i, p in enumerate(params)]
     artifact = KernelArtifact(
         name=name,
         target=target_string(tgt),

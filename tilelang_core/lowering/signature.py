@@ -200,3 +200,30 @@ def _find_binding(func: tirx.PrimFunc, sym: Any, scalar_vars: dict) -> Optional[
             if type(extent).__name__ == "Var" and extent.same_as(sym):
                 return SymbolBinding(name=str(sym), param_index=index, dim=dim)
     return None
+
+
+def written_params(func: tirx.PrimFunc) -> set[int]:
+    """Indices of the tensor parameters ``func`` may write: targets of buffer stores, buffers whose
+    element address is taken (``T.address_of(A[i])``, as atomics do) or whose data pointer is
+    passed to a call. Run on the frontend step's output (tile operators are loops by then)."""
+    targets: list = []
+
+    def on_store(node):
+        targets.append(node.buffer)
+        return node
+
+    def on_call(node):
+        name = getattr(node.op, "name", "")
+        for arg in node.args:
+            if name == "tirx.address_of" and isinstance(arg, tirx.BufferLoad):
+                targets.append(arg.buffer)
+            elif isinstance(arg, tvm.ir.Var) and is_tensor_param(arg):
+                targets.append(arg)
+            elif isinstance(arg, tvm.ir.Call) and getattr(arg.op, "name", "") == "tirx.buffer_data":
+                targets.extend(a for a in arg.args if isinstance(a, tvm.ir.Var))
+        return node
+
+    import tvm_ffi
+
+    tvm_ffi.structural_map(func.body, [(tirx.BufferStore, on_store), (tvm.ir.Call, on_call)])
+    return {i for i, var in enumerate(func.params) if is_tensor_param(var) and any(var.same_as(t) for t in targets)}

@@ -47,6 +47,7 @@ cdef extern from "_dispatch_core.h":
         int scalar_bits
         int scalar_signed
         int symbol
+        int is_written
 
     ctypedef struct tl_deferred:
         int param
@@ -65,6 +66,8 @@ cdef extern from "_dispatch_core.h":
         tl_param *params
         int *input_params
         int *output_params
+        int *written_inputs
+        int n_written_inputs
         PyObject **sym_names
         PyObject *arg_names
         long long *expr_code
@@ -176,6 +179,7 @@ def make_kernel(dict plan, str library, dict meta):
         p.symbol = -1
         if prm["kind"] == "tensor":
             p.is_tensor = 1
+            p.is_written = 1 if prm.get("written", True) else 0
             p.code, p.bits, p.lanes = prm["dl"]
             dims = prm["dims"]
             if len(dims) > TL_MAX_NDIM:
@@ -227,6 +231,9 @@ def make_kernel(dict plan, str library, dict meta):
         else:
             p.caller_index = n_in
             k.input_params[n_in] = i
+            if p.is_tensor and p.is_written:
+                k.written_inputs[k.n_written_inputs] = n_in
+                k.n_written_inputs += 1
             n_in += 1
             names.append(str(prm["name"]))
     k.n_inputs = n_in

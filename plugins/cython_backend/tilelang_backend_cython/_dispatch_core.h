@@ -75,6 +75,7 @@ typedef struct {
   int scalar_bits;
   int scalar_signed;
   int symbol; /* symbol index a scalar parameter binds, -1 if none */
+  int is_written; /* the kernel may store into this tensor (artifact TensorParam.written) */
 } tl_param;
 
 /* an expression-valued dimension/stride checked after every symbol is bound */
@@ -98,6 +99,8 @@ typedef struct {
   tl_param *params;
   int *input_params;  /* caller index -> param index */
   int *output_params; /* output k -> param index */
+  int *written_inputs; /* caller indices of the written tensor inputs */
+  int n_written_inputs;
   PyObject **sym_names;
   PyObject *arg_names; /* "a, b" for the wrong-count message */
   long long *expr_code;
@@ -342,7 +345,7 @@ static int tl_check_lazy_views(tl_kernel *k, const tl_param *p, PyObject *obj) {
 
 TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, const tl_dl_tensor *t, long long *syms,
                            int *src, int *dev_id, long long *deferred_vals, char *deferred_one,
-                           long long *elems) {
+                           long long *elems, long long *span) {
   int d;
   char got[96], want[64];
   long long n = 1;
@@ -425,7 +428,39 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
       compact *= t->shape[d];
     }
   }
+  /* bytes from the data pointer to the end of the last element (for the overlap check) */
+  if (n == 0) {
+    *span = 0;
+  } else if (TL_LIKELY(p->strides_mode == TL_STRIDES_COMPACT) || t->strides == NULL) {
+    *span = n * ((p->bits * (long long)p->lanes + 7) / 8);
+  } else {
+    long long last = 0;
+    for (d = 0; d < p->ndim; d++) last += (t->shape[d] - 1) * (t->strides[d] < 0 ? -t->strides[d] : t->strides[d]);
+    *span = (last + 1) * ((p->bits * (long long)p->lanes + 7) / 8);
+  }
   return 0;
+}
+
+/* "arguments 'A' (#0) and 'C' (#2) overlap in memory, ...": the first overlapping pair in caller
+ * order where the kernel writes one of the two (only reached once an overlap was found) */
+static PyObject *tl_overlap_error(tl_kernel *k, const uintptr_t *lo, const long long *span, int nargs) {
+  int i, j;
+  for (i = 0; i < nargs; i++) {
+    const tl_param *a = &k->params[k->input_params[i]];
+    for (j = i + 1; j < nargs; j++) {
+      const tl_param *b = &k->params[k->input_params[j]];
+      if (!(a->is_written || b->is_written) || !span[i] || !span[j]) continue;
+      if (lo[i] < lo[j] + (uintptr_t)span[j] && lo[j] < lo[i] + (uintptr_t)span[i]) {
+        PyErr_Format(PyExc_ValueError,
+                     "%U() arguments '%U' (#%d) and '%U' (#%d) overlap in memory, and the kernel writes '%U'; "
+                     "pass tensors that do not share memory (for example a .clone())",
+                     k->name, a->name, i, b->name, j, a->is_written ? a->name : b->name);
+        return NULL;
+      }
+    }
+  }
+  PyErr_Format(PyExc_SystemError, "%U(): overlap check is inconsistent", k->name);
+  return NULL;
 }
 
 /* "expected strides (..), got strides (..)" for an explicit-strides parameter */
@@ -624,6 +659,8 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
   int n_outs_done = 0;
   int dev_id = -1;
   long long elems = 0;
+  uintptr_t lo[TL_MAX_PARAMS];    /* per caller argument: tensor data start, */
+  long long span[TL_MAX_PARAMS]; /* and its bytes (0 for scalars and empty tensors) */
   void *stream = NULL;
   int i, rc;
 
@@ -652,13 +689,17 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
         return tl_arg_error(k, PyExc_TypeError, p, "expected a torch.Tensor, got %s", tl_short_type_name(obj));
       if (k->api->dltensor_from_py_object_no_sync) {
         if (k->api->dltensor_from_py_object_no_sync(obj, &t) != 0) goto dlpack_failed;
-        if (tl_check_tensor(k, p, obj, &t, syms, src, &dev_id, deferred_vals, deferred_one, &elems) != 0) return NULL;
+        if (tl_check_tensor(k, p, obj, &t, syms, src, &dev_id, deferred_vals, deferred_one, &elems, &span[i]) != 0)
+          return NULL;
         values[k->input_params[i]].p = (char *)t.data + t.byte_offset;
+        lo[i] = (uintptr_t)values[k->input_params[i]].p;
       } else {
         tl_dl_managed_versioned *m = NULL;
         if (k->api->managed_tensor_from_py_object_no_sync(obj, &m) != 0) goto dlpack_failed;
-        rc = tl_check_tensor(k, p, obj, &m->dl_tensor, syms, src, &dev_id, deferred_vals, deferred_one, &elems);
+        rc = tl_check_tensor(k, p, obj, &m->dl_tensor, syms, src, &dev_id, deferred_vals, deferred_one, &elems,
+                             &span[i]);
         values[k->input_params[i]].p = (char *)m->dl_tensor.data + m->dl_tensor.byte_offset;
+        lo[i] = (uintptr_t)values[k->input_params[i]].p;
         if (m->deleter) m->deleter(m);
         if (rc != 0) return NULL;
       }
@@ -666,7 +707,19 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
     dlpack_failed:
       return tl_dlpack_error(k, p, obj);
     } else {
+      span[i] = 0;
       if (tl_read_scalar(k, p, obj, &values[k->input_params[i]], syms, src) != 0) return NULL;
+    }
+  }
+
+  /* a tensor the kernel writes must not share memory with another argument (the generated C
+     also declares its pointers restrict): written inputs against every other argument */
+  for (i = 0; i < k->n_written_inputs; i++) {
+    int w = k->written_inputs[i], j;
+    if (!span[w]) continue;
+    for (j = 0; j < nargs; j++) {
+      if (j != w && span[j] && lo[w] < lo[j] + (uintptr_t)span[j] && lo[j] < lo[w] + (uintptr_t)span[w])
+        return tl_overlap_error(k, lo, span, (int)nargs);
     }
   }
 
@@ -788,6 +841,7 @@ static void tl_kernel_dealloc(PyObject *self) {
   }
   PyMem_Free(k->input_params);
   PyMem_Free(k->output_params);
+  PyMem_Free(k->written_inputs);
   PyMem_Free(k->expr_code);
   PyMem_Free(k->expr_start);
   PyMem_Free(k->deferred);
@@ -879,12 +933,13 @@ static tl_kernel *tl_kernel_alloc(int n_params, int n_syms, int n_exprs, int cod
   k->params = (tl_param *)PyMem_Calloc((size_t)(n_params ? n_params : 1), sizeof(tl_param));
   k->input_params = (int *)PyMem_Calloc((size_t)(n_params ? n_params : 1), sizeof(int));
   k->output_params = (int *)PyMem_Calloc((size_t)(n_params ? n_params : 1), sizeof(int));
+  k->written_inputs = (int *)PyMem_Calloc((size_t)(n_params ? n_params : 1), sizeof(int));
   k->deferred = (tl_deferred *)PyMem_Calloc((size_t)(n_params * TL_MAX_NDIM * 2 + 1), sizeof(tl_deferred));
   k->sym_names = (PyObject **)PyMem_Calloc((size_t)(n_syms ? n_syms : 1), sizeof(PyObject *));
   k->expr_text = (PyObject **)PyMem_Calloc((size_t)(n_exprs ? n_exprs : 1), sizeof(PyObject *));
   k->expr_start = (int *)PyMem_Calloc((size_t)(n_exprs ? n_exprs : 1), sizeof(int));
   k->expr_code = (long long *)PyMem_Calloc((size_t)(code_len ? code_len : 1), sizeof(long long));
-  if (!k->params || !k->input_params || !k->output_params || !k->deferred || !k->sym_names || !k->expr_text ||
+  if (!k->params || !k->input_params || !k->output_params || !k->written_inputs || !k->deferred || !k->sym_names || !k->expr_text ||
       !k->expr_start || !k->expr_code) {
     Py_DECREF(k);
     PyErr_NoMemory();

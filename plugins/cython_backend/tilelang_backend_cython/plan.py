@@ -14,6 +14,7 @@ kernel needs neither TVM nor a compiler). Layout, format 1::
       "outputs": [2],                              # params allocated by the kernel (out_idx)
       "params": [
         {"name": "A", "kind": "tensor", "dtype": "float32", "dl": [2, 32, 1], "output": false,
+         "written": false,                         # checked for overlap with other arguments
          "dims": [["static", 16] | ["sym", slot] | ["expr", index]],
          "strides": null | [["static", 1] | ["expr", index]]},
         {"name": "k", "kind": "scalar", "dtype": "int32", "scalar_kind": "int", "bits": 32,
@@ -163,7 +164,7 @@ def make_plan(artifact: KernelArtifact, options: BuildOptions, *, device: Option
             if p.strides is not None:
                 strides = [["static", int(s)] if isinstance(s, int) else ["expr", expr(s)] for s in p.strides]
             out_params.append({"name": p.name, "kind": "tensor", "dtype": p.dtype, "dl": list(dl),
-                               "output": is_out, "dims": dims, "strides": strides})
+                               "output": is_out, "written": bool(p.written), "dims": dims, "strides": strides})
         else:
             info = _scalar_info(p)
             sym = scalar_symbol.get(i, -1)
@@ -286,6 +287,8 @@ def check_plan(plan: Any) -> None:
             if not (isinstance(dl, list) and len(dl) == 3 and all(isinstance(x, int) for x in dl)
                     and 0 <= dl[0] < 256 and 0 < dl[1] < 256 and 0 < dl[2] < 65536):
                 fail(f"parameter '{p['name']}' has a bad dtype {dl!r}")
+            if not isinstance(p.get("written", True), bool):
+                fail(f"parameter '{p['name']}' has a non-bool 'written'")
             dims = p.get("dims")
             if not isinstance(dims, list) or len(dims) > 16:
                 fail(f"parameter '{p['name']}' has bad dims")

@@ -283,6 +283,8 @@ class _CallPlan:
         self.torch_device_type = _TORCH_DEVICE_TYPE.get(self.device_family, self.device_family)
         self.is_cpu = self.torch_device_type == "cpu"
         self.symbol_source = self._symbol_sources()
+        # Caller positions of the tensor inputs the kernel writes (checked for overlaps).
+        self.written_inputs = [j for j, (_, p) in enumerate(self.inputs) if isinstance(p, TensorParam) and p.written]
         # Symbols named by scalar parameters (bound from the scalar's value).
         self.scalar_symbols = {
             s.param_index: s.name for s in a.symbols
@@ -383,6 +385,20 @@ class _CallPlan:
                 body.append(f"o{m} = _empty_strided({shape}, {strides}, dtype=_dt{m}, device={dev})")
             else:
                 body.append(f"o{m} = _empty({shape}, dtype=_dt{m}, device={dev})")
+        if self.written_inputs:
+            # a written tensor sharing memory with another argument: the general path raises
+            tensor_pos = [j for j, (_, p) in enumerate(self.inputs) if isinstance(p, TensorParam)]
+            for j in tensor_pos:
+                body.insert(0, f"_p{j} = a{j}.data_ptr(); _n{j} = a{j}.nbytes")
+            pairs = []
+            for w in self.written_inputs:
+                for j in tensor_pos:
+                    if j != w and not (j in self.written_inputs and j < w):  # each pair once
+                        pairs.append(f"(_p{w} < _p{j} + _n{j} and _p{j} < _p{w} + _n{w} and _n{w} and _n{j})")
+            if pairs:
+                overlap_at = len(tensor_pos)
+                body.insert(overlap_at, f"if {' or '.join(pairs)}:")
+                body.insert(overlap_at + 1, "    return _slow(_GIVEN, stream)")
         body.append(f"_f({', '.join(call_args)})")
         if not out_names:
             ret = "None"
@@ -413,7 +429,7 @@ class _CallPlan:
         if aligned_check:
             lines.append(f"            if {aligned_check}:")
             lines.append(f"                return _slow({given}, stream)  # misaligned: staged copies")
-        lines.extend("            " + b for b in body)
+        lines.extend("            " + b.replace("_GIVEN", given) for b in body)
         lines.append("        except Exception as exc:")
         lines.append(f"            _reraise({given}, exc)")
         lines.append(f"        return {ret}")
@@ -506,6 +522,9 @@ class _CallPlan:
                     ), symbols
             else:
                 deferred.append((j, pre, -1, p.strides, tuple(x.stride())))
+        err = self._overlap(args)
+        if err is not None:
+            return err, symbols
         for j, pre, d, expr, got in deferred:
             if d == -1:  # explicit strides; size-1 dimensions may have any stride
                 if not set().union(*(symbolic.free_symbols(s) for s in expr)) <= set(symbols):
@@ -521,6 +540,29 @@ class _CallPlan:
             if want != got:
                 return ValueError(f"{pre}: expected shape[{d}] == {expr} = {want}, got {got}"), symbols
         return None, symbols
+
+    def _overlap(self, args: Sequence[Any]) -> Optional[Exception]:
+        """The contract's error when a tensor the kernel writes shares memory with another argument:
+        the first such pair in argument order (same rule as the cython dispatcher)."""
+        if not self.written_inputs:
+            return None
+        ranges: dict[int, tuple[int, int]] = {}
+        for j, (_, p) in enumerate(self.inputs):
+            if isinstance(p, TensorParam):
+                ranges[j] = _byte_range(args[j])
+        for i in ranges:
+            for j in ranges:
+                if j <= i or not (self.inputs[i][1].written or self.inputs[j][1].written):
+                    continue
+                (lo_i, n_i), (lo_j, n_j) = ranges[i], ranges[j]
+                if n_i and n_j and lo_i < lo_j + n_j and lo_j < lo_i + n_i:
+                    a, b = self.inputs[i][1], self.inputs[j][1]
+                    return ValueError(
+                        f"{self.name}() arguments '{a.name}' (#{i}) and '{b.name}' (#{j}) overlap in memory, and the "
+                        f"kernel writes '{a.name if a.written else b.name}'; pass tensors that do not share memory "
+                        "(for example a .clone())"
+                    )
+        return None
 
     def reraise(self, args: Sequence[Any], exc: BaseException) -> None:
         """Raise the contract error for a call TVM refused, or re-raise TVM's error as is."""
@@ -611,6 +653,14 @@ class _CallPlan:
 
         s = stream if isinstance(stream, torch.cuda.Stream) else torch.cuda.ExternalStream(handle, device=device)
         return tvm_ffi.use_torch_stream(torch.cuda.stream(s))
+
+
+def _byte_range(x: Any) -> tuple[int, int]:
+    """(first byte, bytes up to the end of the last element) of a tensor's data."""
+    if x.numel() == 0:
+        return x.data_ptr(), 0
+    last = sum((n - 1) * abs(st) for n, st in zip(x.shape, x.stride()))
+    return x.data_ptr(), (last + 1) * x.element_size()
 
 
 def _scalar_fast_condition(var: str, dtype: str) -> str:
