@@ -114,7 +114,8 @@ def output_shape_expression():
 def test_c_vector_add_dynamic_artifact():
     art = lower(vector_add(T.dynamic("n")), target="c")
     assert art.name == "main" and art.target == "c" and art.target_kind == "c" and art.host_target is None
-    assert art.params == [TensorParam(name=x, dtype="float32", shape=["n"], device="cpu") for x in "ABC"]
+    assert art.params == [TensorParam(name=x, dtype="float32", shape=["n"], device="cpu", written=x == "C",
+                                      index_limit=2**31 - 2**20) for x in "ABC"]
     assert [(s.name, s.param_index, s.dim) for s in art.symbols] == [("n", 0, 0)]
     (kernel,) = art.device_kernels
     assert kernel.name == "main_kernel" and kernel.launch is None and kernel.return_type == "int32"

@@ -49,6 +49,11 @@ class TensorParam:
     """Whether the kernel may store into this tensor (found in the TIR by the pipeline; True when
     unknown). Backends refuse a call in which a written tensor overlaps another tensor argument
     (docs/backend-conventions.md)."""
+    index_limit: Optional[int] = None
+    """Largest number of elements (largest offset + 1) this tensor may have: the generated code
+    indexes it with 32-bit integers and its shape is dynamic. Backends refuse larger arguments and
+    outputs at call time (docs/backend-conventions.md); None: no limit (a static shape, or 64-bit
+    indices)."""
 
 
 @dataclass(kw_only=True)

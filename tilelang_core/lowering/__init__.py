@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from ..artifact import KernelArtifact, TensorParam
 from ..errors import KernelDefinitionError, LoweringError, PassConfigError, TargetError
-from .configs import PASS_CONFIGS, config_flag
+from .configs import CHOICE_CONFIGS, PASS_CONFIGS, config_flag
 from .target import CPU_KINDS, GPU_KINDS, auto_target_kind, device_of, parse_target_string, resolve_target
 
 __all__ = [
@@ -33,10 +33,11 @@ _DEVICE_LANGUAGE = {"c": "c", "llvm": "c", "cuda": "cuda", "metal": "metal", "ro
 
 
 def validate_pass_configs(pass_configs: Optional[Mapping[str, Any]]) -> dict[str, Any]:
-    """Check ``pass_configs``: documented ``tl.*`` keys (booleans) and TVM's own ``tirx.*`` keys.
+    """Check ``pass_configs``: documented ``tl.*`` keys (booleans, or one of the values of
+    :data:`CHOICE_CONFIGS`) and TVM's own ``tirx.*`` keys.
 
     :raises PassConfigError: unknown key (the message lists the known ones) or a value that is
-        not a bool.
+        not a bool (not one of the choices).
     """
     if pass_configs is None:
         return {}
@@ -46,7 +47,12 @@ def validate_pass_configs(pass_configs: Optional[Mapping[str, Any]]) -> dict[str
     for key, value in pass_configs.items():
         if not isinstance(key, str):
             raise PassConfigError(f"pass_configs keys must be strings, got {key!r}")
-        if key in PASS_CONFIGS:
+        if key in CHOICE_CONFIGS:
+            if isinstance(value, bool) or value not in CHOICE_CONFIGS[key]:
+                choices = " or ".join(map(str, CHOICE_CONFIGS[key]))
+                raise PassConfigError(f"pass_configs[{key!r}] must be {choices}, got {value!r}")
+            result[key] = value
+        elif key in PASS_CONFIGS:
             if not isinstance(value, (bool, int)) or (isinstance(value, int) and value not in (0, 1)):
                 raise PassConfigError(f"pass_configs[{key!r}] must be a bool, got {value!r}")
             result[key] = bool(value)
@@ -115,10 +121,13 @@ def lower(
     name = str(attrs.get("global_symbol", "")) or str(getattr(func, "__name__", "main"))
     from . import codegen
     from .frontend import FrontendOptions, lower_tile_constructs
-    from .signature import describe_params, relax_param_alignment, written_params
+    from .signature import describe_params, index_plan, relax_param_alignment, widen_indices, written_params
 
     func = relax_param_alignment(func)  # no 64-byte assumption: offset views (x[1:]) are fine
     params, symbols, symbol_vars = describe_params(func, device_of(kind), location)
+    # 64-bit indices where a static size needs them (or everywhere); limits for dynamic shapes
+    widened, index_limits = index_plan(params, int(configs.get("tl.config_index_bitwidth", 32)))
+    func = widen_indices(func, widened)
     symbol_names = {s.name for s in symbols}
     func = func.with_attr("global_symbol", name)
     tvm_configs = {k: v for k, v in configs.items() if k.startswith("tirx.")}
@@ -203,8 +212,11 @@ def lower(
         text = str(exc).strip()
         raise LoweringError(f"{location}: lowering kernel '{name}' for {kind} failed: {text}") from exc
 
-    if written:
-        params = [replace(p, written=i in written[0]) if isinstance(p, TensorParam) else p for i, p in enumerate(params)]
+    params = [
+        replace(p, written=(i in written[0]) if written else p.written, index_limit=index_limits.get(i))
+        if isinstance(p, TensorParam) else p
+        for i, p in enumerate(params)
+    ]
     artifact = KernelArtifact(
         name=name,
         target=target_string(tgt),

@@ -21,7 +21,15 @@ PASS_CONFIGS: dict[str, tuple[Any, str]] = {
         "CPU targets: run the blocks of T.Kernel in a serial loop (no '#pragma omp parallel for', "
         "no parallel loop in runtime modules).",
     ),
+    "tl.config_index_bitwidth": (
+        32,
+        "Index arithmetic: 32 (64 bits only for tensors whose static size needs it; tensors with "
+        "dynamic shapes get a call-time size limit) or 64 (every tensor, no limit).",
+    ),
 }
+
+#: Documented configs whose values are not bools: key -> allowed values.
+CHOICE_CONFIGS: dict[str, tuple[Any, ...]] = {"tl.config_index_bitwidth": (32, 64)}
 
 
 def config_flag(configs: Mapping[str, Any], key: str) -> bool:

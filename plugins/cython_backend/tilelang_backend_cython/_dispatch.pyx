@@ -48,6 +48,7 @@ cdef extern from "_dispatch_core.h":
         int scalar_signed
         int symbol
         int is_written
+        long long index_limit
 
     ctypedef struct tl_deferred:
         int param
@@ -180,6 +181,7 @@ def make_kernel(dict plan, str library, dict meta):
         if prm["kind"] == "tensor":
             p.is_tensor = 1
             p.is_written = 1 if prm.get("written", True) else 0
+            p.index_limit = -1 if prm.get("index_limit") is None else int(prm["index_limit"])
             p.code, p.bits, p.lanes = prm["dl"]
             dims = prm["dims"]
             if len(dims) > TL_MAX_NDIM:

@@ -14,6 +14,7 @@
 #include <Python.h>
 #include <structmember.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,7 @@ typedef struct {
   int scalar_signed;
   int symbol; /* symbol index a scalar parameter binds, -1 if none */
   int is_written; /* the kernel may store into this tensor (artifact TensorParam.written) */
+  long long index_limit; /* most elements (largest offset + 1) its 32-bit indices address; -1: none */
 } tl_param;
 
 /* an expression-valued dimension/stride checked after every symbol is bound */
@@ -343,6 +345,36 @@ static int tl_check_lazy_views(tl_kernel *k, const tl_param *p, PyObject *obj) {
   return 0;
 }
 
+/* "'m' = 32769, 'n + 1' = 8": the sizes of a tensor's dynamic dimensions, for messages */
+static void tl_dynamic_dims(tl_kernel *k, const tl_param *p, const int64_t *shape, char *buf, size_t size) {
+  size_t used = 0;
+  int d;
+  buf[0] = 0;
+  for (d = 0; d < p->ndim && used < size; d++) {
+    PyObject *label;
+    if (p->dim_kind[d] == TL_DIM_STATIC) continue;
+    label = p->dim_kind[d] == TL_DIM_SYM ? k->sym_names[p->dim_val[d]] : k->expr_text[p->dim_val[d]];
+    used += (size_t)snprintf(buf + used, size - used, "%s'%s' = %lld", used ? ", " : "", PyUnicode_AsUTF8(label),
+                             (long long)shape[d]);
+  }
+}
+
+static int tl_index_limit_error(tl_kernel *k, const tl_param *p, const int64_t *shape, long long elems) {
+  char dims[256];
+  tl_dynamic_dims(k, p, shape, dims, sizeof dims);
+  if (p->is_output)
+    PyErr_Format(PyExc_ValueError,
+                 "%U(): output '%U' would have %lld elements (%s), over this kernel's 32-bit index limit of %lld; "
+                 "compile it with pass_configs={'tl.config_index_bitwidth': 64}",
+                 k->name, p->name, elems, dims, p->index_limit);
+  else
+    tl_arg_error(k, PyExc_ValueError, p,
+                 "%lld elements (%s) exceed this kernel's 32-bit index limit of %lld; "
+                 "compile it with pass_configs={'tl.config_index_bitwidth': 64}",
+                 elems, dims, p->index_limit);
+  return -1;
+}
+
 TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, const tl_dl_tensor *t, long long *syms,
                            int *src, int *dev_id, long long *deferred_vals, char *deferred_one,
                            long long *elems, long long *span) {
@@ -388,6 +420,15 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
         deferred_vals[p->dim_defer[d]] = got_d;
         break;
     }
+  }
+  /* 32-bit indices (dynamic shapes): the tensor's largest offset must stay in range */
+  if (p->index_limit >= 0 && n > 0) {
+    long long reach = n;
+    if (p->strides_mode != TL_STRIDES_COMPACT && t->strides != NULL) {
+      reach = 1;
+      for (d = 0; d < p->ndim; d++) reach += (t->shape[d] - 1) * (t->strides[d] < 0 ? -t->strides[d] : t->strides[d]);
+    }
+    if (reach > p->index_limit) return tl_index_limit_error(k, p, t->shape, reach);
   }
   *elems += n;
   /* device */
@@ -769,6 +810,15 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
         goto fail;
       }
       shape[d] = v;
+    }
+    if (p->index_limit >= 0) {
+      long long total = 1;
+      int over = 0;
+      for (d = 0; d < p->ndim; d++) over |= __builtin_mul_overflow(total, (long long)shape[d], &total);
+      if (over || total > p->index_limit) {
+        tl_index_limit_error(k, p, shape, over ? LLONG_MAX : total);
+        goto fail;
+      }
     }
     memset(&proto, 0, sizeof proto);
     proto.device.device_type = k->device_type;

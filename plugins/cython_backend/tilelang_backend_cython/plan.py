@@ -15,6 +15,7 @@ kernel needs neither TVM nor a compiler). Layout, format 1::
       "params": [
         {"name": "A", "kind": "tensor", "dtype": "float32", "dl": [2, 32, 1], "output": false,
          "written": false,                         # checked for overlap with other arguments
+         "index_limit": null | 2146435072,         # most elements its 32-bit indices address
          "dims": [["static", 16] | ["sym", slot] | ["expr", index]],
          "strides": null | [["static", 1] | ["expr", index]]},
         {"name": "k", "kind": "scalar", "dtype": "int32", "scalar_kind": "int", "bits": 32,
@@ -164,7 +165,8 @@ def make_plan(artifact: KernelArtifact, options: BuildOptions, *, device: Option
             if p.strides is not None:
                 strides = [["static", int(s)] if isinstance(s, int) else ["expr", expr(s)] for s in p.strides]
             out_params.append({"name": p.name, "kind": "tensor", "dtype": p.dtype, "dl": list(dl),
-                               "output": is_out, "written": bool(p.written), "dims": dims, "strides": strides})
+                               "output": is_out, "written": bool(p.written), "index_limit": p.index_limit,
+                               "dims": dims, "strides": strides})
         else:
             info = _scalar_info(p)
             sym = scalar_symbol.get(i, -1)
@@ -289,6 +291,9 @@ def check_plan(plan: Any) -> None:
                 fail(f"parameter '{p['name']}' has a bad dtype {dl!r}")
             if not isinstance(p.get("written", True), bool):
                 fail(f"parameter '{p['name']}' has a non-bool 'written'")
+            limit = p.get("index_limit")
+            if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+                fail(f"parameter '{p['name']}' has a bad 'index_limit' {limit!r}")
             dims = p.get("dims")
             if not isinstance(dims, list) or len(dims) > 16:
                 fail(f"parameter '{p['name']}' has bad dims")

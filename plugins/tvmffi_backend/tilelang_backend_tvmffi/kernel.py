@@ -349,6 +349,7 @@ class _CallPlan:
             "_empty_strided": torch.empty_strided,
             "_empty_like": torch.empty_like,
             "_reraise": self.reraise,
+            "_reach": _reach,
             "_slow": self.slow_call,
             "_cpu": torch.device("cpu"),
             "_current_device": self.current_device,
@@ -380,6 +381,10 @@ class _CallPlan:
                 body.append(f"o{m} = _empty_like({like[pi]})")
                 continue
             shape = "(" + "".join(_expr_code(d, mapping) + ", " for d in p.shape) + ")"
+            if p.index_limit is not None:  # too large for 32-bit indices: the general path raises
+                size = " * ".join(f"({_expr_code(d, mapping)})" for d in p.shape) or "1"
+                body.append(f"if {size} > {int(p.index_limit)}:")
+                body.append("    return _slow(_GIVEN, stream)")
             if p.strides is not None:
                 strides = "(" + "".join(_expr_code(d, mapping) + ", " for d in p.strides) + ")"
                 body.append(f"o{m} = _empty_strided({shape}, {strides}, dtype=_dt{m}, device={dev})")
@@ -408,6 +413,10 @@ class _CallPlan:
             ret = "[" + ", ".join(out_names) + "]"
 
         conds = [f"type({t}) is _Tensor" for t in tensor_args]
+        for j, (_, p) in enumerate(self.inputs):  # 32-bit indices: larger tensors take the general path
+            if isinstance(p, TensorParam) and p.index_limit is not None:
+                reach = f"a{j}.numel()" if p.strides is None else f"_reach(a{j})"
+                conds.append(f"{reach} <= {int(p.index_limit)}")
         for j, (_, p) in enumerate(self.inputs):
             if isinstance(p, ScalarParam):  # exact Python types only; others are converted by _slow
                 conds.append(_scalar_fast_condition(f"a{j}", p.dtype))
@@ -508,6 +517,13 @@ class _CallPlan:
                         origin[sym] = p.name
                 else:
                     deferred.append((j, pre, d, dim, got))
+            if p.index_limit is not None:  # elements (compact) or largest offset + 1 (explicit strides)
+                reach = x.numel() if p.strides is None else _reach(x)
+                if reach > p.index_limit:
+                    return ValueError(
+                        f"{pre}: {reach} elements ({_dynamic_dims(p, shape)}) exceed this kernel's 32-bit index "
+                        f"limit of {p.index_limit}; compile it with pass_configs={{'tl.config_index_bitwidth': 64}}"
+                    ), symbols
             device = x.device
             if device.type != self.torch_device_type:
                 return ValueError(f"{pre}: expected a tensor on {p.device}, got {device}"), symbols
@@ -614,6 +630,7 @@ class _CallPlan:
                         call_args[pi] = y
             for pi, p in self.outputs:
                 shape = tuple(symbolic.evaluate(d, symbols) for d in p.shape)
+                _check_output_size(self.name, p, shape)
                 if p.strides is not None:
                     strides = tuple(symbolic.evaluate(d, symbols) for d in p.strides)
                     o = torch.empty_strided(shape, strides, dtype=self.dtypes[pi], device=device)
@@ -653,6 +670,33 @@ class _CallPlan:
 
         s = stream if isinstance(stream, torch.cuda.Stream) else torch.cuda.ExternalStream(handle, device=device)
         return tvm_ffi.use_torch_stream(torch.cuda.stream(s))
+
+
+def _reach(x: Any) -> int:
+    """Elements from a tensor's first to its last element, + 1 (its numel when contiguous)."""
+    if x.numel() == 0:
+        return 0
+    return 1 + sum((n - 1) * abs(st) for n, st in zip(x.shape, x.stride()))
+
+
+def _dynamic_dims(p: TensorParam, shape: Sequence[int]) -> str:
+    """``'m' = 32769, 'n + 1' = 8``: the sizes of a tensor's dynamic dimensions, for messages."""
+    return ", ".join(f"'{dim.strip()}' = {got}" for dim, got in zip(p.shape, shape) if not isinstance(dim, int))
+
+
+def _check_output_size(name: str, p: TensorParam, shape: Sequence[int]) -> None:
+    """Refuse an ``out_idx`` output too large for the kernel's 32-bit indices (before allocating it)."""
+    if p.index_limit is None:
+        return
+    total = 1
+    for n in shape:
+        total *= n
+    if total > p.index_limit:
+        raise ValueError(
+            f"{name}(): output '{p.name}' would have {total} elements ({_dynamic_dims(p, shape)}), over this "
+            f"kernel's 32-bit index limit of {p.index_limit}; compile it with "
+            "pass_configs={'tl.config_index_bitwidth': 64}"
+        )
 
 
 def _byte_range(x: Any) -> tuple[int, int]:
