@@ -391,19 +391,30 @@ class _CallPlan:
             else:
                 body.append(f"o{m} = _empty({shape}, dtype=_dt{m}, device={dev})")
         if self.written_inputs:
-            # a written tensor sharing memory with another argument: the general path raises
+            # a written tensor sharing memory with another argument: the general path raises. The
+            # byte size of a static compact tensor is a constant (a wrong shape only sends the call
+            # down the general path, which checks everything first).
             tensor_pos = [j for j, (_, p) in enumerate(self.inputs) if isinstance(p, TensorParam)]
+            sizes: dict[int, str] = {}
+            lines = []
             for j in tensor_pos:
-                body.insert(0, f"_p{j} = a{j}.data_ptr(); _n{j} = a{j}.nbytes")
+                p = self.inputs[j][1]
+                static = _static_nbytes(p)
+                sizes[j] = str(static) if static is not None else f"_n{j}"
+                lines.append(f"_p{j} = a{j}.data_ptr()" + ("" if static is not None else f"; _n{j} = a{j}.nbytes"))
             pairs = []
             for w in self.written_inputs:
                 for j in tensor_pos:
                     if j != w and not (j in self.written_inputs and j < w):  # each pair once
-                        pairs.append(f"(_p{w} < _p{j} + _n{j} and _p{j} < _p{w} + _n{w} and _n{w} and _n{j})")
+                        nw, nj = sizes[w], sizes[j]
+                        if "0" in (nw, nj):
+                            continue  # a static empty tensor overlaps nothing
+                        empty = "" if nw.isdigit() and nj.isdigit() else f" and {nw} and {nj}"
+                        pairs.append(f"(_p{w} < _p{j} + {nj} and _p{j} < _p{w} + {nw}{empty})")
             if pairs:
-                overlap_at = len(tensor_pos)
-                body.insert(overlap_at, f"if {' or '.join(pairs)}:")
-                body.insert(overlap_at + 1, "    return _slow(_GIVEN, stream)")
+                lines.append(f"if {' or '.join(pairs)}:")
+                lines.append("    return _slow(_GIVEN, stream)")
+                body[:0] = lines
         body.append(f"_f({', '.join(call_args)})")
         if not out_names:
             ret = "None"
@@ -670,6 +681,24 @@ class _CallPlan:
 
         s = stream if isinstance(stream, torch.cuda.Stream) else torch.cuda.ExternalStream(handle, device=device)
         return tvm_ffi.use_torch_stream(torch.cuda.stream(s))
+
+
+def _static_nbytes(p: TensorParam) -> Optional[int]:
+    """Bytes of a compact tensor parameter with a static shape (None otherwise)."""
+    import re
+
+    if p.strides is not None or not all(isinstance(d, int) for d in p.shape):
+        return None
+    m = re.fullmatch(r"[a-z_]*?(\d+)(?:_\w+)?(?:x(\d+))?", p.dtype)
+    if p.dtype == "bool":
+        n = 1
+    elif m is None:
+        return None
+    else:
+        n = (int(m.group(1)) * int(m.group(2) or 1) + 7) // 8
+    for d in p.shape:
+        n *= d
+    return n
 
 
 def _reach(x: Any) -> int:
