@@ -169,3 +169,55 @@ def test_parallel_blocks_are_correct_from_threads_and_after_fork():
         print(json.dumps({"errors": errors, "child": os.waitstatus_to_exitcode(status)}))
     ''')
     assert out == {"errors": [], "child": 0}, out
+
+
+SLEEPY_C = r"""
+#include <stdint.h>
+#include <pthread.h>
+#include <time.h>
+typedef int32_t (*tl_blocks_fn)(void *args, int64_t begin, int64_t end);
+typedef int32_t (*tl_block_launcher_fn)(int64_t blocks, int64_t work, tl_blocks_fn fn, void *args);
+__attribute__((visibility("default"))) tl_block_launcher_fn sleepy_block_launcher = 0;
+static int32_t sleepy_blocks(void *args, int64_t b, int64_t e) {
+  int64_t *out = (int64_t *)args;
+  for (; b < e; ++b) {
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, 0);
+    out[b] = (int64_t)pthread_self();
+  }
+  return 0;
+}
+int32_t sleepy(int64_t *out) {
+  if (sleepy_block_launcher) return sleepy_block_launcher(16, 1 << 20, sleepy_blocks, out);
+  return sleepy_blocks(out, 0, 16);
+}
+"""
+
+
+def test_launcher_runs_blocks_on_helpers_and_backs_off_when_it_does_not_pay():
+    """16 blocks that each sleep 2 ms (no CPU, so a busy machine hardly matters): the first call
+    spreads them over the caller and a helper thread. Sleeping blocks gain nothing in CPU terms
+    (the wall time exceeds the CPU time the blocks took), so the launcher counts the run as not
+    paying and runs the next call serially, on the caller alone."""
+    import torch
+
+    import kernels as K
+    from tilelang_backend_cython import _dispatch
+
+    art = K.artifact("sleepy", [K.tensor("T", [16], "int64")], [K.ptr("T", 0, "int64")], SLEEPY_C)
+    art.device_kernels[0].block_launcher = "sleepy_block_launcher"
+    kernel = K.build(art)
+    saved = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        before = _dispatch.pool_stats()
+        first, second = torch.zeros(16, dtype=torch.int64), torch.zeros(16, dtype=torch.int64)
+        kernel(first)
+        kernel(second)
+        after = _dispatch.pool_stats()
+    finally:
+        torch.set_num_threads(saved)
+    assert len(set(first.tolist())) == 2, first  # the caller and one helper
+    assert len(set(second.tolist())) == 1, second  # backed off: serial
+    assert after["parallel"] - before["parallel"] == 1 and after["unpaid"] - before["unpaid"] == 1
+    assert after["serial"] - before["serial"] == 1
