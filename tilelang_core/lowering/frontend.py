@@ -461,10 +461,9 @@ def block_work(blocks: Any, body: Any, block_var: Any = None) -> Any:
         if isinstance(stmt, tirx.IfThenElse):
             other = cost(stmt.else_case) if stmt.else_case is not None else tirx.IntImm("int64", 0)
             return cost(stmt.then_case) + other
-        for attr in ("body",):
-            child = getattr(stmt, attr, None)
-            if isinstance(child, tirx.Stmt):
-                return cost(child)
+        child = getattr(stmt, "body", None)  # attributes, lets, allocations: their body's cost
+        if isinstance(child, tirx.Stmt):
+            return cost(child)
         return tirx.IntImm("int64", 1)
 
     blocks_expr = i64(_as_expr(blocks))
