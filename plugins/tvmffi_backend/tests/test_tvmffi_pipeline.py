@@ -103,8 +103,9 @@ def test_lowered_cuda_module_is_built_but_not_runnable_without_a_gpu():
 
     if tvm.runtime.enabled("cuda"):
         pytest.skip("TVM's CUDA runtime is loaded")
+    kernel = plugin.tilelang_backend_build(artifact=artifact, options=BuildOptions(out_idx=[2]))
     with pytest.raises(BackendUnavailableError, match="'cuda' device module cannot run here"):
-        plugin.tilelang_backend_build(artifact=artifact, options=BuildOptions(out_idx=[2]))
+        kernel(torch.zeros(8), torch.zeros(8))
 
 
 @pytest.mark.gpu
