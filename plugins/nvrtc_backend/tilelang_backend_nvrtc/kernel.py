@@ -165,6 +165,21 @@ class NvrtcKernel:
         digest, image = self._image_for(index)
         module = driver.module(digest, image, index, self._names)
         by_param: dict[int, Any] = {pi: values[j] for pi, j in self._arg_of_param.items()}
+        handle = self._stream(stream, index)
+        if stream is not None and self._outputs:
+            # outputs belong to the stream they are written on (torch's caching allocator)
+            with torch.cuda.stream(_torch_stream(torch, stream, handle, device)):
+                outputs = self._allocate(torch, by_param, symbols, device)
+        else:
+            outputs = self._allocate(torch, by_param, symbols, device)
+        batch = self.launch_batch(by_param, symbols)
+        if batch:
+            driver.launch(module, index, batch, handle)
+        if not outputs:
+            return None
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def _allocate(self, torch: Any, by_param: dict, symbols: dict, device: Any) -> list:
         outputs = []
         for pi, p, dtype in self._outputs:
             shape = [d if isinstance(d, int) else _eval(d, symbols) for d in p.shape]
@@ -174,14 +189,21 @@ class NvrtcKernel:
                 out = torch.empty(shape, dtype=dtype, device=device)
             by_param[pi] = out
             outputs.append(out)
-        handle = self._stream(stream, index)
+        return outputs
+
+    def launch_batch(self, by_param: dict, symbols: dict) -> list[tuple]:
+        """``(kernel name, (gx, gy, gz, bx, by, bz, smem), (values, ctypes))`` per device kernel, in order.
+
+        :param by_param: the tensor (or checked scalar value) of every kernel parameter index.
+        :param symbols: the bound symbol values. Kernels with an empty grid or block are left out.
+        """
         batch = []
         for launch in self._launches:
             dims = launch.static_dims
             if dims is None:
                 dims = tuple(int(f(symbols)) for f in (*launch.grid, *launch.block, launch.shared))
             if min(dims[:6]) <= 0:
-                continue  # an empty grid (a zero-sized dimension): nothing to launch
+                continue  # a zero-sized dimension: nothing to launch
             vals = []
             for source, key, packer in launch.args:
                 if source == "pointer":
@@ -190,15 +212,17 @@ class NvrtcKernel:
                 v = by_param[key] if source == "param" else symbols[key]
                 vals.append(packer(v) if packer is not None else v)
             batch.append((launch.name, dims, (tuple(vals), launch.types)))
-        if batch:
-            driver.launch(module, index, batch, handle)
-        if not outputs:
-            return None
-        return outputs[0] if len(outputs) == 1 else outputs
+        return batch
 
     def get_source(self) -> Optional[str]:
         """The CUDA source the cubin was compiled from."""
         return self.artifact.device_source
+
+
+def _torch_stream(torch: Any, stream: Any, handle: int, device: Any) -> Any:
+    if isinstance(stream, torch.cuda.Stream):
+        return stream
+    return torch.cuda.ExternalStream(handle, device=device)
 
 
 def _eval(expr: Any, symbols: dict) -> int:
