@@ -324,3 +324,29 @@ def test_exported_kernel_loads_in_a_fresh_process_without_nvrtc_or_tvm(tmp_path,
     if not torch.cuda.is_available():
         assert "BackendUnavailableError no CUDA driver on this machine" in proc.stdout, proc.stdout
     assert "'cuda.bindings.nvrtc'" not in proc.stdout and "'tvm'" not in proc.stdout, proc.stdout
+
+
+def test_random_wrong_calls_only_raise_the_contract_errors():
+    """2000 random calls against the checker: a TypeError/ValueError or a pass, nothing else."""
+    import random
+
+    from tilelang_core.jit.outputs import bind_symbols_from_inputs
+
+    rng = random.Random(15)
+    checkers = [
+        ArgumentChecker(bind_symbols_from_inputs(lower(scaled_add(T.dynamic("n")), target="c"), [2]), [2]).check,
+        _built(scaled_add(T.dynamic("n")), out_idx=[2])._checker.check,
+    ]
+    pool = [None, "x", 1, -1, 2.5, True, 1 << 70, [1.0], torch.zeros(()), torch.zeros(5), torch.zeros(5).half(),
+            torch.zeros(2, 3), torch.zeros(6)[::2], torch.zeros(5, dtype=torch.int32), torch.zeros(0),
+            torch.zeros(5).to_sparse(), torch.empty(5, device="meta")]
+    outcomes = set()
+    for _ in range(2000):
+        args = tuple(rng.choice(pool) for _ in range(rng.choice([0, 1, 2, 3, 3, 3, 4])))
+        try:
+            rng.choice(checkers)(args)
+            outcomes.add("ok")
+        except (TypeError, ValueError) as exc:
+            assert str(exc).startswith("main() "), exc
+            outcomes.add(type(exc).__name__)
+    assert {"TypeError", "ValueError"} <= outcomes
