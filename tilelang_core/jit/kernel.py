@@ -27,7 +27,13 @@ class JITKernel:
     Attributes: ``params`` (the artifact's parameter list), ``out_idx``, ``backend``
     (:class:`BackendInfo`), ``target`` (target string), ``artifact``
     (:class:`~tilelang_core.artifact.KernelArtifact`), ``runner`` (the backend's callable),
-    ``cache_key`` (the kernel cache key it is stored under, None when it was not cached).
+    ``cache_key`` (the kernel cache key it is stored under, None when it was not cached),
+    ``cannot_run`` (why this machine cannot run it, None when it can).
+
+    A kernel built on a machine where its backend can build but not run (no driver, no device)
+    is complete: it can be exported (:meth:`export`) and cached, and loaded where it can run;
+    calling it here raises :class:`~tilelang_core.errors.BackendUnavailableError` naming what is
+    missing.
     """
 
     def __init__(self, runner: Any, artifact: KernelArtifact, backend: BackendInfo, options: BuildOptions) -> None:
@@ -36,15 +42,32 @@ class JITKernel:
         self.backend = backend
         self.options = options
         self.cache_key: Optional[str] = None
+        self.cannot_run: Optional[str] = None
 
     @classmethod
-    def create(cls, runner: Any, artifact: KernelArtifact, backend: BackendInfo, options: BuildOptions) -> "JITKernel":
-        """A JITKernel whose calls go directly to ``runner``."""
+    def create(
+        cls,
+        runner: Any,
+        artifact: KernelArtifact,
+        backend: BackendInfo,
+        options: BuildOptions,
+        cannot_run: Optional[str] = None,
+    ) -> "JITKernel":
+        """A JITKernel whose calls go directly to ``runner``.
+
+        :param cannot_run: why this machine cannot run the kernel (the backend's probe said it
+            can only build here); calls then raise instead of reaching ``runner``.
+        """
         if not callable(runner):
             raise TypeError(f"execution backend {backend.name!r} returned a non-callable kernel: {type(runner).__name__}")
-        call = runner if not hasattr(type(runner), "__get__") else staticmethod(runner)
+        if cannot_run is not None:
+            call = _refusal(artifact, backend, cannot_run)
+        else:
+            call = runner if not hasattr(type(runner), "__get__") else staticmethod(runner)
         kernel_type = type(cls.__name__, (cls,), {"__call__": call, "__module__": cls.__module__, "__slots__": ()})
-        return kernel_type(runner, artifact, backend, options)
+        kernel = kernel_type(runner, artifact, backend, options)
+        kernel.cannot_run = cannot_run
+        return kernel
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:  # replaced per kernel by create()
         return self.runner(*args, **kwargs)
@@ -92,3 +115,22 @@ class JITKernel:
             f"<JITKernel {self.artifact.name} target={self.artifact.target!r} "
             f"backend={self.backend.name} {self.backend.version} out_idx={self.out_idx}>"
         )
+
+
+def _refusal(artifact: KernelArtifact, backend: BackendInfo, reason: str) -> Any:
+    """The ``__call__`` of a kernel this machine can build but not run."""
+    from ..lowering.target import GPU_KINDS
+
+    where = "where there is a GPU" if artifact.target_kind in GPU_KINDS else "on a machine that can run it"
+    message = (
+        f"{artifact.name}() cannot run on this machine: {reason}; execution backend {backend.name!r} built it "
+        f"for target {artifact.target!r}, so export the kernel (kernel.export(path)) and load it "
+        f"(tilelang.load(path)) {where}"
+    )
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        from ..errors import BackendUnavailableError
+
+        raise BackendUnavailableError(message)
+
+    return __call__

@@ -235,7 +235,14 @@ def load(artifact: Any, directory: Path, options: Any) -> Any:
     alignment = plan.get("alignment", 64)
     if not isinstance(alignment, int) or alignment < 0:
         raise ArtifactError(f"tvm_ffi: {plan_path} has an invalid alignment {alignment!r}")
-    ensure_tvm_runtime(kinds)
+    try:
+        ensure_tvm_runtime(kinds)
+    except BackendUnavailableError as exc:  # kept whole: it can be saved again, and runs where a GPU is
+        from .kernel import KernelState, _check_out_idx, unrunnable_kernel
+
+        state = KernelState(artifact=artifact, options=options, out_idx=_check_out_idx(artifact, options.out_idx),
+                            func=None, library_path=library.resolve(), module_kinds=kinds, alignment=alignment)
+        return unrunnable_kernel(state, str(exc))
     import tvm_ffi
 
     try:
