@@ -112,14 +112,17 @@ def build(artifact: KernelArtifact, options: BuildOptions) -> Any:
     device_kinds = [k for k in kinds if k not in ("llvm", "c", "static_library", "library")]
     if device_kinds:
         _require_device_runtime(device_kinds)
-    runnable, library_path, holder = runnable_module(mod, list(options.compile_flags))
+    alignment = assumed_alignment(mod, kinds, artifact)
+    from .identity import kernel_id
+
+    runnable, library_path, holder = runnable_module(mod, list(options.compile_flags),
+                                                     identity=kernel_id(artifact, kinds, alignment))
     source = artifact.device_source or artifact.host_source or ""
     if not source:
         try:
             source = mod.imports[0].inspect_source() if mod.imports else mod.inspect_source()
         except Exception:  # noqa: BLE001 - not every module kind can show its source
             source = ""
-    alignment = assumed_alignment(mod, kinds, artifact)
     return make_kernel(
         artifact, options, runnable, module_for_export=mod, library_path=library_path,
         holder=holder, kinds=kinds, alignment=alignment, source=source,
