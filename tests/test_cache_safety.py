@@ -371,3 +371,47 @@ def test_file_where_an_entry_folder_should_be_is_replaced(env):
     _rebuilt_with_warning(env, "it is a regular file, not an entry folder")
     assert (entry / E.META_FILE).is_file()
     assert not list((env.cache_dir / "tmp").iterdir())
+
+
+CYTHON_DISK_FULL = """
+import json, os, resource, runpy, signal, warnings
+os.environ["TILELANG_DISABLE_CACHE"] = "1"  # build first, then fill the disk, then save
+import torch, tilelang
+from tilelang_core.backends import get_registry
+from tilelang_core.cache import get_cache
+kit = runpy.run_path({kit!r})
+kernel = tilelang.compile(kit["make_prim_func"]("full", 4096), out_idx=-1, execution_backend="cython", target="c")
+record = get_registry().get("cython")
+cache = get_cache()
+cache.disk.prepare()
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    saved = cache.disk.save({key!r}, kernel, record)
+a = torch.arange(4096, dtype=torch.float32)
+print(json.dumps({{"saved": saved, "status": record.status, "ok": bool(torch.equal(kernel(a, a), a + a)),
+                  "warnings": [f"{{type(w.message).__name__}}: {{w.message}}" for w in caught]}}))
+"""
+
+
+def _cython_usable() -> bool:
+    from tilelang_core.backends import get_registry
+
+    record = get_registry().get("cython")
+    return record is not None and record.usable and get_registry().probe(record, "c").available
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _cython_usable(), reason="tilelang-backend-cython is not installed/available")
+def test_disk_full_while_cython_saves_warns_and_keeps_the_backend(tmp_path, monkeypatch):
+    """The real cython save hook copying its library into a full disk (EFBIG from RLIMIT_FSIZE)."""
+    pytest.importorskip("tilelang_core.lowering")
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
+    code = CYTHON_DISK_FULL.format(kit=str(Path(__file__).with_name("test_cache_kit.py")), key=key_of("full"))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["saved"] is False and result["status"] == "ok" and result["ok"], result
+    assert any(w.startswith("CacheWarning") and "File too large" in w for w in result["warnings"]), result
+    assert not list((tmp_path / "cache" / "tmp").iterdir())
