@@ -8,7 +8,9 @@
       backend/               whatever the backend's tilelang_backend_save hook wrote
 
 The metadata is written last and lists the size and SHA-256 of every other file, so a
-truncated, half-written or tampered entry is detected before the backend is asked to load it.
+truncated, half-written or tampered entry is detected before the backend is asked to load it:
+the entry must hold exactly the listed files, each a regular file read without following links
+(:mod:`tilelang_core.cache.files`), so the backend never reads a file nobody verified.
 Nothing is pickled: every file the core reads is JSON validated by pydantic
 (:mod:`tilelang_core.schema`).
 """

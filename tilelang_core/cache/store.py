@@ -7,7 +7,9 @@ Disk layout under the cache directory (mode 0700)::
     locks/<key>.lock         fcntl locks: one process builds a key, the others wait and load it
 
 A backend that does not implement both ``tilelang_backend_save`` and ``tilelang_backend_load``
-is cached in memory only.
+is cached in memory only. The cache never makes a symbolic link, never follows one when it
+removes things, and loads only from folders and files that this user alone can write
+(:mod:`tilelang_core.cache.trust`).
 """
 
 from __future__ import annotations
