@@ -83,6 +83,8 @@ def test_clear_unlinks_a_kernels_folder_that_is_a_link_and_never_follows_it(env)
 
     shutil.rmtree(kernels)
     kernels.symlink_to(user, target_is_directory=True)
+    with pytest.raises(CacheError, match=r"kernels is a symbolic link, not a directory.*tilelang cache clear"):
+        fresh(env).get_or_build(key_of("k"), env.record, env.builder())  # never loads from or saves into it
     assert tilelang.cache.clear() == 0
     assert tree(user) == before
     assert not kernels.is_symlink()
