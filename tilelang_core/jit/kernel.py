@@ -96,7 +96,12 @@ class JITKernel:
         written completely next to ``path`` and then renamed into place. Returns the path.
 
         :param path: directory to create; it must not exist unless ``overwrite=True``.
-        :raises ArtifactError: the backend cannot save kernels (no save/load hooks).
+        :param overwrite: replace a previous export at ``path``. Only a previous export is
+            replaced (recognised by its ``tilelang-kernel.json``, holding nothing else); any
+            other file, folder or link there is refused with :class:`ArtifactError`.
+        :raises FileExistsError: ``path`` exists and ``overwrite`` is false.
+        :raises ArtifactError: the backend cannot save kernels (no save/load hooks), or
+            ``overwrite=True`` would replace something that is not a previous export.
         """
         from .export import export_kernel
 

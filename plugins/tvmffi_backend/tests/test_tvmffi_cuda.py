@@ -91,7 +91,7 @@ def test_loading_a_saved_cuda_kernel_without_cuda_runtime_says_why(cuda_artifact
     export(unwrap_module(cuda_artifact.tvm_modules), tmp_path / LIBRARY_FILE)
     (tmp_path / PLAN_FILE).write_text(json.dumps({
         "plan_format": PLAN_FORMAT, "library": LIBRARY_FILE, "entry": "vec_add", "target_kind": "cuda",
-        "module_kinds": ["llvm", "cuda"], "alignment": 64,
+        "module_kinds": ["llvm", "cuda"], "alignment": 64, "out_idx": [],
     }))
     kernel = plugin.tilelang_backend_load(artifact=cuda_artifact, directory=tmp_path, options=BuildOptions())
     with pytest.raises(BackendUnavailableError, match="cuda"):

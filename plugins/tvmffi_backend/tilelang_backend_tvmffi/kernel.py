@@ -111,19 +111,22 @@ def build(artifact: KernelArtifact, options: BuildOptions) -> Any:
     kinds = module_kinds(mod)
     device_kinds = [k for k in kinds if k not in ("llvm", "c", "static_library", "library")]
     missing = _missing_device_runtime(device_kinds) if device_kinds else None
+    alignment = assumed_alignment(mod, kinds, artifact)
     if missing is not None:  # build here, run elsewhere: the module saves, it does not run
         state = KernelState(artifact=artifact, options=options, out_idx=_check_out_idx(artifact, options.out_idx),
-                            func=None, module=mod, module_kinds=list(kinds), alignment=TVM_ALIGNMENT,
+                            func=None, module=mod, module_kinds=list(kinds), alignment=alignment,
                             source=artifact.device_source or "")
         return unrunnable_kernel(state, missing)
-    runnable, library_path, holder = runnable_module(mod, list(options.compile_flags))
+    from .identity import kernel_id
+
+    runnable, library_path, holder = runnable_module(mod, list(options.compile_flags),
+                                                     identity=kernel_id(artifact, kinds, alignment))
     source = artifact.device_source or artifact.host_source or ""
     if not source:
         try:
             source = mod.imports[0].inspect_source() if mod.imports else mod.inspect_source()
         except Exception:  # noqa: BLE001 - not every module kind can show its source
             source = ""
-    alignment = assumed_alignment(mod, kinds, artifact)
     return make_kernel(
         artifact, options, runnable, module_for_export=mod, library_path=library_path,
         holder=holder, kinds=kinds, alignment=alignment, source=source,
