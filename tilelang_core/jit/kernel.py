@@ -79,6 +79,19 @@ class JITKernel:
 
         return export_kernel(self, path, overwrite=overwrite)
 
+    def get_profiler(self, tensor_supply_type: Any = None, dynamic_sizes: Optional[dict] = None) -> Any:
+        """A :class:`~tilelang_core.profiler.Profiler` for this kernel (see docs/profiler.md).
+
+        :param tensor_supply_type: how to fill the inputs it makes (a ``TensorSupplyType``,
+            default ``Auto``).
+        :param dynamic_sizes: sizes of the kernel's dynamic dimensions (``{"n": 1024}``), needed
+            to make inputs for a kernel with symbolic shapes.
+        """
+        from ..profiler import Profiler, TensorSupplyType
+
+        supply = TensorSupplyType.Auto if tensor_supply_type is None else tensor_supply_type
+        return Profiler.from_kernel(self, supply, dynamic_sizes)
+
     def get_kernel_source(self) -> Optional[str]:
         """The generated device source (C, CUDA C or Metal), if the backend consumed one."""
         return self.artifact.device_source
