@@ -15,6 +15,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
+from ..errors import TileLangError
 from .param import ProfileArgs, Status
 
 #: Config key that carries per-config ``pass_configs`` instead of a function argument.
@@ -170,6 +171,61 @@ def classify(exc: BaseException) -> tuple[Status, str]:
 # -- on an executor's worker --------------------------------------------------------------------
 
 
+class FunctionRef:
+    """A function sent to a worker by module and qualified name (imported there), when it can be.
+
+    A ``@tilelang.jit`` function's module attribute is the wrapper, not the function, so pickle
+    would send the function by value, and cloudpickle drops the file name of code sent by value
+    (TVMScript then cannot read the kernel's source). A worker importing the module gets the very
+    same source, globals and closures instead. Deliberately not callable: executors treat
+    callable arguments as functions to serialise by value.
+    """
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        self.func = func
+        self.module = getattr(func, "__module__", None)
+        self.qualname = getattr(func, "__qualname__", None)
+
+    @staticmethod
+    def _resolve(module: str, qualname: str) -> Callable[..., Any]:
+        import importlib
+
+        from .key import unwrap
+
+        value: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            value = getattr(value, part)
+        return unwrap(value)
+
+    def importable(self) -> bool:
+        if not self.module or not self.qualname or "<" in self.qualname or self.module == "__main__":
+            return False
+        try:
+            return self._resolve(self.module, self.qualname) is self.func
+        except Exception:  # noqa: BLE001
+            return False
+
+    def __reduce__(self) -> Any:
+        if self.importable():
+            return (_imported, (self.module, self.qualname))
+        return (_given, (self.func,))
+
+
+def _imported(module: str, qualname: str) -> FunctionRef:
+    ref = FunctionRef.__new__(FunctionRef)
+    ref.func, ref.module, ref.qualname = FunctionRef._resolve(module, qualname), module, qualname
+    return ref
+
+
+def _given(func: Callable[..., Any]) -> FunctionRef:
+    return FunctionRef(func)
+
+
+def resolve_function(func: Any) -> Callable[..., Any]:
+    """The function a job carries (a :class:`FunctionRef` or the function itself)."""
+    return func.func if isinstance(func, FunctionRef) else func
+
+
 @dataclass
 class CandidateJob:
     """Everything a worker needs to build and time one configuration (sent through the executor)."""
@@ -224,7 +280,8 @@ def _build_with_timeout(job: CandidateJob) -> Any:
 
     def target() -> None:
         try:
-            box["kernel"] = build_candidate(job.func, job.args, job.kwargs, job.config, job.compile_kwargs)
+            box["kernel"] = build_candidate(resolve_function(job.func), job.args, job.kwargs, job.config,
+                                            job.compile_kwargs)
         except BaseException as exc:  # noqa: BLE001 - reported for this config
             box["error"] = exc
 
@@ -252,6 +309,8 @@ def run_candidate(job: CandidateJob) -> CandidateOutcome:
         status, reason = classify(exc)
         if status == "error":
             status = "compile_error"
+            if not isinstance(exc, TileLangError):
+                reason += "\n" + "".join(traceback.format_exception(exc)[-12:]).strip()
         return CandidateOutcome(job.index, status, reason=reason, worker=worker, cache_dir=cache_dir)
     backend = (kernel.backend.name, kernel.backend.version)
     family = kernel.get_profiler().family

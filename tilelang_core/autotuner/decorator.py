@@ -217,6 +217,7 @@ def autotune(
     early_stop_factor: float = 2.0,
     timer: str = "auto",
     backend: Optional[str] = None,
+    return_mode: str = "median",
     executor: Any = None,
     cache_key: Optional[str] = None,
 ) -> Callable[[Any], AutoTuneImpl]:
@@ -237,6 +238,7 @@ def autotune(
         best config of the first call is reused (compiled for each call's values).
     :param early_stop, early_stop_factor: stop timing candidates clearly slower than the best.
     :param timer: the profiler's timer (``backend`` is upstream's name for it).
+    :param return_mode: how per-call times become a candidate's latency (``median``, ``mean``, ...).
     :param executor: a ``concurrent.futures.Executor`` (e.g. Dask's ``client.get_executor()``)
         whose workers build and time the candidates.
     :param cache_key: a name for the callbacks' behaviour; results of a decorator given
@@ -277,6 +279,7 @@ def autotune(
             early_stop_factor=early_stop_factor,
             timer=timer,
             backend=backend,
+            return_mode=return_mode,
             executor=executor,
             cache_key=cache_key,
         )

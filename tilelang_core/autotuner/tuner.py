@@ -472,12 +472,23 @@ class AutoTuner:
     def _tune_on(self, executor, configs, compile_kwargs, inputs, progress, device):
         from ..cache.location import default_cache_dir
 
+        from .candidate import FunctionRef
+
         p = self.profile_args
+        func = FunctionRef(unwrap_jit(self.fn))
+        if not func.importable():
+            warnings.warn(
+                f"{_name(self.fn)} is not importable by module and name ({func.module}), so it is sent to the workers "
+                f"by value, without its source file, which TVMScript needs to parse kernels; define it in a module the "
+                f"workers can import",
+                RuntimeWarning,
+                stacklevel=4,
+            )
         jobs = [
             CandidateJob(
                 index=i,
                 config=c,
-                func=unwrap_jit(self.fn),
+                func=func,
                 args=self._kernel_args,
                 kwargs=self._kernel_kwargs,
                 compile_kwargs=compile_kwargs,
@@ -571,7 +582,7 @@ class AutoTuner:
                 ref_latency=result.ref_latency,
                 timer=result.timer,
                 device=result.device,
-                target=str(resolved),
+                target=_readable_target(resolved),
                 backend_name=record.name,
                 backend_version=record.version or "0",
                 kernel_cache_key=result.kernel_cache_key,
@@ -631,6 +642,15 @@ class _nullcontext:
 
     def __exit__(self, *exc: Any) -> None:
         return None
+
+
+def _readable_target(resolved: Any) -> str:
+    from ..lowering.target import target_string
+
+    try:
+        return target_string(resolved)
+    except Exception:  # noqa: BLE001 - only for people reading the record
+        return str(resolved)
 
 
 def describe_key(value: Any) -> str:
