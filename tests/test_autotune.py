@@ -13,6 +13,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -260,7 +261,7 @@ def test_every_config_failing_raises_with_each_reason(kit):
 
 
 def test_per_config_timeouts_skip_slow_builds_and_slow_runs(kit, monkeypatch):
-    monkeypatch.setenv("TL_TEST_SLOW_BUILD", "4")
+    monkeypatch.setenv("TL_TEST_SLOW_BUILD", "3")
     configs = [{"speed": 1}, {"speed": 1, "variant": "slowbuild"}, {"speed": 2000}]  # 2000: one second per call
     result = (AutoTuner.from_kernel(K.kit_vadd, configs).set_kernel_parameters(((8,), {}))
               .set_profile_args(warmup=0, rep=5, timeout=1.5).run())
@@ -268,6 +269,10 @@ def test_per_config_timeouts_skip_slow_builds_and_slow_runs(kit, monkeypatch):
     assert status[0][0] == "ok" and result.config == {"speed": 1}
     assert status[1] == ("timeout", "kernel 1 was still compiling after the timeout of 1.5 s")
     assert status[2][0] == "timeout" and "deadline" in status[2][1]
+    deadline = time.monotonic() + 30  # let the abandoned build finish here, not during a later test
+    while "vadd_s1slowbuild" not in kit.log("builds") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "vadd_s1slowbuild" in kit.log("builds")
 
 
 def test_from_kernel_chain_returns_an_autotune_result(kit):

@@ -667,12 +667,19 @@ def unwrap_jit(fn: Any) -> Callable[..., Any]:
 
 
 def _jit_options(fn: Any) -> dict[str, Any]:
-    """Compile arguments of a ``@tilelang.jit`` function (empty for a plain function)."""
-    options = getattr(fn, "options", None)
-    if not isinstance(options, dict):
+    """Compile arguments of a ``@tilelang.jit`` function (empty for a plain function).
+
+    Read from its ``options`` dict, or from attributes of the same names (upstream's layout).
+    """
+    from ..jit.decorator import JitFunction
+
+    if not isinstance(fn, JitFunction):
         return {}
     fields = ("out_idx", "execution_backend", "target", "target_host", "verbose", "pass_configs", "compile_flags")
-    return {k: options[k] for k in fields if k in options}
+    options = getattr(fn, "options", None)
+    if isinstance(options, dict):
+        return {k: options[k] for k in fields if k in options}
+    return {k: getattr(fn, k) for k in fields if hasattr(fn, k)}
 
 
 def _parameters(fn: Any) -> Optional[list[str]]:

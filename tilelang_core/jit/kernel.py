@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Optional
 
 from ..artifact import BuildOptions, KernelArtifact
+from ..profiler.supply import TensorSupplyType
 
 
 class BackendInfo(NamedTuple):
@@ -79,18 +80,18 @@ class JITKernel:
 
         return export_kernel(self, path, overwrite=overwrite)
 
-    def get_profiler(self, tensor_supply_type: Any = None, dynamic_sizes: Optional[dict] = None) -> Any:
+    def get_profiler(
+        self, tensor_supply_type: TensorSupplyType = TensorSupplyType.Auto, dynamic_sizes: Optional[dict] = None
+    ) -> Any:
         """A :class:`~tilelang_core.profiler.Profiler` for this kernel (see docs/profiler.md).
 
-        :param tensor_supply_type: how to fill the inputs it makes (a ``TensorSupplyType``,
-            default ``Auto``).
+        :param tensor_supply_type: how to fill the inputs it makes (a ``TensorSupplyType``).
         :param dynamic_sizes: sizes of the kernel's dynamic dimensions (``{"n": 1024}``), needed
             to make inputs for a kernel with symbolic shapes.
         """
-        from ..profiler import Profiler, TensorSupplyType
+        from ..profiler import Profiler
 
-        supply = TensorSupplyType.Auto if tensor_supply_type is None else tensor_supply_type
-        return Profiler.from_kernel(self, supply, dynamic_sizes)
+        return Profiler.from_kernel(self, tensor_supply_type, dynamic_sizes)
 
     def get_kernel_source(self) -> Optional[str]:
         """The generated device source (C, CUDA C or Metal), if the backend consumed one."""

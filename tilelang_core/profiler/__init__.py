@@ -11,21 +11,37 @@ Importing this package imports no torch and no TVM.
 
 from __future__ import annotations
 
-from .bench import TIMERS, BenchmarkError, BenchmarkTimeout, do_bench, resolve_timer
-from .compare import assert_tensors_close
-from .profiler import Profiler, ProfilerError
-from .supply import TensorSupplyError, TensorSupplyType, make_tensor
+import importlib
+from typing import Any
 
-__all__ = [
-    "TIMERS",
-    "BenchmarkError",
-    "BenchmarkTimeout",
-    "Profiler",
-    "ProfilerError",
-    "TensorSupplyError",
-    "TensorSupplyType",
-    "assert_tensors_close",
-    "do_bench",
-    "make_tensor",
-    "resolve_timer",
-]
+# name -> submodule; resolved on first use, so ``JITKernel`` (which needs only TensorSupplyType)
+# does not import the timers and the profiler when a kernel is loaded from the cache
+_LAZY = {
+    "TIMERS": "bench",
+    "BenchmarkError": "bench",
+    "BenchmarkTimeout": "bench",
+    "do_bench": "bench",
+    "resolve_timer": "bench",
+    "assert_tensors_close": "compare",
+    "Profiler": "profiler",
+    "ProfilerError": "profiler",
+    "TensorSupplyError": "supply",
+    "TensorSupplyType": "supply",
+    "make_tensor": "supply",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'tilelang_core.profiler' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
