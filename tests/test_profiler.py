@@ -260,3 +260,36 @@ def test_profiler_on_a_throwaway_test_kit_backend(tmp_path, monkeypatch):
             K.kit_vadd(64, speed=0, variant="_wrong").get_profiler().assert_allclose(K.kit_reference)
         with pytest.raises(AssertionError):
             profiler.assert_allclose(lambda a, b: a - b)
+
+
+def test_event_timer_with_standin_cuda_driver(monkeypatch):
+    """The CUDA event timer's bookkeeping (events per call, one synchronisation, the L2 flush
+    before each call), with torch.cuda's events replaced: this machine has no GPU."""
+    from tilelang_core.profiler import bench
+
+    log = []
+
+    class StandinEvent:
+        def __init__(self, enable_timing=False):
+            assert enable_timing
+            self.at = None
+
+        def record(self):
+            log.append("record")
+            self.at = time.perf_counter()
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, end):
+            return (end.at - self.at) * 1e3
+
+    monkeypatch.setattr(torch.cuda, "Event", StandinEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: log.append("sync"))
+    monkeypatch.setattr(bench._Bench, "flush", lambda self: log.append("flush"))
+    calls = []
+    lo, hi = do_bench(lambda: calls.append(time.sleep(0.002)), device="cuda", n_warmup=1, n_repeat=4, quantiles=[0, 1])
+    assert len(calls) == 1 + 5 + 1 + 4
+    assert 1.5 <= lo <= hi
+    # the measurement: per repeat a flush, then events around the call; one synchronisation at the end
+    assert log.count("record") == 8 and log[-13:] == ["flush", "record", "record"] * 4 + ["sync"]
