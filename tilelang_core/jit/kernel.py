@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Optional
 
 from ..artifact import BuildOptions, KernelArtifact
+from ..profiler.supply import TensorSupplyType
 
 
 class BackendInfo(NamedTuple):
@@ -106,6 +107,19 @@ class JITKernel:
         from .export import export_kernel
 
         return export_kernel(self, path, overwrite=overwrite)
+
+    def get_profiler(
+        self, tensor_supply_type: TensorSupplyType = TensorSupplyType.Auto, dynamic_sizes: Optional[dict] = None
+    ) -> Any:
+        """A :class:`~tilelang_core.profiler.Profiler` for this kernel (see docs/profiler.md).
+
+        :param tensor_supply_type: how to fill the inputs it makes (a ``TensorSupplyType``).
+        :param dynamic_sizes: sizes of the kernel's dynamic dimensions (``{"n": 1024}``), needed
+            to make inputs for a kernel with symbolic shapes.
+        """
+        from ..profiler import Profiler
+
+        return Profiler.from_kernel(self, tensor_supply_type, dynamic_sizes)
 
     def get_kernel_source(self) -> Optional[str]:
         """The generated device source (C, CUDA C or Metal), if the backend consumed one."""
