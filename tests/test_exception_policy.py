@@ -90,6 +90,7 @@ def test_refused_kernel_falls_back_under_auto_and_explains_itself_by_name(site):
     text = str(caught[0].message)
     assert "'picky' could not build kernel 'double'" in text and "float32 scaling is not in this backend yet" in text
     assert "falling back to the next available backend, 'steady'" in text
+    assert caught[0].filename == __file__  # points at the user's call of tilelang.compile
     with pytest.raises(KernelNotSupportedError) as info:
         tilelang.compile(kernel(), target="c", execution_backend="picky")
     assert "execution backend 'picky' does not support kernel 'double' for target 'c'" in str(info.value)
@@ -242,3 +243,25 @@ def test_a_broken_backend_below_the_chosen_one_is_skipped_silently(site):
 def test_missing_dependency_error_is_part_of_the_hierarchy():
     assert issubclass(BackendDependencyError, MissingDependencyError)
     assert issubclass(MissingDependencyError, ImportError)
+
+
+def test_auto_still_warns_when_the_backend_it_uses_is_deprecated(site):
+    write_distribution(site, "oldie", plugin_source(
+        spec_dict("oldie", c_target(50), deprecated={"since": "2.0", "replacement": "newbie"}), body=WORKS))
+    get_registry().refresh()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert tilelang.compile(kernel(), target="c")() == "tilelang_backend_oldie"
+    deps = [w for w in caught if issubclass(w.category, DeprecationWarning) and "oldie" in str(w.message)]
+    assert len(deps) == 1 and "newbie" in str(deps[0].message) and deps[0].filename == __file__
+
+
+def test_auto_reraises_the_best_backends_error_with_its_cause(site):
+    install(site, "buggy", failing("return artifact.no_such_field"), 900)
+    install(site, "fragile", failing('raise BuildError("fragile failed")'), 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BackendWarning)
+        with pytest.raises(BackendBrokenError) as info:
+            tilelang.compile(kernel(), target="c")
+    assert isinstance(info.value.__cause__, AttributeError)
+    assert not isinstance(info.value.__context__, BuildError)

@@ -12,6 +12,9 @@ arrives in the waiting thread and stops the program as usual.
 
 While the caller waits, ``sys.stdout`` points at ``sys.stderr``, so what a plugin prints while
 loading cannot mix with a program's own output (``tilelang backends --json``).
+
+Because loading runs in another thread, plugin code that runs while loading must not wait for
+the registry itself (it would wait until the time limit).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from ..errors import SettingError
 
@@ -53,6 +56,29 @@ def plugin_timeout() -> float:
             f"unset it for the default of {DEFAULT_TIMEOUT:g} s"
         )
     return value
+
+
+_redirect_lock = threading.Lock()
+_redirect_depth = 0
+_saved_stdout: Any = None
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """``sys.stdout`` is ``sys.stderr`` inside; safe when several threads load plugins at once
+    (the first to enter swaps it, the last to leave puts the original back)."""
+    global _redirect_depth, _saved_stdout
+    with _redirect_lock:
+        if _redirect_depth == 0:
+            _saved_stdout, sys.stdout = sys.stdout, sys.stderr
+        _redirect_depth += 1
+    try:
+        yield
+    finally:
+        with _redirect_lock:
+            _redirect_depth -= 1
+            if _redirect_depth == 0:
+                sys.stdout, _saved_stdout = _saved_stdout, None
 
 
 @dataclass
@@ -89,7 +115,7 @@ def run_plugin_code(fn: Callable[[], Any], *, timeout: float, name: str = "plugi
             done.set()
 
     thread = threading.Thread(target=target, name=f"tilelang-load-{name}", daemon=True)
-    with contextlib.redirect_stdout(sys.stderr):
+    with _stdout_to_stderr():
         thread.start()
         finished = done.wait(timeout)
     if not finished:

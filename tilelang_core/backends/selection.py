@@ -202,11 +202,16 @@ def _warn_skipped(skipped: Candidate, record: Optional[BackendRecord], chosen: C
         f"it is {skipped.verdict}: {skipped.reason}; {why}; using {chosen.name!r} "
         f"(`tilelang backends` lists every backend's state)",
         BackendWarning,
-        stacklevel=5,
+        stacklevel=4,  # the caller of tilelang.compile (or of select_backend's caller)
     )
 
 
 def _warn_if_deprecated(record: BackendRecord) -> None:
+    warn_if_deprecated(record, stacklevel=5)
+
+
+def warn_if_deprecated(record: BackendRecord, stacklevel: int = 2) -> None:
+    """Emit the ``DeprecationWarning`` of a backend that declares itself deprecated (naming its replacement)."""
     dep = record.spec.deprecated if record.spec else None
     if dep is None:
         return
@@ -215,4 +220,4 @@ def _warn_if_deprecated(record: BackendRecord) -> None:
         message += f"; use execution_backend={dep.replacement!r} instead"
     if dep.message:
         message += f". {dep.message}"
-    warnings.warn(message, DeprecationWarning, stacklevel=4)
+    warnings.warn(message, DeprecationWarning, stacklevel=stacklevel)

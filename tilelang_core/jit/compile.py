@@ -11,7 +11,7 @@ from typing import Any, Optional, Sequence, Union
 
 from ..artifact import BuildOptions, KernelArtifact, TensorParam
 from ..backends import BackendWarning, auto_candidates, select_backend
-from ..backends.selection import AUTO, declared_kind
+from ..backends.selection import AUTO, declared_kind, warn_if_deprecated
 from ..capabilities import TargetCapability
 from ..errors import (
     BackendCapabilityError,
@@ -88,14 +88,15 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
             if not auto:
                 raise
             failures.append((record, exc))
-            if position + 1 == len(records):
-                raise _first_failure(failures) from None
-            _warn_fallback(record, exc, records[position + 1], prim_func, kind)
+            if position + 1 < len(records):
+                _warn_fallback(record, exc, records[position + 1], prim_func, kind)
             continue
+        if auto:
+            warn_if_deprecated(record, stacklevel=3)
         if fast is not None:
             _fast_store(fast, func, record, kernel)
         return kernel
-    raise AssertionError("unreachable: auto_candidates returns at least one backend")  # pragma: no cover
+    raise _first_failure(failures)  # outside the handler: each error keeps its own cause and context
 
 
 #: Failures of one backend after which ``auto`` tries the next: refusals, build failures, broken or
@@ -154,7 +155,7 @@ def _warn_fallback(record: Any, exc: BaseException, following: Any, prim_func: A
         f"{kernel_name(prim_func)!r} for target {kind!r} ({_summary(exc)}); falling back to the next available "
         f"backend, {following.name!r}. Pass execution_backend={record.name!r} to get its full error",
         BackendWarning,
-        stacklevel=4,
+        stacklevel=3,  # the caller of tilelang.compile
     )
 
 
