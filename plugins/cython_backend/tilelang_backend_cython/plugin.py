@@ -34,7 +34,7 @@ def tilelang_backend_spec() -> dict[str, Any]:
                 "consumes": ["device_source"],
                 "device_language": "c",
                 "platforms": ["linux", "darwin"],
-                "requires": {"executables": [_cc_executable()]},
+                "requires": {"executables": [_cc_executable()], "python_modules": ["torch"]},
                 "native_compiler": {"program": "cc", "env": "CC", "version_args": ["--version"]},
             },
             "cuda": {
@@ -43,7 +43,7 @@ def tilelang_backend_spec() -> dict[str, Any]:
                 "device_language": "cuda",
                 "cuda_streams": True,
                 "platforms": ["linux"],
-                "requires": {"executables": ["nvcc"]},
+                "requires": {"executables": ["nvcc"], "python_modules": ["torch"]},
                 "native_compiler": {"program": "nvcc", "env": "TILELANG_NVCC", "version_args": ["--version"]},
             },
         },
