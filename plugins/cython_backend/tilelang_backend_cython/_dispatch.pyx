@@ -49,6 +49,7 @@ cdef extern from "_dispatch_core.h":
         int symbol
         int is_written
         long long index_limit
+        long long elem_bytes
 
     ctypedef struct tl_deferred:
         int param
@@ -183,6 +184,7 @@ def make_kernel(dict plan, str library, dict meta):
             p.is_written = 1 if prm.get("written", True) else 0
             p.index_limit = -1 if prm.get("index_limit") is None else int(prm["index_limit"])
             p.code, p.bits, p.lanes = prm["dl"]
+            p.elem_bytes = (p.bits * p.lanes + 7) // 8
             dims = prm["dims"]
             if len(dims) > TL_MAX_NDIM:
                 raise ValueError(f"parameter {prm['name']!r} has {len(dims)} dimensions; at most {TL_MAX_NDIM}")

@@ -78,6 +78,7 @@ typedef struct {
   int symbol; /* symbol index a scalar parameter binds, -1 if none */
   int is_written; /* the kernel may store into this tensor (artifact TensorParam.written) */
   long long index_limit; /* most elements (largest offset + 1) its 32-bit indices address; -1: none */
+  long long elem_bytes;  /* bytes of one element (overlap check) */
 } tl_param;
 
 /* an expression-valued dimension/stride checked after every symbol is bound */
@@ -320,9 +321,11 @@ static PyObject *tl_clash(tl_kernel *k, const tl_param *p, const char *where, in
 #if defined(__GNUC__)
 #define TL_INLINE static inline __attribute__((always_inline))
 #define TL_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TL_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
 #define TL_INLINE static inline
 #define TL_LIKELY(x) (x)
+#define TL_UNLIKELY(x) (x)
 #endif
 
 static int tl_check_lazy_views(tl_kernel *k, const tl_param *p, PyObject *obj) {
@@ -459,6 +462,7 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
         expect *= t->shape[d];
       }
     }
+    *span = n * p->elem_bytes; /* bytes from the data pointer to the end of the last element */
   } else {
     /* explicit strides: compared once every symbol is bound (see the deferred checks) */
     long long compact = 1;
@@ -468,30 +472,27 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
       deferred_one[slot] = t->shape[d] == 1;
       compact *= t->shape[d];
     }
-  }
-  /* bytes from the data pointer to the end of the last element (for the overlap check) */
-  if (n == 0) {
-    *span = 0;
-  } else if (TL_LIKELY(p->strides_mode == TL_STRIDES_COMPACT) || t->strides == NULL) {
-    *span = n * ((p->bits * (long long)p->lanes + 7) / 8);
-  } else {
-    long long last = 0;
-    for (d = 0; d < p->ndim; d++) last += (t->shape[d] - 1) * (t->strides[d] < 0 ? -t->strides[d] : t->strides[d]);
-    *span = (last + 1) * ((p->bits * (long long)p->lanes + 7) / 8);
+    if (n == 0 || t->strides == NULL) {
+      *span = n * p->elem_bytes;
+    } else {
+      long long last = 0;
+      for (d = 0; d < p->ndim; d++) last += (t->shape[d] - 1) * (t->strides[d] < 0 ? -t->strides[d] : t->strides[d]);
+      *span = (last + 1) * p->elem_bytes;
+    }
   }
   return 0;
 }
 
 /* "arguments 'A' (#0) and 'C' (#2) overlap in memory, ...": the first overlapping pair in caller
  * order where the kernel writes one of the two (only reached once an overlap was found) */
-static PyObject *tl_overlap_error(tl_kernel *k, const uintptr_t *lo, const long long *span, int nargs) {
+static PyObject *tl_overlap_error(tl_kernel *k, const uintptr_t *lo, const uintptr_t *hi, int nargs) {
   int i, j;
   for (i = 0; i < nargs; i++) {
     const tl_param *a = &k->params[k->input_params[i]];
     for (j = i + 1; j < nargs; j++) {
       const tl_param *b = &k->params[k->input_params[j]];
-      if (!(a->is_written || b->is_written) || !span[i] || !span[j]) continue;
-      if (lo[i] < lo[j] + (uintptr_t)span[j] && lo[j] < lo[i] + (uintptr_t)span[i]) {
+      if (!(a->is_written || b->is_written)) continue;
+      if (lo[i] < hi[j] && lo[j] < hi[i]) {
         PyErr_Format(PyExc_ValueError,
                      "%U() arguments '%U' (#%d) and '%U' (#%d) overlap in memory, and the kernel writes '%U'; "
                      "pass tensors that do not share memory (for example a .clone())",
@@ -700,8 +701,8 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
   int n_outs_done = 0;
   int dev_id = -1;
   long long elems = 0;
-  uintptr_t lo[TL_MAX_PARAMS];    /* per caller argument: tensor data start, */
-  long long span[TL_MAX_PARAMS]; /* and its bytes (0 for scalars and empty tensors) */
+  uintptr_t lo[TL_MAX_PARAMS]; /* per caller argument: first byte of a tensor's data, */
+  uintptr_t hi[TL_MAX_PARAMS]; /* and the byte after its last element (both 0: a scalar, an empty tensor) */
   void *stream = NULL;
   int i, rc;
 
@@ -726,21 +727,24 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
     PyObject *obj = args[i];
     if (p->is_tensor) {
       tl_dl_tensor t;
+      long long span;
       if (Py_TYPE(obj) != k->tensor_type && !PyObject_TypeCheck(obj, k->tensor_type))
         return tl_arg_error(k, PyExc_TypeError, p, "expected a torch.Tensor, got %s", tl_short_type_name(obj));
       if (k->api->dltensor_from_py_object_no_sync) {
         if (k->api->dltensor_from_py_object_no_sync(obj, &t) != 0) goto dlpack_failed;
-        if (tl_check_tensor(k, p, obj, &t, syms, src, &dev_id, deferred_vals, deferred_one, &elems, &span[i]) != 0)
+        if (tl_check_tensor(k, p, obj, &t, syms, src, &dev_id, deferred_vals, deferred_one, &elems, &span) != 0)
           return NULL;
         values[k->input_params[i]].p = (char *)t.data + t.byte_offset;
-        lo[i] = (uintptr_t)values[k->input_params[i]].p;
+        lo[i] = span ? (uintptr_t)values[k->input_params[i]].p : 0;
+        hi[i] = lo[i] + (uintptr_t)span;
       } else {
         tl_dl_managed_versioned *m = NULL;
         if (k->api->managed_tensor_from_py_object_no_sync(obj, &m) != 0) goto dlpack_failed;
         rc = tl_check_tensor(k, p, obj, &m->dl_tensor, syms, src, &dev_id, deferred_vals, deferred_one, &elems,
-                             &span[i]);
+                             &span);
         values[k->input_params[i]].p = (char *)m->dl_tensor.data + m->dl_tensor.byte_offset;
-        lo[i] = (uintptr_t)values[k->input_params[i]].p;
+        lo[i] = span ? (uintptr_t)values[k->input_params[i]].p : 0;
+        hi[i] = lo[i] + (uintptr_t)span;
         if (m->deleter) m->deleter(m);
         if (rc != 0) return NULL;
       }
@@ -748,7 +752,7 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
     dlpack_failed:
       return tl_dlpack_error(k, p, obj);
     } else {
-      span[i] = 0;
+      lo[i] = hi[i] = 0;
       if (tl_read_scalar(k, p, obj, &values[k->input_params[i]], syms, src) != 0) return NULL;
     }
   }
@@ -756,12 +760,11 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
   /* a tensor the kernel writes must not share memory with another argument (the generated C
      also declares its pointers restrict): written inputs against every other argument */
   for (i = 0; i < k->n_written_inputs; i++) {
-    int w = k->written_inputs[i], j;
-    if (!span[w]) continue;
-    for (j = 0; j < nargs; j++) {
-      if (j != w && span[j] && lo[w] < lo[j] + (uintptr_t)span[j] && lo[j] < lo[w] + (uintptr_t)span[w])
-        return tl_overlap_error(k, lo, span, (int)nargs);
-    }
+    int w = k->written_inputs[i], j, bad = 0;
+    uintptr_t lo_w = lo[w], hi_w = hi[w];
+    for (j = 0; j < w; j++) bad |= (lo_w < hi[j]) & (lo[j] < hi_w); /* no branch: vectorizes */
+    for (j = w + 1; j < nargs; j++) bad |= (lo_w < hi[j]) & (lo[j] < hi_w);
+    if (TL_UNLIKELY(bad)) return tl_overlap_error(k, lo, hi, (int)nargs);
   }
 
   /* dimensions given by expressions over the symbols, and explicit strides */
