@@ -4,7 +4,8 @@
 # sm_90 and sm_80, exported with their inputs' seeds and expected outputs, plus the wheels the run
 # needs. Run it on a GPU machine with scripts/gpu-kit-run.sh DIR (see docs/gpu.md).
 #   usage: bash scripts/gpu-kit-build.sh DIR [--reduced] [--only IDS] [--backends B,..] [--archs sm_90,sm_80]
-#                                            [--jobs N] [--no-wheels] [--no-cpu-check] [--python312 PY]
+#                                            [--jobs N] [--pythons 3.12] [--python312 PY] [--cpu-standin]
+#                                            [--no-wheels] [--no-cpu-check] [--max-mib 48]
 # Exit status: 0 complete, 1 written with failures (see DIR/MANIFEST.json) or over 48 MiB, 2 not written.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

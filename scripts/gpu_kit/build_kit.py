@@ -85,7 +85,7 @@ def cuda_backends(wanted: Optional[list[str]] = None) -> tuple[list[str], dict[s
             notes[record.name] = {"version": record.version, "status": "skipped", "reason": availability.reason}
             continue
         usable.append(record.name)
-        notes[record.name] = {"version": record.version, "status": "built",
+        notes[record.name] = {"version": record.version, "distribution": record.distribution, "status": "built",
                               "here": "build only: " + availability.reason if availability.build_only else "available"}
     for name in wanted or []:
         if name not in notes:
@@ -187,6 +187,13 @@ def export_id(case_id: str, backend: str, arch: str) -> str:
 
 
 _FUNC_LOCK = threading.Lock()
+
+
+def distributions_of(backends: set[str]) -> list[str]:
+    """The distributions that provide ``backends`` (by the registry's records)."""
+    from tilelang_core.backends import get_registry
+
+    return sorted({r.distribution for r in get_registry().records() if r.name in backends and r.distribution})
 
 
 def cpu_backends() -> list[str]:
@@ -297,6 +304,13 @@ def build(args: argparse.Namespace) -> int:
     if bad or not archs:
         raise KitError(f"--archs must be a comma-separated list like sm_90,sm_80, got {args.archs!r}")
     wanted = [b.strip() for b in args.backends.split(",") if b.strip()] if args.backends else None
+    pythons = [p.strip() for p in args.pythons.split(",") if p.strip()]
+    bad = [p for p in pythons if not (p.count(".") == 1 and all(x.isdigit() for x in p.split(".")))]
+    if bad:
+        raise KitError(f"--pythons must be a comma-separated list like 3.12,3.11, got {args.pythons!r}")
+    from gpu_kit.wheels import this_python
+
+    pythons = sorted({*pythons, this_python()}, key=lambda v: tuple(map(int, v.split("."))))
     started = time.monotonic()
     backends, backend_notes = cuda_backends(wanted)
     if not backends:
@@ -359,13 +373,22 @@ def build(args: argparse.Namespace) -> int:
         tvm_runtime: dict[str, Any] = {"file": None}
         if not args.no_wheels:
             wheel_dir = staging / "wheels"
-            notes = wheels.build_project_wheels(wheel_dir, python312=args.python312, log=log)
-            requirements = wheels.runtime_requirements()
-            closure = wheels.dependency_closure(requirements)
-            wheels.download_dependency_wheels(wheel_dir, closure)
-            wheel_info = {"included": True, "requirements": requirements, "closure": closure, "notes": notes,
-                          "files": sorted(p.name for p in wheel_dir.iterdir())}
-            log(f"wheels: {len(wheel_info['files'])} files; the run installs {', '.join(requirements)}")
+            distributions = distributions_of({e["backend"] for e in exports})
+            try:
+                projects = wheels.build_project_wheels(wheel_dir, distributions, pythons=pythons,
+                                                       interpreters={"3.12": args.python312} if args.python312 else None,
+                                                       log=log)
+                requirements = wheels.runtime_requirements(projects["projects"], pythons)
+                closure = wheels.dependency_closure(requirements + projects["build_requirements"], pythons)
+                wheels.download_dependency_wheels(wheel_dir, closure, pythons)
+            except RuntimeError as exc:
+                raise KitError(f"the kit's wheels could not be made: {exc}") from None
+            wheel_info = {"included": True, "pythons": pythons, **projects, "requirements": requirements,
+                          "closure": closure, "files": sorted(p.name for p in wheel_dir.iterdir())}
+            log(f"wheels for Python {', '.join(pythons)}: {len(wheel_info['files'])} files; the run installs "
+                f"{', '.join(projects['projects'])} and {', '.join(requirements)}")
+            for note in projects["notes"]:
+                log(note)
             files, why_not = wheels.tvm_runtime_files()
             if files:
                 with tarfile.open(staging / "tvm-runtime.tar.xz", "w:xz", preset=6) as tar:
@@ -390,7 +413,6 @@ def build(args: argparse.Namespace) -> int:
             "tvm_runtime": tvm_runtime,
             "size_limit_mib": args.max_mib,
         }
-        manifest["size_bytes"] = folder_size(staging)
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1))
         size = folder_size(staging)
         os.chmod(staging, 0o755)
@@ -423,7 +445,11 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="parallel builds")
     parser.add_argument("--no-wheels", action="store_true", help="leave out the wheels and TVM's runtime")
     parser.add_argument("--no-cpu-check", action="store_true", help="do not check expected outputs against c builds")
-    parser.add_argument("--python312", help="a Python 3.12 to build the cython plugin's cp312 wheel with")
+    parser.add_argument("--pythons", default="3.12",
+                        help="Python versions of the GPU machine to carry binary wheels for (default 3.12; "
+                             "this Python's is always added)")
+    parser.add_argument("--python312", help="a Python 3.12 to build compiled plugins' cp312 wheels with "
+                                            "(default: python3.12 on PATH, or pyenv's)")
     parser.add_argument("--cpu-standin", action="store_true",
                         help="also export every case for target c (gpu-kit-run.sh --standin-cpu runs them without a GPU)")
     parser.add_argument("--max-mib", type=float, default=SIZE_LIMIT_MIB, help="size limit of the folder (MiB)")

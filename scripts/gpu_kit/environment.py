@@ -8,10 +8,11 @@ every package folder of the machine's Python on its path, after its own. pip the
 machine has as installed: a requirement the machine satisfies is used as it is, a missing or too
 old one comes from the kit's wheels into the venv (the machine's folders are never written to).
 
-Install order: the project's own wheels with ``--no-deps`` (tilelang-core declares apache-tvm,
-which loading kernels does not need), the cython plugin on its own (from its wheel, or built from
-its sdist with the machine's compiler and Cython when no wheel fits this Python), then the
-requirements the kit lists (``MANIFEST.json`` ``wheels.requirements``).
+Install order (``MANIFEST.json`` ``wheels``): the project's own pure-Python wheels with
+``--no-deps`` (tilelang-core declares apache-tvm, which loading kernels does not need), each
+compiled plugin on its own (from its wheel, or built from its sdist with the machine's C compiler
+when no wheel fits this Python; the build tools come from the kit's wheels), then the
+requirements the kit lists.
 """
 
 from __future__ import annotations
@@ -22,10 +23,6 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Optional
-
-#: The project distributions of a kit, installed with --no-deps (cython separately: it may compile).
-PURE_PROJECTS = ("tilelang-core", "tilelang-backend-nvrtc", "tilelang-backend-tvmffi")
-COMPILED_PROJECTS = ("tilelang-backend-cython",)
 
 PTH_NAME = "_gpu_kit_machine_site.pth"
 
@@ -111,26 +108,38 @@ def install_kit(python: Path, kit: Path, manifest: dict[str, Any]) -> dict[str, 
     if not info.get("included") or not wheels.is_dir():
         raise SetupError(f"{kit} carries no wheels (built with --no-wheels); build the kit again without it")
     result: dict[str, Any] = {"notes": []}
-    pip_install(python, wheels, ["--no-deps", "--ignore-installed", *PURE_PROJECTS], "installing the project's wheels")
-    for project in COMPILED_PROJECTS:
-        try:
-            out = pip_install(python, wheels, ["--no-deps", "--ignore-installed", "--no-build-isolation", project],
-                              f"installing {project}")
-            result["notes"].append(f"{project}: installed" + (" (built from its sdist)" if "Building wheel" in out else ""))
+    projects = list(info.get("projects") or [])
+    compiled = [p for p in info.get("compiled") or [] if p in projects]
+    pure = [p for p in projects if p not in compiled]
+    if not pure:
+        raise SetupError(f"{kit}/MANIFEST.json lists no project wheels; build the kit again")
+    pip_install(python, wheels, ["--no-deps", "--ignore-installed", *pure], "installing the project's wheels")
+    for project in compiled:
+        try:  # a wheel for this Python if there is one, else the sdist, built in isolation from the kit's wheels
+            out = pip_install(python, wheels, ["--no-deps", "--ignore-installed", project], f"installing {project}")
+            built = "Building wheel" in out or "Created wheel" in out
+            result["notes"].append(f"{project}: installed" + (" (built here from its sdist)" if built else ""))
         except SetupError as exc:
             result["notes"].append(f"{project}: not installed, its kernels cannot load: {exc}")
     requirements = info.get("requirements") or []
     if requirements:
         out = pip_install(python, wheels, requirements, "installing the requirements from the kit")
-        result["from_kit"] = sorted({line.split("Successfully installed", 1)[1].strip()
-                                     for line in out.splitlines() if "Successfully installed" in line})
+        result["from_kit"] = sorted({name for line in out.splitlines() if line.startswith("Successfully installed")
+                                     for name in line.split()[2:]})
     listed = _run([str(python), "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
                   "listing the venv", env=offline_env())
-    wanted = {*PURE_PROJECTS, *COMPILED_PROJECTS, "torch", *(r.split("<")[0].split(">")[0].split("=")[0].split("!")[0]
-                                                           for r in requirements)}
+    wanted = {*projects, "torch", *(_requirement_name(r) for r in requirements)}
     result["versions"] = {p["name"].lower(): p["version"] for p in json.loads(listed)
                           if p["name"].lower().replace("_", "-") in wanted}
     return result
+
+
+def _requirement_name(text: str) -> str:
+    """``pydantic`` of ``pydantic>=2.5`` (names as the kit writes them: normalised, no extras)."""
+    for i, char in enumerate(text):
+        if char in "<>=!~;[ ":
+            return text[:i]
+    return text
 
 
 def main(argv: Optional[list[str]] = None) -> int:  # pragma: no cover - debugging aid

@@ -108,7 +108,11 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     summary = report.get("summary") or {}
     if summary:
-        cols = ["exports", "loaded", "ok", "wrong", "error", "not-for-this-device", "not-run", "graph_ok", "graph_failed"]
+        known = ["exports", "loaded", "ok", "wrong", "error", "timeout", "crashed", "not-for-this-device", "not-run",
+                 "graph_ok", "graph_failed", "graph_skipped"]
+        present = {key for row in summary.values() for key, count in row.items() if count}
+        cols = [c for c in known if c in ("exports", "loaded") or c in present]
+        cols += sorted(present - set(known))
         lines += ["| backend | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
         for backend, row in sorted(summary.items()):
             lines.append(f"| {backend} | " + " | ".join(str(row.get(c, 0)) for c in cols) + " |")

@@ -51,20 +51,22 @@ def _run(cmd: list[str], what: str, cwd: Optional[Path] = None) -> None:
         raise RuntimeError(f"{what} failed ({' '.join(cmd)}):\n{(proc.stdout + proc.stderr)[-4000:]}")
 
 
-def project_name(source: Path) -> str:
-    """The distribution name a project folder declares (``[project] name`` of its pyproject.toml)."""
-    text = (source / "pyproject.toml").read_text()
+def _pyproject(source: Path) -> dict:
     try:
         import tomllib
+    except ImportError:  # Python 3.10
+        raise RuntimeError("building a kit needs Python 3.11 or newer (tomllib)") from None
+    return tomllib.loads((source / "pyproject.toml").read_text())
 
-        return _normal(tomllib.loads(text)["project"]["name"])
-    except ImportError:  # Python 3.10: the one line the project's pyproject files use
-        import re
 
-        match = re.search(r'^name\s*=\s*"([^"]+)"', text, re.M)
-        if match is None:
-            raise RuntimeError(f"{source / 'pyproject.toml'} declares no project name") from None
-        return _normal(match.group(1))
+def project_name(source: Path) -> str:
+    """The distribution name a project folder declares (``[project] name`` of its pyproject.toml)."""
+    return _normal(_pyproject(source)["project"]["name"])
+
+
+def build_requirements(source: Path) -> list[str]:
+    """``[build-system] requires`` of a project (what building its sdist needs)."""
+    return list(_pyproject(source).get("build-system", {}).get("requires", []))
 
 
 def project_sources(distributions: Optional[list[str]] = None) -> dict[str, Path]:
@@ -130,8 +132,9 @@ def build_project_wheels(out: Path, distributions: list[str], *, pythons: list[s
     the sources. A project with a compiled extension (a ``setup.py``) also gets its sdist, and a
     wheel for every other Python version in ``pythons`` for which an interpreter is found here
     (``interpreters``: version -> path; else ``pythonX.Y`` on PATH or pyenv's); where none is, the
-    run half builds the sdist. (When scripts/build-wheels.sh is in main, the first step can call
-    it instead.) Returns ``{"projects": [...], "compiled": [...], "notes": [...]}``.
+    run half builds the sdist (its ``build_requirements`` travel as wheels too). (When
+    scripts/build-wheels.sh is in main, the first step can call it instead.) Returns
+    ``{"projects": [...], "compiled": [...], "build_requirements": [...], "notes": [...]}``.
     """
     notes: list[str] = []
     out.mkdir(parents=True, exist_ok=True)
@@ -162,7 +165,9 @@ def build_project_wheels(out: Path, distributions: list[str], *, pythons: list[s
                 except RuntimeError as exc:
                     notes.append(f"{name}: no Python {version} wheel ({str(exc).splitlines()[0]}); "
                                  f"the run half builds it from the sdist")
-    return {"projects": sorted(sources), "compiled": sorted(compiled), "notes": notes}
+    build_needs = sorted({r for name in compiled for r in build_requirements(sources[name])})
+    return {"projects": sorted(sources), "compiled": sorted(compiled), "build_requirements": build_needs,
+            "notes": notes}
 
 
 def _marker_env(python: str) -> dict[str, str]:
