@@ -70,18 +70,26 @@ def _one_translation_unit(artifacts: dict) -> str:
     """All device sources in one .cu file (one nvcc run instead of one per kernel).
 
     Every source is TVM's CUDA preamble followed by ``extern "C" __global__`` kernels; the
-    longest preamble is kept once and each kernel is renamed ``<kernel>_<test name>``.
+    longest preamble is kept once and each kernel is renamed ``<kernel>_<test name>``. Atomic
+    helpers (between the markers of ``lowering/atomics.py``, each behind its own guard) are all
+    kept, in front.
     """
-    preambles, bodies = [], []
+    from tilelang_core.lowering.atomics import CUDA_HELPERS_BEGIN, CUDA_HELPERS_END
+
+    preambles, bodies, helpers = [], [], []
     for name, art in artifacts.items():
         src = art.device_source
+        if CUDA_HELPERS_BEGIN in src:
+            start, end = src.index(CUDA_HELPERS_BEGIN), src.index(CUDA_HELPERS_END) + len(CUDA_HELPERS_END)
+            helpers.append(src[start:end] + "\n")
+            src = src[:start] + src[end:]
         cut = src.index('extern "C" __global__')
         preambles.append(src[:cut])
         body = src[cut:]
         for kernel in art.device_kernels:
             body = re.sub(r"\b" + re.escape(kernel.name) + r"\b", f"{kernel.name}_{name}", body)
         bodies.append(body)
-    return max(preambles, key=len) + "\n".join(bodies)
+    return "".join(helpers) + max(preambles, key=len) + "\n".join(bodies)
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
@@ -97,7 +105,7 @@ def test_cuda_sources_compile_with_nvcc(cuda_sources, tmp_path):
 #
 # The CUDA kernels themselves, compiled by g++ as C++ with a tiny header that maps one CUDA block
 # to one OpenMP team: threadIdx = the OpenMP thread number, __syncthreads() = an OpenMP barrier,
-# __shared__ = storage shared by the team, atomicAdd = an OpenMP critical section. Blocks run one
+# __shared__ = storage shared by the team, atomics = an OpenMP critical section. Blocks run one
 # after the other. This runs the fragment layout, barriers and guards of the generated CUDA code
 # on this machine, which has no GPU; it is not a performance model.
 
@@ -136,6 +144,32 @@ template <class T> static inline T atomicAdd(T* p, T v) {
 """
 
 
+_EMU_COMBINE = {
+    "add": "old + v",
+    "max": "(v > old ? (T)v : old)",
+    "min": "(v < old ? (T)v : old)",
+    "or": "old | v",
+    "and": "old & v",
+    "xor": "old ^ v",
+    "store": "v",
+}
+
+
+def _emulated_atomics(body: str) -> str:
+    """Emulator versions of the atomic helpers a kernel calls (``tl_atomic_<op>_<dtype>_<order>``,
+    lowering/atomics.py): an OpenMP critical section around the read-modify-write."""
+    out = []
+    for name, op in sorted(set(re.findall(r"\b(tl_atomic_([a-z]+)_[a-z0-9]+_[a-z_]+)\(", body))):
+        if op == "load":
+            out.append(f"template <class T> static inline T {name}(T* p) {{ T r; _Pragma(\"omp critical(tl_atomic)\") {{ r = *p; }} return r; }}\n")
+        else:
+            out.append(
+                f"template <class T, class V> static inline T {name}(T* p, V v) {{ T old; _Pragma(\"omp critical(tl_atomic)\") "
+                f"{{ old = *p; *p = (T)({_EMU_COMBINE[op]}); }} return old; }}\n"
+            )
+    return "".join(out)
+
+
 def _emulated(art, build_dir):
     """Compile ``art``'s CUDA kernel for the emulator; return ``run(*tensors)``."""
     import ctypes
@@ -160,7 +194,7 @@ def _emulated(art, build_dir):
         "    if (!ok) return -1;\n  }\n  return 0;\n}\n"
     )
     body = re.sub(r"__shared__ alignas\((\d+)\)", r"alignas(\1) __shared__", body)
-    code = _EMU_HEADER + body.replace('extern "C" __global__', "static") + launcher
+    code = _EMU_HEADER + _emulated_atomics(body) + body.replace('extern "C" __global__', "static") + launcher
     code = code.replace(f"static void {kernel.name}(", f"void {kernel.name}(", 1)
     digest = hashlib.sha1(code.encode()).hexdigest()[:16]
     lib = build_dir / f"emu_{digest}.so"

@@ -178,15 +178,46 @@ def test_reduce_wrong_operands():
     _check(rank, "reduce-rank", "T.reduce_absmax(S, D)", "rank mismatch")
 
 
-def test_atomic_add_wrong_operands():
-    def scope():
+def test_atomic_wrong_operands():
+    def order():
         @T.prim_func
         def k(A: T.Tensor((16,), "float32")):
             with T.Kernel(1, threads=1) as _:
-                F = T.alloc_fragment((16,), "float32")
-                T.atomic_add(F, A)  # <atomic-scope>
+                T.atomic_max(A[0], 1.0, memory_order="sometimes")  # <atomic-order>
 
-    _check(scope, "atomic-scope", "T.atomic_add(F, A)", "wrong scope", "local.fragment")
+    _check(order, "atomic-order", "T.atomic_max(A[0], 1.0)", "memory_order='sometimes'", "seq_cst")
+
+    def prev_tile():
+        @T.prim_func
+        def k(A: T.Tensor((16,), "float32"), C: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                T.atomic_min(C, A, return_prev=True)  # <atomic-prev>
+
+    _check(prev_tile, "atomic-prev", "T.atomic_min(C, A)", "return_prev=True needs a single-element destination")
+
+    def bitwise():
+        @T.prim_func
+        def k(C: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                T.atomic_or(C[0], 1)  # <atomic-or>
+
+    _check(bitwise, "atomic-or", "T.atomic_or(C[0], 1)", "dtype mismatch", "float32", "int32")
+
+    def load_order():
+        @T.prim_func
+        def k(C: T.Tensor((8,), "int32"), D: T.Tensor((8,), "int32")):
+            with T.Kernel(1, threads=1) as _:
+                D[0] = T.atomic_load(C[0], memory_order="release")  # <atomic-load>
+
+    _check(load_order, "atomic-load", "T.atomic_load(C[0])", "memory_order='release'", "acquire")
+
+    def lanes():
+        @T.prim_func
+        def k(C: T.Tensor((8,), "float16"), V: T.Tensor((8,), "float16")):
+            with T.Kernel(1, threads=1) as _:
+                T.atomic_addx2(C[0:3], V[0:3])  # <atomic-x2>
+
+    _check(lanes, "atomic-x2", "T.atomic_addx2(C[0:3], V[0:3])", "must be 2 consecutive elements")
 
     def shape():
         @T.prim_func

@@ -21,17 +21,5 @@ from .core import (  # noqa: F401 - public API
     symbolic,
 )
 
-# Tile operators (docs/tile-operators.md).
-from .tileops import (  # noqa: F401,E402 - public API
-    Pipelined,
-    atomic_add,
-    clear,
-    copy,
-    fill,
-    gemm,
-    reduce_absmax,
-    reduce_abssum,
-    reduce_max,
-    reduce_min,
-    reduce_sum,
-)
+# Tile operators and intrinsics (docs/tile-operators.md); their list is tileops.__all__.
+from .tileops import *  # noqa: F401,F403,E402 - public API

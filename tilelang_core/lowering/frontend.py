@@ -7,9 +7,9 @@ Output: ordinary TIR that TVM's passes understand:
 * GPU: ``blockIdx``/``threadIdx`` launch attributes; each ``T.Parallel`` nest of ``E`` iterations
   becomes ``for it in range(ceildiv(E, threads)): flat = it * threads + tid; if flat < E: ...``
   (the loop and the guard disappear when they are not needed).
-* CPU: one loop over all blocks (``ForKind.PARALLEL`` unless parallel blocks are disabled, or
-  the kernel contains a ``T.atomic_add`` update: CPU atomics are plain read-modify-writes, so
-  such kernels run their blocks serially on every CPU path) that recomputes ``bx, by, bz``;
+* CPU: one loop over all blocks (``ForKind.PARALLEL`` unless parallel blocks are disabled; kernels
+  with atomics too: atomics are real atomics on every CPU path, see
+  :mod:`tilelang_core.lowering.atomics`) that recomputes ``bx, by, bz``;
   ``T.Parallel`` nests stay serial loop nests. With ``emit_pragmas`` (the C device-source path) a
   pragma marker statement is placed before the block loop (``omp parallel for``) and before
   innermost parallel loops whose body has no loop, call or atomic update (``omp simd``);
@@ -26,8 +26,8 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import LoweringError
+from .atomics import contains_atomics
 from ..language.core import (
-    ATOMIC_ADD_KEY,
     KERNEL_AXIS_KEY,
     KERNEL_IS_CPU_KEY,
     KERNEL_LOC_KEY,
@@ -115,19 +115,6 @@ def _substitute(stmt: Any, mapping: list) -> Any:
         return var
 
     return tvm_ffi.structural_map(stmt, [(tvm.ir.Var, on_var)])
-
-
-def _contains_attr(stmt: Any, key: str) -> bool:
-    """Whether ``stmt`` contains an ``AttrStmt`` with ``attr_key == key``."""
-    found = []
-
-    def visit(node):
-        if node.attr_key == key:
-            found.append(node)
-        return node
-
-    tvm_ffi.structural_map(stmt, [(tirx.AttrStmt, visit)])
-    return bool(found)
 
 
 def _contains(stmt: Any, kinds: tuple) -> bool:
@@ -276,9 +263,8 @@ class Frontend:
     def _kernel_cpu(self, loops: list, threads: list, body: Any, loc: str, ctx: _Ctx) -> Any:
         inner_ctx = _Ctx(kernel={"loc": loc, "tid": None, "threads": 1})
         new_body = self.visit(body, inner_ctx)
-        # T.atomic_add is a plain read-modify-write on CPU: blocks updating the same element
-        # must not run concurrently (same rule for the C source and the runtime-module paths).
-        parallel = self.opt.parallel_blocks and not _contains_attr(new_body, ATOMIC_ADD_KEY)
+        # Atomics are real atomics on CPU (lowering/atomics.py): blocks may update the same element.
+        parallel = self.opt.parallel_blocks
         kind = tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL
         if len(loops) == 1:
             loop = loops[0]
@@ -325,7 +311,7 @@ class Frontend:
             and self.opt.simd
             and not _contains(new_body, (tirx.For, tirx.While, tirx.Evaluate, tirx.AllocBuffer))
             # several iterations may update the same element: never vectorize atomics
-            and not _contains_attr(new_body, ATOMIC_ADD_KEY)
+            and not contains_atomics(new_body)
         )
         stmt = new_body
         for depth, loop in enumerate(reversed(loops)):

@@ -1,17 +1,31 @@
-"""Tile operators of the kernel language (TileLang style), used as ``T.copy``, ``T.gemm``, ...
+"""Tile operators and intrinsics of the kernel language (TileLang style): ``T.copy``, ``T.gemm``,
+reductions, scans, atomics, layout-free data movement, math and warp intrinsics.
 
-Each operator expands when the kernel is defined into ``T.Parallel`` nests and serial loops
+Tile operators expand when the kernel is defined into ``T.Parallel`` nests and serial loops
 over the operands' tiles, with bounds guards from the buffers' shapes, so CPU targets lower them
 with the ordinary pipeline. On GPU targets :mod:`tilelang_core.lowering.fragments` gives
-``T.alloc_fragment`` tiles their layout over the block's threads and turns ``T.atomic_add``
-updates into hardware atomics. See docs/tile-operators.md.
+``T.alloc_fragment`` tiles their layout over the block's threads; atomics become real atomics
+on every target (:mod:`tilelang_core.lowering.atomics`). See docs/tile-operators.md.
+
+``__all__`` lists every public name; ``tilelang_core.language`` re-exports them all.
 """
 
 from __future__ import annotations
 
 from ..core import alloc_fragment
 from ._common import ATOMIC_ADD_KEY, FRAGMENT_SCOPE, PIPELINED_STAGES_KEY
-from .atomic import atomic_add
+from .atomic import (
+    atomic_add,
+    atomic_addx2,
+    atomic_addx4,
+    atomic_and,
+    atomic_load,
+    atomic_max,
+    atomic_min,
+    atomic_or,
+    atomic_store,
+    atomic_xor,
+)
 from .copy import clear, copy, fill
 from .gemm import gemm
 from .pipeline import Pipelined
@@ -20,6 +34,15 @@ from .reduce import reduce_absmax, reduce_abssum, reduce_max, reduce_min, reduce
 __all__ = [
     "alloc_fragment",
     "atomic_add",
+    "atomic_addx2",
+    "atomic_addx4",
+    "atomic_and",
+    "atomic_load",
+    "atomic_max",
+    "atomic_min",
+    "atomic_or",
+    "atomic_store",
+    "atomic_xor",
     "clear",
     "copy",
     "fill",
@@ -30,7 +53,7 @@ __all__ = [
     "reduce_max",
     "reduce_min",
     "reduce_sum",
-    "ATOMIC_ADD_KEY",
-    "FRAGMENT_SCOPE",
-    "PIPELINED_STAGES_KEY",
 ]
+
+#: Marker keys (not kernel-language names; kept importable from here).
+MARKER_KEYS = (ATOMIC_ADD_KEY, FRAGMENT_SCOPE, PIPELINED_STAGES_KEY)
