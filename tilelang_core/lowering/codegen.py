@@ -15,6 +15,7 @@ from ..artifact import DeviceKernel, KernelArg, LaunchConfig
 from ..errors import LoweringError
 from . import passes as P
 from .atomics import lower_cpu_atomics
+from .intrinsics import lower_cpu_intrinsics
 from .frontend import PRAGMA_MARKER
 from .signature import expr_to_dim, free_vars, is_tensor_param, param_name
 
@@ -158,7 +159,8 @@ def c_entry_source(
     no scalar parameter provides. It returns ``int32_t``: 0 on success, -1 when a symbol check
     fails (a negative dynamic size; dropped with ``tl.disable_bounds_assert``).
     """
-    func = lower_cpu_atomics(func, "c")  # atomics: __atomic builtins (lowering/atomics.py)
+    # atomics: __atomic builtins (lowering/atomics.py); intrinsics: lowering/intrinsics.py
+    func = lower_cpu_atomics(lower_cpu_intrinsics(func, "c"), "c")
     mod = tvm.IRModule({"main": func})
     mod = tirx.transform.BindTarget(target)(mod)
     mod = P.cpu_source_passes(configs)(mod)
@@ -456,7 +458,8 @@ def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, A
     """The TVM runtime module of a CPU kernel (packed API, compiled by LLVM or the C codegen)."""
     from tvm.tirx.build import split_host_device_mods, tir_to_runtime
 
-    func = lower_cpu_atomics(func, "llvm" if target.kind.name == "llvm" else "c")  # lowering/atomics.py
+    language = "llvm" if target.kind.name == "llvm" else "c"
+    func = lower_cpu_atomics(lower_cpu_intrinsics(func, language), language)  # lowering/atomics.py, intrinsics.py
     mod = tvm.IRModule({str(func.attrs.get("global_symbol", "main")): func})
     mod = tirx.transform.BindTarget(tvm.target.Target(target, host=target))(mod)
     mod = P.cpu_runtime_passes(configs)(mod)

@@ -30,6 +30,7 @@ from tvm import tirx
 
 from ..errors import LoweringError
 from .atomics import contains_atomics, lower_gpu_atomics
+from .intrinsics import contains_intrinsics, lower_gpu_intrinsics
 
 FRAGMENT_SCOPE = "local.fragment"
 
@@ -169,7 +170,7 @@ class FragmentLowering:
         body = self.func.body
         kernels: dict = {}
         _walk_allocs(body, [], kernels)
-        has_atomic = contains_atomics(body)
+        has_atomic = contains_atomics(body) or contains_intrinsics(body)
         if not kernels and not has_atomic:
             return self.func
         accesses = self._collect(body)
@@ -258,7 +259,7 @@ class FragmentLowering:
     def _atomics(self, body: Any) -> Any:
         target = self.func.attrs.get("target") if self.func.attrs is not None else None
         kind = target.kind.name if target is not None else "cuda"
-        return lower_gpu_atomics(body, kind, self.location)
+        return lower_gpu_intrinsics(lower_gpu_atomics(body, kind, self.location), kind, self.location)
 
 
 def lower_fragments(func: tirx.PrimFunc, location: Optional[str] = None) -> tirx.PrimFunc:

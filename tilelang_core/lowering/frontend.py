@@ -117,6 +117,21 @@ def _substitute(stmt: Any, mapping: list) -> Any:
     return tvm_ffi.structural_map(stmt, [(tvm.ir.Var, on_var)])
 
 
+def _bind_indices(stmt: Any, variables: list, which: str) -> Any:
+    """Replace ``T.get_thread_binding(d)``/``T.get_block_binding(d)`` markers (``which``) by the
+    GPU index variable of axis ``d`` (0 for an axis the kernel does not launch)."""
+    from .intrinsics import parse as parse_intrinsic
+
+    def on_call(call):
+        m = parse_intrinsic(call)
+        if m is None or m.name != which:
+            return call
+        var = variables[int(m.args[0].value)]
+        return var if var is not None else tirx.IntImm("int32", 0)
+
+    return tvm_ffi.structural_map(stmt, [(tvm.ir.Call, on_call)])
+
+
 def _contains(stmt: Any, kinds: tuple) -> bool:
     found = []
 
@@ -246,6 +261,8 @@ class Frontend:
             stride *= extent
         inner_ctx = _Ctx(kernel={"loc": loc, "tid": tid, "threads": total})
         new_body = self.visit(body, inner_ctx)
+        bound = {str(iv.thread_tag): iv.var for iv, _ in thread_ivs}
+        new_body = _bind_indices(new_body, [bound.get(tag) for tag in _TAGS_THREAD], "thread_binding")
         block_ivs = []
         mapping = []
         for axis, loop in enumerate(loops):
@@ -254,6 +271,7 @@ class Frontend:
             block_ivs.append(iv)
             mapping.append((loop.loop_var, var))
         new_body = _substitute(new_body, mapping)
+        new_body = _bind_indices(new_body, [iv.var for iv in block_ivs] + [None] * (3 - len(block_ivs)), "block_binding")
         for iv, extent in reversed(thread_ivs):
             new_body = tirx.AttrStmt(iv, "thread_extent", _as_expr(extent), new_body)
         for iv, loop in reversed(list(zip(block_ivs, loops))):

@@ -37,10 +37,18 @@ def describe(value: Any) -> str:
         return repr(value)
 
 
-def fail(op: str, operands: Sequence[Any], message: str) -> None:
-    """Raise :class:`LoweringError` naming the operator, its operands and the kernel line."""
+class OperandTypeError(LoweringError, TypeError):
+    """An operand of the wrong kind of type (also a ``TypeError``, as TileLang raises there)."""
+
+
+class OperandCheckError(LoweringError, AssertionError):
+    """An operand check that TileLang makes with ``assert`` (also an ``AssertionError``)."""
+
+
+def fail(op: str, operands: Sequence[Any], message: str, error: type = LoweringError) -> None:
+    """Raise ``error`` (a :class:`LoweringError`) naming the operator, its operands and the kernel line."""
     text = ", ".join(describe(o) for o in operands)
-    raise LoweringError(f"{location()}: {op}({text}): {message}")
+    raise error(f"{location()}: {op}({text}): {message}")
 
 
 def is_buffer(value: Any) -> bool:

@@ -62,7 +62,7 @@ def _order(op: str, operands: Any, memory_order: Any, allowed=MEMORY_ORDERS, def
     if isinstance(memory_order, int) and not isinstance(memory_order, bool) and memory_order in _ORDER_IDS:
         memory_order = _ORDER_IDS[memory_order]
     if memory_order not in allowed:
-        fail(op, operands, f"memory_order={memory_order!r} is not valid here; use one of {', '.join(allowed)}")
+        fail(op, operands, f"{op[2:]} does not support memory_order={memory_order!r}; use one of {', '.join(allowed)}")
     return memory_order
 
 
@@ -249,6 +249,12 @@ def atomic_store(dst: Any, src: Any, memory_order: Any = "seq_cst") -> Any:
 
 def _lanes_start(op: str, operands: Any, value: Any, role: str, lanes: int):
     """(tile, indices of the first of ``lanes`` consecutive elements along the last dimension)."""
+    if type(value).__name__ == "TensorLoad" and value.indices and type(value.indices[-1]).__name__ == "Ramp":
+        ramp = value.indices[-1]
+        if static_int(ramp.stride) != 1 or static_int(ramp.lanes) != lanes:
+            fail(op, operands, f"{role} {value}: the vector index must be T.Ramp(start, 1, {lanes})")
+        t = as_tile(op, operands, value.source[tuple(list(value.indices[:-1]) + [ramp.base])], role)
+        return t, list(t.starts)
     t = as_tile(op, operands, value, role)
     if t.kind == "element":
         return t, list(t.starts)
