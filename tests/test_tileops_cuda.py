@@ -70,16 +70,16 @@ def _one_translation_unit(artifacts: dict) -> str:
     """All device sources in one .cu file (one nvcc run instead of one per kernel).
 
     Every source is TVM's CUDA preamble followed by ``extern "C" __global__`` kernels; the
-    longest preamble is kept once and each kernel is renamed ``<kernel>_<test name>``. Atomic
-    helpers (between the markers of ``lowering/atomics.py``, each behind its own guard) are all
-    kept, in front.
+    longest preamble is kept once and each kernel is renamed ``<kernel>_<test name>``. Helper
+    blocks of atomics and intrinsics (between the markers of ``lowering/atomics.py``, each helper
+    behind its own guard) are all kept, in front.
     """
     from tilelang_core.lowering.atomics import CUDA_HELPERS_BEGIN, CUDA_HELPERS_END
 
     preambles, bodies, helpers = [], [], []
     for name, art in artifacts.items():
         src = art.device_source
-        if CUDA_HELPERS_BEGIN in src:
+        while CUDA_HELPERS_BEGIN in src:
             start, end = src.index(CUDA_HELPERS_BEGIN), src.index(CUDA_HELPERS_END) + len(CUDA_HELPERS_END)
             helpers.append(src[start:end] + "\n")
             src = src[:start] + src[end:]

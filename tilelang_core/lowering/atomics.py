@@ -97,6 +97,29 @@ def parse(expr: Any) -> Optional[AtomicOp]:
     )
 
 
+def checked_map(node: Any, entries: list, order: str = "post") -> Any:
+    """``tvm_ffi.structural_map`` whose callbacks may raise :class:`LoweringError`: the first
+    such error is raised as itself after the walk (not wrapped by the FFI boundary)."""
+    errors: list = []
+
+    def guard(fn):
+        def call(x):
+            if errors:
+                return x
+            try:
+                return fn(x)
+            except LoweringError as exc:
+                errors.append(exc)
+                return x
+
+        return call
+
+    result = tvm_ffi.structural_map(node, [(kinds, guard(fn)) for kinds, fn in entries], order=order)
+    if errors:
+        raise errors[0]
+    return result
+
+
 def contains_atomics(node: Any) -> bool:
     """Whether a statement or expression contains an atomic marker call."""
     found = []
@@ -174,11 +197,11 @@ def _hoist_bf16(stmt: Any, language: str, used: dict) -> Any:
         return tirx.Cast("bfloat16", prev[0])
 
     if isinstance(stmt, tirx.Evaluate) and (a := parse(stmt.value)) is not None and a.dtype == "bfloat16":
-        tvm_ffi.structural_map(stmt, [(tvm.ir.Call, on_call)])  # fills prefix
+        checked_map(stmt, [(tvm.ir.Call, on_call)])  # fills prefix
         last = prefix.pop()  # the store of the unused previous value: call for the effect only
         prefix.pop()  # its AllocBuffer
         return tirx.SeqStmt(prefix + [tirx.Evaluate(last.value)])
-    new = tvm_ffi.structural_map(stmt, [(tvm.ir.Call, on_call)])
+    new = checked_map(stmt, [(tvm.ir.Call, on_call)])
     return tirx.SeqStmt(prefix + [new]) if prefix else new
 
 
@@ -209,7 +232,7 @@ def lower_cpu_atomics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
     def on_stmt(stmt):
         return _hoist_bf16(stmt, language, used) if _has_bf16_marker(stmt) else stmt
 
-    body = tvm_ffi.structural_map(func.body, [((tirx.BufferStore, tirx.Evaluate, tirx.Bind), on_stmt)], order="pre")
+    body = checked_map(func.body, [((tirx.BufferStore, tirx.Evaluate, tirx.Bind), on_stmt)], order="pre")
 
     def on_call(call):
         a = parse(call)
@@ -225,7 +248,7 @@ def lower_cpu_atomics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
         used.setdefault(name, a)
         return _helper_call(a, name)
 
-    body = tvm_ffi.structural_map(body, [(tvm.ir.Call, on_call)])
+    body = checked_map(body, [(tvm.ir.Call, on_call)])
     if not used:
         return func
     if language == "llvm":
@@ -547,9 +570,10 @@ def _cu_helper(name: str, a: AtomicOp) -> str:
     return f"{head}, {t} v) {{ {before}{t} r = ({t}){fn}(({native}*)p, ({native})v); {after}return r; }}\n"
 
 
-#: First and last line of the helper text in CUDA sources (TVM places it before its preamble).
-CUDA_HELPERS_BEGIN = "// tilelang atomics: begin"
-CUDA_HELPERS_END = "// tilelang atomics: end"
+#: First and last line of every helper block in CUDA sources (TVM places them before its
+#: preamble); atomics and intrinsics (lowering/intrinsics.py) use the same markers.
+CUDA_HELPERS_BEGIN = "// tilelang helpers: begin"
+CUDA_HELPERS_END = "// tilelang helpers: end"
 
 
 def cuda_helpers(used: dict) -> str:
@@ -626,9 +650,9 @@ def lower_gpu_atomics(body: Any, kind: str, location: str) -> Any:
     def on_stmt(stmt):
         return _hoist_bf16(stmt, kind, used) if _has_bf16_marker(stmt) else stmt
 
-    body = tvm_ffi.structural_map(body, [(tirx.Evaluate, on_evaluate)], order="pre")
-    body = tvm_ffi.structural_map(body, [((tirx.BufferStore, tirx.Evaluate, tirx.Bind), on_stmt)], order="pre")
-    body = tvm_ffi.structural_map(body, [(tvm.ir.Call, on_call)])
+    body = checked_map(body, [(tirx.Evaluate, on_evaluate)], order="pre")
+    body = checked_map(body, [((tirx.BufferStore, tirx.Evaluate, tirx.Bind), on_stmt)], order="pre")
+    body = checked_map(body, [(tvm.ir.Call, on_call)])
     if not used:
         return body
     text = cuda_helpers(used)

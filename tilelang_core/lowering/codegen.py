@@ -16,6 +16,7 @@ from ..errors import LoweringError
 from . import passes as P
 from .atomics import lower_cpu_atomics
 from .intrinsics import lower_cpu_intrinsics
+from .workspaces import heap_workspaces
 from .frontend import PRAGMA_MARKER
 from .signature import expr_to_dim, free_vars, is_tensor_param, param_name
 
@@ -191,7 +192,7 @@ def c_entry_source(
     if not P.config_flag(configs, "tl.disable_bounds_assert"):
         for sym in extra_symbols:
             checks.append(tirx.IfThenElse(sym < tirx.IntImm(str(sym.ty.dtype), 0), tirx.Return(tirx.IntImm("int32", -1)), None))
-    body = _to_global_scope(fn.body)
+    body = _to_global_scope(heap_workspaces(fn.body))  # T.alloc_global: lowering/workspaces.py
     body = tirx.SeqStmt(checks + decls + [body, tirx.Return(tirx.IntImm("int32", 0))])
     new_fn = tirx.PrimFunc(params, body, ret_type=PrimType("int32")).with_attrs(
         {"global_symbol": entry, "target": target, "tirx.noalias": True}

@@ -36,6 +36,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import LoweringError
+from .atomics import CUDA_HELPERS_BEGIN, CUDA_HELPERS_END, checked_map
 
 MATH_CALL = "tl.math"
 _FAST = {"__exp": "exp", "__exp10": "exp10", "__log": "log", "__log2": "log2", "__log10": "log10",
@@ -91,6 +92,14 @@ def _in_f32(dtype: str, fn, *args):
     if dtype in ("float16", "bfloat16"):
         return tirx.Cast(dtype, fn(*[tirx.Cast("float32", a) for a in args]))
     return fn(*args)
+
+
+def _precise(name: str):
+    """The precise TVM math function behind fast-math intrinsic ``name`` on CPU targets
+    (``exp10`` as ``pow(10, x)``: TVM lowers no ``exp10`` for target c)."""
+    if name == "__exp10":
+        return lambda x: tirx.power(tirx.FloatImm(str(x.ty.dtype), 10.0), x)
+    return getattr(tirx, _FAST[name])
 
 
 def _dp4a_store(m: MathOp) -> Any:
@@ -266,12 +275,41 @@ def _cpu_nearest(m: MathOp, language: str) -> Any:
     if op == "rsqrt":
         return one / tirx.sqrt(a[0])
     if language == "llvm":
-        return tirx.call_llvm_pure_intrin("float32", "llvm.fma.f32", tirx.IntImm("uint32", 3), *a)
+        return tirx.call_llvm_pure_intrin("float32", "llvm.fma", *a)
     return tirx.call_pure_extern("float32", "fmaf", *a)
 
 
+def refuse_c_vectors(func: tirx.PrimFunc) -> None:
+    """Raise a clear :class:`LoweringError` for vector values on target ``c``.
+
+    TVM's C code generator prints vector values in OpenCL syntax (``float2(a, b)``, ``v.s0``),
+    which no C compiler takes; LLVM and CUDA lower them.
+    """
+    found = []
+
+    def on_vector(node):
+        if not found:
+            found.append(node)
+        return node
+
+    tvm_ffi.structural_map(func.body, [((tirx.Ramp, tirx.Broadcast, tirx.Shuffle), on_vector)])
+    if found:
+        attrs = func.attrs if func.attrs is not None else {}
+        where = str(attrs.get("tl.source_location", "")) or "<unknown>"
+        raise LoweringError(
+            f"{where}: the kernel computes with vector values ({found[0].ty.dtype}: T.Ramp indices, "
+            "float16x2-style dtypes, T.add2 & co.), which target 'c' cannot express (TVM's C code "
+            "generator prints OpenCL vector syntax); lower it for 'llvm' or 'cuda', or write it per lane"
+        )
+
+
 def lower_cpu_intrinsics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
-    """Replace the markers of a CPU function (``language``: ``"c"`` or ``"llvm"``)."""
+    """Replace the markers of a CPU function (``language``: ``"c"`` or ``"llvm"``).
+
+    For ``"c"`` vector values are refused first (:func:`refuse_c_vectors`).
+    """
+    if language == "c":
+        refuse_c_vectors(func)
     if not contains_intrinsics(func.body):
         return func
     helpers: dict[str, tuple] = {}
@@ -295,7 +333,7 @@ def lower_cpu_intrinsics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
         if m.name == "dp4a":
             raise LoweringError(f"{m.loc}: T.dp4a must be a statement of its own (it updates C)")
         if m.name in _FAST:
-            return _in_f32(m.dtype, getattr(tirx, _FAST[m.name]), m.args[0])
+            return _in_f32(m.dtype, _precise(m.name), m.args[0])
         if m.name == "fast_rcp":
             return _in_f32(m.dtype, lambda x: tirx.FloatImm(str(x.ty.dtype), 1.0) / x, m.args[0])
         if m.name in _IEEE_OP:
@@ -308,8 +346,8 @@ def lower_cpu_intrinsics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
             return tirx.call_extern(m.dtype, name, *m.args)
         raise LoweringError(f"{m.loc}: internal error: unknown intrinsic marker {m.name}")
 
-    body = tvm_ffi.structural_map(func.body, [(tirx.Evaluate, on_evaluate)], order="pre")
-    body = tvm_ffi.structural_map(body, [(tvm.ir.Call, on_call)])
+    body = checked_map(func.body, [(tirx.Evaluate, on_evaluate)], order="pre")
+    body = checked_map(body, [(tvm.ir.Call, on_call)])
     if helpers:
         if language == "llvm":
             text = _LL_DECLS + "".join(_ll_directed(n, *helpers[n]) for n in sorted(helpers))
@@ -343,9 +381,6 @@ _CU_HELPERS = {
     "activemask": "__device__ __forceinline__ unsigned long long tl_activemask() "
     "{ return (unsigned long long)__activemask(); }\n",
 }
-#: First and last line of the intrinsic helpers in CUDA sources.
-CUDA_HELPERS_BEGIN = "// tilelang intrinsics: begin"
-CUDA_HELPERS_END = "// tilelang intrinsics: end"
 
 
 def lower_gpu_intrinsics(body: Any, kind: str, location: str) -> Any:
@@ -406,8 +441,8 @@ def lower_gpu_intrinsics(body: Any, kind: str, location: str) -> Any:
             raise LoweringError(f"{m.loc}: T.{_PUBLIC_NAME[m.name]}() must be used inside a T.Kernel")
         raise LoweringError(f"{m.loc}: internal error: unknown intrinsic marker {m.name}")
 
-    body = tvm_ffi.structural_map(body, [(tirx.Evaluate, on_evaluate)], order="pre")
-    body = tvm_ffi.structural_map(body, [(tvm.ir.Call, on_call)])
+    body = checked_map(body, [(tirx.Evaluate, on_evaluate)], order="pre")
+    body = checked_map(body, [(tvm.ir.Call, on_call)])
     if not used:
         return body
     text = f"\n{CUDA_HELPERS_BEGIN}\n" + "".join(

@@ -194,8 +194,22 @@ class Tile:
         return cond
 
 
+def _is_var_buffer(buffer: Any) -> bool:
+    """Whether ``buffer`` is a one-element local buffer (what ``T.alloc_var`` allocates)."""
+    shape = list(buffer.ty.shape)
+    scope = str(buffer.ty.storage_scope) or "global"
+    return len(shape) == 1 and static_int(shape[0]) == 1 and scope == "local"
+
+
 def as_tile(op: str, operands: Sequence[Any], value: Any, role: str, allow_element: bool = True) -> Tile:
-    """Turn an operator argument into a :class:`Tile`, or fail naming ``role``."""
+    """Turn an operator argument into a :class:`Tile`, or fail naming ``role``.
+
+    Where a tile is required (``allow_element=False``), a ``T.alloc_var`` scalar stands for its
+    one-element buffer (``T.reduce_sum(src, total_var)``).
+    """
+    value = getattr(value, "scalar", value)  # TVMScript's scalar wrapper (T.alloc_var)
+    if not allow_element and type(value).__name__ == "TensorLoad" and _is_var_buffer(value.source):
+        value = value.source
     if is_buffer(value):
         shape = list(value.ty.shape)
         return Tile(value, [0] * len(shape), shape, "buffer", value)

@@ -40,24 +40,38 @@ def _scan(kind: str, src: Any, dst: Optional[Any], dim: Any, reverse: bool) -> N
         point = vs[:dim] + [k] + vs[dim:]
         return [p if static_int(st) == 0 else st + p for st, p in zip(t.starts, point)]
 
-    def body(vs: list) -> None:
-        first = n - 1 if reverse else 0
+    first = n - 1 if reverse else 0
+
+    def start(vs: list) -> None:
         x0 = cast(s.buffer[tuple(at(s, vs, first))], acc_dtype)
         _B.buffer_store(d.buffer, x0, at(d, vs, first))
-        with _B.serial(1, n) as r:
-            k = (n - 1 - r) if reverse else r
-            prev = (k + 1) if reverse else (k - 1)
-            x = cast(s.buffer[tuple(at(s, vs, k))], acc_dtype)
-            acc = d.buffer[tuple(at(d, vs, prev))]
-            value = acc + x if kind == "cumsum" else tirx.max(acc, x)
-            _B.buffer_store(d.buffer, value, at(d, vs, k))
 
-    # One scan per point of the other dimensions. On GPU targets a T.Parallel nest runs each scan
-    # in one thread (a 1-D scan in thread 0: T.Parallel(1)); per-thread local tiles scan serially.
+    def step(vs: list, r: Any) -> None:
+        k = (n - 1 - r) if reverse else r
+        prev = (k + 1) if reverse else (k - 1)
+        x = cast(s.buffer[tuple(at(s, vs, k))], acc_dtype)
+        acc = d.buffer[tuple(at(d, vs, prev))]
+        _B.buffer_store(d.buffer, acc + x if kind == "cumsum" else tirx.max(acc, x), at(d, vs, k))
+
     if per_thread(s, d):
+        def body(vs: list) -> None:
+            start(vs)
+            with _B.serial(1, n) as r:
+                step(vs, r)
+
         loop_nest(outer, parallel=False, body=body)
-    else:
-        loop_nest(outer or [1], parallel=True, body=(lambda vs: body([])) if not outer else body)
+        return
+    # Shared or fragment tiles: the scan position is the outer, serial loop and each step is a
+    # T.Parallel nest over the other dimensions (a 1-D scan: T.Parallel(1)). On GPU targets one
+    # thread per row does each step, and the barriers between steps stay outside any condition.
+    lanes = outer or [1]
+
+    def over(fn):
+        loop_nest(lanes, parallel=True, body=(lambda vs: fn([])) if not outer else fn)
+
+    over(start)
+    with _B.serial(1, n) as r:
+        over(lambda vs: step(vs, r))
 
 
 def cumsum(src: Any, dst: Optional[Any] = None, dim: int = 0, reverse: bool = False, annotations: Any = None) -> None:
