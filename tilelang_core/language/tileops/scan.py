@@ -53,9 +53,14 @@ def _scan(kind: str, src: Any, dst: Optional[Any], dim: Any, reverse: bool) -> N
         acc = d.buffer[tuple(at(d, vs, prev))]
         _B.buffer_store(d.buffer, acc + x if kind == "cumsum" else tirx.max(acc, x), at(d, vs, k))
 
+    in_place = d.buffer.same_as(s.buffer) and all(
+        static_int(a) is not None and static_int(a) == static_int(b) for a, b in zip(s.starts, d.starts)
+    )
+
     if per_thread(s, d):
         def body(vs: list) -> None:
-            start(vs)
+            if not in_place:
+                start(vs)
             with _B.serial(1, n) as r:
                 step(vs, r)
 
@@ -69,7 +74,8 @@ def _scan(kind: str, src: Any, dst: Optional[Any], dim: Any, reverse: bool) -> N
     def over(fn):
         loop_nest(lanes, parallel=True, body=(lambda vs: fn([])) if not outer else fn)
 
-    over(start)
+    if not in_place:  # in place, the first element is already there
+        over(start)
     with _B.serial(1, n) as r:
         over(lambda vs: step(vs, r))
 
