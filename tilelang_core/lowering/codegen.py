@@ -161,7 +161,7 @@ def c_entry_source(
     fails (a negative dynamic size; dropped with ``tl.disable_bounds_assert``).
     """
     # atomics: __atomic builtins (lowering/atomics.py); intrinsics: lowering/intrinsics.py
-    func = lower_cpu_atomics(lower_cpu_intrinsics(func, "c"), "c")
+    func = lower_cpu_intrinsics(lower_cpu_atomics(func, "c"), "c")
     mod = tvm.IRModule({"main": func})
     mod = tirx.transform.BindTarget(target)(mod)
     mod = P.cpu_source_passes(configs)(mod)
@@ -460,7 +460,7 @@ def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, A
     from tvm.tirx.build import split_host_device_mods, tir_to_runtime
 
     language = "llvm" if target.kind.name == "llvm" else "c"
-    func = lower_cpu_atomics(lower_cpu_intrinsics(func, language), language)  # lowering/atomics.py, intrinsics.py
+    func = lower_cpu_intrinsics(lower_cpu_atomics(func, language), language)  # lowering/atomics.py, intrinsics.py
     mod = tvm.IRModule({str(func.attrs.get("global_symbol", "main")): func})
     mod = tirx.transform.BindTarget(tvm.target.Target(target, host=target))(mod)
     mod = P.cpu_runtime_passes(configs)(mod)

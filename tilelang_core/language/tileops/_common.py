@@ -32,6 +32,8 @@ def location() -> str:
 def describe(value: Any) -> str:
     """Short text of an operand as the kernel author wrote it (``A``, ``A[0:32, k:k + 16]``)."""
     try:
+        if is_buffer(value) and isinstance(getattr(value, "name", None), str) and value.name:
+            return value.name
         return str(value)
     except Exception:  # noqa: BLE001 - printing never hides the real error
         return repr(value)
