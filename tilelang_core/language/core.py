@@ -42,8 +42,8 @@ PARALLEL_MARKER = "tl.parallel"
 KERNEL_IS_CPU_KEY = "tl.kernel_is_cpu"
 #: PrimFunc attribute: ``"file:line"`` of the kernel definition (set by :func:`prim_func`).
 SOURCE_LOCATION_ATTR = "tl.source_location"
-#: AttrStmt key wrapping the read-modify-write of ``T.atomic_add`` (real atomics on GPU; on CPU
-#: targets a kernel containing one runs its blocks serially).
+#: Former AttrStmt key of ``T.atomic_add`` (atomics are now marker calls, lowering/atomics.py);
+#: kept importable.
 ATOMIC_ADD_KEY = "tl.atomic_add"
 #: Storage scope of ``T.alloc_fragment`` tiles (spread over the block's threads on GPU targets).
 FRAGMENT_SCOPE = "local.fragment"
@@ -143,8 +143,8 @@ class Kernel:
     ``threads`` is an int or a tuple ``(tx, ty, tz)`` of static extents. The ``as`` target
     receives one block index per grid extent given. On GPU targets the block indices are
     ``blockIdx.x/y/z`` and the body runs once per thread of the block; on CPU targets the
-    blocks become one loop (OpenMP-parallel unless ``tl.disable_parallel_blocks`` or the kernel
-    uses ``T.atomic_add``) and the body runs once per block.
+    blocks become one loop (OpenMP-parallel unless ``tl.disable_parallel_blocks``; atomics are
+    real CPU atomics) and the body runs once per block.
 
     ``is_cpu=True`` (TileLang's spelling for CPU kernels) is accepted: on CPU targets it changes
     nothing (that is already how CPU targets run a kernel); lowering such a kernel for a GPU
