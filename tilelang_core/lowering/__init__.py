@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from ..artifact import KernelArtifact
 from ..errors import KernelDefinitionError, LoweringError, PassConfigError, TargetError
-from .configs import PASS_CONFIGS, config_flag
+from .configs import NO_EFFECT, PASS_CONFIGS, config_flag, config_key, unknown_key_message
 from .target import CPU_KINDS, GPU_KINDS, auto_target_kind, device_of, parse_target_string, resolve_target
 
 __all__ = [
@@ -33,6 +33,9 @@ _DEVICE_LANGUAGE = {"c": "c", "llvm": "c", "cuda": "cuda", "metal": "metal", "ro
 def validate_pass_configs(pass_configs: Optional[Mapping[str, Any]]) -> dict[str, Any]:
     """Check ``pass_configs``: documented ``tl.*`` keys (booleans) and TVM's own ``tirx.*`` keys.
 
+    Keys may be strings or ``PassConfigKey`` members. TileLang's keys that have no effect here
+    (:data:`~tilelang_core.lowering.configs.NO_EFFECT`) are accepted with any value and dropped.
+
     :raises PassConfigError: unknown key (the message lists the known ones) or a value that is
         not a bool.
     """
@@ -42,19 +45,19 @@ def validate_pass_configs(pass_configs: Optional[Mapping[str, Any]]) -> dict[str
         raise PassConfigError(f"pass_configs must be a dict, got {type(pass_configs).__name__}")
     result: dict[str, Any] = {}
     for key, value in pass_configs.items():
+        key = config_key(key)
         if not isinstance(key, str):
             raise PassConfigError(f"pass_configs keys must be strings, got {key!r}")
         if key in PASS_CONFIGS:
             if not isinstance(value, (bool, int)) or (isinstance(value, int) and value not in (0, 1)):
                 raise PassConfigError(f"pass_configs[{key!r}] must be a bool, got {value!r}")
             result[key] = bool(value)
+        elif key in NO_EFFECT:
+            continue  # a TileLang key this pipeline has nothing to do for (docs/pipeline.md)
         elif key.startswith("tirx."):
             result[key] = value  # TVM's own PassContext options, validated by TVM
         else:
-            known = ", ".join(sorted(PASS_CONFIGS))
-            raise PassConfigError(
-                f"unknown pass config {key!r}; known keys: {known} (TVM's own 'tirx.*' options are passed through)"
-            )
+            raise PassConfigError(unknown_key_message(key))
     return result
 
 
