@@ -119,8 +119,25 @@ def is_eager_style(func: Callable[..., Any]) -> bool:
             return True
         if isinstance(stmt, ast.With) and any(_call_attr(i.context_expr) == "Kernel" for i in stmt.items):
             return True
-    annotations = getattr(func, "__annotations__", {}) or {}
+    annotations = _runtime_annotations(func)
     return any(_is_kernel_annotation(v) for k, v in annotations.items() if k != "return")
+
+
+def _runtime_annotations(func: Callable[..., Any]) -> dict[str, Any]:
+    """``func``'s parameter annotations as values (string annotations evaluated; failures skipped)."""
+    namespace: Optional[dict[str, Any]] = None
+    result: dict[str, Any] = {}
+    for name, value in (getattr(func, "__annotations__", {}) or {}).items():
+        if isinstance(value, str):
+            if namespace is None:
+                namespace = dict(func.__globals__)
+                namespace.update(_closure_values(func))
+            try:
+                value = eval(value, namespace)  # noqa: S307 - the user's own annotation text
+            except Exception:  # noqa: BLE001 - not evaluable here: not a kernel annotation
+                continue
+        result[name] = value
+    return result
 
 
 def _is_kernel_annotation(value: Any) -> bool:
@@ -156,7 +173,7 @@ class _Analysis:
             for s in body
             if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is None and s.target.id in params
         }
-        runtime_values = getattr(func, "__annotations__", {}) or {}
+        runtime_values = _runtime_annotations(func)
         self.kernel_params: list[str] = []
         self.annotations: dict[str, ast.expr] = {}
         for p in params:

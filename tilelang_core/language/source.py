@@ -128,11 +128,17 @@ def _from_prompt_history(code: Any, name: str) -> Optional[str]:
         history = [readline.get_history_item(i) or "" for i in range(1, readline.get_current_history_length() + 1)]
     except Exception:  # noqa: BLE001 - no usable history: nothing to recover
         return None
-    starts = [i for i, line in enumerate(history) if line.strip() and not line[:1].isspace()]
+    def top_level(line: str) -> bool:
+        return bool(line.strip()) and not line[:1].isspace()
+
+    # a statement starts at an unindented line, unless that line follows a decorator line
+    starts = [
+        i for i, line in enumerate(history) if top_level(line) and not (i and history[i - 1].startswith("@"))
+    ]
     for start in reversed(starts):
         block = [history[start]]
         for line in history[start + 1 :]:
-            if line.strip() and not line[:1].isspace() and not _is_clause(line):
+            if top_level(line) and not _is_clause(line) and not block[-1].startswith("@"):
                 break
             block.append(line)
         lines = [line + "\n" for line in block]

@@ -61,6 +61,18 @@ def validate_pass_configs(pass_configs: Optional[Mapping[str, Any]]) -> dict[str
     return result
 
 
+def _merged(device_mods: Any) -> Any:
+    """The device functions of every device module in one ``IRModule`` (for ``artifact.device_mod``)."""
+    import tvm
+
+    mods = list(device_mods.values()) if isinstance(device_mods, dict) else list(device_mods or [])
+    functions = {}
+    for mod in mods:
+        for gvar, fn in mod.functions.items():
+            functions[gvar.name_hint] = fn
+    return tvm.IRModule(functions) if functions else None
+
+
 def _consumes(consumes: Optional[Iterable[str]]) -> list[str]:
     if consumes is None:
         return ["device_source"]
@@ -148,6 +160,7 @@ def lower(
                     )
                     result["device_source"] = source
                     result["device_kernels"] = [kernel]
+                    result["ir"] = {"device": tvm.IRModule({name: front})}
                 if "runtime_module" in wanted or "host_source" in wanted:
                     front = lower_tile_constructs(
                         func,
@@ -177,6 +190,7 @@ def lower(
                 mod = tirx.transform.BindTarget(tgt)(mod)
                 mod = P.gpu_passes(configs)(mod)
                 host_mod, device_mods = codegen.split_gpu(mod)
+                result["ir"] = {"host": host_mod, "device": _merged(device_mods)}
                 host_fn = host_mod[name]
                 result["device_kernels"] = codegen.gpu_device_kernels(host_fn, device_mods, symbol_names, location)
                 if not result["device_kernels"]:
@@ -215,4 +229,5 @@ def lower(
     )
     if tvm_modules is not None:
         artifact.with_tvm_modules(tvm_modules)
+    artifact.with_tvm_ir(**result.get("ir", {}))
     return artifact
