@@ -79,8 +79,12 @@ class JITKernel:
 
         return export_kernel(self, path, overwrite=overwrite)
 
-    def get_kernel_source(self) -> Optional[str]:
-        """The generated device source (C, CUDA C or Metal), if the backend consumed one."""
+    def get_kernel_source(self, kernel_only: bool = True) -> Optional[str]:
+        """The generated device source (C, CUDA C or Metal), if the backend consumed one.
+
+        ``kernel_only`` is accepted for TileLang compatibility: the device source is only the
+        kernel either way (:meth:`get_host_source` gives the host side).
+        """
         return self.artifact.device_source
 
     def get_host_source(self) -> Optional[str]:

@@ -1,6 +1,7 @@
-"""Packed two-lane helpers (``T.add2`` & co.), ``T.extract_lane`` and the ``bfloat16xN`` dtypes.
+"""Packed two-lane helpers (``T.add2`` & co.) and ``T.extract_lane``.
 
-TVM 0.27 expresses vector dtypes (``float16x2``, ``float32x2``, ``bfloat16x2``, ...) in TIR, and
+TVM 0.27 expresses vector dtypes (``float16x2``, ``float32x2``, ``bfloat16x2``, ...; the dtype
+values ``T.float16x2`` & co. are in :mod:`tilelang_core.language.dtypes`) in TIR, and
 its LLVM and CUDA code generators lower them; its C code generator does not (it prints
 OpenCL-style vector syntax), so kernels with vector values are refused for target ``c`` with a
 clear error (:mod:`tilelang_core.lowering.intrinsics`). The helpers are plain TIR vector
@@ -107,47 +108,3 @@ def extract_lane(vector: Any, lane: Any) -> Any:
     if not 0 <= lane < lanes:
         raise LaneIndexError(f"T.extract_lane: lane {lane} is out of bounds for the {lanes}-lane {vector.ty.dtype}")
     return tirx.Shuffle([vector], [tirx.IntImm("int32", int(lane))])
-
-
-class VectorDtype:
-    """A vector dtype TVMScript lacks (``T.bfloat16x2``, ...): ``T.bfloat16x2(a, b)`` builds a
-    vector from its lanes, ``T.bfloat16x2(x)`` broadcasts a scalar, ``T.bfloat16x2()`` is a new
-    variable; ``T.Tensor(shape, T.bfloat16x2)`` and ``T.cast(x, T.bfloat16x2)`` take it as a dtype."""
-
-    def __init__(self, dtype: str):
-        self._dtype_str = dtype
-        self.lanes = tvm.runtime.DataType(dtype).lanes
-        self.scalar = str(tvm.runtime.DataType(dtype).with_lanes(1))
-
-    def __call__(self, *lanes: Any) -> Any:
-        if not lanes:
-            return tirx.Var("v", self._dtype_str)
-        values = []
-        for lane in lanes:
-            lane = _operand(lane)
-            values.append(lane if str(lane.ty.dtype) == self.scalar else tirx.Cast(self.scalar, lane))
-        if len(values) == 1:
-            return tirx.Broadcast(values[0], self.lanes)
-        if len(values) != self.lanes:
-            raise OperandTypeError(f"T.{self._dtype_str} takes 1 or {self.lanes} lanes, got {len(values)}")
-        return tirx.Shuffle(values, [tirx.IntImm("int32", k) for k in range(self.lanes)])
-
-    def __str__(self) -> str:
-        return self._dtype_str
-
-    def __repr__(self) -> str:
-        return f"VectorDtype({self._dtype_str!r})"
-
-    def __eq__(self, other: Any) -> bool:
-        return str(other) == self._dtype_str or getattr(other, "_dtype_str", None) == self._dtype_str
-
-    def __hash__(self) -> int:
-        return hash(self._dtype_str)
-
-
-bfloat16x2 = VectorDtype("bfloat16x2")
-bfloat16x4 = VectorDtype("bfloat16x4")
-bfloat16x8 = VectorDtype("bfloat16x8")
-bfloat16x16 = VectorDtype("bfloat16x16")
-bfloat16x32 = VectorDtype("bfloat16x32")
-bfloat16x64 = VectorDtype("bfloat16x64")
