@@ -83,7 +83,8 @@ def test_cuda_sources_use_the_cuda_intrinsics(cuda_sources):
     # warp votes, shuffles, block votes, thread indices, read-only cache
     for fn in ("__any_sync(", "__all_sync(", "__ballot_sync(", "__activemask()", "__syncthreads_count(",
                "__syncthreads_and(", "__syncthreads_or(", "__shfl_xor_sync(", "__shfl_down_sync(",
-               "__shfl_up_sync(", "__shfl_sync(", "__match_any_sync(", "__match_all_sync(", "__ldg((&("):
+               "__shfl_up_sync(", "__shfl_sync(", "__match_any_sync(", "__match_all_sync(", "__ldg((&(",
+               "__ffs(", "__fns("):
         assert fn in src["gpu_only"], fn
     assert re.search(r"blockIdx\.x\)?\) \* 64\) \+ \(\(int\)threadIdx\.x\)", src["gpu_only"]), src["gpu_only"]
     # the scan of a fragment reads whole rows: the fragment lives in shared memory

@@ -317,6 +317,7 @@ def gpu_only(n=256):
                     + T.syncthreads_and(v) + T.syncthreads_or(v) + T.shfl_xor(v, 1) + T.shfl_down(v, 1)
                     + T.shfl_up(v, 1) + T.shfl_sync(v, 0) + T.cast(T.match_any_sync(v), "int32")
                     + T.cast(T.match_all_sync(v), "int32") + T.get_thread_binding(1) + i
+                    + T.__ffs(v) + T.cast(T.__fns(T.cast(v, "uint32"), 0, 1), "int32")
                 )
                 U[g] = T.ballot_sync(v > 0) + T.ballot(v > 1) + T.activemask()
                 O[g] = T.__ldg(A[g]) + T.__ldg(A, g)

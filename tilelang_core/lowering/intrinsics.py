@@ -44,7 +44,7 @@ _FAST = {"__exp": "exp", "__exp10": "exp10", "__log": "log", "__log2": "log2", "
 _GPU_ONLY = (
     "any_sync", "all_sync", "ballot_sync", "activemask", "syncthreads_and", "syncthreads_or",
     "syncthreads_count", "shfl_sync", "shfl_xor", "shfl_down", "shfl_up", "match_any_sync",
-    "match_all_sync", "thread_binding", "block_binding", "__ldg",
+    "match_all_sync", "thread_binding", "block_binding", "__ldg", "__ffs", "__fns",
 )
 _PUBLIC_NAME = {"thread_binding": "get_thread_binding", "block_binding": "get_block_binding"}
 
@@ -437,6 +437,11 @@ def lower_gpu_intrinsics(body: Any, kind: str, location: str) -> Any:
             return tirx.call_extern("uint32", "__match_any_sync", a[0], a[1])
         if m.name == "__ldg":
             return tirx.call_extern(m.dtype, "__ldg", a[0])
+        if m.name == "__ffs":
+            wide = tvm.runtime.DataType(str(a[0].ty.dtype)).bits == 64
+            return tirx.call_extern("int32", "__ffsll" if wide else "__ffs", a[0])
+        if m.name == "__fns":
+            return tirx.call_extern("uint32", "__fns", a[0], a[1], a[2])
         if m.name in ("thread_binding", "block_binding"):
             raise LoweringError(f"{m.loc}: T.{_PUBLIC_NAME[m.name]}() must be used inside a T.Kernel")
         raise LoweringError(f"{m.loc}: internal error: unknown intrinsic marker {m.name}")

@@ -9,7 +9,7 @@
 - GPU only (refused when lowering for a CPU target): warp votes ``T.any_sync``, ``T.all_sync``,
   ``T.ballot_sync``, ``T.ballot``, ``T.activemask``, block votes ``T.syncthreads_and/or/count``,
   shuffles ``T.shfl_sync/xor/down/up``, ``T.match_any_sync``, ``T.match_all_sync``,
-  ``T.get_thread_binding(s)``, ``T.get_block_binding(s)``, ``T.__ldg``.
+  ``T.get_thread_binding(s)``, ``T.get_block_binding(s)``, ``T.__ldg``, ``T.__ffs``, ``T.__fns``.
 
 Each returns a *marker call* (``call_extern(dtype, "tl.math", name, mode, loc, *args)``) that
 :mod:`tilelang_core.lowering.intrinsics` lowers per target: the CUDA intrinsic (``__expf``,
@@ -49,6 +49,8 @@ GPU_ONLY = (
     "thread_binding",
     "block_binding",
     "__ldg",
+    "__ffs",
+    "__fns",
 )
 ROUNDING_MODES = ("rn", "rz", "ru", "rd")
 _FULL_MASK = 0xFFFFFFFF
@@ -359,6 +361,19 @@ def get_block_binding(dim: int = 0) -> Any:
 def get_block_bindings() -> list:
     """``[blockIdx.x, blockIdx.y, blockIdx.z]`` (see :func:`get_block_binding`). GPU only."""
     return [get_block_binding(d) for d in range(3)]
+
+
+def __ffs(value: Any) -> Any:
+    """Position (1-based) of the least significant set bit, 0 for 0 (CUDA ``__ffs``/``__ffsll``). GPU only."""
+    v = _expr(value)
+    if not _dtype(v).startswith(("int", "uint")):
+        fail("T.__ffs", (value,), f"T.__ffs needs an integer, got {_dtype(v) or type(value).__name__}", OperandTypeError)
+    return math_call("int32", "__ffs", v)
+
+
+def __fns(mask: Any, base: Any, offset: Any) -> Any:
+    """Lane of the ``offset``-th set bit of ``mask`` counted from ``base`` (CUDA ``__fns``, uint32). GPU only."""
+    return math_call("uint32", "__fns", _mask(mask), _expr(base), _expr(offset))
 
 
 def __ldg(load_or_buf: Any, index: Any = None) -> Any:

@@ -82,4 +82,8 @@ def alloc_global(shape: Union[Sequence[Any], Any], dtype: Any, scope: str = "glo
         shape = (shape,)
     if scope != "global":
         fail("T.alloc_global", (shape_text(shape), dtype), f"scope must be 'global', got {scope!r}")
+    from tvm.script.ir_builder import base as _ir_builder
+
+    if not _ir_builder.IRBuilder.is_in_scope():  # evaluated outside a kernel body (eager jit prologue)
+        return tirx.decl_buffer(tuple(shape), dtype_name(dtype), scope="global")
     return _B.alloc_buffer(tuple(shape), dtype_name(dtype), scope="global")
