@@ -360,3 +360,19 @@ def test_gpu_only_intrinsics_are_refused_on_cpu_targets(target, consumes):
         lower(KS.gpu_only(), target=target, consumes=[consumes])
     text = str(info.value)
     assert "is a GPU intrinsic" in text and "tileops_compat_kernels.py:" in text, text
+
+
+# -- reducers ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [CYTHON_C, TVMFFI_LLVM], ids=_path_id)
+def test_reducers_v1_and_v2(path):
+    m, n = 8, 40
+    kernel = _compile(KS.reducers(m, n), path)
+    a = torch.randn(m, n)
+    ints = torch.randint(0, 2**20, (m, n), dtype=torch.int32)
+    s, x, b = torch.zeros(m), torch.zeros(m), torch.zeros(m, dtype=torch.int32)
+    kernel(a, s, x, b, ints)
+    torch.testing.assert_close(s, a.sum(1), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(x, torch.clamp(a.amax(1), min=0.5))  # the seed 0.5 takes part once
+    assert b.tolist() == [functools.reduce(lambda p, q: p | q, row) for row in ints.tolist()]

@@ -54,6 +54,7 @@ def _kernels():
         ("vectors_f16", KS.vectors(16, "float16")),
         ("vectors_bf16", KS.vectors(16, "bfloat16")),
         ("gpu_only", KS.gpu_only()),
+        ("reducers", KS.reducers(8, 40)),
     ]
 
 
@@ -102,7 +103,7 @@ def test_cuda_sources_compile_with_nvcc(cuda_sources, tmp_path):
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}"
 
 
-_EMULATED = ("atomics_i32", "reduce_bits", "scans", "layout")
+_EMULATED = ("atomics_i32", "reduce_bits", "scans", "layout", "reducers")
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +119,8 @@ def emulated(cuda_sources, tmp_path_factory):
 @CU.emulator
 def test_emulated_gpu_scans_transpose_reductions_atomics(emulated):
     """GPU versions on the emulated GPU: a scan per thread over a fragment placed in shared
-    memory, transposes spread over the threads, bitwise reductions, atomics from many threads."""
+    memory, transposes spread over the threads, bitwise reductions, atomics from many threads,
+    reducers (per-thread copies combined through shared memory)."""
     M, N, bm = 32, 24, 8
     a = torch.randn(M, N)
     s0, s1, s2, v = (torch.full((M, N), float("nan")) for _ in range(4))
@@ -148,6 +150,14 @@ def test_emulated_gpu_scans_transpose_reductions_atomics(emulated):
     assert c[0].item() == a1.sum().item() and c[1].item() == a1.max().item() and c[2].item() == a1.min().item()
     assert sorted(p.tolist() + [c[6].item()]) == sorted((p + a1).tolist() + [0])
     assert e.tolist() == [42, 41]
+    # reducers: per-thread partials combined through shared memory
+    x = torch.randn(8, 40)
+    ints = torch.randint(0, 2**20, (8, 40), dtype=torch.int32)
+    s_, m_, b_ = torch.zeros(8), torch.zeros(8), torch.zeros(8, dtype=torch.int32)
+    emulated["reducers"](x, s_, m_, b_, ints)
+    torch.testing.assert_close(s_, x.sum(1), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(m_, torch.clamp(x.amax(1), min=0.5))
+    assert b_.tolist() == [functools.reduce(lambda p, q: p | q, row) for row in ints.tolist()]
 
 
 # -- on a device ----------------------------------------------------------------------------

@@ -89,7 +89,9 @@ def _one_translation_unit(artifacts: dict) -> str:
         for kernel in art.device_kernels:
             body = re.sub(r"\b" + re.escape(kernel.name) + r"\b", f"{kernel.name}_{name}", body)
         bodies.append(body)
-    return "".join(helpers) + max(preambles, key=len) + "\n".join(bodies)
+    # headers some preamble includes (math_constants.h for infinities, ...) for every kernel
+    includes = sorted({line for p in preambles for line in p.splitlines() if line.startswith("#include <")})
+    return "".join(helpers) + "\n".join(includes) + "\n" + max(preambles, key=len) + "\n".join(bodies)
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
@@ -129,6 +131,8 @@ static inline tl_dim3 tl_thread_idx() {
 #define __shared__ static
 #define __syncthreads() _Pragma("omp barrier")
 #define uint unsigned int
+#define CUDART_INF_F INFINITY
+#define CUDART_NAN_F NAN
 static inline half __float2half_rn(float x) { return (half)x; }
 static inline float __half2float(half x) { return (float)x; }
 static inline float max(float a, float b) { return fmaxf(a, b); }

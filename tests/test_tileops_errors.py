@@ -429,3 +429,62 @@ def test_lowering_refusals_name_the_statement():
     with pytest.raises(LoweringError) as info:
         lower(ldg, target="c")
     assert f"{_THIS}:{_line_of('ldg')}" in str(info.value) and "T.__ldg is a GPU intrinsic" in str(info.value)
+
+
+def test_reducer_wrong_use():
+    def bitwise_float():
+        @T.prim_func
+        def k(A: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                acc = T.alloc_reducer((1,), "float32", op="bitand")  # <reducer-bitand>
+                T.reducer_init(acc)
+
+    with pytest.raises(AssertionError):  # TileLang asserts here; also a LoweringError
+        bitwise_float()
+    _check(bitwise_float, "reducer-bitand", "T.alloc_reducer((1,), float32)", "requires an integer dtype")
+
+    def double_init():
+        @T.prim_func
+        def k(A: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                acc = T.alloc_reducer((1,), "float32")
+                T.reducer_init(acc)
+                T.reducer_init(acc)  # <reducer-double>
+
+    _check(double_init, "reducer-double", "T.reducer_init(acc)", "double T.reducer_init")
+
+    def early_update():
+        @T.prim_func
+        def k(A: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                acc = T.alloc_reducer((1,), "float32")
+                for i in T.Parallel(8):
+                    T.reducer_update(acc[0], A[i])  # <reducer-early>
+
+    _check(early_update, "reducer-early", "T.reducer_update(acc", "before T.reducer_init of 'acc'")
+
+    def bad_batch():
+        @T.prim_func
+        def k(A: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                acc = T.alloc_reducer((1,), "float32", replication="all")
+                T.finalize_reducer(acc, batch=0)  # <reducer-batch>
+
+    _check(bad_batch, "reducer-batch", "T.finalize_reducer(acc)", "batch must be >= 1")
+
+
+def test_reducer_update_outside_parallel_is_refused_when_lowering():
+    from tilelang_core.lowering import lower
+
+    @T.prim_func
+    def k(A: T.Tensor((8,), "float32"), B: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=32) as _:
+            acc = T.alloc_reducer((1,), "float32")
+            T.reducer_init(acc)
+            T.reducer_update(acc[0], A[0])  # <reducer-outside>
+            T.finalize_reducer(acc, B)
+
+    for target in ("c", "cuda"):
+        with pytest.raises(LoweringError) as info:
+            lower(k, target=target)
+        assert f"{_THIS}:{_line_of('reducer-outside')}" in str(info.value) and "outside any T.Parallel" in str(info.value)

@@ -323,3 +323,35 @@ def gpu_only(n=256):
                 O[g] = T.__ldg(A[g]) + T.__ldg(A, g)
 
     return gpu_only_kernel
+
+
+def reducers(m, n, threads=128):
+    """Row sums and maxima with reducers: v1 (``replication="all"``, plain ``+=``, in place) and
+    v2 (``reducer_init`` with a seed, ``reducer_update``, ``finalize_reducer(acc, dst)``)."""
+
+    @T.prim_func
+    def reducers_kernel(A: T.Tensor((m, n), "float32"), S: T.Tensor((m,), "float32"), X: T.Tensor((m,), "float32"),
+                        B: T.Tensor((m,), "int32"), I: T.Tensor((m, n), "int32")):
+        with T.Kernel(1, threads=threads) as _:
+            tile = T.alloc_fragment((m, n), "float32")
+            T.copy(A, tile)
+            total = T.alloc_reducer((m,), "float32", op="sum", replication="all")
+            T.clear(total)
+            for i, j in T.Parallel(m, n):
+                total[i] += tile[i, j]
+            T.finalize_reducer(total)
+            T.copy(total, S)
+            mx = T.alloc_reducer((m,), "float32", op="max")
+            T.reducer_init(mx, 0.5)
+            for i, j in T.Parallel(m, n):
+                T.reducer_update(mx[i], tile[i, j])
+            out = T.alloc_fragment((m,), "float32")
+            T.finalize_reducer(mx, out)
+            T.copy(out, X)
+            bits = T.alloc_reducer((m,), "int32", op="bitor")
+            T.reducer_init(bits)
+            for i, j in T.Parallel(m, n):
+                T.reducer_update(bits[i], I[i, j])
+            T.finalize_reducer(bits, B)
+
+    return reducers_kernel

@@ -27,6 +27,10 @@ from tvm import tirx
 
 from ..errors import LoweringError
 from .atomics import contains_atomics
+
+#: Marker names of the reducer operators (tilelang_core.language.tileops.reducer).
+REDUCER_FINALIZE_CALL = "tl.reducer.finalize"
+REDUCER_UPDATE_KEY = "tl.reducer_update"
 from ..language.core import (
     KERNEL_AXIS_KEY,
     KERNEL_IS_CPU_KEY,
@@ -88,6 +92,17 @@ def _is_parallel_marker(stmt: Any) -> Optional[int]:
     if isinstance(name, tvm.ir.StringImm) and name.value == PARALLEL_MARKER:
         return _int(call.args[1])
     return None
+
+
+def _reducer_finalize(stmt: Any) -> Optional[tuple]:
+    """``(op, loc, reducer buffer)`` of a ``T.finalize_reducer`` marker statement, else None."""
+    call = stmt.value
+    if not isinstance(call, tvm.ir.Call) or len(call.args) != 4:
+        return None
+    name = call.args[0]
+    if not (isinstance(name, tvm.ir.StringImm) and name.value == REDUCER_FINALIZE_CALL):
+        return None
+    return call.args[1].value, call.args[2].value, call.args[3].args[0].source
 
 
 def _pragma(text: str, var_name: str):
@@ -178,9 +193,18 @@ class Frontend:
             else_case = self.visit(stmt.else_case, ctx) if stmt.else_case is not None else None
             return tirx.IfThenElse(stmt.condition, self.visit(stmt.then_case, ctx), else_case, stmt.span)
         if isinstance(stmt, tirx.AttrStmt):
+            if stmt.attr_key == REDUCER_UPDATE_KEY:
+                if not ctx.in_parallel:
+                    raise LoweringError(
+                        f"{stmt.node.value}: T.reducer_update outside any T.Parallel: write it inside the "
+                        "T.Parallel loop whose iterations contribute"
+                    )
+                return self.visit(stmt.body, ctx)
             return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, self.visit(stmt.body, ctx), stmt.span)
         if isinstance(stmt, tirx.While):
             return tirx.While(stmt.condition, self.visit(stmt.body, ctx), stmt.span)
+        if isinstance(stmt, tirx.Evaluate) and _reducer_finalize(stmt) is not None:
+            return self.finalize_reducer(stmt, ctx)
         if _is_parallel_marker(stmt) is not None:
             raise LoweringError(
                 f"{self.opt.func_location}: T.Parallel must be used as the iterator "
@@ -306,6 +330,50 @@ class Frontend:
         if self.opt.emit_pragmas and parallel:
             return _seq([_pragma("omp parallel for", str(block_var)), result])
         return result
+
+    # -- T.finalize_reducer -------------------------------------------------------------------
+    def finalize_reducer(self, stmt: Any, ctx: _Ctx) -> Any:
+        """Combine the per-thread copies of a reducer (GPU: through shared memory; CPU: one copy).
+
+        Every thread writes its copy into a shared scratch of ``threads * numel`` elements, and
+        after a barrier every thread combines all the copies into its own, so each one holds the
+        result (TileLang's replication "all").
+        """
+        op, loc, acc = _reducer_finalize(stmt)
+        if not self.opt.gpu or ctx.kernel is None or ctx.kernel["threads"] == 1:
+            return tirx.Evaluate(tirx.IntImm("int32", 0))
+        if ctx.in_parallel:
+            raise LoweringError(f"{loc}: T.finalize_reducer inside a T.Parallel loop: call it after the loop")
+        from ..language.tileops.reducer import combine
+
+        shape = [_int(d) for d in acc.ty.shape]
+        if any(d is None for d in shape):
+            raise LoweringError(f"{loc}: the reducer '{acc}' needs a static shape on GPU targets, got {list(acc.ty.shape)}")
+        numel = 1
+        for d in shape:
+            numel *= d
+        threads, tid = ctx.kernel["threads"], ctx.kernel["tid"]
+        dtype = str(acc.ty.dtype)
+        scratch = tirx.decl_buffer([threads * numel], dtype, name=f"{acc}_partials", scope="shared")
+
+        def element(k):
+            idx, rest = [], k
+            for d in reversed(shape):
+                idx.append(tirx.floormod(rest, d) if d != 1 else _as_expr(0))
+                rest = tirx.floordiv(rest, d)
+            return list(reversed(idx))
+
+        sync = tirx.Evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", tvm.ir.StringImm("shared")))
+        k1 = tirx.Var("reducer_k", "int32")
+        write = tirx.For(k1, _as_expr(0), _as_expr(numel), tirx.ForKind.SERIAL,
+                         tirx.BufferStore(scratch, acc[tuple(element(k1))], [k1 * threads + tid]))
+        k2, t = tirx.Var("reducer_k", "int32"), tirx.Var("reducer_t", "int32")
+        idx = element(k2)
+        fold = tirx.For(t, _as_expr(1), _as_expr(threads - 1), tirx.ForKind.SERIAL,
+                        tirx.BufferStore(acc, combine(op, acc[tuple(idx)], scratch[k2 * threads + t]), idx))
+        gather = tirx.For(k2, _as_expr(0), _as_expr(numel), tirx.ForKind.SERIAL,
+                          _seq([tirx.BufferStore(acc, scratch[k2 * threads], idx), fold]))
+        return tirx.SeqStmt([tirx.AllocBuffer(scratch), write, sync, gather])
 
     # -- T.Parallel --------------------------------------------------------------------------
     def visit_parallel(self, loop: Any, ndim: int, ctx: _Ctx) -> Any:

@@ -83,6 +83,7 @@ from .reduce import (
     reduce_min,
     reduce_sum,
 )
+from .reducer import alloc_reducer, finalize_reducer, reducer_init, reducer_update
 from .scan import cummax, cumsum
 from .variables import alloc_global, alloc_var
 from .vector import (
@@ -115,6 +116,7 @@ __all__ = [
     "all_sync",
     "alloc_fragment",
     "alloc_global",
+    "alloc_reducer",
     "alloc_var",
     "any_sync",
     "ballot",
@@ -125,6 +127,7 @@ __all__ = [
     "dp4a",
     "extract_lane",
     "fast_rcp",
+    "finalize_reducer",
     "fma2",
     "get_block_binding",
     "get_block_bindings",
@@ -143,6 +146,8 @@ __all__ = [
     "max2",
     "min2",
     "mul2",
+    "reducer_init",
+    "reducer_update",
     "reshape",
     "shfl_down",
     "shfl_sync",
