@@ -13,6 +13,7 @@ They only record *what* the kernel author asked for; the lowering pipeline
 
 from __future__ import annotations
 
+import functools
 import inspect
 import linecache
 import os
@@ -26,7 +27,7 @@ from tvm.script.parser.core import utils as _parser_utils
 from tvm.tirx.script.builder import ir as _B
 from tvm.tirx.script.parser.entry import Buffer as _BufferProxy
 from tvm.script.parser.core.entry import parse as _parse_tvmscript
-from tvm.tirx.script.parser.entry import macro as _tvm_macro
+from tvm.tirx.script.parser.entry import TIRMacro as _TIRMacro
 
 from .source import ensure_source
 
@@ -434,17 +435,55 @@ def prim_func(func: Any = None, *, private: bool = False, check_well_formed: boo
 setattr(prim_func, "dispatch_token", "tirx")
 
 
+class _ValueMacro(_TIRMacro):
+    """TVMScript's macro whose final ``return expr`` is the value of the macro call.
+
+    TVMScript emits ``return`` inside a macro as a TIR return statement and the call evaluates to
+    ``None`` (storing that ``None`` then crashes TVM). Here a macro whose body *ends* with
+    ``return expr`` runs the statements before it and evaluates to ``expr``, so
+    ``y[i] = plus_one(x[i])`` works; a bare ``return`` ends the macro.
+    """
+
+    def parse_macro(self, parser: Any) -> Any:
+        from tvm.tirx.script.builder import block_name_suffix_context
+        from tvm.script.parser.core import doc
+
+        macro_def = self.get_macro_def()
+        body = list(macro_def.body)
+        last = body[-1] if body and isinstance(body[-1], doc.Return) else None
+        if last is not None:
+            body = body[:-1]
+        suffix = f"_{self.call_count}" if self.call_count > 0 else ""
+        self.call_count += 1
+        with block_name_suffix_context(suffix):
+            if body:
+                parser.visit_body(body)
+            if last is not None and last.value is not None:
+                return parser.eval_expr(last.value)
+        return None
+
+
 def macro(*args: Any, hygienic: bool = True) -> Any:
     """TVMScript's ``T.macro`` (``@T.macro`` or ``@T.macro(hygienic=False)``).
 
-    Same as TVMScript's, except that a macro defined where Python keeps no source (``python -c``,
-    the interactive prompt) is found the way :func:`prim_func` finds kernels
+    Same as TVMScript's, except that a macro whose body ends with ``return expr`` evaluates to
+    ``expr`` (``y = plus_one(x)``), and that a macro defined where Python keeps no source
+    (``python -c``, the interactive prompt) is found the way :func:`prim_func` finds kernels
     (:mod:`tilelang_core.language.source`).
     """
 
     def decorate(fn: Any) -> Any:
+        from tvm.script.parser._core import scan_macro
+
         ensure_source(fn, "macro")
-        return _tvm_macro(fn, hygienic=hygienic)
+        source, closure_vars = scan_macro(fn, _parser_utils.inspect_function_capture(fn))
+        obj = _ValueMacro(source, closure_vars, fn, hygienic)
+
+        @functools.wraps(fn)
+        def wrapper(*call_args: Any, **call_kwargs: Any) -> Any:
+            return obj(*call_args, **call_kwargs)
+
+        return wrapper
 
     if len(args) == 1 and inspect.isfunction(args[0]):
         return decorate(args[0])
