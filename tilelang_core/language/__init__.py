@@ -46,3 +46,21 @@ from . import dtypes  # noqa: E402
 from .dtypes import dtype  # noqa: E402,F401 - public API
 
 globals().update(dtypes.DTYPES)
+from .dtypes import (  # noqa: E402,F401 - TileLang's dtype helpers
+    AnyDType,
+    get_tvm_dtype,
+    is_f8f6f4_family,
+    is_float4,
+    is_float4_e2m1_unpacked,
+    is_float4_e2m1fn,
+)
+
+# TileLang's names for TVM types and helpers.
+import tvm as _tvm  # noqa: E402
+
+#: ``T.PrimExpr``: the type of TIR expressions (TVM 0.27 calls it ``tvm.tirx.Expr``).
+PrimExpr = _tvm.tirx.Expr
+PrimFunc = _tvm.tirx.PrimFunc
+StringImm = _tvm.ir.StringImm
+#: ``T.cdiv``: TileLang's other name of :func:`ceildiv`.
+cdiv = ceildiv

@@ -228,6 +228,30 @@ def _caller_location() -> Optional[str]:
     return None
 
 
+#: Threads per block when ``T.Kernel`` is given none (``threads=None``).
+DEFAULT_THREADS = 128
+
+
+def _normalize_threads(threads: Union[int, Sequence[int], None]) -> list[int]:
+    """``T.Kernel``'s ``threads`` as ``[tx, ty, tz]``: an int, a list/tuple of 1 to 3 ints, or None (128).
+
+    :raises TypeError: not ints (or more than three of them).
+    :raises ValueError: an extent that is not positive.
+    """
+    if threads is None:
+        threads = DEFAULT_THREADS
+    if isinstance(threads, Integral) and not isinstance(threads, bool):
+        threads = (int(threads),)
+    if not isinstance(threads, (list, tuple)):
+        raise TypeError(f"T.Kernel threads must be an int or a tuple of up to 3 ints, got {threads!r}")
+    extents = tuple(threads)
+    if not 1 <= len(extents) <= 3 or not all(isinstance(t, Integral) and not isinstance(t, bool) for t in extents):
+        raise TypeError(f"T.Kernel threads must be an int or a tuple of up to 3 ints, got {threads!r}")
+    if any(t < 1 for t in extents):
+        raise ValueError(f"T.Kernel threads must be positive (each extent >= 1), got {threads!r}")
+    return [int(t) for t in extents] + [1] * (3 - len(extents))
+
+
 def _as_target_is_sequence() -> bool:
     """Whether the ``with ... as`` target being parsed is a tuple or list (``as (bx,)``)."""
     from tvm.script.parser.core import doc
@@ -273,20 +297,12 @@ class Kernel:
                 raise TypeError(f"T.Kernel grid extent #{i} must be an int or an expression, got {type(g).__name__}")
             if isinstance(g, Integral) and g < 1:
                 raise ValueError(f"T.Kernel grid extent #{i} must be >= 1, got {g}")
-        if threads is None:
-            threads = 1
-        if isinstance(threads, Integral):
-            threads = (int(threads),)
-        threads = tuple(threads)
-        if not 1 <= len(threads) <= 3 or not all(isinstance(t, Integral) and not isinstance(t, bool) for t in threads):
-            raise TypeError(f"T.Kernel threads must be an int or a tuple of up to 3 ints, got {threads!r}")
-        if any(t < 1 for t in threads):
-            raise ValueError(f"T.Kernel threads must be >= 1, got {threads!r}")
+        threads = _normalize_threads(threads)
         if not isinstance(is_cpu, (bool, Integral)) or is_cpu not in (0, 1):
             raise TypeError(f"T.Kernel is_cpu must be a bool, got {is_cpu!r}")
         self.is_cpu = bool(is_cpu)
         self.grid = tuple(grid)
-        self.threads = tuple(int(t) for t in threads) + (1,) * (3 - len(threads))
+        self.threads = tuple(threads)
         self._frames: list = []
 
     def __enter__(self):
