@@ -64,3 +64,9 @@ PrimFunc = _tvm.tirx.PrimFunc
 StringImm = _tvm.ir.StringImm
 #: ``T.cdiv``: TileLang's other name of :func:`ceildiv`.
 cdiv = ceildiv
+
+# T.cast with TileLang's rounding arguments (round=, sat=, rbits=); the default is TVM's cast.
+from .tir.ir import cast  # noqa: E402,F401
+
+# TileLang's layout and block-order hints: accepted, no effect (docs/compatibility.md).
+from .hints import annotate_layout, use_swizzle  # noqa: E402,F401
