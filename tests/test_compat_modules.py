@@ -135,3 +135,19 @@ def test_jit_kernel_get_kernel_source_accepts_kernel_only():
     b = torch.empty(16)
     kernel(a, b)
     torch.testing.assert_close(b, a + 1)
+
+
+def test_compatibility_doc_lists_every_key_without_effect():
+    from pathlib import Path
+
+    from tilelang_core.lowering.configs import NO_EFFECT, PassConfigKey
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "compatibility.md").read_text()
+    missing = [k for k in NO_EFFECT if f"`{k}`" not in text]
+    assert not missing, f"docs/compatibility.md does not list {missing}"
+    # every PassConfigKey member is a key that validation accepts
+    for member in PassConfigKey:
+        art = tilelang.lower(_kernel(), target="c", pass_configs={member: True}) if member.value.startswith("tl.") and member.value not in NO_EFFECT else None
+        assert member.value in NO_EFFECT or member.value.startswith(("tl.", "tirx.")), member
+        if art is not None:
+            assert art.kernel_source

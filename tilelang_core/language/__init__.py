@@ -34,3 +34,27 @@ from . import dtypes  # noqa: E402
 from .dtypes import dtype  # noqa: E402,F401 - public API
 
 globals().update(dtypes.DTYPES)
+from .dtypes import (  # noqa: E402,F401 - TileLang's dtype helpers
+    AnyDType,
+    get_tvm_dtype,
+    is_f8f6f4_family,
+    is_float4,
+    is_float4_e2m1_unpacked,
+    is_float4_e2m1fn,
+)
+
+# TileLang's names for TVM types and helpers.
+import tvm as _tvm  # noqa: E402
+
+#: ``T.PrimExpr``: the type of TIR expressions (TVM 0.27 calls it ``tvm.tirx.Expr``).
+PrimExpr = _tvm.tirx.Expr
+PrimFunc = _tvm.tirx.PrimFunc
+StringImm = _tvm.ir.StringImm
+#: ``T.cdiv``: TileLang's other name of :func:`ceildiv`.
+cdiv = ceildiv
+
+# T.cast with TileLang's rounding arguments (round=, sat=, rbits=); the default is TVM's cast.
+from .tir.ir import cast  # noqa: E402,F401
+
+# TileLang's layout and block-order hints: accepted, no effect (docs/compatibility.md).
+from .hints import annotate_layout, use_swizzle  # noqa: E402,F401

@@ -13,6 +13,7 @@ They only record *what* the kernel author asked for; the lowering pipeline
 
 from __future__ import annotations
 
+import functools
 import inspect
 import linecache
 import os
@@ -26,7 +27,7 @@ from tvm.script.parser.core import utils as _parser_utils
 from tvm.tirx.script.builder import ir as _B
 from tvm.tirx.script.parser.entry import Buffer as _BufferProxy
 from tvm.script.parser.core.entry import parse as _parse_tvmscript
-from tvm.tirx.script.parser.entry import macro as _tvm_macro
+from tvm.tirx.script.parser.entry import TIRMacro as _TIRMacro
 
 from .source import ensure_source
 
@@ -227,6 +228,30 @@ def _caller_location() -> Optional[str]:
     return None
 
 
+#: Threads per block when ``T.Kernel`` is given none (``threads=None``).
+DEFAULT_THREADS = 128
+
+
+def _normalize_threads(threads: Union[int, Sequence[int], None]) -> list[int]:
+    """``T.Kernel``'s ``threads`` as ``[tx, ty, tz]``: an int, a list/tuple of 1 to 3 ints, or None (128).
+
+    :raises TypeError: not ints (or more than three of them).
+    :raises ValueError: an extent that is not positive.
+    """
+    if threads is None:
+        threads = DEFAULT_THREADS
+    if isinstance(threads, Integral) and not isinstance(threads, bool):
+        threads = (int(threads),)
+    if not isinstance(threads, (list, tuple)):
+        raise TypeError(f"T.Kernel threads must be an int or a tuple of up to 3 ints, got {threads!r}")
+    extents = tuple(threads)
+    if not 1 <= len(extents) <= 3 or not all(isinstance(t, Integral) and not isinstance(t, bool) for t in extents):
+        raise TypeError(f"T.Kernel threads must be an int or a tuple of up to 3 ints, got {threads!r}")
+    if any(t < 1 for t in extents):
+        raise ValueError(f"T.Kernel threads must be positive (each extent >= 1), got {threads!r}")
+    return [int(t) for t in extents] + [1] * (3 - len(extents))
+
+
 def _as_target_is_sequence() -> bool:
     """Whether the ``with ... as`` target being parsed is a tuple or list (``as (bx,)``)."""
     from tvm.script.parser.core import doc
@@ -272,20 +297,12 @@ class Kernel:
                 raise TypeError(f"T.Kernel grid extent #{i} must be an int or an expression, got {type(g).__name__}")
             if isinstance(g, Integral) and g < 1:
                 raise ValueError(f"T.Kernel grid extent #{i} must be >= 1, got {g}")
-        if threads is None:
-            threads = 1
-        if isinstance(threads, Integral):
-            threads = (int(threads),)
-        threads = tuple(threads)
-        if not 1 <= len(threads) <= 3 or not all(isinstance(t, Integral) and not isinstance(t, bool) for t in threads):
-            raise TypeError(f"T.Kernel threads must be an int or a tuple of up to 3 ints, got {threads!r}")
-        if any(t < 1 for t in threads):
-            raise ValueError(f"T.Kernel threads must be >= 1, got {threads!r}")
+        threads = _normalize_threads(threads)
         if not isinstance(is_cpu, (bool, Integral)) or is_cpu not in (0, 1):
             raise TypeError(f"T.Kernel is_cpu must be a bool, got {is_cpu!r}")
         self.is_cpu = bool(is_cpu)
         self.grid = tuple(grid)
-        self.threads = tuple(int(t) for t in threads) + (1,) * (3 - len(threads))
+        self.threads = tuple(threads)
         self._frames: list = []
 
     def __enter__(self):
@@ -390,6 +407,32 @@ def _caller_frames() -> list[inspect.FrameInfo]:
     return frames
 
 
+def _reject_unsupported_casts(func: Any, fn: Any) -> None:
+    """Refuse a kernel using ``T.cast(..., round=...)`` with a rounding no target here lowers."""
+    from .tir.ir import ROUNDED_CAST
+
+    found: list = []
+
+    def visit(node: Any) -> Any:
+        if not found and node.args and isinstance(node.args[0], tvm.ir.StringImm):
+            if str(node.args[0].value) == ROUNDED_CAST:
+                found.append(node)
+        return node
+
+    import tvm_ffi
+
+    tvm_ffi.structural_map(func.body, [(tvm.ir.Call, visit)])
+    if found:
+        from ..errors import LoweringError
+
+        mode = found[0].args[2].value if len(found[0].args) > 2 else "?"
+        raise LoweringError(
+            f"{_def_location(fn)}: kernel {fn.__name__!r} uses T.cast(..., round={str(mode)!r}"
+            f"{', sat=False' if len(found[0].args) > 3 and not bool(found[0].args[3]) else ''}): this pipeline "
+            "lowers only the default conversion (round='' or 'rn', sat=True) on every target"
+        )
+
+
 def prim_func(func: Any = None, *, private: bool = False, check_well_formed: bool = True):
     """Parse a Python function into a TIR ``PrimFunc`` (TVMScript), remembering where it was written.
 
@@ -421,6 +464,7 @@ def prim_func(func: Any = None, *, private: bool = False, check_well_formed: boo
             if inner is None:
                 raise
             raise inner.with_traceback(inner.__traceback__) from None
+        _reject_unsupported_casts(parsed, fn)
         result = parsed.with_attr(SOURCE_LOCATION_ATTR, _def_location(fn))
         setattr(result, "__name__", fn.__name__)
         return result
@@ -434,17 +478,55 @@ def prim_func(func: Any = None, *, private: bool = False, check_well_formed: boo
 setattr(prim_func, "dispatch_token", "tirx")
 
 
+class _ValueMacro(_TIRMacro):
+    """TVMScript's macro whose final ``return expr`` is the value of the macro call.
+
+    TVMScript emits ``return`` inside a macro as a TIR return statement and the call evaluates to
+    ``None`` (storing that ``None`` then crashes TVM). Here a macro whose body *ends* with
+    ``return expr`` runs the statements before it and evaluates to ``expr``, so
+    ``y[i] = plus_one(x[i])`` works; a bare ``return`` ends the macro.
+    """
+
+    def parse_macro(self, parser: Any) -> Any:
+        from tvm.tirx.script.builder import block_name_suffix_context
+        from tvm.script.parser.core import doc
+
+        macro_def = self.get_macro_def()
+        body = list(macro_def.body)
+        last = body[-1] if body and isinstance(body[-1], doc.Return) else None
+        if last is not None:
+            body = body[:-1]
+        suffix = f"_{self.call_count}" if self.call_count > 0 else ""
+        self.call_count += 1
+        with block_name_suffix_context(suffix):
+            if body:
+                parser.visit_body(body)
+            if last is not None and last.value is not None:
+                return parser.eval_expr(last.value)
+        return None
+
+
 def macro(*args: Any, hygienic: bool = True) -> Any:
     """TVMScript's ``T.macro`` (``@T.macro`` or ``@T.macro(hygienic=False)``).
 
-    Same as TVMScript's, except that a macro defined where Python keeps no source (``python -c``,
-    the interactive prompt) is found the way :func:`prim_func` finds kernels
+    Same as TVMScript's, except that a macro whose body ends with ``return expr`` evaluates to
+    ``expr`` (``y = plus_one(x)``), and that a macro defined where Python keeps no source
+    (``python -c``, the interactive prompt) is found the way :func:`prim_func` finds kernels
     (:mod:`tilelang_core.language.source`).
     """
 
     def decorate(fn: Any) -> Any:
+        from tvm.script.parser._core import scan_macro
+
         ensure_source(fn, "macro")
-        return _tvm_macro(fn, hygienic=hygienic)
+        source, closure_vars = scan_macro(fn, _parser_utils.inspect_function_capture(fn))
+        obj = _ValueMacro(source, closure_vars, fn, hygienic)
+
+        @functools.wraps(fn)
+        def wrapper(*call_args: Any, **call_kwargs: Any) -> Any:
+            return obj(*call_args, **call_kwargs)
+
+        return wrapper
 
     if len(args) == 1 and inspect.isfunction(args[0]):
         return decorate(args[0])

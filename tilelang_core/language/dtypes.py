@@ -148,11 +148,19 @@ class dtype(tvm_ffi.dtype):
         global _CONSTRUCTORS
         if _CONSTRUCTORS is None:
             _CONSTRUCTORS = _constructors()
-        constructor = _CONSTRUCTORS.get(str(self))
+        constructor = _CONSTRUCTORS.get(str(self)) if self.lanes == 1 else None
         if constructor is not None:
-            return constructor(expr)
+            try:
+                return constructor(expr)
+            except AttributeError:  # TVMScript lists the name but its builder lacks the function
+                pass
         if expr is None:
             return tirx.Var("v", str(self))
+        if isinstance(expr, str):
+            expr = float(expr)  # "inf", "-inf", "nan", as TVMScript's constructors accept
+        if self.lanes > 1:
+            scalar = self.element_of(expr)
+            return tirx.Broadcast(scalar, self.lanes)
         if isinstance(expr, (bool, int, float)):
             return tirx.const(expr, str(self))
         return tirx.Cast(str(self), expr)
@@ -308,6 +316,10 @@ def _all_names() -> dict[str, dtype]:
 #: Every dtype name this module defines, mapped to its :class:`dtype`.
 DTYPES: dict[str, dtype] = _all_names()
 __all__ += list(DTYPES)
+
+#: TileLang's list of dtype names (its aliases and every scalar and vector name), as TileLang
+#: code iterates it; TVMScript's short names (``f16``, ``i32``, ...) are left out.
+_all_dtypes = [name for name in DTYPES if name not in _SHORT]
 
 
 def __getattr__(name: str) -> Any:
