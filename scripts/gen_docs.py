@@ -38,12 +38,19 @@ def hooks_markdown() -> str:
         "",
         f"Plugin API version of this core: **{hookspecs.PLUGIN_API_VERSION}**.",
         "",
-        "| hook | result |",
-        "| --- | --- |",
+        "| hook | result | required |",
+        "| --- | --- | --- |",
     ]
+    paired = {h: group for group in getattr(hookspecs, "PAIRED_HOOKS", ()) for h in group}
     for name in names:
         opts = getattr(getattr(hookspecs, name), hookspecs.PROJECT_NAME + "_spec", {})
-        out.append(f"| `{name}` | {'first result' if opts.get('firstresult') else 'collected'} |")
+        if name in getattr(hookspecs, "REQUIRED_HOOKS", ()):
+            required = "yes"
+        elif name in paired:
+            required = "no; together with " + ", ".join(f"`{h}`" for h in paired[name] if h != name)
+        else:
+            required = "no"
+        out.append(f"| `{name}` | {'first result' if opts.get('firstresult') else 'collected'} | {required} |")
     for name in names:
         func = getattr(hookspecs, name)
         sig = str(inspect.signature(func)).replace("'", "")
@@ -71,6 +78,19 @@ def capabilities_markdown() -> str:
             "",
             "`consumes` tells the pipeline what to produce: `device_source` (C, CUDA C or Metal source with",
             "plain typed entry points), `host_source` (generated host C), `runtime_module` (TVM runtime modules).",
+            "",
+            "GPU targets: a call launches every entry of the artifact's `device_kernels` in list order on one",
+            "stream (each may read what an earlier one wrote). With `cuda_streams`, that stream is the caller's",
+            "`stream=` (a `torch.cuda.Stream` or a raw `cudaStream_t` int), else torch's current stream of the",
+            "tensors' device, so calls order with torch's work and can be captured in CUDA graphs. The",
+            "architecture the code is lowered for is the artifact's `arch` (`sm_90`): the target's `-arch`, else",
+            "`$TILELANG_CUDA_ARCH`, else the current GPU's, else `sm_80` (see docs/pipeline.md).",
+            "",
+            "A probe may answer *build only* (`Availability.build_only_because(reason)`: a compiler but no driver",
+            "or device): `auto` skips the backend, naming it explicitly builds kernels that can be exported and",
+            "whose call raises an error quoting the reason. Compilers declare their identity for the kernel",
+            "cache: `native_compiler` (a program on PATH) or `library_toolchain` (a library inside the process,",
+            "identified by distribution versions, environment variables and files, without loading it).",
             "",
             "Print it with `tilelang backends schema`.",
             "",

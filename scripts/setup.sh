@@ -10,7 +10,7 @@ fi
 pip() { .venv/bin/python -m pip --disable-pip-version-check "$@"; }
 pip install -q --upgrade pip setuptools wheel
 # Build tools first: plugins build without isolation, against these exact versions.
-pip install -q -c constraints.txt cython torch apache-tvm pluggy pydantic importlib-metadata tqdm pytest hypothesis
+pip install -q -c constraints.txt cython torch apache-tvm pluggy pydantic importlib-metadata tqdm pytest hypothesis distributed
 pip install -q -c constraints.txt -e .
 for plugin in plugins/*/; do
   [ -f "$plugin/pyproject.toml" ] || continue

@@ -1,7 +1,10 @@
 """The ``tilelang`` command line (also ``python -m tilelang``).
 
 Exit codes: 0 when all is well, 1 when an installed backend is broken or incompatible (or a
-command failed), 2 on usage errors.
+command failed), 2 on usage errors. A backend that is unavailable here (a missing dependency, no
+device) is not a failure. Plugins are loaded with their output sent to stderr and bounded in time
+(``TILELANG_PLUGIN_TIMEOUT``), so ``--json`` output stays parseable and a hanging plugin is
+listed as broken.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ def _backend_rows(registry) -> list[dict]:
             "deprecated": schema.to_python(record.spec.deprecated) if record.spec and record.spec.deprecated else None,
             "supersedes": list(record.spec.supersedes) if record.spec else [],
             "targets": {},
+            "warnings": list(record.warnings),
         }
         if record.spec is not None and record.status == "ok":
             for kind, cap in record.spec.targets.items():
@@ -34,6 +38,7 @@ def _backend_rows(registry) -> list[dict]:
                 row["targets"][kind] = {
                     "priority": cap.priority,
                     "available": availability.available,
+                    "can_build": availability.can_build,
                     "reason": availability.reason,
                 }
             row["status"], row["reason"] = record.status, record.reason  # a probe may break it
@@ -51,6 +56,8 @@ def _print_backends(rows: list[dict]) -> None:
             print(f"{head}  {row['status'].upper()}: {row['reason']}")
             continue
         print(f"{head}  {row['description']}")
+        for warning in row["warnings"]:
+            print(f"    WARNING: {warning}")
         if row["deprecated"]:
             dep = row["deprecated"]
             repl = f", use {dep['replacement']}" if dep.get("replacement") else ""
@@ -58,7 +65,12 @@ def _print_backends(rows: list[dict]) -> None:
         if row["supersedes"]:
             print(f"    supersedes: {', '.join(row['supersedes'])}")
         for kind, t in row["targets"].items():
-            state = "available" if t["available"] else f"unavailable: {t['reason']}"
+            if t["available"]:
+                state = "available"
+            elif t.get("can_build"):
+                state = f"build only (kernels can be built and exported, not run): {t['reason']}"
+            else:
+                state = f"unavailable: {t['reason']}"
             print(f"    {kind:<8} priority {t['priority']:<4} {state}")
 
 
@@ -71,7 +83,7 @@ def _cmd_backends(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
     else:
         _print_backends(rows)
-    return 1 if any(r["status"] != "ok" for r in rows) else 0
+    return 1 if any(r["status"] in ("broken", "incompatible") for r in rows) else 0
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:

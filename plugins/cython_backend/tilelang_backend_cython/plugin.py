@@ -34,7 +34,7 @@ def tilelang_backend_spec() -> dict[str, Any]:
                 "consumes": ["device_source"],
                 "device_language": "c",
                 "platforms": ["linux", "darwin"],
-                "requires": {"executables": [_cc_executable()]},
+                "requires": {"executables": [_cc_executable()], "python_modules": ["torch"]},
                 "native_compiler": {"program": "cc", "env": "CC", "version_args": ["--version"]},
             },
             "cuda": {
@@ -43,7 +43,7 @@ def tilelang_backend_spec() -> dict[str, Any]:
                 "device_language": "cuda",
                 "cuda_streams": True,
                 "platforms": ["linux"],
-                "requires": {"executables": ["nvcc"]},
+                "requires": {"executables": ["nvcc"], "python_modules": ["torch"]},
                 "native_compiler": {"program": "nvcc", "env": "TILELANG_NVCC", "version_args": ["--version"]},
             },
         },
@@ -63,7 +63,8 @@ def _torch_has_exchange_api() -> bool:
 @hookimpl
 def tilelang_backend_probe(target_kind: str) -> Any:
     """``c``: the dispatch extension is built and torch has the DLPack C exchange API;
-    ``cuda``: additionally a CUDA driver and a device."""
+    ``cuda``: additionally a CUDA driver and a device to run, while nvcc (declared) is enough to
+    build: without a driver or device the answer is *build only* (kernels build and export)."""
     from importlib.util import find_spec
 
     from tilelang_core.capabilities import Availability
@@ -78,10 +79,10 @@ def tilelang_backend_probe(target_kind: str) -> Any:
         try:
             libcuda = ctypes.CDLL("libcuda.so.1")
         except OSError:
-            return Availability.no("no CUDA driver (libcuda.so.1 cannot be loaded)")
+            return Availability.build_only_because("no CUDA driver on this machine (libcuda.so.1 cannot be loaded)")
         count = ctypes.c_int(0)
         if libcuda.cuInit(0) != 0 or libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
-            return Availability.no("no CUDA device (the CUDA driver reports none)")
+            return Availability.build_only_because("no CUDA device on this machine (the CUDA driver reports none)")
     return Availability.yes()
 
 
