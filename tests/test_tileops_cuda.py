@@ -66,17 +66,19 @@ def test_lowered_sources_use_fragment_layout(cuda_sources):
     assert "m" in [s.name for s in cuda_sources["copy_dynamic"].symbols]
 
 
-def _one_translation_unit(artifacts: dict) -> str:
-    """All device sources in one .cu file (one nvcc run instead of one per kernel).
+def _translation_units(artifacts: dict) -> list[str]:
+    """The device sources in as few .cu files as their preambles allow (one nvcc run each).
 
-    Every source is TVM's CUDA preamble followed by ``extern "C" __global__`` kernels; the
-    longest preamble is kept once and each kernel is renamed ``<kernel>_<test name>``. Helper
-    blocks of atomics and intrinsics (between the markers of ``lowering/atomics.py``, each helper
-    behind its own guard) are all kept, in front.
+    Every source is TVM's CUDA preamble followed by ``extern "C" __global__`` kernels. TVM's
+    preambles for float16 and for bfloat16 define the same helpers for different types, so one
+    file cannot hold both; a kernel goes into the first file whose preamble has every line of its
+    own (the longest preambles open files first). Each kernel is renamed ``<kernel>_<test name>``.
+    Helper blocks of atomics and intrinsics (between the markers of ``lowering/atomics.py``, each
+    helper behind its own guard) and every ``#include`` are kept, in front of each file.
     """
     from tilelang_core.lowering.atomics import CUDA_HELPERS_BEGIN, CUDA_HELPERS_END
 
-    preambles, bodies, helpers = [], [], []
+    parts, helpers = [], []
     for name, art in artifacts.items():
         src = art.device_source
         while CUDA_HELPERS_BEGIN in src:
@@ -84,23 +86,37 @@ def _one_translation_unit(artifacts: dict) -> str:
             helpers.append(src[start:end] + "\n")
             src = src[:start] + src[end:]
         cut = src.index('extern "C" __global__')
-        preambles.append(src[:cut])
         body = src[cut:]
         for kernel in art.device_kernels:
             body = re.sub(r"\b" + re.escape(kernel.name) + r"\b", f"{kernel.name}_{name}", body)
-        bodies.append(body)
+        parts.append((src[:cut], body))
     # headers some preamble includes (math_constants.h for infinities, ...) for every kernel
-    includes = sorted({line for p in preambles for line in p.splitlines() if line.startswith("#include <")})
-    return "".join(helpers) + "\n".join(includes) + "\n" + max(preambles, key=len) + "\n".join(bodies)
+    includes = sorted({line for p, _ in parts for line in p.splitlines() if line.startswith("#include <")})
+    units: list[tuple[str, set, list]] = []  # (preamble, its lines, bodies)
+    for preamble, body in sorted(parts, key=lambda pb: -len(pb[0])):
+        lines = set(preamble.splitlines())
+        home = next((u for u in units if lines <= u[1]), None)
+        if home is None:
+            home = (preamble, lines, [])
+            units.append(home)
+        home[2].append(body)
+    front = "".join(helpers) + "\n".join(includes) + "\n"
+    return [front + preamble + "\n".join(bodies) for preamble, _, bodies in units]
+
+
+def compile_translation_units(artifacts: dict, tmp_path: pathlib.Path, arch: str = "sm_80", suppress: str = "177") -> None:
+    """``nvcc -c`` every file of :func:`_translation_units`; fails the test with nvcc's errors."""
+    for n, text in enumerate(_translation_units(artifacts)):
+        src = tmp_path / f"kernels_{n}.cu"
+        src.write_text(text)
+        cmd = [NVCC, "-c", f"-arch={arch}", f"-diag-suppress={suppress}", "-o", str(tmp_path / f"kernels_{n}.o"), str(src)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}"
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 def test_cuda_sources_compile_with_nvcc(cuda_sources, tmp_path):
-    src = tmp_path / "tileops_kernels.cu"
-    src.write_text(_one_translation_unit(cuda_sources))
-    cmd = [NVCC, "-c", "-arch=sm_80", "-diag-suppress=177", "-o", str(tmp_path / "tileops_kernels.o"), str(src)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}"
+    compile_translation_units(cuda_sources, tmp_path)
 
 
 # -- emulated GPU (a mock of the CUDA device) ---------------------------------------------------
