@@ -133,16 +133,11 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: bool, nan_propagate:
             didx = _indices(d, vs[:dim] + [0] + vs[dim:])
         else:
             didx = _indices(d, vs)
-        first = 0
-        if clear and kind in ("sum", "abssum") + _BITWISE:
+        if clear:
+            # every reduction starts from its identity (-inf for max, +inf for min, 0 for absmax),
+            # as TileLang: a row of only NaN (NaN ignored) gives the identity
             _B.buffer_store(d.buffer, _identity(kind, acc), didx)
-        elif clear:
-            # max/min start from the first element: exact for every input (-inf, NaN) and needs
-            # no infinity constant (TVM's C code generator prints none that compiles).
-            x0 = cast(s.buffer[tuple(_indices(s, vs[:dim] + [0] + vs[dim:]))], acc)
-            _B.buffer_store(d.buffer, _abs(x0) if absolute else x0, didx)
-            first = 1
-        with _B.serial(first, red_extent) as r:
+        with _B.serial(0, red_extent) as r:
             sidx = _indices(s, vs[:dim] + [r] + vs[dim:])
             x = cast(s.buffer[tuple(sidx)], acc)
             if absolute:
@@ -172,8 +167,8 @@ def reduce_max(src: Any, dst: Any, dim: int = -1, clear: bool = True, nan_propag
                batch: int = 1, annotations: Any = None) -> None:
     """``dst = max(src, dim)`` (``dst = max(dst, ...)`` with ``clear=False``); see :func:`reduce_sum`.
 
-    Floats: NaN elements are ignored (C's ``fmax``; the result is NaN only when every element is),
-    unless ``nan_propagate=True``: then any NaN makes the result NaN.
+    Floats: NaN elements are ignored (as CUDA's ``fmaxf``; a row of only NaN gives ``-inf``, the
+    identity), unless ``nan_propagate=True``: then any NaN makes the result NaN.
     """
     _reduce("max", src, dst, dim, clear, nan_propagate, batch)
 
