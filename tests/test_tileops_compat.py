@@ -227,6 +227,35 @@ def test_alloc_var_and_alloc_global(path):
         assert torch.equal(o, a * 2 + 100)
 
 
+def _eager_workspace_kernel():
+    import tilelang
+    import tilelang.language as T
+
+    @tilelang.jit
+    def tripled_plus_one(A, block: int = 16):
+        N = T.const("N")
+        A: T.Tensor[(N,), T.int32]
+        B = T.empty((N,), T.int32)
+        W = T.alloc_global((N,), T.int32)  # a workspace declared before the kernel, as TileLang allows
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < N:
+                    W[bx * block + i] = A[bx * block + i] * 3
+            for i in T.Parallel(block):
+                if bx * block + i < N:
+                    B[bx * block + i] = W[bx * block + i] + 1
+        return B
+
+    return tripled_plus_one
+
+
+def test_alloc_global_in_an_eager_jit_function():
+    kernel = _eager_workspace_kernel()
+    for n in (40, 9):
+        a = torch.randint(-9, 9, (n,), dtype=torch.int32)
+        assert torch.equal(kernel(a), a * 3 + 1)
+
+
 # -- math intrinsics --------------------------------------------------------------------------
 
 

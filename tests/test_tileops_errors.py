@@ -352,6 +352,9 @@ def test_layout_and_variable_wrong_operands():
 
     _check(var_scope, "alloc-var", "T.alloc_var(float32)", "scope must be one of", "'texture'")
 
+    with pytest.raises(LoweringError, match=r"T\.alloc_global\(\(8,\), float32\): called outside a kernel function"):
+        T.alloc_global((8,), "float32")  # plain Python, no kernel being defined
+
 
 def test_intrinsic_wrong_operands():
     def fast_int():

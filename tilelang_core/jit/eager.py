@@ -204,6 +204,8 @@ class _Analysis:
                 if len(names) != 1 or not isinstance(stmt.targets[0], ast.Name):
                     raise self._error(stmt, "assign each T.empty(...) output to one name: 'Y = T.empty(shape, dtype)'")
                 self.outputs.append((names[0], stmt.value))
+            elif isinstance(stmt, ast.Assign) and (_call_attr(stmt.value) or "").startswith("alloc_"):
+                break  # T.alloc_global & co. declare buffers of the kernel function: its body starts here
             elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Assert, ast.Pass, ast.Import, ast.ImportFrom)) and not (
                 _names_in(stmt) & kernel_names
             ):

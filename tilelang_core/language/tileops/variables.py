@@ -73,7 +73,8 @@ def alloc_var(dtype: Any, *args: Any, scope: str = "local.var", init: Any = None
 def alloc_global(shape: Union[Sequence[Any], Any], dtype: Any, scope: str = "global") -> Any:
     """A workspace buffer in global memory, allocated by the kernel's host code.
 
-    Write it outside ``T.Kernel`` (at the start of the kernel function); it lives for one call.
+    Write it outside ``T.Kernel`` (at the start of the kernel function, also of an eager
+    ``@tilelang.jit`` function); it lives for one call.
     CPU targets: a heap/stack workspace of the call. GPU targets: device memory allocated by the
     host code of runtime-module backends (tvm_ffi); backends that run only the device source
     refuse such kernels when lowering. Prefer passing a torch tensor as a parameter.
@@ -84,6 +85,8 @@ def alloc_global(shape: Union[Sequence[Any], Any], dtype: Any, scope: str = "glo
         fail("T.alloc_global", (shape_text(shape), dtype), f"scope must be 'global', got {scope!r}")
     from tvm.script.ir_builder import base as _ir_builder
 
-    if not _ir_builder.IRBuilder.is_in_scope():  # evaluated outside a kernel body (eager jit prologue)
-        return tirx.decl_buffer(tuple(shape), dtype_name(dtype), scope="global")
+    if not _ir_builder.IRBuilder.is_in_scope():
+        fail("T.alloc_global", (shape_text(shape), dtype),
+             "called outside a kernel function; write it in the body of a T.prim_func (or of an eager @tilelang.jit "
+             "function, before 'with T.Kernel')")
     return _B.alloc_buffer(tuple(shape), dtype_name(dtype), scope="global")
