@@ -359,13 +359,43 @@ def gpu_device_kernels(host_fn: tirx.PrimFunc, device_mods: dict, symbol_names: 
     return kernels
 
 
+def _printable_bf16_non_finite(mod: tvm.IRModule) -> tvm.IRModule:
+    """bfloat16 infinities and NaNs as casts of float32 ones, for TVM's CUDA code generator.
+
+    TVM prints a bfloat16 ``inf`` constant as ``__float2bfloat16_rn(inff)``, which does not
+    compile (its float16 and float32 constants use ``CUDART_INF_F`` and do). Rewritten after the
+    device passes, so nothing folds the cast back.
+    """
+    import math
+
+    changed = []
+
+    def on_float(imm):
+        if str(imm.ty.dtype) != "bfloat16" or math.isfinite(float(imm.value)):
+            return imm
+        changed.append(imm)
+        return tirx.Cast("bfloat16", tirx.FloatImm("float32", float(imm.value)))
+
+    funcs = {}
+    for gv, fn in mod.functions.items():
+        if isinstance(fn, tirx.PrimFunc):
+            fn = fn.with_body(tvm_ffi.structural_map(fn.body, [(tirx.FloatImm, on_float)]))
+        funcs[gv] = fn
+    return tvm.IRModule(funcs, attrs=mod.attrs) if changed else mod
+
+
+def _finalize_device(target: Any, dmod: tvm.IRModule) -> tvm.IRModule:
+    dmod = P.gpu_device_finalize_passes()(dmod)
+    return _printable_bf16_non_finite(dmod) if target.kind.name == "cuda" else dmod
+
+
 def gpu_device_source(device_mods: dict) -> tuple[str, dict]:
     """Device source text of the finalized device modules (no device compiler is run)."""
     sources = []
     finalized = {}
     with _SourceOnly():
         for target, dmod in device_mods.items():
-            dmod = P.gpu_device_finalize_passes()(dmod)
+            dmod = _finalize_device(target, dmod)
             finalized[target] = dmod
             if not dmod.functions:
                 continue
@@ -411,7 +441,7 @@ def gpu_runtime_module(host_mod: tvm.IRModule, device_mods: dict, target: Any, c
 
     host_mod = P.host_packed_passes(configs)(host_mod)
     host_mod = P.host_finalize_passes()(host_mod)
-    finalized = {t: P.gpu_device_finalize_passes()(m) for t, m in device_mods.items()}
+    finalized = {t: _finalize_device(t, m) for t, m in device_mods.items()}
     override = cuda_compile_mode_override() if target.kind.name == "cuda" else None
     with _CODEGEN_LOCK:  # never while another thread has the compile callbacks replaced
         if override is None:
