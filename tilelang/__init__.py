@@ -31,6 +31,8 @@ _NAMES = {
     "PassConfigKey": ("tilelang_core.lowering.configs", "PassConfigKey"),
     "cdiv": ("tilelang_core.language.core", "ceildiv"),
     "dtypes": ("tilelang_core.language.dtypes", None),
+    # TVM, with the names TileLang code expects from its bundled TVM (tvm.tirx.Call, tvm.arith, ...)
+    "tvm": ("tilelang_core.language.tvm_names", "tvm"),
 }
 
 

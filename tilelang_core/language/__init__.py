@@ -50,6 +50,10 @@ from .dtypes import (  # noqa: E402,F401 - TileLang's dtype helpers
 # TileLang's names for TVM types and helpers.
 import tvm as _tvm  # noqa: E402
 
+from . import tvm_names as _tvm_names  # noqa: E402
+
+_tvm_names.install()  # tvm.tirx.Call, tvm.arith, expr.dtype, ... as TileLang code spells them
+
 #: ``T.PrimExpr``: the type of TIR expressions (TVM 0.27 calls it ``tvm.tirx.Expr``).
 PrimExpr = _tvm.tirx.Expr
 PrimFunc = _tvm.tirx.PrimFunc
