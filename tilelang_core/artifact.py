@@ -160,6 +160,7 @@ class KernelArtifact:
     """'file:line' of the kernel definition."""
 
     _tvm_modules = None  # not a field: attached by the pipeline, never serialised
+    _tvm_ir = None  # not a field: lowered IRModules (device_mod/host_mod), never serialised
 
     @property
     def tvm_modules(self) -> Any:
@@ -171,9 +172,42 @@ class KernelArtifact:
         self._tvm_modules = modules
         return self
 
+    # TileLang's names for what ``tilelang.lower`` returns (its ``CompiledArtifact``); read-only views
+    @property
+    def kernel_source(self) -> Optional[str]:
+        """TileLang's name of :attr:`device_source`."""
+        return self.device_source
+
+    @property
+    def target_host(self) -> Optional[str]:
+        """TileLang's name of :attr:`host_target`."""
+        return self.host_target
+
+    @property
+    def rt_mod(self) -> Any:
+        """TileLang's name of :attr:`tvm_modules` (the runtime module; None unless one was made)."""
+        return self._tvm_modules
+
+    @property
+    def device_mod(self) -> Any:
+        """The lowered device functions as a ``tvm.IRModule`` (None when not kept, e.g. after JSON load)."""
+        return (self._tvm_ir or {}).get("device")
+
+    @property
+    def host_mod(self) -> Any:
+        """The lowered host function as a ``tvm.IRModule`` (GPU targets; None when not kept)."""
+        return (self._tvm_ir or {}).get("host")
+
+    def with_tvm_ir(self, **modules: Any) -> "KernelArtifact":
+        """Attach lowered ``IRModule`` objects (``device=``, ``host=``; not serialised) and return self."""
+        self._tvm_ir = dict(modules)
+        return self
+
     def replace(self, **changes: Any) -> "KernelArtifact":
         """A copy with ``changes`` applied that keeps the attached TVM modules."""
-        return replace(self, **changes).with_tvm_modules(self._tvm_modules)
+        copy = replace(self, **changes).with_tvm_modules(self._tvm_modules)
+        copy._tvm_ir = self._tvm_ir
+        return copy
 
     @property
     def compute_capability(self) -> Optional[tuple[int, int]]:

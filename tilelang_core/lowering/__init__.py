@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from ..artifact import KernelArtifact, TensorParam
 from ..errors import KernelDefinitionError, LoweringError, PassConfigError, TargetError
-from .configs import CHOICE_CONFIGS, PASS_CONFIGS, config_flag
+from .configs import CHOICE_CONFIGS, NO_EFFECT, PASS_CONFIGS, config_flag, config_key, unknown_key_message
 from .target import CPU_KINDS, GPU_KINDS, auto_target_kind, device_of, parse_target_string, resolve_target
 
 __all__ = [
@@ -36,6 +36,9 @@ def validate_pass_configs(pass_configs: Optional[Mapping[str, Any]]) -> dict[str
     """Check ``pass_configs``: documented ``tl.*`` keys (booleans, or one of the values of
     :data:`CHOICE_CONFIGS`) and TVM's own ``tirx.*`` keys.
 
+    Keys may be strings or ``PassConfigKey`` members. TileLang's keys that have no effect here
+    (:data:`~tilelang_core.lowering.configs.NO_EFFECT`) are accepted with any value and dropped.
+
     :raises PassConfigError: unknown key (the message lists the known ones) or a value that is
         not a bool (not one of the choices).
     """
@@ -45,6 +48,7 @@ def validate_pass_configs(pass_configs: Optional[Mapping[str, Any]]) -> dict[str
         raise PassConfigError(f"pass_configs must be a dict, got {type(pass_configs).__name__}")
     result: dict[str, Any] = {}
     for key, value in pass_configs.items():
+        key = config_key(key)
         if not isinstance(key, str):
             raise PassConfigError(f"pass_configs keys must be strings, got {key!r}")
         if key in CHOICE_CONFIGS:
@@ -56,14 +60,25 @@ def validate_pass_configs(pass_configs: Optional[Mapping[str, Any]]) -> dict[str
             if not isinstance(value, (bool, int)) or (isinstance(value, int) and value not in (0, 1)):
                 raise PassConfigError(f"pass_configs[{key!r}] must be a bool, got {value!r}")
             result[key] = bool(value)
+        elif key in NO_EFFECT:
+            continue  # a TileLang key this pipeline has nothing to do for (docs/pipeline.md)
         elif key.startswith("tirx."):
             result[key] = value  # TVM's own PassContext options, validated by TVM
         else:
-            known = ", ".join(sorted(PASS_CONFIGS))
-            raise PassConfigError(
-                f"unknown pass config {key!r}; known keys: {known} (TVM's own 'tirx.*' options are passed through)"
-            )
+            raise PassConfigError(unknown_key_message(key))
     return result
+
+
+def _merged(device_mods: Any) -> Any:
+    """The device functions of every device module in one ``IRModule`` (for ``artifact.device_mod``)."""
+    import tvm
+
+    mods = list(device_mods.values()) if isinstance(device_mods, dict) else list(device_mods or [])
+    functions = {}
+    for mod in mods:
+        for gvar, fn in mod.functions.items():
+            functions[gvar.name_hint] = fn
+    return tvm.IRModule(functions) if functions else None
 
 
 def _consumes(consumes: Optional[Iterable[str]]) -> list[str]:
@@ -159,6 +174,7 @@ def lower(
                     )
                     result["device_source"] = source
                     result["device_kernels"] = [kernel]
+                    result["ir"] = {"device": tvm.IRModule({name: front})}
                 if "runtime_module" in wanted or "host_source" in wanted:
                     front = lower_tile_constructs(
                         func,
@@ -190,6 +206,7 @@ def lower(
                 mod = tirx.transform.BindTarget(tgt)(mod)
                 mod = P.gpu_passes(configs)(mod)
                 host_mod, device_mods = codegen.split_gpu(mod)
+                result["ir"] = {"host": host_mod, "device": _merged(device_mods)}
                 host_fn = host_mod[name]
                 result["device_kernels"] = codegen.gpu_device_kernels(host_fn, device_mods, symbol_names, location)
                 if not result["device_kernels"]:
@@ -234,4 +251,5 @@ def lower(
     )
     if tvm_modules is not None:
         artifact.with_tvm_modules(tvm_modules)
+    artifact.with_tvm_ir(**result.get("ir", {}))
     return artifact

@@ -14,6 +14,9 @@ from tvm.ir import PointerType, PrimType
 from ..artifact import DeviceKernel, KernelArg, LaunchConfig
 from ..errors import LoweringError
 from . import passes as P
+from .atomics import lower_cpu_atomics
+from .intrinsics import lower_cpu_intrinsics
+from .workspaces import heap_workspaces
 from .frontend import BLOCK_LOOP_KEY, PARALLEL_MIN_WORK, PRAGMA_MARKER
 from .signature import expr_to_dim, free_vars, is_tensor_param, param_name
 
@@ -342,6 +345,8 @@ def c_entry_source(
     loops are outlined (:func:`outline_block_loops`) and run through ``tl_run_blocks``; the
     kernel's ``block_launcher`` names the variable a backend may set to run them on its threads.
     """
+    # atomics: __atomic builtins (lowering/atomics.py); intrinsics: lowering/intrinsics.py
+    func = lower_cpu_intrinsics(lower_cpu_atomics(func, "c"), "c")
     main, outlined = outline_block_loops(func, entry, symbol_vars)
     mod = tvm.IRModule({"main": main, **{name: fn for name, fn in outlined}})
     mod = tirx.transform.BindTarget(target)(mod)
@@ -403,8 +408,11 @@ def _c_params(fn: tirx.PrimFunc, symbol_vars: list, original_params: list):
 
 
 def _c_function(fn: tirx.PrimFunc, params: list, prologue: list, name: str, target: Any) -> tirx.PrimFunc:
-    """A plain C function ``name(params)`` running ``prologue`` then ``fn``'s body, returning 0."""
-    body = _to_global_scope(fn.body)
+    """A plain C function ``name(params)`` running ``prologue`` then ``fn``'s body, returning 0.
+
+    Top-level ``T.alloc_global`` workspaces go on the heap (lowering/workspaces.py).
+    """
+    body = _to_global_scope(heap_workspaces(fn.body))
     body = tirx.SeqStmt(prologue + [body, tirx.Return(tirx.IntImm("int32", 0))])
     new_fn = tirx.PrimFunc(params, body, ret_type=PrimType("int32")).with_attrs(
         {"global_symbol": name, "target": target, "tirx.noalias": True}
@@ -563,13 +571,43 @@ def gpu_device_kernels(host_fn: tirx.PrimFunc, device_mods: dict, symbol_names: 
     return kernels
 
 
+def _printable_bf16_non_finite(mod: tvm.IRModule) -> tvm.IRModule:
+    """bfloat16 infinities and NaNs as casts of float32 ones, for TVM's CUDA code generator.
+
+    TVM prints a bfloat16 ``inf`` constant as ``__float2bfloat16_rn(inff)``, which does not
+    compile (its float16 and float32 constants use ``CUDART_INF_F`` and do). Rewritten after the
+    device passes, so nothing folds the cast back.
+    """
+    import math
+
+    changed = []
+
+    def on_float(imm):
+        if str(imm.ty.dtype) != "bfloat16" or math.isfinite(float(imm.value)):
+            return imm
+        changed.append(imm)
+        return tirx.Cast("bfloat16", tirx.FloatImm("float32", float(imm.value)))
+
+    funcs = {}
+    for gv, fn in mod.functions.items():
+        if isinstance(fn, tirx.PrimFunc):
+            fn = fn.with_body(tvm_ffi.structural_map(fn.body, [(tirx.FloatImm, on_float)]))
+        funcs[gv] = fn
+    return tvm.IRModule(funcs, attrs=mod.attrs) if changed else mod
+
+
+def _finalize_device(target: Any, dmod: tvm.IRModule) -> tvm.IRModule:
+    dmod = P.gpu_device_finalize_passes()(dmod)
+    return _printable_bf16_non_finite(dmod) if target.kind.name == "cuda" else dmod
+
+
 def gpu_device_source(device_mods: dict) -> tuple[str, dict]:
     """Device source text of the finalized device modules (no device compiler is run)."""
     sources = []
     finalized = {}
     with _SourceOnly():
         for target, dmod in device_mods.items():
-            dmod = P.gpu_device_finalize_passes()(dmod)
+            dmod = _finalize_device(target, dmod)
             finalized[target] = dmod
             if not dmod.functions:
                 continue
@@ -615,7 +653,7 @@ def gpu_runtime_module(host_mod: tvm.IRModule, device_mods: dict, target: Any, c
 
     host_mod = P.host_packed_passes(configs)(host_mod)
     host_mod = P.host_finalize_passes()(host_mod)
-    finalized = {t: P.gpu_device_finalize_passes()(m) for t, m in device_mods.items()}
+    finalized = {t: _finalize_device(t, m) for t, m in device_mods.items()}
     override = cuda_compile_mode_override() if target.kind.name == "cuda" else None
     with _CODEGEN_LOCK:  # never while another thread has the compile callbacks replaced
         if override is None:
@@ -663,6 +701,8 @@ def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, A
     """The TVM runtime module of a CPU kernel (packed API, compiled by LLVM or the C codegen)."""
     from tvm.tirx.build import split_host_device_mods, tir_to_runtime
 
+    language = "llvm" if target.kind.name == "llvm" else "c"
+    func = lower_cpu_intrinsics(lower_cpu_atomics(func, language), language)  # lowering/atomics.py, intrinsics.py
     mod = tvm.IRModule({str(func.attrs.get("global_symbol", "main")): func})
     mod = tirx.transform.BindTarget(tvm.target.Target(target, host=target))(mod)
     mod = P.cpu_runtime_passes(configs)(mod)
