@@ -91,6 +91,9 @@ def lower(
     target_host: Any = None,
     pass_configs: Optional[Mapping[str, Any]] = None,
     consumes: Optional[Iterable[str]] = None,
+    *,
+    enable_host_codegen: bool = False,
+    enable_device_compile: bool = False,
 ) -> KernelArtifact:
     """Lower a kernel for a target and return its :class:`~tilelang_core.artifact.KernelArtifact`.
 
@@ -102,6 +105,10 @@ def lower(
     :param pass_configs: see :data:`PASS_CONFIGS`; unknown keys raise ``PassConfigError``.
     :param consumes: what the backend takes: any of ``device_source``, ``host_source``,
         ``runtime_module`` (default ``["device_source"]``); nothing else is generated.
+    :param enable_host_codegen: TileLang's spelling of adding ``host_source`` to ``consumes``.
+    :param enable_device_compile: TileLang's spelling of adding ``runtime_module`` to
+        ``consumes``: the device code is also compiled (nvcc for CUDA), so compile errors show
+        here rather than at :func:`tilelang.compile`.
     :raises KernelDefinitionError: ``func`` is not a PrimFunc.
     :raises LoweringError: the kernel cannot be lowered (message starts with ``file:line``).
     :raises TargetError, PassConfigError: bad target or pass config.
@@ -115,6 +122,9 @@ def lower(
         )
     configs = validate_pass_configs(pass_configs)
     wanted = _consumes(consumes)
+    for flag, item in ((enable_host_codegen, "host_source"), (enable_device_compile, "runtime_module")):
+        if flag and item not in wanted:
+            wanted.append(item)
     tgt = resolve_target(target, target_host)
     from .target import arch_of, max_threads_of, target_string
 
@@ -131,6 +141,9 @@ def lower(
     from .signature import describe_params, relax_param_alignment
 
     func = relax_param_alignment(func)  # no 64-byte assumption: offset views (x[1:]) are fine
+    from .casts import lower_rounded_casts
+
+    func = lower_rounded_casts(func, kind, arch_of(tgt) or "")  # T.cast(..., round=...) for this target
     params, symbols, symbol_vars = describe_params(func, device_of(kind), location)
     symbol_names = {s.name for s in symbols}
     func = func.with_attr("global_symbol", name)
