@@ -69,10 +69,19 @@ _DTYPE_NAMES = (
 )
 
 
+def _tvm_script_ptr() -> Any:
+    """TVMScript's ``T.ptr`` (which TileLang code also uses as the element type of pointer tables)."""
+    from tvm.script import tirx as tvm_script
+
+    return getattr(tvm_script, "ptr", None)
+
+
 def dtype_name(dtype: Any) -> str:
     """Normalise a dtype given as a string, a ``T.float32``-style constant or a torch dtype."""
     if isinstance(dtype, str):
         return dtype
+    if dtype is _tvm_script_ptr():
+        return "int64"  # T.Tensor(shape, T.ptr): a table of device addresses, as TileLang stores them
     inner = getattr(dtype, "_dtype_str", None)
     if isinstance(inner, str):
         return inner
