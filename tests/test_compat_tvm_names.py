@@ -105,3 +105,16 @@ def test_install_adds_no_name_twice():
         tvm_names._INSTALLED = True
     assert ir.Var.__dict__["dtype"] is before  # the fallback is not wrapped a second time
     assert tilelang.tvm is tvm
+
+
+def test_buffer_map_sends_each_tensor_parameter_to_its_buffer():
+    @T.prim_func
+    def gather(Table: T.Tensor([4], T.ptr), Out: T.Tensor([4, 8], T.float16), n: T.int32):
+        with T.Kernel(1, threads=1):
+            Out[0, 0] = T.float16(n)
+
+    table, out, n = gather.params
+    mapping = gather.buffer_map
+    assert list(mapping) == [table, out] and mapping[out].same_as(out)
+    assert mapping[table].dtype == "int64"  # a table of addresses is stored as int64
+    assert [int(d) for d in mapping[out].shape] == [4, 8] and n not in mapping

@@ -69,10 +69,19 @@ _DTYPE_NAMES = (
 )
 
 
+def _tvm_script_ptr() -> Any:
+    """TVMScript's ``T.ptr`` (which TileLang code also uses as the element type of pointer tables)."""
+    from tvm.script import tirx as tvm_script
+
+    return getattr(tvm_script, "ptr", None)
+
+
 def dtype_name(dtype: Any) -> str:
     """Normalise a dtype given as a string, a ``T.float32``-style constant or a torch dtype."""
     if isinstance(dtype, str):
         return dtype
+    if dtype is _tvm_script_ptr():
+        return "int64"  # T.Tensor(shape, T.ptr): a table of device addresses, as TileLang stores them
     inner = getattr(dtype, "_dtype_str", None)
     if isinstance(inner, str):
         return inner
@@ -410,32 +419,6 @@ def _caller_frames() -> list[inspect.FrameInfo]:
     return frames
 
 
-def _reject_unsupported_casts(func: Any, fn: Any) -> None:
-    """Refuse a kernel using ``T.cast(..., round=...)`` with a rounding no target here lowers."""
-    from .tir.ir import ROUNDED_CAST
-
-    found: list = []
-
-    def visit(node: Any) -> Any:
-        if not found and node.args and isinstance(node.args[0], tvm.ir.StringImm):
-            if str(node.args[0].value) == ROUNDED_CAST:
-                found.append(node)
-        return node
-
-    import tvm_ffi
-
-    tvm_ffi.structural_map(func.body, [(tvm.ir.Call, visit)])
-    if found:
-        from ..errors import LoweringError
-
-        mode = found[0].args[2].value if len(found[0].args) > 2 else "?"
-        raise LoweringError(
-            f"{_def_location(fn)}: kernel {fn.__name__!r} uses T.cast(..., round={str(mode)!r}"
-            f"{', sat=False' if len(found[0].args) > 3 and not bool(found[0].args[3]) else ''}): this pipeline "
-            "lowers only the default conversion (round='' or 'rn', sat=True) on every target"
-        )
-
-
 def prim_func(func: Any = None, *, private: bool = False, check_well_formed: bool = True):
     """Parse a Python function into a TIR ``PrimFunc`` (TVMScript), remembering where it was written.
 
@@ -467,7 +450,6 @@ def prim_func(func: Any = None, *, private: bool = False, check_well_formed: boo
             if inner is None:
                 raise
             raise inner.with_traceback(inner.__traceback__) from None
-        _reject_unsupported_casts(parsed, fn)
         result = parsed.with_attr(SOURCE_LOCATION_ATTR, _def_location(fn))
         setattr(result, "__name__", fn.__name__)
         return result

@@ -8,6 +8,8 @@ uses a few names that the ``apache-tvm`` 0.27 installed here has moved or droppe
 * ``tvm.tirx.stmt_functor.post_order_visit`` / ``pre_order_visit``: TVM 0.27 walks IR with
   ``tvm_ffi.structural_walk`` instead;
 * ``tvm.arith`` (``tvm.arith.Analyzer``): TVM 0.27 renamed the module ``tvm.sym``;
+* ``prim_func.buffer_map`` (parameter -> buffer): in TVM 0.27 a tensor parameter *is* its
+  buffer (a ``Var`` of ``BufferType``), so the map sends each such parameter to itself;
 * ``expr.dtype`` on any scalar expression (``T.exp(x).dtype == "float32"``): TVM 0.27 keeps
   the type in ``expr.ty`` and has ``dtype`` only on buffers.
 
@@ -93,6 +95,13 @@ def _install_dtype_properties() -> None:
         ir.Var.dtype = property(var_dtype, doc=buffer_dtype.__doc__)
 
 
+def _buffer_map(func: Any) -> dict:
+    """``{param: buffer}`` of a PrimFunc: its buffer-typed parameters, each its own buffer."""
+    from tvm.tirx.buffer import is_buffer_var
+
+    return {p: p for p in func.params if is_buffer_var(p)}
+
+
 def _stmt_functor_module() -> types.ModuleType:
     module = types.ModuleType(
         "tvm.tirx.stmt_functor",
@@ -120,5 +129,7 @@ def install() -> None:
         sym = importlib.import_module("tvm.sym")
         sys.modules["tvm.arith"] = sym
         tvm.arith = sym  # type: ignore[attr-defined]
+    if not hasattr(tirx.PrimFunc, "buffer_map"):
+        tirx.PrimFunc.buffer_map = property(_buffer_map, doc="Tensor parameters, each mapped to itself (its buffer).")
     _install_dtype_properties()
     _INSTALLED = True

@@ -99,6 +99,9 @@ def lower(
     target_host: Any = None,
     pass_configs: Optional[Mapping[str, Any]] = None,
     consumes: Optional[Iterable[str]] = None,
+    *,
+    enable_host_codegen: bool = False,
+    enable_device_compile: bool = False,
 ) -> KernelArtifact:
     """Lower a kernel for a target and return its :class:`~tilelang_core.artifact.KernelArtifact`.
 
@@ -110,6 +113,10 @@ def lower(
     :param pass_configs: see :data:`PASS_CONFIGS`; unknown keys raise ``PassConfigError``.
     :param consumes: what the backend takes: any of ``device_source``, ``host_source``,
         ``runtime_module`` (default ``["device_source"]``); nothing else is generated.
+    :param enable_host_codegen: TileLang's spelling of adding ``host_source`` to ``consumes``.
+    :param enable_device_compile: TileLang's spelling of adding ``runtime_module`` to
+        ``consumes``: the device code is also compiled (nvcc for CUDA), so compile errors show
+        here rather than at :func:`tilelang.compile`.
     :raises KernelDefinitionError: ``func`` is not a PrimFunc.
     :raises LoweringError: the kernel cannot be lowered (message starts with ``file:line``).
     :raises TargetError, PassConfigError: bad target or pass config.
@@ -123,6 +130,9 @@ def lower(
         )
     configs = validate_pass_configs(pass_configs)
     wanted = _consumes(consumes)
+    for flag, item in ((enable_host_codegen, "host_source"), (enable_device_compile, "runtime_module")):
+        if flag and item not in wanted:
+            wanted.append(item)
     tgt = resolve_target(target, target_host)
     from .target import arch_of, max_threads_of, target_string
 
@@ -139,6 +149,9 @@ def lower(
     from .signature import describe_params, index_plan, relax_param_alignment, widen_indices, written_params
 
     func = relax_param_alignment(func)  # no 64-byte assumption: offset views (x[1:]) are fine
+    from .casts import lower_rounded_casts
+
+    func = lower_rounded_casts(func, kind, arch_of(tgt) or "")  # T.cast(..., round=...) for this target
     params, symbols, symbol_vars = describe_params(func, device_of(kind), location)
     # 64-bit indices where a static size needs them (or everywhere); limits for dynamic shapes
     widened, index_limits = index_plan(params, int(configs.get("tl.config_index_bitwidth", 32)))

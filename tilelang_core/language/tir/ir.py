@@ -3,9 +3,11 @@
 ``cast(value, dtype, round="", sat=True, rbits=None)`` accepts TileLang's signature. The
 default conversion (``round=""`` or ``"rn"``, round to nearest even, with ``sat=True``) is TVM's
 cast. The PTX rounding modes ``"rz"``, ``"rp"``, ``"rm"``, stochastic rounding ``"rs"`` (with
-``rbits``) and ``sat=False`` build a marked cast that no target of this pipeline lowers: a
-kernel using one fails when it is defined, with a :class:`~tilelang_core.errors.LoweringError`
-saying so, instead of silently rounding another way.
+``rbits``) and ``sat=False`` build a marked cast that lowering turns into the target's
+conversion (:mod:`tilelang_core.lowering.casts`: stochastic rounding on CUDA sm_100a, directed
+rounding to float16/bfloat16 on CUDA); a target without that conversion refuses the kernel with
+a :class:`~tilelang_core.errors.LoweringError` at the ``T.cast`` line, instead of silently
+rounding another way.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ __all__ = ["cast", "Shuffle", "Select", "IntImm", "StringImm", "PrimExpr", "Any"
 #: Rounding modes ``cast`` accepts: ``""`` (the default), and PTX's ``rn``, ``rz``, ``rp``, ``rm``, ``rs``.
 _VALID_CAST_ROUNDING_MODES = {"", "rn", "rz", "rp", "rm", "rs"}
 
-#: Name of the extern call a cast with a non-default rounding becomes (rejected at definition).
+#: Name of the extern call a cast with a non-default rounding becomes until lowering:
+#: ``call_extern(dtype, ROUNDED_CAST, value, mode, sat, "file:line"[, rbits])``.
 ROUNDED_CAST = "tl.cast_rounded"
 
 Shuffle = tirx.Shuffle
@@ -36,7 +39,7 @@ def cast(value: Any, dtype: Any, round: str = "", sat: bool = True, rbits: Any =
     :raises ValueError: an unknown ``round``, a ``sat`` that is not a bool, ``round="rs"`` without
         ``rbits``, or ``rbits`` with another mode.
     """
-    from ..core import dtype_name
+    from ..core import _caller_location, dtype_name
 
     if round not in _VALID_CAST_ROUNDING_MODES:
         raise ValueError(f"Invalid round {round!r}. Must be one of: {sorted(_VALID_CAST_ROUNDING_MODES)}")
@@ -50,5 +53,8 @@ def cast(value: Any, dtype: Any, round: str = "", sat: bool = True, rbits: Any =
     if round in ("", "rn") and sat:
         return tirx.Cast(target, value) if isinstance(value, tirx.Expr) else tvm.tirx.const(value, target)
     value = value if isinstance(value, tirx.Expr) else tvm.tirx.const(value, "float32")
+    if rbits is not None and not isinstance(rbits, tirx.Expr):
+        rbits = tvm.tirx.const(rbits, "uint32")
     extra = [rbits] if rbits is not None else []
-    return tirx.call_extern(target, ROUNDED_CAST, value, tvm.ir.StringImm(round or "rn"), bool(sat), *extra)
+    loc = tvm.ir.StringImm(_caller_location() or "<unknown>")
+    return tirx.call_extern(target, ROUNDED_CAST, value, tvm.ir.StringImm(round or "rn"), bool(sat), loc, *extra)
