@@ -113,6 +113,8 @@ class TargetCapability:
     requires: Requirements = field(default_factory=Requirements)
     native_compiler: Optional[NativeCompiler] = None
     """The native compiler the backend builds with (part of the kernel cache key)."""
+    loads_without_tvm: bool = False
+    """Loading a saved kernel (a disk cache hit, tilelang.load) imports no TVM Python package (the conformance suite checks it)."""
 
 
 @dataclass(kw_only=True, frozen=True)
