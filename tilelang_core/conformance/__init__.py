@@ -32,11 +32,11 @@ __all__ = ["Check", "Result", "Suite", "conformance_tests", "run_suite"]
 _suites: dict[tuple, Suite] = {}
 
 
-def shared_suite(name: str, targets: Optional[list[str]] = None) -> Suite:
-    """One :class:`Suite` per (backend, targets) and process, closed at exit (pytest items share it)."""
-    key = (name, tuple(targets or ()))
+def shared_suite(name: str, targets: Optional[list[str]] = None, only: Optional[list[str]] = None) -> Suite:
+    """One :class:`Suite` per (backend, targets, only) and process, closed at exit (pytest items share it)."""
+    key = (name, tuple(targets or ()), tuple(only or ()))
     if key not in _suites:
-        _suites[key] = Suite(name, targets)
+        _suites[key] = Suite(name, targets, only)
         atexit.register(_suites[key].close)
     return _suites[key]
 
@@ -54,7 +54,17 @@ def conformance_tests(name: str, targets: Optional[list[str]] = None) -> Any:
     """A pytest test function parametrised with every check of backend ``name`` (assign it to ``test_*``)."""
     import pytest
 
-    checks = shared_suite(name, targets).checks()
+    from ..errors import BackendNotInstalledError
+
+    try:
+        checks = shared_suite(name, targets).checks()
+    except BackendNotInstalledError as exc:
+        reason = str(exc)
+
+        def test_conformance() -> None:
+            pytest.skip(reason)
+
+        return test_conformance
 
     @pytest.mark.parametrize("check", checks, ids=[c.name for c in checks])
     def test_conformance(check: Check) -> None:
@@ -73,6 +83,8 @@ def pytest_addoption(parser: Any) -> None:
                     help="run the conformance suite against this installed execution backend (repeatable)")
     group.addoption("--tilelang-target", action="append", default=[], metavar="KIND",
                     help="only these declared target kinds (default: every one the backend declares)")
+    group.addoption("--tilelang-check", action="append", default=[], metavar="TEXT",
+                    help="only the checks whose name contains TEXT (repeatable)")
 
 
 def pytest_collection_modifyitems(session: Any, config: Any, items: list) -> None:
@@ -82,12 +94,12 @@ def pytest_collection_modifyitems(session: Any, config: Any, items: list) -> Non
     import pytest
 
     class ConformanceItem(pytest.Item):
-        def __init__(self, *, suite_key: tuple, check: Check, **kwargs: Any) -> None:
+        def __init__(self, *, suite: Suite, check: Check, **kwargs: Any) -> None:
             super().__init__(**kwargs)
-            self.suite_key, self.check = suite_key, check
+            self.suite, self.check = suite, check
 
         def runtest(self) -> None:
-            _outcome(shared_suite(self.suite_key[0], list(self.suite_key[1]) or None).run_check(self.check))
+            _outcome(self.suite.run_check(self.check))
 
         def reportinfo(self) -> tuple:
             return "tilelang-conformance", None, self.name
@@ -96,12 +108,12 @@ def pytest_collection_modifyitems(session: Any, config: Any, items: list) -> Non
             return str(excinfo.value)
 
     targets = config.getoption("--tilelang-target", default=[]) or None
+    only = config.getoption("--tilelang-check", default=[]) or None
     new = []
     for name in names:
-        suite = shared_suite(name, targets)
+        suite = shared_suite(name, targets, only)
         for check in suite.checks():
-            new.append(ConformanceItem.from_parent(session, name=f"{name}::{check.name}",
-                                                   suite_key=(name, tuple(targets or ())), check=check))
+            new.append(ConformanceItem.from_parent(session, name=f"{name}::{check.name}", suite=suite, check=check))
     if items:
         config.hook.pytest_deselected(items=list(items))
     items[:] = new

@@ -66,6 +66,12 @@ def errors(spec: dict) -> None:
             emit(row=row.id, type=type(exc).__name__, message=str(exc))
         else:
             emit(row=row.id, type=None, message=None)
+    if spec["fuzz"]:
+        for kernel_id in ("vadd", "vadd_out", "vadd_dyn", "rows", "pad", "iota", "colmajor", "scalars"):
+            try:
+                built.setdefault(kernel_id, _compile(spec, kernel_id))
+            except BackendCapabilityError:
+                pass
     fuzz(spec, {k: v for k, v in built.items() if k != "status7"}, torch)
 
 

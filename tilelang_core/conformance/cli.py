@@ -14,6 +14,8 @@ def add_backend_kit_commands(backends_subparsers: Any) -> None:
     check.add_argument("name", help="the backend's name (as `tilelang backends` lists it)")
     check.add_argument("--target", action="append", default=[], metavar="KIND",
                        help="only this declared target kind (repeatable; default: every declared one)")
+    check.add_argument("--check", action="append", default=[], metavar="TEXT",
+                       help="only the checks whose name contains TEXT, e.g. 'error:' or 'c:kernel' (repeatable)")
     check.add_argument("--json", action="store_true", help="machine-readable output: one object per check")
     check.set_defaults(func=_cmd_check)
     new = backends_subparsers.add_parser("new", help="write a new backend plugin distribution to start from")
@@ -25,7 +27,7 @@ def add_backend_kit_commands(backends_subparsers: Any) -> None:
 def _cmd_check(args: argparse.Namespace) -> int:
     from .suite import Suite
 
-    with Suite(args.name, args.target or None) as suite:
+    with Suite(args.name, args.target or None, args.check or None) as suite:
         header = f"conformance of {suite.name} ({suite.record.distribution} {suite.record.version})"
         if not args.json:
             print(header, flush=True)

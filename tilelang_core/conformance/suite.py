@@ -38,7 +38,7 @@ GPU_KINDS = ("cuda", "nvptx", "rocm", "hip", "metal", "opencl", "vulkan", "webgp
 #: Seconds a subprocess of the suite may run.
 CHILD_TIMEOUT = 300
 #: Random wrong calls thrown at the kernels in the error-table subprocess.
-FUZZ_CALLS = 400
+FUZZ_CALLS = 2000
 
 
 class Skip(Exception):
@@ -93,7 +93,7 @@ def _close(torch: Any, got: Any, want: Any, what: str) -> None:
 class Suite:
     """The conformance checks of backend ``name`` (optionally only for the target kinds ``targets``)."""
 
-    def __init__(self, name: str, targets: Optional[list[str]] = None) -> None:
+    def __init__(self, name: str, targets: Optional[list[str]] = None, only: Optional[list[str]] = None) -> None:
         from ..backends import get_registry
         from ..errors import BackendNotInstalledError, BackendTargetUnsupportedError
 
@@ -111,6 +111,8 @@ class Suite:
                 f"execution backend {name!r} does not declare target(s) {', '.join(unknown)} (it declares: {', '.join(declared)})"
             )
         self.targets = list(targets) if targets else declared
+        self.only = list(only or [])
+        """Substrings of check names: when given, only the checks whose name contains one run."""
         self._tmp = Path(tempfile.mkdtemp(prefix=f"tilelang-conformance-{name}-"))
         self._kernels: dict[tuple, Any] = {}
         self._children: dict[tuple, dict] = {}
@@ -153,7 +155,12 @@ class Suite:
         return list(known) if declared == "all" else [d for d in known if d in declared]
 
     def checks(self) -> list[Check]:
-        """Every check, in order, from the declaration alone (nothing is probed or compiled)."""
+        """Every check (or those :attr:`only` selects), in order, from the declaration alone
+        (nothing is probed or compiled)."""
+        out = self._all_checks()
+        return [c for c in out if any(o in c.name for o in self.only)] if self.only else out
+
+    def _all_checks(self) -> list[Check]:
         out = [Check("declaration", None, _check_declaration)]
         if self.record.spec is None:
             return out
@@ -461,9 +468,7 @@ def _check_scalar(suite: Suite, kind: str, check_id: str) -> None:
 def _check_error_row(suite: Suite, kind: str, check_id: str) -> Optional[str]:
     row_id = check_id.split(":", 1)[1]
     row = next(r for r in error_table.ROWS if r.id == row_id)
-    cap = suite.capability(kind)
-    rows = [r.id for r in error_table.rows_for(kind in GPU_KINDS, "device_source" in cap.consumes and cap.device_language == "c")]
-    child = suite.child(kind, "errors", {"rows": rows, "fuzz": FUZZ_CALLS})
+    child = _errors_child(suite, kind)
     got = next((line for line in child["lines"] if line.get("row") == row_id), None)
     if got is None:
         raise Fail(_death(child))
@@ -476,14 +481,20 @@ def _check_error_row(suite: Suite, kind: str, check_id: str) -> Optional[str]:
     return None
 
 
+def _errors_child(suite: Suite, kind: str) -> dict:
+    """The ``errors`` subprocess of ``kind``: the selected rows, then the random calls if selected."""
+    names = {c.name for c in suite.checks()}
+    rows = [r.id for r in error_table.ROWS if f"{kind}:error:{r.id}" in names]
+    fuzz = FUZZ_CALLS if f"{kind}:wrong_calls" in names else 0
+    return suite.child(kind, "errors", {"rows": rows, "fuzz": fuzz})
+
+
 def _param_device(kind: str) -> str:
     return {"nvptx": "cuda", "hip": "rocm"}.get(kind, kind) if kind in GPU_KINDS else "cpu"
 
 
 def _check_wrong_calls(suite: Suite, kind: str, _id: str) -> str:
-    cap = suite.capability(kind)
-    rows = [r.id for r in error_table.rows_for(kind in GPU_KINDS, "device_source" in cap.consumes and cap.device_language == "c")]
-    child = suite.child(kind, "errors", {"rows": rows, "fuzz": FUZZ_CALLS})
+    child = _errors_child(suite, kind)
     fuzz = next((line["fuzz"] for line in child["lines"] if "fuzz" in line), None)
     if fuzz is None:
         raise Fail(_death(child))
@@ -577,7 +588,7 @@ TARGET_CHECKS: dict[str, Callable] = {
 }
 
 
-def run_suite(name: str, targets: Optional[list[str]] = None) -> list[Result]:
-    """Run every check of backend ``name``; the results in order."""
-    with Suite(name, targets) as suite:
+def run_suite(name: str, targets: Optional[list[str]] = None, only: Optional[list[str]] = None) -> list[Result]:
+    """Run every check of backend ``name`` (see :class:`Suite`); the results in order."""
+    with Suite(name, targets, only) as suite:
         return list(suite.run())

@@ -41,24 +41,32 @@ def core_requirement() -> str:
     return f"tilelang-core>={major}.{minor},<{major}.{minor + 1}"
 
 
+def _fields(name: str) -> dict[str, str]:
+    from .. import __version__
+    from ..backends.discovery import pip_name_for
+
+    return {"name": name, "distribution": pip_name_for(name), "package": f"tilelang_backend_{name}",
+            "core_requirement": core_requirement(), "core_version": __version__}
+
+
+def plugin_source(name: str) -> str:
+    """The entry-point module a new backend ``name`` starts from (what ``new`` writes as plugin.py)."""
+    return Template((TEMPLATE / "plugin.py.tmpl").read_text()).substitute(_fields(name))
+
+
 def write_backend(name: str, path: Union[str, os.PathLike] = ".") -> Path:
     """Write the distribution of backend ``name`` under ``path``; returns its directory.
 
     :raises ScaffoldError: ``name`` is not a lowercase identifier, or the directory exists.
     """
-    from ..backends.discovery import pip_name_for
-    from .. import __version__
-
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name or "") or len(name) > 64:
         raise ScaffoldError(
             f"backend name must be a lowercase identifier (a letter, then letters, digits or underscores), got {name!r}"
         )
-    distribution = pip_name_for(name)
-    project = Path(path) / distribution
+    fields = _fields(name)
+    project = Path(path) / fields["distribution"]
     if project.exists():
         raise ScaffoldError(f"{project} exists; choose another --path or remove it")
-    fields = {"name": name, "distribution": distribution, "package": f"tilelang_backend_{name}",
-              "core_requirement": core_requirement(), "core_version": __version__}
     for source, target in FILES.items():
         out = project / Template(target).substitute(fields)
         out.parent.mkdir(parents=True, exist_ok=True)
