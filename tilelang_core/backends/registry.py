@@ -188,6 +188,13 @@ def _load(eps: list[BackendEntryPoint]) -> BackendRecord:
         )
         return record
 
+    from ..core_pin import core_pin_problem
+
+    pin = core_pin_problem(first.entry_point)  # the plugin's tilelang-core>=X,<Y
+    if pin:
+        record.status, record.reason = "incompatible", pin
+        return record
+
     manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     manager.add_hookspecs(hookspecs)
     try:

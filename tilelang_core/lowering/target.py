@@ -38,6 +38,39 @@ def auto_target_kind() -> str:
     return "c"
 
 
+#: The ``-arch`` TVM falls back to for a ``cuda`` target when it cannot ask a GPU.
+TVM_FALLBACK_CUDA_ARCH = "sm_50"
+_cuda_arch: list[str] = []
+
+
+def default_cuda_arch() -> str:
+    """The ``-arch`` of a ``cuda`` target given without one: the GPU's, else TVM's own fallback.
+
+    Giving it to TVM explicitly keeps TVM from probing for a GPU itself, which prints a warning
+    ("Unable to detect CUDA version") on machines without one; the result is the same.
+    """
+    if not _cuda_arch:
+        arch = TVM_FALLBACK_CUDA_ARCH
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                major, minor = torch.cuda.get_device_capability()
+                arch = f"sm_{major}{minor}"
+        except Exception:  # noqa: BLE001 - no usable CUDA: TVM's fallback
+            pass
+        _cuda_arch.append(arch)
+    return _cuda_arch[0]
+
+
+def _with_cuda_arch(target: Any) -> Any:
+    if target == "cuda":
+        return {"kind": "cuda", "arch": default_cuda_arch()}
+    if isinstance(target, dict) and target.get("kind") == "cuda" and "arch" not in target:
+        return {**target, "arch": default_cuda_arch()}
+    return target
+
+
 def resolve_target(target: Any = "auto", target_host: Any = None):
     """Return a ``tvm.target.Target`` (with host set for GPU targets).
 
@@ -60,6 +93,7 @@ def resolve_target(target: Any = "auto", target_host: Any = None):
         )
     if isinstance(target, str):
         target = parse_target_string(target)
+    target = _with_cuda_arch(target)
     try:
         resolved = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
     except Exception as exc:  # noqa: BLE001 - TVM raises various errors for bad strings
@@ -130,7 +164,7 @@ def target_string(target: Any) -> str:
 
     kind = target.kind.name
     exported = dict(target.export())
-    defaults = dict(tvm.target.Target({"kind": kind}).export())
+    defaults = dict(tvm.target.Target(_with_cuda_arch({"kind": kind})).export())
     parts = [kind]
     for key in sorted(exported):
         if key in ("kind", "tag", "keys", "host"):
