@@ -26,8 +26,6 @@ from tilelang_core.cache import CacheWarning, active_cache, get_cache
 from tilelang_core.cache import entry as E
 from tilelang_core.cache.store import KernelCache
 from tilelang_core.errors import CacheError
-from tilelang_core.jit.compile import build_kernel
-from tilelang_core.testkit import on_path
 
 KIT = runpy.run_path(str(Path(__file__).with_name("test_cache_kit.py")))
 
@@ -39,30 +37,7 @@ def key_of(text: str) -> str:
 @pytest.fixture
 def env(tmp_path, monkeypatch):
     """pyadd installed, a private cache dir, build/load logs; yields a namespace."""
-    site = tmp_path / "site"
-    site.mkdir()
-    KIT["install_pyadd"](site)
-    KIT["install_pyadd"](site, name="memonly", save_load=False)
-    cache_dir = tmp_path / "cache"
-    monkeypatch.setenv("TILELANG_CACHE_DIR", str(cache_dir))
-    monkeypatch.setenv("TL_TEST_BUILD_LOG", str(tmp_path / "builds.log"))
-    monkeypatch.setenv("TL_TEST_LOAD_LOG", str(tmp_path / "loads.log"))
-    monkeypatch.delenv("TILELANG_DISABLE_CACHE", raising=False)
-    with on_path(site):
-        record = get_registry().get("pyadd")
-        assert record is not None and record.usable, record
-
-        class NS:
-            pass
-
-        ns = NS()
-        ns.site, ns.cache_dir, ns.record, ns.tmp = site, cache_dir, record, tmp_path
-        ns.builds = lambda: KIT["read_log"](tmp_path / "builds.log")
-        ns.loads = lambda: KIT["read_log"](tmp_path / "loads.log")
-        ns.builder = lambda name="vadd", rec=record: (
-            lambda: build_kernel(rec, rec.spec.targets["c"], KIT["add_artifact"](name), -1, [], None, False, "c")
-        )
-        yield ns
+    yield from KIT["cache_env"](tmp_path, monkeypatch)
 
 
 def fresh(env) -> KernelCache:
@@ -177,9 +152,9 @@ def test_entry_deleted_between_check_and_load_is_rebuilt(env, monkeypatch):
     fresh(env).get_or_build(key, env.record, env.builder())
     real_verify = E.verify_files
 
-    def verify_after_delete(directory, meta):
+    def verify_after_delete(directory, meta, **kwargs):
         shutil.rmtree(directory)  # a concurrent `tilelang cache clear`, right after the metadata was read
-        return real_verify(directory, meta)
+        return real_verify(directory, meta, **kwargs)
 
     monkeypatch.setattr(E, "verify_files", verify_after_delete)
     with warnings.catch_warnings():

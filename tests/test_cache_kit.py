@@ -178,6 +178,43 @@ def read_log(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+def cache_env(tmp_path: Path, monkeypatch):
+    """Body of the ``env`` fixture of the cache tests (a generator: ``yield from`` it).
+
+    pyadd (and the memory-only ``memonly``) installed, a private cache dir, build/load logs;
+    yields a namespace with ``site``, ``cache_dir``, ``record``, ``tmp``, ``builds()``,
+    ``loads()`` and ``builder(name)`` (a zero-argument build of ``add_artifact(name)``).
+    """
+    from tilelang_core.backends import get_registry
+    from tilelang_core.jit.compile import build_kernel
+    from tilelang_core.testkit import on_path
+
+    site = tmp_path / "site"
+    site.mkdir()
+    install_pyadd(site)
+    install_pyadd(site, name="memonly", save_load=False)
+    cache_dir = tmp_path / "cache"
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(cache_dir))
+    monkeypatch.setenv("TL_TEST_BUILD_LOG", str(tmp_path / "builds.log"))
+    monkeypatch.setenv("TL_TEST_LOAD_LOG", str(tmp_path / "loads.log"))
+    monkeypatch.delenv("TILELANG_DISABLE_CACHE", raising=False)
+    with on_path(site):
+        record = get_registry().get("pyadd")
+        assert record is not None and record.usable, record
+
+        class NS:
+            pass
+
+        ns = NS()
+        ns.site, ns.cache_dir, ns.record, ns.tmp = site, cache_dir, record, tmp_path
+        ns.builds = lambda: read_log(tmp_path / "builds.log")
+        ns.loads = lambda: read_log(tmp_path / "loads.log")
+        ns.builder = lambda name="vadd", rec=record: (
+            lambda: build_kernel(rec, rec.spec.targets["c"], add_artifact(name), -1, [], None, False, "c")
+        )
+        yield ns
+
+
 # --- checks of the kit itself -------------------------------------------------------------------
 
 

@@ -56,7 +56,7 @@ def test_list_json_and_broken_exit_code(site):
     assert out.returncode == 1
     rows = {r["name"]: r for r in json.loads(out.stdout)}
     assert rows["bad"]["status"] == "broken" and "no_such_dependency_zz" in rows["bad"]["reason"]
-    assert rows["good"]["targets"]["c"] == {"priority": 7000, "available": True, "reason": ""}
+    assert rows["good"]["targets"]["c"] == {"priority": 7000, "available": True, "can_build": True, "reason": ""}
     text = run_cli("backends", roots=[site])
     assert "bad  (tilelang-backend-bad 1.0.0)  BROKEN: importing" in text.stdout
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import runpy
+import stat
 from pathlib import Path
 
 import pytest
 
 import tilelang
 from tilelang_core.backends import get_registry
-from tilelang_core.errors import ArtifactError, BackendNotInstalledError
+from tilelang_core.errors import ArtifactError, BackendNotInstalledError, CacheError
 from tilelang_core.jit.compile import build_kernel
 from tilelang_core.testkit import on_path
 
@@ -159,3 +162,216 @@ def test_cython_export_load_round_trip_without_tvm(tmp_path):
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["ok"] and result["backend"][0] == "cython" and result["tvm"] == [] and result["pydantic"] == []
+
+
+# --- overwrite=True replaces only a previous export (#11 §1) ------------------------------------
+
+
+def _leftovers(parent: Path, name: str) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if p.name.startswith(f".{name}."))
+
+
+def test_overwrite_refuses_a_folder_that_is_not_an_export(site, tmp_path):
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "main.py").write_text("print('my work')")
+    with on_path(site):
+        with pytest.raises(ArtifactError, match=rf"{project} with overwrite=True: it has no tilelang-kernel.json, so "
+                                                r"it is not an exported kernel.*replaces only a previous export"):
+            hand_kernel().export(project, overwrite=True)
+    assert (project / "src" / "main.py").read_text() == "print('my work')"
+    assert _leftovers(tmp_path, "project") == []
+
+
+def test_overwrite_refuses_a_file_and_a_link_and_leaves_nothing_behind(site, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes")
+    link = tmp_path / "link"
+    link.symlink_to(notes)
+    with on_path(site):
+        with pytest.raises(ArtifactError, match=rf"{notes} with overwrite=True: it is a regular file, not an exported"):
+            hand_kernel().export(notes, overwrite=True)
+        with pytest.raises(ArtifactError, match=rf"{link} with overwrite=True: it is a symbolic link"):
+            hand_kernel().export(link, overwrite=True)
+    assert notes.read_text() == "my notes" and link.is_symlink()
+    assert _leftovers(tmp_path, "notes.txt") == [] and _leftovers(tmp_path, "link") == []
+
+
+def test_overwrite_refuses_an_export_holding_other_files(site, tmp_path):
+    with on_path(site):
+        path = hand_kernel().export(tmp_path / "k")
+        (path / "README.md").write_text("my notes about this kernel")
+        with pytest.raises(ArtifactError, match=r"it holds files the export did not write \(README.md\)"):
+            hand_kernel().export(path, overwrite=True)
+        assert (path / "README.md").exists()
+        (path / "README.md").unlink()
+        meta = json.loads((path / "tilelang-kernel.json").read_text())
+        meta["kind"] = "cache"
+        (path / "tilelang-kernel.json").write_text(json.dumps(meta))
+        with pytest.raises(ArtifactError, match="describes a kernel cache entry, not an export"):
+            hand_kernel().export(path, overwrite=True)
+
+
+def test_overwrite_replaces_a_previous_export_and_survives_a_failure_half_way(site, tmp_path, monkeypatch):
+    from tilelang_core.jit import export as X
+
+    with on_path(site):
+        path = hand_kernel(name="first").export(tmp_path / "k")
+        hand_kernel(name="second").export(path, overwrite=True)
+        assert json.loads((path / "tilelang-kernel.json").read_text())["name"] == "second"
+        assert _leftovers(tmp_path, "k") == []
+
+        real_rename = os.rename
+
+        def rename_failing_on_the_new_export(src, dst):
+            if ".tmp-" in os.fspath(src):
+                raise OSError(28, "No space left on device")
+            return real_rename(src, dst)
+
+        monkeypatch.setattr(X.os, "rename", rename_failing_on_the_new_export)
+        with pytest.raises(OSError, match="No space left"):
+            hand_kernel(name="third").export(path, overwrite=True)
+        monkeypatch.undo()
+        assert json.loads((path / "tilelang-kernel.json").read_text())["name"] == "second"
+        assert tilelang.load(path).name == "second"
+        assert _leftovers(tmp_path, "k") == [], "no hidden .k.old-* or .k.tmp-* is left"
+
+
+# --- tilelang.load runs native code: who may have written it (#11 §2) ----------------------------
+
+
+def test_load_refuses_an_export_others_can_write_unless_trusted(site, tmp_path):
+    with on_path(site):
+        path = hand_kernel().export(tmp_path / "k")
+        for where, mode in ((path, 0o775), (path / "backend", 0o777), (path / "backend" / "kernel.so", 0o666)):
+            original = stat.S_IMODE(where.stat().st_mode)
+            os.chmod(where, mode)
+            with pytest.raises(CacheError, match=rf"{where} is writable by other users.*tilelang.load runs the native "
+                                                 r"code in it.*trusted=True"):
+                tilelang.load(path)
+            assert tilelang.load(path, trusted=True).name == "vadd"
+            os.chmod(where, original)
+        assert tilelang.load(path).name == "vadd"
+
+
+def test_load_refuses_an_export_reached_through_a_folder_others_can_write(site, tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    with on_path(site):
+        path = hand_kernel().export(shared / "k")
+        os.chmod(shared, 0o777)
+        with pytest.raises(CacheError, match=r"reached through .*shared, which other users can write to.*trusted=True"):
+            tilelang.load(path)
+        assert tilelang.load(path, trusted=True).name == "vadd"
+
+
+def test_load_refuses_unlisted_files_and_an_empty_file_list(site, tmp_path):
+    with on_path(site):
+        path = hand_kernel().export(tmp_path / "k")
+        (path / "backend" / "other.so").write_bytes(b"\x7fELF")
+        with pytest.raises(ArtifactError, match=r"holds files its metadata does not list \(backend/other.so\)"):
+            tilelang.load(path)
+        (path / "backend" / "other.so").unlink()
+        meta = json.loads((path / "tilelang-kernel.json").read_text())
+        meta["files"] = {}
+        (path / "tilelang-kernel.json").write_text(json.dumps(meta))
+        with pytest.raises(ArtifactError, match="does not list artifact.json"):
+            tilelang.load(path)
+
+
+LOAD_EXPECTING_ERROR = """
+import tilelang
+try:
+    tilelang.load({path!r})
+except Exception as exc:
+    print(type(exc).__name__, exc)
+else:
+    print("loaded")
+"""
+
+
+def test_load_never_hashes_through_a_link_to_dev_zero(site, tmp_path):
+    with on_path(site):
+        path = hand_kernel().export(tmp_path / "k")
+    lib = path / "backend" / "kernel.so"
+    lib.unlink()
+    lib.symlink_to("/dev/zero")
+    meta = json.loads((path / "tilelang-kernel.json").read_text())
+    meta["files"]["backend/kernel.so"] = {"size": 0, "sha256": hashlib.sha256(b"").hexdigest()}
+    (path / "tilelang-kernel.json").write_text(json.dumps(meta))
+    out = KIT["run_python"](LOAD_EXPECTING_ERROR.format(path=str(path)), site, timeout=90)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"ArtifactError {lib} is a symbolic link; a saved kernel holds plain files"), out.stdout
+
+
+def test_load_of_a_fifo_metadata_file_does_not_hang(site, tmp_path):
+    with on_path(site):
+        path = hand_kernel().export(tmp_path / "k")
+    (path / "tilelang-kernel.json").unlink()
+    os.mkfifo(path / "tilelang-kernel.json")
+    out = KIT["run_python"](LOAD_EXPECTING_ERROR.format(path=str(path)), site, timeout=90)
+    assert out.returncode == 0, out.stderr
+    assert "ArtifactError" in out.stdout and "is a FIFO, not a regular file" in out.stdout
+
+
+def _rehash(path: Path) -> None:
+    """What a tamperer does after editing files: record their new sizes and digests."""
+    meta = json.loads((path / "tilelang-kernel.json").read_text())
+    for rel in meta["files"]:
+        data = (path / rel).read_bytes()
+        meta["files"][rel] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    (path / "tilelang-kernel.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.skipif(not _cython_available(), reason="tilelang-backend-cython is not installed/available")
+def test_cython_refuses_a_tampered_call_plan_and_a_swapped_library(tmp_path):
+    """Real lowering + the real cython backend: the core's digests are re-computed after each
+    edit, so only the backend's own checks stand between the edit and an out-of-bounds write."""
+    pytest.importorskip("tilelang_core.lowering")
+    plus = tilelang.compile(KIT["make_prim_func"]("guard", 256), out_idx=-1, execution_backend="cython", target="c")
+    minus = tilelang.compile(KIT["make_prim_func"]("guard", 256, "-"), out_idx=-1, execution_backend="cython",
+                             target="c")
+    path, other = plus.export(tmp_path / "plus"), minus.export(tmp_path / "minus")
+    plan_file = path / "backend" / "cython_plan.json"
+    original = plan_file.read_text()
+
+    record = json.loads(original)
+    assert record["plan"]["params"][2]["dims"] == [["static", 256]]
+    record["plan"]["params"][2]["dims"] = [["static", 64]]  # the output would be allocated 64 elements
+    plan_file.write_text(json.dumps(record))
+    _rehash(path)
+    with pytest.raises(ArtifactError, match=r"saved call plan does not match the artifact \(first difference at "
+                                            r"plan.params\[2\].dims\[0\]\[1\]\)"):
+        tilelang.load(path)
+
+    artifact = json.loads((path / "artifact.json").read_text())  # now shrink the artifact to agree with the plan
+    artifact["params"][2]["shape"] = [64]
+    (path / "artifact.json").write_text(json.dumps(artifact))
+    _rehash(path)
+    with pytest.raises(ArtifactError, match=r"kernel.so was built for another kernel"):
+        tilelang.load(path)
+
+    plus.export(path, overwrite=True)
+    (path / "backend" / "kernel.so").write_bytes((other / "backend" / "kernel.so").read_bytes())  # C = A - B
+    _rehash(path)
+    with pytest.raises(ArtifactError, match=r"kernel.so was built for another kernel .*not for kernel 'guard'"):
+        tilelang.load(path)
+    plus.export(path, overwrite=True)
+    torch = pytest.importorskip("torch")
+    a = torch.arange(256, dtype=torch.float32)
+    assert torch.equal(tilelang.load(path)(a, a), a + a) and torch.equal(tilelang.load(other)(a, a), a - a)
+
+
+@pytest.mark.skipif(not _cython_available(), reason="tilelang-backend-cython is not installed/available")
+def test_cython_export_reloaded_after_overwrite_runs_the_new_kernel(tmp_path):
+    """dlopen hands back a library already loaded under the same path: the second load must not
+    run the first kernel's code."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("tilelang_core.lowering")
+    path = tmp_path / "k"
+    a = torch.arange(256, dtype=torch.float32)
+    tilelang.compile(KIT["make_prim_func"]("again", 256), out_idx=-1, execution_backend="cython", target="c").export(path)
+    assert torch.equal(tilelang.load(path)(a, a), a + a)
+    tilelang.compile(KIT["make_prim_func"]("again", 256, "-"), out_idx=-1, execution_backend="cython",
+                     target="c").export(path, overwrite=True)
+    assert torch.equal(tilelang.load(path)(a, a), a - a)

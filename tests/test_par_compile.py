@@ -73,3 +73,28 @@ def test_defaults():
     assert tilelang.par_compile([], progress=False) == []
     with pytest.raises(ValueError, match="errors must be"):
         tilelang.par_compile([], errors="ignore")
+
+
+def test_timeout_per_kernel_reports_the_slow_one_and_keeps_the_others(pyadd):
+    import threading
+    import time
+
+    from tilelang_core.jit.parallel import CompileTimeout
+
+    release = threading.Event()
+    fast = KIT["make_prim_func"]("quick", 8)
+
+    def slow():
+        release.wait(10)
+        return "late"
+
+    start = time.monotonic()
+    out = tilelang.par_compile([fast, slow, fast], out_idx=-1, execution_backend="pyadd", target="c", errors="return",
+                               progress=False, num_workers=3, timeout=0.5)
+    release.set()
+    assert time.monotonic() - start < 8  # not waited for
+    assert out[0].name == out[2].name == "quick"
+    assert isinstance(out[1], CompileTimeout) and isinstance(out[1], TileLangError) and isinstance(out[1], TimeoutError)
+    assert "kernel 1 was still compiling after the timeout of 0.5 s" in str(out[1])
+    with pytest.raises(ValueError, match="timeout must be a positive number"):
+        tilelang.par_compile([fast], timeout=0)

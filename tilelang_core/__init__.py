@@ -27,6 +27,11 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "par_compile": ("tilelang_core.jit.parallel", "par_compile"),
     "load": ("tilelang_core.jit.export", "load"),
     "cache": ("tilelang_core.cache", None),
+    "profiler": ("tilelang_core.profiler", None),
+    "autotuner": ("tilelang_core.autotuner", None),
+    "autotune": ("tilelang_core.autotuner", "autotune"),
+    "TensorSupplyType": ("tilelang_core.profiler.supply", "TensorSupplyType"),
+    "devices": ("tilelang_core.devices", None),
 }
 
 __all__ = ["PLUGIN_API_VERSION", "hookimpl", "__version__", *_LAZY]

@@ -132,6 +132,9 @@ class KernelArtifact:
     target: str
     """Full TVM target string, e.g. 'cuda -arch=sm_90'."""
     target_kind: str
+    arch: Optional[str] = None
+    """GPU architecture the device code is lowered for, as data: 'sm_90' (compute capability
+    9.0), 'sm_90a'; None for CPU targets. The target string carries it too, as '-arch='."""
     host_target: Optional[str] = None
     params: list[Param]
     symbols: list[SymbolBinding] = field(default_factory=list)
@@ -158,6 +161,17 @@ class KernelArtifact:
     def replace(self, **changes: Any) -> "KernelArtifact":
         """A copy with ``changes`` applied that keeps the attached TVM modules."""
         return replace(self, **changes).with_tvm_modules(self._tvm_modules)
+
+    @property
+    def compute_capability(self) -> Optional[tuple[int, int]]:
+        """``(major, minor)`` of a CUDA :attr:`arch` (``(9, 0)`` for ``sm_90``), else None."""
+        import re
+
+        m = re.match(r"sm_(\d+)", self.arch or "")
+        if not m:
+            return None
+        number = int(m.group(1))
+        return number // 10, number % 10
 
     @property
     def tensor_params(self) -> list[tuple[int, TensorParam]]:

@@ -89,6 +89,29 @@ class NativeCompiler:
 
 
 @dataclass(kw_only=True, frozen=True)
+class LibraryToolchain:
+    """A compiler the backend runs as a library inside the process (NVRTC, a JIT), not a program.
+
+    The kernel cache puts its identity into every cache key, like a :class:`NativeCompiler`'s:
+    the installed versions of ``distributions``, the values of ``env`` and the contents of
+    ``files`` (after ``$VAR`` expansion; a missing file counts as missing). Nothing is imported
+    or run, so a key costs no library load. The target architecture is already part of the key
+    (the target string carries ``-arch``).
+    """
+
+    __pydantic_config__ = _STRICT
+
+    name: str
+    """Human name, e.g. 'NVRTC'."""
+    distributions: list[str] = field(default_factory=list)
+    """pip distributions that ship the library or its headers, e.g. 'nvidia-cuda-nvrtc'."""
+    env: list[str] = field(default_factory=list)
+    """Environment variables that change which library is found, e.g. 'CUDA_HOME'."""
+    files: list[str] = field(default_factory=list)
+    """Small files that identify a library found outside pip, e.g. '$CUDA_HOME/version.json'."""
+
+
+@dataclass(kw_only=True, frozen=True)
 class TargetCapability:
     """What a backend does for one TVM target kind."""
 
@@ -103,7 +126,7 @@ class TargetCapability:
     dynamic_shapes: bool = True
     """Accepts kernels with symbolic dimensions."""
     cuda_streams: bool = False
-    """Launches on a caller-chosen CUDA stream."""
+    """Launches on a caller-chosen CUDA stream (stream=), else on torch's current stream; all device kernels of a call in list order on that one stream."""
     allocates_outputs: bool = True
     """Supports out_idx (allocates outputs)."""
     dtypes: Union[Literal["all"], list[str]] = "all"
@@ -113,6 +136,8 @@ class TargetCapability:
     requires: Requirements = field(default_factory=Requirements)
     native_compiler: Optional[NativeCompiler] = None
     """The native compiler the backend builds with (part of the kernel cache key)."""
+    library_toolchain: Optional[LibraryToolchain] = None
+    """The in-process compiler library the backend builds with (part of the kernel cache key)."""
     loads_without_tvm: bool = False
     """Loading a saved kernel (a disk cache hit, tilelang.load) imports no TVM Python package (the conformance suite checks it)."""
 
@@ -176,22 +201,48 @@ class BackendSpec:
 
 @dataclass(kw_only=True, frozen=True)
 class Availability:
-    """Answer of a probe: can this backend work here for a target, and if not, why."""
+    """Answer of a probe: can this backend run kernels here for a target, can it at least build
+    them, and if not, why.
+
+    Three answers: *available* (build and run), *build only* (``available`` false, ``can_build``
+    true: a compiler is here but no driver or device, as on a CI machine without a GPU) and *not
+    available*. ``auto`` picks only available backends; a backend named explicitly that can only
+    build still builds, and its kernels can be exported (and cached), but calling one raises an
+    error quoting ``reason``.
+    """
 
     __pydantic_config__ = _STRICT
 
     available: bool
+    """Kernels can be built and run here."""
     reason: str = ""
+    """Why not (shown to users): what is missing, e.g. 'no CUDA driver on this machine'."""
+    can_build: bool = False
+    """Kernels can be built (and exported) here although they cannot run; implied by ``available``."""
+
+    def __post_init__(self) -> None:
+        if self.available and not self.can_build:
+            object.__setattr__(self, "can_build", True)
+
+    @property
+    def build_only(self) -> bool:
+        """Kernels can be built here but not run."""
+        return self.can_build and not self.available
 
     @classmethod
     def yes(cls) -> "Availability":
-        """Available."""
+        """Available: kernels build and run here."""
         return cls(available=True)
 
     @classmethod
     def no(cls, reason: str) -> "Availability":
         """Not available, because ``reason`` (shown to users)."""
         return cls(available=False, reason=reason)
+
+    @classmethod
+    def build_only_because(cls, reason: str) -> "Availability":
+        """Kernels build (and export) here but cannot run, because ``reason`` (what is missing)."""
+        return cls(available=False, reason=reason, can_build=True)
 
 
 def backend_spec_json_schema() -> dict:

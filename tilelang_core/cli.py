@@ -34,6 +34,7 @@ def _backend_rows(registry) -> list[dict]:
                 row["targets"][kind] = {
                     "priority": cap.priority,
                     "available": availability.available,
+                    "can_build": availability.can_build,
                     "reason": availability.reason,
                 }
             row["status"], row["reason"] = record.status, record.reason  # a probe may break it
@@ -58,7 +59,12 @@ def _print_backends(rows: list[dict]) -> None:
         if row["supersedes"]:
             print(f"    supersedes: {', '.join(row['supersedes'])}")
         for kind, t in row["targets"].items():
-            state = "available" if t["available"] else f"unavailable: {t['reason']}"
+            if t["available"]:
+                state = "available"
+            elif t.get("can_build"):
+                state = f"build only (kernels can be built and exported, not run): {t['reason']}"
+            else:
+                state = f"unavailable: {t['reason']}"
             print(f"    {kind:<8} priority {t['priority']:<4} {state}")
 
 

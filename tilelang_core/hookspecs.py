@@ -71,6 +71,15 @@ def tilelang_backend_probe(target_kind: str) -> "Optional[Availability]":
     :returns: an :class:`~tilelang_core.capabilities.Availability` with a human reason when not
         available ("no CUDA driver", "macOS only"), or ``None`` for "nothing to add".
 
+    **Build here, run elsewhere.** A backend that can build kernels without being able to run
+    them (its compiler is here, the driver or device is not) answers
+    ``Availability.build_only_because(reason)``: ``execution_backend="auto"`` never picks it, but a
+    user who names it gets a kernel that builds, is cached and can be exported
+    (``kernel.export(path)``), and whose call raises ``BackendUnavailableError`` quoting
+    ``reason`` and saying to load the kernel where it can run. So ``reason`` should name what is
+    missing ("no CUDA driver on this machine"). The build hook must then work without the
+    driver, and the load hook must load without running anything.
+
     Called at most once per target kind per process, and only after the core checked the
     declared ``platforms`` and ``requires`` (executables, shared libraries, Python modules) of
     that target itself, so the probe only checks what cannot be declared (a driver, a device).
@@ -93,6 +102,15 @@ def tilelang_backend_build(artifact: "KernelArtifact", options: "BuildOptions") 
 
     Called by ``tilelang.compile`` on a cache miss. Failures of external compilers should raise
     :class:`~tilelang_core.errors.BuildError` with the command line and the compiler's output.
+
+    **GPU kernels.** ``artifact.device_kernels`` lists the device kernels of one call; the kernel
+    must launch every one of them, in list order, on one stream (each may read what an earlier
+    one wrote), with grid, block and dynamic shared memory computed from the symbols bound by
+    that call. The stream is the caller's ``stream=`` when given (a ``torch.cuda.Stream`` or a raw
+    ``cudaStream_t`` int), else torch's current stream of the tensors' device, never the legacy
+    default stream and never a stream of its own, so calls order with torch's work and can be
+    captured in CUDA graphs. ``artifact.arch`` is the architecture the code is lowered for
+    (``"sm_90"``); a backend must build for it (not for another) or raise ``BuildError``.
     """
 
 

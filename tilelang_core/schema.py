@@ -42,6 +42,7 @@ ROOT_TYPES: tuple[str, ...] = (
     "tilelang_core.cache.entry:EntryMeta",
     "tilelang_core.capabilities:BackendSpec",
     "tilelang_core.capabilities:Availability",
+    "tilelang_core.autotuner.records:TuningRecord",
 )
 
 SNAPSHOT_PATH = Path(__file__).with_name("schema_snapshot.json")

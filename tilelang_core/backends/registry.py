@@ -79,6 +79,8 @@ class BackendRecord:
             self.mark_broken(f"hook {hook} raised {type(exc).__name__}: {exc}")
             self.ensure_usable()
         except Exception as exc:  # noqa: BLE001 - isolate plugin failures
+            if isinstance(exc, OSError) and hook in ("tilelang_backend_save", "tilelang_backend_load"):
+                raise  # the environment (disk full, permissions), not a plugin bug: the cache warns and copes
             self.mark_broken(f"hook {hook} raised {type(exc).__name__}: {exc}")
             self.ensure_usable()
 

@@ -20,7 +20,7 @@ AUTO = "auto"
 #: Target kinds that mean the same thing to a backend declaration.
 _KIND_ALIASES = {"hip": "rocm"}
 
-Verdict = Literal["chosen", "available", "unavailable", "unsupported", "broken", "incompatible"]
+Verdict = Literal["chosen", "available", "build_only", "unavailable", "unsupported", "broken", "incompatible"]
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,8 @@ def explain_selection(target_kind: str, registry: Optional[BackendRegistry] = No
     """Every installed backend with its verdict for ``target_kind``; the chosen one first.
 
     ``auto`` picks the available backend with the highest declared priority for the target
-    kind; ties are broken by name, so the choice is deterministic.
+    kind; ties are broken by name, so the choice is deterministic. A backend that can build
+    kernels here but not run them (verdict ``build_only``) is never chosen by ``auto``.
     """
     registry = registry or get_registry()
     candidates: list[Candidate] = []
@@ -77,6 +78,10 @@ def explain_selection(target_kind: str, registry: Optional[BackendRegistry] = No
             candidates.append(Candidate(record.name, record.status, None, record.reason))
         elif availability.available:
             candidates.append(Candidate(record.name, "available", priority, f"priority {priority}"))
+        elif availability.can_build:
+            candidates.append(
+                Candidate(record.name, "build_only", priority, f"can build but not run here: {availability.reason}")
+            )
         else:
             candidates.append(Candidate(record.name, "unavailable", priority, availability.reason))
     available = sorted((c for c in candidates if c.verdict == "available"), key=lambda c: (-(c.priority or 0), c.name))
@@ -108,6 +113,11 @@ def select_backend(name: str, target_kind: str, registry: Optional[BackendRegist
     :class:`BackendBrokenError`/:class:`BackendIncompatibleError`,
     :class:`BackendTargetUnsupportedError`, :class:`BackendUnavailableError` (with the probe's
     reason) or :class:`NoBackendForTargetError`. A deprecated backend emits a DeprecationWarning.
+
+    A backend named explicitly whose probe says it can build but not run here
+    (:attr:`Availability.build_only`) is returned: ``tilelang.compile`` then builds the kernel,
+    which can be exported, and whose call raises :class:`BackendUnavailableError` naming what is
+    missing. ``auto`` never picks such a backend.
     """
     registry = registry or get_registry()
     if not isinstance(name, str) or not name:
@@ -141,7 +151,7 @@ def select_backend(name: str, target_kind: str, registry: Optional[BackendRegist
         )
     availability = registry.probe(record, kind)
     record.ensure_usable()
-    if not availability.available:
+    if not availability.can_build:
         raise BackendUnavailableError(
             f"execution backend {name!r} cannot run target {target_kind!r} on this machine: {availability.reason}"
         )

@@ -37,7 +37,18 @@ def cache_dir() -> Path:
 
 
 def clear(directory: Optional[Path] = None) -> int:
-    """Remove every cached kernel (memory and disk); returns how many disk entries were removed."""
+    """Remove every cached kernel (memory and disk); returns how many disk entries were removed.
+
+    Removes only what the cache made: files and links found among the entries (including a
+    ``kernels/`` or shard folder that is a link) are unlinked, never followed; folders the cache
+    did not create are kept. Raises :class:`~tilelang_core.errors.CacheError` when the cache
+    directory is one other users can write to.
+    """
+    return clear_report(directory)["entries"]
+
+
+def clear_report(directory: Optional[Path] = None) -> dict[str, Any]:
+    """:func:`clear`, returning ``{"entries": n, "removed_junk": [paths], "kept": [paths]}``."""
     import sys
 
     compile_module = sys.modules.get("tilelang_core.jit.compile")
@@ -45,11 +56,15 @@ def clear(directory: Optional[Path] = None) -> int:
         compile_module.clear_memory()
     from .store import get_cache
 
-    return get_cache(directory).clear()
+    return get_cache(directory).clear_report()
 
 
 def info(directory: Optional[Path] = None) -> dict[str, Any]:
-    """Location, entry count, total size and size per backend of the kernel cache."""
+    """Location, entry count, total size and size per backend of the kernel cache.
+
+    ``"junk"`` lists what lies among the entries that the cache did not make (files, links,
+    folders of other names), as ``{"path": ..., "kind": ...}``; it is not counted as entries.
+    """
     from .store import get_cache
 
     return get_cache(directory).info()
@@ -64,6 +79,7 @@ __all__ = [
     "cache_dir",
     "cache_disabled",
     "clear",
+    "clear_report",
     "get_cache",
     "info",
 ]

@@ -28,14 +28,25 @@ def _cmd_info(args: argparse.Namespace) -> int:
     print(f"size:     {_human(data['bytes'])}")
     for name, row in sorted(data["backends"].items()):
         print(f"  {name:<24} {row['entries']:>6} entries  {_human(row['bytes']):>10}")
+    junk = data.get("junk", [])
+    if junk:
+        print(f"junk:     {len(junk)} item{'s' if len(junk) != 1 else ''} the cache did not make "
+              f"(`tilelang cache clear` unlinks files and links, keeps folders)")
+        for item in junk:
+            print(f"  {item['path']} ({item['kind']})")
     return 0
 
 
 def _cmd_clear(args: argparse.Namespace) -> int:
-    from . import cache_dir, clear
+    from . import cache_dir, clear_report
 
-    removed = clear()
+    report = clear_report()
+    removed = report["entries"]
     print(f"removed {removed} cached kernel{'s' if removed != 1 else ''} from {cache_dir()}")
+    for path in report["removed_junk"]:
+        print(f"  unlinked {path} (not made by the cache; not followed)")
+    for path in report["kept"]:
+        print(f"  kept {path} (a folder the cache did not make)")
     return 0
 
 

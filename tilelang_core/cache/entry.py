@@ -8,16 +8,19 @@
       backend/               whatever the backend's tilelang_backend_save hook wrote
 
 The metadata is written last and lists the size and SHA-256 of every other file, so a
-truncated, half-written or tampered entry is detected before the backend is asked to load it.
+truncated, half-written or tampered entry is detected before the backend is asked to load it:
+the entry must hold exactly the listed files, each a regular file read without following links
+(:mod:`tilelang_core.cache.files`), so the backend never reads a file nobody verified.
 Nothing is pickled: every file the core reads is JSON validated by pydantic
 (:mod:`tilelang_core.schema`).
 """
 
 from __future__ import annotations
 
-import hashlib
+import errno
 import os
 import re
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +32,8 @@ from pydantic_core import ValidationError
 from .. import schema
 from ..artifact import BuildOptions, KernelArtifact
 from ..errors import ArtifactError
+from .files import read_regular, sha256_regular
+from .trust import Check, describe_kind
 
 if TYPE_CHECKING:
     from ..backends.registry import BackendRecord
@@ -90,29 +95,53 @@ class EntryMeta:
     created: float
 
 
-def _digest(path: Path) -> FileDigest:
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        while True:
-            chunk = f.read(1 << 20)
-            if not chunk:
-                break
-            size += len(chunk)
-            h.update(chunk)
-    return FileDigest(size=size, sha256=h.hexdigest())
+#: Most bytes ``tilelang-kernel.json`` may hold (it lists the files; kilobytes in practice).
+META_LIMIT = 4 << 20
 
 
-def _walk_files(root: Path) -> list[Path]:
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames):
-            p = Path(dirpath) / name
-            if p.is_symlink():
-                raise ArtifactError(f"backend wrote a symbolic link {p.relative_to(root)}; entries must hold plain files")
-            out.append(p)
-    return out
+def scan_tree(root: Path, *, check: Optional[Check] = None) -> dict[str, os.stat_result]:
+    """Every regular file under ``root`` by relative POSIX path, found without following links.
+
+    ``check`` (if given) is called on ``root`` and on every directory and file found.
+
+    :raises ArtifactError: the tree holds a symbolic link, a FIFO, a device or a socket.
+    """
+    found: dict[str, os.stat_result] = {}
+    if check is not None:
+        check(root, os.lstat(root))
+    stack = [(root, "")]
+    while stack:
+        directory, prefix = stack.pop()
+        with os.scandir(directory) as it:
+            children = sorted(it, key=lambda e: e.name)
+        for child in children:
+            st = child.stat(follow_symlinks=False)
+            rel = prefix + child.name
+            path = Path(child.path)
+            if stat.S_ISDIR(st.st_mode):
+                if check is not None:
+                    check(path, st)
+                stack.append((path, rel + "/"))
+            elif stat.S_ISREG(st.st_mode):
+                if check is not None:
+                    check(path, st)
+                found[rel] = st
+            else:
+                raise ArtifactError(
+                    f"{path} is {describe_kind(st)}; a saved kernel holds plain files and directories only"
+                )
+    return found
+
+
+def _private_modes(root: Path, files: dict[str, os.stat_result]) -> None:
+    """Clear group/other write bits on what was just written (the load check refuses them)."""
+    for rel, st in files.items():
+        if stat.S_IMODE(st.st_mode) & 0o022:
+            os.chmod(root / rel, stat.S_IMODE(st.st_mode) & ~0o022)
+    for dirpath, _, _ in os.walk(root):
+        mode = stat.S_IMODE(os.lstat(dirpath).st_mode)
+        if mode & 0o022:
+            os.chmod(dirpath, mode & ~0o022)
 
 
 def write_entry(
@@ -132,7 +161,12 @@ def write_entry(
     backend_dir.mkdir(mode=0o700)
     record.call("tilelang_backend_save", kernel=runner, directory=backend_dir)
     (directory / ARTIFACT_FILE).write_text(artifact.to_json())
-    files = {str(p.relative_to(directory).as_posix()): _digest(p) for p in _walk_files(directory)}
+    found = scan_tree(directory)
+    _private_modes(directory, found)
+    files = {
+        rel: FileDigest(size=st.st_size, sha256=sha256_regular(directory / rel, size=st.st_size))
+        for rel, st in sorted(found.items())
+    }
     meta = EntryMeta(
         format_version=ENTRY_FORMAT_VERSION,
         kind=kind,
@@ -149,15 +183,21 @@ def write_entry(
         files=files,
         created=time.time(),
     )
-    (directory / META_FILE).write_text(schema.to_json(meta, indent=1))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    with os.fdopen(os.open(directory / META_FILE, flags, 0o644), "w") as f:  # no group/other write, whatever the umask
+        f.write(schema.to_json(meta, indent=1))
     return meta
 
 
-def read_meta(directory: Path) -> EntryMeta:
-    """Read and validate ``tilelang-kernel.json``; raises ArtifactError (FileNotFoundError if absent)."""
-    text = (directory / META_FILE).read_text()
+def read_meta(directory: Path, *, check: Optional[Check] = None) -> EntryMeta:
+    """Read and validate ``tilelang-kernel.json``; raises ArtifactError (FileNotFoundError if absent).
+
+    The file is read without following links and must be a regular file (a FIFO put there
+    cannot make this wait); ``check`` judges who may have written it.
+    """
+    data = read_regular(directory / META_FILE, limit=META_LIMIT, check=check)
     try:
-        meta = schema.validate_json(EntryMeta, text)
+        meta = schema.validate_json(EntryMeta, data)
     except ValidationError as exc:
         raise ArtifactError(f"{directory / META_FILE} is not valid kernel metadata: {schema.error_summary(exc)}") from None
     if meta.format_version != ENTRY_FORMAT_VERSION:
@@ -168,22 +208,53 @@ def read_meta(directory: Path) -> EntryMeta:
     return meta
 
 
-def verify_files(directory: Path, meta: EntryMeta) -> None:
-    """Check that every listed file exists with its recorded size and digest."""
-    for rel, digest in meta.files.items():
-        path = directory / rel
-        if ".." in Path(rel).parts or Path(rel).is_absolute():
+def _listed_path_ok(rel: str) -> bool:
+    parts = rel.split("/")
+    return bool(rel) and not rel.startswith("/") and "\\" not in rel and all(p not in ("", ".", "..") for p in parts)
+
+
+def verify_files(directory: Path, meta: EntryMeta, *, check: Optional[Check] = None) -> None:
+    """Check that the entry holds exactly the files its metadata lists, each as recorded.
+
+    Nothing unlisted may be present (so a backend never reads a file nobody verified), nothing
+    listed may be missing, ``artifact.json`` must be listed, and each file must be a regular
+    file of the recorded size and SHA-256. ``check`` judges every directory and file.
+
+    :raises FileNotFoundError: a listed file is missing (the entry may have vanished).
+    :raises ArtifactError: anything else that does not match.
+    """
+    for rel in meta.files:
+        if not _listed_path_ok(rel):
             raise ArtifactError(f"{directory}: metadata lists a path outside the entry: {rel!r}")
-        size = os.stat(path).st_size  # FileNotFoundError: the entry vanished
-        if size != digest.size:
-            raise ArtifactError(f"{path} is truncated or changed ({size} bytes, expected {digest.size})")
-        if _digest(path).sha256 != digest.sha256:
+    if ARTIFACT_FILE not in meta.files:
+        raise ArtifactError(f"{directory / META_FILE} does not list {ARTIFACT_FILE}; the saved kernel is incomplete")
+    present = scan_tree(directory, check=check)
+    present.pop(META_FILE, None)
+    unlisted = sorted(set(present) - set(meta.files))
+    if unlisted:
+        shown = ", ".join(unlisted[:5]) + (f" and {len(unlisted) - 5} more" if len(unlisted) > 5 else "")
+        raise ArtifactError(
+            f"{directory} holds files its metadata does not list ({shown}); they were not written with the kernel"
+        )
+    for rel in sorted(meta.files):
+        if rel not in present:
+            path = directory / rel
+            raise FileNotFoundError(errno.ENOENT, f"{path} is listed in the metadata but missing", str(path))
+    for rel, digest in sorted(meta.files.items()):
+        path = directory / rel
+        if present[rel].st_size != digest.size:
+            raise ArtifactError(
+                f"{path} is truncated or changed ({present[rel].st_size} bytes, expected {digest.size})"
+            )
+        if sha256_regular(path, size=digest.size, check=check) != digest.sha256:
             raise ArtifactError(f"{path} is corrupt (its SHA-256 does not match the metadata)")
 
 
-def read_artifact(directory: Path) -> KernelArtifact:
-    """The artifact saved in ``directory``."""
-    return KernelArtifact.from_json((directory / ARTIFACT_FILE).read_text())
+def read_artifact(directory: Path, meta: Optional[EntryMeta] = None) -> KernelArtifact:
+    """The artifact saved in ``directory`` (read up to the size ``meta`` records)."""
+    limit = meta.files[ARTIFACT_FILE].size if meta is not None and ARTIFACT_FILE in meta.files else 1 << 30
+    data = read_regular(directory / ARTIFACT_FILE, limit=limit)
+    return KernelArtifact.from_json(data.decode())
 
 
 def load_runner(directory: Path, meta: EntryMeta, artifact: KernelArtifact, record: "BackendRecord") -> Any:

@@ -140,6 +140,36 @@ def native_compiler_identity(capability: TargetCapability) -> str:
         override = os.environ.get(nc.env, "") if nc.env else ""
         words = shlex.split(override) if override.strip() else [nc.program]
         parts.append(_version_output(words, nc.version_args))
+    lib = getattr(capability, "library_toolchain", None)
+    if lib is not None:
+        parts.append(library_toolchain_identity(lib))
+    return "\n".join(parts)
+
+
+def library_toolchain_identity(lib: Any) -> str:
+    """Identity of an in-process compiler library (a :class:`~tilelang_core.capabilities.LibraryToolchain`).
+
+    The installed versions of its distributions, the values of its environment variables and
+    the SHA-256 of its identifying files, from metadata and the file system alone: nothing is
+    imported, loaded or run.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    parts = [f"library {lib.name}"]
+    for dist in lib.distributions:
+        try:
+            parts.append(f"{dist}=={version(dist)}")
+        except PackageNotFoundError:
+            parts.append(f"{dist}: not installed")
+    for var in lib.env:
+        parts.append(f"${var}={os.environ.get(var, '')}")
+    for pattern in lib.files:
+        path = os.path.expandvars(pattern)
+        try:
+            with open(path, "rb") as f:
+                parts.append(f"{pattern}: sha256={hashlib.sha256(f.read()).hexdigest()}")
+        except OSError:
+            parts.append(f"{pattern}: missing")
     return "\n".join(parts)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import CacheError
+from . import trust
 
 #: Environment variable naming the cache directory.
 CACHE_DIR_ENV = "TILELANG_CACHE_DIR"
@@ -43,60 +44,57 @@ def default_cache_dir() -> Path:
     return base / "tilelang"
 
 
-def _owner_ok(st: os.stat_result) -> bool:
-    if not hasattr(os, "getuid"):
-        return True
-    return st.st_uid in (os.getuid(), 0)
+def root_place(directory: Path) -> trust.Place:
+    """Wording of errors about the cache directory itself."""
+    return trust.Place(
+        what="kernel cache directory",
+        fix_mode=f"Run `chmod 700 {directory}` or set {CACHE_DIR_ENV} to a private directory",
+        fix_other=f"Set {CACHE_DIR_ENV} to a directory of your own",
+        fix_path=f"Set {CACHE_DIR_ENV} to a directory under a private parent (every directory on the way there "
+        f"writable only by you or root, or sticky like /tmp)",
+    )
+
+
+def tree_place(directory: Path) -> trust.Place:
+    """Wording of errors about the folders and files inside the cache directory."""
+    return trust.Place(
+        what="kernel cache folder",
+        fix_mode=f"Run `chmod -R go-w {directory}` (the cache makes its folders with mode 0700) or set "
+        f"{CACHE_DIR_ENV} to a private directory",
+        fix_other=f"Run `tilelang cache clear` (it removes what the cache did not make, and never follows a link) or "
+        f"set {CACHE_DIR_ENV} to a private directory",
+        fix_path=f"Set {CACHE_DIR_ENV} to a private directory",
+    )
 
 
 def check_private(directory: Path) -> None:
-    """Refuse a cache directory that another user could write to.
+    """Refuse a cache directory that another user could write to, or redirect.
 
-    Loading a kernel means loading native code; anyone who can write into the directory (or
-    replace it, through a writable parent without the sticky bit) could make this process run
-    code of theirs. Raises :class:`~tilelang_core.errors.CacheError` saying which path, why, and
-    how to fix it.
+    Loading a kernel means loading native code; anyone who can write into the directory, or
+    replace it (through a directory on the way to it, or a symbolic link on the way, that they
+    can write to without the sticky bit) could make this process run code of theirs. See
+    :mod:`tilelang_core.cache.trust`. Raises :class:`~tilelang_core.errors.CacheError` saying
+    which path, why, and how to fix it.
     """
-    if sys.platform == "win32":  # POSIX permission bits do not apply
+    if not trust.enforced():  # POSIX permission bits do not apply
         return
-    st = os.stat(directory)
+    place = root_place(directory)
+    trust.check_path(directory, place)
+    st = os.stat(directory)  # the way there is checked: following the link is safe now
     if not stat.S_ISDIR(st.st_mode):
         raise CacheError(f"kernel cache location {directory} is not a directory; set {CACHE_DIR_ENV} to a directory")
-    mode = stat.S_IMODE(st.st_mode)
-    if not _owner_ok(st):
-        raise CacheError(
-            f"kernel cache directory {directory} belongs to another user (uid {st.st_uid}); loading native code "
-            f"from it would run whatever that user put there. Set {CACHE_DIR_ENV} to a directory of your own"
-        )
-    if mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise CacheError(
-            f"kernel cache directory {directory} is writable by other users (mode {mode:#o}); loading native code "
-            f"from it would run whatever they put there. Run `chmod 700 {directory}` or set {CACHE_DIR_ENV} to a "
-            f"private directory"
-        )
-    # A parent others can write to (without the sticky bit) lets them swap the directory itself.
-    for parent in directory.resolve().parents:
-        try:
-            pst = os.stat(parent)
-        except OSError:
-            continue
-        pmode = stat.S_IMODE(pst.st_mode)
-        if pmode & (stat.S_IWGRP | stat.S_IWOTH) and not pmode & stat.S_ISVTX:
-            raise CacheError(
-                f"kernel cache directory {directory} is inside {parent}, which other users can write to "
-                f"(mode {pmode:#o}, no sticky bit), so they could replace the cache; set {CACHE_DIR_ENV} to a "
-                f"directory under a private parent"
-            )
+    trust.check_owned(directory, st, place)
 
 
 def prepare_cache_dir(directory: Path) -> Path:
     """Create ``directory`` (mode 0700) if needed and check that it is private; returns it.
 
-    Raises :class:`CacheError` for a directory others can write to, and :class:`OSError` when it
-    cannot be created or written (the caller then works without a disk cache).
+    The way to it is checked before anything is created. Raises :class:`CacheError` for a
+    directory others can write to or redirect, and :class:`OSError` when it cannot be created or
+    written (the caller then works without a disk cache).
     """
     directory = Path(directory)
-    if not directory.exists():
+    if trust.check_path(directory, root_place(directory)) is None:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         try:
             os.chmod(directory, 0o700)

@@ -7,14 +7,18 @@ Disk layout under the cache directory (mode 0700)::
     locks/<key>.lock         fcntl locks: one process builds a key, the others wait and load it
 
 A backend that does not implement both ``tilelang_backend_save`` and ``tilelang_backend_load``
-is cached in memory only.
+is cached in memory only. The cache never makes a symbolic link, never follows one when it
+removes things, and loads only from folders and files that this user alone can write
+(:mod:`tilelang_core.cache.trust`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
+import stat
 import threading
 import uuid
 import warnings
@@ -24,7 +28,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from ..errors import ArtifactError, CacheError
 from . import entry as E
-from .location import cache_disabled, default_cache_dir, prepare_cache_dir
+from . import trust
+from .location import cache_disabled, check_private, default_cache_dir, prepare_cache_dir, tree_place
 
 if TYPE_CHECKING:
     from ..backends.registry import BackendRecord
@@ -74,42 +79,79 @@ class MemoryCache:
         return len(self._items)
 
 
-def _rmtree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+def _remove(path: Path) -> None:
+    """Remove ``path`` without ever following a link: a real directory is deleted with its
+    contents (``shutil.rmtree``, which does not follow links inside either), anything else (a
+    file, a link, a FIFO) is unlinked."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+_SHARD_NAME = re.compile(r"[0-9a-f]{2}")
+_KEY_NAME = re.compile(r"[0-9a-f]{64}")
+_SUBDIRS = ("kernels", "tmp", "locks")
 
 
 class DiskCache:
-    """Saved kernels under one directory (created 0700 and refused when others can write to it)."""
+    """Saved kernels under one directory (created 0700 and refused when others can write to it).
+
+    Every folder and file kernels are loaded from (the root, ``kernels/``, each shard, each
+    entry and everything in it) must belong to this user and be writable by nobody else (see
+    :mod:`tilelang_core.cache.trust`); otherwise loading raises :class:`CacheError`.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._prepared = False
         self._lock = threading.Lock()
+        self._place = tree_place(self.root)
+        self._check = trust.checker(self._place)
 
     @property
     def kernels_dir(self) -> Path:
         return self.root / "kernels"
 
+    def _subdirs_ok(self) -> bool:
+        """Whether kernels/, tmp/ and locks/ exist; raises CacheError when one is unsafe."""
+        for sub in _SUBDIRS:
+            path = self.root / sub
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                return False
+            trust.check_owned_dir(path, st, self._place)
+        return True
+
     def prepare(self) -> None:
         """Create the directory tree and check it is private.
 
-        The full check (owner, mode, parents) runs once per instance; later calls re-check the
-        directory's own mode and existence (one ``stat``), so a directory that became writable by
-        others, or was deleted, while this process runs is noticed.
+        The full check (owner, mode, the way to the directory) runs once per instance; later
+        calls re-check the directory's own mode and its three folders (four ``stat`` calls), so a
+        directory that became writable by others, or was deleted, while this process runs is
+        noticed.
         """
         with self._lock:
             if self._prepared:
                 try:
                     st = os.stat(self.root)
-                    missing = not all((self.root / sub).is_dir() for sub in ("kernels", "tmp", "locks"))
+                    present = self._subdirs_ok()
                 except FileNotFoundError:
-                    missing = True
-                if not missing and st.st_mode & 0o022 == 0:
+                    present = False
+                if present and st.st_mode & 0o022 == 0:
                     return
                 self._prepared = False
             prepare_cache_dir(self.root)
-            for sub in ("kernels", "tmp", "locks"):
-                (self.root / sub).mkdir(mode=0o700, exist_ok=True)
+            for sub in _SUBDIRS:
+                with contextlib.suppress(FileExistsError):
+                    (self.root / sub).mkdir(mode=0o700)
+            self._subdirs_ok()
             self._remove_stale_tmp()
             self._prepared = True
 
@@ -125,7 +167,7 @@ class DiskCache:
         for child in children:
             try:
                 if now - child.lstat().st_mtime > max_age:
-                    _rmtree(child)
+                    _remove(child)
             except OSError:
                 pass
 
@@ -166,10 +208,14 @@ class DiskCache:
         """
         from ..jit.kernel import BackendInfo, JITKernel
 
-        directory = self.entry_dir(key)
+        directory = self._checked_entry_dir(key)
+        if directory is None:
+            return None
         try:
-            meta = E.read_meta(directory)
+            meta = E.read_meta(directory, check=self._check)
         except FileNotFoundError:
+            if os.path.isdir(directory):  # never written without it: a broken entry, not one being written
+                self._discard(directory, f"its metadata file {E.META_FILE} is missing")
             return None
         except (ArtifactError, OSError, UnicodeDecodeError) as exc:
             self._discard(directory, f"unreadable metadata ({exc})")
@@ -186,8 +232,8 @@ class DiskCache:
             self._discard(directory, problem)
             return None
         try:
-            E.verify_files(directory, meta)
-            artifact = E.read_artifact(directory)
+            E.verify_files(directory, meta, check=self._check)
+            artifact = E.read_artifact(directory, meta)
             runner = E.load_runner(directory, meta, artifact, record)
         except FileNotFoundError:
             if directory.exists():
@@ -198,6 +244,29 @@ class DiskCache:
             return None
         return JITKernel.create(runner, artifact, BackendInfo(record.name, record.version or "0"), meta.options)
 
+    def _checked_entry_dir(self, key: str) -> Optional[Path]:
+        """The entry folder of ``key`` after checking its shard and itself (None: not there).
+
+        Something other than a folder where the entry should be is removed (never followed)
+        with a :class:`CacheWarning`; a shard or entry others could write to raises
+        :class:`CacheError`.
+        """
+        directory = self.entry_dir(key)
+        try:
+            st = os.lstat(directory.parent)
+        except FileNotFoundError:
+            return None
+        trust.check_owned_dir(directory.parent, st, self._place)
+        try:
+            st = os.lstat(directory)
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISDIR(st.st_mode):
+            self._discard(directory, f"it is {trust.describe_kind(st)}, not an entry folder")
+            return None
+        trust.check_owned(directory, st, self._place)
+        return directory
+
     def save(self, key: str, kernel: "JITKernel", record: "BackendRecord") -> bool:
         """Write ``kernel`` under ``key`` (complete in tmp/, then renamed); False when it could not."""
         tmp = self.root / "tmp" / f"{key}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
@@ -206,17 +275,24 @@ class DiskCache:
             tmp.mkdir(mode=0o700)
             E.write_entry(tmp, kernel.runner, kernel.artifact, kernel.options, record, kind="cache", key=key)
             final = self.entry_dir(key)
-            final.parent.mkdir(mode=0o700, exist_ok=True)
-            try:
-                os.rename(tmp, final)
-            except OSError:
-                if not final.exists():
-                    raise
-                _rmtree(tmp)  # another process saved it first
-                return True
-            return True
+            with contextlib.suppress(FileExistsError):
+                final.parent.mkdir(mode=0o700)
+            trust.check_owned_dir(final.parent, os.lstat(final.parent), self._place)
+            for attempt in (1, 2):
+                try:
+                    os.rename(tmp, final)
+                    return True
+                except OSError:
+                    if not os.path.lexists(final):
+                        raise
+                    if attempt == 2 or os.path.isfile(final / E.META_FILE):
+                        _remove(tmp)  # another process saved it first
+                        return True
+                    # a broken entry (no metadata, or not a folder) is in the way: replace it
+                    self._discard(final, f"its metadata file {E.META_FILE} is missing")
+            return True  # pragma: no cover - the loop always returns
         except (OSError, ArtifactError, ValueError, TypeError) as exc:
-            _rmtree(tmp)
+            _remove(tmp)
             warnings.warn(
                 f"kernel {kernel.name!r} could not be saved to the cache at {self.root}: {exc}; it stays in memory only",
                 CacheWarning,
@@ -232,38 +308,98 @@ class DiskCache:
             os.rename(directory, trash)
         except OSError:
             trash = directory
-        _rmtree(trash)
+        _remove(trash)
 
     # -- inspection ---------------------------------------------------------------------------
+
+    def scan(self) -> tuple[list[Path], list[tuple[Path, str]]]:
+        """``(entry folders, junk)`` under ``kernels/``, found without following any link.
+
+        Entries are real folders ``kernels/<k[:2]>/<key>``; everything else there (files,
+        links, FIFOs, folders of other names, a ``kernels`` or shard that is itself a link) is
+        junk, listed with what it is.
+        """
+        entries: list[Path] = []
+        junk: list[tuple[Path, str]] = []
+        try:
+            st = os.lstat(self.kernels_dir)
+        except FileNotFoundError:
+            return entries, junk
+        if not stat.S_ISDIR(st.st_mode):
+            return entries, [(self.kernels_dir, trust.describe_kind(st))]
+        for shard, sst in _children(self.kernels_dir):
+            if not (stat.S_ISDIR(sst.st_mode) and _SHARD_NAME.fullmatch(shard.name)):
+                junk.append((shard, trust.describe_kind(sst)))
+                continue
+            for directory, est in _children(shard):
+                if stat.S_ISDIR(est.st_mode) and _KEY_NAME.fullmatch(directory.name) and directory.name[:2] == shard.name:
+                    entries.append(directory)
+                else:
+                    junk.append((directory, trust.describe_kind(est)))
+        return entries, junk
 
     def entries(self) -> list[tuple[Path, Optional[E.EntryMeta]]]:
         """Every entry directory with its metadata (None when unreadable)."""
         out: list[tuple[Path, Optional[E.EntryMeta]]] = []
-        if not self.kernels_dir.is_dir():
-            return out
-        for shard in sorted(self.kernels_dir.iterdir()):
-            if not shard.is_dir():
-                continue
-            for directory in sorted(shard.iterdir()):
-                try:
-                    meta: Optional[E.EntryMeta] = E.read_meta(directory)
-                except (OSError, ArtifactError, UnicodeDecodeError):
-                    meta = None
-                out.append((directory, meta))
+        for directory in self.scan()[0]:
+            try:
+                meta: Optional[E.EntryMeta] = E.read_meta(directory)
+            except (OSError, ArtifactError, UnicodeDecodeError):
+                meta = None
+            out.append((directory, meta))
         return out
 
-    def clear(self) -> int:
-        """Remove every entry (and leftovers of interrupted writes); returns how many entries."""
-        count = 0
-        for directory, _ in self.entries():
-            _rmtree(directory)
-            count += 1
-        for sub in ("tmp", "kernels"):
-            path = self.root / sub
-            if path.is_dir():
-                for child in path.iterdir():
-                    _rmtree(child)
-        return count
+    def clear(self) -> dict[str, Any]:
+        """Remove every entry, leftovers of interrupted writes, and junk files and links.
+
+        Never follows a link: a ``kernels/`` or shard that is a link, and files or links among
+        the entries, are unlinked (what they point to is untouched). Folders the cache did not
+        create (other names) are kept and reported. Returns ``{"entries": n, "removed_junk":
+        [paths], "kept": [paths]}``.
+        """
+        entries, junk = self.scan()
+        for directory in entries:
+            _remove(directory)
+        removed, kept = [], []
+        for path, kind in junk:
+            if kind == "a directory":
+                kept.append(str(path))
+            else:
+                _remove(path)
+                removed.append(str(path))
+        with contextlib.suppress(OSError):
+            for shard, sst in _children(self.kernels_dir):
+                if stat.S_ISDIR(sst.st_mode) and _SHARD_NAME.fullmatch(shard.name):
+                    with contextlib.suppress(OSError):
+                        shard.rmdir()  # only when empty
+        tmp = self.root / "tmp"
+        try:
+            st = os.lstat(tmp)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            _remove(tmp)
+            removed.append(str(tmp))
+        elif st is not None:
+            for child, _ in _children(tmp):
+                _remove(child)
+        return {"entries": len(entries), "removed_junk": removed, "kept": kept}
+
+
+def _children(directory: Path) -> list[tuple[Path, os.stat_result]]:
+    """The entries of ``directory`` with their ``lstat``, sorted by name (empty if it is gone)."""
+    try:
+        with os.scandir(directory) as it:
+            items = sorted(it, key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out = []
+    for item in items:
+        try:
+            out.append((Path(item.path), item.stat(follow_symlinks=False)))
+        except FileNotFoundError:
+            continue
+    return out
 
 
 def _dir_size(path: Path) -> int:
@@ -350,20 +486,26 @@ class KernelCache:
 
     def clear(self) -> int:
         """Empty the memory layer and remove every disk entry; returns how many disk entries."""
+        return self.clear_report()["entries"]
+
+    def clear_report(self) -> dict[str, Any]:
+        """:meth:`clear`, returning what :meth:`DiskCache.clear` reports.
+
+        Raises :class:`CacheError` (and removes nothing) when the cache directory itself is one
+        others could write to.
+        """
         self.memory.clear()
         if not self.root.is_dir():
-            return 0
-        try:
-            self.disk.prepare()
-        except OSError:
-            pass
+            return {"entries": 0, "removed_junk": [], "kept": []}
+        check_private(self.root)
         return self.disk.clear()
 
     def info(self) -> dict[str, Any]:
-        """Location, number of entries, and size per backend (for ``tilelang cache info``)."""
+        """Location, number of entries, size per backend, and junk (for ``tilelang cache info``)."""
         per_backend: dict[str, dict[str, int]] = {}
         total = 0
         entries = self.disk.entries() if self.root.is_dir() else []
+        junk = self.disk.scan()[1] if self.root.is_dir() else []
         for directory, meta in entries:
             size = _dir_size(directory)
             total += size
@@ -379,6 +521,7 @@ class KernelCache:
             "bytes": total,
             "backends": per_backend,
             "memory_entries": len(self.memory),
+            "junk": [{"path": str(path), "kind": kind} for path, kind in junk],
         }
 
 

@@ -63,6 +63,7 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
     record = select_backend(execution_backend, kind)
     assert record.spec is not None
     capability = record.spec.targets[declared_kind(record, kind)]
+    cannot_run = _cannot_run_here(record, kind)
 
     def build() -> JITKernel:
         from ..lowering import lower
@@ -70,7 +71,7 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
         artifact = lower(
             prim_func, target=resolved, target_host=target_host, pass_configs=pass_configs, consumes=capability.consumes
         )
-        return build_kernel(record, capability, artifact, out_idx, flags, pass_configs, verbose, kind)
+        return build_kernel(record, capability, artifact, out_idx, flags, pass_configs, verbose, kind, cannot_run)
 
     if cache is None:
         return build()
@@ -90,6 +91,10 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
         out_idx=out_idx,
     )
     kernel = cache.get_or_build(key, record, build)
+    if cannot_run is not None and kernel.cannot_run is None:  # loaded from the disk cache
+        cache_key = kernel.cache_key
+        kernel = JITKernel.create(kernel.runner, kernel.artifact, kernel.backend, kernel.options, cannot_run=cannot_run)
+        kernel.cache_key = cache_key
     if fast is not None:
         _fast_store(fast, func, record, kernel)
     if verbose:
@@ -106,8 +111,13 @@ def build_kernel(
     pass_configs: Optional[dict[str, Any]],
     verbose: bool,
     kind: str,
+    cannot_run: Optional[str] = None,
 ) -> JITKernel:
-    """Normalise ``out_idx``, check capabilities, call the backend's build hook, wrap the result."""
+    """Normalise ``out_idx``, check capabilities, call the backend's build hook, wrap the result.
+
+    :param cannot_run: why the backend cannot run kernels here although it can build them
+        (its probe's reason); the kernel is built and can be exported, and calling it raises.
+    """
     outputs = normalize_out_idx(out_idx, artifact)
     artifact = bind_symbols_from_inputs(artifact, outputs)
     check_capabilities(artifact, capability, outputs, record.name, kind)
@@ -117,7 +127,15 @@ def build_kernel(
         if artifact.device_source:
             print(artifact.device_source)
     runner = record.call("tilelang_backend_build", artifact=artifact, options=options)
-    return JITKernel.create(runner, artifact, BackendInfo(record.name, record.version or "0"), options)
+    return JITKernel.create(runner, artifact, BackendInfo(record.name, record.version or "0"), options, cannot_run)
+
+
+def _cannot_run_here(record: Any, kind: str) -> Optional[str]:
+    """The probe's reason when ``record`` can build but not run ``kind`` kernels here, else None."""
+    from ..backends import get_registry
+
+    availability = get_registry().probe(record, declared_kind(record, kind))
+    return None if availability.available else (availability.reason or "the backend's probe says so")
 
 
 # -- the in-memory fast path -------------------------------------------------------------------

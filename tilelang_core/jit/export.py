@@ -12,9 +12,10 @@ import contextlib
 import gc
 import os
 import shutil
+import stat
 import uuid
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from ..errors import ArtifactError, BackendNotInstalledError
 from .kernel import BackendInfo, JITKernel
@@ -42,22 +43,88 @@ def export_kernel(kernel: JITKernel, path: Union[str, os.PathLike], *, overwrite
             f"execution backend {record.name!r} cannot export kernels: it does not implement the "
             f"tilelang_backend_save and tilelang_backend_load hooks"
         )
-    if target.exists() and not overwrite:
-        raise FileExistsError(f"cannot export kernel {kernel.name!r} to {target}: it exists (pass overwrite=True)")
+    if os.path.lexists(target):
+        if not overwrite:
+            raise FileExistsError(f"cannot export kernel {kernel.name!r} to {target}: it exists (pass overwrite=True)")
+        _refuse_unless_export(kernel, target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(mode=0o755)
     try:
         E.write_entry(tmp, kernel.runner, kernel.artifact, kernel.options, record, kind="export")
-        if target.exists():
-            old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
-            os.rename(target, old)
-            shutil.rmtree(old, ignore_errors=True)
+        _move_into_place(kernel, tmp, target)
+    finally:
+        if os.path.lexists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _why_not_an_export(target: Path) -> Optional[str]:
+    """None when ``target`` is a previous export (and nothing else); else why it is not."""
+    from ..cache import entry as E
+    from ..cache.trust import describe_kind
+
+    st = os.lstat(target)
+    if stat.S_ISLNK(st.st_mode):
+        return "it is a symbolic link"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"it is {describe_kind(st)}, not an exported kernel"
+    try:
+        meta = E.read_meta(target)
+    except FileNotFoundError:
+        return f"it has no {E.META_FILE}, so it is not an exported kernel"
+    except (ArtifactError, OSError, UnicodeDecodeError) as exc:
+        return f"its {E.META_FILE} is not valid kernel metadata ({exc})"
+    if meta.kind != "export":
+        return f"its {E.META_FILE} describes a kernel cache entry, not an export"
+    try:
+        present = E.scan_tree(target)
+    except (ArtifactError, OSError) as exc:
+        return f"it holds something an export never does ({exc})"
+    present.pop(E.META_FILE, None)
+    unlisted = sorted(set(present) - set(meta.files))
+    if unlisted:
+        shown = ", ".join(unlisted[:5]) + (f" and {len(unlisted) - 5} more" if len(unlisted) > 5 else "")
+        return f"it holds files the export did not write ({shown})"
+    return None
+
+
+def _refuse_unless_export(kernel: JITKernel, target: Path) -> None:
+    why = _why_not_an_export(target)
+    if why is not None:
+        raise ArtifactError(
+            f"cannot export kernel {kernel.name!r} to {target} with overwrite=True: {why}. overwrite=True replaces "
+            f"only a previous export; remove {target} yourself or choose another path"
+        )
+
+
+def _move_into_place(kernel: JITKernel, tmp: Path, target: Path) -> None:
+    """Rename the finished ``tmp`` to ``target``, replacing a previous export there.
+
+    The previous export is first moved aside (and checked again once it can no longer change
+    under the check), then the new one is renamed in; if that fails the previous one is put
+    back. The moved-aside copy never outlives this call.
+    """
+    if not os.path.lexists(target):
+        os.rename(tmp, target)
+        return
+    old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+    os.rename(target, old)
+    why = _why_not_an_export(old)
+    if why is not None:  # it changed between the first check and the move: put it back untouched
+        os.rename(old, target)
+        raise ArtifactError(
+            f"cannot export kernel {kernel.name!r} to {target} with overwrite=True: {why} (it changed while "
+            f"exporting); nothing was replaced"
+        )
+    try:
         os.rename(tmp, target)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        os.rename(old, target)
         raise
-    return target
+    finally:
+        if os.path.lexists(old):  # a previous export, checked above
+            shutil.rmtree(old, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -79,30 +146,65 @@ def _cyclic_gc_paused():
             gc.enable()
 
 
-def load(path: Union[str, os.PathLike]) -> JITKernel:
+def load(path: Union[str, os.PathLike], *, trusted: bool = False) -> JITKernel:
     """Restore a kernel written by :meth:`JITKernel.export`, ready to call.
+
+    **This runs native code from** ``path`` (the backend loads the shared library saved there),
+    so load only directories whose contents you trust. Unless ``trusted=True``, the directory is
+    refused with :class:`~tilelang_core.errors.CacheError` when someone else could have put code
+    there: every folder and file of it must belong to you (or root) and be writable by nobody
+    else, and no directory on the way to it (nor on the way through a symbolic link) may be
+    writable by others without the sticky bit. ``trusted=True`` skips only that ownership check;
+    the integrity checks (exactly the listed files, regular files only, sizes and SHA-256, the
+    backend's own checks) always run.
 
     Needs the same execution backend plugin, at the same version, installed here; neither
     lowers nor compiles, and imports TVM only if the backend itself needs it.
 
+    :param trusted: load even if other users could write to the directory (you vouch for them).
+    :raises CacheError: others could have written to the directory (see ``trusted``).
     :raises ArtifactError: the directory is not an exported kernel, is incomplete or corrupt,
         or was made by another version of the backend.
     :raises BackendNotInstalledError: the backend that made it is not installed.
     """
     with _cyclic_gc_paused():
-        return _load(Path(path))
+        return _load(Path(path), trusted=trusted)
 
 
-def _load(directory: Path) -> JITKernel:
+def _export_place(directory: Path) -> Any:
+    from ..cache.trust import Place
+
+    trust_it = f"tilelang.load({str(directory)!r}, trusted=True)"
+    return Place(
+        what="exported kernel",
+        consequence="tilelang.load runs the native code in it, so whoever can write there could make this process "
+        "run their code",
+        fix_mode=f"Run `chmod -R go-w {directory}` if only you should write there; if you trust everyone who can, "
+        f"load it with {trust_it}",
+        fix_other=f"Copy the kernel to a directory of your own, or, if you trust whoever owns it, load it with "
+        f"{trust_it}",
+        fix_path=f"Move the kernel to a directory only you can write to, or, if you trust everyone who can write on "
+        f"the way there, load it with {trust_it}",
+    )
+
+
+def _load(directory: Path, *, trusted: bool = False) -> JITKernel:
     from ..cache import entry as E
     from ..hookspecs import PLUGIN_API_VERSION
 
-    if not (directory / E.META_FILE).is_file():
+    check = None
+    if not trusted:
+        from ..cache import trust
+
+        place = _export_place(directory)
+        trust.check_path(directory, place)
+        check = trust.checker(place)
+    try:
+        meta = E.read_meta(directory, check=check)
+    except (FileNotFoundError, NotADirectoryError):
         raise ArtifactError(
             f"{directory} is not an exported tilelang kernel (no {E.META_FILE}); create one with kernel.export(path)"
-        )
-    try:
-        meta = E.read_meta(directory)
+        ) from None
     except UnicodeDecodeError:
         raise ArtifactError(f"{directory / E.META_FILE} is not valid kernel metadata (not text)") from None
     wanted = meta.backend
@@ -125,9 +227,9 @@ def _load(directory: Path) -> JITKernel:
             f"tilelang-core provides {PLUGIN_API_VERSION}; export it again"
         )
     try:
-        E.verify_files(directory, meta)
+        E.verify_files(directory, meta, check=check)
     except FileNotFoundError as exc:
         raise ArtifactError(f"exported kernel {directory} is incomplete: {exc.filename} is missing") from None
-    artifact = E.read_artifact(directory)
+    artifact = E.read_artifact(directory, meta)
     runner = E.load_runner(directory, meta, artifact, record)
     return JITKernel.create(runner, artifact, BackendInfo(record.name, record.version or "0"), meta.options)

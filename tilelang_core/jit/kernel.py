@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Optional
 
 from ..artifact import BuildOptions, KernelArtifact
+from ..profiler.supply import TensorSupplyType
 
 
 class BackendInfo(NamedTuple):
@@ -27,7 +28,13 @@ class JITKernel:
     Attributes: ``params`` (the artifact's parameter list), ``out_idx``, ``backend``
     (:class:`BackendInfo`), ``target`` (target string), ``artifact``
     (:class:`~tilelang_core.artifact.KernelArtifact`), ``runner`` (the backend's callable),
-    ``cache_key`` (the kernel cache key it is stored under, None when it was not cached).
+    ``cache_key`` (the kernel cache key it is stored under, None when it was not cached),
+    ``cannot_run`` (why this machine cannot run it, None when it can).
+
+    A kernel built on a machine where its backend can build but not run (no driver, no device)
+    is complete: it can be exported (:meth:`export`) and cached, and loaded where it can run;
+    calling it here raises :class:`~tilelang_core.errors.BackendUnavailableError` naming what is
+    missing.
     """
 
     def __init__(self, runner: Any, artifact: KernelArtifact, backend: BackendInfo, options: BuildOptions) -> None:
@@ -36,15 +43,32 @@ class JITKernel:
         self.backend = backend
         self.options = options
         self.cache_key: Optional[str] = None
+        self.cannot_run: Optional[str] = None
 
     @classmethod
-    def create(cls, runner: Any, artifact: KernelArtifact, backend: BackendInfo, options: BuildOptions) -> "JITKernel":
-        """A JITKernel whose calls go directly to ``runner``."""
+    def create(
+        cls,
+        runner: Any,
+        artifact: KernelArtifact,
+        backend: BackendInfo,
+        options: BuildOptions,
+        cannot_run: Optional[str] = None,
+    ) -> "JITKernel":
+        """A JITKernel whose calls go directly to ``runner``.
+
+        :param cannot_run: why this machine cannot run the kernel (the backend's probe said it
+            can only build here); calls then raise instead of reaching ``runner``.
+        """
         if not callable(runner):
             raise TypeError(f"execution backend {backend.name!r} returned a non-callable kernel: {type(runner).__name__}")
-        call = runner if not hasattr(type(runner), "__get__") else staticmethod(runner)
+        if cannot_run is not None:
+            call = _refusal(artifact, backend, cannot_run)
+        else:
+            call = runner if not hasattr(type(runner), "__get__") else staticmethod(runner)
         kernel_type = type(cls.__name__, (cls,), {"__call__": call, "__module__": cls.__module__, "__slots__": ()})
-        return kernel_type(runner, artifact, backend, options)
+        kernel = kernel_type(runner, artifact, backend, options)
+        kernel.cannot_run = cannot_run
+        return kernel
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:  # replaced per kernel by create()
         return self.runner(*args, **kwargs)
@@ -73,11 +97,29 @@ class JITKernel:
         written completely next to ``path`` and then renamed into place. Returns the path.
 
         :param path: directory to create; it must not exist unless ``overwrite=True``.
-        :raises ArtifactError: the backend cannot save kernels (no save/load hooks).
+        :param overwrite: replace a previous export at ``path``. Only a previous export is
+            replaced (recognised by its ``tilelang-kernel.json``, holding nothing else); any
+            other file, folder or link there is refused with :class:`ArtifactError`.
+        :raises FileExistsError: ``path`` exists and ``overwrite`` is false.
+        :raises ArtifactError: the backend cannot save kernels (no save/load hooks), or
+            ``overwrite=True`` would replace something that is not a previous export.
         """
         from .export import export_kernel
 
         return export_kernel(self, path, overwrite=overwrite)
+
+    def get_profiler(
+        self, tensor_supply_type: TensorSupplyType = TensorSupplyType.Auto, dynamic_sizes: Optional[dict] = None
+    ) -> Any:
+        """A :class:`~tilelang_core.profiler.Profiler` for this kernel (see docs/profiler.md).
+
+        :param tensor_supply_type: how to fill the inputs it makes (a ``TensorSupplyType``).
+        :param dynamic_sizes: sizes of the kernel's dynamic dimensions (``{"n": 1024}``), needed
+            to make inputs for a kernel with symbolic shapes.
+        """
+        from ..profiler import Profiler
+
+        return Profiler.from_kernel(self, tensor_supply_type, dynamic_sizes)
 
     def get_kernel_source(self) -> Optional[str]:
         """The generated device source (C, CUDA C or Metal), if the backend consumed one."""
@@ -92,3 +134,22 @@ class JITKernel:
             f"<JITKernel {self.artifact.name} target={self.artifact.target!r} "
             f"backend={self.backend.name} {self.backend.version} out_idx={self.out_idx}>"
         )
+
+
+def _refusal(artifact: KernelArtifact, backend: BackendInfo, reason: str) -> Any:
+    """The ``__call__`` of a kernel this machine can build but not run."""
+    from ..lowering.target import GPU_KINDS
+
+    where = "where there is a GPU" if artifact.target_kind in GPU_KINDS else "on a machine that can run it"
+    message = (
+        f"{artifact.name}() cannot run on this machine: {reason}; execution backend {backend.name!r} built it "
+        f"for target {artifact.target!r}, so export the kernel (kernel.export(path)) and load it "
+        f"(tilelang.load(path)) {where}"
+    )
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        from ..errors import BackendUnavailableError
+
+        raise BackendUnavailableError(message)
+
+    return __call__

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor, as_completed
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any, Literal, Optional, Sequence, Union
 
 from ..errors import TileLangError
@@ -28,6 +29,10 @@ class ParCompileError(TileLangError, RuntimeError):
         )
 
 
+class CompileTimeout(TileLangError, TimeoutError):
+    """A kernel of a :func:`par_compile` call with ``timeout=`` was still compiling when its time ran out."""
+
+
 def default_workers() -> int:
     """Threads used by :func:`par_compile`: the cores this process may run on."""
     try:
@@ -49,6 +54,7 @@ def par_compile(
     num_workers: Optional[int] = None,
     progress: bool = True,
     errors: Literal["raise", "return"] = "raise",
+    timeout: Optional[float] = None,
 ) -> list[Any]:
     """Compile many kernels at once; returns them in the order of ``funcs``.
 
@@ -61,6 +67,9 @@ def par_compile(
     :param errors: ``"raise"`` (default): after every kernel finished, raise
         :class:`ParCompileError` listing each failure with its index, the compiled kernels in
         its ``results``; ``"return"``: put the exception object at each failed index instead.
+    :param timeout: seconds each kernel may take from the moment its build starts; one still
+        building then fails with :class:`CompileTimeout` and is not waited for (its thread
+        finishes in the background: a native compiler run cannot be interrupted safely).
     """
     from .compile import compile as tl_compile
 
@@ -77,28 +86,53 @@ def par_compile(
         compile_flags=compile_flags,
     )
 
-    def job(item: Any) -> Any:
+    started: dict[int, float] = {}
+
+    def job(index: int, item: Any) -> Any:
+        started[index] = time.monotonic()
         if callable(item) and not _is_prim_func(item):
             return item()
         return tl_compile(item, **options)
 
+    if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
     results: list[Any] = [None] * len(items)
     failures: list[tuple[int, BaseException]] = []
     workers = min(num_workers or default_workers(), max(1, len(items)))
     bar = _progress(len(items), progress)
+
+    def fail(index: int, exc: BaseException) -> None:
+        failures.append((index, exc))
+        results[index] = exc if errors == "return" else None
+        if bar is not None:
+            bar.update(1)
+
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tilelang-par-compile")
+    abandoned = False
     try:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tilelang-par-compile") as pool:
-            futures = {pool.submit(job, item): i for i, item in enumerate(items)}
-            for future in as_completed(futures):
+        futures = {pool.submit(job, i, item): i for i, item in enumerate(items)}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=None if timeout is None else min(0.05, timeout), return_when=FIRST_COMPLETED)
+            for future in done:
                 index = futures[future]
                 try:
                     results[index] = future.result()
                 except Exception as exc:  # noqa: BLE001 - reported per kernel
-                    failures.append((index, exc))
-                    results[index] = exc if errors == "return" else None
+                    fail(index, exc)
+                    continue
                 if bar is not None:
                     bar.update(1)
+            if timeout is not None:
+                now = time.monotonic()
+                for future in list(pending):
+                    index = futures[future]
+                    if index in started and now - started[index] > timeout:
+                        pending.discard(future)
+                        abandoned = True
+                        fail(index, CompileTimeout(f"kernel {index} was still compiling after the timeout of {timeout} s"))
     finally:
+        pool.shutdown(wait=not abandoned, cancel_futures=abandoned)
         if bar is not None:
             bar.close()
     failures.sort(key=lambda f: f[0])
@@ -126,4 +160,4 @@ def _progress(total: int, enabled: bool) -> Optional[Any]:
     return tqdm(total=total, desc="tilelang.par_compile", unit="kernel", leave=False)
 
 
-__all__ = ["ParCompileError", "default_workers", "par_compile"]
+__all__ = ["CompileTimeout", "ParCompileError", "default_workers", "par_compile"]

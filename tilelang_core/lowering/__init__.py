@@ -101,7 +101,7 @@ def lower(
     configs = validate_pass_configs(pass_configs)
     wanted = _consumes(consumes)
     tgt = resolve_target(target, target_host)
-    from .target import max_threads_of, target_string
+    from .target import arch_of, max_threads_of, target_string
 
     kind = tgt.kind.name
     if kind not in CPU_KINDS + GPU_KINDS:
@@ -200,6 +200,7 @@ def lower(
         name=name,
         target=target_string(tgt),
         target_kind=kind,
+        arch=arch_of(tgt),
         host_target=target_string(tgt.host) if gpu and tgt.host is not None else None,
         params=params,
         symbols=symbols,

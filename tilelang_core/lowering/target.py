@@ -24,6 +24,67 @@ DEVICE_OF_KIND = {
 }
 
 
+#: Architecture CUDA kernels are lowered for when the target names none, no GPU is visible and
+#: ``$TILELANG_CUDA_ARCH`` is unset (documented in docs/pipeline.md). TVM alone would pick sm_50,
+#: which current toolkits no longer compile for.
+DEFAULT_CUDA_ARCH = "sm_80"
+
+#: Environment variable naming the CUDA architecture for targets without ``-arch``.
+CUDA_ARCH_ENV = "TILELANG_CUDA_ARCH"
+
+
+def default_cuda_arch() -> str:
+    """The ``sm_XX`` for a CUDA target without ``-arch``.
+
+    ``$TILELANG_CUDA_ARCH`` (``sm_90``, ``90`` or ``9.0``), else the current GPU's as torch sees
+    it, else :data:`DEFAULT_CUDA_ARCH`.
+
+    :raises TargetError: ``$TILELANG_CUDA_ARCH`` is not an architecture.
+    """
+    import os
+    import re
+
+    env = os.environ.get(CUDA_ARCH_ENV, "").strip()
+    if env:
+        if re.fullmatch(r"sm_\d+[af]?", env):
+            return env
+        if re.fullmatch(r"\d+", env):
+            return f"sm_{env}"
+        if re.fullmatch(r"\d+\.\d", env):
+            major, minor = env.split(".")
+            return f"sm_{major}{minor}"
+        raise TargetError(f"${CUDA_ARCH_ENV}={env!r} is not a CUDA architecture; use e.g. sm_90, 90 or 9.0")
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability()
+            return f"sm_{major}{minor}"
+    except Exception:  # noqa: BLE001 - torch without CUDA support
+        pass
+    return DEFAULT_CUDA_ARCH
+
+
+def _with_cuda_arch(target: Any) -> Any:
+    """A CUDA target config (kind name or dict) with ``arch`` filled in when it has none."""
+    if isinstance(target, str):
+        text = target.strip()
+        if text.startswith("{"):
+            import json
+
+            try:
+                target = json.loads(text)
+            except ValueError:
+                return target  # let TVM report it
+        elif text == "cuda":
+            target = {"kind": "cuda"}
+        else:
+            return target
+    if isinstance(target, dict) and target.get("kind") == "cuda" and not target.get("arch"):
+        target = {**target, "arch": default_cuda_arch()}
+    return target
+
+
 def auto_target_kind() -> str:
     """``cuda`` when torch sees a CUDA device, ``metal`` when MPS is available, else ``c``."""
     try:
@@ -36,39 +97,6 @@ def auto_target_kind() -> str:
     if mps is not None and mps.is_available():
         return "metal"
     return "c"
-
-
-#: The ``-arch`` TVM falls back to for a ``cuda`` target when it cannot ask a GPU.
-TVM_FALLBACK_CUDA_ARCH = "sm_50"
-_cuda_arch: list[str] = []
-
-
-def default_cuda_arch() -> str:
-    """The ``-arch`` of a ``cuda`` target given without one: the GPU's, else TVM's own fallback.
-
-    Giving it to TVM explicitly keeps TVM from probing for a GPU itself, which prints a warning
-    ("Unable to detect CUDA version") on machines without one; the result is the same.
-    """
-    if not _cuda_arch:
-        arch = TVM_FALLBACK_CUDA_ARCH
-        try:
-            import torch
-
-            if torch.cuda.is_available():
-                major, minor = torch.cuda.get_device_capability()
-                arch = f"sm_{major}{minor}"
-        except Exception:  # noqa: BLE001 - no usable CUDA: TVM's fallback
-            pass
-        _cuda_arch.append(arch)
-    return _cuda_arch[0]
-
-
-def _with_cuda_arch(target: Any) -> Any:
-    if target == "cuda":
-        return {"kind": "cuda", "arch": default_cuda_arch()}
-    if isinstance(target, dict) and target.get("kind") == "cuda" and "arch" not in target:
-        return {**target, "arch": default_cuda_arch()}
-    return target
 
 
 def resolve_target(target: Any = "auto", target_host: Any = None):
@@ -164,13 +192,16 @@ def target_string(target: Any) -> str:
 
     kind = target.kind.name
     exported = dict(target.export())
-    defaults = dict(tvm.target.Target(_with_cuda_arch({"kind": kind})).export())
+    base: dict[str, Any] = {"kind": kind}
+    if kind == "cuda" and exported.get("arch"):
+        base["arch"] = exported["arch"]  # a bare CUDA target would make TVM probe for a GPU
+    defaults = dict(tvm.target.Target(base).export())
     parts = [kind]
     for key in sorted(exported):
         if key in ("kind", "tag", "keys", "host"):
             continue
         value = exported[key]
-        if key in defaults and str(defaults[key]) == str(value):
+        if key in defaults and str(defaults[key]) == str(value) and not (kind == "cuda" and key == "arch"):
             continue
         if isinstance(value, bool):
             if value:
@@ -178,6 +209,17 @@ def target_string(target: Any) -> str:
             continue
         parts.append(f"-{key}={_plain(value)}")
     return " ".join(parts)
+
+
+def arch_of(target: Any) -> Optional[str]:
+    """The GPU architecture of a CUDA target (``"sm_90"``), None for other kinds."""
+    if target.kind.name != "cuda":
+        return None
+    try:
+        value = target.attrs.get("arch")
+    except Exception:  # noqa: BLE001
+        return None
+    return str(value) if value else None
 
 
 def device_of(kind: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 import torch
@@ -82,3 +83,61 @@ def test_corrupt_entry_raises_artifact_error(tmp_path, damage):
 def test_save_rejects_foreign_objects(tmp_path):
     with pytest.raises(TypeError, match="cannot save"):
         plugin.tilelang_backend_save(kernel=lambda: None, directory=tmp_path)
+
+
+def _vsub(n: int):
+    """Same parameters and name as ``K.vadd_static(n)``, another body: C = A - B."""
+    art = K.vadd_static(n)
+    return art.replace(device_source=art.device_source.replace("A[i] + B[i]", "A[i] - B[i]"))
+
+
+@pytest.mark.parametrize("damage", ["plan_dims_shrunk", "plan_dtype_changed", "artifact_and_plan_shrunk",
+                                    "swapped_library", "library_outside", "source_outside"])
+def test_plan_or_library_that_disagrees_with_the_artifact_is_refused(tmp_path, damage):
+    """The core's digests would be re-computed by a tamperer; the backend's own checks must hold."""
+    art = K.vadd_static(256)
+    _, d = _save(art, tmp_path, out_idx=[2])
+    plan_file = d / "cython_plan.json"
+    record = json.loads(plan_file.read_text())
+    options = BuildOptions(out_idx=[2])
+    if damage == "plan_dims_shrunk":  # C allocated with 64 elements, the kernel writes 256
+        record["plan"]["params"][2]["dims"] = [["static", 64]]
+        match = r"saved call plan does not match the artifact \(first difference at plan.params\[2\].dims\[0\]\[1\]\)"
+    elif damage == "plan_dtype_changed":
+        record["plan"]["params"][0]["dl"] = [2, 16, 1]
+        match = r"does not match the artifact \(first difference at plan.params\[0\].dl\[1\]\)"
+    elif damage == "artifact_and_plan_shrunk":  # both agree with each other, not with the library
+        record["plan"]["params"][2]["dims"] = [["static", 64]]
+        params = [p if i != 2 else p.__class__(**{**p.__dict__, "shape": [64]}) for i, p in enumerate(art.params)]
+        art = art.replace(params=params)
+        match = "kernel.so was built for another kernel"
+    elif damage == "swapped_library":
+        other = tmp_path / "other"
+        other.mkdir()
+        plugin.tilelang_backend_save(kernel=K.build(_vsub(256), out_idx=[2]), directory=other)
+        (d / "kernel.so").unlink()
+        shutil.copy(other / "kernel.so", d / "kernel.so")
+        match = "kernel.so was built for another kernel"
+    elif damage == "library_outside":
+        record["library"] = str(tmp_path / "elsewhere.so")
+        match = "names files outside the kernel directory"
+    else:
+        record["source"] = "../../etc/passwd"
+        match = "names files outside the kernel directory"
+    plan_file.write_text(json.dumps(record))
+    with pytest.raises(ArtifactError, match=match):
+        plugin.tilelang_backend_load(artifact=art, directory=d, options=options)
+
+
+def test_library_identifies_its_kernel(tmp_path):
+    from tilelang_backend_cython import identity
+    from tilelang_backend_cython.plan import make_plan
+
+    art = K.vadd_static(256)
+    _, d = _save(art, tmp_path, out_idx=[2])
+    plan = make_plan(art, BuildOptions(out_idx=[2]))
+    assert identity.library_id(d / "kernel.so") == identity.kernel_id(art, plan)
+    assert identity.kernel_id(_vsub(256), plan) != identity.kernel_id(art, plan)
+    k = plugin.tilelang_backend_load(artifact=art, directory=d, options=BuildOptions(out_idx=[2]))
+    a = torch.arange(256, dtype=torch.float32)
+    torch.testing.assert_close(k(a, a), a + a)

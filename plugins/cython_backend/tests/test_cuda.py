@@ -103,3 +103,25 @@ def test_cuda_launch_on_given_stream_and_graph_capture():
     g.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(c, a + b)
+
+
+@needs_nvcc
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without a CUDA driver")
+def test_cuda_builds_here_and_exports_without_a_driver(tmp_path, monkeypatch):
+    """Build here, run elsewhere: named explicitly, the cython CUDA path builds with nvcc alone."""
+    import tilelang
+    import tilelang.language as T
+    from tilelang_core.errors import BackendUnavailableError
+
+    @T.prim_func
+    def main(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i] * 2.0
+
+    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
+    kernel = tilelang.compile(main, out_idx=-1, execution_backend="cython", target="cuda -arch=sm_80")
+    assert kernel.cannot_run.startswith("no CUDA driver on this machine")
+    with pytest.raises(BackendUnavailableError, match="no CUDA driver on this machine.*export the kernel"):
+        kernel(torch.zeros(256))
+    assert (kernel.export(tmp_path / "k") / "backend" / "kernel.so").is_file()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from tilelang_core.artifact import BuildOptions, KernelArtifact
-from tilelang_core.errors import ArtifactError, BuildError
+from tilelang_core.errors import ArtifactError, BuildError, TileLangError
 
 from .plan import PLAN_FORMAT, make_plan
 
@@ -58,8 +58,11 @@ def build(artifact: KernelArtifact, options: BuildOptions) -> Any:
         raise BuildError(f"kernel '{artifact.name}': {exc}") from None
 
 
-def kernel_from_plan(plan: dict, library: Path, source: Path | None = None) -> Any:
+def kernel_from_plan(plan: dict, library: Path, source: Path | None = None, *, load_as: str | None = None) -> Any:
     """The native kernel object for ``plan`` calling into ``library`` (the plan is checked first).
+
+    ``load_as`` is the path handed to ``dlopen`` when it differs from ``library`` (see
+    :func:`tilelang_core.cache.native.dlopen_path`).
 
     :raises ValueError: an inconsistent plan; :raises OSError: the library cannot be loaded.
     """
@@ -67,7 +70,7 @@ def kernel_from_plan(plan: dict, library: Path, source: Path | None = None) -> A
 
     check_plan(plan)
     meta = {"plan": plan, "library": str(library), "source": str(source) if source else None}
-    return _dispatch().make_kernel(plan, str(library), meta)
+    return _dispatch().make_kernel(plan, load_as or str(library), meta)
 
 
 def host_cpu_id() -> str:
@@ -103,16 +106,70 @@ def save(kernel: Any, directory: Path) -> None:
     (directory / PLAN_FILE).write_text(json.dumps(record, indent=1))
 
 
+def _plain_name(value: Any) -> bool:
+    return isinstance(value, str) and value not in ("", ".", "..") and "/" not in value and "\\" not in value
+
+
+def _first_difference(stored: Any, derived: Any, where: str = "plan") -> Optional[str]:
+    """Where ``stored`` and ``derived`` (JSON values) first differ, as ``plan.params[2].dims``."""
+    if isinstance(stored, dict) and isinstance(derived, dict):
+        for key in sorted(set(stored) | set(derived), key=str):
+            if key not in stored or key not in derived:
+                return f"{where}.{key}"
+            found = _first_difference(stored[key], derived[key], f"{where}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(stored, list) and isinstance(derived, list):
+        if len(stored) != len(derived):
+            return where
+        for i, (a, b) in enumerate(zip(stored, derived)):
+            found = _first_difference(a, b, f"{where}[{i}]")
+            if found:
+                return found
+        return None
+    return None if stored == derived and type(stored) is type(derived) else where
+
+
+def _check_plan_matches_artifact(plan: dict, artifact: KernelArtifact, options: BuildOptions, directory: Path) -> None:
+    """The saved plan must be the one this backend derives from the artifact and the options.
+
+    The dispatcher trusts the plan's shapes, dtypes and symbol slots when it checks a call and
+    when it allocates outputs; a plan edited on disk (say an output's 256 elements made 64)
+    would let the kernel write past the memory it was given.
+    """
+    try:
+        derived = json.loads(json.dumps(make_plan(artifact, options)))
+    except (TileLangError, ValueError, TypeError, KeyError) as exc:
+        raise ArtifactError(f"cython kernel in {directory}: its artifact no longer gives a call plan ({exc}); "
+                            f"recompile the kernel") from None
+    where = _first_difference(plan, derived)
+    if where is not None:
+        raise ArtifactError(f"cython kernel in {directory}: the saved call plan does not match the artifact "
+                            f"(first difference at {where}); the files were changed after saving; recompile the kernel")
+
+
 def load(artifact: KernelArtifact, directory: Path, options: BuildOptions) -> Any:
-    """Restore a kernel written by :func:`save`; needs neither TVM nor a compiler."""
+    """Restore a kernel written by :func:`save`; needs neither TVM nor a compiler.
+
+    Before any code of the library runs through the dispatcher, the saved call plan must equal
+    the plan derived from the artifact and the options, and the library must carry the identity
+    of that artifact and plan (:mod:`.identity`); any disagreement is an :class:`ArtifactError`.
+    """
+    from . import identity
+
     directory = Path(directory)
     try:
         record = json.loads((directory / PLAN_FILE).read_text())
         plan = record["plan"]
-        library = directory / record["library"]
+        library_name = record["library"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ArtifactError(f"cython kernel directory {directory} is missing or has a corrupt {PLAN_FILE}: {exc}; "
                             f"recompile the kernel") from None
+    if library_name != LIBRARY_FILE or not (record.get("source") is None or _plain_name(record.get("source"))):
+        raise ArtifactError(f"cython kernel in {directory}: {PLAN_FILE} names files outside the kernel directory "
+                            f"(library {library_name!r}, source {record.get('source')!r}); recompile the kernel")
+    library = directory / LIBRARY_FILE
     if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
         raise ArtifactError(f"cython kernel in {directory} has call plan format {plan.get('format') if isinstance(plan, dict) else None!r}, "
                             f"this backend reads {PLAN_FORMAT}; recompile the kernel")
@@ -125,8 +182,21 @@ def load(artifact: KernelArtifact, directory: Path, options: BuildOptions) -> An
         raise ArtifactError(f"cython kernel in {directory} was built for another CPU (-march=native); recompile the kernel")
     if not library.is_file():
         raise ArtifactError(f"cython kernel library {library} is missing; recompile the kernel")
+    _check_plan_matches_artifact(plan, artifact, options, directory)
+    from tilelang_core.cache.native import dlopen_path
+
+    try:
+        load_as = dlopen_path(library)  # never a library loaded earlier from this path
+        found = identity.library_id(Path(load_as))
+    except OSError as exc:
+        raise ArtifactError(f"cannot load cython kernel from {directory}: {exc}; recompile the kernel") from None
+    expected = identity.kernel_id(artifact, plan)
+    if found != expected:
+        what = "carries no kernel identity" if found is None else f"was built for another kernel ({found[:12]}...)"
+        raise ArtifactError(f"cython kernel library {library} {what}, not for kernel '{artifact.name}' "
+                            f"({expected[:12]}...) as saved with it; recompile the kernel")
     source = directory / record["source"] if record.get("source") else None
     try:
-        return kernel_from_plan(plan, library, source)
+        return kernel_from_plan(plan, library, source, load_as=load_as)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ArtifactError(f"cannot load cython kernel from {directory}: {exc}; recompile the kernel") from None

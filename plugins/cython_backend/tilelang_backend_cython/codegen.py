@@ -8,7 +8,8 @@ any kernel without libffi::
 ``values[i]`` holds parameter ``i`` (a data pointer, an integer or a double), ``symbols[j]`` the
 value of symbol slot ``j`` of the call plan. For ``c`` the function is appended to the C source
 and calls the entry function; for ``cuda`` it is a host launcher that computes grid, block and
-dynamic shared memory from the symbols and launches each device kernel on ``stream``.
+dynamic shared memory from the symbols and launches each device kernel on ``stream``. Both end
+with the identity constant of :mod:`.identity` (which kernel the library was built for).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from tilelang_core.artifact import DeviceKernel, KernelArtifact
 from tilelang_core.errors import BuildError
 
+from . import identity
 from .exprs import to_c
 from .plan import ENTRY_SYMBOL, ERROR_STRING_SYMBOL
 
@@ -68,6 +70,7 @@ def c_source(artifact: KernelArtifact, plan: dict[str, Any]) -> str:
         "  (void)__tl_cy_v; (void)__tl_cy_s; (void)__tl_cy_stream; (void)__tl_cy_device;\n"
         f"  {body}\n"
         "}\n"
+        + identity.c_definition(identity.kernel_id(artifact, plan), cuda=False)
     )
 
 
@@ -157,4 +160,5 @@ def cuda_source(artifact: KernelArtifact, plan: dict[str, Any]) -> str:
         + "  __tl_cy_restore(prev, dev);\n  return 0;\n}\n\n"
         f'extern "C" __attribute__((visibility("default"))) const char *{ERROR_STRING_SYMBOL}(int code) {{\n'
         "  return cudaGetErrorString((cudaError_t)code);\n}\n"
+        + identity.c_definition(identity.kernel_id(artifact, plan), cuda=True)
     )

@@ -66,7 +66,8 @@ def _torch_has_exchange_api() -> bool:
 @hookimpl
 def tilelang_backend_probe(target_kind: str) -> Any:
     """``c``: the dispatch extension is built and torch has the DLPack C exchange API;
-    ``cuda``: additionally a CUDA driver and a device."""
+    ``cuda``: additionally a CUDA driver and a device to run, while nvcc (declared) is enough to
+    build: without a driver or device the answer is *build only* (kernels build and export)."""
     from importlib.util import find_spec
 
     from tilelang_core.capabilities import Availability
@@ -81,10 +82,10 @@ def tilelang_backend_probe(target_kind: str) -> Any:
         try:
             libcuda = ctypes.CDLL("libcuda.so.1")
         except OSError:
-            return Availability.no("no CUDA driver (libcuda.so.1 cannot be loaded)")
+            return Availability.build_only_because("no CUDA driver on this machine (libcuda.so.1 cannot be loaded)")
         count = ctypes.c_int(0)
         if libcuda.cuInit(0) != 0 or libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
-            return Availability.no("no CUDA device (the CUDA driver reports none)")
+            return Availability.build_only_because("no CUDA device on this machine (the CUDA driver reports none)")
     return Availability.yes()
 
 

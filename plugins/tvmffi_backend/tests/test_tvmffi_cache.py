@@ -72,3 +72,44 @@ def test_plan_for_another_kernel_is_refused(tmp_path):
         plugin.tilelang_backend_load(artifact=other, directory=d, options=BuildOptions())
 
 
+def test_library_of_another_kernel_or_an_edited_plan_is_refused(tmp_path):
+    """The library carries the identity of the artifact and plan it was saved with."""
+    k = build("pad1", out_idx=[1])
+    d = _save(k, tmp_path / "k")
+    other = _save(build("scale_add", out_idx=[2]), tmp_path / "other")
+    opts = BuildOptions(out_idx=[1])
+    original = (d / LIBRARY_FILE).read_bytes()
+    # replace files (new inodes) rather than rewrite them: a library once loaded must never change in place
+    (d / LIBRARY_FILE).unlink()
+    (d / LIBRARY_FILE).write_bytes((other / LIBRARY_FILE).read_bytes())
+    with pytest.raises(ArtifactError, match=r"kernel.so was built for another kernel .*not for kernel 'pad1'"):
+        plugin.tilelang_backend_load(artifact=k.artifact, directory=d, options=opts)
+    (d / LIBRARY_FILE).unlink()
+    (d / LIBRARY_FILE).write_bytes(original)
+    plan = json.loads((d / PLAN_FILE).read_text())
+    for key, value in (("alignment", 0), ("library", "../other/kernel.so"), ("target_kind", "c")):
+        edited = {**plan, key: value}
+        (d / PLAN_FILE).write_text(json.dumps(edited))
+        with pytest.raises(ArtifactError):
+            plugin.tilelang_backend_load(artifact=k.artifact, directory=d, options=opts)
+    (d / PLAN_FILE).write_text(json.dumps(plan))
+    loaded = plugin.tilelang_backend_load(artifact=k.artifact, directory=d, options=opts)
+    torch.testing.assert_close(loaded(torch.ones(2)), torch.tensor([0.0, 1, 1, 0]))
+
+
+def test_reloading_a_directory_saved_again_runs_the_new_kernel(tmp_path):
+    """dlopen hands back a library already loaded under the same path; a load must not."""
+    import shutil
+
+    k = build("pad1", out_idx=[1])
+    d = _save(k, tmp_path / "k")
+    art = k.artifact
+    opts = BuildOptions(out_idx=[1])
+    torch.testing.assert_close(plugin.tilelang_backend_load(artifact=art, directory=d, options=opts)(torch.ones(2)),
+                               torch.tensor([0.0, 1, 1, 0]))
+    shutil.rmtree(d)
+    k2 = build("scale_add", out_idx=[2])
+    d = _save(k2, tmp_path / "k")  # same path, another kernel
+    loaded = plugin.tilelang_backend_load(artifact=k2.artifact, directory=d, options=BuildOptions(out_idx=[2]))
+    x, y = torch.randn(5, 4), torch.randn(5, 4)
+    torch.testing.assert_close(loaded(x, y, 2.0), x + 2 * y)

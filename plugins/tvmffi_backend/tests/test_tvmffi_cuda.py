@@ -72,8 +72,9 @@ def test_build_without_cuda_runtime_says_why(cuda_artifact):
 
     if tvm.runtime.enabled("cuda"):
         pytest.skip("TVM's CUDA runtime is loaded here")
+    kernel = plugin.tilelang_backend_build(artifact=cuda_artifact, options=BuildOptions())  # builds here
     with pytest.raises(BackendUnavailableError, match="'cuda' device module cannot run here"):
-        plugin.tilelang_backend_build(artifact=cuda_artifact, options=BuildOptions())
+        kernel(torch.zeros(4), torch.zeros(4), torch.zeros(4))
 
 
 @pytest.mark.skipif(HAS_GPU, reason="checks the behaviour without TVM's CUDA runtime")
@@ -90,10 +91,15 @@ def test_loading_a_saved_cuda_kernel_without_cuda_runtime_says_why(cuda_artifact
     export(unwrap_module(cuda_artifact.tvm_modules), tmp_path / LIBRARY_FILE)
     (tmp_path / PLAN_FILE).write_text(json.dumps({
         "plan_format": PLAN_FORMAT, "library": LIBRARY_FILE, "entry": "vec_add", "target_kind": "cuda",
-        "module_kinds": ["llvm", "cuda"], "alignment": 64,
+        "module_kinds": ["llvm", "cuda"], "alignment": 64, "out_idx": [],
     }))
+    kernel = plugin.tilelang_backend_load(artifact=cuda_artifact, directory=tmp_path, options=BuildOptions())
     with pytest.raises(BackendUnavailableError, match="cuda"):
-        plugin.tilelang_backend_load(artifact=cuda_artifact, directory=tmp_path, options=BuildOptions())
+        kernel(torch.zeros(4), torch.zeros(4), torch.zeros(4))
+    again = tmp_path / "again"  # it can be saved again (a cache entry copied elsewhere)
+    again.mkdir()
+    plugin.tilelang_backend_save(kernel=kernel, directory=again)
+    assert (again / LIBRARY_FILE).stat().st_size == (tmp_path / LIBRARY_FILE).stat().st_size
 
 
 # --- launches (need a GPU) ------------------------------------------------------------------

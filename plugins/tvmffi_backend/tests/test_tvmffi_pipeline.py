@@ -103,8 +103,9 @@ def test_lowered_cuda_module_is_built_but_not_runnable_without_a_gpu():
 
     if tvm.runtime.enabled("cuda"):
         pytest.skip("TVM's CUDA runtime is loaded")
+    kernel = plugin.tilelang_backend_build(artifact=artifact, options=BuildOptions(out_idx=[2]))
     with pytest.raises(BackendUnavailableError, match="'cuda' device module cannot run here"):
-        plugin.tilelang_backend_build(artifact=artifact, options=BuildOptions(out_idx=[2]))
+        kernel(torch.zeros(8), torch.zeros(8))
 
 
 @pytest.mark.gpu
@@ -115,3 +116,20 @@ def test_gpu_lowered_vector_add_through_tilelang_compile():
     k = tilelang.compile(vector_add(T.dynamic("n")), out_idx=-1, execution_backend="tvm_ffi", target="cuda")
     a, b = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
     torch.testing.assert_close(k(a, b), a + b)
+
+
+def test_cuda_builds_here_and_exports_without_a_gpu(tmp_path, monkeypatch):
+    """Build here, run elsewhere: named explicitly, tvm_ffi builds CUDA kernels without TVM's CUDA runtime."""
+    import tvm
+
+    if tvm.runtime.enabled("cuda") or torch.cuda.is_available():
+        pytest.skip("TVM's CUDA runtime is loaded: see the gpu-marked tests")
+    import tilelang
+
+    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
+    kernel = tilelang.compile(vector_add(T.dynamic("n")), out_idx=-1, execution_backend="tvm_ffi",
+                              target="cuda -arch=sm_80")
+    assert kernel.cannot_run
+    with pytest.raises(BackendUnavailableError, match="cannot run on this machine.*export the kernel"):
+        kernel(torch.zeros(8), torch.zeros(8))
+    assert (kernel.export(tmp_path / "k") / "backend" / "kernel.so").stat().st_size > 0

@@ -111,16 +111,23 @@ def build(artifact: KernelArtifact, options: BuildOptions) -> Any:
     mod = unwrap_module(artifact.tvm_modules)
     kinds = module_kinds(mod)
     device_kinds = [k for k in kinds if k not in ("llvm", "c", "static_library", "library")]
-    if device_kinds:
-        _require_device_runtime(device_kinds)
-    runnable, library_path, holder = runnable_module(mod, list(options.compile_flags))
+    missing = _missing_device_runtime(device_kinds) if device_kinds else None
+    alignment = assumed_alignment(mod, kinds, artifact)
+    if missing is not None:  # build here, run elsewhere: the module saves, it does not run
+        state = KernelState(artifact=artifact, options=options, out_idx=_check_out_idx(artifact, options.out_idx),
+                            func=None, module=mod, module_kinds=list(kinds), alignment=alignment,
+                            source=artifact.device_source or "")
+        return unrunnable_kernel(state, missing)
+    from .identity import kernel_id
+
+    runnable, library_path, holder = runnable_module(mod, list(options.compile_flags),
+                                                     identity=kernel_id(artifact, kinds, alignment))
     source = artifact.device_source or artifact.host_source or ""
     if not source:
         try:
             source = mod.imports[0].inspect_source() if mod.imports else mod.inspect_source()
         except Exception:  # noqa: BLE001 - not every module kind can show its source
             source = ""
-    alignment = assumed_alignment(mod, kinds, artifact)
     return make_kernel(
         artifact, options, runnable, module_for_export=mod, library_path=library_path,
         holder=holder, kinds=kinds, alignment=alignment, source=source,
@@ -167,19 +174,34 @@ def _itemsize(dtype: str) -> int:
     return max(1, int(m.group(1)) // 8)
 
 
-def _require_device_runtime(device_kinds: list[str]) -> None:
-    """Refuse to wrap device modules that TVM's runtime cannot run in this process."""
+def _missing_device_runtime(device_kinds: list[str]) -> Optional[str]:
+    """Why TVM's runtime cannot run these device modules in this process, or None."""
     import tvm_ffi
-
-    from tilelang_core.errors import BackendUnavailableError
 
     for kind in device_kinds:
         if tvm_ffi.get_global_func(f"ffi.Module.load_from_bytes.{kind}", allow_missing=True) is None:
-            raise BackendUnavailableError(
+            return (
                 f"tvm_ffi: the kernel's {kind!r} device module cannot run here: TVM's {kind} runtime "
                 "is not loaded (no driver or device, or TVM built without it); the module was built "
-                "but can only be saved, not called"
+                "and can be saved or exported, not called"
             )
+    return None
+
+
+def unrunnable_kernel(state: KernelState, reason: str) -> Any:
+    """A kernel that can be saved (its module or library) but whose call raises ``reason``."""
+    from tilelang_core.errors import BackendUnavailableError
+
+    def __call__(*args: Any, stream: Any = None) -> Any:
+        raise BackendUnavailableError(reason)
+
+    __call__._state = state
+    __call__.artifact = state.artifact
+    __call__.out_idx = state.out_idx
+    __call__.backend = "tvm_ffi"
+    __call__.get_source = lambda: state.source
+    __call__.__qualname__ = __call__.__name__ = state.artifact.name
+    return __call__
 
 
 def make_kernel(

@@ -5,7 +5,8 @@
   module is compiled and linked by ``export_library``).
 - ``cuda`` / ``rocm`` / ``metal``: TVM's runtime for that device must be enabled (for CUDA the
   sidecar ``libtvm_runtime_cuda`` loads only when the CUDA driver ``libcuda.so.1`` is present) and
-  a device must be visible.
+  a device must be visible. Without TVM's CUDA runtime, CUDA is *build only*: kernels are
+  compiled and can be exported, not run.
 """
 
 from __future__ import annotations
@@ -90,7 +91,9 @@ def probe(target_kind: str) -> Optional[Availability]:
         return Availability.no(f"TVM built without {human} codegen ({codegen})")
     if not _runtime_enabled(tvm, target_kind):
         if target_kind == "cuda":
-            return Availability.no(_cuda_runtime_failure())
+            # TVM's codegen compiles the device code (nvrtc or nvcc) and export_library writes it
+            # out without the CUDA runtime: kernels build and export here, they cannot run.
+            return Availability.build_only_because(_cuda_runtime_failure())
         return Availability.no(f"TVM built without {human} runtime")
     try:
         exists = bool(tvm.runtime.device(target_kind, 0).exist)

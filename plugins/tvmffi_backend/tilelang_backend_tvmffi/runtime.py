@@ -2,7 +2,9 @@
 
 Saving writes ``kernel.so`` (TVM's ``export_library``: the host code plus the imported device
 modules serialised into the library) and ``tvmffi_plan.json`` (a small call plan: entry name,
-target kind, device module kinds, versions). Loading uses ``tvm_ffi.load_module`` only: no
+target kind, device module kinds, versions). The library also carries an identity constant
+(:mod:`.identity`) that loading compares with the artifact and plan before anything else runs it.
+Loading uses ``tvm_ffi.load_module`` only: no
 lowering and no TVM compiler pass runs, and TVM's Python package is not imported; the TVM runtime
 libraries the generated code calls into (``libtvm_runtime``, plus ``libtvm_runtime_cuda`` for CUDA
 modules) are loaded with ctypes.
@@ -139,34 +141,43 @@ class _LibraryDir:
         self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.path), True)
 
 
-def export(mod: Any, file_name: Path, compile_flags: Optional[list[str]] = None) -> None:
+def export(mod: Any, file_name: Path, compile_flags: Optional[list[str]] = None,
+           identity: Optional[str] = None) -> None:
     """``export_library`` with compiler failures turned into :class:`BuildError`.
 
     ``compile_flags`` are passed to the system compiler (only used when C sources are compiled).
+    ``identity`` (a hash from :func:`.identity.kernel_id`) is linked into the library as an
+    exported constant, so a load can tell which kernel the library was built for.
     """
-    try:
-        if compile_flags:
-            mod.export_library(str(file_name), options=list(compile_flags))
-        else:
-            mod.export_library(str(file_name))
-    except Exception as exc:  # noqa: BLE001 - TVM raises RuntimeError with the compiler output
-        raise BuildError(f"tvm_ffi: export_library({file_name.name}) failed: {exc}") from exc
+    from .identity import write_source
+
+    kwargs: dict[str, Any] = {}
+    if compile_flags:
+        kwargs["options"] = list(compile_flags)
+    with tempfile.TemporaryDirectory(prefix="tilelang_tvmffi_id_") as scratch:
+        if identity is not None:
+            kwargs["addons"] = [str(write_source(Path(scratch), identity))]
+        try:
+            mod.export_library(str(file_name), **kwargs)
+        except Exception as exc:  # noqa: BLE001 - TVM raises RuntimeError with the compiler output
+            raise BuildError(f"tvm_ffi: export_library({file_name.name}) failed: {exc}") from exc
 
 
-def runnable_module(mod: Any, compile_flags: Optional[list[str]] = None) -> tuple[Any, Optional[Path], Any]:
+def runnable_module(mod: Any, compile_flags: Optional[list[str]] = None,
+                    identity: Optional[str] = None) -> tuple[Any, Optional[Path], Any]:
     """``(runnable module, library path or None, owner of the temporary directory or None)``.
 
     Modules containing C sources (target ``c``) are compiled and linked into a shared library
     with ``export_library`` and loaded back, as ``tvm.runtime.Executable.jit`` does. The system
     compiler gets :data:`DEFAULT_C_FLAGS` followed by ``compile_flags`` (TVM itself passes no
-    optimisation level, which would mean ``-O0``).
+    optimisation level, which would mean ``-O0``). ``identity`` is linked in (see :func:`export`).
     """
     kinds = module_kinds(mod)
     if not any(k in _NOT_RUNNABLE_KINDS for k in kinds):
         return mod, None, None
     holder = _LibraryDir()
     path = holder.path / LIBRARY_FILE
-    export(mod, path, DEFAULT_C_FLAGS + list(compile_flags or []))
+    export(mod, path, DEFAULT_C_FLAGS + list(compile_flags or []), identity=identity)
     import tvm_ffi
 
     return tvm_ffi.load_module(str(path)), path, holder
@@ -174,14 +185,15 @@ def runnable_module(mod: Any, compile_flags: Optional[list[str]] = None) -> tupl
 
 def save(kernel: Any, directory: Path) -> None:
     """Write the kernel library and call plan into ``directory`` (see module docstring)."""
+    from .identity import kernel_id
     from .kernel import kernel_state
 
     state = kernel_state(kernel)
     target = directory / LIBRARY_FILE
     if state.library_path is not None and state.library_path.exists():
-        shutil.copyfile(state.library_path, target)
+        shutil.copyfile(state.library_path, target)  # built (or loaded) with its identity linked in
     elif state.module is not None and hasattr(state.module, "export_library"):
-        export(state.module, target)
+        export(state.module, target, identity=kernel_id(state.artifact, state.module_kinds, state.alignment))
     else:
         raise BuildError("tvm_ffi: this kernel has neither a TVM module nor a library file to save")
     plan = {
@@ -198,6 +210,23 @@ def save(kernel: Any, directory: Path) -> None:
     (directory / PLAN_FILE).write_text(json.dumps(plan, indent=1))
 
 
+def _check_identity(library: Path, artifact: Any, kinds: list[str], alignment: int) -> None:
+    """Refuse a library built for another kernel (or with a plan edited after saving)."""
+    from .identity import kernel_id, library_id
+
+    try:
+        found = library_id(library)
+    except OSError as exc:
+        raise ArtifactError(f"tvm_ffi: cannot load {library}: {exc}") from None
+    expected = kernel_id(artifact, kinds, alignment)
+    if found != expected:
+        what = "carries no kernel identity" if found is None else f"was built for another kernel ({found[:12]}...)"
+        raise ArtifactError(
+            f"tvm_ffi: {library} {what}, not for kernel {artifact.name!r} with the saved plan ({expected[:12]}...); "
+            "recompile the kernel"
+        )
+
+
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -211,7 +240,13 @@ def _versions() -> dict[str, str]:
 
 
 def load(artifact: Any, directory: Path, options: Any) -> Any:
-    """Restore a kernel written by :func:`save` with ``tvm_ffi.load_module``."""
+    """Restore a kernel written by :func:`save` with ``tvm_ffi.load_module``.
+
+    The plan must name this kernel, its target and ``out_idx``, and the library must carry the
+    identity of the artifact and plan (:mod:`.identity`) before TVM's loader touches it. The
+    shapes and dtypes the call path checks come from the artifact itself, and the compiled code
+    checks them once more on every call (TVM's packed-function argument checks).
+    """
     plan_path = directory / PLAN_FILE
     try:
         plan = json.loads(plan_path.read_text())
@@ -228,18 +263,43 @@ def load(artifact: Any, directory: Path, options: Any) -> Any:
         raise ArtifactError(
             f"tvm_ffi: {plan_path} is for kernel {plan.get('entry')!r}, not {artifact.name!r}"
         )
-    library = directory / str(plan.get("library", LIBRARY_FILE))
+    if plan.get("library") != LIBRARY_FILE:
+        raise ArtifactError(f"tvm_ffi: {plan_path} names library {plan.get('library')!r}, not {LIBRARY_FILE}; "
+                            "the saved kernel was changed; recompile the kernel")
+    if plan.get("target_kind") != artifact.target_kind or plan.get("out_idx") != list(options.out_idx):
+        raise ArtifactError(
+            f"tvm_ffi: {plan_path} was saved for target {plan.get('target_kind')!r} with out_idx "
+            f"{plan.get('out_idx')}, but the artifact is for {artifact.target_kind!r} and out_idx "
+            f"{list(options.out_idx)} was asked; recompile the kernel"
+        )
+    library = directory / LIBRARY_FILE
     if not library.is_file():
         raise ArtifactError(f"tvm_ffi: {library} is missing; the cached kernel is incomplete")
-    kinds = [str(k) for k in plan.get("module_kinds", [])]
+    kinds = plan.get("module_kinds", [])
     alignment = plan.get("alignment", 64)
-    if not isinstance(alignment, int) or alignment < 0:
+    if not isinstance(kinds, list) or not all(isinstance(k, str) and k.isidentifier() for k in kinds):
+        raise ArtifactError(f"tvm_ffi: {plan_path} has invalid module kinds {kinds!r}")
+    if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment < 0:
         raise ArtifactError(f"tvm_ffi: {plan_path} has an invalid alignment {alignment!r}")
-    ensure_tvm_runtime(kinds)
+    try:
+        ensure_tvm_runtime(kinds)
+    except BackendUnavailableError as exc:  # kept whole: it can be saved again, and runs where a GPU is
+        from .kernel import KernelState, _check_out_idx, unrunnable_kernel
+
+        state = KernelState(artifact=artifact, options=options, out_idx=_check_out_idx(artifact, options.out_idx),
+                            func=None, library_path=library.resolve(), module_kinds=kinds, alignment=alignment)
+        return unrunnable_kernel(state, str(exc))
+    from tilelang_core.cache.native import dlopen_path
+
+    try:
+        load_as = dlopen_path(library.resolve())  # never a library loaded earlier from this path
+    except OSError as exc:
+        raise ArtifactError(f"tvm_ffi: cannot load {library}: {exc}") from None
+    _check_identity(Path(load_as), artifact, kinds, alignment)
     import tvm_ffi
 
     try:
-        module = tvm_ffi.load_module(str(library.resolve()))
+        module = tvm_ffi.load_module(load_as)
     except Exception as exc:  # noqa: BLE001 - tvm-ffi raises RuntimeError for bad libraries
         raise ArtifactError(f"tvm_ffi: cannot load {library}: {exc}") from None
     from .kernel import make_kernel

@@ -1,0 +1,189 @@
+"""NVRTC, in-process: CUDA C source -> cubin for one architecture.
+
+**Headers.** TVM's CUDA preamble includes ``<cuda/std/cstdint>`` and ``<cuda/std/type_traits>``
+when it sees NVRTC. The real libcu++ headers pull in most of libcu++'s configuration machinery and
+cost NVRTC about a second per kernel, several times what the kernel itself costs. The backend puts
+its own small versions of these two headers (:data:`~.toolchain.STANDIN_INCLUDE`) first on the
+include path: they define the same types and traits, and the test suite proves the machine code
+of every example and tile-operator kernel identical to a build with the real headers. Should a
+kernel need more of libcu++ than the stand-ins give, its compile fails with them and is retried
+with the real headers (slower, never wrong); ``TILELANG_NVRTC_REAL_HEADERS=1`` always uses them.
+
+**Errors** raise :class:`~tilelang_core.errors.BuildError` carrying the NVRTC options, NVRTC's
+log and the path of the kept source (also as ``.command``, ``.output``, ``.source_path``).
+
+Identical compiles (same source, architecture, options and NVRTC) in one process share one cubin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from tilelang_core.errors import BuildError
+
+from .arch import Arch
+from .toolchain import STANDIN_INCLUDE, ToolchainMissing, toolchain
+
+#: Options every compile gets, before the caller's ``compile_flags``. ``-diag-suppress=177``
+#: silences "variable declared but never referenced", which TVM's generated code triggers often.
+BASE_OPTIONS = ("-std=c++17", "-diag-suppress=177")
+
+#: Set to 1 to compile with the real libcu++ headers only (no stand-ins).
+REAL_HEADERS_ENV = "TILELANG_NVRTC_REAL_HEADERS"
+
+_MEMO_CAPACITY = 256
+_memo: "OrderedDict[str, Cubin]" = OrderedDict()
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Cubin:
+    """The result of one NVRTC compile."""
+
+    image: bytes
+    """The cubin (a CUDA ELF)."""
+    arch: Arch
+    options: tuple[str, ...]
+    """The NVRTC options used, include paths included."""
+    log: str
+    """NVRTC's log (warnings)."""
+    headers: str
+    """'standin' or 'real': which libcu++ headers the source saw."""
+
+
+class _CompileFailed(Exception):
+    def __init__(self, options: list[str], log: str) -> None:
+        super().__init__(log)
+        self.options = options
+        self.log = log
+
+
+def _check(result: tuple, what: str):
+    err = result[0]
+    if int(err) != 0:
+        from cuda.bindings import nvrtc
+
+        _, text = nvrtc.nvrtcGetErrorString(err)
+        raise RuntimeError(f"{what} failed: {text.decode() if isinstance(text, bytes) else text}")
+    return result[1] if len(result) == 2 else result[1:]
+
+
+def _run_nvrtc(source: bytes, name: str, options: list[str]) -> tuple[bytes, str]:
+    """Compile once; returns (cubin, log); raises _CompileFailed with NVRTC's log."""
+    from cuda.bindings import nvrtc
+
+    prog = _check(nvrtc.nvrtcCreateProgram(source, f"{name}.cu".encode(), 0, [], []), "nvrtcCreateProgram")
+    try:
+        encoded = [o.encode() for o in options]
+        (status,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
+        size = _check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
+        log_buf = b" " * size
+        _check(nvrtc.nvrtcGetProgramLog(prog, log_buf), "nvrtcGetProgramLog")
+        log = log_buf.rstrip(b"\0 ").decode(errors="replace").strip()
+        if int(status) != 0:
+            raise _CompileFailed(options, log)
+        size = _check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
+        image = b" " * size
+        _check(nvrtc.nvrtcGetCUBIN(prog, image), "nvrtcGetCUBIN")
+        return image, log
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def nvrtc_options(arch: Arch, flags: Sequence[str] = (), *, real_headers: bool = False) -> list[str]:
+    """The NVRTC options for ``arch``: architecture, :data:`BASE_OPTIONS`, include paths, ``flags``."""
+    tc = toolchain()
+    includes: list[Path] = []
+    if not real_headers:
+        includes.append(STANDIN_INCLUDE)
+    includes.append(tc.cuda_include)
+    if real_headers and tc.cccl_include is not None and tc.cccl_include != tc.cuda_include:
+        includes.append(tc.cccl_include)
+    return [f"--gpu-architecture={arch.name}", *BASE_OPTIONS, *(f"-I{p}" for p in includes), *flags]
+
+
+def _keep_source(name: str, source: str) -> Path:
+    directory = Path(tempfile.mkdtemp(prefix="tilelang-nvrtc-"))
+    path = directory / f"{re.sub(r'[^A-Za-z0-9_]', '_', name)[:64] or 'kernel'}.cu"
+    path.write_text(source)
+    return path
+
+
+def _build_error(name: str, arch: Arch, source: str, failure: _CompileFailed, note: str = "") -> BuildError:
+    kept = _keep_source(name, source)
+    command = ["nvrtc", *failure.options]
+    err = BuildError(
+        f"NVRTC failed to compile kernel '{name}' for {arch.name}{note}\n"
+        f"NVRTC options: {' '.join(failure.options)}\n"
+        f"source kept at: {kept}\n"
+        f"NVRTC log:\n{failure.log}"
+    )
+    err.command, err.output, err.source_path = command, failure.log, str(kept)  # type: ignore[attr-defined]
+    return err
+
+
+def compile_cubin(name: str, source: str, arch: Arch, flags: Sequence[str] = (), *, verbose: bool = False) -> Cubin:
+    """Compile CUDA ``source`` into a cubin for ``arch``.
+
+    :param name: the kernel's name (for messages and the kept source's file name).
+    :param flags: extra NVRTC options (``compile_flags``).
+    :raises BuildError: NVRTC is missing, does not know ``arch``, or rejects the source.
+    """
+    try:
+        tc = toolchain()
+    except ToolchainMissing as exc:
+        raise BuildError(f"cannot compile kernel '{name}' with NVRTC: {exc}") from None
+    if arch.number not in tc.supported_archs:
+        supported = ", ".join(f"sm_{a}" for a in tc.supported_archs)
+        raise BuildError(
+            f"NVRTC {tc.version_text} cannot compile kernel '{name}' for {arch.name}; it supports {supported}. "
+            f"Choose one of them with target='cuda -arch=sm_XX'"
+        )
+    real_only = os.environ.get(REAL_HEADERS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    key = hashlib.sha256(
+        "\0".join([tc.version_text, arch.name, str(real_only), *flags, source]).encode()
+    ).hexdigest()
+    with _lock:
+        hit = _memo.get(key)
+        if hit is not None:
+            _memo.move_to_end(key)
+            return hit
+    encoded = source.encode()
+    attempts = [True] if real_only else [False, True]
+    first_failure: Optional[_CompileFailed] = None
+    result: Optional[Cubin] = None
+    for real in attempts:
+        if real and tc.cccl_include is None:
+            break
+        options = nvrtc_options(arch, flags, real_headers=real)
+        if verbose:
+            print(f"[tilelang nvrtc] {name}: nvrtc {' '.join(options)}")
+        try:
+            image, log = _run_nvrtc(encoded, name, options)
+        except _CompileFailed as failure:
+            if first_failure is None:
+                first_failure = failure
+            if real or real_only:
+                raise _build_error(name, arch, source, failure) from None
+            continue
+        result = Cubin(image=image, arch=arch, options=tuple(options), log=log, headers="real" if real else "standin")
+        break
+    if result is None:
+        assert first_failure is not None
+        note = " (no libcu++ headers installed to retry with: pip install nvidia-cuda-cccl)"
+        raise _build_error(name, arch, source, first_failure, note) from None
+    if verbose and result.log:
+        print(f"[tilelang nvrtc] {name}: NVRTC log:\n{result.log}")
+    with _lock:
+        _memo[key] = result
+        while len(_memo) > _MEMO_CAPACITY:
+            _memo.popitem(last=False)
+    return result

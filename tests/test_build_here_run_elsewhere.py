@@ -1,0 +1,149 @@
+"""Build here, run elsewhere: probes that can build but not run, library toolchains in the cache
+key, and the CUDA architecture as data (no silent sm_50)."""
+
+from __future__ import annotations
+
+import pytest
+
+import tilelang
+import tilelang.language as T
+from tilelang_core.backends import explain_selection, get_registry, select_backend
+from tilelang_core.errors import BackendUnavailableError, NoBackendForTargetError, TargetError
+from tilelang_core.testkit import isolated, plugin_source, spec_dict, write_distribution
+
+BUILD_ONLY = {"available": False, "can_build": True, "reason": "no CUDA driver on this machine"}
+
+HOOKS = """
+from pathlib import Path
+
+class Kernel:
+    def __call__(self, *args, **kwargs):
+        raise AssertionError("a kernel that cannot run here was called")
+
+@hookimpl
+def tilelang_backend_build(artifact, options):
+    return Kernel()
+
+@hookimpl
+def tilelang_backend_save(kernel, directory):
+    (Path(directory) / "built.txt").write_text("built elsewhere")
+
+@hookimpl
+def tilelang_backend_load(artifact, directory, options):
+    return Kernel()
+"""
+
+
+def add_one(N):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=1) as bx:
+            for i in T.serial(N):
+                B[i] = A[i] + 1.0
+
+    return main
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
+    root = tmp_path / "site"
+    root.mkdir()
+    with isolated(root):
+        yield root
+
+
+def install(site, name, targets, *, probe=None, body=""):
+    write_distribution(site, name, plugin_source(spec_dict(name, targets), probe=probe, body=body))
+    get_registry().refresh()
+
+
+def c_target(priority=5, **kw):
+    return {"c": {"priority": priority, "consumes": ["device_source"], "device_language": "c", **kw}}
+
+
+def test_auto_never_picks_a_build_only_backend(site):
+    install(site, "builder", c_target(100), probe=BUILD_ONLY, body=HOOKS)
+    verdicts = {c.name: c for c in explain_selection("c")}
+    assert verdicts["builder"].verdict == "build_only" and "no CUDA driver" in verdicts["builder"].reason
+    with pytest.raises(NoBackendForTargetError, match="builder: build_only"):
+        select_backend("auto", "c")
+    install(site, "runner", c_target(1), body=HOOKS)
+    assert select_backend("auto", "c").name == "runner"  # lower priority, but it can run
+
+
+def test_named_build_only_backend_builds_exports_and_refuses_calls(site, tmp_path):
+    install(site, "builder", c_target(), probe=BUILD_ONLY, body=HOOKS)
+    kernel = tilelang.compile(add_one(8), out_idx=-1, execution_backend="builder", target="c")
+    assert kernel.cannot_run == "no CUDA driver on this machine"
+    with pytest.raises(BackendUnavailableError) as info:
+        kernel(None)
+    message = str(info.value)
+    assert message.startswith("main() cannot run on this machine: no CUDA driver on this machine;")
+    assert "export the kernel (kernel.export(path)) and load it (tilelang.load(path))" in message
+    out = kernel.export(tmp_path / "exported")
+    assert (out / "backend" / "built.txt").read_text() == "built elsewhere"
+
+
+def test_a_backend_that_can_neither_build_nor_run_is_refused(site):
+    install(site, "nothing", c_target(), probe={"available": False, "reason": "no compiler"}, body=HOOKS)
+    with pytest.raises(BackendUnavailableError, match="cannot run target 'c' on this machine: no compiler"):
+        select_backend("nothing", "c")
+
+
+def test_library_toolchain_identity_follows_versions_env_and_files(tmp_path, monkeypatch):
+    from importlib.metadata import version
+
+    from tilelang_core import schema
+    from tilelang_core.cache.key import native_compiler_identity
+    from tilelang_core.capabilities import TargetCapability
+
+    marker = tmp_path / "version.json"
+    marker.write_text('{"cuda": "13.0"}')
+    monkeypatch.setenv("TL_TEST_TOOLKIT", str(tmp_path))
+    cap = schema.validate_python(TargetCapability, {
+        "priority": 1, "consumes": ["device_source"],
+        "library_toolchain": {"name": "JIT", "distributions": ["pluggy", "no-such-dist-xyz"],
+                              "env": ["TL_TEST_TOOLKIT"], "files": ["$TL_TEST_TOOLKIT/version.json"]},
+    })
+    first = native_compiler_identity(cap)
+    assert f"pluggy=={version('pluggy')}" in first and "no-such-dist-xyz: not installed" in first
+    marker.write_text('{"cuda": "13.1"}')
+    second = native_compiler_identity(cap)
+    assert second != first
+    monkeypatch.setenv("TL_TEST_TOOLKIT", str(tmp_path / "elsewhere"))
+    third = native_compiler_identity(cap)
+    assert third not in (first, second) and "version.json: missing" in third
+
+
+def test_cuda_target_without_arch_gets_the_documented_default(monkeypatch, capfd):
+    from tilelang_core.lowering import lower, resolve_target
+    from tilelang_core.lowering.target import DEFAULT_CUDA_ARCH, default_cuda_arch, target_string
+
+    monkeypatch.delenv("TILELANG_CUDA_ARCH", raising=False)
+    expected = default_cuda_arch()
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            assert expected == DEFAULT_CUDA_ARCH == "sm_80"
+    except ImportError:  # pragma: no cover
+        pass
+    for given in ("cuda", {"kind": "cuda"}, '{"kind": "cuda"}'):
+        assert target_string(resolve_target(given)) == f"cuda -arch={expected}"
+    artifact = lower(add_one(8), target="cuda")
+    assert artifact.arch == expected and artifact.target == f"cuda -arch={expected}"
+    assert "Unable to detect CUDA version" not in capfd.readouterr().err
+    assert lower(add_one(8), target="c").arch is None
+
+
+def test_cuda_arch_from_the_environment(monkeypatch):
+    from tilelang_core.lowering import resolve_target
+    from tilelang_core.lowering.target import target_string
+
+    monkeypatch.setenv("TILELANG_CUDA_ARCH", "9.0")
+    assert target_string(resolve_target("cuda")) == "cuda -arch=sm_90"
+    assert target_string(resolve_target("cuda -arch=sm_86")) == "cuda -arch=sm_86"  # the target wins
+    monkeypatch.setenv("TILELANG_CUDA_ARCH", "volta")
+    with pytest.raises(TargetError, match=r"\$TILELANG_CUDA_ARCH='volta' is not a CUDA architecture"):
+        resolve_target("cuda")

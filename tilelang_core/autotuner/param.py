@@ -1,0 +1,155 @@
+"""What the autotuner is given (compile and profile arguments) and what it returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Optional, Sequence, Union
+
+from ..errors import TileLangError
+from ..profiler.supply import TensorSupplyType
+
+Status = Literal["ok", "compile_error", "timeout", "wrong_result", "error"]
+
+
+class AutotuneError(TileLangError, RuntimeError):
+    """No configuration compiled, ran and passed the checks; ``trials`` says why for each."""
+
+    def __init__(self, message: str, trials: Sequence["TrialResult"] = ()) -> None:
+        super().__init__(message)
+        self.trials = list(trials)
+
+
+class AutotuneConfigError(TileLangError, ValueError):
+    """The configurations are not a non-empty list of dicts naming the function's parameters."""
+
+
+@dataclass(frozen=True)
+class CompileArgs:
+    """How every candidate is compiled: the arguments of :func:`tilelang.compile`.
+
+    ``execution_backend`` is a backend name or ``"auto"``; it is checked against the installed
+    backends when set (the errors ``tilelang.compile`` raises for it).
+    """
+
+    out_idx: Union[None, int, Sequence[int]] = None
+    execution_backend: str = "auto"
+    target: Any = "auto"
+    target_host: Any = None
+    verbose: bool = False
+    pass_configs: Optional[dict[str, Any]] = None
+    compile_flags: Union[None, str, Sequence[str]] = None
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of ``tilelang.compile``."""
+        return {
+            "out_idx": self.out_idx,
+            "execution_backend": self.execution_backend,
+            "target": self.target,
+            "target_host": self.target_host,
+            "verbose": self.verbose,
+            "pass_configs": self.pass_configs,
+            "compile_flags": self.compile_flags,
+        }
+
+
+@dataclass(frozen=True)
+class ProfileArgs:
+    """How every candidate is checked and timed.
+
+    ``warmup``/``rep`` are numbers of calls (as upstream's autotuner uses them); ``timeout`` is
+    seconds per configuration, for its compile and, separately, for its check and timing;
+    ``timer`` is the profiler's timer (``backend`` upstream); ``return_mode`` is how per-call
+    times become one latency (the median by default: robust against preemption on a busy CPU).
+    """
+
+    warmup: int = 25
+    rep: int = 100
+    timeout: float = 30
+    timer: str = "auto"
+    supply_type: Any = TensorSupplyType.Auto
+    ref_prog: Optional[Callable[..., Any]] = None
+    supply_prog: Optional[Callable[..., Any]] = None
+    rtol: float = 1e-2
+    atol: float = 1e-2
+    max_mismatched_ratio: float = 0.01
+    skip_check: bool = False
+    manual_check_prog: Optional[Callable[..., Any]] = None
+    cache_input_tensors: bool = False
+    return_mode: str = "median"
+
+    @property
+    def backend(self) -> str:
+        """Upstream's name of :attr:`timer`."""
+        return self.timer
+
+    def callbacks(self) -> list[str]:
+        """Names of the callback arguments that are set (they make results uncacheable on disk)."""
+        return [n for n in ("ref_prog", "supply_prog", "manual_check_prog") if getattr(self, n) is not None]
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """One configuration's outcome: ``status`` ``ok`` with its ``latency`` (ms), or why not."""
+
+    index: int
+    config: dict[str, Any]
+    status: Status
+    latency: Optional[float] = None
+    reason: str = ""
+    worker: str = ""
+    """Where it ran (host name and pid) when an executor ran it."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class AutotuneResult:
+    """What tuning found.
+
+    ``latency`` (ms) and ``config`` of the best configuration, ``ref_latency`` of ``ref_prog``
+    (None without one), ``kernel`` (the best :class:`~tilelang_core.jit.kernel.JITKernel`),
+    ``libcode`` (its device source), ``func`` (its prim_func, when this process built it),
+    ``trials`` (every configuration's :class:`TrialResult`), ``timer``, ``device`` (identity of
+    the device it was timed on), ``cache_key`` (of the stored tuning result, None when not
+    stored), ``kernel_cache_key`` (of the best kernel in the kernel cache) and ``from_cache``
+    (True when it was read back instead of tuned).
+    """
+
+    latency: Optional[float] = None
+    config: Optional[dict[str, Any]] = None
+    ref_latency: Optional[float] = None
+    libcode: Optional[str] = None
+    func: Any = None
+    kernel: Any = None
+    trials: list[TrialResult] = field(default_factory=list)
+    timer: str = ""
+    device: dict[str, Any] = field(default_factory=dict)
+    cache_key: Optional[str] = None
+    kernel_cache_key: Optional[str] = None
+    from_cache: bool = False
+
+    @property
+    def failures(self) -> list[TrialResult]:
+        """The configurations that were skipped, with their reasons."""
+        return [t for t in self.trials if not t.ok]
+
+    def report(self) -> str:
+        """One line per configuration: latency or why it was skipped; the best one marked."""
+        lines = []
+        for t in self.trials:
+            mark = "*" if self.config is not None and t.ok and t.config == self.config else " "
+            what = f"{t.latency:.4f} ms" if t.ok and t.latency is not None else f"{t.status}: {t.reason}"
+            lines.append(f"{mark} [{t.index}] {t.config}: {what}")
+        return "\n".join(lines)
+
+
+__all__ = [
+    "AutotuneConfigError",
+    "AutotuneError",
+    "AutotuneResult",
+    "CompileArgs",
+    "ProfileArgs",
+    "TrialResult",
+]

@@ -1,0 +1,756 @@
+"""``AutoTuner``: compile every configuration, check and time each, keep the fastest.
+
+::
+
+    result = (AutoTuner.from_kernel(matmul_kernel, configs)
+              .set_compile_args(out_idx=-1, target="c")
+              .set_profile_args(ref_prog=lambda a, b: a @ b)
+              .run(warmup=3, rep=20))
+    result.kernel, result.config, result.latency, result.trials
+
+Without an executor, candidates compile in parallel on this machine (:func:`tilelang.par_compile`)
+and are then checked and timed one after the other in this process. With ``executor=`` (any
+``concurrent.futures.Executor``: a Dask ``Client.get_executor()``, a ``ProcessPoolExecutor``),
+each worker builds, checks and times its candidates on its own machine, the kernel cache in a
+shared directory carries the kernels back, and this process loads the best one from it.
+
+Results persist in the kernel cache directory (see :mod:`tilelang_core.autotuner.records`):
+a later process making the same call gets the tuned kernel without tuning or compiling.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import inspect
+import logging
+import threading
+import warnings
+from typing import Any, Callable, Optional, Sequence, Union
+
+from ..profiler.supply import TensorSupplyType, as_supply_type
+from .candidate import (
+    PASS_CONFIGS_KEY,
+    BenchState,
+    CandidateJob,
+    CandidateOutcome,
+    build_candidate,
+    check_and_time,
+    classify,
+    remote_device_identity,
+    run_candidate,
+)
+from .capture import get_autotune_inputs
+from .key import describe_value, tuning_key, unwrap
+from .param import AutotuneConfigError, AutotuneError, AutotuneResult, CompileArgs, ProfileArgs, TrialResult
+
+logger = logging.getLogger("tilelang.autotuner")
+
+
+class AutoTuner:
+    """Tunes ``fn`` (returns a prim_func, or a JITKernel) over ``configs`` (dicts of its arguments).
+
+    ``configs`` is a list of dicts, or a callable returning one when called with the kernel
+    arguments of the call (see :meth:`set_kernel_parameters`). A config's keys must be
+    parameters of ``fn``, or ``pass_configs`` (merged over the compile arguments' pass_configs).
+    ``cache_key`` names the behaviour of callback arguments (``ref_prog``, ``supply_prog``,
+    ``manual_check_prog``): without it, results of a tuner given one are not stored on disk.
+    """
+
+    #: Results of this process by tuning key.
+    _memory_cache: dict[str, AutotuneResult] = {}
+    _memory_lock = threading.Lock()
+
+    def __init__(self, fn: Callable[..., Any], configs: Any, *, cache_key: Optional[str] = None) -> None:
+        if not callable(fn):
+            raise AutotuneConfigError(f"AutoTuner tunes a function that returns a prim_func, got {type(fn).__name__}")
+        if cache_key is not None and not isinstance(cache_key, str):
+            raise AutotuneConfigError(f"cache_key must be a string, got {type(cache_key).__name__}")
+        self.fn = fn
+        self.configs = configs
+        self.cache_key = cache_key
+        self.compile_args = CompileArgs(**_jit_options(fn))
+        self.profile_args = ProfileArgs()
+        self._kernel_args: tuple = ()
+        self._kernel_kwargs: dict[str, Any] = {}
+        self._key_arguments: Any = None
+        self._inputs: Optional[list[Any]] = None
+
+    @classmethod
+    def from_kernel(cls, kernel: Callable[..., Any], configs: Any, *, cache_key: Optional[str] = None) -> "AutoTuner":
+        """An AutoTuner of ``kernel`` (a function returning a prim_func, or a ``@tilelang.jit``
+        function, whose compile arguments become the defaults)."""
+        return cls(kernel, configs, cache_key=cache_key)
+
+    # -- configuration ---------------------------------------------------------------------------
+
+    def set_compile_args(
+        self,
+        out_idx: Union[None, int, Sequence[int]] = None,
+        target: Any = None,
+        execution_backend: Optional[str] = None,
+        target_host: Any = None,
+        verbose: Optional[bool] = None,
+        pass_configs: Optional[dict[str, Any]] = None,
+        compile_flags: Union[None, str, Sequence[str]] = None,
+    ) -> "AutoTuner":
+        """How candidates are compiled (the arguments of ``tilelang.compile``); returns self.
+
+        ``target`` and ``execution_backend`` default to ``"auto"``. The backend name is checked
+        now against the installed backends, with the errors ``tilelang.compile`` raises (not
+        installed, broken, unavailable, no backend for the target).
+        """
+        if execution_backend is not None and not isinstance(execution_backend, str):
+            raise AutotuneConfigError(
+                f"execution_backend must be a backend name or 'auto' (a string), got {type(execution_backend).__name__}"
+            )
+        self.compile_args = CompileArgs(
+            out_idx=out_idx,
+            execution_backend=execution_backend or "auto",
+            target="auto" if target is None else target,
+            target_host=target_host,
+            verbose=bool(verbose),
+            pass_configs=pass_configs,
+            compile_flags=compile_flags,
+        )
+        self._resolve()
+        return self
+
+    def set_profile_args(
+        self,
+        warmup: int = 25,
+        rep: int = 100,
+        timeout: float = 30,
+        supply_type: Any = TensorSupplyType.Auto,
+        ref_prog: Optional[Callable[..., Any]] = None,
+        supply_prog: Optional[Callable[..., Any]] = None,
+        rtol: float = 1e-2,
+        atol: float = 1e-2,
+        max_mismatched_ratio: float = 0.01,
+        skip_check: bool = False,
+        manual_check_prog: Optional[Callable[..., Any]] = None,
+        cache_input_tensors: bool = False,
+        backend: Optional[str] = None,
+        *,
+        timer: str = "auto",
+        return_mode: str = "median",
+    ) -> "AutoTuner":
+        """How candidates are checked and timed; returns self.
+
+        :param warmup: warm-up calls per candidate; :param rep: timed calls per candidate.
+        :param timeout: seconds per candidate for compiling, and again for checking and timing.
+        :param supply_type: how generated inputs are filled (ignored with ``supply_prog``).
+        :param ref_prog: reference implementation; candidates whose outputs differ from it
+            (``rtol``, ``atol``, ``max_mismatched_ratio``) are skipped as wrong.
+        :param supply_prog: ``supply_prog(params) -> inputs`` instead of generated inputs.
+        :param skip_check: time without checking against ``ref_prog``.
+        :param manual_check_prog: ``manual_check_prog(kernel_outputs, ref_outputs)`` judges instead.
+        :param cache_input_tensors: reuse one set of inputs for every candidate that fits.
+        :param timer: the profiler's timer (``backend`` is upstream's name for it).
+        :param return_mode: how per-call times become the latency (``median`` by default).
+        """
+        from ..profiler.bench import RETURN_MODES, TIMERS
+
+        if backend is not None:
+            timer = backend
+        if timer not in TIMERS:
+            raise AutotuneConfigError(f"timer must be one of {', '.join(TIMERS)}, got {timer!r}")
+        if return_mode not in RETURN_MODES:
+            raise AutotuneConfigError(f"return_mode must be one of {', '.join(RETURN_MODES)}, got {return_mode!r}")
+        for name, value in (("ref_prog", ref_prog), ("supply_prog", supply_prog), ("manual_check_prog", manual_check_prog)):
+            if value is not None and not callable(value):
+                raise AutotuneConfigError(f"{name} must be callable, got {type(value).__name__}")
+        self.profile_args = ProfileArgs(
+            warmup=_count(warmup, "warmup"),
+            rep=_count(rep, "rep", minimum=1),
+            timeout=_timeout(timeout),
+            timer=timer,
+            supply_type=as_supply_type(supply_type),
+            ref_prog=ref_prog,
+            supply_prog=supply_prog,
+            rtol=rtol,
+            atol=atol,
+            max_mismatched_ratio=max_mismatched_ratio,
+            skip_check=skip_check,
+            manual_check_prog=manual_check_prog,
+            cache_input_tensors=cache_input_tensors,
+            return_mode=return_mode,
+        )
+        return self
+
+    def set_kernel_parameters(self, k_parameters: Any, f_parameters: Any = None) -> "AutoTuner":
+        """The arguments every candidate is called with besides its config.
+
+        ``k_parameters`` is ``(args, kwargs)`` (kwargs a dict or pairs); ``f_parameters`` is
+        accepted for upstream compatibility and unused. Returns self.
+        """
+        args, kwargs = k_parameters
+        self._kernel_args = tuple(args)
+        self._kernel_kwargs = dict(kwargs)
+        return self
+
+    def set_key_arguments(self, arguments: Any) -> "AutoTuner":
+        """What of the call goes into the tuning key instead of the kernel parameters (the
+        decorator leaves ``do_not_specialize`` parameters out this way). Returns self."""
+        self._key_arguments = arguments
+        return self
+
+    def set_inputs(self, inputs: Optional[Sequence[Any]]) -> "AutoTuner":
+        """Inputs to tune on (as ``set_autotune_inputs`` gives them). Returns self."""
+        self._inputs = None if inputs is None else list(inputs)
+        return self
+
+    # -- resolution --------------------------------------------------------------------------
+
+    def _resolve(self) -> tuple[Any, Any, Any]:
+        """(resolved target, backend record, its capability), with compile's errors."""
+        from ..backends import select_backend
+        from ..backends.selection import declared_kind
+        from ..lowering import resolve_target
+
+        args = self.compile_args
+        resolved = resolve_target(args.target, args.target_host)
+        kind = resolved.kind.name
+        record = select_backend(args.execution_backend, kind)
+        assert record.spec is not None
+        capability = record.spec.targets[declared_kind(record, kind)]
+        return resolved, record, capability
+
+    def _configs(self) -> list[dict[str, Any]]:
+        configs = self.configs
+        if callable(configs):
+            configs = configs(*self._kernel_args, **self._kernel_kwargs)
+        if isinstance(configs, dict):
+            raise AutotuneConfigError(
+                "configs must be a list of dicts (one per candidate), got a single dict; wrap it in a list "
+                "or build the product with itertools.product"
+            )
+        try:
+            configs = list(configs)
+        except TypeError:
+            raise AutotuneConfigError(f"configs must be a list of dicts or a callable, got {type(configs).__name__}") from None
+        if not configs:
+            raise AutotuneConfigError("configs is empty: give at least one configuration to tune")
+        params = _parameters(self.fn)
+        for i, config in enumerate(configs):
+            if not isinstance(config, dict):
+                raise AutotuneConfigError(f"configs[{i}] must be a dict of argument values, got {type(config).__name__}")
+            if params is not None:
+                unknown = [k for k in config if k not in params and k != PASS_CONFIGS_KEY]
+                if unknown:
+                    raise AutotuneConfigError(
+                        f"configs[{i}] names {', '.join(map(repr, unknown))}, which {_name(self.fn)}() does not take "
+                        f"(its parameters: {', '.join(params)})"
+                    )
+        return [dict(c) for c in configs]
+
+    def _key(self, configs, resolved, record, device) -> Optional[str]:
+        from ..cache.location import cache_disabled
+
+        callbacks = self.profile_args.callbacks()
+        if cache_disabled() or (callbacks and self.cache_key is None):
+            return None
+        host = getattr(resolved, "host", None)
+        p = self.profile_args
+        return tuning_key(
+            function=self.fn,
+            arguments=self._key_arguments if self._key_arguments is not None else (self._kernel_args, self._kernel_kwargs),
+            configs=configs,
+            target=str(resolved),
+            backend=(record.name, record.version or "0"),
+            compile_args={
+                "out_idx": self.compile_args.out_idx,
+                "target_host": str(host) if host is not None else None,
+                "pass_configs": self.compile_args.pass_configs,
+                "compile_flags": self.compile_args.compile_flags,
+            },
+            profile_args={
+                "warmup": p.warmup,
+                "rep": p.rep,
+                "timeout": p.timeout,
+                "timer": p.timer,
+                "supply_type": as_supply_type(p.supply_type).name,
+                "rtol": p.rtol,
+                "atol": p.atol,
+                "max_mismatched_ratio": p.max_mismatched_ratio,
+                "skip_check": p.skip_check,
+                "cache_input_tensors": p.cache_input_tensors,
+                "return_mode": p.return_mode,
+                "callbacks": callbacks,
+            },
+            inputs=self._tuning_inputs(),
+            device=device,
+            explicit=self.cache_key,
+        )
+
+    def _tuning_inputs(self) -> Optional[list[Any]]:
+        captured = get_autotune_inputs()
+        return captured if captured is not None else self._inputs
+
+    # -- running ---------------------------------------------------------------------------------
+
+    def run(
+        self,
+        warmup: Optional[int] = None,
+        rep: Optional[int] = None,
+        timeout: Optional[float] = None,
+        *,
+        executor: Optional[concurrent.futures.Executor] = None,
+        num_workers: Optional[int] = None,
+        progress: bool = True,
+        early_stop: bool = False,
+        early_stop_factor: float = 2.0,
+        **ignored: Any,
+    ) -> AutotuneResult:
+        """Tune and return the :class:`AutotuneResult` (or the stored one for the same key).
+
+        :param warmup: warm-up calls per candidate (default: the profile arguments').
+        :param rep: timed calls per candidate (default: the profile arguments').
+        :param timeout: seconds per candidate (default: the profile arguments').
+        :param executor: run candidates there (``concurrent.futures.Executor`` interface, e.g.
+            ``distributed.Client(...).get_executor()``); default: this machine.
+        :param num_workers: compile threads on this machine (default: its usable cores).
+        :param progress: show progress bars.
+        :param early_stop: stop timing a candidate whose first calls are already slower than
+            ``early_stop_factor`` times the best so far (this machine only).
+        :raises AutotuneConfigError: bad configs or arguments.
+        :raises AutotuneError: no configuration compiled, ran and passed the check.
+        """
+        if ignored:
+            unknown = sorted(k for k in ignored if k not in _UPSTREAM_RUN_OPTIONS)
+            if unknown:
+                raise TypeError(f"AutoTuner.run() got unexpected keyword argument(s): {', '.join(unknown)}")
+        if early_stop and early_stop_factor < 1.0:
+            raise AutotuneConfigError(f"early_stop_factor must be >= 1.0, got {early_stop_factor}")
+        if executor is not None and not callable(getattr(executor, "submit", None)):
+            raise AutotuneConfigError(
+                f"executor must have the concurrent.futures.Executor interface (submit), got {type(executor).__name__}"
+            )
+        p = self.profile_args
+        warmup = p.warmup if warmup is None else _count(warmup, "warmup")
+        rep = p.rep if rep is None else _count(rep, "rep", minimum=1)
+        timeout = p.timeout if timeout is None else _timeout(timeout)
+        if (warmup, rep, timeout) != (p.warmup, p.rep, p.timeout):
+            self.profile_args = p = _replace(p, warmup=warmup, rep=rep, timeout=timeout)
+
+        configs = self._configs()
+        resolved, record, _capability = self._resolve()
+        from ..lowering.target import device_of
+
+        family = device_of(resolved.kind.name)
+        device = self._device(family, executor)
+        key = self._key(configs, resolved, record, device)
+
+        if key is None:
+            return self._tune(configs, resolved, record, family, device, None, executor, num_workers, progress, early_stop,
+                              early_stop_factor)
+        with self._memory_lock:
+            cached = self._memory_cache.get(key)
+        if cached is not None and cached.kernel is not None:
+            return cached
+        from .records import TuningStore
+
+        store = TuningStore.active()
+        lock = store.lock(key) if store is not None else _nullcontext()
+        with lock:
+            if store is not None:
+                stored = self._from_record(store, key, configs)
+                if stored is not None:
+                    with self._memory_lock:
+                        self._memory_cache[key] = stored
+                    return stored
+            result = self._tune(configs, resolved, record, family, device, key, executor, num_workers, progress,
+                                early_stop, early_stop_factor)
+            if store is not None:
+                self._save(store, key, result, resolved, record)
+        with self._memory_lock:
+            self._memory_cache[key] = result
+        return result
+
+    def __call__(self) -> AutotuneResult:
+        return self.run()
+
+    def _device(self, family: str, executor: Optional[concurrent.futures.Executor]) -> dict[str, Any]:
+        """Identity of the device candidates are timed on (asked of a worker with an executor)."""
+        from ..devices import device_identity
+
+        if executor is None:
+            return device_identity(family)
+        return executor.submit(remote_device_identity, family).result()
+
+    def _compile_kwargs(self, resolved: Any, record: Any) -> dict[str, Any]:
+        """Compile arguments with the target and backend resolved once for every candidate."""
+        kwargs = self.compile_args.as_kwargs()
+        kwargs["target"] = str(resolved)
+        kwargs["execution_backend"] = record.name
+        return kwargs
+
+    def _tune(self, configs, resolved, record, family, device, key, executor, num_workers, progress, early_stop,
+              early_stop_factor) -> AutotuneResult:
+        compile_kwargs = self._compile_kwargs(resolved, record)
+        inputs = self._tuning_inputs()
+        if executor is None:
+            trials, kernels, ref_latency = self._tune_here(
+                configs, compile_kwargs, inputs, num_workers, progress, early_stop_factor if early_stop else None
+            )
+            timer = self._timer(family)
+            best = _best(trials)
+            if best is None:
+                raise _no_success(self.fn, trials)
+            kernel = kernels[best.index]
+        else:
+            trials, outcomes, ref_latency, device = self._tune_on(executor, configs, compile_kwargs, inputs, progress,
+                                                                  device)
+            best = _best(trials)
+            if best is None:
+                raise _no_success(self.fn, trials)
+            outcome = outcomes[best.index]
+            timer = outcome.timer or self._timer(family)
+            kernel = self._collect(outcome, configs[best.index], compile_kwargs)
+        _annotate(kernel, best, ref_latency)
+        return AutotuneResult(
+            latency=best.latency,
+            config=dict(best.config),
+            ref_latency=ref_latency,
+            libcode=kernel.get_kernel_source(),
+            kernel=kernel,
+            trials=trials,
+            timer=timer,
+            device=device,
+            cache_key=key,
+            kernel_cache_key=kernel.cache_key,
+            from_cache=False,
+        )
+
+    def _timer(self, family: str) -> str:
+        from ..profiler.bench import resolve_timer
+
+        return resolve_timer(self.profile_args.timer, family)
+
+    def _build(self, config: dict[str, Any], compile_kwargs: dict[str, Any]) -> Any:
+        return build_candidate(unwrap_jit(self.fn), self._kernel_args, self._kernel_kwargs, config, compile_kwargs)
+
+    def _tune_here(self, configs, compile_kwargs, inputs, num_workers, progress, early_stop_factor):
+        from ..jit.parallel import par_compile
+
+        p = self.profile_args
+        builders = [functools.partial(self._build, c, compile_kwargs) for c in configs]
+        built = par_compile(builders, errors="return", num_workers=num_workers, progress=progress,
+                            timeout=p.timeout or None)
+        trials: list[Optional[TrialResult]] = [None] * len(configs)
+        kernels: dict[int, Any] = {}
+        for i, item in enumerate(built):
+            if isinstance(item, BaseException):
+                status, reason = classify(item)
+                trials[i] = TrialResult(i, configs[i], "compile_error" if status == "error" else status, reason=reason)
+                _report(trials[i])
+            else:
+                kernels[i] = item
+        state = BenchState()
+        bar = _progress(len(kernels), progress, "tilelang.autotune")
+        try:
+            for i, kernel in kernels.items():
+                try:
+                    latency = check_and_time(kernel, p, warmup=p.warmup, rep=p.rep, timeout=p.timeout, state=state,
+                                             inputs=inputs, early_stop_factor=early_stop_factor)
+                    trials[i] = TrialResult(i, configs[i], "ok", latency=latency)
+                    logger.info("config %d %s: %.4f ms", i, configs[i], latency)
+                except Exception as exc:  # noqa: BLE001 - one config never aborts the run
+                    status, reason = classify(exc)
+                    trials[i] = TrialResult(i, configs[i], status, reason=reason)
+                    _report(trials[i])
+                if bar is not None:
+                    bar.update(1)
+                    best = _best([t for t in trials if t is not None])
+                    if best is not None:
+                        bar.set_postfix(best_ms=f"{best.latency:.4g}")
+        finally:
+            if bar is not None:
+                bar.close()
+        return [t for t in trials if t is not None], kernels, state.ref_latency
+
+    def _tune_on(self, executor, configs, compile_kwargs, inputs, progress, device):
+        from ..cache.location import default_cache_dir
+
+        from .candidate import FunctionRef
+
+        p = self.profile_args
+        func = FunctionRef(unwrap_jit(self.fn))
+        if not func.importable():
+            warnings.warn(
+                f"{_name(self.fn)} is not importable by module and name ({func.module}), so it is sent to the workers "
+                f"by value, without its source file, which TVMScript needs to parse kernels; define it in a module the "
+                f"workers can import",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        jobs = [
+            CandidateJob(
+                index=i,
+                config=c,
+                func=func,
+                args=self._kernel_args,
+                kwargs=self._kernel_kwargs,
+                compile_kwargs=compile_kwargs,
+                profile=p,
+                warmup=p.warmup,
+                rep=p.rep,
+                timeout=p.timeout or None,
+                inputs=inputs,
+                cache_dir=str(default_cache_dir()),
+            )
+            for i, c in enumerate(configs)
+        ]
+        futures = {executor.submit(run_candidate, job): job.index for job in jobs}
+        outcomes: dict[int, CandidateOutcome] = {}
+        trials: dict[int, TrialResult] = {}
+        bar = _progress(len(jobs), progress, "tilelang.autotune (executor)")
+        try:
+            for future in concurrent.futures.as_completed(list(futures)):
+                index = futures[future]
+                try:
+                    outcome = future.result()
+                except Exception as exc:  # noqa: BLE001 - a lost worker, an unpicklable job, ...
+                    outcome = CandidateOutcome(index, "error", reason=f"the executor failed to run it: "
+                                                                      f"{type(exc).__name__}: {exc}")
+                outcomes[index] = outcome
+                trials[index] = TrialResult(index, configs[index], outcome.status, latency=outcome.latency,
+                                            reason=outcome.reason, worker=outcome.worker)
+                if outcome.status == "ok":
+                    logger.info("config %d %s: %.4f ms on %s", index, configs[index], outcome.latency, outcome.worker)
+                else:
+                    _report(trials[index])
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+        ordered = [trials[i] for i in sorted(trials)]
+        devices = {describe_key(o.device) for o in outcomes.values() if o.status == "ok"}
+        if len(devices) > 1:
+            warnings.warn(
+                f"the executor's workers timed candidates on {len(devices)} different devices; their latencies are "
+                f"not comparable (use workers with identical devices)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        oks = [o for o in outcomes.values() if o.status == "ok"]
+        if oks and oks[0].device:
+            device = oks[0].device
+        ref = next((o.ref_latency for o in oks if o.ref_latency is not None), None)
+        return ordered, outcomes, ref, device
+
+    def _collect(self, outcome: CandidateOutcome, config: dict[str, Any], compile_kwargs: dict[str, Any]) -> Any:
+        """The best kernel, from the shared kernel cache (or built here when it is not there)."""
+        from ..cache.location import default_cache_dir
+        from .records import load_cached_kernel
+
+        kernel = None
+        if outcome.kernel_cache_key:
+            kernel = load_cached_kernel(outcome.kernel_cache_key, *outcome.backend)
+        if kernel is None:
+            here = str(default_cache_dir())
+            why = (
+                f"the worker's kernel cache is {outcome.cache_dir}, this process's is {here}: set TILELANG_CACHE_DIR "
+                f"to one shared directory on every machine"
+                if outcome.cache_dir and outcome.cache_dir != here
+                else "its backend cannot save kernels, or the entry is gone"
+            )
+            logger.warning("the best kernel (config %s) is not in this process's kernel cache (%s); compiling it here",
+                           config, why)
+            kernel = self._build(config, compile_kwargs)
+        return kernel
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def _save(self, store: Any, key: str, result: AutotuneResult, resolved: Any, record: Any) -> None:
+        from .records import NotEncodable, TrialRecord, encode_config, new_record
+
+        try:
+            trials = [
+                TrialRecord(index=t.index, config=encode_config(t.config), status=t.status, latency=t.latency,
+                            reason=t.reason[:4000], worker=t.worker)
+                for t in result.trials
+            ]
+            best = next(t for t in result.trials if t.ok and t.config == result.config)
+            doc = new_record(
+                key=key,
+                function=_name(self.fn),
+                best_index=best.index,
+                best_config=encode_config(result.config or {}),
+                latency=float(result.latency),
+                ref_latency=result.ref_latency,
+                timer=result.timer,
+                device=result.device,
+                target=_readable_target(resolved),
+                backend_name=record.name,
+                backend_version=record.version or "0",
+                kernel_cache_key=result.kernel_cache_key,
+                trials=trials,
+            )
+        except NotEncodable as exc:
+            warnings.warn(f"the tuning result of {_name(self.fn)} is not stored on disk: a config holds {exc}, which "
+                          f"JSON cannot hold", RuntimeWarning, stacklevel=4)
+            return
+        store.save(doc)
+
+    def _from_record(self, store: Any, key: str, configs: list[dict[str, Any]]) -> Optional[AutotuneResult]:
+        from .records import decode_config, load_cached_kernel
+
+        doc = store.load(key)
+        if doc is None:
+            return None
+        config = decode_config(doc.best_config)
+        kernel = None
+        if doc.kernel_cache_key:
+            kernel = load_cached_kernel(doc.kernel_cache_key, doc.backend_name, doc.backend_version)
+        if kernel is None:
+            logger.info("tuned config %s of %s found, its kernel is not cached: compiling that config only", config,
+                        _name(self.fn))
+            resolved, record, _ = self._resolve()
+            kernel = self._build(config, self._compile_kwargs(resolved, record))
+            if kernel.cache_key and kernel.cache_key != doc.kernel_cache_key:
+                doc.kernel_cache_key = kernel.cache_key
+                store.save(doc)
+        trials = [TrialResult(t.index, decode_config(t.config), t.status, t.latency, t.reason, t.worker) for t in doc.trials]
+        best = TrialResult(doc.best_index, config, "ok", doc.latency)
+        _annotate(kernel, best, doc.ref_latency)
+        return AutotuneResult(
+            latency=doc.latency,
+            config=config,
+            ref_latency=doc.ref_latency,
+            libcode=kernel.get_kernel_source(),
+            kernel=kernel,
+            trials=trials,
+            timer=doc.timer,
+            device=doc.device,
+            cache_key=key,
+            kernel_cache_key=kernel.cache_key,
+            from_cache=True,
+        )
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+_UPSTREAM_RUN_OPTIONS = {"use_pipeline", "enable_grouped_compile", "group_compile_size", "benchmark_devices",
+                         "benchmark_multi_gpu"}
+
+
+class _nullcontext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def _readable_target(resolved: Any) -> str:
+    from ..lowering.target import target_string
+
+    try:
+        return target_string(resolved)
+    except Exception:  # noqa: BLE001 - only for people reading the record
+        return str(resolved)
+
+
+def describe_key(value: Any) -> str:
+    import json
+
+    return json.dumps(describe_value(value), sort_keys=True)
+
+
+def unwrap_jit(fn: Any) -> Callable[..., Any]:
+    """The Python function of a ``@tilelang.jit`` function (``fn`` itself otherwise)."""
+    from ..jit.decorator import JitFunction
+
+    return fn.func if isinstance(fn, JitFunction) else fn
+
+
+def _jit_options(fn: Any) -> dict[str, Any]:
+    """Compile arguments of a ``@tilelang.jit`` function (empty for a plain function).
+
+    Read from its ``options`` dict, or from attributes of the same names (upstream's layout).
+    """
+    from ..jit.decorator import JitFunction
+
+    if not isinstance(fn, JitFunction):
+        return {}
+    fields = ("out_idx", "execution_backend", "target", "target_host", "verbose", "pass_configs", "compile_flags")
+    options = getattr(fn, "options", None)
+    if isinstance(options, dict):
+        return {k: options[k] for k in fields if k in options}
+    return {k: getattr(fn, k) for k in fields if hasattr(fn, k)}
+
+
+def _parameters(fn: Any) -> Optional[list[str]]:
+    try:
+        sig = inspect.signature(unwrap(fn))
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
+        return None
+    return list(sig.parameters)
+
+
+def _name(fn: Any) -> str:
+    fn = unwrap(fn)
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+
+
+def _count(value: Any, name: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise AutotuneConfigError(f"{name} must be an int >= {minimum} (a number of calls), got {value!r}")
+    return value
+
+
+def _timeout(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise AutotuneConfigError(f"timeout must be a number of seconds >= 0 (0: no limit), got {value!r}")
+    return float(value)
+
+
+def _replace(profile: ProfileArgs, **changes: Any) -> ProfileArgs:
+    import dataclasses
+
+    return dataclasses.replace(profile, **changes)
+
+
+def _best(trials: Sequence[TrialResult]) -> Optional[TrialResult]:
+    ok = [t for t in trials if t.ok and t.latency is not None]
+    return min(ok, key=lambda t: (t.latency, t.index)) if ok else None
+
+
+def _no_success(fn: Any, trials: Sequence[TrialResult]) -> AutotuneError:
+    lines = [f"  [{t.index}] {t.config}: {t.status}: {t.reason.splitlines()[0] if t.reason else ''}" for t in trials]
+    return AutotuneError(
+        f"autotuning {_name(fn)} found no configuration that compiled, ran and passed the check:\n" + "\n".join(lines),
+        trials,
+    )
+
+
+def _report(trial: TrialResult) -> None:
+    first = trial.reason.splitlines()[0] if trial.reason else ""
+    logger.warning("config %d %s skipped (%s): %s", trial.index, trial.config, trial.status, first)
+
+
+def _annotate(kernel: Any, best: TrialResult, ref_latency: Optional[float]) -> None:
+    """Upstream's ``kernel.latency``, ``kernel.config``, ``kernel.ref_latency``."""
+    try:
+        kernel.latency = best.latency
+        kernel.config = dict(best.config)
+        kernel.ref_latency = ref_latency
+    except AttributeError:  # a kernel type without instance attributes
+        pass
+
+
+def _progress(total: int, enabled: bool, desc: str) -> Any:
+    if not enabled or total == 0:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover
+        return None
+    return tqdm(total=total, desc=desc, unit="config", leave=False)
+
+
+__all__ = ["AutoTuner"]

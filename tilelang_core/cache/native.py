@@ -1,0 +1,53 @@
+"""The path a backend should hand ``dlopen`` for a saved kernel's library (for backends' load hooks).
+
+``dlopen`` returns the library already loaded under the same path name, without reading the
+file again. A kernel exported, loaded, exported again to the same path (``overwrite=True``) and
+loaded again in the same process would therefore run the *first* kernel's code with the second
+kernel's call plan. :func:`dlopen_path` remembers which file (device, inode, size, modification
+time) each path named when it was first handed out; when the path now names another file, it
+returns a fresh alias (a symbolic link in a private temporary folder, named after the file's
+identity) so ``dlopen`` maps the new file.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+from typing import Optional
+
+_seen: dict[str, tuple[int, int, int, int]] = {}
+_lock = threading.Lock()
+_alias_dir: Optional[Path] = None
+
+
+def _signature(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def dlopen_path(library: os.PathLike) -> str:
+    """A path naming ``library`` that no other file was loaded under in this process.
+
+    :raises OSError: ``library`` cannot be ``stat``-ed, or the alias cannot be made.
+    """
+    global _alias_dir
+    path = os.path.abspath(os.fspath(library))
+    sig = _signature(os.stat(path))
+    with _lock:
+        if _seen.setdefault(path, sig) == sig:
+            return path
+        if _alias_dir is None:
+            _alias_dir = Path(tempfile.mkdtemp(prefix="tilelang-libs-"))
+            atexit.register(shutil.rmtree, str(_alias_dir), True)
+        alias = str(_alias_dir / ("%x-%x-%x-%x" % sig) / os.path.basename(path))
+        if not os.path.lexists(alias):
+            os.makedirs(os.path.dirname(alias), mode=0o700, exist_ok=True)
+            os.symlink(path, alias)
+        _seen.setdefault(alias, sig)
+        return alias
+
+
+__all__ = ["dlopen_path"]

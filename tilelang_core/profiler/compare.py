@@ -1,0 +1,85 @@
+"""Comparing a kernel's outputs with a reference's, tolerating a share of mismatched elements."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+
+def as_output_list(value: Any) -> list[Any]:
+    """A kernel's or a reference's return value as a list of outputs (None -> [])."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def assert_tensors_close(
+    actual: Any,
+    expected: Any,
+    *,
+    rtol: float = 1e-2,
+    atol: float = 1e-2,
+    max_mismatched_ratio: float = 0.01,
+    name: str = "output",
+    actual_name: str = "kernel",
+    expected_name: str = "reference",
+) -> None:
+    """Raise ``AssertionError`` unless at most ``max_mismatched_ratio`` of the elements differ.
+
+    An element matches when ``|actual - expected| <= atol + rtol * |expected|`` (NaNs match
+    NaNs). Shapes must be equal; dtypes and devices may differ (both sides are compared in a
+    common dtype on the CPU). float8 tensors are compared as float32.
+    """
+    import torch
+
+    if not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor):
+        if actual != expected:
+            raise AssertionError(f"{name}: {actual_name} gave {actual!r}, {expected_name} gave {expected!r}")
+        return
+    if tuple(actual.shape) != tuple(expected.shape):
+        raise AssertionError(
+            f"{name}: {actual_name} has shape {tuple(actual.shape)}, {expected_name} has shape {tuple(expected.shape)}"
+        )
+    a, e = _comparable(actual), _comparable(expected)
+    if a.dtype != e.dtype:
+        common = torch.promote_types(a.dtype, e.dtype)
+        a, e = a.to(common), e.to(common)
+    close = torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
+    total = close.numel()
+    bad = int((~close).sum().item()) if total else 0
+    if total and bad / total > max_mismatched_ratio:
+        diff = (a - e).abs()
+        diff = torch.where(torch.isnan(diff), torch.zeros_like(diff), diff)
+        worst = int(torch.argmax(diff.reshape(-1)).item())
+        where = tuple(int(i) for i in _unravel(worst, tuple(actual.shape)))
+        raise AssertionError(
+            f"{name}: {bad} of {total} elements ({bad / total:.2%}) differ between {actual_name} and {expected_name} "
+            f"beyond atol={atol}, rtol={rtol} (allowed: {max_mismatched_ratio:.2%}); largest difference "
+            f"{float(diff.reshape(-1)[worst]):.6g} at {where}: {actual_name} {float(a.reshape(-1)[worst]):.6g}, "
+            f"{expected_name} {float(e.reshape(-1)[worst]):.6g}"
+        )
+
+
+def _comparable(t: Any) -> Any:
+    import torch
+
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if t.dtype == torch.bool or not (t.dtype.is_floating_point or t.dtype.is_complex) or "float8" in str(t.dtype):
+        return t.to(torch.float64)
+    if t.dtype in (torch.float16, torch.bfloat16):
+        return t.to(torch.float32)
+    return t
+
+
+def _unravel(flat: int, shape: Sequence[int]) -> list[int]:
+    out = []
+    for extent in reversed(shape):
+        out.append(flat % extent if extent else 0)
+        flat = flat // extent if extent else 0
+    return list(reversed(out))
+
+
+__all__ = ["as_output_list", "assert_tensors_close"]

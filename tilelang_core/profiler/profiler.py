@@ -1,0 +1,395 @@
+"""``Profiler``: benchmark and check one compiled kernel (``kernel.get_profiler()``).
+
+A profiler knows the kernel's parameters (from its artifact), which of them it returns
+(``out_idx``) and where dynamic sizes come from (the artifact's symbol bindings), so it can make
+inputs itself: tensors of the declared shapes and dtypes, filled as the
+:class:`~tilelang_core.profiler.supply.TensorSupplyType` says, on the kernel's device family.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+from ..artifact import ScalarParam, TensorParam
+from ..errors import TileLangError
+from ..symbolic import evaluate, free_symbols
+from .bench import BenchmarkError, do_bench, resolve_timer
+from .compare import as_output_list, assert_tensors_close
+from .supply import TensorSupplyError, TensorSupplyType, as_supply_type, make_tensor
+
+
+class ProfilerError(TileLangError, ValueError):
+    """The profiler was used in a way that cannot work (no kernel, nothing to compare, ...)."""
+
+
+def backend_capability(kernel: Any) -> Any:
+    """The :class:`~tilelang_core.capabilities.TargetCapability` the kernel's backend declares
+    for its target, or None when the backend is no longer installed."""
+    from ..backends import get_registry
+    from ..backends.selection import declared_kind
+
+    backend = getattr(kernel, "backend", None)
+    artifact = getattr(kernel, "artifact", None)
+    if backend is None or artifact is None:
+        return None
+    record = get_registry().get(backend.name)
+    if record is None or record.spec is None:
+        return None
+    kind = declared_kind(record, artifact.target_kind)
+    return record.spec.targets.get(kind) if kind is not None else None
+
+
+def _family_of(params: Sequence[Any], kernel: Any) -> str:
+    for p in params:
+        if isinstance(p, TensorParam):
+            return p.device
+    artifact = getattr(kernel, "artifact", None)
+    if artifact is not None:
+        from ..lowering.target import device_of
+
+        return device_of(artifact.target_kind)
+    return "cpu"
+
+
+class Profiler:
+    """Benchmarks and validates a kernel; see :meth:`do_bench` and :meth:`assert_allclose`.
+
+    Usually made by ``kernel.get_profiler(tensor_supply_type, dynamic_sizes)``. Attributes:
+    ``params`` (the artifact's parameters), ``result_idx`` (the output indices), ``supply_type``,
+    ``adapter`` (the kernel called; upstream's name), ``family`` (device family of the inputs),
+    ``dynamic_sizes`` (sizes of dynamic dimensions used when making inputs).
+    """
+
+    def __init__(
+        self,
+        params: Sequence[Any],
+        result_idx: Union[None, int, Sequence[int]],
+        supply_type: Any = TensorSupplyType.Auto,
+        adapter: Optional[Callable[..., Any]] = None,
+        *,
+        symbols: Sequence[Any] = (),
+        dynamic_sizes: Optional[Mapping[str, int]] = None,
+        family: Optional[str] = None,
+        capability: Any = None,
+    ) -> None:
+        self.params = list(params)
+        self.result_idx = self._legalize_result_idx(result_idx)
+        self.supply_type = as_supply_type(supply_type)
+        self.adapter = adapter
+        self.symbols = list(symbols)
+        self.dynamic_sizes = _check_sizes(dynamic_sizes, "dynamic_sizes")
+        self.family = family or _family_of(self.params, adapter)
+        self.capability = capability
+
+    @classmethod
+    def from_kernel(
+        cls, kernel: Any, tensor_supply_type: Any = TensorSupplyType.Auto, dynamic_sizes: Optional[Mapping[str, int]] = None
+    ) -> "Profiler":
+        """The profiler of a :class:`~tilelang_core.jit.kernel.JITKernel`."""
+        artifact = kernel.artifact
+        return cls(
+            artifact.params,
+            kernel.out_idx,
+            tensor_supply_type,
+            kernel,
+            symbols=artifact.symbols,
+            dynamic_sizes=dynamic_sizes,
+            family=_family_of(artifact.params, kernel),
+            capability=backend_capability(kernel),
+        )
+
+    # -- upstream-compatible plumbing ------------------------------------------------------------
+
+    def _legalize_result_idx(self, result_idx: Union[None, int, Sequence[int]]) -> list[int]:
+        n = len(self.params)
+        if result_idx is None:
+            return []
+        raw = [result_idx] if isinstance(result_idx, int) and not isinstance(result_idx, bool) else result_idx
+        if not isinstance(raw, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in raw):
+            raise ProfilerError(f"result_idx must be an int or a list of ints, got {result_idx!r}")
+        out = []
+        for i in raw:
+            if not -n <= i < n:
+                raise ProfilerError(f"result_idx {i} is out of range for {n} parameters; use an index in [{-n}, {n - 1}]")
+            out.append(i % n)
+        return out
+
+    def with_default_adapter(self, adapter: Callable[..., Any]) -> "Profiler":
+        """Set the callable profiled when ``func`` is not given; returns self."""
+        self.adapter = adapter
+        return self
+
+    @property
+    def func(self) -> Callable[..., Any]:
+        """The kernel this profiler calls."""
+        if self.adapter is None:
+            raise ProfilerError("this profiler has no kernel; make it with kernel.get_profiler() or pass func=")
+        return self.adapter
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
+
+    # -- inputs ------------------------------------------------------------------------------
+
+    def _get_params(self, with_output: bool = False) -> list[Any]:
+        """The parameters the caller passes (and the outputs too with ``with_output``)."""
+        return [p for i, p in enumerate(self.params) if with_output or i not in self.result_idx]
+
+    def _sizes(self, given: Optional[Mapping[str, int]]) -> dict[str, int]:
+        sizes = dict(self.dynamic_sizes)
+        sizes.update(_check_sizes(given, "dynamic_sizes"))
+        return sizes
+
+    def _get_inputs(
+        self,
+        with_output: bool = False,
+        dynamic_symbolic_constraints: Optional[Mapping[str, int]] = None,
+        *,
+        dynamic_sizes: Optional[Mapping[str, int]] = None,
+    ) -> list[Any]:
+        """New inputs for one call: a tensor per tensor parameter, a value per scalar one.
+
+        :raises TensorSupplyError: a dynamic dimension or scalar has no value, naming the
+            missing ones and how to give them.
+        """
+        from ..devices import torch_device
+
+        sizes = self._sizes(dynamic_sizes if dynamic_sizes is not None else dynamic_symbolic_constraints)
+        self._require_sizes(sizes, with_output)
+        device = torch_device(self.family)
+        bound_by_scalar = {b.param_index: b.name for b in self.symbols if b.dim is None}
+        inputs: list[Any] = []
+        for index, param in enumerate(self.params):
+            if index in self.result_idx and not with_output:
+                continue
+            if isinstance(param, ScalarParam):
+                name = bound_by_scalar.get(index, param.name)
+                inputs.append(sizes[name] if name in sizes else sizes[param.name])
+                continue
+            shape = [evaluate(d, sizes) for d in param.shape]
+            tensor = make_tensor(shape, param.dtype, self.supply_type, device)
+            if param.strides is not None:
+                tensor = _with_strides(tensor, [evaluate(s, sizes) for s in param.strides])
+            inputs.append(tensor)
+        return inputs
+
+    def _require_sizes(self, sizes: Mapping[str, int], with_output: bool) -> None:
+        name = getattr(getattr(self.adapter, "artifact", None), "name", "kernel")
+        missing_dims: list[str] = []
+        missing_scalars: list[str] = []
+        bound_by_scalar = {b.param_index: b.name for b in self.symbols if b.dim is None}
+        for index, param in enumerate(self.params):
+            if index in self.result_idx and not with_output:
+                continue
+            if isinstance(param, ScalarParam):
+                symbol = bound_by_scalar.get(index, param.name)
+                if symbol not in sizes and param.name not in sizes:
+                    missing_scalars.append(param.name)
+                continue
+            for expr in list(param.shape) + list(param.strides or []):
+                for sym in sorted(free_symbols(expr)):
+                    if sym not in sizes and sym not in missing_dims:
+                        missing_dims.append(sym)
+        problems = []
+        if missing_dims:
+            problems.append(
+                f"kernel {name!r} has dynamic dimension(s) {', '.join(missing_dims)} with no size: pass "
+                f"dynamic_sizes={{{', '.join(repr(s) + ': ...' for s in missing_dims)}}} to get_profiler() or do_bench()"
+            )
+        if missing_scalars:
+            problems.append(
+                f"scalar parameter(s) {', '.join(missing_scalars)} of kernel {name!r} need a value: pass it in "
+                f"dynamic_sizes={{{', '.join(repr(s) + ': ...' for s in missing_scalars)}}} or give input_tensors="
+            )
+        if problems:
+            raise TensorSupplyError("; ".join(problems))
+
+    def _inputs_or(self, input_tensors: Optional[Sequence[Any]], sizes: Optional[Mapping[str, int]] = None) -> list[Any]:
+        if input_tensors is not None:
+            if not isinstance(input_tensors, (list, tuple)):
+                raise ProfilerError(f"input_tensors must be a list of the kernel's inputs, got {type(input_tensors).__name__}")
+            return list(input_tensors)
+        return self._get_inputs(dynamic_sizes=sizes)
+
+    # -- checks ------------------------------------------------------------------------------
+
+    def _outputs(self, reference_program: Callable[..., Any], ins: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+        from ..devices import synchronize
+
+        ref_outs = as_output_list(reference_program(*ins))
+        synchronize(self.family)
+        lib_outs = as_output_list(self.func(*ins))
+        synchronize(self.family)
+        if len(lib_outs) != len(ref_outs):
+            hint = (
+                " (the kernel has no out_idx, so it returns nothing: compile it with out_idx, or compare "
+                "yourself with manual_assert_close)"
+                if not self.result_idx
+                else ""
+            )
+            raise AssertionError(
+                f"the kernel returned {len(lib_outs)} output(s) but the reference returned {len(ref_outs)}{hint}"
+            )
+        return lib_outs, ref_outs
+
+    def assert_allclose(
+        self,
+        reference_program: Callable[..., Any],
+        input_tensors: Optional[Sequence[Any]] = None,
+        atol: float = 1e-2,
+        rtol: float = 1e-2,
+        max_mismatched_ratio: float = 0.01,
+    ) -> None:
+        """Check the kernel against ``reference_program`` called with the same inputs.
+
+        The reference runs first, then the kernel; each returned output must match within
+        ``atol + rtol * |ref|`` on all but ``max_mismatched_ratio`` of its elements (outputs
+        that either side returns as None are skipped).
+
+        :raises AssertionError: with the share of mismatches and the largest difference.
+        """
+        ins = self._inputs_or(input_tensors)
+        lib_outs, ref_outs = self._outputs(reference_program, ins)
+        names = [self.params[i].name for i in self.result_idx] or [f"output {i}" for i in range(len(lib_outs))]
+        for i, (lhs, rhs) in enumerate(zip(lib_outs, ref_outs)):
+            if lhs is None or rhs is None:
+                continue
+            assert_tensors_close(
+                lhs,
+                rhs,
+                rtol=rtol,
+                atol=atol,
+                max_mismatched_ratio=max_mismatched_ratio,
+                name=names[i] if i < len(names) else f"output {i}",
+            )
+
+    def manual_assert_close(
+        self,
+        reference_program: Callable[..., Any],
+        input_tensors: Optional[Sequence[Any]] = None,
+        manual_check_prog: Optional[Callable[[list, list], Any]] = None,
+    ) -> None:
+        """Call ``manual_check_prog(kernel_outputs, reference_outputs)`` (two lists) to judge."""
+        if manual_check_prog is None:
+            raise ProfilerError("manual_assert_close needs manual_check_prog(kernel_outputs, reference_outputs)")
+        ins = self._inputs_or(input_tensors)
+        lib_outs, ref_outs = self._outputs(reference_program, ins)
+        manual_check_prog(lib_outs, ref_outs)
+
+    def assert_consistent(self, repeat: int = 10) -> None:
+        """Run the kernel ``repeat`` more times on the same inputs; every run must give the
+        first run's outputs (catches races between blocks)."""
+        import torch
+
+        ins = self._get_inputs()
+        first = [o.clone() if isinstance(o, torch.Tensor) else o for o in as_output_list(self.func(*ins))]
+        if not first:
+            raise ProfilerError(
+                "assert_consistent compares the kernel's returned outputs, and this kernel returns none "
+                "(compile it with out_idx)"
+            )
+        for run in range(repeat):
+            outs = as_output_list(self.func(*ins))
+            for i, (lhs, rhs) in enumerate(zip(outs, first)):
+                if isinstance(lhs, torch.Tensor) and not torch.allclose(lhs, rhs, equal_nan=True):
+                    raise AssertionError(f"result is not consistent: output {i} of run {run + 2} differs from run 1")
+
+    def run_once(self, func: Optional[Callable[..., Any]] = None) -> Any:
+        """Call ``func`` (default: the kernel) once on new inputs and return its result."""
+        return (func or self.func)(*self._get_inputs())
+
+    # -- timing ------------------------------------------------------------------------------
+
+    def do_bench(
+        self,
+        func: Optional[Callable[..., Any]] = None,
+        warmup: float = 25,
+        rep: float = 100,
+        n_warmup: int = 0,
+        n_repeat: int = 0,
+        input_tensors: Optional[Sequence[Any]] = None,
+        timer: str = "auto",
+        quantiles: Optional[Sequence[float]] = None,
+        return_mode: str = "mean",
+        dynamic_symbolic_constraints: Optional[Mapping[str, int]] = None,
+        device: Any = None,
+        early_stop_baseline: Optional[float] = None,
+        *,
+        backend: Optional[str] = None,
+        dynamic_sizes: Optional[Mapping[str, int]] = None,
+        deadline: Optional[float] = None,
+    ) -> Union[float, list[float]]:
+        """Milliseconds per call of ``func`` (default: the kernel) on the profiler's inputs.
+
+        :param func: what to time, called with the inputs (e.g. a reference program).
+        :param warmup: milliseconds of warm-up (``n_warmup``: a number of calls instead).
+        :param rep: milliseconds of measurement (``n_repeat``: a number of calls instead).
+        :param input_tensors: the inputs to use instead of new ones.
+        :param timer: ``auto`` (wall clock for cpu kernels, device events for GPU ones),
+            ``wall``, ``event``, ``cudagraph``, ``cupti``; ``backend`` is upstream's name for it.
+        :param quantiles: return these quantiles of the per-call times instead.
+        :param return_mode: ``mean``, ``median``, ``min`` or ``max``.
+        :param dynamic_sizes: sizes of dynamic dimensions for new inputs
+            (``dynamic_symbolic_constraints`` is upstream's name).
+        :param device: a CUDA device index or ``torch.device`` to time on (GPU kernels).
+        :param early_stop_baseline: see :func:`tilelang_core.profiler.bench.do_bench`.
+        :param deadline: a ``time.monotonic()`` value past which :class:`BenchmarkTimeout` is raised.
+        """
+        if backend is not None:
+            if timer != "auto" and timer != backend:
+                raise BenchmarkError(f"timer={timer!r} and backend={backend!r} disagree; backend is another name for timer")
+            timer = backend
+        kind = resolve_timer(timer, self.family)
+        target = func if func is not None else self.func
+        if kind == "cudagraph" and func is None and self.capability is not None and not self.capability.cuda_streams:
+            raise BenchmarkError(
+                f"timer 'cudagraph' captures launches on a chosen stream, and execution backend "
+                f"{self.adapter.backend.name!r} does not declare cuda_streams; use timer='event'"
+            )
+        sizes = dynamic_sizes if dynamic_sizes is not None else dynamic_symbolic_constraints
+        ins = self._inputs_or(input_tensors, sizes)
+        bench_device = self.family if device is None else device
+        return do_bench(
+            functools.partial(target, *ins),
+            warmup=warmup,
+            rep=rep,
+            n_warmup=n_warmup,
+            n_repeat=n_repeat,
+            quantiles=quantiles,
+            return_mode=return_mode,  # type: ignore[arg-type]
+            timer=kind,
+            device=bench_device,
+            early_stop_baseline=early_stop_baseline,
+            deadline=deadline,
+        )
+
+
+def _check_sizes(sizes: Optional[Mapping[str, int]], what: str) -> dict[str, int]:
+    if sizes is None:
+        return {}
+    if not isinstance(sizes, Mapping):
+        raise TensorSupplyError(f"{what} must be a dict of symbol name -> int, got {type(sizes).__name__}")
+    out = {}
+    for key, value in sizes.items():
+        if not isinstance(key, str):
+            key = str(getattr(key, "name", key))
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TensorSupplyError(f"{what}[{key!r}] must be a number, got {value!r}")
+        out[key] = value
+    return out
+
+
+def _with_strides(tensor: Any, strides: Sequence[int]) -> Any:
+    """A view with ``strides`` over new storage, holding ``tensor``'s values."""
+    import torch
+
+    shape = tuple(tensor.shape)
+    extent = 1 + sum((d - 1) * s for d, s in zip(shape, strides) if d > 0)
+    storage = torch.empty(max(extent, 1), dtype=tensor.dtype, device=tensor.device)
+    view = storage.as_strided(shape, tuple(strides))
+    view.copy_(tensor)
+    return view
+
+
+__all__ = ["Profiler", "ProfilerError", "backend_capability"]

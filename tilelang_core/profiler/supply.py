@@ -1,0 +1,125 @@
+"""``TensorSupplyType`` and the input tensors the profiler makes for a kernel's parameters.
+
+The kinds of input have upstream TileLang's meanings:
+
+=========  ==============================================================================
+Integer    random integers: 0..2 for unsigned, bool 0/1, float8 from int8 -128..127,
+           -2..2 for everything else (floats get integer values, so sums are exact)
+Uniform    uniform in [-1, 1) (drawn in float32, then cast); ones for int8
+Normal     normal with mean -1 and standard deviation 1 (upstream's parameters); ones for int8
+Randn      standard normal, cast to the dtype
+Zero       zeros
+One        ones
+Auto       float16/bfloat16/float32: uniform in [-1, 1); other dtypes as ``Integer``
+=========  ==============================================================================
+
+Importing this module imports no torch; :func:`make_tensor` does.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Sequence
+
+from ..errors import TileLangError
+
+
+class TensorSupplyType(Enum):
+    """What values the profiler fills generated input tensors with (see the module docstring)."""
+
+    Integer = 1
+    Uniform = 2
+    Normal = 3
+    Randn = 4
+    Zero = 5
+    One = 6
+    Auto = 7
+
+
+class TensorSupplyError(TileLangError, ValueError):
+    """The profiler cannot make an input: unknown supply type or dtype, or a size it lacks."""
+
+
+def as_supply_type(value: Any) -> TensorSupplyType:
+    """``value`` as a :class:`TensorSupplyType` (the enum, its name, or its number)."""
+    if isinstance(value, TensorSupplyType):
+        return value
+    if isinstance(value, str) and value in TensorSupplyType.__members__:
+        return TensorSupplyType[value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return TensorSupplyType(value)
+        except ValueError:
+            pass
+    # an enum of the same shape from elsewhere (e.g. a copy of upstream's), matched by name
+    name = getattr(value, "name", None)
+    if isinstance(name, str) and name in TensorSupplyType.__members__:
+        return TensorSupplyType[name]
+    raise TensorSupplyError(
+        f"tensor_supply_type must be a TensorSupplyType ({', '.join(TensorSupplyType.__members__)}), got {value!r}"
+    )
+
+
+_ALIASES = {"bool": "bool", "float8_e4m3": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}
+
+
+def torch_dtype(dtype: str) -> Any:
+    """The torch dtype of a TVM dtype string (``"float16"`` -> ``torch.float16``)."""
+    import torch
+
+    name = _ALIASES.get(dtype, dtype)
+    value = getattr(torch, name, None)
+    if not isinstance(value, torch.dtype):
+        raise TensorSupplyError(f"dtype {dtype!r} has no torch equivalent; pass input_tensors= or supply_prog=")
+    return value
+
+
+def _is_float8(dtype: Any) -> bool:
+    return "float8" in str(dtype)
+
+
+def _is_float4(dtype: Any) -> bool:
+    return "float4" in str(dtype)
+
+
+def _integers(shape: Sequence[int], dtype: Any, device: Any) -> Any:
+    import torch
+
+    if dtype == torch.bool:
+        return torch.randint(0, 2, tuple(shape), device=device).to(torch.bool)
+    if _is_float8(dtype):
+        return torch.randint(-128, 128, tuple(shape), dtype=torch.int8, device=device).to(dtype)
+    if _is_float4(dtype):
+        return torch.randint(0, 16, tuple(shape), dtype=torch.uint8, device=device).to(dtype)
+    if not dtype.is_floating_point and not dtype.is_complex and not dtype.is_signed:
+        return torch.randint(0, 3, tuple(shape), dtype=dtype, device=device)
+    return torch.randint(-2, 3, tuple(shape), dtype=dtype, device=device)
+
+
+def make_tensor(shape: Sequence[int], dtype: str, supply_type: TensorSupplyType, device: Any) -> Any:
+    """A new tensor of ``shape`` and TVM ``dtype`` on ``device``, filled as ``supply_type`` says."""
+    import torch
+
+    tdtype = torch_dtype(dtype)
+    shape = tuple(int(d) for d in shape)
+    kind = as_supply_type(supply_type)
+    if kind is TensorSupplyType.Auto:
+        if tdtype in (torch.float16, torch.float32, torch.bfloat16):
+            return torch.empty(shape, dtype=tdtype, device=device).uniform_(-1.0, 1.0)
+        return _integers(shape, tdtype, device)
+    if kind is TensorSupplyType.Integer:
+        return _integers(shape, tdtype, device)
+    if kind is TensorSupplyType.Zero:
+        return torch.zeros(shape, dtype=tdtype, device=device)
+    if kind is TensorSupplyType.One:
+        return torch.ones(shape, dtype=tdtype, device=device)
+    if tdtype == torch.int8 and kind in (TensorSupplyType.Uniform, TensorSupplyType.Normal):
+        return torch.ones(shape, dtype=tdtype, device=device)
+    if kind is TensorSupplyType.Uniform:
+        return torch.empty(shape, dtype=torch.float32, device=device).uniform_(-1.0, 1.0).to(tdtype)
+    if kind is TensorSupplyType.Normal:
+        return torch.empty(shape, dtype=torch.float32, device=device).normal_(-1.0, 1.0).to(tdtype)
+    return torch.randn(shape, device=device).to(tdtype)  # Randn
+
+
+__all__ = ["TensorSupplyError", "TensorSupplyType", "as_supply_type", "make_tensor", "torch_dtype"]
