@@ -116,10 +116,17 @@ def tilelang_backend_save(kernel: Any, directory: Path) -> None:
 
 @hookimpl
 def tilelang_backend_load(artifact: Any, directory: Path, options: Any) -> Kernel:
-    """Load a saved kernel's shared library (no TVM, no compiler)."""
+    """Load a saved kernel's shared library (no TVM, no compiler) from a private copy: dlopen
+    hands back a library already loaded from the same path, though the file may have changed."""
+    import shutil
+    import tempfile
+
     from tilelang_core.errors import ArtifactError
 
     try:
-        return Kernel(artifact, options, Path(directory))
+        private = Path(tempfile.mkdtemp(prefix=f"tilelang-ctypes-{artifact.name[:40]}-"))
+        for name in (LIBRARY, SOURCE):
+            shutil.copy2(Path(directory) / name, private / name)
+        return Kernel(artifact, options, private)
     except (OSError, AttributeError, ValueError) as exc:
         raise ArtifactError(f"cannot load the ctypes kernel in {directory}: {exc}; recompile the kernel") from None
