@@ -98,3 +98,13 @@ def test_upstream_dlpack_name_points_at_tvm_ffi(tmp_path):
     assert str(info.value).startswith(
         "execution backend 'dlpack' is retired: the installed backend 'tvm_ffi' supersedes it; use execution_backend='tvm_ffi'"
     )
+
+
+def test_ctypes_stays_the_smallest_complete_backend():
+    """Under 150 lines of code (non-blank, non-comment), and its tests are the conformance suite."""
+    code = [line for f in sorted((PLUGIN / "tilelang_backend_ctypes").glob("*.py"))
+            for line in f.read_text().splitlines() if line.strip() and not line.strip().startswith("#")]
+    assert len(code) < 150, f"the ctypes backend has {len(code)} lines of code"
+    tests = sorted(p.name for p in (PLUGIN / "tests").glob("*.py"))
+    assert tests == ["test_conformance.py"]
+    assert 'conformance_tests("ctypes")' in (PLUGIN / "tests" / "test_conformance.py").read_text()

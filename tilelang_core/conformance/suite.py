@@ -61,6 +61,7 @@ class Result:
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
+        """The result as a JSON-ready dict (``tilelang backends check --json``)."""
         return asdict(self)
 
 
@@ -75,6 +76,7 @@ class Check:
 
     @property
     def name(self) -> str:
+        """``<target>:<id>`` (just ``<id>`` for checks of the whole backend)."""
         return f"{self.target}:{self.id}" if self.target else self.id
 
 
@@ -91,7 +93,13 @@ def _close(torch: Any, got: Any, want: Any, what: str) -> None:
 
 
 class Suite:
-    """The conformance checks of backend ``name`` (optionally only for the target kinds ``targets``)."""
+    """The conformance checks of the installed backend ``name``.
+
+    :param targets: only these declared target kinds (default: every declared one).
+    :param only: only the checks whose name contains one of these strings.
+    :raises BackendNotInstalledError: no such backend; :raises BackendTargetUnsupportedError: a
+        target the backend does not declare.
+    """
 
     def __init__(self, name: str, targets: Optional[list[str]] = None, only: Optional[list[str]] = None) -> None:
         from ..backends import get_registry
@@ -111,8 +119,7 @@ class Suite:
                 f"execution backend {name!r} does not declare target(s) {', '.join(unknown)} (it declares: {', '.join(declared)})"
             )
         self.targets = list(targets) if targets else declared
-        self.only = list(only or [])
-        """Substrings of check names: when given, only the checks whose name contains one run."""
+        self.only = list(only or [])  # substrings of check names: when given, only those checks run
         self._tmp = Path(tempfile.mkdtemp(prefix=f"tilelang-conformance-{name}-"))
         self._kernels: dict[tuple, Any] = {}
         self._children: dict[tuple, dict] = {}
@@ -148,9 +155,11 @@ class Suite:
     # -- the list -----------------------------------------------------------------------------
 
     def capability(self, kind: str) -> Any:
+        """The backend's declared ``TargetCapability`` for ``kind``."""
         return self.record.spec.targets[kind]
 
     def dtypes(self, kind: str, known: tuple[str, ...]) -> list[str]:
+        """The dtypes of ``known`` that the backend declares for ``kind``."""
         declared = self.capability(kind).dtypes
         return list(known) if declared == "all" else [d for d in known if d in declared]
 
