@@ -38,12 +38,19 @@ def hooks_markdown() -> str:
         "",
         f"Plugin API version of this core: **{hookspecs.PLUGIN_API_VERSION}**.",
         "",
-        "| hook | result |",
-        "| --- | --- |",
+        "| hook | result | required |",
+        "| --- | --- | --- |",
     ]
+    paired = {h: group for group in getattr(hookspecs, "PAIRED_HOOKS", ()) for h in group}
     for name in names:
         opts = getattr(getattr(hookspecs, name), hookspecs.PROJECT_NAME + "_spec", {})
-        out.append(f"| `{name}` | {'first result' if opts.get('firstresult') else 'collected'} |")
+        if name in getattr(hookspecs, "REQUIRED_HOOKS", ()):
+            required = "yes"
+        elif name in paired:
+            required = "no; together with " + ", ".join(f"`{h}`" for h in paired[name] if h != name)
+        else:
+            required = "no"
+        out.append(f"| `{name}` | {'first result' if opts.get('firstresult') else 'collected'} | {required} |")
     for name in names:
         func = getattr(hookspecs, name)
         sig = str(inspect.signature(func)).replace("'", "")

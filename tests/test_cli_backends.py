@@ -51,11 +51,12 @@ def test_list_text(site):
 
 
 def test_list_json_and_broken_exit_code(site):
-    write_distribution(site, "bad", plugin_source(spec_dict("bad"), body="import no_such_dependency_zz"))
+    # a part of the plugin's own package that is missing: a broken install, not a missing dependency
+    write_distribution(site, "bad", plugin_source(spec_dict("bad"), body="import tilelang_backend_bad.no_such_part"))
     out = run_cli("backends", "--json", roots=[site])
     assert out.returncode == 1
     rows = {r["name"]: r for r in json.loads(out.stdout)}
-    assert rows["bad"]["status"] == "broken" and "no_such_dependency_zz" in rows["bad"]["reason"]
+    assert rows["bad"]["status"] == "broken" and "no_such_part" in rows["bad"]["reason"]
     assert rows["good"]["targets"]["c"] == {"priority": 7000, "available": True, "can_build": True, "reason": ""}
     text = run_cli("backends", roots=[site])
     assert "bad  (tilelang-backend-bad 1.0.0)  BROKEN: importing" in text.stdout

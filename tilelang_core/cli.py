@@ -1,7 +1,10 @@
 """The ``tilelang`` command line (also ``python -m tilelang``).
 
 Exit codes: 0 when all is well, 1 when an installed backend is broken or incompatible (or a
-command failed), 2 on usage errors.
+command failed), 2 on usage errors. A backend that is unavailable here (a missing dependency, no
+device) is not a failure. Plugins are loaded with their output sent to stderr and bounded in time
+(``TILELANG_PLUGIN_TIMEOUT``), so ``--json`` output stays parseable and a hanging plugin is
+listed as broken.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ def _backend_rows(registry) -> list[dict]:
             "deprecated": schema.to_python(record.spec.deprecated) if record.spec and record.spec.deprecated else None,
             "supersedes": list(record.spec.supersedes) if record.spec else [],
             "targets": {},
+            "warnings": list(record.warnings),
         }
         if record.spec is not None and record.status == "ok":
             for kind, cap in record.spec.targets.items():
@@ -52,6 +56,8 @@ def _print_backends(rows: list[dict]) -> None:
             print(f"{head}  {row['status'].upper()}: {row['reason']}")
             continue
         print(f"{head}  {row['description']}")
+        for warning in row["warnings"]:
+            print(f"    WARNING: {warning}")
         if row["deprecated"]:
             dep = row["deprecated"]
             repl = f", use {dep['replacement']}" if dep.get("replacement") else ""
@@ -77,7 +83,7 @@ def _cmd_backends(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
     else:
         _print_backends(rows)
-    return 1 if any(r["status"] != "ok" for r in rows) else 0
+    return 1 if any(r["status"] in ("broken", "incompatible") for r in rows) else 0
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:

@@ -7,6 +7,8 @@ for "a tool failed"), and every message says what to do next.
 
 from __future__ import annotations
 
+from typing import Any, Optional
+
 
 class TileLangError(Exception):
     """Base class of every error raised by tilelang_core."""
@@ -28,7 +30,11 @@ class BackendNotInstalledError(BackendError, LookupError):
 
 
 class BackendBrokenError(BackendError, RuntimeError):
-    """An installed backend plugin failed to load, declare itself, or run a hook."""
+    """An installed backend plugin failed to load, declare itself, or run a hook, by its own fault.
+
+    The plugin is unusable for the rest of the process; the message quotes the reason (the hook
+    and the exception it raised, a hook it lacks, a load that did not finish in time).
+    """
 
 
 class BackendIncompatibleError(BackendError, RuntimeError):
@@ -41,6 +47,32 @@ class BackendTargetUnsupportedError(BackendError, ValueError):
 
 class BackendUnavailableError(BackendError, RuntimeError):
     """A backend declares the target but its probe says it cannot work on this machine."""
+
+
+class MissingDependencyError(TileLangError, ImportError):
+    """A Python module tilelang-core or a backend needs is not installed.
+
+    An environment problem, not a bug: the message names the module, who needs it, and the
+    ``pip install`` command (from the needing distribution's declared requirement). ``name`` is
+    the missing module, as for :class:`ModuleNotFoundError`.
+    """
+
+
+class BackendDependencyError(MissingDependencyError, BackendUnavailableError):
+    """A backend's hook needs a Python module that is not installed.
+
+    The backend is not marked broken: installing the module makes it work (``tilelang backends``
+    lists its targets as unavailable with the same reason).
+    """
+
+
+class KernelNotSupportedError(BackendError, ValueError):
+    """A backend's build hook refuses one kernel it cannot build (the backend stays usable).
+
+    Raise it from ``tilelang_backend_build`` with the reason ("float8 tensors are not supported",
+    "more than 3 grid dimensions"). ``execution_backend="auto"`` then tries the next available
+    backend; a backend asked for by name gives this error, with the backend's reason.
+    """
 
 
 class NoBackendForTargetError(BackendError, LookupError):
@@ -75,7 +107,38 @@ class OutIdxError(TileLangError, ValueError):
 
 
 class BuildError(TileLangError, RuntimeError):
-    """A backend failed to build native code (carries the command line and compiler output)."""
+    """A backend failed to build native code.
+
+    :param message: what failed and what to do (a backend usually includes the command and the
+        compiler's output in it too).
+    :param command: the command line that failed, as a list of words (or None).
+    :param output: what the compiler printed (or the OS error), or None.
+    :param source: path of the generated source the backend kept for inspection, or None.
+
+    The three are attributes of the same names; ``source_path`` is an alias of ``source``.
+    ``execution_backend="auto"`` falls back to the next available backend on a ``BuildError``.
+    """
+
+    def __init__(self, message: str = "", *, command: Any = None, output: Optional[str] = None,
+                 source: Any = None) -> None:
+        super().__init__(message)
+        self.command: Optional[list[str]] = [str(w) for w in command] if command is not None else None
+        self.output = output
+        self.source: Optional[str] = str(source) if source is not None else None
+
+    @property
+    def source_path(self) -> Optional[str]:
+        """Alias of :attr:`source`."""
+        return self.source
+
+    @source_path.setter
+    def source_path(self, value: Any) -> None:
+        self.source = str(value) if value is not None else None
+
+
+class CompileFlagsError(TileLangError, ValueError, TypeError):
+    """``compile_flags`` is neither a string nor a list of strings, or a string that cannot be
+    split like a shell command line (an unbalanced quote)."""
 
 
 # --- artifacts, cache, export ---------------------------------------------------------------
@@ -87,3 +150,11 @@ class ArtifactError(TileLangError, ValueError):
 
 class CacheError(TileLangError, RuntimeError):
     """The kernel cache cannot be used safely (for example a directory others can write to)."""
+
+
+# --- settings -------------------------------------------------------------------------------
+
+
+class SettingError(TileLangError, ValueError):
+    """An environment variable of tilelang-core has a value it cannot use (for example
+    ``TILELANG_PLUGIN_TIMEOUT=soon``); the message names the variable and what is expected."""

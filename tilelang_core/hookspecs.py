@@ -24,6 +24,43 @@ hook not listed here makes the plugin broken, with the hook's and plugin's names
 
 Hooks other than ``tilelang_backend_spec`` are called only after the declaration validated and
 only for target kinds the backend declared.
+
+Required hooks: ``tilelang_backend_spec`` and ``tilelang_backend_build``. ``tilelang_backend_probe``
+is optional; ``tilelang_backend_save`` and ``tilelang_backend_load`` are optional but go together
+(a backend with neither keeps its kernels in memory only and cannot export them). A plugin that
+lacks a required hook, or has only one of the pair, is broken at registration, with the hook named.
+
+Loading a plugin (importing its entry-point module and calling ``tilelang_backend_spec``) and each
+call of ``tilelang_backend_probe`` must finish within ``TILELANG_PLUGIN_TIMEOUT`` seconds (default
+60); a plugin that does not is listed as broken with that reason, and nothing else waits for it.
+What the plugin prints meanwhile goes to stderr. Loading that imports torch, TVM, CUDA modules or
+numpy is reported by ``tilelang backends`` as a warning: import them inside the hooks.
+
+## Exception policy
+
+What the core does with an exception from a hook. "Broken" means the backend is unusable for the
+rest of the process, and every later use raises ``BackendBrokenError`` quoting the hook and the
+exception; only the plugin's own faults break it. Errors are classes of ``tilelang_core.errors``.
+
+| hook | exception | meaning | result |
+| --- | --- | --- | --- |
+| import, spec, probe | does not finish within ``TILELANG_PLUGIN_TIMEOUT`` s | the plugin hangs | broken |
+| import, spec | ``ModuleNotFoundError`` for a module outside the plugin's package | a dependency is not installed (environment) | status *unavailable*: ``BackendDependencyError`` naming the module and the ``pip install`` command |
+| import, spec | anything else (``SystemExit`` included) | a bug or a broken install | broken |
+| probe | ``ModuleNotFoundError`` for a module outside the plugin's package | a dependency is not installed | target unavailable, with what to install; backend usable |
+| probe | ``BackendUnavailableError`` (or returning ``Availability.no(reason)``) | cannot work here | target unavailable with the reason |
+| probe | anything else (``SystemExit`` included), or an answer that is not an ``Availability`` | a bug | broken |
+| build | ``KernelNotSupportedError`` or ``NotImplementedError`` | refuses this one kernel | ``auto`` tries the next available backend (warning with the reason); a backend named explicitly raises ``KernelNotSupportedError`` with its reason; backend usable |
+| build | ``BuildError`` (with ``command``, ``output``, ``source``) | a native build failed | ``auto`` tries the next backend (warning naming the failure); by name: raised as it is; backend usable |
+| build | ``OutIdxError``, ``BackendCapabilityError``, other ``TileLangError`` | documented refusals and mistakes | raised as they are (``auto`` falls back on ``BackendError`` subclasses); backend usable |
+| build, save, load | ``ModuleNotFoundError`` for a module outside the plugin's package | a dependency is not installed | ``BackendDependencyError`` with what to install (``auto`` falls back); backend usable |
+| build, save, load | ``OSError``, ``MemoryError`` | the environment (disk full, permissions, no memory) | raised as they are; the kernel cache warns and keeps the kernel in memory; backend usable |
+| load | ``ArtifactError``, ``TypeError``, ``ValueError`` | the saved files are missing, corrupt or make no sense | the cache removes the entry and rebuilds; ``tilelang.load`` raises; backend usable |
+| build, save, probe, spec | anything else (``TypeError``, ``AttributeError``, ``KeyError``, ``SystemExit``, ...) | a bug of the plugin | broken: ``BackendBrokenError`` naming the hook and the exception, with the original chained |
+
+``KeyboardInterrupt`` from a real Ctrl-C always stops the program; plugin code may not end the
+process otherwise (a ``SystemExit`` it raises marks it broken, as above). ``execution_backend="auto"``
+warns (``BackendWarning``) when it skips a broken or incompatible backend that might have won.
 """
 
 from __future__ import annotations
@@ -45,6 +82,12 @@ PROJECT_NAME = "tilelang"
 #: as incompatible (with both numbers) and none of its hooks is ever called.
 PLUGIN_API_VERSION = 1
 
+#: Hooks every backend must implement; a plugin lacking one is broken at registration.
+REQUIRED_HOOKS = ("tilelang_backend_spec", "tilelang_backend_build")
+
+#: Optional hooks that only make sense together: a plugin with some but not all of a group is broken.
+PAIRED_HOOKS = (("tilelang_backend_save", "tilelang_backend_load"),)
+
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
@@ -59,7 +102,8 @@ def tilelang_backend_spec() -> "Union[BackendSpec, dict[str, Any]]":
     point's distribution. ``name`` must equal the entry point's name. An invalid declaration
     marks the plugin broken with the offending field in the reason.
 
-    Must be cheap: no compiler runs, no device queries.
+    Must be cheap: no compiler runs, no device queries. Required; runs within the loading time
+    limit (``TILELANG_PLUGIN_TIMEOUT``).
     """
 
 
@@ -84,6 +128,9 @@ def tilelang_backend_probe(target_kind: str) -> "Optional[Availability]":
     declared ``platforms`` and ``requires`` (executables, shared libraries, Python modules) of
     that target itself, so the probe only checks what cannot be declared (a driver, a device).
     Optional: a plugin without it is available whenever its declared requirements are met.
+    Must finish within ``TILELANG_PLUGIN_TIMEOUT`` seconds. Declare the Python modules the target
+    needs (``requires.python_modules``) rather than importing them here to find out; a
+    ``ModuleNotFoundError`` for one still reports the target unavailable, not the backend broken.
     """
 
 
@@ -100,8 +147,15 @@ def tilelang_backend_build(artifact: "KernelArtifact", options: "BuildOptions") 
         what was expected and what was given), allocates the ``out_idx`` outputs, runs the
         kernel, and returns the output tensor (one output) or a list of them (several), or None.
 
-    Called by ``tilelang.compile`` on a cache miss. Failures of external compilers should raise
-    :class:`~tilelang_core.errors.BuildError` with the command line and the compiler's output.
+    Called by ``tilelang.compile`` on a cache miss. Required.
+
+    :raises KernelNotSupportedError: to refuse this one kernel (a dtype, a construct it cannot
+        do), with the reason; ``auto`` then tries the next backend and the backend stays usable.
+    :raises BuildError: when an external compiler fails, with ``command=``, ``output=`` (what it
+        printed) and ``source=`` (the kept generated source).
+    :raises OutIdxError, BackendCapabilityError: as documented for them.
+
+    Anything else is a bug of the plugin and marks the backend broken (see the exception policy).
 
     **GPU kernels.** ``artifact.device_kernels`` lists the device kernels of one call; the kernel
     must launch every one of them, in list order, on one stream (each may read what an earlier
@@ -122,7 +176,8 @@ def tilelang_backend_save(kernel: Any, directory: "Path") -> None:
     :param directory: a private temporary directory; the core renames it into the cache (or the
         export location) after this returns, and writes the artifact JSON beside the files.
 
-    Used by the kernel cache and by ``JITKernel.export``. Must not pickle.
+    Used by the kernel cache and by ``JITKernel.export``. Must not pickle. An ``OSError`` (disk
+    full) is the environment's: the cache warns and keeps the kernel in memory only.
     """
 
 
@@ -139,5 +194,6 @@ def tilelang_backend_load(artifact: "KernelArtifact", directory: "Path", options
     :returns: a callable kernel, as ``tilelang_backend_build`` returns.
 
     Raise :class:`~tilelang_core.errors.ArtifactError` when the files are missing or corrupt; the
-    cache then removes the entry and rebuilds.
+    cache then removes the entry and rebuilds (it does the same for ``TypeError``/``ValueError``,
+    and an ``OSError`` is the environment's; none of them marks the backend broken).
     """

@@ -18,9 +18,15 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from .backends.discovery import ENTRY_POINT_GROUP
+from .backends.isolation import HEAVY_MODULES  # noqa: F401 - part of the kit: what an entry-point module must not import
 
-#: Modules an entry-point module must not pull in at import time.
-HEAVY_MODULES = ("torch", "tvm", "tvm_ffi", "cuda", "numpy")  # module names, not backend names
+#: Build hook added by :func:`plugin_source` when the body brings none (the hook is required).
+REFUSING_BUILD_HOOK = """
+@hookimpl
+def tilelang_backend_build(artifact, options):
+    from tilelang_core.errors import KernelNotSupportedError
+    raise KernelNotSupportedError("this throwaway test backend builds no kernels")
+"""
 
 
 def spec_dict(name: str, targets: Optional[dict[str, dict]] = None, **fields: Any) -> dict:
@@ -34,11 +40,15 @@ def spec_dict(name: str, targets: Optional[dict[str, dict]] = None, **fields: An
     return data
 
 
-def plugin_source(spec: Any, *, api: Any = 1, body: str = "", probe: Optional[dict] = None) -> str:
+def plugin_source(
+    spec: Any, *, api: Any = 1, body: str = "", probe: Optional[dict] = None, build_hook: bool = True
+) -> str:
     """Python source of an entry-point module declaring ``spec`` (a dict, or source text).
 
     ``body`` is appended verbatim (more hook implementations, or code that raises on import);
-    ``probe`` is returned from ``tilelang_backend_probe`` for every target when given.
+    ``probe`` is returned from ``tilelang_backend_probe`` for every target when given. When
+    ``body`` defines no ``tilelang_backend_build`` (a required hook), one that refuses every
+    kernel (:data:`REFUSING_BUILD_HOOK`) is added, unless ``build_hook`` is False.
     """
     spec_expr = spec if isinstance(spec, str) else json.dumps(spec)
     src = f"""
@@ -59,7 +69,10 @@ def plugin_source(spec: Any, *, api: Any = 1, body: str = "", probe: Optional[di
                 return {json.dumps(probe)}
             """
         )
-    return src + "\n" + textwrap.dedent(body)
+    body = textwrap.dedent(body)
+    if build_hook and "def tilelang_backend_build" not in body:
+        src += REFUSING_BUILD_HOOK
+    return src + "\n" + body
 
 
 def _normalized(dist: str) -> str:

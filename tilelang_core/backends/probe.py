@@ -6,16 +6,23 @@ import ctypes.util
 import importlib.util
 import shutil
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from ..capabilities import Availability, Requirements
+from ..dependencies import install_hint
+from ..errors import TileLangError
+from .isolation import TIMEOUT_ENV, plugin_timeout, run_plugin_code
 
 if TYPE_CHECKING:
     from .registry import BackendRecord
 
 
-def check_requirements(requires: Requirements) -> Availability:
-    """Check declared executables, shared libraries and Python modules, without importing them."""
+def check_requirements(requires: Requirements, distribution: Optional[str] = None) -> Availability:
+    """Check declared executables, shared libraries and Python modules, without importing them.
+
+    A missing Python module's reason says how to install it, from ``distribution``'s declared
+    requirements when it lists one (``pip install 'torch>=2.10'``).
+    """
     for exe in requires.executables:
         if shutil.which(exe) is None:
             return Availability.no(f"{exe} not found on PATH")
@@ -28,22 +35,46 @@ def check_requirements(requires: Requirements) -> Availability:
         except (ImportError, ValueError):
             found = False
         if not found:
-            return Availability.no(f"Python module '{module}' is not installed")
+            return Availability.no(
+                f"Python module '{module}' is not installed; install it with: {install_hint(module, distribution)}"
+            )
     return Availability.yes()
 
 
 def probe_backend(record: "BackendRecord", target_kind: str) -> Availability:
-    """Declared platform and requirements first, then the plugin's own probe hook."""
+    """Declared platform and requirements first, then the plugin's own probe hook.
+
+    The hook runs bounded in time (:mod:`.isolation`). Never raises for what the plugin does: a
+    hook that fails, answers nonsense or does not finish marks the record broken (callers check
+    ``record.status``) and gives an unavailable answer with the same reason; a missing dependency
+    module gives an unavailable answer saying what to install, and leaves the backend usable.
+    """
     assert record.spec is not None
     cap = record.spec.targets[target_kind]
     if cap.platforms != "all" and sys.platform not in cap.platforms:
         return Availability.no(f"{', '.join(cap.platforms)} only (this is {sys.platform})")
-    declared = check_requirements(cap.requires)
+    declared = check_requirements(cap.requires, record.distribution)
     if not declared.available:
         return declared
     if not record.implements("tilelang_backend_probe"):
         return declared
-    answer = record.call("tilelang_backend_probe", target_kind=target_kind)
+    timeout = plugin_timeout()
+    outcome = run_plugin_code(
+        lambda: record.call("tilelang_backend_probe", target_kind=target_kind), timeout=timeout, name=record.name
+    )
+    if not outcome.finished:
+        record.mark_broken(
+            f"tilelang_backend_probe(target_kind={target_kind!r}) did not finish within {timeout:g} s; "
+            f"set {TIMEOUT_ENV} to a larger number of seconds if it is only slow"
+        )
+        return Availability.no(record.reason)
+    if outcome.error is not None:
+        exc = outcome.error
+        if record.status == "ok" and not isinstance(exc, TileLangError):
+            # raised past BackendRecord.call (KeyboardInterrupt in the loading thread): still the plugin's
+            record.mark_broken(f"hook tilelang_backend_probe raised {type(exc).__name__}: {exc}")
+        return Availability.no(record.reason if record.status != "ok" else str(exc))
+    answer = outcome.value
     if answer is None:
         return declared
     if isinstance(answer, dict):
@@ -55,10 +86,10 @@ def probe_backend(record: "BackendRecord", target_kind: str) -> Availability:
             answer = schema.validate_python(Availability, answer)
         except ValidationError as exc:
             record.mark_broken(f"hook tilelang_backend_probe returned an invalid Availability: {schema.error_summary(exc)}")
-            record.ensure_usable()
+            return Availability.no(record.reason)
     if not isinstance(answer, Availability):
         record.mark_broken(
             f"hook tilelang_backend_probe returned {type(answer).__name__}, expected Availability or None"
         )
-        record.ensure_usable()
+        return Availability.no(record.reason)
     return answer

@@ -1,10 +1,21 @@
 """The backend registry: loads plugins on first need, validates them, isolates failures.
 
 Each plugin gets a pluggy ``PluginManager`` of its own, so calling a hook calls exactly that
-backend. A plugin that fails to import, declares an unknown hook, returns an invalid
-declaration, claims a name another distribution claims too, or raises inside a hook is marked
-*broken* with the reason; a plugin written for another plugin API version is *incompatible* and
-none of its hooks is called. Neither affects other backends or ``import tilelang``.
+backend. Loading a plugin (its import and its declaration) and each of its probes run bounded in
+time, with their output on stderr (:mod:`.isolation`). The exception policy (which exception from
+which hook means what) is the table in ``tilelang_core.hookspecs`` (docs/hooks.md):
+
+- the plugin's fault marks it *broken* for the process, with the reason: it fails to import,
+  lacks a required hook, declares an unknown hook or an invalid declaration, claims a name another
+  distribution claims too, does not finish loading in time, or a hook raises something the policy
+  does not allow (``SystemExit`` included);
+- the environment's fault does not: a missing dependency module gives a
+  :class:`~tilelang_core.errors.BackendDependencyError` saying what to install (a plugin that cannot
+  even be imported without it is *unavailable*), an ``OSError`` of build, save or load passes
+  through;
+- a plugin written for another plugin API version is *incompatible* and none of its hooks is called.
+
+None of these affects other backends or ``import tilelang``.
 """
 
 from __future__ import annotations
@@ -18,15 +29,31 @@ import pluggy
 
 from .. import hookspecs
 from ..capabilities import Availability, BackendSpec
-from ..errors import BackendBrokenError, BackendIncompatibleError, TileLangError
+from ..dependencies import dependency_message, missing_module
+from ..errors import (
+    BackendBrokenError,
+    BackendDependencyError,
+    BackendIncompatibleError,
+    KernelNotSupportedError,
+    TileLangError,
+)
 from .discovery import ENTRY_POINT_GROUP, BackendEntryPoint, discover
+from .isolation import TIMEOUT_ENV, plugin_timeout, run_plugin_code
 
-Status = Literal["ok", "broken", "incompatible"]
+Status = Literal["ok", "broken", "incompatible", "unavailable"]
+
+_BUILD, _SAVE, _LOAD = "tilelang_backend_build", "tilelang_backend_save", "tilelang_backend_load"
 
 
 @dataclass
 class BackendRecord:
-    """What the registry knows about one installed backend."""
+    """What the registry knows about one installed backend.
+
+    ``status`` is ``"ok"``, ``"broken"`` (the plugin's fault; ``reason`` says what),
+    ``"incompatible"`` (another plugin API version) or ``"unavailable"`` (it cannot be imported
+    because a dependency module is missing; ``reason`` says what to install). ``warnings`` holds
+    what ``tilelang backends`` reports about a plugin that works (a heavy import at load).
+    """
 
     name: str
     distribution: Optional[str]
@@ -35,60 +62,144 @@ class BackendRecord:
     status: Status = "ok"
     reason: str = ""
     spec: Optional[BackendSpec] = None
+    warnings: list[str] = field(default_factory=list)
+    advice: str = ""
+    missing: Optional[str] = None
     _manager: Optional[pluggy.PluginManager] = field(default=None, repr=False)
     _probes: dict[str, Availability] = field(default_factory=dict, repr=False)
+    _ep: Optional[BackendEntryPoint] = field(default=None, repr=False)
+    _files_hash: Optional[str] = field(default=None, repr=False)
 
     @property
     def usable(self) -> bool:
         return self.status == "ok"
 
-    def mark_broken(self, reason: str) -> None:
+    @property
+    def package(self) -> str:
+        """The top-level package of the entry-point module (``tilelang_backend_x``)."""
+        return self.entry_point.split(":")[0].split(".")[0]
+
+    def where(self) -> str:
+        """``'name' (distribution version)``, for messages."""
+        dist = self.distribution or "unknown distribution"
+        return f"{self.name!r} ({dist}{' ' + self.version if self.version else ''})"
+
+    def mark_broken(self, reason: str, advice: Optional[str] = None) -> None:
+        """Make the backend unusable for the rest of the process, with ``reason`` (and what to do)."""
         self.status = "broken"
         self.reason = reason
+        self.advice = (
+            f"Reinstall or uninstall it (pip uninstall {self.distribution or self.name})." if advice is None else advice
+        )
+        self._manager = None
+
+    def mark_unavailable(self, missing: str) -> None:
+        """The plugin cannot be loaded because the environment lacks the dependency module ``missing``."""
+        self.status = "unavailable"
+        self.missing = missing
+        self.reason = str(self.dependency_error(missing))
         self._manager = None
 
     def ensure_usable(self) -> None:
         """Raise the error that explains why this backend cannot be used, if it cannot."""
         if self.status == "broken":
-            raise BackendBrokenError(
-                f"execution backend {self.name!r} ({self.distribution or 'unknown distribution'}) is broken: "
-                f"{self.reason}. Reinstall or uninstall it (pip uninstall {self.distribution or self.name})."
-            )
+            raise self._broken_error()
         if self.status == "incompatible":
             raise BackendIncompatibleError(
                 f"execution backend {self.name!r} ({self.distribution}) is incompatible: {self.reason}. "
                 f"Install a version of {self.distribution} made for this tilelang-core."
             )
+        if self.status == "unavailable":
+            raise BackendDependencyError(self.reason, name=self.missing)
+
+    def _broken_error(self) -> BackendBrokenError:
+        return BackendBrokenError(
+            f"execution backend {self.name!r} ({self.distribution or 'unknown distribution'}) is broken: "
+            f"{self.reason}. {self.advice}".rstrip()
+        )
+
+    def missing_dependency(self, exc: BaseException) -> Optional[str]:
+        """The module ``exc`` says is missing, when it is not part of the plugin itself (else None)."""
+        missing = missing_module(exc)
+        if missing is None or missing == self.package:
+            return None
+        return missing
+
+    def dependency_error(self, missing: str) -> BackendDependencyError:
+        """The error for a dependency module ``missing`` that this backend needs."""
+        message = dependency_message(
+            missing, needed_by=f"execution backend {self.where()}", distribution=self.distribution
+        )
+        return BackendDependencyError(message, name=missing)
 
     def call(self, hook: str, **kwargs: Any) -> Any:
-        """Call one of this backend's hooks.
+        """Call one of this backend's hooks, applying the exception policy (docs/hooks.md).
 
-        Errors of the core's own classes (a failed compiler run, a bad artifact) pass through.
-        Any other exception is a plugin bug: the backend is marked broken and the call raises
-        :class:`BackendBrokenError` quoting it.
+        - errors of the core's classes (:class:`~tilelang_core.errors.BuildError`,
+          :class:`~tilelang_core.errors.KernelNotSupportedError`, ``ArtifactError``, ...) pass through;
+        - ``NotImplementedError`` from the build hook refuses the kernel
+          (:class:`~tilelang_core.errors.KernelNotSupportedError`);
+        - a missing dependency module is :class:`~tilelang_core.errors.BackendDependencyError`
+          (environment: the backend stays usable);
+        - ``OSError``/``MemoryError`` from build, save or load pass through (environment), and so
+          do ``TypeError``/``ValueError`` from load (saved files that make no sense: the cache
+          discards the entry and rebuilds);
+        - anything else, ``SystemExit`` included, is a bug of the plugin: the backend is marked
+          broken and the call raises :class:`~tilelang_core.errors.BackendBrokenError` naming the
+          hook and the exception. ``KeyboardInterrupt`` (Ctrl-C) stops the program as usual.
         """
         self.ensure_usable()
-        assert self._manager is not None
+        manager = self._manager
+        assert manager is not None
         try:
-            return getattr(self._manager.hook, hook)(**kwargs)
+            return getattr(manager.hook, hook)(**kwargs)
         except TileLangError:
             raise
+        except NotImplementedError as exc:
+            if hook != _BUILD:
+                self._hook_failed(hook, exc)
+            raise KernelNotSupportedError(str(exc) or "the build hook raised NotImplementedError") from exc
+        except ModuleNotFoundError as exc:
+            missing = self.missing_dependency(exc)
+            if missing is None:
+                self._hook_failed(hook, exc)
+            raise self.dependency_error(missing) from exc
+        except (OSError, MemoryError) as exc:
+            if hook not in (_BUILD, _SAVE, _LOAD):
+                self._hook_failed(hook, exc)
+            raise  # the environment (disk full, permissions): callers warn or report it as it is
         except (TypeError, ValueError) as exc:
-            if hook in ("tilelang_backend_build", "tilelang_backend_load"):
-                raise  # argument problems the backend reports to the caller
-            self.mark_broken(f"hook {hook} raised {type(exc).__name__}: {exc}")
-            self.ensure_usable()
-        except Exception as exc:  # noqa: BLE001 - isolate plugin failures
-            if isinstance(exc, OSError) and hook in ("tilelang_backend_save", "tilelang_backend_load"):
-                raise  # the environment (disk full, permissions), not a plugin bug: the cache warns and copes
-            self.mark_broken(f"hook {hook} raised {type(exc).__name__}: {exc}")
-            self.ensure_usable()
+            if hook != _LOAD:
+                self._hook_failed(hook, exc)
+            raise  # the saved files make no sense: the cache discards the entry and rebuilds
+        except (Exception, SystemExit, GeneratorExit) as exc:  # noqa: BLE001 - plugin code may not end the process
+            self._hook_failed(hook, exc)
+
+    def _hook_failed(self, hook: str, exc: BaseException) -> None:
+        """Mark the backend broken by ``exc`` from ``hook`` (a plugin bug) and raise the error saying so."""
+        release = " ".join(p for p in (self.distribution or self.name, self.version) if p)
+        self.mark_broken(
+            f"hook {hook} raised {type(exc).__name__}: {exc}",
+            advice=f"This is a bug in {release}: report it to its authors (with the traceback above); "
+            f"meanwhile choose another execution backend.",
+        )
+        raise self._broken_error() from exc
 
     def implements(self, hook: str) -> bool:
         """Whether the plugin implements ``hook``."""
         if self._manager is None:
             return False
         return bool(getattr(self._manager.hook, hook).get_hookimpls())
+
+    def files_hash(self) -> str:
+        """Content hash of the plugin's installed files (memoised per record, i.e. per process
+        until the registry is refreshed); part of the kernel cache key."""
+        if self._files_hash is None:
+            from ..cache.key import plugin_files_hash
+
+            dist = getattr(self._ep.entry_point, "dist", None) if self._ep is not None else None
+            self._files_hash = plugin_files_hash(dist, self.package)
+        return self._files_hash
 
 
 class BackendRegistry:
@@ -161,34 +272,62 @@ class BackendRegistry:
 
 def _load(eps: list[BackendEntryPoint]) -> BackendRecord:
     first = eps[0]
-    record = BackendRecord(first.name, first.distribution, first.version, first.value)
+    record = BackendRecord(first.name, first.distribution, first.version, first.value, _ep=first)
     if len(eps) > 1:
         dists = ", ".join(sorted(ep.distribution or "?" for ep in eps))
         record.distribution = dists
         record.mark_broken(
-            f"name {first.name!r} is claimed by several distributions ({dists}); uninstall all but one"
+            f"name {first.name!r} is claimed by several distributions ({dists}); uninstall all but one",
+            advice="",
         )
         return record
+    timeout = plugin_timeout()
+    step = [f"importing {first.value}"]
+    outcome = run_plugin_code(lambda: _load_plugin(record, first, step), timeout=timeout, name=first.name)
+    if not outcome.finished:
+        # the thread may still be running: give it nothing more to change
+        late = BackendRecord(first.name, first.distribution, first.version, first.value, _ep=first)
+        late.mark_broken(
+            f"loading did not finish within {timeout:g} s ({step[0]} was still running); "
+            f"set {TIMEOUT_ENV} to a larger number of seconds if it is only slow"
+        )
+        return late
+    if outcome.error is not None:  # a bug of the core itself, not of the plugin
+        raise outcome.error
+    if outcome.heavy and record.status == "ok":
+        record.warnings.append(
+            f"loading {first.value} imported {', '.join(outcome.heavy)}: an entry-point module must import "
+            f"cheaply (import heavy modules inside the hooks), or every `import`, listing and selection pays for it"
+        )
+    return record
+
+
+def _load_plugin(record: BackendRecord, ep: BackendEntryPoint, step: list[str]) -> None:
+    """Import the plugin, check its API version and hooks, and read its declaration (in the loading thread)."""
     try:
-        plugin = first.load()
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a plugin may raise anything on import
-        record.mark_broken(f"importing {first.value} raised {type(exc).__name__}: {exc}")
-        return record
+        plugin = ep.load()
+    except BaseException as exc:  # noqa: BLE001 - a plugin may raise anything on import, SystemExit too
+        missing = record.missing_dependency(exc)
+        if missing is not None:
+            record.mark_unavailable(missing)
+        else:
+            record.mark_broken(f"importing {ep.value} raised {type(exc).__name__}: {exc}")
+        return
 
     api = getattr(plugin, "TILELANG_PLUGIN_API", None)
     if not isinstance(api, int) or isinstance(api, bool):
         record.mark_broken(
-            f"{first.value} does not define TILELANG_PLUGIN_API as an int "
+            f"{ep.value} does not define TILELANG_PLUGIN_API as an int "
             f"(this tilelang-core expects {hookspecs.PLUGIN_API_VERSION})"
         )
-        return record
+        return
     if api != hookspecs.PLUGIN_API_VERSION:
         record.status = "incompatible"
         record.reason = (
             f"written for plugin API version {api}, but this tilelang-core provides "
             f"plugin API version {hookspecs.PLUGIN_API_VERSION}"
         )
-        return record
+        return
 
     from ..core_pin import core_pin_problem
 
@@ -200,25 +339,48 @@ def _load(eps: list[BackendEntryPoint]) -> BackendRecord:
     manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     manager.add_hookspecs(hookspecs)
     try:
-        manager.register(plugin, name=first.name)
+        manager.register(plugin, name=ep.name)
         manager.check_pending()
     except pluggy.PluginValidationError as exc:
-        record.mark_broken(f"plugin {first.name!r} ({first.distribution}) has an invalid hook: {exc}")
-        return record
+        record.mark_broken(f"plugin {ep.name!r} ({ep.distribution}) has an invalid hook: {exc}")
+        return
     record._manager = manager
+    lacking = _lacking_hooks(record)
+    if lacking:
+        record.mark_broken(f"plugin {ep.name!r} ({ep.distribution}) {lacking}", advice=(
+            f"Install a complete version of {ep.distribution or ep.name}, or uninstall it."
+        ))
+        return
 
     from .validation import validate_declaration
 
+    step[0] = f"calling {ep.value}'s tilelang_backend_spec()"
     try:
         raw = manager.hook.tilelang_backend_spec()
-    except Exception as exc:  # noqa: BLE001
-        record.mark_broken(f"hook tilelang_backend_spec raised {type(exc).__name__}: {exc}")
-        return record
+    except BaseException as exc:  # noqa: BLE001 - SystemExit too: plugin code may not end the process
+        missing = record.missing_dependency(exc)
+        if missing is not None:
+            record.mark_unavailable(missing)
+        else:
+            record.mark_broken(f"hook tilelang_backend_spec raised {type(exc).__name__}: {exc}")
+        return
     try:
-        record.spec = validate_declaration(raw, first, api)
+        record.spec = validate_declaration(raw, ep, api)
     except TileLangError as exc:
         record.mark_broken(str(exc))
-    return record
+
+
+def _lacking_hooks(record: BackendRecord) -> str:
+    """What the plugin lacks of :data:`~tilelang_core.hookspecs.REQUIRED_HOOKS` and the hook pairs, or ''."""
+    missing = [h for h in hookspecs.REQUIRED_HOOKS if not record.implements(h)]
+    if missing:
+        return f"does not implement the required hook{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+    for pair in hookspecs.PAIRED_HOOKS:
+        present = [h for h in pair if record.implements(h)]
+        if present and len(present) != len(pair):
+            absent = [h for h in pair if h not in present]
+            return f"implements {', '.join(present)} but not {', '.join(absent)}; they go together"
+    return ""
 
 
 _default: Optional[BackendRegistry] = None

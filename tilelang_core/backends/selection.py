@@ -20,6 +20,12 @@ AUTO = "auto"
 #: Target kinds that mean the same thing to a backend declaration.
 _KIND_ALIASES = {"hip": "rocm"}
 
+class BackendWarning(UserWarning):
+    """Something about the installed backends the user should know although the call worked: ``auto``
+    skipped a broken backend that might have won, or fell back to the next backend because a build
+    failed (the message names the backend and the failure)."""
+
+
 Verdict = Literal["chosen", "available", "build_only", "unavailable", "unsupported", "broken", "incompatible"]
 
 
@@ -160,6 +166,23 @@ def select_backend(name: str, target_kind: str, registry: Optional[BackendRegist
 
 
 def _select_auto(target_kind: str, registry: BackendRegistry) -> BackendRecord:
+    record = auto_candidates(target_kind, registry)[0]
+    _warn_if_deprecated(record)
+    return record
+
+
+def auto_candidates(target_kind: str, registry: Optional[BackendRegistry] = None) -> list[BackendRecord]:
+    """The available backends for ``target_kind`` in the order ``auto`` tries them, best first.
+
+    ``tilelang.compile`` builds with the first and falls back to the next when a build fails
+    (docs/hooks.md, exception policy). Warns (:class:`BackendWarning`) about each broken or
+    incompatible backend that was skipped although it might have won: one that declares the
+    target with a priority at least the chosen one's, or one whose declaration could not even be
+    read (a failed import, a name two distributions claim).
+
+    :raises NoBackendForTargetError: no backend is available, with every candidate's verdict.
+    """
+    registry = registry or get_registry()
     candidates = explain_selection(target_kind, registry)
     if not candidates or candidates[0].verdict != "chosen":
         detail = "; ".join(f"{c.name}: {c.verdict} ({c.reason})" for c in candidates) or "no backends installed"
@@ -167,16 +190,44 @@ def _select_auto(target_kind: str, registry: BackendRegistry) -> BackendRecord:
             f"no available execution backend for target {target_kind!r}: {detail}. "
             f"Install one (pip install tilelang-backend-<name>) or choose another target"
         )
-    record = registry.get(candidates[0].name)
-    assert record is not None
-    _warn_if_deprecated(record)
-    return record
+    chosen = candidates[0]
+    others = sorted((c for c in candidates if c.verdict == "available"), key=lambda c: (-(c.priority or 0), c.name))
+    records = [registry.get(c.name) for c in (chosen, *others)]
+    for c in candidates:
+        if c.verdict in ("broken", "incompatible"):
+            _warn_skipped(c, registry.get(c.name), chosen, target_kind)
+    return [r for r in records if r is not None]
+
+
+def _warn_skipped(skipped: Candidate, record: Optional[BackendRecord], chosen: Candidate, target_kind: str) -> None:
+    kind = declared_kind(record, target_kind) if record is not None and record.spec is not None else None
+    if record is not None and record.spec is not None:
+        if kind is None:
+            return  # it does not declare the target: it could not have won
+        priority = record.spec.targets[kind].priority
+        if priority < (chosen.priority or 0):
+            return
+        why = f"it declares priority {priority} for {target_kind!r}, not below {chosen.name!r} ({chosen.priority})"
+    else:
+        why = "its declaration could not be read, so it may have been the best choice"
+    warnings.warn(
+        f"execution_backend='auto' skipped execution backend {skipped.name!r} for target {target_kind!r} because "
+        f"it is {skipped.verdict}: {skipped.reason}; {why}; using {chosen.name!r} "
+        f"(`tilelang backends` lists every backend's state)",
+        BackendWarning,
+        stacklevel=4,  # the caller of tilelang.compile (or of select_backend's caller)
+    )
 
 
 _warned: set[tuple] = set()
 
 
 def _warn_if_deprecated(record: BackendRecord) -> None:
+    warn_if_deprecated(record, stacklevel=5)
+
+
+def warn_if_deprecated(record: BackendRecord, stacklevel: int = 2) -> None:
+    """Emit the ``DeprecationWarning`` of a backend that declares itself deprecated (naming its replacement)."""
     dep = record.spec.deprecated if record.spec else None
     if dep is None or (record.name, record.distribution, record.version) in _warned:
         return
@@ -186,4 +237,4 @@ def _warn_if_deprecated(record: BackendRecord) -> None:
         message += f"; use execution_backend={dep.replacement!r} instead"
     if dep.message:
         message += f". {dep.message}"
-    warnings.warn(message, DeprecationWarning, stacklevel=4)
+    warnings.warn(message, DeprecationWarning, stacklevel=stacklevel)

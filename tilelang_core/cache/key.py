@@ -1,7 +1,7 @@
 """The cache key of a kernel: a hash of what determines the compiled result, and nothing else.
 
-The key covers the kernel's canonical TIR text, target and host target, backend name and
-version, core (and TVM) version, ``pass_configs``, ``compile_flags``, ``out_idx`` and the
+The key covers the kernel's canonical TIR text, target and host target, backend name,
+version and a content hash of the backend plugin's installed files, core (and TVM) version, ``pass_configs``, ``compile_flags``, ``out_idx`` and the
 identity of the native compiler. It never depends on what else the process compiled: the TIR
 text is printed from the kernel as written (before the pipeline renames anything), and numeric
 suffixes that name generators add to variables (``i_1``, ``bx_17``) are renumbered by order of
@@ -23,7 +23,7 @@ from typing import Any, Optional, Sequence
 from ..capabilities import TargetCapability
 
 #: Bumped when what goes into a key, or how entries are laid out, changes.
-CACHE_KEY_VERSION = 1
+CACHE_KEY_VERSION = 2
 
 #: Source locations the language records for error messages ("tl.source_location", "tl.kernel_loc"):
 #: moving a kernel to another line or file must not make it a different kernel.
@@ -191,11 +191,16 @@ def compute_key(
     backend_name: str,
     backend_version: str,
     native_compiler: str,
+    backend_files: str = "",
     pass_configs: Optional[dict[str, Any]],
     compile_flags: Sequence[str],
     out_idx: Any,
 ) -> str:
-    """The cache key (64 hex digits) of compiling ``prim_func`` with these settings."""
+    """The cache key (64 hex digits) of compiling ``prim_func`` with these settings.
+
+    ``backend_files`` is :func:`plugin_files_hash` of the backend's distribution, so that a plugin
+    reinstalled with other code under the same version never gets kernels its old code built.
+    """
     import tvm
 
     from .. import __version__
@@ -209,7 +214,7 @@ def compute_key(
         "tir": canonical_tir(prim_func),
         "target": target,
         "target_host": target_host,
-        "backend": [backend_name, backend_version],
+        "backend": [backend_name, backend_version, backend_files],
         "native_compiler": native_compiler,
         "pass_configs": _jsonable(dict(pass_configs or {})),
         "compile_flags": list(compile_flags),
@@ -217,3 +222,102 @@ def compute_key(
     }
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+# -- the backend plugin's own files ------------------------------------------------------------
+
+_SKIPPED_SUFFIXES = (".pyc", ".pyo")
+
+
+def _file_digest(path: str) -> str:
+    """sha256 of a regular file's content (opened without following a final symlink), or a marker."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        return f"unreadable ({type(exc).__name__})"
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "not a regular file"
+        digest = hashlib.sha256()
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            digest.update(chunk)
+        return digest.hexdigest()
+    finally:
+        os.close(fd)
+
+
+def _tree_digests(root: str) -> list[tuple[str, str]]:
+    """(relative path, content digest) of every file under ``root``, except byte-code caches."""
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(_SKIPPED_SUFFIXES):
+                continue
+            full = os.path.join(folder, name)
+            found.append((os.path.relpath(full, root), _file_digest(full)))
+    return found
+
+
+def plugin_files_hash(dist: Any, package: str) -> str:
+    """Content hash (hex) of a backend plugin's installed files; cheap, computed once per registry record.
+
+    :param dist: the ``importlib.metadata`` distribution of the plugin (or None).
+    :param package: the top-level package of its entry-point module.
+
+    Uses the per-file sha256 digests that pip wrote into the distribution's ``RECORD`` when their
+    recorded size still matches the file (no file is read); a listed file without a digest or of
+    another size is hashed. When the plugin's package directory is not among the listed files (an
+    editable install, a distribution written by hand), the files of that directory are hashed, so
+    an edited build hook gives new keys even at the same version.
+    """
+    import importlib.util
+
+    entries: list[str] = []
+    covered = False
+    package_dir = None
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        package_dir = os.path.realpath(list(spec.submodule_search_locations)[0])
+    files = None
+    if dist is not None:
+        try:
+            files = dist.files
+        except Exception:  # noqa: BLE001 - unreadable metadata: hash what can be found instead
+            files = None
+    for item in sorted(files or (), key=str):
+        name = str(item)
+        if name.endswith(_SKIPPED_SUFFIXES) or "__pycache__" in name:
+            continue
+        try:
+            full = str(item.locate())
+        except Exception:  # noqa: BLE001
+            continue
+        if (not covered and package_dir is not None and name.startswith(package + "/")
+                and os.path.realpath(full).startswith(package_dir + os.sep)):
+            covered = True
+        recorded = getattr(item, "hash", None)
+        size = getattr(item, "size", None)
+        if recorded is not None and size is not None:
+            try:
+                same_size = os.stat(full).st_size == int(size)
+            except OSError:
+                same_size = False
+            if same_size:
+                entries.append(f"{name} {recorded.mode}={recorded.value}")
+                continue
+        if name.endswith("RECORD"):
+            continue  # lists the digests already used; has none of its own
+        entries.append(f"{name} sha256={_file_digest(full)}")
+    if package_dir is not None and not covered:
+        entries += [f"{package}/{rel} sha256={digest}" for rel, digest in _tree_digests(package_dir)]
+    return hashlib.sha256("\n".join(entries).encode()).hexdigest()

@@ -5,14 +5,22 @@ from __future__ import annotations
 import os
 import shlex
 import threading
+import warnings
 from collections import OrderedDict
 from typing import Any, Optional, Sequence, Union
 
 from ..artifact import BuildOptions, KernelArtifact, TensorParam
-from ..backends import select_backend
-from ..backends.selection import declared_kind
+from ..backends import BackendWarning, auto_candidates, select_backend
+from ..backends.selection import AUTO, declared_kind, warn_if_deprecated
 from ..capabilities import TargetCapability
-from ..errors import BackendCapabilityError, KernelDefinitionError
+from ..errors import (
+    BackendCapabilityError,
+    BackendError,
+    BuildError,
+    CompileFlagsError,
+    KernelDefinitionError,
+    KernelNotSupportedError,
+)
 from .kernel import BackendInfo, JITKernel
 from .outputs import OutIdx, bind_symbols_from_inputs, normalize_out_idx
 
@@ -33,13 +41,17 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
     :param out_idx: parameter index (negative allowed) or list of indices the kernel allocates
         and returns; the caller then passes only the other parameters.
     :param execution_backend: a backend name (``tilelang backends`` lists them) or ``"auto"``,
-        the available backend with the highest declared priority for the target.
+        the available backend with the highest declared priority for the target; when that one
+        refuses the kernel or its build fails, ``auto`` warns (``BackendWarning``, naming the
+        failure) and tries the next available backend. A backend given by name never falls back.
     :param target: ``"auto"``, a target string (``"c"``, ``"llvm"``, ``"cuda -arch=sm_90"``), a
         dict or a ``tvm.target.Target``.
     :param target_host: host target for GPU targets.
     :param verbose: print the generated sources and the commands the backend runs.
     :param pass_configs: lowering options (see docs/pipeline.md); unknown keys are an error.
     :param compile_flags: extra flags for the backend's native compiler (a list or one string).
+    :raises MissingDependencyError: TVM is not installed (the message says what to install).
+    :raises PassConfigError, CompileFlagsError: a bad ``pass_configs`` or ``compile_flags``.
     """
     from ..cache.store import active_cache
 
@@ -54,13 +66,47 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
                     print(f"[tilelang] {hit.name}: in-memory cache hit")
                 return hit
 
+    from ..dependencies import require
+
+    require("tvm", needed_by="tilelang.compile (lowering kernels)")
     from ..lowering import resolve_target
 
     prim_func = _check_prim_func(func)
     flags = _flags(compile_flags)
+    _check_pass_configs(pass_configs)
     resolved = resolve_target(target, target_host)
     kind = resolved.kind.name
-    record = select_backend(execution_backend, kind)
+    auto = execution_backend == AUTO
+    records = auto_candidates(kind) if auto else [select_backend(execution_backend, kind)]
+    failures: list[tuple[Any, BaseException]] = []
+    for position, record in enumerate(records):
+        try:
+            kernel = _compile_with(
+                record, prim_func, resolved, kind, cache, out_idx, target_host, pass_configs, flags, verbose
+            )
+        except _FALL_BACK_ON as exc:
+            if not auto:
+                raise
+            failures.append((record, exc))
+            if position + 1 < len(records):
+                _warn_fallback(record, exc, records[position + 1], prim_func, kind)
+            continue
+        if auto:
+            warn_if_deprecated(record, stacklevel=3)
+        if fast is not None:
+            _fast_store(fast, func, record, kernel)
+        return kernel
+    raise _first_failure(failures)  # outside the handler: each error keeps its own cause and context
+
+
+#: Failures of one backend after which ``auto`` tries the next: refusals, build failures, broken or
+#: unavailable backends. Mistakes in the kernel or the call (``OutIdxError``, ``LoweringError``, ...)
+#: and the environment's ``OSError`` are the same for every backend and raise at once.
+_FALL_BACK_ON = (BackendError, BuildError)
+
+
+def _compile_with(record, prim_func, resolved, kind, cache, out_idx, target_host, pass_configs, flags, verbose) -> JITKernel:
+    """Compile with one backend: lower for what it consumes and build, through the cache if active."""
     assert record.spec is not None
     capability = record.spec.targets[declared_kind(record, kind)]
     cannot_run = _cannot_run_here(record, kind)
@@ -85,6 +131,7 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
         target_host=str(host) if host is not None else (str(target_host) if target_host is not None else None),
         backend_name=record.name,
         backend_version=record.version or "0",
+        backend_files=record.files_hash(),
         native_compiler=native_compiler_identity(capability),
         pass_configs=pass_configs,
         compile_flags=flags,
@@ -95,11 +142,35 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
         cache_key = kernel.cache_key
         kernel = JITKernel.create(kernel.runner, kernel.artifact, kernel.backend, kernel.options, cannot_run=cannot_run)
         kernel.cache_key = cache_key
-    if fast is not None:
-        _fast_store(fast, func, record, kernel)
     if verbose:
         print(f"[tilelang] {kernel.name}: cache key {key}")
     return kernel
+
+
+def _summary(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _warn_fallback(record: Any, exc: BaseException, following: Any, prim_func: Any, kind: str) -> None:
+    from ..cache.key import kernel_name
+
+    warnings.warn(
+        f"execution_backend='auto': execution backend {record.name!r} could not build kernel "
+        f"{kernel_name(prim_func)!r} for target {kind!r} ({_summary(exc)}); falling back to the next available "
+        f"backend, {following.name!r}. Pass execution_backend={record.name!r} to get its full error",
+        BackendWarning,
+        stacklevel=3,  # the caller of tilelang.compile
+    )
+
+
+def _first_failure(failures: list[tuple[Any, BaseException]]) -> BaseException:
+    """The best backend's error, noting what the others that ``auto`` tried said."""
+    first = failures[0][1]
+    if len(failures) > 1 and hasattr(first, "add_note"):
+        tried = "; ".join(f"{record.name!r} ({_summary(exc)})" for record, exc in failures[1:])
+        first.add_note(f"execution_backend='auto' also tried: {tried}")
+    return first
 
 
 def build_kernel(
@@ -126,7 +197,12 @@ def build_kernel(
         print(f"[tilelang] {artifact.name}: target {artifact.target!r}, backend {record.name} {record.version}")
         if artifact.device_source:
             print(artifact.device_source)
-    runner = record.call("tilelang_backend_build", artifact=artifact, options=options)
+    try:
+        runner = record.call("tilelang_backend_build", artifact=artifact, options=options)
+    except KernelNotSupportedError as exc:
+        raise KernelNotSupportedError(
+            f"execution backend {record.name!r} does not support kernel {artifact.name!r} for target {kind!r}: {exc}"
+        ) from exc
     return JITKernel.create(runner, artifact, BackendInfo(record.name, record.version or "0"), options, cannot_run)
 
 
@@ -229,10 +305,23 @@ def _flags(compile_flags: Union[None, str, Sequence[str]]) -> list[str]:
     if compile_flags is None:
         return []
     if isinstance(compile_flags, str):
-        return shlex.split(compile_flags)
+        try:
+            return shlex.split(compile_flags)
+        except ValueError as exc:
+            raise CompileFlagsError(
+                f"compile_flags {compile_flags!r} cannot be split into flags like a shell command line ({exc}); "
+                f"balance its quotes, or pass a list of flags, e.g. ['-DNAME=a b']"
+            ) from None
     if isinstance(compile_flags, (list, tuple)) and all(isinstance(f, str) for f in compile_flags):
         return list(compile_flags)
-    raise TypeError(f"compile_flags must be a string or a list of strings, got {compile_flags!r}")
+    raise CompileFlagsError(f"compile_flags must be a string or a list of strings, got {compile_flags!r}")
+
+
+def _check_pass_configs(pass_configs: Any) -> None:
+    """``pass_configs`` must be a dict of known options (checked before anything else happens)."""
+    from ..lowering import validate_pass_configs
+
+    validate_pass_configs(pass_configs)
 
 
 def check_capabilities(

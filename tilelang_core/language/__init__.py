@@ -7,7 +7,11 @@ intrinsics, ``T.launch_thread``, ``T.thread_binding``, ``T.alloc_shared``, ``T.s
 ``T.ceildiv``, ``T.Kernel``, ``T.Parallel``, ``T.alloc_fragment``. See docs/language.md.
 """
 
-from tvm.script.tirx import *  # noqa: F401,F403 - the whole TVMScript tirx surface
+from ..dependencies import require as _require
+
+_require("tvm", needed_by="tilelang.language")  # a clear MissingDependencyError without TVM
+
+from tvm.script.tirx import *  # noqa: F401,F403,E402 - the whole TVMScript tirx surface
 
 from .core import (  # noqa: F401 - public API
     Kernel,

@@ -159,7 +159,10 @@ class Kernel:
             if isinstance(g, bool) or not (isinstance(g, Integral) or isinstance(g, tvm.ir.Expr)):
                 raise TypeError(f"T.Kernel grid extent #{i} must be an int or an expression, got {type(g).__name__}")
             if isinstance(g, Integral) and g < 1:
-                raise ValueError(f"T.Kernel grid extent #{i} must be >= 1, got {g}")
+                from ..errors import LoweringError  # a TileLangError: T.prim_func passes it through
+
+                where = _caller_location()
+                raise LoweringError(f"{where + ': ' if where else ''}T.Kernel grid extent #{i} must be >= 1, got {g}")
         if threads is None:
             threads = 1
         if isinstance(threads, Integral):

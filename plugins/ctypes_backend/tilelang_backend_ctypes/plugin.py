@@ -95,11 +95,13 @@ def tilelang_backend_build(artifact: Any, options: Any) -> Kernel:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
     except OSError as exc:
-        raise BuildError(f"cannot run the C compiler {cmd[0]!r}: {exc}; set $CC to a working compiler") from None
+        raise BuildError(f"cannot run the C compiler {cmd[0]!r}: {exc}; set $CC to a working compiler",
+                         command=cmd, output=str(exc), source=directory / SOURCE) from None
     if proc.returncode != 0:
+        output = (proc.stdout + proc.stderr).strip()
         raise BuildError(f"compiling kernel '{artifact.name}' failed (exit code {proc.returncode})\n"
                          f"command: {shlex.join(cmd)}\nsource kept at: {directory / SOURCE}\n"
-                         f"compiler output:\n{(proc.stdout + proc.stderr).strip()}")
+                         f"compiler output:\n{output}", command=cmd, output=output, source=directory / SOURCE)
     return Kernel(artifact, options, directory)
 
 

@@ -85,9 +85,10 @@ def test_compile_error_carries_command_output_and_source():
     assert "compiling kernel 'broken' (target c) failed" in msg
     assert "command: " in msg and "-O3" in msg and "-shared" in msg
     assert "error" in msg.lower()  # the compiler's own output
-    assert os.path.exists(err.source_path) and err.source_path in msg
-    assert "return this is not C" in open(err.source_path).read()
+    assert os.path.exists(err.source) and err.source in msg
+    assert "return this is not C" in open(err.source).read()
     assert err.command[0] and "-o" in err.command
+    assert err.output and err.output in msg
     assert isinstance(err, RuntimeError)
 
 

@@ -50,24 +50,22 @@ def _run(cmd: Sequence[str], *, what: str, source: Path, cwd: Path) -> None:
     try:
         proc = subprocess.run(list(cmd), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     except OSError as exc:
-        err = BuildError(
+        raise BuildError(
             f"cannot run the compiler for {what}: {exc}\n"
             f"command: {shlex.join(cmd)}\n"
             f"source kept at: {source}\n"
-            f"set $CC (C) or $TILELANG_NVCC (CUDA) to a working compiler"
-        )
-        err.command, err.output, err.source_path = list(cmd), str(exc), str(source)  # type: ignore[attr-defined]
-        raise err from None
+            f"set $CC (C) or $TILELANG_NVCC (CUDA) to a working compiler",
+            command=cmd, output=str(exc), source=source,
+        ) from None
     if proc.returncode != 0:
         output = proc.stdout.strip()
-        err = BuildError(
+        raise BuildError(
             f"compiling {what} failed (exit code {proc.returncode})\n"
             f"command: {shlex.join(cmd)}\n"
             f"source kept at: {source}\n"
-            f"compiler output:\n{output}"
+            f"compiler output:\n{output}",
+            command=cmd, output=output, source=source,
         )
-        err.command, err.output, err.source_path = list(cmd), output, str(source)  # type: ignore[attr-defined]
-        raise err
 
 
 def openmp_works(cc: Sequence[str]) -> bool:

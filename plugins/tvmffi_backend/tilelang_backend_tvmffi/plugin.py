@@ -27,7 +27,7 @@ from . import BACKEND_NAME, __version__
 #: Plugin API version this backend was written for (see ``tilelang_core.hookspecs``).
 TILELANG_PLUGIN_API = 1
 
-_PY_REQUIRES = {"python_modules": ["tvm", "tvm_ffi"]}
+_PY_REQUIRES = {"python_modules": ["tvm", "tvm_ffi", "torch"]}
 
 
 def _target(priority: int, **extra: Any) -> dict[str, Any]:

@@ -1,0 +1,124 @@
+"""Run a plugin's loading code (import, spec hook, probe hook) bounded in time, output on stderr.
+
+Loading runs in a daemon thread that the caller waits for at most :func:`plugin_timeout`
+seconds (``TILELANG_PLUGIN_TIMEOUT``, default :data:`DEFAULT_TIMEOUT`). A plugin that does not
+finish in time is left running in its thread, never waited for again, and its record is marked
+broken by the caller; the process, other backends and the CLI carry on (the thread does not keep
+the interpreter from exiting).
+
+Whatever the plugin code raises, ``SystemExit`` and ``KeyboardInterrupt`` included, is caught in
+that thread and handed back as a value: plugin code cannot end the host process. A real Ctrl-C
+arrives in the waiting thread and stops the program as usual.
+
+While the caller waits, ``sys.stdout`` points at ``sys.stderr``, so what a plugin prints while
+loading cannot mix with a program's own output (``tilelang backends --json``).
+
+Because loading runs in another thread, plugin code that runs while loading must not wait for
+the registry itself (it would wait until the time limit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional
+
+from ..errors import SettingError
+
+#: Environment variable: seconds one loading step of a plugin may take.
+TIMEOUT_ENV = "TILELANG_PLUGIN_TIMEOUT"
+
+#: Default for :data:`TIMEOUT_ENV`: generous, since a probe may import TVM and torch on a busy machine.
+DEFAULT_TIMEOUT = 60.0
+
+#: Modules an entry-point module must not pull in at import time.
+HEAVY_MODULES = ("torch", "tvm", "tvm_ffi", "cuda", "numpy")  # module names, not backend names
+
+
+def plugin_timeout() -> float:
+    """Seconds one loading step (import and declaration, or one probe) of a plugin may take.
+
+    :raises SettingError: ``TILELANG_PLUGIN_TIMEOUT`` is set but not a number of seconds > 0.
+    """
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise SettingError(
+            f"{TIMEOUT_ENV} must be a number of seconds greater than 0 (for example 30), got {raw!r}; "
+            f"unset it for the default of {DEFAULT_TIMEOUT:g} s"
+        )
+    return value
+
+
+_redirect_lock = threading.Lock()
+_redirect_depth = 0
+_saved_stdout: Any = None
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """``sys.stdout`` is ``sys.stderr`` inside; safe when several threads load plugins at once
+    (the first to enter swaps it, the last to leave puts the original back)."""
+    global _redirect_depth, _saved_stdout
+    with _redirect_lock:
+        if _redirect_depth == 0:
+            _saved_stdout, sys.stdout = sys.stdout, sys.stderr
+        _redirect_depth += 1
+    try:
+        yield
+    finally:
+        with _redirect_lock:
+            _redirect_depth -= 1
+            if _redirect_depth == 0:
+                sys.stdout, _saved_stdout = _saved_stdout, None
+
+
+@dataclass
+class Outcome:
+    """What running plugin code gave: its value, or the exception it raised, or nothing in time."""
+
+    value: Any = None
+    error: Optional[BaseException] = None
+    finished: bool = True
+    seconds: float = 0.0
+    heavy: list[str] = field(default_factory=list)
+
+
+def run_plugin_code(fn: Callable[[], Any], *, timeout: float, name: str = "plugin") -> Outcome:
+    """Call ``fn()`` in a daemon thread, wait at most ``timeout`` seconds, and report.
+
+    ``Outcome.heavy`` lists the :data:`HEAVY_MODULES` that were first imported while ``fn`` ran.
+    """
+    import time
+
+    outcome = Outcome(finished=False)
+    done = threading.Event()
+
+    def target() -> None:
+        before = {m for m in HEAVY_MODULES if m in sys.modules}
+        start = time.perf_counter()
+        try:
+            outcome.value = fn()
+        except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt too: plugin code may not end the process
+            outcome.error = exc
+        finally:
+            outcome.seconds = time.perf_counter() - start
+            outcome.heavy = [m for m in HEAVY_MODULES if m in sys.modules and m not in before]
+            done.set()
+
+    thread = threading.Thread(target=target, name=f"tilelang-load-{name}", daemon=True)
+    with _stdout_to_stderr():
+        thread.start()
+        finished = done.wait(timeout)
+    if not finished:
+        return Outcome(finished=False, seconds=timeout)
+    outcome.finished = True
+    return outcome
