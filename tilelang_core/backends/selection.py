@@ -219,9 +219,6 @@ def _warn_skipped(skipped: Candidate, record: Optional[BackendRecord], chosen: C
     )
 
 
-_warned: set[tuple] = set()
-
-
 def _warn_if_deprecated(record: BackendRecord) -> None:
     warn_if_deprecated(record, stacklevel=5)
 
@@ -229,9 +226,9 @@ def _warn_if_deprecated(record: BackendRecord) -> None:
 def warn_if_deprecated(record: BackendRecord, stacklevel: int = 2) -> None:
     """Emit the ``DeprecationWarning`` of a backend that declares itself deprecated (naming its replacement)."""
     dep = record.spec.deprecated if record.spec else None
-    if dep is None or (record.name, record.distribution, record.version) in _warned:
+    if dep is None or getattr(record, "_deprecation_warned", False):
         return
-    _warned.add((record.name, record.distribution, record.version))  # once per process
+    record._deprecation_warned = True  # once per loaded plugin (so once per process)
     message = f"execution backend {record.name!r} is deprecated since {record.distribution} {dep.since}"
     if dep.replacement:
         message += f"; use execution_backend={dep.replacement!r} instead"
