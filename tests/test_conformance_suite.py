@@ -29,6 +29,45 @@ BUGS = {
 }
 
 
+#: A CUDA backend on a machine without a driver: builds (keeps the source), never runs. LOAD is
+#: what its load hook does first: nothing, or (the planted bug) initialising the driver.
+BUILD_ONLY = """
+from pathlib import Path
+from tilelang_core.capabilities import Availability
+from tilelang_core.hookspecs import hookimpl
+TILELANG_PLUGIN_API = 1
+
+@hookimpl
+def tilelang_backend_spec():
+    return {"name": "NAME", "description": "a build-only test backend", "targets": {
+        "cuda": {"priority": 1, "consumes": ["device_source"], "device_language": "cuda"}}}
+
+@hookimpl
+def tilelang_backend_probe(target_kind):
+    return Availability.build_only_because("no CUDA driver (a test backend)")
+
+class Kernel:
+    def __init__(self, source):
+        self.source = source
+    def __call__(self, *args, **kwargs):
+        raise AssertionError("never called: the core refuses calls of a build-only target")
+
+@hookimpl
+def tilelang_backend_build(artifact, options):
+    return Kernel(artifact.device_source)
+
+@hookimpl
+def tilelang_backend_save(kernel, directory):
+    (Path(directory) / "kernel.cu").write_text(kernel.source)
+
+@hookimpl
+def tilelang_backend_load(artifact, directory, options):
+    LOAD
+    return Kernel((Path(directory) / "kernel.cu").read_text())
+"""
+DRIVER_AT_LOAD = 'from tilelang_core.errors import BackendUnavailableError; raise BackendUnavailableError("cuInit failed")'
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     root = tmp_path_factory.mktemp("site")
@@ -38,6 +77,9 @@ def site(tmp_path_factory):
             assert old in source
             source = source.replace(old, new)
         write_distribution(root, name, source, package=f"tilelang_backend_{name}")
+    for name, load in {"kitbuildonly": "pass", "kitdriverload": DRIVER_AT_LOAD}.items():
+        write_distribution(root, name, BUILD_ONLY.replace("NAME", name).replace("LOAD", load),
+                           package=f"tilelang_backend_{name}")
     return root
 
 
@@ -112,3 +154,12 @@ def test_pytest_plugin(installed, tmp_path):
     bad = subprocess.run([*cmd, "--tilelang-backend", "kitheavy"], capture_output=True, text=True, cwd=tmp_path)
     assert bad.returncode == 1 and "1 failed" in bad.stdout and "torch: import them inside the hooks" in bad.stdout, (
         bad.stdout[-2000:])
+
+
+def test_a_gpu_target_that_can_only_build_here_is_built_exported_and_loaded_without_a_device(installed):
+    good = run("kitbuildonly", "build_only", "kernel:static")
+    assert good["cuda:build_only"].status == "pass", good["cuda:build_only"].reason
+    assert good["cuda:kernel:static"].status == "skip" and "no CUDA driver" in good["cuda:kernel:static"].reason
+    bad = run("kitdriverload", "build_only")["cuda:build_only"]
+    assert bad.status == "fail" and "(a disk cache hit: the load hook) raised BackendUnavailableError: cuInit failed" in bad.reason, (
+        bad.reason)

@@ -16,7 +16,8 @@ point (in a fresh interpreter); the probe; reference kernels compared with torch
 dynamic shapes, shape expressions, scalars of every width, several outputs, every declared
 dtype, offset views, explicit strides, 0- and 1-sized inputs); every row of the error table
 (docs/backend-conventions.md) in a subprocess, plus random wrong calls; save/load in a fresh
-process; the kernel cache across processes; threads calling one kernel. Importing this module
+process; the kernel cache across processes; threads calling one kernel; for a GPU target that can
+only build here, building, exporting and loading without the device. Importing this module
 imports neither pytest, torch nor TVM.
 """
 

@@ -4,7 +4,9 @@ Jobs (SPEC is JSON with ``backend``, ``target``, ``device`` and the job's fields
 
 - ``errors``: make every error-table row's call (``rows``), then ``fuzz`` random wrong calls;
 - ``load``: ``tilelang.load`` the exported kernels (``paths``) and call them;
-- ``cache``: compile a kernel the parent cached (``key``) and count the build hook's calls.
+- ``cache``: compile a kernel the parent cached (``key``) and count the build hook's calls;
+- ``build_only``: compile the kernels the parent cached for a target that cannot run here
+  (``kernels``): each must come from the disk cache, and its call refuse.
 
 Each result is one JSON line on stdout, flushed before the next call, so that the parent can
 tell which call a crash happened in (``{"start": ...}`` lines mark each call).
@@ -188,9 +190,8 @@ def load(spec: dict) -> None:
     emit(loaded=len(kernels), problems=problems, tvm=tvm[:5])
 
 
-def cache(spec: dict) -> None:
-    import torch
-
+def _count_hook_calls(spec: dict) -> list[str]:
+    """The names of the backend's hooks called from now on, in order (a live list)."""
     from ..backends import get_registry
 
     record = get_registry().get(spec["backend"])
@@ -202,6 +203,13 @@ def cache(spec: dict) -> None:
         return original(hook, **kwargs)
 
     record.call = counting  # type: ignore[method-assign]
+    return calls
+
+
+def cache(spec: dict) -> None:
+    import torch
+
+    calls = _count_hook_calls(spec)
     emit(start="compile")
     kernel = _compile(spec, "vadd_dyn")
     problems = []
@@ -218,9 +226,38 @@ def cache(spec: dict) -> None:
     emit(cached=True, problems=problems)
 
 
+def build_only(spec: dict) -> None:
+    from ..errors import BackendUnavailableError
+
+    calls = _count_hook_calls(spec)
+    problems = []
+    for kernel_id in spec["kernels"]:
+        emit(start=f"compile {kernel_id}")
+        try:
+            kernel = _compile(spec, kernel_id)
+        except Exception as exc:  # noqa: BLE001 - reported as a problem
+            problems.append(f"compiling {kernel_id} again in a fresh process (a disk cache hit: the load hook) "
+                            f"raised {type(exc).__name__}: {exc}")
+            continue
+        if "tilelang_backend_build" in calls:
+            problems.append(f"a fresh process rebuilt {kernel_id} instead of loading it from the disk cache")
+        if "tilelang_backend_load" not in calls:
+            problems.append(f"a fresh process did not call tilelang_backend_load for {kernel_id}")
+        calls.clear()
+        emit(start=f"call {kernel_id}")
+        try:
+            kernel()
+            problems.append(f"calling {kernel_id} loaded from the disk cache returned, though the target cannot run here")
+        except BackendUnavailableError:
+            pass
+        except Exception as exc:  # noqa: BLE001 - reported as a problem
+            problems.append(f"calling {kernel_id} loaded from the disk cache raised {type(exc).__name__}: {exc}")
+    emit(built_only=True, problems=problems)
+
+
 def main(argv: list[str]) -> int:
     job, spec = argv[1], json.loads(argv[2])
-    {"errors": errors, "load": load, "cache": cache}[job](spec)
+    {"errors": errors, "load": load, "cache": cache, "build_only": build_only}[job](spec)
     return 0
 
 

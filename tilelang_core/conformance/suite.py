@@ -3,7 +3,8 @@
 ``Suite(name)`` lists the checks from the backend's declaration alone (``checks()``), and runs
 them one at a time (``run_check``) or all (``run``), each returning a :class:`Result` (pass, fail
 or skip, with the reason). Checks of a target the backend cannot run here (its probe says why)
-are skipped with that reason. Kernels are compiled with ``tilelang.compile`` through the real
+are skipped with that reason, except ``build_only`` of a GPU target whose probe says it can build
+here (the kernels build, export and load without the device, and their calls refuse). Kernels are compiled with ``tilelang.compile`` through the real
 pipeline into a private kernel cache (a temporary directory, removed by ``close``); the error
 table, the fresh-process load and the cache checks run in subprocesses so that a crash is
 reported, not suffered.
@@ -73,6 +74,8 @@ class Check:
     target: Optional[str]
     run: Callable[["Suite", Optional[str], str], Optional[str]] = field(compare=False, repr=False)
     """``run(suite, target, id)``: returns a note, or raises :class:`Skip` / :class:`Fail`."""
+    needs_device: bool = field(default=True, compare=False)
+    """Skipped with the probe's reason where the target cannot run (else the check decides)."""
 
     @property
     def name(self) -> str:
@@ -175,6 +178,8 @@ class Suite:
             return out
         for kind in self.targets:
             out.append(Check("probe", kind, _check_probe))
+            if kind in GPU_KINDS:
+                out.append(Check("build_only", kind, _check_build_only, needs_device=False))
             out += [Check(f"kernel:{k}", kind, fn) for k, fn in KERNEL_CHECKS.items()]
             out += [Check(f"dtype:{d}", kind, _check_dtype) for d in self.dtypes(kind, TENSOR_DTYPES)]
             out += [Check(f"scalar:{d}", kind, _check_scalar) for d in self.dtypes(kind, SCALAR_DTYPES)]
@@ -191,7 +196,7 @@ class Suite:
         start = time.perf_counter()
         try:
             with self._environment():
-                if check.target is not None:
+                if check.target is not None and check.needs_device:
                     self._require_available(check.target)
                 note = check.run(self, check.target, check.id)
             status, reason = "pass", note or ""
@@ -208,10 +213,14 @@ class Suite:
         for check in self.checks():
             yield self.run_check(check)
 
-    def _require_available(self, kind: str) -> None:
+    def availability(self, kind: str) -> Any:
+        """The backend's probe answer for ``kind`` (probed once per suite)."""
         if kind not in self._availability:
             self._availability[kind] = self.registry.probe(self.record, kind)
-        availability = self._availability[kind]
+        return self._availability[kind]
+
+    def _require_available(self, kind: str) -> None:
+        availability = self.availability(kind)
         if self.record.status != "ok":
             raise Fail(f"the backend is {self.record.status}: {self.record.reason}")
         if not availability.available:
@@ -513,6 +522,49 @@ def _check_wrong_calls(suite: Suite, kind: str, _id: str) -> str:
     return f"{fuzz['calls']} random calls ({fuzz['errors']} refused), no crash"
 
 
+# -- a target that can build but not run here -------------------------------------------------
+
+#: Reference kernels exported and loaded back by the save/load and build-only checks.
+ROUND_TRIP_KERNELS = ("vadd_dyn", "pad_out", "scalars")
+
+
+def _check_build_only(suite: Suite, kind: str, _id: str) -> str:
+    """Where the probe says *build only* (a compiler, no driver or device): the reference kernels
+    build, their calls refuse with ``BackendUnavailableError``, they export, and a fresh process
+    gets them from the disk cache through the load hook, without a device."""
+    from ..errors import BackendUnavailableError
+
+    record = suite.record
+    _expect(record.status == "ok", f"the backend is {record.status}: {record.reason}")
+    availability = suite.availability(kind)
+    if availability.available:
+        raise Skip(f"target {kind!r} runs here: the other checks build and run its kernels")
+    if not availability.can_build:
+        raise Skip(f"target {kind!r} can neither build nor run here: {availability.reason}")
+    for kernel_id in ROUND_TRIP_KERNELS:
+        kernel = suite.compile(kind, kernel_id)
+        try:
+            kernel()
+        except BackendUnavailableError:
+            pass
+        except Exception as exc:  # noqa: BLE001 - reported as the failure
+            raise Fail(f"calling {kernel_id} built for {kind!r} raised {type(exc).__name__}: {exc}; "
+                       "expected BackendUnavailableError") from None
+        else:
+            raise Fail(f"calling {kernel_id} built for {kind!r} returned, though the target cannot run here")
+    if not (record.implements("tilelang_backend_save") and record.implements("tilelang_backend_load")):
+        return f"built {len(ROUND_TRIP_KERNELS)} kernels; their calls refuse (no save/load hooks)"
+    for kernel_id in ROUND_TRIP_KERNELS:
+        suite.compile(kind, kernel_id).export(suite._tmp / "export-build-only" / kind / kernel_id)
+    child = suite.child(kind, "build_only", {"kernels": list(ROUND_TRIP_KERNELS)})
+    done = next((line for line in child["lines"] if "built_only" in line), None)
+    if done is None:
+        raise Fail(_death(child))
+    _expect(not done["problems"], "; ".join(done["problems"]))
+    return (f"built and exported {len(ROUND_TRIP_KERNELS)} kernels, a fresh process loaded them from the disk "
+            "cache; every call refuses with BackendUnavailableError")
+
+
 # -- save/load, the kernel cache, threads -----------------------------------------------------
 
 
@@ -521,7 +573,7 @@ def _check_save_load(suite: Suite, kind: str, _id: str) -> str:
     if not (record.implements("tilelang_backend_save") and record.implements("tilelang_backend_load")):
         raise Skip("the backend does not implement tilelang_backend_save/load: kernels are rebuilt in every process")
     exported = {}
-    for kernel_id in ("vadd_dyn", "pad_out", "scalars"):
+    for kernel_id in ROUND_TRIP_KERNELS:
         path = suite._tmp / "export" / kind / kernel_id
         if not path.exists():
             suite.compile(kind, kernel_id).export(path)
