@@ -15,6 +15,8 @@ from tilelang_core.errors import BackendCapabilityError
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = ROOT / "examples"
 CPU_KINDS = ("c", "llvm")
+# Retired backends (ctypes) are compared too: their once-per-process deprecation warning is expected.
+pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
 
 
 def _examples():

@@ -46,7 +46,7 @@ def tilelang_backend_spec() -> dict[str, Any]:
                 "platforms": ["linux", "darwin"],
                 "dtypes": DTYPES,
                 "loads_without_tvm": True,
-                "requires": {"executables": [compiler()[0]]},
+                "requires": {"executables": [compiler()[0]], "python_modules": ["torch"]},
                 "native_compiler": {"program": "cc", "env": "CC"},
             }
         },
@@ -58,6 +58,8 @@ class Kernel:
 
     def __init__(self, artifact: Any, options: Any, directory: Path) -> None:
         import ctypes
+        import shutil
+        import weakref
 
         from tilelang_core.calling import CallChecker, ctypes_type
 
@@ -68,6 +70,9 @@ class Kernel:
         self.function.restype = None if entry.return_type == "void" else ctypes.c_int32
         self.function.argtypes = [ctypes.c_void_p if a.kind == "pointer" else ctypes_type(a.dtype) for a in entry.args]
         self.checker = CallChecker(artifact, options.out_idx)
+        # The folder is this kernel's own (a build's, or a private copy of a saved one): remove it with
+        # the kernel. The loaded library stays mapped; a failed build keeps its folder for the error.
+        weakref.finalize(self, shutil.rmtree, str(self.directory), True)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Check the call, allocate the outputs, run the entry function (ctypes releases the GIL)."""
