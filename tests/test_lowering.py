@@ -221,6 +221,24 @@ def test_cuda_vector_add_dynamic():
     assert art.params[0].device == "cuda"
 
 
+def test_cuda_expression_in_the_grid_and_the_body_is_not_a_kernel_argument():
+    """``n + 2`` in the grid and in the bound: common-subexpression elimination must not bind it
+    to a variable that the host passes to the kernel (no KernelArg can describe it)."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def pad(A: T.Tensor((n,), "float32"), Out: T.Tensor((n + 2,), "float32")):
+        with T.Kernel(T.ceildiv(n + 2, 64), threads=64) as bx:
+            for i in T.Parallel(64):
+                if bx * 64 + i < n + 2:
+                    Out[bx * 64 + i] = T.if_then_else(bx * 64 + i >= 1 and bx * 64 + i <= n, A[bx * 64 + i - 1], T.float32(0))
+
+    (kernel,) = lower(pad, target="cuda").device_kernels
+    assert [(a.kind, a.param_index, a.symbol) for a in kernel.args] == [
+        ("pointer", 0, None), ("pointer", 1, None), ("scalar", None, "n")]
+    assert kernel.launch.grid == ["(n + 65) // 64", 1, 1]
+
+
 def test_cuda_target_string_with_arch_and_2d_launch():
     art = lower(matmul(T.dynamic("m"), 40, 8), target="cuda -arch=sm_90")
     assert art.target == "cuda -arch=sm_90"

@@ -100,7 +100,6 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         tirx.transform.UnrollLoop(),
         tirx.transform.StmtSimplify(),
         tirx.transform.RemoveNoOp(),
-        *_cse(configs),
         tirx.transform.FP8ComputeLegalize(),
         tirx.transform.VerifyMemory(),
         tirx.transform.AnnotateEntryFunc(),
@@ -110,6 +109,10 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         s_tir.transform.LowerThreadAllreduce(),
         s_tir.transform.MergeSharedMemoryAllocations(),
         tirx.transform.SplitHostDevice(),
+        # After the split: before it, CSE can bind an expression the host and a kernel share
+        # (``n + 2`` of a grid size and a bound) to a variable that becomes a kernel argument
+        # no KernelArg can describe.
+        *_cse(configs),
     ]
     return tvm.transform.Sequential(passes, name="tl.gpu")
 

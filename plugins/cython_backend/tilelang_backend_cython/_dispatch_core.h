@@ -547,9 +547,11 @@ static int tl_read_scalar(tl_kernel *k, const tl_param *p, PyObject *obj, tl_val
     long long x;
     int overflow = 0;
     const char *kind = p->scalar_kind == TL_SCALAR_BOOL ? "a bool" : "an int";
+    PyObject *as_int = NULL; /* the int a uint64 value above INT64_MAX is read from */
     if (PyLong_Check(obj)) {
       x = PyLong_AsLongLongAndOverflow(obj, &overflow);
       if (x == -1 && PyErr_Occurred()) return -1;
+      if (overflow > 0) as_int = obj;
     } else if (!PyFloat_Check(obj) && PyIndex_Check(obj) && !PyObject_TypeCheck(obj, k->tensor_type)) {
       PyObject *i = PyNumber_Index(obj);
       if (!i) {
@@ -558,13 +560,23 @@ static int tl_read_scalar(tl_kernel *k, const tl_param *p, PyObject *obj, tl_val
         return -1;
       }
       x = PyLong_AsLongLongAndOverflow(i, &overflow);
+      if (overflow > 0 && !p->scalar_signed && p->scalar_bits == 64) {
+        unsigned long long u = PyLong_AsUnsignedLongLong(i);
+        if (PyErr_Occurred()) PyErr_Clear(); else { x = (long long)u; overflow = -2; }
+      }
       Py_DECREF(i);
       if (x == -1 && PyErr_Occurred()) return -1;
     } else {
       tl_arg_error(k, PyExc_TypeError, p, "expected %s, got %s", kind, tl_short_type_name(obj));
       return -1;
     }
-    if (!overflow && p->scalar_kind == TL_SCALAR_BOOL) {
+    if (as_int && !p->scalar_signed && p->scalar_bits == 64) { /* uint64 up to 2**64 - 1: pass its bits */
+      unsigned long long u = PyLong_AsUnsignedLongLong(as_int);
+      if (PyErr_Occurred()) PyErr_Clear(); else { x = (long long)u; overflow = -2; }
+    }
+    if (overflow == -2) {
+      overflow = 0; /* a uint64 above INT64_MAX, already range-checked */
+    } else if (!overflow && p->scalar_kind == TL_SCALAR_BOOL) {
       if (x != 0 && x != 1) {
         tl_arg_error(k, PyExc_ValueError, p, "expected a bool (True/False, 0 or 1), got %lld", x);
         return -1;
@@ -792,6 +804,9 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
     } else if (k->api->current_work_stream((int32_t)k->device_type, dev_id, &stream) != 0) {
       return NULL;
     }
+  } else if (stream_obj && stream_obj != Py_None) { /* CPU: ignored, but it must be a stream */
+    void *ignored = NULL;
+    if (tl_read_stream(k, stream_obj, &ignored) != 0) return NULL;
   }
 
   /* outputs */

@@ -21,6 +21,7 @@ and copied back afterwards.
 from __future__ import annotations
 
 import ast
+import functools
 import operator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -450,6 +451,8 @@ class _CallPlan:
             if isinstance(p, TensorParam) and p.index_limit is not None:
                 reach = f"a{j}.numel()" if p.strides is None else f"_reach(a{j})"
                 conds.append(f"{reach} <= {int(p.index_limit)}")
+        if any(isinstance(p, TensorParam) and p.strides is not None for _, p in self.inputs):
+            conds.append("_M is None")  # explicit strides: always the general path (see slow_call)
         for j, (_, p) in enumerate(self.inputs):
             if isinstance(p, ScalarParam):  # exact Python types only; others are converted by _slow
                 conds.append(_scalar_fast_condition(f"a{j}", p.dtype))
@@ -465,8 +468,9 @@ class _CallPlan:
         params = "".join(f"{a}=_M, " for a in arg_names)
         packed = "(" + "".join(f"{a}, " for a in arg_names) + ")"
         given = f"tuple(x for x in {packed} if x is not _M) + rest"
-        lines = [f"def __call__({params}*rest, stream=None):"]
-        lines.append(f"    if {' and '.join(conds + ['stream is None', 'not rest'])}:")
+        env["_bad_kw"] = functools.partial(_unexpected_keyword, self.name)
+        lines = [f"def __call__({params}*rest, stream=None, **kw):"]
+        lines.append(f"    if {' and '.join(conds + ['stream is None', 'not rest', 'not kw'])}:")
         lines.append("        try:")
         if aligned_check:
             lines.append(f"            if {aligned_check}:")
@@ -475,6 +479,8 @@ class _CallPlan:
         lines.append("        except Exception as exc:")
         lines.append(f"            _reraise({given}, exc)")
         lines.append(f"        return {ret}")
+        lines.append("    if kw:")
+        lines.append("        _bad_kw(kw)")
         lines.append(f"    return _slow({given}, stream)")
         code = "\n".join(lines) + "\n"
         self.code = code
@@ -648,6 +654,11 @@ class _CallPlan:
         for sym, (j, d) in self.symbol_source.items():
             if sym not in symbols:
                 symbols[sym] = int(call_args[self.inputs[j][0]]) if d is None else int(args[j].shape[d])
+        for pi, p in self.inputs:
+            if isinstance(p, TensorParam) and p.strides is not None:  # TVM also checks size-1 dims' strides
+                x, want = call_args[pi], [symbolic.evaluate(s, symbols) for s in p.strides]
+                if list(x.stride()) != want:  # check() allowed it: only size-1 dims differ, same addresses
+                    call_args[pi] = x.as_strided(x.shape, want, x.storage_offset())
         outs = []
         context = self._stream_context(stream, device)
         with context:
@@ -765,8 +776,13 @@ def _scalar_fast_condition(var: str, dtype: str) -> str:
     if dtype in _INT_DTYPES:
         bits = int(dtype.lstrip("uint"))
         lo, hi = (0, (1 << bits) - 1) if dtype.startswith("u") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+        hi = min(hi, (1 << 63) - 1)  # larger uint64 values go through _scalar_value
         return f"(type({var}) is int and {lo} <= {var} <= {hi})"
     return f"(type({var}) is float or type({var}) is int)"
+
+
+def _unexpected_keyword(name: str, kwargs: dict) -> None:
+    raise TypeError(f"{name}() got an unexpected keyword argument '{next(iter(kwargs))}' (only 'stream' is accepted)")
 
 
 def _short_type_name(x: Any) -> str:
@@ -780,7 +796,7 @@ def _scalar_value(pre: str, dtype: str, x: Any, tensor_type: Any) -> tuple[Optio
     ``__index__`` objects (not floats, not tensors) that fit the dtype; bool takes 0 or 1.
     """
     if dtype not in _INT_DTYPES and dtype != "bool":
-        if isinstance(x, (int, float)):
+        if isinstance(x, (int, float)) and (type(x) is float or -(2**1023) < x < 2**1023):
             return None, float(x) if type(x) not in (int, float) else x
         if hasattr(type(x), "__float__") and not isinstance(x, tensor_type) and not isinstance(x, (str, bytes)):
             try:
@@ -806,4 +822,6 @@ def _scalar_value(pre: str, dtype: str, x: Any, tensor_type: Any) -> tuple[Optio
     lo, hi = (0, (1 << bits) - 1) if dtype.startswith("u") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
     if not lo <= value <= hi:
         return ValueError(f"{pre}: value {x!r} does not fit in {dtype}"), None
+    if dtype == "uint64" and value >= 1 << 63:
+        value -= 1 << 64  # TVM's FFI passes 64-bit ints signed: the same bits
     return None, value
