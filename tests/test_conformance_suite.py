@@ -1,6 +1,6 @@
 """The conformance suite itself: it lists checks from the declaration, passes a conforming backend
-and fails (with the reason) backends that truncate scalars, crash on a bad call or import torch
-at load. The backends are the scaffold's plugin (tilelang backends new), really installed as a
+and fails (with the reason) backends that truncate scalars, skip the overlap or index-range
+checks, crash on a bad call or import torch at load. The backends are the scaffold's plugin (tilelang backends new), really installed as a
 distribution on a temporary path, with one bug planted each."""
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ BUGS = {
                                     "self.checker._scalar = lambda index, x, *_: x; call = self.checker.bind(args, kwargs)")},
     # an unknown keyword dereferences NULL
     "kitcrash": {CALL: '        if "out" in kwargs:\n            import ctypes; ctypes.string_at(0)\n' + CALL},
+    # a backend that never compares the tensors' memory: vadd(A, B, A) computes garbage
+    "kitoverlap": {CALL: "        self.checker._overlap_pairs = []\n" + CALL},
+    # a backend that trusts 32-bit indices: it would read 2**31 elements and allocate 8 GiB
+    "kitindex": {CALL: "        self.checker._limit = {}\n" + CALL},
     "kitheavy": {"from tilelang_core.hookspecs import hookimpl\n": "import torch\nfrom tilelang_core.hookspecs import hookimpl\n"},
 }
 
@@ -116,6 +120,38 @@ def test_truncating_scalars_fail_the_error_table(installed):
     for check in ("c:error:int32_range", "c:error:uint64_range"):
         assert bad[check].status == "fail"
         assert "does not fit in" in bad[check].reason and bad[check].reason.endswith("got no error")
+
+
+def test_the_tables_index_limit_is_the_pipelines():
+    from tilelang_core.conformance.error_table import INDEX_LIMIT_32 as table
+    from tilelang_core.lowering.signature import INDEX_LIMIT_32 as pipeline
+
+    assert table == pipeline
+
+
+@pytest.mark.slow
+def test_skipping_the_overlap_check_fails_the_error_table(installed):
+    ok = run("kitok", "error:overlap", "kernel:aliasing_inputs")
+    assert {k: r.status for k, r in ok.items()} == {
+        "c:error:overlap_same": "pass", "c:error:overlap_shifted": "pass", "c:kernel:aliasing_inputs": "pass"}, ok
+    bad = run("kitoverlap", "error:overlap", "kernel:aliasing_inputs")
+    assert bad["c:kernel:aliasing_inputs"].status == "pass"  # what stays allowed still runs
+    for check in ("c:error:overlap_same", "c:error:overlap_shifted"):
+        assert bad[check].status == "fail"
+        assert "overlap in memory" in bad[check].reason and bad[check].reason.endswith("got no error"), bad[check].reason
+
+
+@pytest.mark.slow
+def test_skipping_the_index_range_check_fails_the_error_table_without_allocating(installed):
+    ok = run("kitok", "error:index")
+    assert {k: r.status for k, r in ok.items()} == {"c:error:index_input": "pass", "c:error:index_output": "pass"}, ok
+    bad = run("kitindex", "error:index")
+    assert {k: r.status for k, r in bad.items()} == {"c:error:index_input": "fail", "c:error:index_output": "fail"}
+    # the input is refused for its stride-0 layout instead; the 8 GiB output cannot be allocated
+    # under the suite's address-space cap, so the row fails instead of exhausting the machine
+    assert "got ValueError(\"vadd_dyn() argument 'A' (#0): expected a contiguous tensor, got strides (0,)" in (
+        bad["c:error:index_input"].reason), bad["c:error:index_input"].reason
+    assert "got RuntimeError(" in bad["c:error:index_output"].reason, bad["c:error:index_output"].reason
 
 
 @pytest.mark.slow

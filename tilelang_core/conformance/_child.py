@@ -14,10 +14,14 @@ tell which call a crash happened in (``{"start": ...}`` lines mark each call).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import sys
-from typing import Any
+from typing import Any, Iterator
+
+#: Bytes of address space a capped call may add to what the process already uses.
+CAP_MARGIN = 1 << 30
 
 
 def emit(**fields: Any) -> None:
@@ -63,7 +67,8 @@ def errors(spec: dict) -> None:
             continue
         args, kwargs = row.call(maker)
         try:
-            kernel(*args, **kwargs)
+            with address_space_capped(row.capped and spec["device"] == "cpu"):
+                kernel(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - compared with the table by the parent
             emit(row=row.id, type=type(exc).__name__, message=str(exc))
         else:
@@ -75,6 +80,30 @@ def errors(spec: dict) -> None:
             except BackendCapabilityError:
                 pass
     fuzz(spec, {k: v for k, v in built.items() if k != "status7"}, torch)
+
+
+@contextlib.contextmanager
+def address_space_capped(enabled: bool) -> Iterator[None]:
+    """While enabled (on Linux), cap the address space at :data:`CAP_MARGIN` above what the process
+    uses: a call that tries to allocate gigabytes raises instead of exhausting the machine. The
+    soft limit is restored afterwards (an unprivileged process may raise it back to the hard one)."""
+    if not enabled or not sys.platform.startswith("linux"):
+        yield
+        return
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/status") as status:
+        used = int(status.read().split("VmSize:")[1].split()[0]) * 1024
+    cap = used + CAP_MARGIN
+    for limit in (soft, hard):
+        if limit != resource.RLIM_INFINITY:
+            cap = min(cap, limit)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def _random_value(rng: random.Random, torch: Any, device: str) -> Any:

@@ -409,6 +409,27 @@ def _k_offset_views(suite: Suite, kind: str) -> None:
     _expect(bool((big[:5] == 0).all() and (big[21:] == 0).all()), "vadd wrote outside the output view")
 
 
+def _k_aliasing_inputs(suite: Suite, kind: str) -> None:
+    """Read-only tensors may share memory; a written tensor right next to an input shares none."""
+    torch, dev = _torch(), suite.device(kind)
+    k = suite.compile(kind, "vadd")
+    a, c = _rand(torch, 16, device=dev), torch.zeros(16, device=dev)
+    k(a, a, c)
+    _close(torch, c, 2 * a, "vadd(A, A, C): both inputs are the same tensor, only read")
+    buf = _rand(torch, 48, device=dev)
+    k(buf[0:16], buf[8:24], buf[32:48])
+    _close(torch, buf[32:48], buf[0:16] + buf[8:24], "vadd on overlapping read-only views, writing a disjoint one")
+    k(buf[0:16], buf[32:48], buf[16:32])
+    _close(torch, buf[16:32], buf[0:16] + buf[32:48], "vadd writing a view adjacent to both inputs (no byte shared)")
+    x = _rand(torch, 8, device=dev)
+    out = suite.compile(kind, "vadd_dyn")(x, x)
+    _close(torch, out, 2 * x, "vadd_dyn(X, X) into a fresh out_idx output")
+    empty = suite.compile(kind, "pad")
+    y = torch.full((2,), 7.0, device=dev)
+    empty(y[0:0], y)  # A has no elements: it overlaps nothing, though Out starts at its address
+    _close(torch, y, torch.zeros(2, device=dev), "pad(A of 0 elements, Out of 2) at the same address")
+
+
 def _k_explicit_strides(suite: Suite, kind: str) -> None:
     torch, dev = _torch(), suite.device(kind)
     k = suite.compile(kind, "colmajor")
@@ -431,6 +452,10 @@ def _k_scalars(suite: Suite, kind: str) -> None:
     out = suite.compile(kind, "scalars")(*values)
     want = float(8 + 1.5 + 1 + 7 - 5) + float(2**64 - 1)
     _close(torch, out.cpu(), torch.tensor([want], dtype=torch.float64), f"scalars{values}")
+    values = (8, -(2**70), True, 7, -5, 3)  # a float scalar takes any int a double holds, beyond int64 too
+    out = suite.compile(kind, "scalars")(*values)
+    want = 8.0 - float(2**70) + 1.0 + 7.0 - 5.0 + 3.0
+    _close(torch, out.cpu(), torch.tensor([want], dtype=torch.float64), f"scalars{values}")
 
 
 KERNEL_CHECKS: dict[str, Callable] = {
@@ -442,6 +467,7 @@ KERNEL_CHECKS: dict[str, Callable] = {
     "several_outputs": _k_several_outputs,
     "scalar_symbol": _k_scalar_symbol,
     "offset_views": _k_offset_views,
+    "aliasing_inputs": _k_aliasing_inputs,
     "explicit_strides": _k_explicit_strides,
     "autograd_inputs": _k_autograd_inputs,
     "scalars": _k_scalars,
