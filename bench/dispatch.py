@@ -80,7 +80,8 @@ def hand_written_artifact(n_tensors: int, *, openmp_blocks: bool = False):
         name=name,
         target="c",
         target_kind="c",
-        params=[{"kind": "tensor", "name": n, "dtype": "float32", "shape": [N_ELEMS], "device": "cpu"} for n in names],
+        params=[{"kind": "tensor", "name": n, "dtype": "float32", "shape": [N_ELEMS], "device": "cpu",
+                 "written": n == "out"} for n in names],
         device_kernels=[{
             "name": name,
             "args": [{"name": n, "kind": "pointer", "dtype": "float32", "param_index": i} for i, n in enumerate(names)],

@@ -154,7 +154,10 @@ def test_a_record_whose_kernel_is_gone_compiles_only_the_best_config(kit):
     shutil.rmtree(kit.cache / "kernels")
     AutoTuner._memory_cache.clear()
     K.kit_vadd_tuned._tuner_cache.clear()
-    tilelang.cache.clear()
+    from tilelang_core.jit.compile import clear_memory
+
+    clear_memory()  # forget in-memory kernels only: the stored tuning result stays
+    tilelang.cache.get_cache().memory.clear()
     before = len(kit.log("builds"))
     kernel = K.kit_vadd_tuned(64)
     assert kernel.config == {"speed": 4} and kit.log("builds")[before:] == ["vadd_s4"]
@@ -171,6 +174,17 @@ def test_an_unusable_record_is_removed_and_tuned_again(kit):
         kernel = K.kit_vadd_tuned(64)
     assert kernel.config == {"speed": 4} and not only_result(K.kit_vadd_tuned).from_cache
     assert json.loads(path.read_text())["best_config"] == {"speed": 4}
+
+
+def test_cache_clear_removes_stored_results_so_the_next_call_tunes_again(kit):
+    K.kit_vadd_tuned(64)
+    assert len(kit.records()) == 1
+    AutoTuner._memory_cache.clear()
+    K.kit_vadd_tuned._tuner_cache.clear()
+    assert tilelang.cache.clear_report()["tuning_records"] == 1
+    assert kit.records() == []
+    kernel = K.kit_vadd_tuned(64)
+    assert kernel.config == {"speed": 4} and not only_result(K.kit_vadd_tuned).from_cache
 
 
 def test_callbacks_keep_results_off_disk_unless_a_key_is_given(kit):

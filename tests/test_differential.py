@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from tilelang_core.errors import BackendCapabilityError
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = ROOT / "examples"
 CPU_KINDS = ("c", "llvm")
+# Retired backends (ctypes) are compared too: their once-per-process deprecation warning is expected.
+pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
 
 
 def _examples():
@@ -106,10 +110,14 @@ def test_language_test_kernels_on_every_backend(case):
     for backend, kind in PAIRS:
         torch.manual_seed(0)  # the same inputs for every backend
         inputs = inputs_fn()
-        kernel = tilelang.compile(build(), out_idx=out_idx, execution_backend=backend, target=kind)
+        try:
+            kernel = tilelang.compile(build(), out_idx=out_idx, execution_backend=backend, target=kind)
+        except BackendCapabilityError:
+            continue  # a dtype the backend does not declare (ctypes: no float16)
         result = kernel(*inputs)
         check(result, inputs)
         outputs[(backend, kind)] = result if result is not None else inputs[0]
+    assert outputs, f"no backend declares what {name} needs"
     first = next(iter(outputs.values()))
     for key, value in outputs.items():
         if name.startswith("lowering.output_shape_expression"):

@@ -29,6 +29,7 @@ def test_hook_has_docstring_with_params_and_when_called(hook):
 def test_generated_docs_are_current():
     assert (ROOT / "docs" / "hooks.md").read_text() == GEN["hooks_markdown"](), "run scripts/gen_docs.py"
     assert (ROOT / "docs" / "capabilities.md").read_text() == GEN["capabilities_markdown"](), "run scripts/gen_docs.py"
+    assert (ROOT / "docs" / "backend-conventions.md").read_text() == GEN["conventions_markdown"](), "run scripts/gen_docs.py"
 
 
 @pytest.mark.parametrize("hook", HOOKS)

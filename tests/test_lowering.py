@@ -114,7 +114,8 @@ def output_shape_expression():
 def test_c_vector_add_dynamic_artifact():
     art = lower(vector_add(T.dynamic("n")), target="c")
     assert art.name == "main" and art.target == "c" and art.target_kind == "c" and art.host_target is None
-    assert art.params == [TensorParam(name=x, dtype="float32", shape=["n"], device="cpu") for x in "ABC"]
+    assert art.params == [TensorParam(name=x, dtype="float32", shape=["n"], device="cpu", written=x == "C",
+                                      index_limit=2**31 - 2**20) for x in "ABC"]
     assert [(s.name, s.param_index, s.dim) for s in art.symbols] == [("n", 0, 0)]
     (kernel,) = art.device_kernels
     assert kernel.name == "main_kernel" and kernel.launch is None and kernel.return_type == "int32"
@@ -154,7 +155,9 @@ def test_matmul_2d_grid_and_fragment_in_c():
     src = art.device_source
     assert art.params[0].shape == ["m", 8] and art.params[2].shape == ["m", 24]
     assert "float acc_ptr[256];" in src  # the fragment is a per-block stack array
-    assert "for (int32_t block_idx = 0; block_idx < (((m + 15) >> 4) * 2); ++block_idx)" in src  # one loop
+    # one loop over the blocks of both grid axes, outlined into a block-range function
+    assert "for (int32_t block_idx = tl_block_begin; block_idx < tl_block_end; ++block_idx)" in src
+    assert art.device_kernels[0].block_launcher == art.device_kernels[0].name + "_block_launcher"
 
 
 def strided_rows(M, N):
@@ -216,6 +219,24 @@ def test_cuda_vector_add_dynamic():
     assert 'extern "C" __global__' in art.device_source and "main_kernel(" in art.device_source
     assert "blockIdx.x" in art.device_source and "threadIdx.x" in art.device_source
     assert art.params[0].device == "cuda"
+
+
+def test_cuda_expression_in_the_grid_and_the_body_is_not_a_kernel_argument():
+    """``n + 2`` in the grid and in the bound: common-subexpression elimination must not bind it
+    to a variable that the host passes to the kernel (no KernelArg can describe it)."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def pad(A: T.Tensor((n,), "float32"), Out: T.Tensor((n + 2,), "float32")):
+        with T.Kernel(T.ceildiv(n + 2, 64), threads=64) as bx:
+            for i in T.Parallel(64):
+                if bx * 64 + i < n + 2:
+                    Out[bx * 64 + i] = T.if_then_else(bx * 64 + i >= 1 and bx * 64 + i <= n, A[bx * 64 + i - 1], T.float32(0))
+
+    (kernel,) = lower(pad, target="cuda").device_kernels
+    assert [(a.kind, a.param_index, a.symbol) for a in kernel.args] == [
+        ("pointer", 0, None), ("pointer", 1, None), ("scalar", None, "n")]
+    assert kernel.launch.grid == ["(n + 65) // 64", 1, 1]
 
 
 def test_cuda_target_string_with_arch_and_2d_launch():

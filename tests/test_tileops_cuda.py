@@ -66,38 +66,64 @@ def test_lowered_sources_use_fragment_layout(cuda_sources):
     assert "m" in [s.name for s in cuda_sources["copy_dynamic"].symbols]
 
 
-def _one_translation_unit(artifacts: dict) -> str:
-    """All device sources in one .cu file (one nvcc run instead of one per kernel).
+def _translation_units(artifacts: dict) -> list[str]:
+    """The device sources in as few .cu files as their preambles allow (one nvcc run each).
 
-    Every source is TVM's CUDA preamble followed by ``extern "C" __global__`` kernels; the
-    longest preamble is kept once and each kernel is renamed ``<kernel>_<test name>``.
+    Every source is TVM's CUDA preamble followed by ``extern "C" __global__`` kernels. TVM's
+    preambles for float16 and for bfloat16 define the same helpers for different types, so one
+    file cannot hold both; a kernel goes into the first file whose preamble has every line of its
+    own (the longest preambles open files first). Each kernel is renamed ``<kernel>_<test name>``.
+    Helper blocks of atomics and intrinsics (between the markers of ``lowering/atomics.py``, each
+    helper behind its own guard) and every ``#include`` are kept, in front of each file.
     """
-    preambles, bodies = [], []
+    from tilelang_core.lowering.atomics import CUDA_HELPERS_BEGIN, CUDA_HELPERS_END
+
+    parts, helpers = [], []
     for name, art in artifacts.items():
         src = art.device_source
+        while CUDA_HELPERS_BEGIN in src:
+            start, end = src.index(CUDA_HELPERS_BEGIN), src.index(CUDA_HELPERS_END) + len(CUDA_HELPERS_END)
+            helpers.append(src[start:end] + "\n")
+            src = src[:start] + src[end:]
         cut = src.index('extern "C" __global__')
-        preambles.append(src[:cut])
         body = src[cut:]
         for kernel in art.device_kernels:
             body = re.sub(r"\b" + re.escape(kernel.name) + r"\b", f"{kernel.name}_{name}", body)
-        bodies.append(body)
-    return max(preambles, key=len) + "\n".join(bodies)
+        parts.append((src[:cut], body))
+    # headers some preamble includes (math_constants.h for infinities, ...) for every kernel
+    includes = sorted({line for p, _ in parts for line in p.splitlines() if line.startswith("#include <")})
+    units: list[tuple[str, set, list]] = []  # (preamble, its lines, bodies)
+    for preamble, body in sorted(parts, key=lambda pb: -len(pb[0])):
+        lines = set(preamble.splitlines())
+        home = next((u for u in units if lines <= u[1]), None)
+        if home is None:
+            home = (preamble, lines, [])
+            units.append(home)
+        home[2].append(body)
+    front = "".join(helpers) + "\n".join(includes) + "\n"
+    return [front + preamble + "\n".join(bodies) for preamble, _, bodies in units]
+
+
+def compile_translation_units(artifacts: dict, tmp_path: pathlib.Path, arch: str = "sm_80", suppress: str = "177") -> None:
+    """``nvcc -c`` every file of :func:`_translation_units`; fails the test with nvcc's errors."""
+    for n, text in enumerate(_translation_units(artifacts)):
+        src = tmp_path / f"kernels_{n}.cu"
+        src.write_text(text)
+        cmd = [NVCC, "-c", f"-arch={arch}", f"-diag-suppress={suppress}", "-o", str(tmp_path / f"kernels_{n}.o"), str(src)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}"
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 def test_cuda_sources_compile_with_nvcc(cuda_sources, tmp_path):
-    src = tmp_path / "tileops_kernels.cu"
-    src.write_text(_one_translation_unit(cuda_sources))
-    cmd = [NVCC, "-c", "-arch=sm_80", "-diag-suppress=177", "-o", str(tmp_path / "tileops_kernels.o"), str(src)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}"
+    compile_translation_units(cuda_sources, tmp_path)
 
 
 # -- emulated GPU (a mock of the CUDA device) ---------------------------------------------------
 #
 # The CUDA kernels themselves, compiled by g++ as C++ with a tiny header that maps one CUDA block
 # to one OpenMP team: threadIdx = the OpenMP thread number, __syncthreads() = an OpenMP barrier,
-# __shared__ = storage shared by the team, atomicAdd = an OpenMP critical section. Blocks run one
+# __shared__ = storage shared by the team, atomics = an OpenMP critical section. Blocks run one
 # after the other. This runs the fragment layout, barriers and guards of the generated CUDA code
 # on this machine, which has no GPU; it is not a performance model.
 
@@ -121,6 +147,8 @@ static inline tl_dim3 tl_thread_idx() {
 #define __shared__ static
 #define __syncthreads() _Pragma("omp barrier")
 #define uint unsigned int
+#define CUDART_INF_F INFINITY
+#define CUDART_NAN_F NAN
 static inline half __float2half_rn(float x) { return (half)x; }
 static inline float __half2float(half x) { return (float)x; }
 static inline float max(float a, float b) { return fmaxf(a, b); }
@@ -134,6 +162,32 @@ template <class T> static inline T atomicAdd(T* p, T v) {
   return old;
 }
 """
+
+
+_EMU_COMBINE = {
+    "add": "old + v",
+    "max": "(v > old ? (T)v : old)",
+    "min": "(v < old ? (T)v : old)",
+    "or": "old | v",
+    "and": "old & v",
+    "xor": "old ^ v",
+    "store": "v",
+}
+
+
+def _emulated_atomics(body: str) -> str:
+    """Emulator versions of the atomic helpers a kernel calls (``tl_atomic_<op>_<dtype>_<order>``,
+    lowering/atomics.py): an OpenMP critical section around the read-modify-write."""
+    out = []
+    for name, op in sorted(set(re.findall(r"\b(tl_atomic_([a-z]+)_[a-z0-9]+_[a-z_]+)\(", body))):
+        if op == "load":
+            out.append(f"template <class T> static inline T {name}(T* p) {{ T r; _Pragma(\"omp critical(tl_atomic)\") {{ r = *p; }} return r; }}\n")
+        else:
+            out.append(
+                f"template <class T, class V> static inline T {name}(T* p, V v) {{ T old; _Pragma(\"omp critical(tl_atomic)\") "
+                f"{{ old = *p; *p = (T)({_EMU_COMBINE[op]}); }} return old; }}\n"
+            )
+    return "".join(out)
 
 
 def _emulated(art, build_dir):
@@ -160,7 +214,7 @@ def _emulated(art, build_dir):
         "    if (!ok) return -1;\n  }\n  return 0;\n}\n"
     )
     body = re.sub(r"__shared__ alignas\((\d+)\)", r"alignas(\1) __shared__", body)
-    code = _EMU_HEADER + body.replace('extern "C" __global__', "static") + launcher
+    code = _EMU_HEADER + _emulated_atomics(body) + body.replace('extern "C" __global__', "static") + launcher
     code = code.replace(f"static void {kernel.name}(", f"void {kernel.name}(", 1)
     digest = hashlib.sha1(code.encode()).hexdigest()[:16]
     lib = build_dir / f"emu_{digest}.so"

@@ -3,25 +3,107 @@
 A thin facade over :mod:`tilelang_core`; ``tilelang.compile``, ``tilelang.lower``,
 ``tilelang.language``, ``from tilelang import tvm`` and everything else resolve lazily, so
 importing this package imports no TVM, no torch and no backend plugin.
+
+The modules TileLang code imports from exist here too: ``tilelang.language``
+(with ``tilelang.language.dtypes`` & co.), ``tilelang.jit``, ``tilelang.testing``,
+``tilelang.cache``, ``tilelang.engine``, ``tilelang.transform``, ``tilelang.env``; see
+docs/compatibility.md for what is and is not provided.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+import importlib.util
+import os
+import sys
+from importlib.abc import Loader, MetaPathFinder
+from importlib.machinery import ModuleSpec
+from typing import Any, Optional
 
 import tilelang_core as _core
 from tilelang_core import PLUGIN_API_VERSION, __version__, hookimpl  # noqa: F401
 
+#: Submodules of this package, imported on first attribute access.
+_SUBMODULES = ("language", "jit", "testing", "cache", "engine", "transform", "env", "layout", "profiler", "autotuner")
+
+#: Other names TileLang code uses: name -> (module, attribute).
+_NAMES = {
+    "PassConfigKey": ("tilelang_core.lowering.configs", "PassConfigKey"),
+    "cdiv": ("tilelang_core.language.core", "ceildiv"),
+    "dtypes": ("tilelang_core.language.dtypes", None),
+    # TVM, with the names TileLang code expects from its bundled TVM (tvm.tirx.Call, tvm.arith, ...)
+    "tvm": ("tilelang_core.language.tvm_names", "tvm"),
+}
+
 
 def __getattr__(name: str) -> Any:
-    if name == "language":
-        import importlib
-
-        return importlib.import_module("tilelang.language")
-    value = getattr(_core, name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"tilelang.{name}")
+    if name in _NAMES:
+        module_name, attr = _NAMES[name]
+        module = importlib.import_module(module_name)
+        value = module if attr is None else getattr(module, attr)
+    else:
+        value = getattr(_core, name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(dir(_core)))
+    return sorted(set(globals()) | set(dir(_core)) | set(_SUBMODULES) | set(_NAMES))
+
+
+def disable_cache() -> None:
+    """Switch the kernel cache off for this process (and the processes it starts).
+
+    Sets ``TILELANG_DISABLE_CACHE=1``; kernels compiled from now on are neither looked up nor
+    stored (docs/cache.md). :func:`enable_cache` switches it back on.
+    """
+    os.environ["TILELANG_DISABLE_CACHE"] = "1"
+
+
+def enable_cache() -> None:
+    """Switch the kernel cache back on after :func:`disable_cache` (clears ``TILELANG_DISABLE_CACHE``)."""
+    os.environ.pop("TILELANG_DISABLE_CACHE", None)
+
+
+def is_cache_enabled() -> bool:
+    """Whether ``tilelang.compile`` uses the kernel cache now."""
+    from tilelang_core.cache.location import cache_disabled
+
+    return not cache_disabled()
+
+
+class _LanguageAliasFinder(MetaPathFinder, Loader):
+    """Makes ``tilelang.language.<sub>`` the very module ``tilelang_core.language.<sub>``.
+
+    ``tilelang.language`` *is* ``tilelang_core.language``; without this, importing
+    ``tilelang.language.dtypes`` would load a second copy of the core's submodule under the
+    other name (with its own ``dtype`` class).
+    """
+
+    _PREFIX = "tilelang.language."
+    _TARGET = "tilelang_core.language."
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Optional[ModuleSpec]:
+        if not fullname.startswith(self._PREFIX):
+            return None
+        real = self._TARGET + fullname[len(self._PREFIX) :]
+        if importlib.util.find_spec(real) is None:
+            return None
+        return ModuleSpec(fullname, self, origin=real)
+
+    def create_module(self, spec: ModuleSpec) -> Any:
+        module = importlib.import_module(str(spec.origin))
+        spec.loader_state = module.__spec__  # the import system replaces __spec__; put it back below
+        return module
+
+    def exec_module(self, module: Any) -> None:
+        # the real module is already executed; only undo the import system's __spec__ change
+        alias_spec = module.__spec__
+        if isinstance(alias_spec, ModuleSpec) and alias_spec.loader is self and alias_spec.loader_state is not None:
+            module.__spec__ = alias_spec.loader_state
+
+
+if not any(isinstance(f, _LanguageAliasFinder) for f in sys.meta_path):
+    sys.meta_path.insert(0, _LanguageAliasFinder())

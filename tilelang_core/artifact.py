@@ -45,6 +45,15 @@ class TensorParam:
     """Required strides in elements; None means compact row-major."""
     device: str
     """'cpu', 'cuda', 'metal', ... (DLPack device family)."""
+    written: bool = True
+    """Whether the kernel may store into this tensor (found in the TIR by the pipeline; True when
+    unknown). Backends refuse a call in which a written tensor overlaps another tensor argument
+    (docs/backend-conventions.md)."""
+    index_limit: Optional[int] = None
+    """Largest number of elements (largest offset + 1) this tensor may have: the generated code
+    indexes it with 32-bit integers and its shape is dynamic. Backends refuse larger arguments and
+    outputs at call time (docs/backend-conventions.md); None: no limit (a static shape, or 64-bit
+    indices)."""
 
 
 @dataclass(kw_only=True)
@@ -158,6 +167,10 @@ class DeviceKernel:
     scalar_struct: Optional[ScalarStruct] = None
     """How the kernel takes its scalar arguments when they are packed into one struct (Metal);
     None: each scalar argument is passed by value in ``args`` order (C, CUDA)."""
+    block_launcher: Optional[str] = None
+    """CPU entries with parallel block loops: name of the exported variable (a
+    ``tl_block_launcher_fn``, initially null) a backend may set to run those loops on its own
+    threads (docs/backend-conventions.md); None when every block loop is serial."""
 
 
 @dataclass(kw_only=True)
@@ -191,6 +204,7 @@ class KernelArtifact:
     """'file:line' of the kernel definition."""
 
     _tvm_modules = None  # not a field: attached by the pipeline, never serialised
+    _tvm_ir = None  # not a field: lowered IRModules (device_mod/host_mod), never serialised
 
     @property
     def tvm_modules(self) -> Any:
@@ -202,9 +216,42 @@ class KernelArtifact:
         self._tvm_modules = modules
         return self
 
+    # TileLang's names for what ``tilelang.lower`` returns (its ``CompiledArtifact``); read-only views
+    @property
+    def kernel_source(self) -> Optional[str]:
+        """TileLang's name of :attr:`device_source`."""
+        return self.device_source
+
+    @property
+    def target_host(self) -> Optional[str]:
+        """TileLang's name of :attr:`host_target`."""
+        return self.host_target
+
+    @property
+    def rt_mod(self) -> Any:
+        """TileLang's name of :attr:`tvm_modules` (the runtime module; None unless one was made)."""
+        return self._tvm_modules
+
+    @property
+    def device_mod(self) -> Any:
+        """The lowered device functions as a ``tvm.IRModule`` (None when not kept, e.g. after JSON load)."""
+        return (self._tvm_ir or {}).get("device")
+
+    @property
+    def host_mod(self) -> Any:
+        """The lowered host function as a ``tvm.IRModule`` (GPU targets; None when not kept)."""
+        return (self._tvm_ir or {}).get("host")
+
+    def with_tvm_ir(self, **modules: Any) -> "KernelArtifact":
+        """Attach lowered ``IRModule`` objects (``device=``, ``host=``; not serialised) and return self."""
+        self._tvm_ir = dict(modules)
+        return self
+
     def replace(self, **changes: Any) -> "KernelArtifact":
         """A copy with ``changes`` applied that keeps the attached TVM modules."""
-        return replace(self, **changes).with_tvm_modules(self._tvm_modules)
+        copy = replace(self, **changes).with_tvm_modules(self._tvm_modules)
+        copy._tvm_ir = self._tvm_ir
+        return copy
 
     @property
     def compute_capability(self) -> Optional[tuple[int, int]]:

@@ -142,6 +142,8 @@ class TargetCapability:
     """The native compiler the backend builds with (part of the kernel cache key)."""
     library_toolchain: Optional[LibraryToolchain] = None
     """The in-process compiler library the backend builds with (part of the kernel cache key)."""
+    loads_without_tvm: bool = False
+    """Loading a saved kernel (a disk cache hit, tilelang.load) imports no TVM Python package (the conformance suite checks it)."""
 
 
 @dataclass(kw_only=True, frozen=True)

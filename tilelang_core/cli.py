@@ -124,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     explain.set_defaults(func=_cmd_explain)
     schema = bsub.add_parser("schema", help="print the JSON schema of backend capability declarations")
     schema.set_defaults(func=_cmd_schema)
+    from .conformance.cli import add_backend_kit_commands
+
+    add_backend_kit_commands(bsub)  # check, new: the backend author's kit
 
     try:
         from .cache.cli import add_cache_commands

@@ -94,6 +94,10 @@ class LoweringError(TileLangError, ValueError):
     """The kernel could not be lowered; the message points at the kernel's source line."""
 
 
+class TargetFeatureError(LoweringError, RuntimeError):
+    """The kernel uses an instruction the chosen target architecture lacks (e.g. stochastic rounding before sm_100a)."""
+
+
 class PassConfigError(TileLangError, ValueError):
     """An unknown or badly typed ``pass_configs`` entry."""
 

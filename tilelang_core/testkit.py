@@ -88,8 +88,11 @@ def write_distribution(
     version: str = "1.0.0",
     entry_point_name: Optional[str] = None,
     package: Optional[str] = None,
+    requires: tuple[str, ...] = (),
 ) -> Path:
     """Write an installed-looking distribution (package + ``.dist-info``) under ``root``.
+
+    ``requires`` become its ``Requires-Dist`` lines (e.g. ``"tilelang-core>=0.1,<0.2"``).
 
     Putting ``root`` on ``sys.path`` (see :func:`on_path`) makes it discoverable exactly as a pip
     install would. Returns ``root``.
@@ -102,7 +105,10 @@ def write_distribution(
     (pkg_dir / "plugin.py").write_text(source)
     info = root / f"{_normalized(distribution)}-{version}.dist-info"
     info.mkdir(exist_ok=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n")
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n"
+        + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    )
     (info / "entry_points.txt").write_text(
         f"[{ENTRY_POINT_GROUP}]\n{entry_point_name or name} = {package}.plugin\n"
     )

@@ -7,8 +7,10 @@ extension = Extension(
     "tilelang_backend_cython._dispatch",
     sources=["tilelang_backend_cython/_dispatch.pyx"],
     include_dirs=["tilelang_backend_cython"],
-    depends=["tilelang_backend_cython/_dispatch_core.h", "tilelang_backend_cython/_tl_dlpack.h"],
-    extra_compile_args=["-O3"],
+    depends=["tilelang_backend_cython/_dispatch_core.h", "tilelang_backend_cython/_pool.h",
+             "tilelang_backend_cython/_tl_dlpack.h"],
+    extra_compile_args=["-O3", "-pthread"],
+    extra_link_args=["-pthread"],
     libraries=["dl"],
 )
 

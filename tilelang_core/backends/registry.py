@@ -329,6 +329,13 @@ def _load_plugin(record: BackendRecord, ep: BackendEntryPoint, step: list[str]) 
         )
         return
 
+    from ..core_pin import core_pin_problem
+
+    pin = core_pin_problem(ep.entry_point)  # the plugin's tilelang-core>=X,<Y
+    if pin:
+        record.status, record.reason = "incompatible", pin
+        return
+
     manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     manager.add_hookspecs(hookspecs)
     try:

@@ -136,14 +136,17 @@ def select_backend(name: str, target_kind: str, registry: Optional[BackendRegist
     record = registry.get(name) or registry.get(name.replace("-", "_"))
     if record is None:
         installed = ", ".join(_backends_for(target_kind, registry)) or "none"
-        message = (
+        successor = _successor(name, registry)
+        if successor:  # a retired name: point at what replaces it first
+            raise BackendNotInstalledError(
+                f"execution backend {name!r} is retired: the installed backend {successor!r} supersedes it; use "
+                f"execution_backend={successor!r} (installed backends for target {target_kind!r}: {installed}; "
+                f"to keep using {name!r}: pip install {pip_name_for(name)})"
+            )
+        raise BackendNotInstalledError(
             f"execution backend {name!r} is not installed; installed backends for target {target_kind!r}: "
             f"{installed}; install it with: pip install {pip_name_for(name)}"
         )
-        successor = _successor(name, registry)
-        if successor:
-            message += f"; or use its successor, which is installed: execution_backend={successor!r}"
-        raise BackendNotInstalledError(message)
     record.ensure_usable()
     kind = declared_kind(record, target_kind)
     if kind is None:
@@ -223,8 +226,9 @@ def _warn_if_deprecated(record: BackendRecord) -> None:
 def warn_if_deprecated(record: BackendRecord, stacklevel: int = 2) -> None:
     """Emit the ``DeprecationWarning`` of a backend that declares itself deprecated (naming its replacement)."""
     dep = record.spec.deprecated if record.spec else None
-    if dep is None:
+    if dep is None or getattr(record, "_deprecation_warned", False):
         return
+    record._deprecation_warned = True  # once per loaded plugin (so once per process)
     message = f"execution backend {record.name!r} is deprecated since {record.distribution} {dep.since}"
     if dep.replacement:
         message += f"; use execution_backend={dep.replacement!r} instead"

@@ -48,7 +48,7 @@ def clear(directory: Optional[Path] = None) -> int:
 
 
 def clear_report(directory: Optional[Path] = None) -> dict[str, Any]:
-    """:func:`clear`, returning ``{"entries": n, "removed_junk": [paths], "kept": [paths]}``."""
+    """:func:`clear`, returning ``{"entries": n, "tuning_records": n, "removed_junk": [paths], "kept": [paths]}``."""
     import sys
 
     compile_module = sys.modules.get("tilelang_core.jit.compile")

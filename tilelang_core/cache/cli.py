@@ -46,6 +46,9 @@ def _cmd_clear(args: argparse.Namespace) -> int:
     report = clear_report()
     removed = report["entries"]
     print(f"removed {removed} cached kernel{'s' if removed != 1 else ''} from {cache_dir()}")
+    tuned = report.get("tuning_records", 0)
+    if tuned:
+        print(f"removed {tuned} stored autotuning result{'s' if tuned != 1 else ''}")
     for path in report["removed_junk"]:
         print(f"  unlinked {path} (not made by the cache; not followed)")
     for path in report["kept"]:

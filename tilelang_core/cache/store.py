@@ -354,8 +354,8 @@ class DiskCache:
 
         Never follows a link: a ``kernels/`` or shard that is a link, and files or links among
         the entries, are unlinked (what they point to is untouched). Folders the cache did not
-        create (other names) are kept and reported. Returns ``{"entries": n, "removed_junk":
-        [paths], "kept": [paths]}``.
+        create (other names) are kept and reported. The autotuner's stored results go too.
+        Returns ``{"entries": n, "tuning_records": n, "removed_junk": [paths], "kept": [paths]}``.
         """
         entries, junk = self.scan()
         for directory in entries:
@@ -372,6 +372,7 @@ class DiskCache:
                 if stat.S_ISDIR(sst.st_mode) and _SHARD_NAME.fullmatch(shard.name):
                     with contextlib.suppress(OSError):
                         shard.rmdir()  # only when empty
+        tuning = self._clear_tuning_records(removed, kept)
         tmp = self.root / "tmp"
         try:
             st = os.lstat(tmp)
@@ -383,7 +384,43 @@ class DiskCache:
         elif st is not None:
             for child, _ in _children(tmp):
                 _remove(child)
-        return {"entries": len(entries), "removed_junk": removed, "kept": kept}
+        return {"entries": len(entries), "tuning_records": tuning, "removed_junk": removed, "kept": kept}
+
+    def _clear_tuning_records(self, removed: list[str], kept: list[str]) -> int:
+        """Remove the autotuner's records (``autotune/<k[:2]>/<key>.json``) without following links.
+
+        Files and links of other shapes there are unlinked and reported in ``removed``; folders of
+        other names are kept and reported in ``kept``. Returns how many records were removed.
+        """
+        base = self.root / "autotune"
+        try:
+            st = os.lstat(base)
+        except FileNotFoundError:
+            return 0
+        if not stat.S_ISDIR(st.st_mode):
+            _remove(base)
+            removed.append(str(base))
+            return 0
+        count = 0
+        for shard, sst in _children(base):
+            if not (stat.S_ISDIR(sst.st_mode) and _SHARD_NAME.fullmatch(shard.name)):
+                (kept if stat.S_ISDIR(sst.st_mode) else removed).append(str(shard))
+                if not stat.S_ISDIR(sst.st_mode):
+                    _remove(shard)
+                continue
+            for path, fst in _children(shard):
+                is_record = stat.S_ISREG(fst.st_mode) and path.suffix == ".json" and _KEY_NAME.fullmatch(path.stem)
+                if stat.S_ISDIR(fst.st_mode):
+                    kept.append(str(path))
+                    continue
+                _remove(path)
+                if is_record:
+                    count += 1
+                else:
+                    removed.append(str(path))
+            with contextlib.suppress(OSError):
+                shard.rmdir()  # only when empty
+        return count
 
 
 def _children(directory: Path) -> list[tuple[Path, os.stat_result]]:
@@ -496,7 +533,7 @@ class KernelCache:
         """
         self.memory.clear()
         if not self.root.is_dir():
-            return {"entries": 0, "removed_junk": [], "kept": []}
+            return {"entries": 0, "tuning_records": 0, "removed_junk": [], "kept": []}
         check_private(self.root)
         return self.disk.clear()
 

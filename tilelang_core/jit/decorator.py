@@ -105,9 +105,13 @@ class JitFunction:
     arguments), ``kernels`` (a snapshot of every kernel compiled so far, by argument key).
     """
 
-    def __init__(self, func: Callable[..., Any], options: dict[str, Any]) -> None:
+    def __init__(self, func: Callable[..., Any], options: dict[str, Any], mode: str = "auto") -> None:
+        if mode not in ("auto", "lazy", "eager"):
+            raise ValueError(f"@tilelang.jit(mode=...) must be 'auto', 'lazy' or 'eager', got {mode!r}")
         self.func = func
         self.options = options
+        self.mode = mode
+        self._eager: Any = None
         self._by_args: dict[Any, JITKernel] = {}  # compile form and direct form, by a general key
         self._table: dict[tuple, JITKernel] = {}  # direct form, all-tensor calls, by the fast key
         self._fast_key: Callable[[tuple], tuple] = _no_fast_key
@@ -117,6 +121,10 @@ class JitFunction:
 
     # The hot path: all-tensor calls of an already compiled specialisation.
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.mode != "lazy":
+            eager = self._eager_function()
+            if eager is not None:
+                return eager(*args, **kwargs)
         if not kwargs:
             try:
                 kernel = self._table[self._fast_key(args)]
@@ -128,7 +136,39 @@ class JitFunction:
 
     @property
     def kernels(self) -> dict[Any, JITKernel]:
+        if self._eager is not None:
+            return self._eager.kernels
         return dict(self._by_args)
+
+    def _eager_function(self) -> Any:
+        """The :class:`~tilelang_core.jit.eager.EagerFunction` when the body is the kernel, else None.
+
+        Decided once, from the function's source (``mode="auto"``), or as ``mode`` says.
+        """
+        if self._eager is None and self.mode != "lazy":
+            from .eager import EagerFunction, is_eager_style
+
+            if self.mode == "eager" or is_eager_style(self.func):
+                self._eager = EagerFunction(self.func, self.options)
+                self.mode = "eager"
+            else:
+                self.mode = "lazy"
+        return self._eager
+
+    def get_tir(self, *args: Any, **kwargs: Any) -> Any:
+        """The prim_func these arguments give, without compiling it.
+
+        For a function returning a prim_func: what it returns for these arguments. In the eager
+        style: the kernel specialised for these tensors (or ``T.Tensor`` specs) and values.
+        """
+        eager = self._eager_function()
+        if eager is not None:
+            return eager.get_tir(*args, **kwargs)
+        return self.func(*args, **kwargs)
+
+    def get_kernel_source(self, *args: Any, **kwargs: Any) -> Optional[str]:
+        """The generated kernel source for these arguments (compiling the kernel, once)."""
+        return self.compile(*args, **kwargs).get_kernel_source()
 
     def _call_slow(self, args: tuple, kwargs: dict[str, Any]) -> Any:
         torch = sys.modules.get("torch")
@@ -143,7 +183,14 @@ class JitFunction:
         return self.compile(*args, **kwargs)
 
     def compile(self, *args: Any, **kwargs: Any) -> JITKernel:
-        """The kernel for these Python argument values (compiled on first use)."""
+        """The kernel for these Python argument values (compiled on first use).
+
+        In the eager style: the kernel for these tensors (or ``T.Tensor`` specs) and values;
+        ``T.const`` values may be given by name (``f.compile(M=1024, N=1024, block=64)``).
+        """
+        eager = self._eager_function()
+        if eager is not None:
+            return eager.compile(*args, **kwargs)
         try:
             key = ("values", _freeze(args), _freeze(kwargs))
         except TypeError:
@@ -239,14 +286,24 @@ def jit(
     verbose: bool = False,
     pass_configs: Optional[dict[str, Any]] = None,
     compile_flags: Union[None, str, Sequence[str]] = None,
+    mode: str = "auto",
 ) -> Any:
-    """Decorate a function that returns a prim_func; see :class:`JitFunction` and docs/jit.md.
+    """Decorate a kernel-building function; see :class:`JitFunction` and docs/jit.md.
 
     Usable bare (``@tilelang.jit``) or with the arguments of :func:`tilelang.compile`
-    (``@tilelang.jit(out_idx=-1, target="c")``). Calling the decorated function with Python
-    values returns a :class:`JITKernel`; calling it with torch tensors compiles for their shapes
-    and dtypes (once) and runs the kernel on them.
+    (``@tilelang.jit(out_idx=-1, target="c")``). A function that returns a prim_func: calling
+    it with Python values returns a :class:`JITKernel`; calling it with torch tensors compiles
+    for their shapes and dtypes (once) and runs the kernel on them. A function whose body *is*
+    the kernel (the eager style, :mod:`tilelang_core.jit.eager`): calling it compiles for the
+    arguments (once) and runs the kernel, returning its ``T.empty`` outputs.
+
+    :param mode: ``"auto"`` (tell the style from the function's source), ``"lazy"`` (it returns
+        a prim_func) or ``"eager"`` (its body is the kernel).
     """
+    from ..lowering.configs import config_key
+
+    if pass_configs is not None and hasattr(pass_configs, "items"):
+        pass_configs = {config_key(k): v for k, v in pass_configs.items()}
     options = {
         "out_idx": out_idx,
         "execution_backend": execution_backend,
@@ -257,7 +314,7 @@ def jit(
         "compile_flags": compile_flags,
     }
     if func is None:
-        return lambda f: JitFunction(f, options)
+        return lambda f: JitFunction(f, options, mode)
     if not callable(func):
         raise TypeError(f"@tilelang.jit decorates a function that returns a prim_func, got {type(func).__name__}")
-    return JitFunction(func, options)
+    return JitFunction(func, options, mode)

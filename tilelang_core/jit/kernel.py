@@ -121,8 +121,12 @@ class JITKernel:
 
         return Profiler.from_kernel(self, tensor_supply_type, dynamic_sizes)
 
-    def get_kernel_source(self) -> Optional[str]:
-        """The generated device source (C, CUDA C or Metal), if the backend consumed one."""
+    def get_kernel_source(self, kernel_only: bool = True) -> Optional[str]:
+        """The generated device source (C, CUDA C or Metal), if the backend consumed one.
+
+        ``kernel_only`` is accepted for TileLang compatibility: the device source is only the
+        kernel either way (:meth:`get_host_source` gives the host side).
+        """
         return self.artifact.device_source
 
     def get_host_source(self) -> Optional[str]:

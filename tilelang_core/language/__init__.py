@@ -16,26 +16,53 @@ from tvm.script.tirx import *  # noqa: F401,F403,E402 - the whole TVMScript tirx
 from .core import (  # noqa: F401 - public API
     Kernel,
     Parallel,
+    StridedTensor,
     Tensor,
     alloc_fragment,
     ceildiv,
+    const,
     dtype_name,
     dynamic,
+    empty,
+    macro,
     prim_func,
     symbolic,
 )
 
-# Tile operators (docs/tile-operators.md).
-from .tileops import (  # noqa: F401,E402 - public API
-    Pipelined,
-    atomic_add,
-    clear,
-    copy,
-    fill,
-    gemm,
-    reduce_absmax,
-    reduce_abssum,
-    reduce_max,
-    reduce_min,
-    reduce_sum,
+# Tile operators and intrinsics (docs/tile-operators.md); their list is tileops.__all__.
+from .tileops import *  # noqa: F401,F403,E402 - public API
+
+# Dtypes as values (docs/language.md, "Dtypes"): T.float16 & co. replace TVMScript's dtype
+# constructors with str-like dtype objects that also construct expressions; T.dtype(...) converts.
+from . import dtypes  # noqa: E402
+from .dtypes import dtype  # noqa: E402,F401 - public API
+
+globals().update(dtypes.DTYPES)
+from .dtypes import (  # noqa: E402,F401 - TileLang's dtype helpers
+    AnyDType,
+    get_tvm_dtype,
+    is_f8f6f4_family,
+    is_float4,
+    is_float4_e2m1_unpacked,
+    is_float4_e2m1fn,
 )
+
+# TileLang's names for TVM types and helpers.
+import tvm as _tvm  # noqa: E402
+
+from . import tvm_names as _tvm_names  # noqa: E402
+
+_tvm_names.install()  # tvm.tirx.Call, tvm.arith, expr.dtype, ... as TileLang code spells them
+
+#: ``T.PrimExpr``: the type of TIR expressions (TVM 0.27 calls it ``tvm.tirx.Expr``).
+PrimExpr = _tvm.tirx.Expr
+PrimFunc = _tvm.tirx.PrimFunc
+StringImm = _tvm.ir.StringImm
+#: ``T.cdiv``: TileLang's other name of :func:`ceildiv`.
+cdiv = ceildiv
+
+# T.cast with TileLang's rounding arguments (round=, sat=, rbits=); the default is TVM's cast.
+from .tir.ir import cast  # noqa: E402,F401
+
+# TileLang's layout and block-order hints: accepted, no effect (docs/compatibility.md).
+from .hints import annotate_layout, use_swizzle  # noqa: E402,F401

@@ -13,6 +13,7 @@ They only record *what* the kernel author asked for; the lowering pipeline
 
 from __future__ import annotations
 
+import functools
 import inspect
 import linecache
 import os
@@ -26,6 +27,9 @@ from tvm.script.parser.core import utils as _parser_utils
 from tvm.tirx.script.builder import ir as _B
 from tvm.tirx.script.parser.entry import Buffer as _BufferProxy
 from tvm.script.parser.core.entry import parse as _parse_tvmscript
+from tvm.tirx.script.parser.entry import TIRMacro as _TIRMacro
+
+from .source import ensure_source
 
 #: Annotation on a ``T.Kernel`` grid loop: the grid axis (0 = x, 1 = y, 2 = z).
 KERNEL_AXIS_KEY = "tl.kernel_axis"
@@ -42,8 +46,8 @@ PARALLEL_MARKER = "tl.parallel"
 KERNEL_IS_CPU_KEY = "tl.kernel_is_cpu"
 #: PrimFunc attribute: ``"file:line"`` of the kernel definition (set by :func:`prim_func`).
 SOURCE_LOCATION_ATTR = "tl.source_location"
-#: AttrStmt key wrapping the read-modify-write of ``T.atomic_add`` (real atomics on GPU; on CPU
-#: targets a kernel containing one runs its blocks serially).
+#: Former AttrStmt key of ``T.atomic_add`` (atomics are now marker calls, lowering/atomics.py);
+#: kept importable.
 ATOMIC_ADD_KEY = "tl.atomic_add"
 #: Storage scope of ``T.alloc_fragment`` tiles (spread over the block's threads on GPU targets).
 FRAGMENT_SCOPE = "local.fragment"
@@ -65,10 +69,19 @@ _DTYPE_NAMES = (
 )
 
 
+def _tvm_script_ptr() -> Any:
+    """TVMScript's ``T.ptr`` (which TileLang code also uses as the element type of pointer tables)."""
+    from tvm.script import tirx as tvm_script
+
+    return getattr(tvm_script, "ptr", None)
+
+
 def dtype_name(dtype: Any) -> str:
     """Normalise a dtype given as a string, a ``T.float32``-style constant or a torch dtype."""
     if isinstance(dtype, str):
         return dtype
+    if dtype is _tvm_script_ptr():
+        return "int64"  # T.Tensor(shape, T.ptr): a table of device addresses, as TileLang stores them
     inner = getattr(dtype, "_dtype_str", None)
     if isinstance(inner, str):
         return inner
@@ -98,6 +111,48 @@ def dynamic(name: str, dtype: str = "int32") -> tirx.Var:
 symbolic = dynamic
 
 
+def const(names: str, dtype: str = "int32") -> Any:
+    """Compile-time constants of an eager ``@tilelang.jit`` function: ``M, N = T.const("M N")``.
+
+    ``names`` is one or more identifiers separated by spaces or commas; returns one symbol, or a
+    tuple of them for several names. In an eager function each constant takes the value of the
+    tensor dimension (or stride) it is used as in a parameter annotation, and the kernel is
+    compiled for those values (docs/jit.md). Anywhere else a constant is a dynamic dimension, like
+    :func:`dynamic`.
+    """
+    if not isinstance(names, str):
+        raise TypeError(f"T.const(names): names must be a string such as 'M N', got {names!r}")
+    parts = [n for n in names.replace(",", " ").split() if n]
+    if not parts or not all(n.isidentifier() for n in parts):
+        raise ValueError(f"T.const(names): give identifiers separated by spaces or commas, got {names!r}")
+    symbols = tuple(dynamic(n, dtype) for n in parts)
+    return symbols[0] if len(symbols) == 1 else symbols
+
+
+def empty(*shape: Any, dtype: Any = "float32") -> Any:
+    """An output of an eager ``@tilelang.jit`` function: ``Y = T.empty((M, N), T.float16)``.
+
+    Write it before the kernel body and return it (``return Y``); calling the function then
+    allocates ``Y``, runs the kernel and returns it (docs/jit.md, "The eager style"). ``shape``
+    is a tuple or the dimensions themselves (``T.empty(M, N, dtype=T.float16)``); a dtype may
+    also be the last positional argument. Outside that place (inside a ``T.prim_func`` or a
+    macro) it is an error: declare outputs as parameters there.
+    """
+    from tvm.script.ir_builder import IRBuilder
+
+    if IRBuilder.is_in_scope():
+        from ..errors import KernelDefinitionError
+
+        raise KernelDefinitionError(
+            "T.empty declares an output of an eager @tilelang.jit function and belongs before its kernel body; "
+            "inside a T.prim_func (or a macro) declare the output as a parameter and use out_idx"
+        )
+    if len(shape) >= 2 and isinstance(shape[-1], str):
+        dtype, shape = shape[-1], shape[:-1]
+    dims = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else tuple(shape)
+    return _tensor_decl(dims, dtype)
+
+
 def ceildiv(a: Any, b: Any) -> Any:
     """``ceil(a / b)`` for non-negative ints or TIR expressions (stays an int for ints)."""
     if isinstance(a, Integral) and isinstance(b, Integral):
@@ -105,18 +160,63 @@ def ceildiv(a: Any, b: Any) -> Any:
     return tirx.ceildiv(a, b)
 
 
-def Tensor(shape: Union[Sequence[Any], Any], dtype: Any = "float32", strides: Optional[Sequence[Any]] = None):
-    """Annotation of a tensor parameter: ``A: T.Tensor((M, N), "float16")``.
+class _TensorAnnotation:
+    """``T.Tensor`` / ``T.StridedTensor``: a tensor parameter annotation, called or subscripted.
+
+    ``T.Tensor((M, N), "float16")``, ``T.Tensor[(M, N), T.float16]`` and
+    ``T.StridedTensor[(M, N), (s0, s1), T.float16]`` (strides in elements) are all accepted.
+    """
+
+    def __init__(self, name: str, strided: bool) -> None:
+        self._name = name
+        self._strided = strided
+
+    def __call__(self, shape: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._strided:
+            if args:
+                kwargs.setdefault("strides", args[0])
+                args = args[1:]
+            if kwargs.get("strides") is None:
+                raise TypeError(f"T.{self._name}(shape, strides, dtype): strides are required")
+        return _tensor_decl(shape, *args, **kwargs)
+
+    def __getitem__(self, keys: Any) -> Any:
+        if not isinstance(keys, tuple):
+            return self(keys)
+        return self(*keys)
+
+    def __or__(self, other: Any) -> Any:  # ``T.Tensor | None`` in annotations, as TVMScript allows
+        return self
+
+    __ror__ = __or__
+
+    def __repr__(self) -> str:
+        return f"T.{self._name}"
+
+
+def _tensor_decl(
+    shape: Union[Sequence[Any], Any], dtype: Any = "float32", strides: Optional[Sequence[Any]] = None, **kwargs: Any
+):
+    """The buffer declaration behind ``T.Tensor``: ``shape``, ``dtype``, optional ``strides``.
 
     ``shape`` entries are ints or symbols made with :func:`dynamic` (or expressions of them).
-    ``strides`` (in elements) may be given for non-compact layouts.
+    ``strides`` (in elements) may be given for non-compact layouts. Other keyword arguments
+    (``scope``, ``data``, ``elem_offset``, ``align``, ``offset_factor``) go to TVMScript's
+    ``T.Buffer``.
     """
     if not isinstance(shape, (list, tuple)):
         shape = (shape,)
-    kwargs = {}
     if strides is not None:
+        if not isinstance(strides, (list, tuple)):
+            strides = (strides,)
         kwargs["strides"] = list(strides)
     return _BufferProxy(tuple(shape), dtype_name(dtype), **kwargs)
+
+
+#: ``A: T.Tensor((M, N), "float16")`` or ``A: T.Tensor[(M, N), T.float16]``: a tensor parameter.
+Tensor = _TensorAnnotation("Tensor", strided=False)
+#: ``A: T.StridedTensor[(M, N), (sM, sN), T.float16]``: a tensor parameter with explicit strides.
+StridedTensor = _TensorAnnotation("StridedTensor", strided=True)
 
 
 def _caller_location() -> Optional[str]:
@@ -137,14 +237,56 @@ def _caller_location() -> Optional[str]:
     return None
 
 
+#: Threads per block when ``T.Kernel`` is given none (``threads=None``).
+DEFAULT_THREADS = 128
+
+
+def _normalize_threads(threads: Union[int, Sequence[int], None]) -> list[int]:
+    """``T.Kernel``'s ``threads`` as ``[tx, ty, tz]``: an int, a list/tuple of 1 to 3 ints, or None (128).
+
+    :raises TypeError: not ints (or more than three of them).
+    :raises ValueError: an extent that is not positive.
+    """
+    if threads is None:
+        threads = DEFAULT_THREADS
+    if isinstance(threads, Integral) and not isinstance(threads, bool):
+        threads = (int(threads),)
+    if not isinstance(threads, (list, tuple)):
+        raise TypeError(f"T.Kernel threads must be an int or a tuple of up to 3 ints, got {threads!r}")
+    extents = tuple(threads)
+    if not 1 <= len(extents) <= 3 or not all(isinstance(t, Integral) and not isinstance(t, bool) for t in extents):
+        raise TypeError(f"T.Kernel threads must be an int or a tuple of up to 3 ints, got {threads!r}")
+    if any(t < 1 for t in extents):
+        raise ValueError(f"T.Kernel threads must be positive (each extent >= 1), got {threads!r}")
+    return [int(t) for t in extents] + [1] * (3 - len(extents))
+
+
+def _as_target_is_sequence() -> bool:
+    """Whether the ``with ... as`` target being parsed is a tuple or list (``as (bx,)``)."""
+    from tvm.script.parser.core import doc
+
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            if frame.f_code.co_name == "visit_with":
+                item = frame.f_locals.get("item")
+                target = getattr(item, "optional_vars", None)
+                return isinstance(target, (doc.Tuple, doc.List))
+            frame = frame.f_back
+    finally:
+        del frame
+    return False
+
+
 class Kernel:
     """``with T.Kernel(gx, gy=1, gz=1, threads=128) as (bx, by, ...)``: launch a grid of blocks.
 
     ``threads`` is an int or a tuple ``(tx, ty, tz)`` of static extents. The ``as`` target
-    receives one block index per grid extent given. On GPU targets the block indices are
+    receives one block index per grid extent given (``as bx`` or ``as (bx,)`` for one extent).
+    Without grid extents (``T.Kernel(threads=128)``, ``T.Kernel()``) the grid is one block. On GPU targets the block indices are
     ``blockIdx.x/y/z`` and the body runs once per thread of the block; on CPU targets the
-    blocks become one loop (OpenMP-parallel unless ``tl.disable_parallel_blocks`` or the kernel
-    uses ``T.atomic_add``) and the body runs once per block.
+    blocks become one loop (OpenMP-parallel unless ``tl.disable_parallel_blocks``; atomics are
+    real CPU atomics) and the body runs once per block.
 
     ``is_cpu=True`` (TileLang's spelling for CPU kernels) is accepted: on CPU targets it changes
     nothing (that is already how CPU targets run a kernel); lowering such a kernel for a GPU
@@ -153,6 +295,10 @@ class Kernel:
     """
 
     def __init__(self, *grid: Any, threads: Union[int, Sequence[int], None] = 128, is_cpu: bool = False):
+        if len(grid) == 1 and isinstance(grid[0], (list, tuple)):
+            grid = tuple(grid[0])  # T.Kernel((gx, gy)) as TileLang also accepts
+        if not grid:
+            grid = (1,)  # T.Kernel(threads=N) / T.Kernel(): a single block
         if not 1 <= len(grid) <= 3:
             raise ValueError(f"T.Kernel takes 1 to 3 grid extents (x, y, z), got {len(grid)}")
         for i, g in enumerate(grid):
@@ -163,20 +309,12 @@ class Kernel:
 
                 where = _caller_location()
                 raise LoweringError(f"{where + ': ' if where else ''}T.Kernel grid extent #{i} must be >= 1, got {g}")
-        if threads is None:
-            threads = 1
-        if isinstance(threads, Integral):
-            threads = (int(threads),)
-        threads = tuple(threads)
-        if not 1 <= len(threads) <= 3 or not all(isinstance(t, Integral) and not isinstance(t, bool) for t in threads):
-            raise TypeError(f"T.Kernel threads must be an int or a tuple of up to 3 ints, got {threads!r}")
-        if any(t < 1 for t in threads):
-            raise ValueError(f"T.Kernel threads must be >= 1, got {threads!r}")
+        threads = _normalize_threads(threads)
         if not isinstance(is_cpu, (bool, Integral)) or is_cpu not in (0, 1):
             raise TypeError(f"T.Kernel is_cpu must be a bool, got {is_cpu!r}")
         self.is_cpu = bool(is_cpu)
         self.grid = tuple(grid)
-        self.threads = tuple(int(t) for t in threads) + (1,) * (3 - len(threads))
+        self.threads = tuple(threads)
         self._frames: list = []
 
     def __enter__(self):
@@ -195,7 +333,9 @@ class Kernel:
             frame = _B.serial(0, extent, annotations=annotations)
             block_vars.append(frame.__enter__())
             self._frames.append(frame)
-        return block_vars[0] if len(block_vars) == 1 else tuple(block_vars)
+        if len(block_vars) == 1 and not _as_target_is_sequence():
+            return block_vars[0]
+        return tuple(block_vars)
 
     def __exit__(self, *exc: Any) -> None:
         while self._frames:
@@ -298,6 +438,7 @@ def prim_func(func: Any = None, *, private: bool = False, check_well_formed: boo
             raise TypeError(f"T.prim_func expects a function, got {fn!r}")
         if _parser_utils.is_defined_in_class(outer_stack, fn):
             return fn
+        ensure_source(fn, "kernel")
         try:
             # what TVMScript's own T.prim_func does, with the cheap frame list above
             # (``private`` is read from the decorator's source by the parser)
@@ -320,3 +461,63 @@ def prim_func(func: Any = None, *, private: bool = False, check_well_formed: boo
 
 
 setattr(prim_func, "dispatch_token", "tirx")
+
+
+class _ValueMacro(_TIRMacro):
+    """TVMScript's macro whose final ``return expr`` is the value of the macro call.
+
+    TVMScript emits ``return`` inside a macro as a TIR return statement and the call evaluates to
+    ``None`` (storing that ``None`` then crashes TVM). Here a macro whose body *ends* with
+    ``return expr`` runs the statements before it and evaluates to ``expr``, so
+    ``y[i] = plus_one(x[i])`` works; a bare ``return`` ends the macro.
+    """
+
+    def parse_macro(self, parser: Any) -> Any:
+        from tvm.tirx.script.builder import block_name_suffix_context
+        from tvm.script.parser.core import doc
+
+        macro_def = self.get_macro_def()
+        body = list(macro_def.body)
+        last = body[-1] if body and isinstance(body[-1], doc.Return) else None
+        if last is not None:
+            body = body[:-1]
+        suffix = f"_{self.call_count}" if self.call_count > 0 else ""
+        self.call_count += 1
+        with block_name_suffix_context(suffix):
+            if body:
+                parser.visit_body(body)
+            if last is not None and last.value is not None:
+                return parser.eval_expr(last.value)
+        return None
+
+
+def macro(*args: Any, hygienic: bool = True) -> Any:
+    """TVMScript's ``T.macro`` (``@T.macro`` or ``@T.macro(hygienic=False)``).
+
+    Same as TVMScript's, except that a macro whose body ends with ``return expr`` evaluates to
+    ``expr`` (``y = plus_one(x)``), and that a macro defined where Python keeps no source
+    (``python -c``, the interactive prompt) is found the way :func:`prim_func` finds kernels
+    (:mod:`tilelang_core.language.source`).
+    """
+
+    def decorate(fn: Any) -> Any:
+        from tvm.script.parser._core import scan_macro
+
+        ensure_source(fn, "macro")
+        source, closure_vars = scan_macro(fn, _parser_utils.inspect_function_capture(fn))
+        obj = _ValueMacro(source, closure_vars, fn, hygienic)
+
+        @functools.wraps(fn)
+        def wrapper(*call_args: Any, **call_kwargs: Any) -> Any:
+            return obj(*call_args, **call_kwargs)
+
+        return wrapper
+
+    if len(args) == 1 and inspect.isfunction(args[0]):
+        return decorate(args[0])
+    if args:
+        raise ValueError("Invalid use of T.macro. Usage: @T.macro or @T.macro()")
+    return decorate
+
+
+setattr(macro, "dispatch_token", "tir.macro")

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Optional
 
-from ..artifact import KernelArtifact
+from dataclasses import replace
+
+from ..artifact import KernelArtifact, TensorParam
 from ..errors import KernelDefinitionError, LoweringError, PassConfigError, TargetError
-from .configs import PASS_CONFIGS, config_flag
+from .configs import CHOICE_CONFIGS, NO_EFFECT, PASS_CONFIGS, config_flag, config_key, unknown_key_message
 from .target import CPU_KINDS, GPU_KINDS, auto_target_kind, device_of, parse_target_string, resolve_target
 
 __all__ = [
@@ -31,10 +33,14 @@ _DEVICE_LANGUAGE = {"c": "c", "llvm": "c", "cuda": "cuda", "metal": "metal", "ro
 
 
 def validate_pass_configs(pass_configs: Optional[Mapping[str, Any]]) -> dict[str, Any]:
-    """Check ``pass_configs``: documented ``tl.*`` keys (booleans) and TVM's own ``tirx.*`` keys.
+    """Check ``pass_configs``: documented ``tl.*`` keys (booleans, or one of the values of
+    :data:`CHOICE_CONFIGS`) and TVM's own ``tirx.*`` keys.
+
+    Keys may be strings or ``PassConfigKey`` members. TileLang's keys that have no effect here
+    (:data:`~tilelang_core.lowering.configs.NO_EFFECT`) are accepted with any value and dropped.
 
     :raises PassConfigError: unknown key (the message lists the known ones) or a value that is
-        not a bool.
+        not a bool (not one of the choices).
     """
     if pass_configs is None:
         return {}
@@ -42,20 +48,37 @@ def validate_pass_configs(pass_configs: Optional[Mapping[str, Any]]) -> dict[str
         raise PassConfigError(f"pass_configs must be a dict, got {type(pass_configs).__name__}")
     result: dict[str, Any] = {}
     for key, value in pass_configs.items():
+        key = config_key(key)
         if not isinstance(key, str):
             raise PassConfigError(f"pass_configs keys must be strings, got {key!r}")
-        if key in PASS_CONFIGS:
+        if key in CHOICE_CONFIGS:
+            if isinstance(value, bool) or value not in CHOICE_CONFIGS[key]:
+                choices = " or ".join(map(str, CHOICE_CONFIGS[key]))
+                raise PassConfigError(f"pass_configs[{key!r}] must be {choices}, got {value!r}")
+            result[key] = value
+        elif key in PASS_CONFIGS:
             if not isinstance(value, (bool, int)) or (isinstance(value, int) and value not in (0, 1)):
                 raise PassConfigError(f"pass_configs[{key!r}] must be a bool, got {value!r}")
             result[key] = bool(value)
+        elif key in NO_EFFECT:
+            continue  # a TileLang key this pipeline has nothing to do for (docs/pipeline.md)
         elif key.startswith("tirx."):
             result[key] = value  # TVM's own PassContext options, validated by TVM
         else:
-            known = ", ".join(sorted(PASS_CONFIGS))
-            raise PassConfigError(
-                f"unknown pass config {key!r}; known keys: {known} (TVM's own 'tirx.*' options are passed through)"
-            )
+            raise PassConfigError(unknown_key_message(key))
     return result
+
+
+def _merged(device_mods: Any) -> Any:
+    """The device functions of every device module in one ``IRModule`` (for ``artifact.device_mod``)."""
+    import tvm
+
+    mods = list(device_mods.values()) if isinstance(device_mods, dict) else list(device_mods or [])
+    functions = {}
+    for mod in mods:
+        for gvar, fn in mod.functions.items():
+            functions[gvar.name_hint] = fn
+    return tvm.IRModule(functions) if functions else None
 
 
 def _consumes(consumes: Optional[Iterable[str]]) -> list[str]:
@@ -76,6 +99,9 @@ def lower(
     target_host: Any = None,
     pass_configs: Optional[Mapping[str, Any]] = None,
     consumes: Optional[Iterable[str]] = None,
+    *,
+    enable_host_codegen: bool = False,
+    enable_device_compile: bool = False,
 ) -> KernelArtifact:
     """Lower a kernel for a target and return its :class:`~tilelang_core.artifact.KernelArtifact`.
 
@@ -87,6 +113,10 @@ def lower(
     :param pass_configs: see :data:`PASS_CONFIGS`; unknown keys raise ``PassConfigError``.
     :param consumes: what the backend takes: any of ``device_source``, ``host_source``,
         ``runtime_module`` (default ``["device_source"]``); nothing else is generated.
+    :param enable_host_codegen: TileLang's spelling of adding ``host_source`` to ``consumes``.
+    :param enable_device_compile: TileLang's spelling of adding ``runtime_module`` to
+        ``consumes``: the device code is also compiled (nvcc for CUDA), so compile errors show
+        here rather than at :func:`tilelang.compile`.
     :raises KernelDefinitionError: ``func`` is not a PrimFunc.
     :raises LoweringError: the kernel cannot be lowered (message starts with ``file:line``).
     :raises TargetError, PassConfigError: bad target or pass config.
@@ -100,6 +130,9 @@ def lower(
         )
     configs = validate_pass_configs(pass_configs)
     wanted = _consumes(consumes)
+    for flag, item in ((enable_host_codegen, "host_source"), (enable_device_compile, "runtime_module")):
+        if flag and item not in wanted:
+            wanted.append(item)
     tgt = resolve_target(target, target_host)
     from .target import arch_of, max_threads_of, target_string
 
@@ -113,10 +146,16 @@ def lower(
     name = str(attrs.get("global_symbol", "")) or str(getattr(func, "__name__", "main"))
     from . import codegen
     from .frontend import FrontendOptions, lower_tile_constructs
-    from .signature import describe_params, relax_param_alignment
+    from .signature import describe_params, index_plan, relax_param_alignment, widen_indices, written_params
 
     func = relax_param_alignment(func)  # no 64-byte assumption: offset views (x[1:]) are fine
+    from .casts import lower_rounded_casts
+
+    func = lower_rounded_casts(func, kind, arch_of(tgt) or "")  # T.cast(..., round=...) for this target
     params, symbols, symbol_vars = describe_params(func, device_of(kind), location)
+    # 64-bit indices where a static size needs them (or everywhere); limits for dynamic shapes
+    widened, index_limits = index_plan(params, int(configs.get("tl.config_index_bitwidth", 32)))
+    func = widen_indices(func, widened)
     symbol_names = {s.name for s in symbols}
     func = func.with_attr("global_symbol", name)
     tvm_configs = {k: v for k, v in configs.items() if k.startswith("tirx.")}
@@ -124,6 +163,8 @@ def lower(
         tvm_configs.setdefault("tirx.disable_vectorize", True)
 
     result: dict[str, Any] = {"device_kernels": [], "device_source": None, "host_source": None}
+    written: list = []  # tensor params the kernel writes, read from the frontend step's output
+
     tvm_modules = None
     gpu = kind in GPU_KINDS
     try:
@@ -140,11 +181,13 @@ def lower(
                             func_location=location,
                         ),
                     )
+                    written.append(written_params(front))
                     source, kernel = codegen.c_entry_source(
                         front, tvm.target.Target("c"), configs, f"{name}_kernel", symbol_vars, list(func.params)
                     )
                     result["device_source"] = source
                     result["device_kernels"] = [kernel]
+                    result["ir"] = {"device": tvm.IRModule({name: front})}
                 if "runtime_module" in wanted or "host_source" in wanted:
                     front = lower_tile_constructs(
                         func,
@@ -154,6 +197,7 @@ def lower(
                             func_location=location,
                         ),
                     )
+                    written.append(written_params(front))
                     if "runtime_module" in wanted:
                         tvm_modules = codegen.cpu_runtime_module(front, tgt, configs)
                     if "host_source" in wanted:
@@ -170,10 +214,12 @@ def lower(
                 )
                 from . import passes as P
 
+                written.append(written_params(front))
                 mod = tvm.IRModule({name: front})
                 mod = tirx.transform.BindTarget(tgt)(mod)
                 mod = P.gpu_passes(configs)(mod)
                 host_mod, device_mods = codegen.split_gpu(mod)
+                result["ir"] = {"host": host_mod, "device": _merged(device_mods)}
                 host_fn = host_mod[name]
                 result["device_kernels"] = codegen.gpu_device_kernels(host_fn, device_mods, symbol_names, location)
                 if not result["device_kernels"]:
@@ -202,6 +248,11 @@ def lower(
         text = str(exc).strip()
         raise LoweringError(f"{location}: lowering kernel '{name}' for {kind} failed: {text}") from exc
 
+    params = [
+        replace(p, written=(i in written[0]) if written else p.written, index_limit=index_limits.get(i))
+        if isinstance(p, TensorParam) else p
+        for i, p in enumerate(params)
+    ]
     artifact = KernelArtifact(
         name=name,
         target=target_string(tgt),
@@ -219,4 +270,5 @@ def lower(
     )
     if tvm_modules is not None:
         artifact.with_tvm_modules(tvm_modules)
+    artifact.with_tvm_ir(**result.get("ir", {}))
     return artifact

@@ -2,7 +2,7 @@
 
 Input: a GPU function after :mod:`tilelang_core.lowering.frontend` (``threadIdx``/``blockIdx``
 attributes; each ``T.Parallel`` nest turned into ``flat = it * threads + tid`` loops with
-``Bind`` statements). Output: no ``local.fragment`` buffers and no ``tl.atomic_add`` markers.
+``Bind`` statements). Output: no ``local.fragment`` buffers and no atomic marker calls.
 
 **Fragment layout.** A fragment of shape ``S`` (``numel`` elements) in a block of ``threads``
 threads puts the element with row-major index ``f`` in thread ``f % threads``, slot
@@ -15,8 +15,9 @@ row maximum read by a whole row, a gemm operand read along K, serial code outsid
 ``T.Parallel``) is placed in shared memory instead, where every thread sees every element and
 ``ThreadSync`` later inserts the barriers. docs/tile-operators.md describes it for kernel authors.
 
-**Atomics.** ``T.atomic_add`` marks its read-modify-write with an ``AttrStmt`` ``tl.atomic_add``;
-on CUDA/ROCm this becomes ``atomicAdd(&dst[i], v)``. Other GPU kinds reject it.
+**Atomics.** The atomic operators leave marker calls (``tl.atomic``); once the fragments have
+their final scope, :func:`tilelang_core.lowering.atomics.lower_gpu_atomics` turns them into CUDA
+atomics (plain updates for per-thread ``local`` destinations). Other GPU kinds reject them.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import LoweringError
+from .atomics import contains_atomics, lower_gpu_atomics
+from .intrinsics import contains_intrinsics, lower_gpu_intrinsics
 
 FRAGMENT_SCOPE = "local.fragment"
-ATOMIC_ADD_KEY = "tl.atomic_add"
-_ATOMIC_KINDS = ("cuda", "rocm")
 
 
 def _int(expr: Any) -> Optional[int]:
@@ -169,7 +170,7 @@ class FragmentLowering:
         body = self.func.body
         kernels: dict = {}
         _walk_allocs(body, [], kernels)
-        has_atomic = _has_attr(body, ATOMIC_ADD_KEY)
+        has_atomic = contains_atomics(body) or contains_intrinsics(body)
         if not kernels and not has_atomic:
             return self.func
         accesses = self._collect(body)
@@ -258,34 +259,7 @@ class FragmentLowering:
     def _atomics(self, body: Any) -> Any:
         target = self.func.attrs.get("target") if self.func.attrs is not None else None
         kind = target.kind.name if target is not None else "cuda"
-        if kind not in _ATOMIC_KINDS:
-            raise LoweringError(f"{self.location}: T.atomic_add is not supported on {kind} targets yet")
-
-        def on_attr(stmt):
-            if stmt.attr_key != ATOMIC_ADD_KEY:
-                return stmt
-            store = stmt.body
-            if not isinstance(store, tirx.BufferStore) or type(store.value).__name__ != "Add":
-                raise LoweringError(f"{self.location}: malformed T.atomic_add update {store}")
-            load = store.value.a
-            addend = store.value.b
-            dtype = str(store.buffer.ty.dtype)
-            call = tirx.call_extern(dtype, "atomicAdd", tirx.address_of(load), addend)
-            return tirx.Evaluate(call)
-
-        return tvm_ffi.structural_map(body, [(tirx.AttrStmt, on_attr)])
-
-
-def _has_attr(body: Any, key: str) -> bool:
-    found = []
-
-    def on_attr(stmt):
-        if stmt.attr_key == key:
-            found.append(stmt)
-        return stmt
-
-    tvm_ffi.structural_map(body, [(tirx.AttrStmt, on_attr)])
-    return bool(found)
+        return lower_gpu_intrinsics(lower_gpu_atomics(body, kind, self.location), kind, self.location)
 
 
 def lower_fragments(func: tirx.PrimFunc, location: Optional[str] = None) -> tirx.PrimFunc:

@@ -7,13 +7,18 @@ Output: ordinary TIR that TVM's passes understand:
 * GPU: ``blockIdx``/``threadIdx`` launch attributes; each ``T.Parallel`` nest of ``E`` iterations
   becomes ``for it in range(ceildiv(E, threads)): flat = it * threads + tid; if flat < E: ...``
   (the loop and the guard disappear when they are not needed).
-* CPU: one loop over all blocks (``ForKind.PARALLEL`` unless parallel blocks are disabled, or
-  the kernel contains a ``T.atomic_add`` update: CPU atomics are plain read-modify-writes, so
-  such kernels run their blocks serially on every CPU path) that recomputes ``bx, by, bz``;
-  ``T.Parallel`` nests stay serial loop nests. With ``emit_pragmas`` (the C device-source path) a
-  pragma marker statement is placed before the block loop (``omp parallel for``) and before
-  innermost parallel loops whose body has no loop, call or atomic update (``omp simd``);
-  :mod:`tilelang_core.lowering.codegen` turns them into ``#pragma`` lines.
+* CPU: one loop over all blocks that recomputes ``bx, by, bz``; ``T.Parallel`` nests stay serial
+  loop nests. The block loop strategy (:meth:`Frontend._cpu_block_loop`): the loop is serial when
+  parallel blocks are disabled or when the kernel is small: fewer than two blocks, or an estimated
+  work (:func:`block_work`: loop body executions of all blocks together) known at lowering time to
+  be under :data:`PARALLEL_MIN_WORK`. Kernels with atomics are no exception: atomics are real
+  atomics on every CPU path (:mod:`tilelang_core.lowering.atomics`). Otherwise the loop is
+  ``ForKind.PARALLEL``; the C device-source path (``emit_pragmas``) also annotates it with
+  :data:`BLOCK_LOOP_KEY` (its work expression), and :mod:`tilelang_core.lowering.codegen` outlines
+  it into a block-range function run through the kernel's block launcher (serially when the work
+  at call time is under the threshold). With ``emit_pragmas`` a pragma marker is placed before
+  innermost parallel loops whose body has no loop, call or atomic update (``omp simd``); codegen
+  turns it into a ``#pragma`` line.
 """
 
 from __future__ import annotations
@@ -26,8 +31,12 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import LoweringError
+from .atomics import contains_atomics
+
+#: Marker names of the reducer operators (tilelang_core.language.tileops.reducer).
+REDUCER_FINALIZE_CALL = "tl.reducer.finalize"
+REDUCER_UPDATE_KEY = "tl.reducer_update"
 from ..language.core import (
-    ATOMIC_ADD_KEY,
     KERNEL_AXIS_KEY,
     KERNEL_IS_CPU_KEY,
     KERNEL_LOC_KEY,
@@ -38,6 +47,14 @@ from ..language.core import (
 
 #: Name of the extern call the C source path uses to mark where a ``#pragma`` goes.
 PRAGMA_MARKER = "TL_PRAGMA"
+
+#: Estimated work (loop body executions of all blocks together, see :func:`block_work`) below
+#: which a CPU kernel's blocks run serially: starting threads costs more than such a kernel
+#: gains from them (and, on a busy machine, far more). Documented in docs/pipeline.md.
+PARALLEL_MIN_WORK = 1 << 16
+
+#: Annotation of a parallel CPU block loop on the C source path: its work expression (int64).
+BLOCK_LOOP_KEY = "tl.parallel_block_loop"
 
 _TAGS_BLOCK = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 _TAGS_THREAD = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -90,6 +107,17 @@ def _is_parallel_marker(stmt: Any) -> Optional[int]:
     return None
 
 
+def _reducer_finalize(stmt: Any) -> Optional[tuple]:
+    """``(op, loc, reducer buffer)`` of a ``T.finalize_reducer`` marker statement, else None."""
+    call = stmt.value
+    if not isinstance(call, tvm.ir.Call) or len(call.args) != 4:
+        return None
+    name = call.args[0]
+    if not (isinstance(name, tvm.ir.StringImm) and name.value == REDUCER_FINALIZE_CALL):
+        return None
+    return call.args[1].value, call.args[2].value, call.args[3].args[0].source
+
+
 def _pragma(text: str, var_name: str):
     """``TL_PRAGMA__omp_simd__i()``: pragma text and loop variable encoded in the callee's name."""
     callee = f"{PRAGMA_MARKER}__{text.replace(' ', '_')}__{var_name}"
@@ -117,17 +145,19 @@ def _substitute(stmt: Any, mapping: list) -> Any:
     return tvm_ffi.structural_map(stmt, [(tvm.ir.Var, on_var)])
 
 
-def _contains_attr(stmt: Any, key: str) -> bool:
-    """Whether ``stmt`` contains an ``AttrStmt`` with ``attr_key == key``."""
-    found = []
+def _bind_indices(stmt: Any, variables: list, which: str) -> Any:
+    """Replace ``T.get_thread_binding(d)``/``T.get_block_binding(d)`` markers (``which``) by the
+    GPU index variable of axis ``d`` (0 for an axis the kernel does not launch)."""
+    from .intrinsics import parse as parse_intrinsic
 
-    def visit(node):
-        if node.attr_key == key:
-            found.append(node)
-        return node
+    def on_call(call):
+        m = parse_intrinsic(call)
+        if m is None or m.name != which:
+            return call
+        var = variables[int(m.args[0].value)]
+        return var if var is not None else tirx.IntImm("int32", 0)
 
-    tvm_ffi.structural_map(stmt, [(tirx.AttrStmt, visit)])
-    return bool(found)
+    return tvm_ffi.structural_map(stmt, [(tvm.ir.Call, on_call)])
 
 
 def _contains(stmt: Any, kinds: tuple) -> bool:
@@ -176,9 +206,18 @@ class Frontend:
             else_case = self.visit(stmt.else_case, ctx) if stmt.else_case is not None else None
             return tirx.IfThenElse(stmt.condition, self.visit(stmt.then_case, ctx), else_case, stmt.span)
         if isinstance(stmt, tirx.AttrStmt):
+            if stmt.attr_key == REDUCER_UPDATE_KEY:
+                if not ctx.in_parallel:
+                    raise LoweringError(
+                        f"{stmt.node.value}: T.reducer_update outside any T.Parallel: write it inside the "
+                        "T.Parallel loop whose iterations contribute"
+                    )
+                return self.visit(stmt.body, ctx)
             return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, self.visit(stmt.body, ctx), stmt.span)
         if isinstance(stmt, tirx.While):
             return tirx.While(stmt.condition, self.visit(stmt.body, ctx), stmt.span)
+        if isinstance(stmt, tirx.Evaluate) and _reducer_finalize(stmt) is not None:
+            return self.finalize_reducer(stmt, ctx)
         if _is_parallel_marker(stmt) is not None:
             raise LoweringError(
                 f"{self.opt.func_location}: T.Parallel must be used as the iterator "
@@ -259,6 +298,8 @@ class Frontend:
             stride *= extent
         inner_ctx = _Ctx(kernel={"loc": loc, "tid": tid, "threads": total})
         new_body = self.visit(body, inner_ctx)
+        bound = {str(iv.thread_tag): iv.var for iv, _ in thread_ivs}
+        new_body = _bind_indices(new_body, [bound.get(tag) for tag in _TAGS_THREAD], "thread_binding")
         block_ivs = []
         mapping = []
         for axis, loop in enumerate(loops):
@@ -267,6 +308,7 @@ class Frontend:
             block_ivs.append(iv)
             mapping.append((loop.loop_var, var))
         new_body = _substitute(new_body, mapping)
+        new_body = _bind_indices(new_body, [iv.var for iv in block_ivs] + [None] * (3 - len(block_ivs)), "block_binding")
         for iv, extent in reversed(thread_ivs):
             new_body = tirx.AttrStmt(iv, "thread_extent", _as_expr(extent), new_body)
         for iv, loop in reversed(list(zip(block_ivs, loops))):
@@ -276,10 +318,8 @@ class Frontend:
     def _kernel_cpu(self, loops: list, threads: list, body: Any, loc: str, ctx: _Ctx) -> Any:
         inner_ctx = _Ctx(kernel={"loc": loc, "tid": None, "threads": 1})
         new_body = self.visit(body, inner_ctx)
-        # T.atomic_add is a plain read-modify-write on CPU: blocks updating the same element
-        # must not run concurrently (same rule for the C source and the runtime-module paths).
-        parallel = self.opt.parallel_blocks and not _contains_attr(new_body, ATOMIC_ADD_KEY)
-        kind = tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL
+        # Atomics are real atomics on CPU (lowering/atomics.py): blocks may update the same element.
+        parallel = self.opt.parallel_blocks
         if len(loops) == 1:
             loop = loops[0]
             block_var = loop.loop_var
@@ -298,10 +338,68 @@ class Frontend:
                 mapping.append((loop.loop_var, value))
                 stride = loop.extent if stride is None else stride * loop.extent
             new_body = _substitute(new_body, mapping)
-        result = tirx.For(block_var, _as_expr(0), extent, kind, new_body)
-        if self.opt.emit_pragmas and parallel:
-            return _seq([_pragma("omp parallel for", str(block_var)), result])
-        return result
+        return self._cpu_block_loop(block_var, extent, new_body, parallel)
+
+    def _cpu_block_loop(self, block_var: Any, extent: Any, body: Any, parallel: bool) -> Any:
+        """The loop over a CPU kernel's blocks: serial, or parallel (see the module docstring)."""
+        serial = tirx.For(block_var, _as_expr(0), extent, tirx.ForKind.SERIAL, body)
+        if not parallel:
+            return serial
+        work = block_work(extent, body, block_var)
+        static_work, static_blocks = _int(work), _int(extent)
+        if (static_blocks is not None and static_blocks < 2) or (static_work is not None and static_work < PARALLEL_MIN_WORK):
+            return serial
+        annotations = {BLOCK_LOOP_KEY: work} if self.opt.emit_pragmas else None
+        loop = tirx.For(block_var, _as_expr(0), extent, tirx.ForKind.PARALLEL, body, None, annotations)
+        if self.opt.emit_pragmas or static_work is not None:
+            return loop
+        # runtime modules: the work is known at call time only; the serial copy is made SSA again
+        # by the pass list (ConvertSSA)
+        return tirx.IfThenElse(work >= tirx.IntImm("int64", PARALLEL_MIN_WORK), loop, serial)
+
+    # -- T.finalize_reducer -------------------------------------------------------------------
+    def finalize_reducer(self, stmt: Any, ctx: _Ctx) -> Any:
+        """Combine the per-thread copies of a reducer (GPU: through shared memory; CPU: one copy).
+
+        Every thread writes its copy into a shared scratch of ``threads * numel`` elements, and
+        after a barrier every thread combines all the copies into its own, so each one holds the
+        result (TileLang's replication "all").
+        """
+        op, loc, acc = _reducer_finalize(stmt)
+        if not self.opt.gpu or ctx.kernel is None or ctx.kernel["threads"] == 1:
+            return tirx.Evaluate(tirx.IntImm("int32", 0))
+        if ctx.in_parallel:
+            raise LoweringError(f"{loc}: T.finalize_reducer inside a T.Parallel loop: call it after the loop")
+        from ..language.tileops.reducer import combine
+
+        shape = [_int(d) for d in acc.ty.shape]
+        if any(d is None for d in shape):
+            raise LoweringError(f"{loc}: the reducer '{acc}' needs a static shape on GPU targets, got {list(acc.ty.shape)}")
+        numel = 1
+        for d in shape:
+            numel *= d
+        threads, tid = ctx.kernel["threads"], ctx.kernel["tid"]
+        dtype = str(acc.ty.dtype)
+        scratch = tirx.decl_buffer([threads * numel], dtype, name=f"{acc}_partials", scope="shared")
+
+        def element(k):
+            idx, rest = [], k
+            for d in reversed(shape):
+                idx.append(tirx.floormod(rest, d) if d != 1 else _as_expr(0))
+                rest = tirx.floordiv(rest, d)
+            return list(reversed(idx))
+
+        sync = tirx.Evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", tvm.ir.StringImm("shared")))
+        k1 = tirx.Var("reducer_k", "int32")
+        write = tirx.For(k1, _as_expr(0), _as_expr(numel), tirx.ForKind.SERIAL,
+                         tirx.BufferStore(scratch, acc[tuple(element(k1))], [k1 * threads + tid]))
+        k2, t = tirx.Var("reducer_k", "int32"), tirx.Var("reducer_t", "int32")
+        idx = element(k2)
+        fold = tirx.For(t, _as_expr(1), _as_expr(threads - 1), tirx.ForKind.SERIAL,
+                        tirx.BufferStore(acc, combine(op, acc[tuple(idx)], scratch[k2 * threads + t]), idx))
+        gather = tirx.For(k2, _as_expr(0), _as_expr(numel), tirx.ForKind.SERIAL,
+                          _seq([tirx.BufferStore(acc, scratch[k2 * threads], idx), fold]))
+        return tirx.SeqStmt([tirx.AllocBuffer(scratch), write, sync, gather])
 
     # -- T.Parallel --------------------------------------------------------------------------
     def visit_parallel(self, loop: Any, ndim: int, ctx: _Ctx) -> Any:
@@ -325,7 +423,7 @@ class Frontend:
             and self.opt.simd
             and not _contains(new_body, (tirx.For, tirx.While, tirx.Evaluate, tirx.AllocBuffer))
             # several iterations may update the same element: never vectorize atomics
-            and not _contains_attr(new_body, ATOMIC_ADD_KEY)
+            and not contains_atomics(new_body)
         )
         stmt = new_body
         for depth, loop in enumerate(reversed(loops)):
@@ -386,6 +484,63 @@ class Frontend:
         count = (total_int + threads - 1) // threads if total_int is not None else tirx.ceildiv(total, threads)
         loop_body = _seq([tirx.Bind(flat, it * threads + tid), guarded])
         return tirx.For(it, _as_expr(0), _as_expr(count), tirx.ForKind.SERIAL, loop_body)
+
+
+def block_work(blocks: Any, body: Any, block_var: Any = None) -> Any:
+    """Estimated work of a CPU block loop, as an int64 expression over the kernel's symbols.
+
+    ``blocks`` times the number of statement executions in one block: every store or evaluated
+    call counts 1, a loop multiplies its body by its extent, both branches of an ``if`` count.
+    Extents that depend on variables of the block (its index, inner loop variables) count as 1.
+    Only the order of magnitude matters: the estimate decides between a serial and a parallel
+    block loop (:data:`PARALLEL_MIN_WORK`).
+    """
+    local: list = [block_var] if block_var is not None else []
+
+    def collect_loop(node):
+        local.append(node.loop_var)
+        return node
+
+    def collect_bind(node):
+        local.append(node.var)
+        return node
+
+    tvm_ffi.structural_map(body, [(tirx.For, collect_loop), ((tirx.Bind, tirx.LetStmt), collect_bind)])
+
+    def outer_only(expr) -> bool:
+        uses = []
+
+        def visit(v):
+            uses.append(v)
+            return v
+
+        tvm_ffi.structural_map(expr, [(tvm.ir.Var, visit)])
+        return not any(u.same_as(v) for u in uses for v in local)
+
+    def i64(expr):
+        return tirx.Cast("int64", expr) if str(expr.ty.dtype) != "int64" else expr
+
+    def cost(stmt) -> Any:
+        if isinstance(stmt, tirx.SeqStmt):
+            total = tirx.IntImm("int64", 0)
+            for s in stmt.seq:
+                total = total + cost(s)
+            return total
+        if isinstance(stmt, tirx.For):
+            inner = cost(stmt.body)
+            extent = stmt.extent
+            return i64(extent) * inner if outer_only(extent) else inner
+        if isinstance(stmt, tirx.IfThenElse):
+            other = cost(stmt.else_case) if stmt.else_case is not None else tirx.IntImm("int64", 0)
+            return cost(stmt.then_case) + other
+        child = getattr(stmt, "body", None)  # attributes, lets, allocations: their body's cost
+        if isinstance(child, tirx.Stmt):
+            return cost(child)
+        return tirx.IntImm("int64", 1)
+
+    blocks_expr = i64(_as_expr(blocks))
+    work = blocks_expr * cost(body)
+    return tvm.sym.Analyzer().simplify(work)
 
 
 def lower_tile_constructs(func: tirx.PrimFunc, options: FrontendOptions) -> tirx.PrimFunc:

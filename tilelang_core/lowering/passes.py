@@ -64,6 +64,7 @@ def cpu_source_finalize_passes() -> tvm.transform.Pass:
 def cpu_runtime_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
     """CPU runtime module: same optimisations, then TVM's packed calling convention."""
     passes = [
+        tirx.transform.ConvertSSA(),  # the frontend may emit a block loop twice (serial/parallel)
         s_tir.transform.LowerOpaqueBlock(),
         tirx.transform.FlattenBuffer(),
         tirx.transform.BF16ComputeLegalize(),
@@ -99,7 +100,6 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         tirx.transform.UnrollLoop(),
         tirx.transform.StmtSimplify(),
         tirx.transform.RemoveNoOp(),
-        *_cse(configs),
         tirx.transform.FP8ComputeLegalize(),
         tirx.transform.VerifyMemory(),
         tirx.transform.AnnotateEntryFunc(),
@@ -109,6 +109,10 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         s_tir.transform.LowerThreadAllreduce(),
         s_tir.transform.MergeSharedMemoryAllocations(),
         tirx.transform.SplitHostDevice(),
+        # After the split: before it, CSE can bind an expression the host and a kernel share
+        # (``n + 2`` of a grid size and a bound) to a variable that becomes a kernel argument
+        # no KernelArg can describe.
+        *_cse(configs),
     ]
     return tvm.transform.Sequential(passes, name="tl.gpu")
 

@@ -200,3 +200,121 @@ def _find_binding(func: tirx.PrimFunc, sym: Any, scalar_vars: dict) -> Optional[
             if type(extent).__name__ == "Var" and extent.same_as(sym):
                 return SymbolBinding(name=str(sym), param_index=index, dim=dim)
     return None
+
+
+def written_params(func: tirx.PrimFunc) -> set[int]:
+    """Indices of the tensor parameters ``func`` may write: targets of buffer stores, buffers whose
+    element address is taken (``T.address_of(A[i])``, as atomics do) or whose data pointer is
+    passed to a call. Run on the frontend step's output (tile operators are loops by then)."""
+    targets: list = []
+
+    def on_store(node):
+        targets.append(node.buffer)
+        return node
+
+    def on_call(node):
+        name = getattr(node.op, "name", "")
+        for arg in node.args:
+            if name == "tirx.address_of" and isinstance(arg, tvm.ir.TensorLoad):
+                targets.append(arg.source)
+            elif isinstance(arg, tvm.ir.Var) and is_tensor_param(arg):
+                targets.append(arg)
+            elif isinstance(arg, tvm.ir.Call) and getattr(arg.op, "name", "") == "tirx.buffer_data":
+                targets.extend(a for a in arg.args if isinstance(a, tvm.ir.Var))
+        return node
+
+    import tvm_ffi
+
+    tvm_ffi.structural_map(func.body, [(tirx.BufferStore, on_store), (tvm.ir.Call, on_call)])
+    return {i for i, var in enumerate(func.params) if is_tensor_param(var) and any(var.same_as(t) for t in targets)}
+
+
+#: Largest element count (largest offset + 1) of a tensor that 32-bit index arithmetic addresses
+#: safely: 2**31 less 2**20 of head room for index expressions that run a little past a tensor's
+#: last element (the guard of a last, partial block; a ceildiv). Recorded as
+#: ``TensorParam.index_limit`` for tensors with dynamic shapes and checked by backends at call time.
+INDEX_LIMIT_32 = 2**31 - 2**20
+
+
+def static_span(param: Any) -> Optional[int]:
+    """Elements from a tensor's first to its last element (+1), when its shape and strides are static."""
+    shape = [_int_or_none(d) for d in param.shape]
+    if any(d is None for d in shape):
+        return None
+    if any(d == 0 for d in shape):
+        return 0
+    if param.strides:
+        strides = [_int_or_none(st) for st in param.strides]
+        if any(st is None for st in strides):
+            return None
+        return 1 + sum((d - 1) * abs(st) for d, st in zip(shape, strides))
+    total = 1
+    for d in shape:
+        total *= d
+    return total
+
+
+def _int_or_none(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) else None
+
+
+def index_plan(params: list, bits: int) -> tuple[set[int], dict[int, int]]:
+    """``(widened, limits)``: which tensor params get 64-bit index arithmetic, and the call-time
+    element limit of the others that have dynamic shapes.
+
+    With 32-bit indices (the default) a tensor whose static span passes :data:`INDEX_LIMIT_32` is
+    indexed in 64 bits, one with a dynamic shape keeps 32-bit indices and records the limit; with
+    ``bits == 64`` every tensor is indexed in 64 bits and nothing is recorded. (The pass list's
+    ``NarrowDataType(32)`` narrows back what static shapes prove to fit.)
+    """
+    widened: set[int] = set()
+    limits: dict[int, int] = {}
+    for i, p in enumerate(params):
+        if not isinstance(p, TensorParam):
+            continue
+        span = static_span(p)
+        if bits == 64 or (span is not None and span > INDEX_LIMIT_32):
+            widened.add(i)
+        elif span is None:
+            limits[i] = INDEX_LIMIT_32
+    return widened, limits
+
+
+def _to_int64(expr: Any) -> Any:
+    """``expr`` computed in int64 from its leaves (not just cast at the end, which would overflow first)."""
+    dtype = str(expr.ty.dtype)
+    if dtype == "int64" or not (dtype.startswith("int") or dtype.startswith("uint")):
+        return expr
+    kind = type(expr).__name__
+    if kind == "IntImm":
+        return tirx.IntImm("int64", int(expr.value))
+    if kind in ("Add", "Sub", "Mul", "FloorDiv", "FloorMod", "Div", "Mod", "Min", "Max"):
+        return getattr(tirx, kind)(_to_int64(expr.a), _to_int64(expr.b))
+    if kind == "Select":
+        return tirx.Select(expr.condition, _to_int64(expr.true_value), _to_int64(expr.false_value))
+    return tirx.Cast("int64", expr)
+
+
+def widen_indices(func: tirx.PrimFunc, widened: set[int]) -> tirx.PrimFunc:
+    """Compute the indices of every access to the ``widened`` tensor params in 64 bits."""
+    buffers = [var for i, var in enumerate(func.params) if i in widened]
+    if not buffers:
+        return func
+
+    def hit(buffer) -> bool:
+        return any(buffer.same_as(b) for b in buffers)
+
+    def on_load(node):
+        if not hit(node.source):
+            return node
+        return tirx.BufferLoad(node.source, [_to_int64(i) for i in node.indices])
+
+    def on_store(node):
+        if not hit(node.buffer):
+            return node
+        return tirx.BufferStore(node.buffer, node.value, [_to_int64(i) for i in node.indices])
+
+    import tvm_ffi
+
+    body = tvm_ffi.structural_map(func.body, [(tvm.ir.TensorLoad, on_load), (tirx.BufferStore, on_store)])
+    return func.with_body(body)

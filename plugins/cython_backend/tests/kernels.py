@@ -13,8 +13,18 @@ from tilelang_core import schema
 from tilelang_core.artifact import BuildOptions, KernelArtifact
 
 
-def tensor(name: str, shape: list, dtype: str = "float32", device: str = "cpu", strides=None) -> dict[str, Any]:
-    return {"kind": "tensor", "name": name, "dtype": dtype, "shape": shape, "device": device, "strides": strides}
+def tensor(name: str, shape: list, dtype: str = "float32", device: str = "cpu", strides=None,
+           written: Optional[bool] = None) -> dict[str, Any]:
+    """A tensor parameter; ``written`` as the pipeline would set it (omitted: unknown, i.e. written)."""
+    out = {"kind": "tensor", "name": name, "dtype": dtype, "shape": shape, "device": device, "strides": strides}
+    if written is not None:
+        out["written"] = written
+    return out
+
+
+def read_only(name: str, shape: list, dtype: str = "float32", device: str = "cpu", strides=None) -> dict[str, Any]:
+    """A tensor parameter the kernel only reads."""
+    return tensor(name, shape, dtype, device, strides, written=False)
 
 
 def scalar(name: str, dtype: str) -> dict[str, Any]:
@@ -57,7 +67,7 @@ int32_t vadd({ctype} *restrict A, {ctype} *restrict B, {ctype} *restrict C) {{
   return 0;
 }}
 """
-    return artifact("vadd", [tensor("A", [n], dtype), tensor("B", [n], dtype), tensor("C", [n], dtype)],
+    return artifact("vadd", [read_only("A", [n], dtype), read_only("B", [n], dtype), tensor("C", [n], dtype)],
                     [ptr("A", 0, dtype), ptr("B", 1, dtype), ptr("C", 2, dtype)], src)
 
 
@@ -75,7 +85,7 @@ int32_t vadd_dyn(float *restrict A, float *restrict B, float *restrict C, int32_
   return 0;
 }
 """
-    return artifact("vadd_dyn", [tensor("A", ["n"]), tensor("B", ["n"]), tensor("C", ["n"])],
+    return artifact("vadd_dyn", [read_only("A", ["n"]), read_only("B", ["n"]), tensor("C", ["n"])],
                     [ptr("A", 0), ptr("B", 1), ptr("C", 2), val("n", symbol="n")], src,
                     symbols=[{"name": "n", "param_index": 0, "dim": 0}])
 
@@ -89,7 +99,7 @@ void pad2(const float *A, float *Out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) Out[i + 1] = A[i];
 }
 """
-    return artifact("pad2", [tensor("A", ["n"]), tensor("Out", ["n + 2"])],
+    return artifact("pad2", [read_only("A", ["n"]), tensor("Out", ["n + 2"])],
                     [ptr("A", 0), ptr("Out", 1), val("n", symbol="n", dtype="int64")], src,
                     symbols=[{"name": "n", "param_index": 0, "dim": 0}], return_type="void")
 
@@ -104,7 +114,7 @@ int32_t axpy(float *X, float *Y, float alpha, int32_t count, bool negate) {
   return 0;
 }
 """
-    return artifact("axpy", [tensor("X", [8]), tensor("Y", [8]), scalar("alpha", "float32"), scalar("count", "int32"),
+    return artifact("axpy", [read_only("X", [8]), tensor("Y", [8]), scalar("alpha", "float32"), scalar("count", "int32"),
                              scalar("negate", "bool")],
                     [ptr("X", 0), ptr("Y", 1), val("alpha", 2, dtype="float32"), val("count", 3), val("negate", 4, dtype="bool")],
                     src)
@@ -131,7 +141,7 @@ int32_t mm(float *restrict A, float *restrict B, float *restrict C, int32_t M, i
   return 0;
 }
 """
-    return artifact("mm", [tensor("A", ["M", "K"]), tensor("B", ["K", "N"]), tensor("C", ["M", "N"])],
+    return artifact("mm", [read_only("A", ["M", "K"]), read_only("B", ["K", "N"]), tensor("C", ["M", "N"])],
                     [ptr("A", 0), ptr("B", 1), ptr("C", 2), val("M", symbol="M"), val("N", symbol="N"),
                      val("K", symbol="K")], src,
                     symbols=[{"name": "M", "param_index": 0, "dim": 0}, {"name": "K", "param_index": 0, "dim": 1},
@@ -147,7 +157,7 @@ int32_t sumdiff(float *A, float *B, float *S, float *D, int32_t n) {
   return 0;
 }
 """
-    return artifact("sumdiff", [tensor("A", ["n"]), tensor("B", ["n"]), tensor("S", ["n"]), tensor("D", ["n"])],
+    return artifact("sumdiff", [read_only("A", ["n"]), read_only("B", ["n"]), tensor("S", ["n"]), tensor("D", ["n"])],
                     [ptr("A", 0), ptr("B", 1), ptr("S", 2), ptr("D", 3), val("n", symbol="n")], src,
                     symbols=[{"name": "n", "param_index": 0, "dim": 0}])
 
@@ -182,7 +192,7 @@ def cuda_vadd(arch: str = "sm_80") -> KernelArtifact:
     """CUDA C = A + B (n dynamic), 128 threads per block, dynamic shared memory 128 floats."""
     return schema.validate_python(KernelArtifact, dict(
         name="vadd_cuda", target=f"cuda -arch={arch}", target_kind="cuda",
-        params=[tensor("A", ["n"], device="cuda"), tensor("B", ["n"], device="cuda"), tensor("C", ["n"], device="cuda")],
+        params=[read_only("A", ["n"], device="cuda"), read_only("B", ["n"], device="cuda"), tensor("C", ["n"], device="cuda")],
         symbols=[{"name": "n", "param_index": 0, "dim": 0}],
         device_kernels=[{
             "name": "vadd_kernel",
@@ -207,5 +217,5 @@ def complex_copy() -> KernelArtifact:
 #include <complex.h>
 int32_t ccopy(float complex *A, float complex *B) { for (int i = 0; i < 4; ++i) B[i] = A[i]; return 0; }
 """
-    return artifact("ccopy", [tensor("A", [4], "complex64"), tensor("B", [4], "complex64")],
+    return artifact("ccopy", [read_only("A", [4], "complex64"), tensor("B", [4], "complex64")],
                     [ptr("A", 0, "complex64"), ptr("B", 1, "complex64")], src)

@@ -47,10 +47,13 @@ def test_nvcc_builds_library_with_exported_entry_points(tmp_path):
 
     art = K.cuda_vadd()
     plan = make_plan(art, BuildOptions())
-    lib, src = compiler.compile_cuda(art.name, codegen.cuda_source(art, plan), target=art.target)
-    symbols = _exported(lib)
+    built = compiler.compile_cuda(art.name, codegen.cuda_source(art, plan), target=art.target)
+    try:
+        symbols = _exported(built.path)
+    finally:
+        built.release()
     assert {"__tl_cy_call", "__tl_cy_error_string"} <= symbols
-    assert src.suffix == ".cu" and src.exists()
+    assert "__tl_cy_call" in built.source and built.data and not built.directory.exists()
 
 
 @needs_nvcc

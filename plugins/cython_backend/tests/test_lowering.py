@@ -133,8 +133,10 @@ def _cuda_build(func, out_idx=()):
 
 @needs_nvcc
 @pytest.mark.parametrize("which", ["vector_add_dynamic", "matmul_fragment"])
-def test_cuda_lowered_kernels_compile_with_exported_launcher(which):
+def test_cuda_lowered_kernels_compile_with_exported_launcher(which, monkeypatch):
     import subprocess
+
+    monkeypatch.setenv("TILELANG_CYTHON_KEEP_BUILD", "1")  # inspect the library and source files
 
     func = vector_add(T.dynamic("n")) if which == "vector_add_dynamic" else matmul(128, 128, 64)
     art, k = _cuda_build(func, out_idx=[2])

@@ -47,6 +47,9 @@ cdef extern from "_dispatch_core.h":
         int scalar_bits
         int scalar_signed
         int symbol
+        int is_written
+        long long index_limit
+        long long elem_bytes
 
     ctypedef struct tl_deferred:
         int param
@@ -65,6 +68,8 @@ cdef extern from "_dispatch_core.h":
         tl_param *params
         int *input_params
         int *output_params
+        int *written_inputs
+        int n_written_inputs
         PyObject **sym_names
         PyObject *arg_names
         long long *expr_code
@@ -75,8 +80,12 @@ cdef extern from "_dispatch_core.h":
 
     int tl_kernel_type_ready() except -1
     tl_kernel *tl_kernel_alloc(int n_params, int n_syms, int n_exprs, int code_len) except NULL
-    int tl_kernel_open_library(tl_kernel *k, const char *path, const char *entry, const char *errstr) except -1
+    int tl_kernel_open_library(tl_kernel *k, const char *path, const char *entry, const char *errstr,
+                               const char *launcher) except -1
     const tl_dl_exchange_api *tl_api_from_capsule(object capsule) except NULL
+    PyObject *tl_num_threads_fn
+    int tl_pool_threads()
+    long long tl_pool_stat_parallel, tl_pool_stat_unpaid, tl_pool_stat_serial
 
 tl_kernel_type_ready()
 
@@ -101,6 +110,17 @@ def dlpack_api_version():
     return (api.header.version.major, api.header.version.minor)
 
 
+def pool_threads():
+    """Worker threads the block launcher has started in this process (0 until a kernel needed them)."""
+    return tl_pool_threads()
+
+
+def pool_stats():
+    """Block launcher runs so far: ``{"parallel": n, "unpaid": n, "serial": n}`` (parallel runs, those of
+    them that gained less than 10% over their CPU time, runs done serially)."""
+    return {"parallel": tl_pool_stat_parallel, "unpaid": tl_pool_stat_unpaid, "serial": tl_pool_stat_serial}
+
+
 def make_kernel(dict plan, str library, dict meta):
     """Build a callable ``CythonKernel`` from a call plan and a compiled kernel library.
 
@@ -112,6 +132,9 @@ def make_kernel(dict plan, str library, dict meta):
     """
     import torch
 
+    global tl_num_threads_fn
+    if tl_num_threads_fn == NULL:
+        tl_num_threads_fn = _newref(torch.get_num_threads)
     if plan.get("format") != PLAN_FORMAT:
         raise ValueError(f"call plan format {plan.get('format')!r} is not supported (expects {PLAN_FORMAT})")
     params = plan["params"]
@@ -158,7 +181,10 @@ def make_kernel(dict plan, str library, dict meta):
         p.symbol = -1
         if prm["kind"] == "tensor":
             p.is_tensor = 1
+            p.is_written = 1 if prm.get("written", True) else 0
+            p.index_limit = -1 if prm.get("index_limit") is None else int(prm["index_limit"])
             p.code, p.bits, p.lanes = prm["dl"]
+            p.elem_bytes = (p.bits * p.lanes + 7) // 8
             dims = prm["dims"]
             if len(dims) > TL_MAX_NDIM:
                 raise ValueError(f"parameter {prm['name']!r} has {len(dims)} dimensions; at most {TL_MAX_NDIM}")
@@ -209,6 +235,9 @@ def make_kernel(dict plan, str library, dict meta):
         else:
             p.caller_index = n_in
             k.input_params[n_in] = i
+            if p.is_tensor and p.is_written:
+                k.written_inputs[k.n_written_inputs] = n_in
+                k.n_written_inputs += 1
             n_in += 1
             names.append(str(prm["name"]))
     k.n_inputs = n_in
@@ -216,5 +245,6 @@ def make_kernel(dict plan, str library, dict meta):
     k.n_deferred = n_def
     k.arg_names = _newref(", ".join(names))
     tl_kernel_open_library(k, library.encode(), str(plan["entry"]).encode(),
-                           str(plan.get("error_string") or "").encode())
+                           str(plan.get("error_string") or "").encode(),
+                           str(plan.get("block_launcher") or "").encode())
     return kernel

@@ -14,12 +14,14 @@
 #include <Python.h>
 #include <structmember.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "_tl_dlpack.h"
+#include "_pool.h"
 
 #define TL_MAX_NDIM 16
 #define TL_MAX_PARAMS 256
@@ -74,6 +76,9 @@ typedef struct {
   int scalar_bits;
   int scalar_signed;
   int symbol; /* symbol index a scalar parameter binds, -1 if none */
+  int is_written; /* the kernel may store into this tensor (artifact TensorParam.written) */
+  long long index_limit; /* most elements (largest offset + 1) its 32-bit indices address; -1: none */
+  long long elem_bytes;  /* bytes of one element (overlap check) */
 } tl_param;
 
 /* an expression-valued dimension/stride checked after every symbol is bound */
@@ -97,6 +102,8 @@ typedef struct {
   tl_param *params;
   int *input_params;  /* caller index -> param index */
   int *output_params; /* output k -> param index */
+  int *written_inputs; /* caller indices of the written tensor inputs */
+  int n_written_inputs;
   PyObject **sym_names;
   PyObject *arg_names; /* "a, b" for the wrong-count message */
   long long *expr_code;
@@ -104,6 +111,7 @@ typedef struct {
   PyObject **expr_text;
   tl_deferred *deferred;
   long long gil_release_elems; /* release the GIL when the inputs hold at least this many */
+  int parallel;                /* the library's block launcher is ours: it releases the GIL itself */
   void *lib;
   tl_entry_fn entry;
   tl_errstr_fn errstr;
@@ -240,6 +248,52 @@ static int tl_eval(tl_kernel *k, int e, const long long *syms, long long *out) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* the block launcher (see _pool.h)                                                           */
+
+static PyObject *tl_num_threads_fn = NULL; /* torch.get_num_threads, set by _dispatch.pyx */
+static int tl_last_team = 1;
+
+/* the program's thread setting: torch.get_num_threads() (which follows torch.set_num_threads and
+ * OMP_NUM_THREADS); needs the GIL */
+static int tl_team_size(void) {
+  PyObject *r;
+  long n;
+  if (!tl_num_threads_fn) return 1;
+  r = PyObject_CallNoArgs(tl_num_threads_fn);
+  if (!r) {
+    PyErr_Clear();
+    return 1;
+  }
+  n = PyLong_AsLong(r);
+  Py_DECREF(r);
+  if (n < 1) {
+    PyErr_Clear();
+    n = 1;
+  }
+  if (n > TL_POOL_MAX_THREADS) n = TL_POOL_MAX_THREADS;
+  tl_last_team = (int)n;
+  return (int)n;
+}
+
+/* called by a kernel (tl_run_blocks) for a block loop whose work reached TL_PARALLEL_MIN_WORK;
+ * the dispatcher calls such kernels with the GIL held, and the GIL is released while blocks run */
+static int32_t tl_block_launcher(int64_t blocks, int64_t work, tl_blocks_fn fn, void *args) {
+  PyThreadState *ts = NULL;
+  int team;
+  int32_t rc;
+  (void)work;
+  if (PyGILState_Check()) {
+    team = tl_team_size();
+    ts = PyEval_SaveThread();
+  } else {
+    team = tl_last_team;
+  }
+  rc = tl_pool_run(team, blocks, fn, args);
+  if (ts) PyEval_RestoreThread(ts);
+  return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* errors reported by the producer's allocator                                                */
 
 static void tl_set_error(void *ctx, const char *kind, const char *message) {
@@ -267,9 +321,11 @@ static PyObject *tl_clash(tl_kernel *k, const tl_param *p, const char *where, in
 #if defined(__GNUC__)
 #define TL_INLINE static inline __attribute__((always_inline))
 #define TL_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TL_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
 #define TL_INLINE static inline
 #define TL_LIKELY(x) (x)
+#define TL_UNLIKELY(x) (x)
 #endif
 
 static int tl_check_lazy_views(tl_kernel *k, const tl_param *p, PyObject *obj) {
@@ -292,9 +348,39 @@ static int tl_check_lazy_views(tl_kernel *k, const tl_param *p, PyObject *obj) {
   return 0;
 }
 
+/* "'m' = 32769, 'n + 1' = 8": the sizes of a tensor's dynamic dimensions, for messages */
+static void tl_dynamic_dims(tl_kernel *k, const tl_param *p, const int64_t *shape, char *buf, size_t size) {
+  size_t used = 0;
+  int d;
+  buf[0] = 0;
+  for (d = 0; d < p->ndim && used < size; d++) {
+    PyObject *label;
+    if (p->dim_kind[d] == TL_DIM_STATIC) continue;
+    label = p->dim_kind[d] == TL_DIM_SYM ? k->sym_names[p->dim_val[d]] : k->expr_text[p->dim_val[d]];
+    used += (size_t)snprintf(buf + used, size - used, "%s'%s' = %lld", used ? ", " : "", PyUnicode_AsUTF8(label),
+                             (long long)shape[d]);
+  }
+}
+
+static int tl_index_limit_error(tl_kernel *k, const tl_param *p, const int64_t *shape, long long elems) {
+  char dims[256];
+  tl_dynamic_dims(k, p, shape, dims, sizeof dims);
+  if (p->is_output)
+    PyErr_Format(PyExc_ValueError,
+                 "%U(): output '%U' would have %lld elements (%s), over this kernel's 32-bit index limit of %lld; "
+                 "compile it with pass_configs={'tl.config_index_bitwidth': 64}",
+                 k->name, p->name, elems, dims, p->index_limit);
+  else
+    tl_arg_error(k, PyExc_ValueError, p,
+                 "%lld elements (%s) exceed this kernel's 32-bit index limit of %lld; "
+                 "compile it with pass_configs={'tl.config_index_bitwidth': 64}",
+                 elems, dims, p->index_limit);
+  return -1;
+}
+
 TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, const tl_dl_tensor *t, long long *syms,
                            int *src, int *dev_id, long long *deferred_vals, char *deferred_one,
-                           long long *elems) {
+                           long long *elems, long long *span) {
   int d;
   char got[96], want[64];
   long long n = 1;
@@ -338,6 +424,15 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
         break;
     }
   }
+  /* 32-bit indices (dynamic shapes): the tensor's largest offset must stay in range */
+  if (p->index_limit >= 0 && n > 0) {
+    long long reach = n;
+    if (p->strides_mode != TL_STRIDES_COMPACT && t->strides != NULL) {
+      reach = 1;
+      for (d = 0; d < p->ndim; d++) reach += (t->shape[d] - 1) * (t->strides[d] < 0 ? -t->strides[d] : t->strides[d]);
+    }
+    if (reach > p->index_limit) return tl_index_limit_error(k, p, t->shape, reach);
+  }
   *elems += n;
   /* device */
   if (!TL_LIKELY(t->device.device_type == k->device_type) ||
@@ -367,6 +462,7 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
         expect *= t->shape[d];
       }
     }
+    *span = n * p->elem_bytes; /* bytes from the data pointer to the end of the last element */
   } else {
     /* explicit strides: compared once every symbol is bound (see the deferred checks) */
     long long compact = 1;
@@ -376,8 +472,37 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
       deferred_one[slot] = t->shape[d] == 1;
       compact *= t->shape[d];
     }
+    if (n == 0 || t->strides == NULL) {
+      *span = n * p->elem_bytes;
+    } else {
+      long long last = 0;
+      for (d = 0; d < p->ndim; d++) last += (t->shape[d] - 1) * (t->strides[d] < 0 ? -t->strides[d] : t->strides[d]);
+      *span = (last + 1) * p->elem_bytes;
+    }
   }
   return 0;
+}
+
+/* "arguments 'A' (#0) and 'C' (#2) overlap in memory, ...": the first overlapping pair in caller
+ * order where the kernel writes one of the two (only reached once an overlap was found) */
+static PyObject *tl_overlap_error(tl_kernel *k, const uintptr_t *lo, const uintptr_t *hi, int nargs) {
+  int i, j;
+  for (i = 0; i < nargs; i++) {
+    const tl_param *a = &k->params[k->input_params[i]];
+    for (j = i + 1; j < nargs; j++) {
+      const tl_param *b = &k->params[k->input_params[j]];
+      if (!(a->is_written || b->is_written)) continue;
+      if (lo[i] < hi[j] && lo[j] < hi[i]) {
+        PyErr_Format(PyExc_ValueError,
+                     "%U() arguments '%U' (#%d) and '%U' (#%d) overlap in memory, and the kernel writes '%U'; "
+                     "pass tensors that do not share memory (for example a .clone())",
+                     k->name, a->name, i, b->name, j, a->is_written ? a->name : b->name);
+        return NULL;
+      }
+    }
+  }
+  PyErr_Format(PyExc_SystemError, "%U(): overlap check is inconsistent", k->name);
+  return NULL;
 }
 
 /* "expected strides (..), got strides (..)" for an explicit-strides parameter */
@@ -422,9 +547,11 @@ static int tl_read_scalar(tl_kernel *k, const tl_param *p, PyObject *obj, tl_val
     long long x;
     int overflow = 0;
     const char *kind = p->scalar_kind == TL_SCALAR_BOOL ? "a bool" : "an int";
+    PyObject *as_int = NULL; /* the int a uint64 value above INT64_MAX is read from */
     if (PyLong_Check(obj)) {
       x = PyLong_AsLongLongAndOverflow(obj, &overflow);
       if (x == -1 && PyErr_Occurred()) return -1;
+      if (overflow > 0) as_int = obj;
     } else if (!PyFloat_Check(obj) && PyIndex_Check(obj) && !PyObject_TypeCheck(obj, k->tensor_type)) {
       PyObject *i = PyNumber_Index(obj);
       if (!i) {
@@ -433,13 +560,23 @@ static int tl_read_scalar(tl_kernel *k, const tl_param *p, PyObject *obj, tl_val
         return -1;
       }
       x = PyLong_AsLongLongAndOverflow(i, &overflow);
+      if (overflow > 0 && !p->scalar_signed && p->scalar_bits == 64) {
+        unsigned long long u = PyLong_AsUnsignedLongLong(i);
+        if (PyErr_Occurred()) PyErr_Clear(); else { x = (long long)u; overflow = -2; }
+      }
       Py_DECREF(i);
       if (x == -1 && PyErr_Occurred()) return -1;
     } else {
       tl_arg_error(k, PyExc_TypeError, p, "expected %s, got %s", kind, tl_short_type_name(obj));
       return -1;
     }
-    if (!overflow && p->scalar_kind == TL_SCALAR_BOOL) {
+    if (as_int && !p->scalar_signed && p->scalar_bits == 64) { /* uint64 up to 2**64 - 1: pass its bits */
+      unsigned long long u = PyLong_AsUnsignedLongLong(as_int);
+      if (PyErr_Occurred()) PyErr_Clear(); else { x = (long long)u; overflow = -2; }
+    }
+    if (overflow == -2) {
+      overflow = 0; /* a uint64 above INT64_MAX, already range-checked */
+    } else if (!overflow && p->scalar_kind == TL_SCALAR_BOOL) {
       if (x != 0 && x != 1) {
         tl_arg_error(k, PyExc_ValueError, p, "expected a bool (True/False, 0 or 1), got %lld", x);
         return -1;
@@ -576,6 +713,8 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
   int n_outs_done = 0;
   int dev_id = -1;
   long long elems = 0;
+  uintptr_t lo[TL_MAX_PARAMS]; /* per caller argument: first byte of a tensor's data, */
+  uintptr_t hi[TL_MAX_PARAMS]; /* and the byte after its last element (both 0: a scalar, an empty tensor) */
   void *stream = NULL;
   int i, rc;
 
@@ -600,17 +739,24 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
     PyObject *obj = args[i];
     if (p->is_tensor) {
       tl_dl_tensor t;
+      long long span;
       if (Py_TYPE(obj) != k->tensor_type && !PyObject_TypeCheck(obj, k->tensor_type))
         return tl_arg_error(k, PyExc_TypeError, p, "expected a torch.Tensor, got %s", tl_short_type_name(obj));
       if (k->api->dltensor_from_py_object_no_sync) {
         if (k->api->dltensor_from_py_object_no_sync(obj, &t) != 0) goto dlpack_failed;
-        if (tl_check_tensor(k, p, obj, &t, syms, src, &dev_id, deferred_vals, deferred_one, &elems) != 0) return NULL;
+        if (tl_check_tensor(k, p, obj, &t, syms, src, &dev_id, deferred_vals, deferred_one, &elems, &span) != 0)
+          return NULL;
         values[k->input_params[i]].p = (char *)t.data + t.byte_offset;
+        lo[i] = span ? (uintptr_t)values[k->input_params[i]].p : 0;
+        hi[i] = lo[i] + (uintptr_t)span;
       } else {
         tl_dl_managed_versioned *m = NULL;
         if (k->api->managed_tensor_from_py_object_no_sync(obj, &m) != 0) goto dlpack_failed;
-        rc = tl_check_tensor(k, p, obj, &m->dl_tensor, syms, src, &dev_id, deferred_vals, deferred_one, &elems);
+        rc = tl_check_tensor(k, p, obj, &m->dl_tensor, syms, src, &dev_id, deferred_vals, deferred_one, &elems,
+                             &span);
         values[k->input_params[i]].p = (char *)m->dl_tensor.data + m->dl_tensor.byte_offset;
+        lo[i] = span ? (uintptr_t)values[k->input_params[i]].p : 0;
+        hi[i] = lo[i] + (uintptr_t)span;
         if (m->deleter) m->deleter(m);
         if (rc != 0) return NULL;
       }
@@ -618,8 +764,19 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
     dlpack_failed:
       return tl_dlpack_error(k, p, obj);
     } else {
+      lo[i] = hi[i] = 0;
       if (tl_read_scalar(k, p, obj, &values[k->input_params[i]], syms, src) != 0) return NULL;
     }
+  }
+
+  /* a tensor the kernel writes must not share memory with another argument (the generated C
+     also declares its pointers restrict): written inputs against every other argument */
+  for (i = 0; i < k->n_written_inputs; i++) {
+    int w = k->written_inputs[i], j, bad = 0;
+    uintptr_t lo_w = lo[w], hi_w = hi[w];
+    for (j = 0; j < w; j++) bad |= (lo_w < hi[j]) & (lo[j] < hi_w); /* no branch: vectorizes */
+    for (j = w + 1; j < nargs; j++) bad |= (lo_w < hi[j]) & (lo[j] < hi_w);
+    if (TL_UNLIKELY(bad)) return tl_overlap_error(k, lo, hi, (int)nargs);
   }
 
   /* dimensions given by expressions over the symbols, and explicit strides */
@@ -647,6 +804,9 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
     } else if (k->api->current_work_stream((int32_t)k->device_type, dev_id, &stream) != 0) {
       return NULL;
     }
+  } else if (stream_obj && stream_obj != Py_None) { /* CPU: ignored, but it must be a stream */
+    void *ignored = NULL;
+    if (tl_read_stream(k, stream_obj, &ignored) != 0) return NULL;
   }
 
   /* outputs */
@@ -669,6 +829,15 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
       }
       shape[d] = v;
     }
+    if (p->index_limit >= 0) {
+      long long total = 1;
+      int over = 0;
+      for (d = 0; d < p->ndim; d++) over |= __builtin_mul_overflow(total, (long long)shape[d], &total);
+      if (over || total > p->index_limit) {
+        tl_index_limit_error(k, p, shape, over ? LLONG_MAX : total);
+        goto fail;
+      }
+    }
     memset(&proto, 0, sizeof proto);
     proto.device.device_type = k->device_type;
     proto.device.device_id = k->device_type == TL_DL_CPU ? 0 : dev_id;
@@ -689,7 +858,7 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
     outs[n_outs_done++] = obj;
   }
 
-  if (k->gil_release_elems >= 0 && elems >= k->gil_release_elems) {
+  if (!k->parallel && k->gil_release_elems >= 0 && elems >= k->gil_release_elems) {
     Py_BEGIN_ALLOW_THREADS
     rc = k->entry(values, syms, stream, dev_id);
     Py_END_ALLOW_THREADS
@@ -740,6 +909,7 @@ static void tl_kernel_dealloc(PyObject *self) {
   }
   PyMem_Free(k->input_params);
   PyMem_Free(k->output_params);
+  PyMem_Free(k->written_inputs);
   PyMem_Free(k->expr_code);
   PyMem_Free(k->expr_start);
   PyMem_Free(k->deferred);
@@ -831,12 +1001,13 @@ static tl_kernel *tl_kernel_alloc(int n_params, int n_syms, int n_exprs, int cod
   k->params = (tl_param *)PyMem_Calloc((size_t)(n_params ? n_params : 1), sizeof(tl_param));
   k->input_params = (int *)PyMem_Calloc((size_t)(n_params ? n_params : 1), sizeof(int));
   k->output_params = (int *)PyMem_Calloc((size_t)(n_params ? n_params : 1), sizeof(int));
+  k->written_inputs = (int *)PyMem_Calloc((size_t)(n_params ? n_params : 1), sizeof(int));
   k->deferred = (tl_deferred *)PyMem_Calloc((size_t)(n_params * TL_MAX_NDIM * 2 + 1), sizeof(tl_deferred));
   k->sym_names = (PyObject **)PyMem_Calloc((size_t)(n_syms ? n_syms : 1), sizeof(PyObject *));
   k->expr_text = (PyObject **)PyMem_Calloc((size_t)(n_exprs ? n_exprs : 1), sizeof(PyObject *));
   k->expr_start = (int *)PyMem_Calloc((size_t)(n_exprs ? n_exprs : 1), sizeof(int));
   k->expr_code = (long long *)PyMem_Calloc((size_t)(code_len ? code_len : 1), sizeof(long long));
-  if (!k->params || !k->input_params || !k->output_params || !k->deferred || !k->sym_names || !k->expr_text ||
+  if (!k->params || !k->input_params || !k->output_params || !k->written_inputs || !k->deferred || !k->sym_names || !k->expr_text ||
       !k->expr_start || !k->expr_code) {
     Py_DECREF(k);
     PyErr_NoMemory();
@@ -846,7 +1017,8 @@ static tl_kernel *tl_kernel_alloc(int n_params, int n_syms, int n_exprs, int cod
   return k;
 }
 
-static int tl_kernel_open_library(tl_kernel *k, const char *path, const char *entry, const char *errstr) {
+static int tl_kernel_open_library(tl_kernel *k, const char *path, const char *entry, const char *errstr,
+                                  const char *launcher) {
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     PyErr_Format(PyExc_OSError, "cannot load kernel library %s: %s", path, dlerror());
@@ -858,6 +1030,17 @@ static int tl_kernel_open_library(tl_kernel *k, const char *path, const char *en
     return -1;
   }
   k->errstr = errstr && errstr[0] ? (tl_errstr_fn)dlsym(lib, errstr) : NULL;
+  if (launcher && launcher[0]) {
+    /* the kernel's parallel block loops run on the dispatcher's pool (the variable is shared by
+       every kernel object loading this library, all of them cython kernels) */
+    tl_block_launcher_fn *slot = (tl_block_launcher_fn *)dlsym(lib, launcher);
+    if (!slot) {
+      PyErr_Format(PyExc_OSError, "kernel library %s has no block launcher variable %s", path, launcher);
+      return -1;
+    }
+    *slot = tl_block_launcher;
+    k->parallel = 1;
+  }
   k->lib = lib;
   return 0;
 }

@@ -12,9 +12,6 @@ from tilelang_core.errors import ArtifactError, BuildError, TileLangError
 
 from .plan import PLAN_FORMAT, make_plan
 
-#: Pass config that turns off running T.Kernel blocks in parallel (OpenMP) on CPU.
-DISABLE_PARALLEL_BLOCKS = "tl.disable_parallel_blocks"
-
 LIBRARY_FILE = "kernel.so"
 PLAN_FILE = "cython_plan.json"
 
@@ -30,12 +27,6 @@ def _dispatch():
     return _dispatch
 
 
-def _flag(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
-
-
 def build(artifact: KernelArtifact, options: BuildOptions) -> Any:
     """Compile ``artifact`` and return the callable kernel (see ``tilelang_backend_build``)."""
     from . import codegen, compiler
@@ -45,31 +36,35 @@ def build(artifact: KernelArtifact, options: BuildOptions) -> Any:
         raise BuildError(f"the cython backend builds targets 'c' and 'cuda', got '{kind}'")
     plan = make_plan(artifact, options)
     if kind == "c":
-        passes = {**artifact.pass_configs, **options.pass_configs}
-        openmp = not _flag(passes.get(DISABLE_PARALLEL_BLOCKS, False))
-        lib, src = compiler.compile_c(artifact.name, codegen.c_source(artifact, plan),
-                                      compile_flags=options.compile_flags, openmp=openmp, verbose=options.verbose)
+        built = compiler.compile_c(artifact.name, codegen.c_source(artifact, plan),
+                                   compile_flags=options.compile_flags, verbose=options.verbose)
     else:
-        lib, src = compiler.compile_cuda(artifact.name, codegen.cuda_source(artifact, plan), target=artifact.target,
-                                         compile_flags=options.compile_flags, verbose=options.verbose)
+        built = compiler.compile_cuda(artifact.name, codegen.cuda_source(artifact, plan), target=artifact.target,
+                                      compile_flags=options.compile_flags, verbose=options.verbose)
     try:
-        return kernel_from_plan(plan, lib, src)
+        return kernel_from_plan(plan, built.path, built.source_path, library_data=built.data, source_text=built.source)
     except OSError as exc:
         raise BuildError(f"kernel '{artifact.name}': {exc}") from None
+    finally:
+        built.release()  # the library is loaded (or failed to): its build directory goes
 
 
-def kernel_from_plan(plan: dict, library: Path, source: Path | None = None, *, load_as: str | None = None) -> Any:
+def kernel_from_plan(plan: dict, library: Path, source: Path | None = None, *, load_as: str | None = None,
+                     library_data: bytes | None = None, source_text: str | None = None) -> Any:
     """The native kernel object for ``plan`` calling into ``library`` (the plan is checked first).
 
     ``load_as`` is the path handed to ``dlopen`` when it differs from ``library`` (see
-    :func:`tilelang_core.cache.native.dlopen_path`).
+    :func:`tilelang_core.cache.native.dlopen_path`). ``library_data``/``source_text``: the
+    library's bytes and source kept in memory (a fresh build, whose files are removed once
+    loaded); the save hook writes them.
 
     :raises ValueError: an inconsistent plan; :raises OSError: the library cannot be loaded.
     """
     from .plan import check_plan
 
     check_plan(plan)
-    meta = {"plan": plan, "library": str(library), "source": str(source) if source else None}
+    meta = {"plan": plan, "library": str(library), "source": str(source) if source else None,
+            "library_data": library_data, "source_text": source_text}
     return _dispatch().make_kernel(plan, load_as or str(library), meta)
 
 
@@ -96,10 +91,17 @@ def save(kernel: Any, directory: Path) -> None:
     if not isinstance(meta, dict) or "plan" not in meta:
         raise TypeError(f"the cython backend cannot save {type(kernel).__name__}; expected a kernel it built")
     directory = Path(directory)
-    shutil.copy2(meta["library"], directory / LIBRARY_FILE)
+    if meta.get("library_data") is not None:  # a fresh build: its files are gone, the bytes are here
+        (directory / LIBRARY_FILE).write_bytes(meta["library_data"])
+    else:
+        shutil.copy2(meta["library"], directory / LIBRARY_FILE)
     record = {"plan": meta["plan"], "library": LIBRARY_FILE, "source": None,
               "cpu": host_cpu_id() if meta["plan"].get("device") == "cpu" else None}
-    if meta.get("source") and Path(meta["source"]).exists():
+    suffix = ".cu" if meta["plan"].get("device") == "cuda" else ".c"
+    if meta.get("source_text") is not None:
+        record["source"] = "kernel" + suffix
+        (directory / record["source"]).write_text(meta["source_text"])
+    elif meta.get("source") and Path(meta["source"]).exists():
         name = "kernel" + Path(meta["source"]).suffix
         shutil.copy2(meta["source"], directory / name)
         record["source"] = name

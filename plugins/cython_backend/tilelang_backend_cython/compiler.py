@@ -1,8 +1,12 @@
 """Running the system compilers: ``$CC``/``cc`` for ``c`` kernels and ``nvcc`` for ``cuda`` kernels.
 
-Every build gets a private directory (``tempfile.mkdtemp``) that is kept: the generated source
-stays there so a failing build can be inspected, and the library is loaded from there until the
-save hook copies it into the kernel cache. Identical builds in one process share one library.
+Every build gets a private directory (``tempfile.mkdtemp``). When the compiler fails, the
+directory stays, with the source, and the :class:`BuildError` names it. When it succeeds, the
+library's bytes are read into memory (:class:`BuiltLibrary`), the backend loads the library, and
+:meth:`BuiltLibrary.release` removes the directory: nothing is left in the temp dir, and the save
+hook writes the bytes into the kernel cache. Set ``TILELANG_CYTHON_KEEP_BUILD=1`` (or build with
+``verbose=True``) to keep every build directory (source and library) for inspection.
+Identical builds in one process compile once (the bytes are kept in memory).
 """
 
 from __future__ import annotations
@@ -15,17 +19,58 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
 from tilelang_core.errors import BuildError
 
-#: Base flags of CPU kernels (``-fopenmp`` is added when OpenMP works and is not disabled).
+#: Base flags of CPU kernels. No OpenMP runtime is linked: parallel block loops run on the
+#: dispatcher's own threads (the kernel's block launcher, see _pool.h); ``SIMD_FLAGS`` are added
+#: when the compiler takes them, so the ``#pragma omp simd`` loops of the source count.
 C_FLAGS = ["-O3", "-march=native", "-fPIC", "-shared"]
+SIMD_FLAGS = ["-fopenmp-simd", "-DTL_OPENMP_SIMD"]
+
+#: Environment variable: keep every build directory (source and library) in the temp dir.
+KEEP_BUILD_ENV = "TILELANG_CYTHON_KEEP_BUILD"
 
 _lock = threading.Lock()
-_openmp_ok: dict[str, bool] = {}
-_built: dict[str, Path] = {}
+_simd_ok: dict[str, bool] = {}
+_built: dict[str, bytes] = {}
+
+
+def keep_builds(verbose: bool = False) -> bool:
+    """Whether build directories are kept: ``$TILELANG_CYTHON_KEEP_BUILD`` is set (not 0/false) or ``verbose``."""
+    value = os.environ.get(KEEP_BUILD_ENV, "").strip().lower()
+    return verbose or value not in ("", "0", "false", "no", "off")
+
+
+@dataclass
+class BuiltLibrary:
+    """A compiled kernel library: its bytes and source text, and a file to load it from.
+
+    ``path`` can be loaded until :meth:`release`, which removes the build directory unless it is
+    kept (:func:`keep_builds`); a loaded library stays usable after that.
+    """
+
+    data: bytes
+    source: str
+    path: Path
+    directory: Path
+    kept: bool
+
+    @property
+    def source_path(self) -> Optional[Path]:
+        """The source file, when the build directory is kept."""
+        if not self.kept:
+            return None
+        found = [p for p in self.directory.iterdir() if p.suffix in (".c", ".cu")]
+        return found[0] if found else None
+
+    def release(self) -> None:
+        """Remove the build directory (unless kept)."""
+        if not self.kept:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def c_compiler() -> list[str]:
@@ -68,19 +113,17 @@ def _run(cmd: Sequence[str], *, what: str, source: Path, cwd: Path) -> None:
         )
 
 
-def openmp_works(cc: Sequence[str]) -> bool:
-    """Whether ``cc -fopenmp`` builds a shared library here (checked once per compiler and process)."""
+def simd_flags_work(cc: Sequence[str]) -> bool:
+    """Whether ``cc -fopenmp-simd`` builds a shared library here (checked once per compiler and process)."""
     key = shlex.join(cc)
     with _lock:
-        if key in _openmp_ok:
-            return _openmp_ok[key]
-    d = Path(tempfile.mkdtemp(prefix="tilelang-cython-omp-"))
+        if key in _simd_ok:
+            return _simd_ok[key]
+    d = Path(tempfile.mkdtemp(prefix="tilelang-cython-simd-"))
     try:
-        src = d / "omp.c"
-        src.write_text(
-            "void f(float *a, int n) {\n#pragma omp parallel for\n for (int i = 0; i < n; ++i) a[i] += 1.0f;\n}\n"
-        )
-        proc = subprocess.run([*cc, "-fPIC", "-shared", "-fopenmp", "-o", str(d / "omp.so"), str(src)],
+        src = d / "simd.c"
+        src.write_text("void f(float *a, int n) {\n#pragma omp simd\n for (int i = 0; i < n; ++i) a[i] += 1.0f;\n}\n")
+        proc = subprocess.run([*cc, "-fPIC", "-shared", "-Werror", *SIMD_FLAGS, "-o", str(d / "simd.so"), str(src)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         ok = proc.returncode == 0
     except OSError:
@@ -88,52 +131,55 @@ def openmp_works(cc: Sequence[str]) -> bool:
     finally:
         shutil.rmtree(d, ignore_errors=True)
     with _lock:
-        _openmp_ok[key] = ok
+        _simd_ok[key] = ok
     return ok
 
 
-def _cached(key: str) -> Optional[Path]:
-    with _lock:
-        lib = _built.get(key)
-    return lib if lib is not None and lib.exists() else None
+def compile_c(name: str, source: str, *, compile_flags: Sequence[str] = (), verbose: bool = False) -> BuiltLibrary:
+    """Compile C ``source`` into a shared library (see :class:`BuiltLibrary`).
 
-
-def compile_c(name: str, source: str, *, compile_flags: Sequence[str] = (), openmp: bool = True,
-              verbose: bool = False) -> tuple[Path, Path]:
-    """Compile C ``source`` into a shared library; returns ``(library, kept_source)``.
-
-    :param openmp: add ``-fopenmp`` (when the compiler supports it).
     :raises BuildError: with the command line, the compiler's output and the kept source path.
     """
     cc = c_compiler()
     flags = list(C_FLAGS)
-    if openmp and openmp_works(cc):
-        flags.append("-fopenmp")
+    if simd_flags_work(cc):
+        flags += SIMD_FLAGS
     flags += list(compile_flags)
     return _compile_shared_library(cc, flags, source, name=name, suffix=".c", target="c", verbose=verbose)
 
 
 def _compile_shared_library(compiler: list[str], flags: list[str], source: str, *, name: str, suffix: str,
-                            target: str, verbose: bool) -> tuple[Path, Path]:
-    """Compile ``source`` into a shared library in a kept temporary directory (once per process).
+                            target: str, verbose: bool) -> BuiltLibrary:
+    """Compile ``source`` into a shared library in a fresh temporary directory (once per process).
 
-    :returns: (library path, source path). :raises BuildError: via :func:`_run`.
+    :raises BuildError: via :func:`_run`; the directory and the source stay for inspection.
     """
     key = hashlib.sha256("\0".join([shlex.join(compiler), *flags, source]).encode()).hexdigest()
-    hit = _cached(key)
-    if hit is not None:
-        return hit, hit.with_suffix(suffix)
+    keep = keep_builds(verbose)
     d = Path(tempfile.mkdtemp(prefix=f"tilelang-cython-{_safe_name(name)}-"))
     src = d / f"{_safe_name(name)}{suffix}"
     lib = d / f"{_safe_name(name)}.so"
+    with _lock:
+        data = _built.get(key)
+    if data is not None:  # compiled before in this process: a fresh file to load the bytes from
+        lib.write_bytes(data)
+        if keep:
+            src.write_text(source)
+        return BuiltLibrary(data=data, source=source, path=lib, directory=d, kept=keep)
     src.write_text(source)
     cmd = [*compiler, *flags, "-o", str(lib), str(src)]
     if verbose:
         print(f"[tilelang cython] {shlex.join(cmd)}")
     _run(cmd, what=f"kernel '{name}' (target {target})", source=src, cwd=d)
+    data = lib.read_bytes()
     with _lock:
-        _built[key] = lib
-    return lib, src
+        _built[key] = data
+    if keep:
+        if verbose:
+            print(f"[tilelang cython] build kept in {d}")
+    else:
+        src.unlink()
+    return BuiltLibrary(data=data, source=source, path=lib, directory=d, kept=keep)
 
 
 def cuda_arch(target: str) -> str:
@@ -156,7 +202,7 @@ def cuda_arch(target: str) -> str:
 
 
 def compile_cuda(name: str, source: str, *, target: str = "cuda", compile_flags: Sequence[str] = (),
-                 verbose: bool = False) -> tuple[Path, Path]:
+                 verbose: bool = False) -> BuiltLibrary:
     """Compile CUDA ``source`` (device code + host launcher) with nvcc into a shared library.
 
     :raises BuildError: with the command line, nvcc's output and the kept source path.

@@ -8,11 +8,14 @@ kernel needs neither TVM nor a compiler). Layout, format 1::
       "format": 1, "name": "add", "device": "cpu" | "cuda",
       "entry": "__tl_cy_call", "error_string": null | "__tl_cy_error_string",
       "gil_release_elems": 65536 | null,
+      "block_launcher": null | "main_kernel_block_launcher",  # set to the dispatcher's pool
       "symbols": ["n", ...],                       # slot order of the symbol values
       "exprs": [{"text": "n + 1", "code": [...]}],  # bytecode for _dispatch_core.h
       "outputs": [2],                              # params allocated by the kernel (out_idx)
       "params": [
         {"name": "A", "kind": "tensor", "dtype": "float32", "dl": [2, 32, 1], "output": false,
+         "written": false,                         # checked for overlap with other arguments
+         "index_limit": null | 2146435072,         # most elements its 32-bit indices address
          "dims": [["static", 16] | ["sym", slot] | ["expr", index]],
          "strides": null | [["static", 1] | ["expr", index]]},
         {"name": "k", "kind": "scalar", "dtype": "int32", "scalar_kind": "int", "bits": 32,
@@ -162,7 +165,8 @@ def make_plan(artifact: KernelArtifact, options: BuildOptions, *, device: Option
             if p.strides is not None:
                 strides = [["static", int(s)] if isinstance(s, int) else ["expr", expr(s)] for s in p.strides]
             out_params.append({"name": p.name, "kind": "tensor", "dtype": p.dtype, "dl": list(dl),
-                               "output": is_out, "dims": dims, "strides": strides})
+                               "output": is_out, "written": bool(p.written), "index_limit": p.index_limit,
+                               "dims": dims, "strides": strides})
         else:
             info = _scalar_info(p)
             sym = scalar_symbol.get(i, -1)
@@ -195,11 +199,21 @@ def make_plan(artifact: KernelArtifact, options: BuildOptions, *, device: Option
         "entry": ENTRY_SYMBOL,
         "error_string": ERROR_STRING_SYMBOL if device == "cuda" else None,
         "gil_release_elems": GIL_RELEASE_ELEMS if device == "cpu" else None,
+        "block_launcher": _block_launcher(artifact) if device == "cpu" else None,
         "symbols": symbols,
         "exprs": exprs,
         "outputs": out_idx,
         "params": out_params,
     }
+
+
+def _block_launcher(artifact: KernelArtifact) -> Optional[str]:
+    """The variable through which the CPU entry runs its parallel block loops (None: serial)."""
+    kernels = artifact.device_kernels
+    name = kernels[0].block_launcher if len(kernels) == 1 else None
+    if name is not None and not name.isidentifier():
+        raise BuildError(f"kernel '{artifact.name}': block_launcher {name!r} is not a C identifier")
+    return name
 
 
 def _names(expr: str) -> set[str]:
@@ -224,6 +238,9 @@ def check_plan(plan: Any) -> None:
                      ("outputs", list), ("params", list)):
         if not isinstance(plan.get(key), typ):
             fail(f"'{key}' must be a {typ.__name__}")
+    launcher = plan.get("block_launcher")
+    if launcher is not None and not (isinstance(launcher, str) and launcher.isidentifier()):
+        fail("'block_launcher' must be null or a C identifier")
     n_syms, n_exprs = len(plan["symbols"]), len(plan["exprs"])
     for i, e in enumerate(plan["exprs"]):
         code = e.get("code") if isinstance(e, dict) else None
@@ -272,6 +289,11 @@ def check_plan(plan: Any) -> None:
             if not (isinstance(dl, list) and len(dl) == 3 and all(isinstance(x, int) for x in dl)
                     and 0 <= dl[0] < 256 and 0 < dl[1] < 256 and 0 < dl[2] < 65536):
                 fail(f"parameter '{p['name']}' has a bad dtype {dl!r}")
+            if not isinstance(p.get("written", True), bool):
+                fail(f"parameter '{p['name']}' has a non-bool 'written'")
+            limit = p.get("index_limit")
+            if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+                fail(f"parameter '{p['name']}' has a bad 'index_limit' {limit!r}")
             dims = p.get("dims")
             if not isinstance(dims, list) or len(dims) > 16:
                 fail(f"parameter '{p['name']}' has bad dims")

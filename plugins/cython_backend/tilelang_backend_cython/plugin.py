@@ -28,6 +28,7 @@ def tilelang_backend_spec() -> dict[str, Any]:
         "name": "cython",
         "plugin_api_version": TILELANG_PLUGIN_API,
         "description": "Compiles device source with cc/nvcc; native DLPack dispatcher with the lowest call overhead",
+        "supersedes": ["ctypes"],
         "targets": {
             "c": {
                 "priority": 100,
@@ -36,6 +37,7 @@ def tilelang_backend_spec() -> dict[str, Any]:
                 "platforms": ["linux", "darwin"],
                 "requires": {"executables": [_cc_executable()], "python_modules": ["torch"]},
                 "native_compiler": {"program": "cc", "env": "CC", "version_args": ["--version"]},
+                "loads_without_tvm": True,
             },
             "cuda": {
                 "priority": 50,
@@ -45,6 +47,7 @@ def tilelang_backend_spec() -> dict[str, Any]:
                 "platforms": ["linux"],
                 "requires": {"executables": ["nvcc"], "python_modules": ["torch"]},
                 "native_compiler": {"program": "nvcc", "env": "TILELANG_NVCC", "version_args": ["--version"]},
+                "loads_without_tvm": True,
             },
         },
     }

@@ -82,10 +82,17 @@ def test_stand_in_traits_agree_with_the_real_headers():
 
 def _one_translation_unit(artifacts: dict) -> tuple[str, dict]:
     """All device sources in one file, each kernel renamed ``<kernel>__<n>``; returns the text and
-    ``{(test name, kernel): renamed}``. The longest preamble (the one with the most helpers) is kept once."""
-    preambles, bodies, names = [], [], {}
+    ``{(test name, kernel): renamed}``. The longest preamble (the one with the most helpers) is kept once,
+    with every preamble's ``#include`` and the atomic/intrinsic helper blocks in front."""
+    from tilelang_core.lowering.atomics import CUDA_HELPERS_BEGIN, CUDA_HELPERS_END
+
+    preambles, bodies, names, helpers = [], [], {}, []
     for n, (label, art) in enumerate(artifacts.items()):
         src = art.device_source
+        while CUDA_HELPERS_BEGIN in src:  # atomic/intrinsic helpers, each behind its own guard: all kept
+            start, end = src.index(CUDA_HELPERS_BEGIN), src.index(CUDA_HELPERS_END) + len(CUDA_HELPERS_END)
+            helpers.append(src[start:end] + "\n")
+            src = src[:start] + src[end:]
         cut = src.index('extern "C" __global__')
         preambles.append(src[:cut])
         body = src[cut:]
@@ -94,7 +101,8 @@ def _one_translation_unit(artifacts: dict) -> tuple[str, dict]:
             body = re.sub(r"\b" + re.escape(kernel.name) + r"\b", renamed, body)
             names[(label, kernel.name)] = renamed
         bodies.append(body)
-    return max(preambles, key=len) + "\n".join(bodies), names
+    includes = sorted({line for p in preambles for line in p.splitlines() if line.startswith("#include <")})
+    return "".join(helpers) + "\n".join(includes) + "\n" + max(preambles, key=len) + "\n".join(bodies), names
 
 
 @pytest.mark.slow

@@ -179,10 +179,19 @@ class NvrtcKernel:
             return None
         return outputs[0] if len(outputs) == 1 else outputs
 
+    def output_shapes(self, symbols: dict) -> list[list[int]]:
+        """The shape of every ``out_idx`` output for the bound ``symbols``; :raises ValueError: one
+        is too large for the kernel's 32-bit indices (before anything is allocated)."""
+        shapes = []
+        for _, p, _ in self._outputs:
+            shape = [d if isinstance(d, int) else _eval(d, symbols) for d in p.shape]
+            self._checker.check_output_size(p, shape)
+            shapes.append(shape)
+        return shapes
+
     def _allocate(self, torch: Any, by_param: dict, symbols: dict, device: Any) -> list:
         outputs = []
-        for pi, p, dtype in self._outputs:
-            shape = [d if isinstance(d, int) else _eval(d, symbols) for d in p.shape]
+        for (pi, p, dtype), shape in zip(self._outputs, self.output_shapes(symbols)):
             if p.strides is not None:
                 out = torch.empty_strided(shape, [_eval(s, symbols) for s in p.strides], dtype=dtype, device=device)
             else:

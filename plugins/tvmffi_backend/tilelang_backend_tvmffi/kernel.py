@@ -21,6 +21,7 @@ and copied back afterwards.
 from __future__ import annotations
 
 import ast
+import functools
 import operator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -305,6 +306,8 @@ class _CallPlan:
         self.torch_device_type = _TORCH_DEVICE_TYPE.get(self.device_family, self.device_family)
         self.is_cpu = self.torch_device_type == "cpu"
         self.symbol_source = self._symbol_sources()
+        # Caller positions of the tensor inputs the kernel writes (checked for overlaps).
+        self.written_inputs = [j for j, (_, p) in enumerate(self.inputs) if isinstance(p, TensorParam) and p.written]
         # Symbols named by scalar parameters (bound from the scalar's value).
         self.scalar_symbols = {
             s.param_index: s.name for s in a.symbols
@@ -369,6 +372,7 @@ class _CallPlan:
             "_empty_strided": torch.empty_strided,
             "_empty_like": torch.empty_like,
             "_reraise": self.reraise,
+            "_reach": _reach,
             "_slow": self.slow_call,
             "_cpu": torch.device("cpu"),
             "_current_device": self.current_device,
@@ -400,11 +404,40 @@ class _CallPlan:
                 body.append(f"o{m} = _empty_like({like[pi]})")
                 continue
             shape = "(" + "".join(_expr_code(d, mapping) + ", " for d in p.shape) + ")"
+            if p.index_limit is not None:  # too large for 32-bit indices: the general path raises
+                size = " * ".join(f"({_expr_code(d, mapping)})" for d in p.shape) or "1"
+                body.append(f"if {size} > {int(p.index_limit)}:")
+                body.append("    return _slow(_GIVEN, stream)")
             if p.strides is not None:
                 strides = "(" + "".join(_expr_code(d, mapping) + ", " for d in p.strides) + ")"
                 body.append(f"o{m} = _empty_strided({shape}, {strides}, dtype=_dt{m}, device={dev})")
             else:
                 body.append(f"o{m} = _empty({shape}, dtype=_dt{m}, device={dev})")
+        if self.written_inputs:
+            # a written tensor sharing memory with another argument: the general path raises. The
+            # byte size of a static compact tensor is a constant (a wrong shape only sends the call
+            # down the general path, which checks everything first).
+            tensor_pos = [j for j, (_, p) in enumerate(self.inputs) if isinstance(p, TensorParam)]
+            sizes: dict[int, str] = {}
+            lines = []
+            for j in tensor_pos:
+                p = self.inputs[j][1]
+                static = _static_nbytes(p)
+                sizes[j] = str(static) if static is not None else f"_n{j}"
+                lines.append(f"_p{j} = a{j}.data_ptr()" + ("" if static is not None else f"; _n{j} = a{j}.nbytes"))
+            pairs = []
+            for w in self.written_inputs:
+                for j in tensor_pos:
+                    if j != w and not (j in self.written_inputs and j < w):  # each pair once
+                        nw, nj = sizes[w], sizes[j]
+                        if "0" in (nw, nj):
+                            continue  # a static empty tensor overlaps nothing
+                        empty = "" if nw.isdigit() and nj.isdigit() else f" and {nw} and {nj}"
+                        pairs.append(f"(_p{w} < _p{j} + {nj} and _p{j} < _p{w} + {nw}{empty})")
+            if pairs:
+                lines.append(f"if {' or '.join(pairs)}:")
+                lines.append("    return _slow(_GIVEN, stream)")
+                body[:0] = lines
         body.append(f"_f({', '.join(call_args)})")
         if not out_names:
             ret = "None"
@@ -414,6 +447,12 @@ class _CallPlan:
             ret = "[" + ", ".join(out_names) + "]"
 
         conds = [f"type({t}) is _Tensor" for t in tensor_args]
+        for j, (_, p) in enumerate(self.inputs):  # 32-bit indices: larger tensors take the general path
+            if isinstance(p, TensorParam) and p.index_limit is not None:
+                reach = f"a{j}.numel()" if p.strides is None else f"_reach(a{j})"
+                conds.append(f"{reach} <= {int(p.index_limit)}")
+        if any(isinstance(p, TensorParam) and p.strides is not None for _, p in self.inputs):
+            conds.append("_M is None")  # explicit strides: always the general path (see slow_call)
         for j, (_, p) in enumerate(self.inputs):
             if isinstance(p, ScalarParam):  # exact Python types only; others are converted by _slow
                 conds.append(_scalar_fast_condition(f"a{j}", p.dtype))
@@ -429,16 +468,19 @@ class _CallPlan:
         params = "".join(f"{a}=_M, " for a in arg_names)
         packed = "(" + "".join(f"{a}, " for a in arg_names) + ")"
         given = f"tuple(x for x in {packed} if x is not _M) + rest"
-        lines = [f"def __call__({params}*rest, stream=None):"]
-        lines.append(f"    if {' and '.join(conds + ['stream is None', 'not rest'])}:")
+        env["_bad_kw"] = functools.partial(_unexpected_keyword, self.name)
+        lines = [f"def __call__({params}*rest, stream=None, **kw):"]
+        lines.append(f"    if {' and '.join(conds + ['stream is None', 'not rest', 'not kw'])}:")
         lines.append("        try:")
         if aligned_check:
             lines.append(f"            if {aligned_check}:")
             lines.append(f"                return _slow({given}, stream)  # misaligned: staged copies")
-        lines.extend("            " + b for b in body)
+        lines.extend("            " + b.replace("_GIVEN", given) for b in body)
         lines.append("        except Exception as exc:")
         lines.append(f"            _reraise({given}, exc)")
         lines.append(f"        return {ret}")
+        lines.append("    if kw:")
+        lines.append("        _bad_kw(kw)")
         lines.append(f"    return _slow({given}, stream)")
         code = "\n".join(lines) + "\n"
         self.code = code
@@ -514,6 +556,13 @@ class _CallPlan:
                         origin[sym] = p.name
                 else:
                     deferred.append((j, pre, d, dim, got))
+            if p.index_limit is not None:  # elements (compact) or largest offset + 1 (explicit strides)
+                reach = x.numel() if p.strides is None else _reach(x)
+                if reach > p.index_limit:
+                    return ValueError(
+                        f"{pre}: {reach} elements ({_dynamic_dims(p, shape)}) exceed this kernel's 32-bit index "
+                        f"limit of {p.index_limit}; compile it with pass_configs={{'tl.config_index_bitwidth': 64}}"
+                    ), symbols
             device = x.device
             if device.type != self.torch_device_type:
                 return ValueError(f"{pre}: expected a tensor on {p.device}, got {device}"), symbols
@@ -528,6 +577,9 @@ class _CallPlan:
                     ), symbols
             else:
                 deferred.append((j, pre, -1, p.strides, tuple(x.stride())))
+        err = self._overlap(args)
+        if err is not None:
+            return err, symbols
         for j, pre, d, expr, got in deferred:
             if d == -1:  # explicit strides; size-1 dimensions may have any stride
                 if not set().union(*(symbolic.free_symbols(s) for s in expr)) <= set(symbols):
@@ -543,6 +595,29 @@ class _CallPlan:
             if want != got:
                 return ValueError(f"{pre}: expected shape[{d}] == {expr} = {want}, got {got}"), symbols
         return None, symbols
+
+    def _overlap(self, args: Sequence[Any]) -> Optional[Exception]:
+        """The contract's error when a tensor the kernel writes shares memory with another argument:
+        the first such pair in argument order (same rule as the cython dispatcher)."""
+        if not self.written_inputs:
+            return None
+        ranges: dict[int, tuple[int, int]] = {}
+        for j, (_, p) in enumerate(self.inputs):
+            if isinstance(p, TensorParam):
+                ranges[j] = _byte_range(args[j])
+        for i in ranges:
+            for j in ranges:
+                if j <= i or not (self.inputs[i][1].written or self.inputs[j][1].written):
+                    continue
+                (lo_i, n_i), (lo_j, n_j) = ranges[i], ranges[j]
+                if n_i and n_j and lo_i < lo_j + n_j and lo_j < lo_i + n_i:
+                    a, b = self.inputs[i][1], self.inputs[j][1]
+                    return ValueError(
+                        f"{self.name}() arguments '{a.name}' (#{i}) and '{b.name}' (#{j}) overlap in memory, and the "
+                        f"kernel writes '{a.name if a.written else b.name}'; pass tensors that do not share memory "
+                        "(for example a .clone())"
+                    )
+        return None
 
     def reraise(self, args: Sequence[Any], exc: BaseException) -> None:
         """Raise the contract error for a call TVM refused, or re-raise TVM's error as is."""
@@ -579,6 +654,11 @@ class _CallPlan:
         for sym, (j, d) in self.symbol_source.items():
             if sym not in symbols:
                 symbols[sym] = int(call_args[self.inputs[j][0]]) if d is None else int(args[j].shape[d])
+        for pi, p in self.inputs:
+            if isinstance(p, TensorParam) and p.strides is not None:  # TVM also checks size-1 dims' strides
+                x, want = call_args[pi], [symbolic.evaluate(s, symbols) for s in p.strides]
+                if list(x.stride()) != want:  # check() allowed it: only size-1 dims differ, same addresses
+                    call_args[pi] = x.as_strided(x.shape, want, x.storage_offset())
         outs = []
         context = self._stream_context(stream, device)
         with context:
@@ -594,6 +674,7 @@ class _CallPlan:
                         call_args[pi] = y
             for pi, p in self.outputs:
                 shape = tuple(symbolic.evaluate(d, symbols) for d in p.shape)
+                _check_output_size(self.name, p, shape)
                 if p.strides is not None:
                     strides = tuple(symbolic.evaluate(d, symbols) for d in p.strides)
                     o = torch.empty_strided(shape, strides, dtype=self.dtypes[pi], device=device)
@@ -635,6 +716,59 @@ class _CallPlan:
         return tvm_ffi.use_torch_stream(torch.cuda.stream(s))
 
 
+def _static_nbytes(p: TensorParam) -> Optional[int]:
+    """Bytes of a compact tensor parameter with a static shape (None otherwise)."""
+    import re
+
+    if p.strides is not None or not all(isinstance(d, int) for d in p.shape):
+        return None
+    m = re.fullmatch(r"[a-z_]*?(\d+)(?:_\w+)?(?:x(\d+))?", p.dtype)
+    if p.dtype == "bool":
+        n = 1
+    elif m is None:
+        return None
+    else:
+        n = (int(m.group(1)) * int(m.group(2) or 1) + 7) // 8
+    for d in p.shape:
+        n *= d
+    return n
+
+
+def _reach(x: Any) -> int:
+    """Elements from a tensor's first to its last element, + 1 (its numel when contiguous)."""
+    if x.numel() == 0:
+        return 0
+    return 1 + sum((n - 1) * abs(st) for n, st in zip(x.shape, x.stride()))
+
+
+def _dynamic_dims(p: TensorParam, shape: Sequence[int]) -> str:
+    """``'m' = 32769, 'n + 1' = 8``: the sizes of a tensor's dynamic dimensions, for messages."""
+    return ", ".join(f"'{dim.strip()}' = {got}" for dim, got in zip(p.shape, shape) if not isinstance(dim, int))
+
+
+def _check_output_size(name: str, p: TensorParam, shape: Sequence[int]) -> None:
+    """Refuse an ``out_idx`` output too large for the kernel's 32-bit indices (before allocating it)."""
+    if p.index_limit is None:
+        return
+    total = 1
+    for n in shape:
+        total *= n
+    if total > p.index_limit:
+        raise ValueError(
+            f"{name}(): output '{p.name}' would have {total} elements ({_dynamic_dims(p, shape)}), over this "
+            f"kernel's 32-bit index limit of {p.index_limit}; compile it with "
+            "pass_configs={'tl.config_index_bitwidth': 64}"
+        )
+
+
+def _byte_range(x: Any) -> tuple[int, int]:
+    """(first byte, bytes up to the end of the last element) of a tensor's data."""
+    if x.numel() == 0:
+        return x.data_ptr(), 0
+    last = sum((n - 1) * abs(st) for n, st in zip(x.shape, x.stride()))
+    return x.data_ptr(), (last + 1) * x.element_size()
+
+
 def _scalar_fast_condition(var: str, dtype: str) -> str:
     """Python condition under which ``var`` can go to TVM unchanged for a scalar of ``dtype``."""
     if dtype == "bool":
@@ -642,8 +776,13 @@ def _scalar_fast_condition(var: str, dtype: str) -> str:
     if dtype in _INT_DTYPES:
         bits = int(dtype.lstrip("uint"))
         lo, hi = (0, (1 << bits) - 1) if dtype.startswith("u") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+        hi = min(hi, (1 << 63) - 1)  # larger uint64 values go through _scalar_value
         return f"(type({var}) is int and {lo} <= {var} <= {hi})"
     return f"(type({var}) is float or type({var}) is int)"
+
+
+def _unexpected_keyword(name: str, kwargs: dict) -> None:
+    raise TypeError(f"{name}() got an unexpected keyword argument '{next(iter(kwargs))}' (only 'stream' is accepted)")
 
 
 def _short_type_name(x: Any) -> str:
@@ -657,7 +796,7 @@ def _scalar_value(pre: str, dtype: str, x: Any, tensor_type: Any) -> tuple[Optio
     ``__index__`` objects (not floats, not tensors) that fit the dtype; bool takes 0 or 1.
     """
     if dtype not in _INT_DTYPES and dtype != "bool":
-        if isinstance(x, (int, float)):
+        if isinstance(x, (int, float)) and (type(x) is float or -(2**1023) < x < 2**1023):
             return None, float(x) if type(x) not in (int, float) else x
         if hasattr(type(x), "__float__") and not isinstance(x, tensor_type) and not isinstance(x, (str, bytes)):
             try:
@@ -683,4 +822,6 @@ def _scalar_value(pre: str, dtype: str, x: Any, tensor_type: Any) -> tuple[Optio
     lo, hi = (0, (1 << bits) - 1) if dtype.startswith("u") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
     if not lo <= value <= hi:
         return ValueError(f"{pre}: value {x!r} does not fit in {dtype}"), None
+    if dtype == "uint64" and value >= 1 << 63:
+        value -= 1 << 64  # TVM's FFI passes 64-bit ints signed: the same bits
     return None, value

@@ -36,6 +36,7 @@ def _target(priority: int, **extra: Any) -> dict[str, Any]:
         "consumes": ["runtime_module"],
         "dynamic_shapes": True,
         "allocates_outputs": True,
+        "loads_without_tvm": True,  # loading needs tvm-ffi and TVM's runtime library, not the tvm package
         "requires": dict(_PY_REQUIRES),
     }
     capability.update(extra)
@@ -50,6 +51,7 @@ def backend_spec_dict() -> dict[str, Any]:
         "version": __version__,
         "plugin_api_version": TILELANG_PLUGIN_API,
         "description": "TVM runtime modules called through apache-tvm-ffi with torch tensors (DLPack)",
+        "supersedes": ["dlpack"],  # upstream TileLang's old name for this backend
         "targets": {
             "llvm": _target(100),
             "cuda": _target(100, cuda_streams=True),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -41,10 +42,17 @@ DEFAULT_C_FLAGS = ["-O3", "-include", str(C_PREAMBLE)]
 
 
 def tvm_lib_dir() -> Optional[Path]:
-    """Directory holding TVM's shared libraries, found without importing TVM (None if unknown)."""
+    """Directory holding TVM's shared libraries, found without importing TVM (None if unknown).
+
+    Where TVM's package is not installed, ``$TILELANG_TVM_LIB_DIR`` may name a folder holding
+    only its runtime libraries (``libtvm_runtime.so`` and device sidecars such as
+    ``libtvm_runtime_cuda.so``): enough to load saved kernels (the GPU check kit ships them so;
+    docs/gpu.md). An installed TVM always wins: two copies of TVM's runtime in one process abort it.
+    """
     spec = importlib.util.find_spec("tvm")
     if spec is None or not spec.submodule_search_locations:
-        return None
+        override = os.environ.get("TILELANG_TVM_LIB_DIR")
+        return Path(override) if override else None
     for location in spec.submodule_search_locations:
         lib = Path(location) / "lib"
         if lib.is_dir():

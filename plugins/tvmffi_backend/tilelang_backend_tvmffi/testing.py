@@ -50,7 +50,10 @@ def artifact_from_prim_func(func: Any, target: Any = "llvm", name: Optional[str]
     func = func.with_attr("global_symbol", name)
     executable = tvm.compile(tvm.IRModule({name: func}), target=target)
 
+    from tilelang_core.lowering.signature import written_params
+
     device = {"llvm": "cpu", "c": "cpu"}.get(kind, kind)
+    written = written_params(func)  # as the pipeline records it (the overlap check reads it)
     params: list = []
     symbols: list[SymbolBinding] = []
     bound: set[str] = set()
@@ -64,6 +67,7 @@ def artifact_from_prim_func(func: Any, target: Any = "llvm", name: Optional[str]
                     shape=[_dim(s) for s in var.shape],
                     strides=[_dim(s) for s in var.strides] if len(var.strides) else None,
                     device=device,
+                    written=index in written,
                 )
             )
         else:

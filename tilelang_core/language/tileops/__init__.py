@@ -1,25 +1,174 @@
-"""Tile operators of the kernel language (TileLang style), used as ``T.copy``, ``T.gemm``, ...
+"""Tile operators and intrinsics of the kernel language (TileLang style): ``T.copy``, ``T.gemm``,
+reductions, scans, atomics, layout-free data movement, math and warp intrinsics.
 
-Each operator expands when the kernel is defined into ``T.Parallel`` nests and serial loops
+Tile operators expand when the kernel is defined into ``T.Parallel`` nests and serial loops
 over the operands' tiles, with bounds guards from the buffers' shapes, so CPU targets lower them
 with the ordinary pipeline. On GPU targets :mod:`tilelang_core.lowering.fragments` gives
-``T.alloc_fragment`` tiles their layout over the block's threads and turns ``T.atomic_add``
-updates into hardware atomics. See docs/tile-operators.md.
+``T.alloc_fragment`` tiles their layout over the block's threads; atomics become real atomics
+on every target (:mod:`tilelang_core.lowering.atomics`). See docs/tile-operators.md.
+
+``__all__`` lists every public name; ``tilelang_core.language`` re-exports them all.
 """
 
 from __future__ import annotations
 
 from ..core import alloc_fragment
 from ._common import ATOMIC_ADD_KEY, FRAGMENT_SCOPE, PIPELINED_STAGES_KEY
-from .atomic import atomic_add
+from .atomic import (
+    atomic_add,
+    atomic_addx2,
+    atomic_addx4,
+    atomic_and,
+    atomic_load,
+    atomic_max,
+    atomic_min,
+    atomic_or,
+    atomic_store,
+    atomic_xor,
+)
 from .copy import clear, copy, fill
 from .gemm import gemm
+from .intrinsics import (
+    __cos,
+    __exp,
+    __exp10,
+    __ffs,
+    __fns,
+    __ldg,
+    __log,
+    __log2,
+    __log10,
+    __sin,
+    __tan,
+    activemask,
+    align_up,
+    all_sync,
+    any_sync,
+    ballot,
+    ballot_sync,
+    clamp,
+    dp4a,
+    fast_rcp,
+    get_block_binding,
+    get_block_bindings,
+    get_thread_binding,
+    get_thread_bindings,
+    ieee_add,
+    ieee_fdiv,
+    ieee_fmaf,
+    ieee_frcp,
+    ieee_frsqrt,
+    ieee_fsqrt,
+    ieee_mul,
+    ieee_sub,
+    match_all_sync,
+    match_any_sync,
+    shfl_down,
+    shfl_sync,
+    shfl_up,
+    shfl_xor,
+    syncthreads_and,
+    syncthreads_count,
+    syncthreads_or,
+)
+from .layout import reshape, transpose, view
 from .pipeline import Pipelined
-from .reduce import reduce_absmax, reduce_abssum, reduce_max, reduce_min, reduce_sum
+from .reduce import (
+    reduce_absmax,
+    reduce_abssum,
+    reduce_bitand,
+    reduce_bitor,
+    reduce_bitxor,
+    reduce_max,
+    reduce_min,
+    reduce_sum,
+)
+from .reducer import alloc_reducer, finalize_reducer, reducer_init, reducer_update
+from .scan import cummax, cumsum
+from .variables import alloc_global, alloc_var
+from .vector import (
+    abs2,
+    add2,
+    extract_lane,
+    fma2,
+    max2,
+    min2,
+    mul2,
+    sub2,
+)
 
 __all__ = [
+    "__cos",
+    "__exp",
+    "__exp10",
+    "__ffs",
+    "__fns",
+    "__ldg",
+    "__log",
+    "__log2",
+    "__log10",
+    "__sin",
+    "__tan",
+    "abs2",
+    "activemask",
+    "add2",
+    "align_up",
+    "all_sync",
     "alloc_fragment",
+    "alloc_global",
+    "alloc_reducer",
+    "alloc_var",
+    "any_sync",
+    "ballot",
+    "ballot_sync",
+    "clamp",
+    "cummax",
+    "cumsum",
+    "dp4a",
+    "extract_lane",
+    "fast_rcp",
+    "finalize_reducer",
+    "fma2",
+    "get_block_binding",
+    "get_block_bindings",
+    "get_thread_binding",
+    "get_thread_bindings",
+    "ieee_add",
+    "ieee_fdiv",
+    "ieee_fmaf",
+    "ieee_frcp",
+    "ieee_frsqrt",
+    "ieee_fsqrt",
+    "ieee_mul",
+    "ieee_sub",
+    "match_all_sync",
+    "match_any_sync",
+    "max2",
+    "min2",
+    "mul2",
+    "reducer_init",
+    "reducer_update",
+    "reshape",
+    "shfl_down",
+    "shfl_sync",
+    "shfl_up",
+    "shfl_xor",
+    "sub2",
+    "syncthreads_and",
+    "syncthreads_count",
+    "syncthreads_or",
+    "transpose",
+    "view",
     "atomic_add",
+    "atomic_addx2",
+    "atomic_addx4",
+    "atomic_and",
+    "atomic_load",
+    "atomic_max",
+    "atomic_min",
+    "atomic_or",
+    "atomic_store",
+    "atomic_xor",
     "clear",
     "copy",
     "fill",
@@ -27,10 +176,13 @@ __all__ = [
     "Pipelined",
     "reduce_absmax",
     "reduce_abssum",
+    "reduce_bitand",
+    "reduce_bitor",
+    "reduce_bitxor",
     "reduce_max",
     "reduce_min",
     "reduce_sum",
-    "ATOMIC_ADD_KEY",
-    "FRAGMENT_SCOPE",
-    "PIPELINED_STAGES_KEY",
 ]
+
+#: Marker keys (not kernel-language names; kept importable from here).
+MARKER_KEYS = (ATOMIC_ADD_KEY, FRAGMENT_SCOPE, PIPELINED_STAGES_KEY)

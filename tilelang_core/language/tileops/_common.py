@@ -32,15 +32,25 @@ def location() -> str:
 def describe(value: Any) -> str:
     """Short text of an operand as the kernel author wrote it (``A``, ``A[0:32, k:k + 16]``)."""
     try:
+        if is_buffer(value) and isinstance(getattr(value, "name", None), str) and value.name:
+            return value.name
         return str(value)
     except Exception:  # noqa: BLE001 - printing never hides the real error
         return repr(value)
 
 
-def fail(op: str, operands: Sequence[Any], message: str) -> None:
-    """Raise :class:`LoweringError` naming the operator, its operands and the kernel line."""
+class OperandTypeError(LoweringError, TypeError):
+    """An operand of the wrong kind of type (also a ``TypeError``, as TileLang raises there)."""
+
+
+class OperandCheckError(LoweringError, AssertionError):
+    """An operand check that TileLang makes with ``assert`` (also an ``AssertionError``)."""
+
+
+def fail(op: str, operands: Sequence[Any], message: str, error: type = LoweringError) -> None:
+    """Raise ``error`` (a :class:`LoweringError`) naming the operator, its operands and the kernel line."""
     text = ", ".join(describe(o) for o in operands)
-    raise LoweringError(f"{location()}: {op}({text}): {message}")
+    raise error(f"{location()}: {op}({text}): {message}")
 
 
 def is_buffer(value: Any) -> bool:
@@ -186,8 +196,22 @@ class Tile:
         return cond
 
 
+def _is_var_buffer(buffer: Any) -> bool:
+    """Whether ``buffer`` is a one-element local buffer (what ``T.alloc_var`` allocates)."""
+    shape = list(buffer.ty.shape)
+    scope = str(buffer.ty.storage_scope) or "global"
+    return len(shape) == 1 and static_int(shape[0]) == 1 and scope == "local"
+
+
 def as_tile(op: str, operands: Sequence[Any], value: Any, role: str, allow_element: bool = True) -> Tile:
-    """Turn an operator argument into a :class:`Tile`, or fail naming ``role``."""
+    """Turn an operator argument into a :class:`Tile`, or fail naming ``role``.
+
+    Where a tile is required (``allow_element=False``), a ``T.alloc_var`` scalar stands for its
+    one-element buffer (``T.reduce_sum(src, total_var)``).
+    """
+    value = getattr(value, "scalar", value)  # TVMScript's scalar wrapper (T.alloc_var)
+    if not allow_element and type(value).__name__ == "TensorLoad" and _is_var_buffer(value.source):
+        value = value.source
     if is_buffer(value):
         shape = list(value.ty.shape)
         return Tile(value, [0] * len(shape), shape, "buffer", value)

@@ -1,104 +1,308 @@
-"""``T.atomic_add``: ``dst += value`` for an element or a tile, atomically on GPU targets."""
+"""Atomic operators: ``T.atomic_add/max/min/or/and/xor``, ``T.atomic_load/store``,
+``T.atomic_addx2/x4``.
+
+Every element update becomes one *atomic marker call* (see :func:`atomic_call`), an expression
+whose value is the element's value before the update. The lowering pipeline turns each marker
+into a real atomic of the target (:mod:`tilelang_core.lowering.atomics`): C11/GCC ``__atomic``
+builtins in C sources, ``atomicrmw``/``cmpxchg`` in LLVM modules, ``atomicAdd``-style calls in
+CUDA. So the blocks of a CPU kernel with atomics run in parallel like any other kernel.
+
+Forms (as in TileLang):
+
+- *element*: ``T.atomic_add(C[i], v)`` with a scalar ``v``. Returns the marker expression; used
+  as a statement it is evaluated for its effect, ``P[i] = T.atomic_add(C[0], v, return_prev=True)``
+  reads the previous value.
+- *tile*: ``T.atomic_add(C[0:32], A_tile)`` (buffer, region or corner destination with a tile or
+  scalar value): one element atomic per element, as a ``T.Parallel`` nest over the tile. Returns
+  None (``return_prev`` is refused).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from numbers import Number
+from typing import Any, Optional
 
+import tvm
 from tvm import tirx
 from tvm.tirx.script.builder import ir as _B
 
 from ._common import (
-    ATOMIC_ADD_KEY,
-    FRAGMENT_SCOPE,
     as_tile,
     cast,
     fail,
     guarded,
     is_buffer,
+    is_float,
+    location,
     loop_nest,
     same_extent,
     shape_text,
+    static_int,
 )
 
-#: dtypes GPU targets add atomically.
+#: Callee name of the atomic marker calls (``call_extern(dtype, ATOMIC_CALL, op, order, loc, ptr, *values)``).
+ATOMIC_CALL = "tl.atomic"
+
+#: dtypes every target updates atomically (add/sub/max/min, load/store).
 ATOMIC_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "uint32", "int64", "uint64")
+#: dtypes of the bitwise atomics (or/and/xor).
+BITWISE_ATOMIC_DTYPES = ("int32", "uint32", "int64", "uint64")
+
+#: Memory orders (C11 names) and which atomic kind accepts which.
+MEMORY_ORDERS = ("relaxed", "consume", "acquire", "release", "acq_rel", "seq_cst")
+_LOAD_ORDERS = ("relaxed", "consume", "acquire", "seq_cst")
+_STORE_ORDERS = ("relaxed", "release", "seq_cst")
+#: TileLang's numeric ids of the memory orders (accepted as well as the names).
+_ORDER_IDS = dict(enumerate(MEMORY_ORDERS))
 
 
-def _atomic_store(buffer: Any, indices: list, value: Any) -> None:
-    # The CPU frontend never marks a T.Parallel loop containing this attr '#pragma omp simd' and
-    # runs the blocks of a kernel containing it serially (lowering/frontend.py).
-    with _B.attr(buffer, ATOMIC_ADD_KEY, tirx.IntImm("int32", 1)):
-        _B.buffer_store(buffer, buffer[tuple(indices)] + value, indices)
+def _order(op: str, operands: Any, memory_order: Any, allowed=MEMORY_ORDERS, default: str = "relaxed") -> str:
+    if memory_order is None:
+        return default
+    if isinstance(memory_order, int) and not isinstance(memory_order, bool) and memory_order in _ORDER_IDS:
+        memory_order = _ORDER_IDS[memory_order]
+    if memory_order not in allowed:
+        fail(op, operands, f"{op[2:]} does not support memory_order={memory_order!r}; use one of {', '.join(allowed)}")
+    return memory_order
 
 
-def atomic_add(dst: Any, value: Any, memory_order: Any = None, return_prev: bool = False) -> None:
-    """``dst += value`` as one indivisible update per element.
+def atomic_call(dtype: str, op: str, order: str, ptr: Any, *values: Any, loc: Optional[str] = None) -> Any:
+    """The marker expression of one atomic element operation (lowered per target).
 
-    ``dst`` is an element (``C[0]``) with a scalar ``value``, or a buffer/region with a ``value``
-    tile of the same extents (or a scalar added to every element). On GPU targets each element
-    update is a hardware atomic (``atomicAdd``); on CPU targets it is a plain read-modify-write
-    and a kernel containing one runs its ``T.Kernel`` blocks serially (never vectorized), so
-    updates from different blocks never race. ``memory_order`` is accepted for
-    TileLang compatibility (relaxed order is used); ``return_prev`` is not supported.
-
-    :raises LoweringError: ``dst`` in local/fragment memory, a dtype without atomics, or extents
-        that do not match.
+    ``op`` is ``add``, ``max``, ``min``, ``or``, ``and``, ``xor``, ``load``, ``store``; ``ptr`` is
+    ``T.address_of(buffer[indices])``; the value is the element's value before the operation.
     """
+    return tirx.call_extern(
+        dtype,
+        ATOMIC_CALL,
+        tvm.ir.StringImm(op),
+        tvm.ir.StringImm(order),
+        tvm.ir.StringImm(loc if loc is not None else location()),
+        ptr,
+        *values,
+    )
+
+
+def _is_tile(value: Any) -> bool:
+    return is_buffer(value) or type(value).__name__ == "TensorRegion"
+
+
+def _scalar(op: str, operands: Any, value: Any, dtype: str) -> Any:
+    if isinstance(value, bool):
+        fail(op, operands, f"value must be a number or an expression of the destination's kind, got {value!r}")
+    if isinstance(value, Number):
+        if isinstance(value, float) and not is_float(dtype):
+            fail(op, operands, f"dtype mismatch: the float {value!r} does not fit the {dtype} destination")
+        return cast(value, dtype)
+    vdtype = getattr(getattr(value, "ty", None), "dtype", None)
+    if vdtype is None:
+        fail(op, operands, f"value must be a number, an expression or a tile, got {type(value).__name__}")
+    vdtype = str(vdtype)
+    if tvm.runtime.DataType(vdtype).lanes != 1:
+        fail(op, operands, f"value must be a scalar, got the vector {vdtype}")
+    if is_float(vdtype) != is_float(dtype):
+        fail(op, operands, f"dtype mismatch: value is {vdtype} but the destination is {dtype}")
+    return cast(value, dtype)
+
+
+def _check_dtype(op: str, operands: Any, name: str, dtype: str, allowed: tuple) -> None:
+    if dtype not in allowed:
+        fail(op, operands, f"dtype mismatch: no {op} for {dtype} '{name}'; use one of {', '.join(allowed)}")
+
+
+def _rmw(kind: str, dst: Any, value: Any, memory_order: Any, return_prev: bool, use_tma: bool = False) -> Any:
+    """Shared body of the read-modify-write atomics (``kind``: add, max, min, or, and, xor)."""
+    op = f"T.atomic_{kind}"
     operands = (dst, value)
+    allowed = BITWISE_ATOMIC_DTYPES if kind in ("or", "and", "xor") else ATOMIC_DTYPES
+    order = _order(op, operands, memory_order)
+    call_op = "add_tma" if use_tma else kind
+    d = as_tile(op, operands, dst, "destination")
+    _check_dtype(op, operands, d.name, d.dtype, allowed)
+    if d.kind == "element" and not _is_tile(value):
+        ptr = tirx.address_of(d.buffer[tuple(d.starts)])
+        return atomic_call(d.dtype, call_op, order, ptr, _scalar(op, operands, value, d.dtype))
     if return_prev:
-        fail("T.atomic_add", operands, "return_prev=True is not supported; read the value separately")
-    d = as_tile("T.atomic_add", operands, dst, "destination")
-    if d.scope in ("local", FRAGMENT_SCOPE):
         fail(
-            "T.atomic_add",
+            op,
             operands,
-            f"wrong scope: destination '{d.name}' is in {d.scope} memory, which only one thread sees; "
-            "atomics need global or shared memory (use a plain update instead)",
+            "return_prev=True needs a single-element destination such as C[i] and a scalar value; "
+            "a tile update returns nothing",
         )
-    if d.dtype not in ATOMIC_DTYPES:
-        fail("T.atomic_add", operands, f"dtype mismatch: no atomic add for {d.dtype} '{d.name}'; use one of {', '.join(ATOMIC_DTYPES)}")
-    tile_value = is_buffer(value) or type(value).__name__ == "TensorRegion"
     if d.kind == "element":
-        if tile_value:
-            v = as_tile("T.atomic_add", operands, value, "value", allow_element=False)
-            d = d.with_extents(v.extents if len(v.extents) <= len(d.shape) else v.squeezed)
-        else:
-            _atomic_store(d.buffer, list(d.starts), _scalar(operands, value, d.dtype))
-            return
-    if tile_value:
-        v = as_tile("T.atomic_add", operands, value, "value", allow_element=False)
+        v = as_tile(op, operands, value, "value", allow_element=False)
+        d = d.with_extents(v.extents if len(v.extents) <= len(d.shape) else v.squeezed)
+    loc = location()
+    if _is_tile(value):
+        v = as_tile(op, operands, value, "value", allow_element=False)
         if len(v.squeezed) != len(d.squeezed) or not all(same_extent(a, b) for a, b in zip(v.squeezed, d.squeezed)):
             fail(
-                "T.atomic_add",
+                op,
                 operands,
                 f"shape mismatch: the value tile has extents {shape_text(v.extents)} and the destination "
                 f"{shape_text(d.extents)}",
             )
-        if (v.dtype.startswith(("float", "bfloat"))) != (d.dtype.startswith(("float", "bfloat"))):
-            fail("T.atomic_add", operands, f"dtype mismatch: value '{v.name}' is {v.dtype} but destination '{d.name}' is {d.dtype}")
+        if is_float(v.dtype) != is_float(d.dtype):
+            fail(op, operands, f"dtype mismatch: value '{v.name}' is {v.dtype} but destination '{d.name}' is {d.dtype}")
 
         def body(vs: list) -> None:
             x = cast(v.buffer[tuple(v.indices(vs))], d.dtype)
             conds = [c for c in (d.bounds_condition(vs), v.bounds_condition(vs)) if c is not None]
             cond = conds[0] if len(conds) == 1 else (tirx.And(conds[0], conds[1]) if conds else None)
-            guarded(cond, lambda: _atomic_store(d.buffer, d.indices(vs), x))
+            ptr = tirx.address_of(d.buffer[tuple(d.indices(vs))])
+            guarded(cond, lambda: _B.evaluate(atomic_call(d.dtype, call_op, order, ptr, x, loc=loc)))
 
         loop_nest(d.squeezed, parallel=True, body=body)
-        return
-    x = _scalar(operands, value, d.dtype)
+        return None
+    x = _scalar(op, operands, value, d.dtype)
 
     def body_scalar(vs: list) -> None:
-        guarded(d.bounds_condition(vs), lambda: _atomic_store(d.buffer, d.indices(vs), x))
+        ptr = tirx.address_of(d.buffer[tuple(d.indices(vs))])
+        guarded(d.bounds_condition(vs), lambda: _B.evaluate(atomic_call(d.dtype, call_op, order, ptr, x, loc=loc)))
 
     loop_nest(d.squeezed, parallel=True, body=body_scalar)
+    return None
 
 
-def _scalar(operands: Any, value: Any, dtype: str) -> Any:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return cast(value, dtype)
-    vdtype = getattr(getattr(value, "ty", None), "dtype", None)
-    if vdtype is None:
-        fail("T.atomic_add", operands, f"value must be a number, an expression or a tile, got {type(value).__name__}")
-    if str(vdtype).startswith(("float", "bfloat")) != dtype.startswith(("float", "bfloat")):
-        fail("T.atomic_add", operands, f"dtype mismatch: value is {vdtype} but the destination is {dtype}")
-    return cast(value, dtype)
+def atomic_add(
+    dst: Any,
+    value: Any,
+    memory_order: Any = None,
+    return_prev: bool = False,
+    use_tma: bool = False,
+    annotations: Optional[dict] = None,
+) -> Any:
+    """``dst += value`` as one indivisible update per element.
+
+    ``dst`` is an element (``C[0]``) with a scalar ``value``, or a buffer/region/corner with a
+    ``value`` tile of the same extents (or a scalar added to every element). Element form:
+    returns the update as an expression whose value is the element before the update (read it
+    with ``return_prev=True``). ``memory_order`` is a C11 order name (``"relaxed"`` default,
+    ``"acquire"``, ``"release"``, ``"acq_rel"``, ``"seq_cst"``, ``"consume"``) or TileLang's id
+    0-5. ``use_tma=True`` is kept on GPU targets (an ordinary atomic there) and refused when the
+    kernel is lowered for a CPU target. ``annotations`` is accepted and ignored.
+
+    dtypes: float16, bfloat16, float32, float64, (u)int32, (u)int64 on every target.
+
+    :raises LoweringError: dtype or shape mismatch, bad ``memory_order``, ``return_prev`` on a tile.
+    """
+    return _rmw("add", dst, value, memory_order, return_prev, use_tma=bool(use_tma))
+
+
+def atomic_max(dst: Any, value: Any, memory_order: Any = None, return_prev: bool = False, annotations: Optional[dict] = None) -> Any:
+    """``dst = max(dst, value)`` atomically (forms as :func:`atomic_add`).
+
+    Floats follow C's ``fmax``: a NaN operand is ignored unless both are NaN.
+    """
+    return _rmw("max", dst, value, memory_order, return_prev)
+
+
+def atomic_min(dst: Any, value: Any, memory_order: Any = None, return_prev: bool = False, annotations: Optional[dict] = None) -> Any:
+    """``dst = min(dst, value)`` atomically (forms as :func:`atomic_add`; floats as C's ``fmin``)."""
+    return _rmw("min", dst, value, memory_order, return_prev)
+
+
+def atomic_or(dst: Any, value: Any, memory_order: Any = None, return_prev: bool = False) -> Any:
+    """``dst |= value`` atomically on (u)int32/(u)int64 (forms as :func:`atomic_add`)."""
+    return _rmw("or", dst, value, memory_order, return_prev)
+
+
+def atomic_and(dst: Any, value: Any, memory_order: Any = None, return_prev: bool = False) -> Any:
+    """``dst &= value`` atomically on (u)int32/(u)int64 (forms as :func:`atomic_add`)."""
+    return _rmw("and", dst, value, memory_order, return_prev)
+
+
+def atomic_xor(dst: Any, value: Any, memory_order: Any = None, return_prev: bool = False) -> Any:
+    """``dst ^= value`` atomically on (u)int32/(u)int64 (forms as :func:`atomic_add`)."""
+    return _rmw("xor", dst, value, memory_order, return_prev)
+
+
+def _element(op: str, operands: Any, value: Any, role: str):
+    t = as_tile(op, operands, value, role)
+    if t.kind != "element":
+        fail(op, operands, f"{role} must be a single element such as {t.name}[0], got {value}")
+    return t
+
+
+def atomic_load(src: Any, memory_order: Any = "seq_cst") -> Any:
+    """The value of the element ``src`` (``A[i]``), read atomically with ``memory_order``
+    (``relaxed``, ``consume``, ``acquire`` or ``seq_cst``, the default)."""
+    op = "T.atomic_load"
+    operands = (src,)
+    order = _order(op, operands, memory_order, _LOAD_ORDERS, "seq_cst")
+    s = _element(op, operands, src, "source")
+    _check_dtype(op, operands, s.name, s.dtype, ATOMIC_DTYPES)
+    return atomic_call(s.dtype, "load", order, tirx.address_of(s.buffer[tuple(s.starts)]))
+
+
+def atomic_store(dst: Any, src: Any, memory_order: Any = "seq_cst") -> Any:
+    """Write ``src`` (a scalar) into the element ``dst`` atomically with ``memory_order``
+    (``relaxed``, ``release`` or ``seq_cst``, the default)."""
+    op = "T.atomic_store"
+    operands = (dst, src)
+    order = _order(op, operands, memory_order, _STORE_ORDERS, "seq_cst")
+    d = _element(op, operands, dst, "destination")
+    _check_dtype(op, operands, d.name, d.dtype, ATOMIC_DTYPES)
+    value = _scalar(op, operands, src, d.dtype)
+    return atomic_call(d.dtype, "store", order, tirx.address_of(d.buffer[tuple(d.starts)]), value)
+
+
+def _lanes_start(op: str, operands: Any, value: Any, role: str, lanes: int):
+    """(tile, indices of the first of ``lanes`` consecutive elements along the last dimension)."""
+    if type(value).__name__ == "TensorLoad" and value.indices and type(value.indices[-1]).__name__ == "Ramp":
+        ramp = value.indices[-1]
+        if static_int(ramp.stride) != 1 or static_int(ramp.lanes) != lanes:
+            fail(op, operands, f"{role} {value}: the vector index must be T.Ramp(start, 1, {lanes})")
+        t = as_tile(op, operands, value.source[tuple(list(value.indices[:-1]) + [ramp.base])], role)
+        return t, list(t.starts)
+    t = as_tile(op, operands, value, role)
+    if t.kind == "element":
+        return t, list(t.starts)
+    ext = [static_int(e) for e in t.extents]
+    numel = 1
+    for e in ext:
+        numel = numel * e if e is not None and numel is not None else None
+    if numel != lanes or any(e != 1 for e in ext[:-1]):
+        fail(
+            op,
+            operands,
+            f"{role} {t.name}{shape_text(t.extents)} must be {lanes} consecutive elements of the last dimension "
+            f"(a region such as {t.name}[..., j:j + {lanes}] or the first element)",
+        )
+    return t, list(t.starts)
+
+
+def _addxn(lanes: int, dst: Any, value: Any, return_prev: bool) -> Any:
+    op = f"T.atomic_addx{lanes}"
+    operands = (dst, value)
+    d, dstart = _lanes_start(op, operands, dst, "destination", lanes)
+    v, vstart = _lanes_start(op, operands, value, "value", lanes)
+    _check_dtype(op, operands, d.name, d.dtype, ATOMIC_DTYPES)
+    if is_float(v.dtype) != is_float(d.dtype):
+        fail(op, operands, f"dtype mismatch: value '{v.name}' is {v.dtype} but destination '{d.name}' is {d.dtype}")
+    loc = location()
+    if return_prev:
+        # Parsed here (upstream's kernels store it into a region), refused by the lowering with
+        # this operator's location.
+        vec = tvm.runtime.DataType(d.dtype).with_lanes(lanes)
+        return atomic_call(str(vec), f"addx{lanes}_prev", "relaxed", tirx.address_of(d.buffer[tuple(dstart)]), loc=loc)
+    for k in range(lanes):
+        di = dstart[:-1] + [dstart[-1] + k if k else dstart[-1]]
+        vi = vstart[:-1] + [vstart[-1] + k if k else vstart[-1]]
+        x = cast(v.buffer[tuple(vi)], d.dtype)
+        _B.evaluate(atomic_call(d.dtype, "add", "relaxed", tirx.address_of(d.buffer[tuple(di)]), x, loc=loc))
+    return None
+
+
+def atomic_addx2(dst: Any, value: Any, return_prev: bool = False) -> None:
+    """Two element atomic adds: ``dst[j:j+2] += value[j:j+2]`` (each element atomic on its own).
+
+    ``dst``/``value`` are two consecutive elements of the last dimension: a region of 2, a
+    buffer of 2, or the first element. ``return_prev=True`` is refused when lowering.
+    """
+    return _addxn(2, dst, value, return_prev)
+
+
+def atomic_addx4(dst: Any, value: Any, return_prev: bool = False) -> None:
+    """Four element atomic adds (see :func:`atomic_addx2`)."""
+    return _addxn(4, dst, value, return_prev)

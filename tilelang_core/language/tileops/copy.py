@@ -27,13 +27,6 @@ def _resolve_copy(src: Any, dst: Any) -> tuple[Tile, Tile]:
     operands = (src, dst)
     s = as_tile("T.copy", operands, src, "source")
     d = as_tile("T.copy", operands, dst, "destination")
-    if s.kind == "element" and d.kind == "element":
-        fail(
-            "T.copy",
-            operands,
-            "both sides are single elements, so the tile extent is unknown; make one side a buffer or "
-            "a region (A[i:i + 32, j:j + 32])",
-        )
     try:
         # A corner takes the other side's extents (trailing dimensions; leading ones get 1);
         # when the other side has more dimensions, its size-1 dimensions are dropped first.
@@ -62,11 +55,25 @@ def _resolve_copy(src: Any, dst: Any) -> tuple[Tile, Tile]:
     return s, d
 
 
-def copy(src: Any, dst: Any) -> None:
+def copy(
+    src: Any,
+    dst: Any,
+    *,
+    coalesced_width: Any = None,
+    disable_tma: bool = False,
+    eviction_policy: Any = None,
+    prefer_instruction: Any = None,
+    annotations: Any = None,
+    loop_layout: Any = None,
+) -> None:
     """Copy a tile: ``T.copy(src, dst)``.
 
     Each side is a buffer, a region (``A[0:32, k:k + 16]``) or an element naming the corner of a
-    tile whose extent is the other side's shape (``T.copy(A[by * 32, k * 16], A_shared)``).
+    tile whose extent is the other side's shape (``T.copy(A[by * 32, k * 16], A_shared)``). Two
+    elements copy one element (``T.copy(A[i], B[j])`` is ``B[j] = A[i]``, as in TileLang).
+    TileLang's hints (``coalesced_width``, ``disable_tma``, ``eviction_policy``,
+    ``prefer_instruction``, ``annotations``, ``loop_layout``) are accepted and do not change the
+    copy.
     Extents must match (dimensions of size 1 are ignored); values are converted to the
     destination dtype. Parts of the tile outside the destination buffer are not written; parts
     outside the source buffer are not read and the destination gets 0 there (so partial tiles at
@@ -75,6 +82,15 @@ def copy(src: Any, dst: Any) -> None:
     :raises LoweringError: extents, ranks or dtypes that do not fit (the message names the
         operands and the kernel line).
     """
+    operands = (src, dst)
+    s0 = as_tile("T.copy", operands, src, "source")
+    d0 = as_tile("T.copy", operands, dst, "destination")
+    if s0.kind == "element" and d0.kind == "element":
+        # TileLang: two single elements are one store, dst[...] = src[...]
+        if (s0.dtype == "bool") != (d0.dtype == "bool"):
+            fail("T.copy", operands, f"dtype mismatch: cannot copy {s0.dtype} '{s0.name}' into {d0.dtype} '{d0.name}'")
+        _B.buffer_store(d0.buffer, cast(s0.buffer[tuple(s0.starts)], d0.dtype), list(d0.starts))
+        return
     s, d = _resolve_copy(src, dst)
     extents = s.squeezed
 
@@ -89,7 +105,7 @@ def copy(src: Any, dst: Any) -> None:
     loop_nest(extents, parallel=not per_thread(d), body=body)
 
 
-def fill(buffer: Any, value: Any) -> None:
+def fill(buffer: Any, value: Any, annotations: Any = None) -> None:
     """Set every element of a buffer or region to ``value``: ``T.fill(A_local, 0)``.
 
     ``value`` is a Python number or a scalar expression, converted to the buffer's dtype. Parts of
@@ -113,7 +129,7 @@ def fill(buffer: Any, value: Any) -> None:
     loop_nest(t.squeezed, parallel=not per_thread(t), body=body)
 
 
-def clear(buffer: Any) -> None:
+def clear(buffer: Any, annotations: Any = None) -> None:
     """Set every element of a buffer or region to 0: ``T.clear(C_local)`` (same as ``T.fill(buf, 0)``)."""
     t = as_tile("T.clear", (buffer,), buffer, "destination", allow_element=False)
     v = zero(t.dtype)

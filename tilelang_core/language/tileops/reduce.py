@@ -1,4 +1,5 @@
-"""Reductions over one dimension of a tile: ``T.reduce_sum/max/min/abssum/absmax``."""
+"""Reductions over one dimension of a tile: ``T.reduce_sum/max/min/abssum/absmax`` and the
+bitwise ``T.reduce_bitand/bitor/bitxor``."""
 
 from __future__ import annotations
 
@@ -23,9 +24,14 @@ from ._common import (
 )
 
 
+_BITWISE = ("bitand", "bitor", "bitxor")
+
+
 def _identity(kind: str, dtype: str) -> Any:
-    if kind in ("sum", "abssum", "absmax"):
+    if kind in ("sum", "abssum", "absmax", "bitor", "bitxor"):
         return cast(0, dtype)
+    if kind == "bitand":
+        return tirx.max_value(dtype) if dtype.startswith("uint") else tirx.IntImm(dtype, -1)
     if is_float(dtype):
         return tirx.FloatImm(dtype, float("-inf") if kind == "max" else float("inf"))
     return tirx.max_value(dtype) if kind == "min" else tirx.min_value(dtype)
@@ -36,17 +42,36 @@ def _abs(x: Any) -> Any:
     return tirx.Select(x < cast(0, str(x.ty.dtype)), -x, x)
 
 
-def _combine(kind: str) -> Callable[[Any, Any], Any]:
+def isnan(x: Any) -> Any:
+    """``isnan(x)`` for every float dtype (TVM has no bfloat16 ``isnan``: compared in float32)."""
+    dtype = str(x.ty.dtype)
+    return tirx.isnan(tirx.Cast("float32", x) if dtype == "bfloat16" else x)
+
+
+def _combine(kind: str, dtype: str, nan_propagate: bool) -> Callable[[Any, Any], Any]:
     if kind in ("sum", "abssum"):
         return lambda acc, x: acc + x
-    if kind in ("max", "absmax"):
-        return tirx.max
-    return tirx.min
+    if kind in _BITWISE:
+        return {"bitand": tirx.bitwise_and, "bitor": tirx.bitwise_or, "bitxor": tirx.bitwise_xor}[kind]
+    bigger = kind in ("max", "absmax")
+    if not is_float(dtype):
+        return tirx.max if bigger else tirx.min
+
+    def better(acc: Any, x: Any) -> Any:
+        return x > acc if bigger else x < acc
+
+    if nan_propagate:
+        # a NaN element replaces the accumulator, and nothing replaces a NaN accumulator
+        return lambda acc, x: tirx.Select(tirx.Or(isnan(x), better(acc, x)), x, acc)
+    # NaN elements are skipped (C's fmax/fmin); a NaN accumulator (a NaN first element) is replaced
+    return lambda acc, x: tirx.Select(tirx.Or(better(acc, x), isnan(acc)), x, acc)
 
 
-def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: bool) -> None:
+def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: bool, nan_propagate: bool = False, batch: Any = 1) -> None:
     op = f"T.reduce_{kind}"
     operands = (src, dst)
+    if isinstance(batch, bool) or not isinstance(batch, Integral) or batch < 1:
+        fail(op, operands, f"batch must be an int >= 1, got {batch!r}")
     s = as_tile(op, operands, src, "source", allow_element=False)
     d = as_tile(op, operands, dst, "destination", allow_element=False)
     for role, t in (("source", s), ("destination", d)):
@@ -87,8 +112,17 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: bool) -> None:
             f"dtype mismatch: source '{s.name}' is {s.dtype} and destination '{d.name}' is {d.dtype}; "
             "use a destination of the same kind (float or integer)",
         )
+    if kind in _BITWISE and (is_float(s.dtype) or is_float(d.dtype)):
+        fail(
+            op,
+            operands,
+            f"dtype mismatch: {op} needs integer tiles, got source '{s.name}' {s.dtype} and destination "
+            f"'{d.name}' {d.dtype}",
+        )
+    if nan_propagate and not is_float(d.dtype):
+        fail(op, operands, f"nan_propagate=True needs float tiles, got the {d.dtype} destination '{d.name}'")
     acc = d.dtype
-    combine = _combine(kind)
+    combine = _combine(kind, acc, bool(nan_propagate))
     absolute = kind.startswith("abs")
     red_extent = s.extents[dim]
 
@@ -99,16 +133,11 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: bool) -> None:
             didx = _indices(d, vs[:dim] + [0] + vs[dim:])
         else:
             didx = _indices(d, vs)
-        first = 0
-        if clear and kind in ("sum", "abssum"):
+        if clear:
+            # every reduction starts from its identity (-inf for max, +inf for min, 0 for absmax),
+            # as TileLang: a row of only NaN (NaN ignored) gives the identity
             _B.buffer_store(d.buffer, _identity(kind, acc), didx)
-        elif clear:
-            # max/min start from the first element: exact for every input (-inf, NaN) and needs
-            # no infinity constant (TVM's C code generator prints none that compiles).
-            x0 = cast(s.buffer[tuple(_indices(s, vs[:dim] + [0] + vs[dim:]))], acc)
-            _B.buffer_store(d.buffer, _abs(x0) if absolute else x0, didx)
-            first = 1
-        with _B.serial(first, red_extent) as r:
+        with _B.serial(0, red_extent) as r:
             sidx = _indices(s, vs[:dim] + [r] + vs[dim:])
             x = cast(s.buffer[tuple(sidx)], acc)
             if absolute:
@@ -122,32 +151,55 @@ def _indices(t: Any, point: list) -> list:
     return [p if static_int(st) == 0 else st + p for st, p in zip(t.starts, point)]
 
 
-def reduce_sum(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+def reduce_sum(src: Any, dst: Any, dim: int = -1, clear: bool = True, batch: int = 1, annotations: Any = None) -> None:
     """``dst = sum(src, dim)`` (``dst += ...`` with ``clear=False``), accumulating in dst's dtype.
 
     ``dst`` has ``src``'s shape without ``dim`` (or with ``dim`` of size 1). Operands are tiles in
-    fragment, local or shared memory.
+    fragment, local or shared memory. ``batch`` (TileLang's batched all-reduce width) and
+    ``annotations`` are accepted and do not change the result.
 
     :raises LoweringError: wrong scope, ``dim`` out of range, shape, rank or dtype mismatch.
     """
-    _reduce("sum", src, dst, dim, clear)
+    _reduce("sum", src, dst, dim, clear, batch=batch)
 
 
-def reduce_max(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
-    """``dst = max(src, dim)`` (``dst = max(dst, ...)`` with ``clear=False``); see :func:`reduce_sum`."""
-    _reduce("max", src, dst, dim, clear)
+def reduce_max(src: Any, dst: Any, dim: int = -1, clear: bool = True, nan_propagate: bool = False,
+               batch: int = 1, annotations: Any = None) -> None:
+    """``dst = max(src, dim)`` (``dst = max(dst, ...)`` with ``clear=False``); see :func:`reduce_sum`.
+
+    Floats: NaN elements are ignored (as CUDA's ``fmaxf``; a row of only NaN gives ``-inf``, the
+    identity), unless ``nan_propagate=True``: then any NaN makes the result NaN.
+    """
+    _reduce("max", src, dst, dim, clear, nan_propagate, batch)
 
 
-def reduce_min(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
-    """``dst = min(src, dim)`` (``dst = min(dst, ...)`` with ``clear=False``); see :func:`reduce_sum`."""
-    _reduce("min", src, dst, dim, clear)
+def reduce_min(src: Any, dst: Any, dim: int = -1, clear: bool = True, nan_propagate: bool = False,
+               batch: int = 1, annotations: Any = None) -> None:
+    """``dst = min(src, dim)`` (``dst = min(dst, ...)`` with ``clear=False``); NaN as :func:`reduce_max`."""
+    _reduce("min", src, dst, dim, clear, nan_propagate, batch)
 
 
-def reduce_abssum(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+def reduce_abssum(src: Any, dst: Any, dim: int = -1, clear: bool = True, batch: int = 1, annotations: Any = None) -> None:
     """``dst = sum(|src|, dim)`` (``dst += ...`` with ``clear=False``); see :func:`reduce_sum`."""
-    _reduce("abssum", src, dst, dim, clear)
+    _reduce("abssum", src, dst, dim, clear, batch=batch)
 
 
-def reduce_absmax(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
-    """``dst = max(|src|, dim)`` (``dst = max(dst, ...)`` with ``clear=False``); see :func:`reduce_sum`."""
-    _reduce("absmax", src, dst, dim, clear)
+def reduce_absmax(src: Any, dst: Any, dim: int = -1, clear: bool = True, nan_propagate: bool = False,
+                  batch: int = 1, annotations: Any = None) -> None:
+    """``dst = max(|src|, dim)`` (``dst = max(dst, ...)`` with ``clear=False``); NaN as :func:`reduce_max`."""
+    _reduce("absmax", src, dst, dim, clear, nan_propagate, batch)
+
+
+def reduce_bitand(src: Any, dst: Any, dim: int = -1, clear: bool = True, batch: int = 1, annotations: Any = None) -> None:
+    """``dst = src[0] & src[1] & ...`` over ``dim`` (``dst &= ...`` with ``clear=False``), integer tiles."""
+    _reduce("bitand", src, dst, dim, clear, batch=batch)
+
+
+def reduce_bitor(src: Any, dst: Any, dim: int = -1, clear: bool = True, batch: int = 1, annotations: Any = None) -> None:
+    """``dst = src[0] | src[1] | ...`` over ``dim`` (``dst |= ...`` with ``clear=False``), integer tiles."""
+    _reduce("bitor", src, dst, dim, clear, batch=batch)
+
+
+def reduce_bitxor(src: Any, dst: Any, dim: int = -1, clear: bool = True, batch: int = 1, annotations: Any = None) -> None:
+    """``dst = src[0] ^ src[1] ^ ...`` over ``dim`` (``dst ^= ...`` with ``clear=False``), integer tiles."""
+    _reduce("bitxor", src, dst, dim, clear, batch=batch)

@@ -1,0 +1,1 @@
+"""The ``ctypes`` execution backend (retired: use ``cython``). The hooks are in :mod:`.plugin`."""

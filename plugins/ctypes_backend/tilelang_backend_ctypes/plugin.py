@@ -1,0 +1,139 @@
+"""Entry point of the ``ctypes`` execution backend: the smallest complete backend.
+
+It is the reference example of docs/writing-a-backend.md: ``c`` kernels are built by running the
+C compiler (``$CC``, else ``cc``) on the artifact's device source, loaded with :mod:`ctypes`, and
+their calls are checked by :class:`tilelang_core.calling.CallChecker`. Pure Python, no build step
+of its own. Retired: the ``cython`` backend supersedes it (same kernels, a native dispatcher).
+This module imports nothing heavy; torch is imported when a kernel is built.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+from tilelang_core.hookspecs import hookimpl
+
+#: Plugin API version this backend was written for.
+TILELANG_PLUGIN_API = 1
+
+LIBRARY, SOURCE = "kernel.so", "kernel.c"
+#: ctypes passes every C scalar but half-precision ones (see tilelang_core.calling).
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"]
+
+
+def compiler() -> list[str]:
+    """The C compiler command: ``$CC`` (shell-split, may carry flags) or ``cc``."""
+    return shlex.split(os.environ.get("CC") or "cc")
+
+
+@hookimpl
+def tilelang_backend_spec() -> dict[str, Any]:
+    """Declare the backend: CPU kernels (target ``c``) from C device source."""
+    return {
+        "name": "ctypes",
+        "plugin_api_version": TILELANG_PLUGIN_API,
+        "description": "Compiles C device source with $CC and calls it through ctypes (retired: use cython)",
+        "deprecated": {"since": "0.1.0", "replacement": "cython",
+                       "message": "The cython backend runs the same kernels with a much cheaper call."},
+        "targets": {
+            "c": {
+                "priority": 1,
+                "consumes": ["device_source"],
+                "device_language": "c",
+                "platforms": ["linux", "darwin"],
+                "dtypes": DTYPES,
+                "loads_without_tvm": True,
+                "requires": {"executables": [compiler()[0]], "python_modules": ["torch"]},
+                "native_compiler": {"program": "cc", "env": "CC"},
+            }
+        },
+    }
+
+
+class Kernel:
+    """A built kernel: the shared library in ``directory``, its entry function and the call checker."""
+
+    def __init__(self, artifact: Any, options: Any, directory: Path) -> None:
+        import ctypes
+        import shutil
+        import weakref
+
+        from tilelang_core.calling import CallChecker, ctypes_type
+
+        self.artifact, self.options, self.directory, self.name = artifact, options, Path(directory), artifact.name
+        (entry,) = artifact.device_kernels
+        self.args = entry.args
+        self.function = getattr(ctypes.CDLL(str(self.directory / LIBRARY)), entry.name)
+        self.function.restype = None if entry.return_type == "void" else ctypes.c_int32
+        self.function.argtypes = [ctypes.c_void_p if a.kind == "pointer" else ctypes_type(a.dtype) for a in entry.args]
+        self.checker = CallChecker(artifact, options.out_idx)
+        # The folder is this kernel's own (a build's, or a private copy of a saved one): remove it with
+        # the kernel. The loaded library stays mapped; a failed build keeps its folder for the error.
+        weakref.finalize(self, shutil.rmtree, str(self.directory), True)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Check the call, allocate the outputs, run the entry function (ctypes releases the GIL)."""
+        call = self.checker.bind(args, kwargs)
+        values = [call.values[a.param_index].data_ptr() if a.kind == "pointer"
+                  else call.symbols[a.symbol] if a.symbol else call.values[a.param_index] for a in self.args]
+        call.check_status(self.function(*values))
+        return call.result()
+
+
+@hookimpl
+def tilelang_backend_build(artifact: Any, options: Any) -> Kernel:
+    """Compile the device source into a shared library in a kept temporary directory."""
+    import subprocess
+    import tempfile
+
+    from tilelang_core.errors import BuildError
+
+    directory = Path(tempfile.mkdtemp(prefix=f"tilelang-ctypes-{artifact.name[:40]}-"))
+    (directory / SOURCE).write_text(artifact.device_source or "")
+    cmd = [*compiler(), "-O2", "-fPIC", "-shared", *options.compile_flags, "-o", str(directory / LIBRARY),
+           str(directory / SOURCE)]
+    if options.verbose:
+        print(f"[tilelang ctypes] {shlex.join(cmd)}")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as exc:
+        raise BuildError(f"cannot run the C compiler {cmd[0]!r}: {exc}; set $CC to a working compiler",
+                         command=cmd, output=str(exc), source=directory / SOURCE) from None
+    if proc.returncode != 0:
+        output = (proc.stdout + proc.stderr).strip()
+        raise BuildError(f"compiling kernel '{artifact.name}' failed (exit code {proc.returncode})\n"
+                         f"command: {shlex.join(cmd)}\nsource kept at: {directory / SOURCE}\n"
+                         f"compiler output:\n{output}", command=cmd, output=output, source=directory / SOURCE)
+    return Kernel(artifact, options, directory)
+
+
+@hookimpl
+def tilelang_backend_save(kernel: Any, directory: Path) -> None:
+    """Copy the kernel's shared library and its C source into ``directory``."""
+    import shutil
+
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"the ctypes backend cannot save {type(kernel).__name__}; expected a kernel it built")
+    for name in (LIBRARY, SOURCE):
+        shutil.copy2(kernel.directory / name, Path(directory) / name)
+
+
+@hookimpl
+def tilelang_backend_load(artifact: Any, directory: Path, options: Any) -> Kernel:
+    """Load a saved kernel's shared library (no TVM, no compiler) from a private copy: dlopen
+    hands back a library already loaded from the same path, though the file may have changed."""
+    import shutil
+    import tempfile
+
+    from tilelang_core.errors import ArtifactError
+
+    try:
+        private = Path(tempfile.mkdtemp(prefix=f"tilelang-ctypes-{artifact.name[:40]}-"))
+        for name in (LIBRARY, SOURCE):
+            shutil.copy2(Path(directory) / name, private / name)
+        return Kernel(artifact, options, private)
+    except (OSError, AttributeError, ValueError) as exc:
+        raise ArtifactError(f"cannot load the ctypes kernel in {directory}: {exc}; recompile the kernel") from None

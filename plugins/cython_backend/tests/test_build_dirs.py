@@ -1,0 +1,80 @@
+"""Build directories in the temp dir (issue 11 §5): a successful build leaves nothing behind, the
+kernel keeps working and can still be saved and loaded; a failed build, ``verbose=True`` or
+``TILELANG_CYTHON_KEEP_BUILD=1`` keep the directory with the source."""
+
+from __future__ import annotations
+
+import tempfile
+
+import pytest
+import torch
+from tilelang_core.artifact import BuildOptions
+from tilelang_core.errors import BuildError
+
+import kernels as K
+
+
+@pytest.fixture
+def tmpdir_root(tmp_path, monkeypatch):
+    """tempfile's directory for this test: an empty folder whose leftovers the test can list."""
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    monkeypatch.delenv("TILELANG_CYTHON_KEEP_BUILD", raising=False)
+    return root
+
+
+def _leftovers(root):
+    return sorted(p.name for p in root.iterdir() if p.name.startswith("tilelang-cython-"))
+
+
+def _unique_vadd(tag: str):
+    art = K.vadd_static()
+    art.device_source += f"\n/* {tag} */\n"  # a source no other test compiled in this process
+    return art
+
+
+def test_successful_builds_leave_no_directory_and_still_save_and_load(tmpdir_root, tmp_path):
+    from tilelang_backend_cython import plugin
+
+    art = _unique_vadd("build-dirs: fresh")
+    k = K.build(art, out_idx=[2])
+    again = K.build(art, out_idx=[2])  # the same source again: compiled once, loaded from memory
+    assert _leftovers(tmpdir_root) == []
+    a, b = torch.randn(16), torch.randn(16)
+    torch.testing.assert_close(k(a, b), a + b)
+    torch.testing.assert_close(again(a, b), a + b)
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    plugin.tilelang_backend_save(kernel=k, directory=saved)
+    assert sorted(p.name for p in saved.iterdir()) == ["cython_plan.json", "kernel.c", "kernel.so"]
+    assert "__tl_cy_call" in (saved / "kernel.c").read_text()
+    loaded = plugin.tilelang_backend_load(artifact=art, directory=saved, options=BuildOptions(out_idx=[2]))
+    torch.testing.assert_close(loaded(a, b), a + b)
+    assert _leftovers(tmpdir_root) == []
+
+
+def test_failed_build_keeps_its_source(tmpdir_root):
+    art = K.artifact("broken_dirs", [K.tensor("A", [4])], [K.ptr("A", 0)],
+                     "#include <stdint.h>\nint32_t broken_dirs(float *A) { return not C at all; }\n")
+    with pytest.raises(BuildError) as info:
+        K.build(art)
+    (kept,) = _leftovers(tmpdir_root)
+    source = tmpdir_root / kept / "broken_dirs.c"
+    assert source.exists() and f"source kept at: {source}" in str(info.value)
+
+
+@pytest.mark.parametrize("how", ["env", "verbose"])
+def test_asked_for_builds_are_kept(tmpdir_root, monkeypatch, capsys, how):
+    if how == "env":
+        monkeypatch.setenv("TILELANG_CYTHON_KEEP_BUILD", "1")
+        k = K.build(_unique_vadd("build-dirs: keep env"), out_idx=[2])
+    else:
+        k = K.build(_unique_vadd("build-dirs: keep verbose"), out_idx=[2], verbose=True)
+        assert "build kept in" in capsys.readouterr().out
+    (kept,) = _leftovers(tmpdir_root)
+    names = sorted(p.name for p in (tmpdir_root / kept).iterdir())
+    assert names == ["vadd.c", "vadd.so"]
+    assert k.meta["source"] == str(tmpdir_root / kept / "vadd.c")
+    a = torch.randn(16)
+    torch.testing.assert_close(k(a, a), 2 * a)

@@ -1,0 +1,82 @@
+"""TileLang's hints accepted without effect (``T.annotate_layout``, ``T.use_swizzle``, ``tilelang.layout``)
+and ``T.cast``'s rounding arguments."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+import tilelang.layout
+from tilelang.language.tir.ir import _VALID_CAST_ROUNDING_MODES
+from tilelang_core.errors import KernelDefinitionError, LoweringError
+
+
+def _copy_kernel(annotate: bool):
+    @T.prim_func
+    def copy(A: T.Tensor((16, 16), T.float32), B: T.Tensor((16, 16), T.float32)):
+        with T.Kernel(1, threads=16):
+            S = T.alloc_shared((16, 16), T.float32)
+            if annotate:
+                T.annotate_layout({S: tilelang.layout.make_swizzled_layout(S)})
+                T.use_swizzle(panel_size=4)
+            T.copy(A, S)
+            T.copy(S, B)
+
+    return copy
+
+
+def test_layout_hints_change_nothing():
+    plain = tilelang.lower(_copy_kernel(False), target="c").kernel_source
+    hinted = tilelang.lower(_copy_kernel(True), target="c").kernel_source
+    assert plain.replace("copy", "") == hinted.replace("copy", "")
+    kernel = tilelang.compile(_copy_kernel(True), target="c", execution_backend="cython")
+    a = torch.randn(16, 16)
+    b = torch.empty(16, 16)
+    kernel(a, b)
+    assert torch.equal(a, b)
+
+
+def test_hint_arguments_are_checked_and_layouts_cannot_be_used_otherwise():
+    with pytest.raises(TypeError, match="keys must be buffers"):
+        T.annotate_layout({"A": None})
+    with pytest.raises(ValueError, match="order must be 'row' or 'col'"):
+        T.use_swizzle(8, order="diagonal")
+    hint = tilelang.layout.Layout((4,), lambda i: i)
+    with pytest.raises(KernelDefinitionError, match="layouts are not provided"):
+        hint.repeat([2, 1])
+
+
+def test_cast_rounding_arguments_are_validated():
+    assert _VALID_CAST_ROUNDING_MODES == {"", "rn", "rz", "rp", "rm", "rs"}
+    x = T.float32(1.0)
+    with pytest.raises(ValueError, match="Invalid round"):
+        T.cast(x, "float8_e4m3fn", round="up")
+    with pytest.raises(ValueError, match="Invalid sat"):
+        T.cast(x, "float8_e4m3fn", sat="yes")
+    with pytest.raises(ValueError, match="rbits is required"):
+        T.cast(x, "float8_e4m3fn", round="rs")
+    with pytest.raises(ValueError, match="rbits is only valid"):
+        T.cast(x, "float8_e4m3fn", round="rn", rbits=T.int32(1))
+    assert T.cast(x, T.float16).ty.dtype == "float16"
+
+
+def test_default_cast_runs_and_other_roundings_are_refused_at_definition():
+    @T.prim_func
+    def to_half(A: T.Tensor((8,), T.float32), B: T.Tensor((8,), T.float16)):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(8):
+                B[i] = T.cast(A[i], T.float16, round="rn")
+
+    a = torch.randn(8)
+    b = torch.empty(8, dtype=torch.float16)
+    tilelang.compile(to_half, target="c", execution_backend="cython")(a, b)
+    assert torch.equal(b, a.half())
+    with pytest.raises(LoweringError, match="round='rz'"):
+
+        @T.prim_func
+        def truncating(A: T.Tensor((8,), T.float32), B: T.Tensor((8,), T.float16)):
+            with T.Kernel(1, threads=1):
+                for i in T.serial(8):
+                    B[i] = T.cast(A[i], T.float16, round="rz")

@@ -1,0 +1,152 @@
+"""The module layout TileLang code imports from, ``PassConfigKey`` and TileLang's pass-config keys,
+and what ``tilelang.lower`` results expose."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+from tilelang_core.errors import PassConfigError
+
+
+def test_submodules_import_without_tvm_or_torch():
+    code = (
+        "import sys\n"
+        "import tilelang, tilelang.jit, tilelang.engine, tilelang.transform, tilelang.cache, tilelang.env\n"
+        "from tilelang.jit import jit, compile, par_compile, JITKernel\n"
+        "from tilelang.engine.lower import lower\n"
+        "from tilelang.transform import PassConfigKey\n"
+        "from tilelang.env import env\n"
+        "assert tilelang.jit.compile is tilelang.compile and lower is tilelang.lower\n"
+        "assert tilelang.PassConfigKey is PassConfigKey\n"
+        "print(sorted(m for m in ('tvm', 'torch') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_jit_module_is_still_the_decorator():
+    import tilelang.jit as jit_module
+
+    @jit_module(out_idx=-1)
+    def build(n):
+        @T.prim_func
+        def ones(A: T.Tensor((n,), T.float32)):
+            with T.Kernel(1, threads=1):
+                for i in T.serial(n):
+                    A[i] = T.float32(1)
+
+        return ones
+
+    assert isinstance(build, jit_module.JitFunction)
+    assert tilelang.jit is jit_module
+
+
+def test_language_submodules_are_the_core_modules():
+    import tilelang.language.dtypes as via_facade
+    import tilelang_core.language.dtypes as core
+
+    assert via_facade is core
+    from tilelang.language.dtypes import dtype
+
+    assert dtype is core.dtype and T.dtype is dtype
+    with pytest.raises(ModuleNotFoundError):
+        import tilelang.language.no_such_module  # noqa: F401
+
+
+def test_cache_switches(monkeypatch):
+    monkeypatch.delenv("TILELANG_DISABLE_CACHE", raising=False)
+    assert tilelang.is_cache_enabled()
+    tilelang.disable_cache()
+    try:
+        assert not tilelang.is_cache_enabled()
+        from tilelang.cache import active_cache
+
+        assert active_cache() is None
+    finally:
+        tilelang.enable_cache()
+    assert tilelang.is_cache_enabled()
+    from tilelang.env import env
+
+    monkeypatch.setenv("TILELANG_CACHE_DIR", "/tmp/somewhere")
+    assert env.TILELANG_CACHE_DIR == "/tmp/somewhere"
+
+
+def _kernel():
+    @T.prim_func
+    def add_one(A: T.Tensor((16,), T.float32), B: T.Tensor((16,), T.float32)):
+        with T.Kernel(1, threads=16):
+            for i in T.Parallel(16):
+                B[i] = A[i] + T.float32(1)
+
+    return add_one
+
+
+def test_pass_config_keys_are_strings_and_mix_with_strings():
+    key = tilelang.PassConfigKey.TL_DISABLE_VECTORIZE
+    assert key == "tl.disable_vectorize" and str(key) == "tl.disable_vectorize"
+    art = tilelang.lower(_kernel(), target="c", pass_configs={key: True})
+    assert "omp simd" not in art.kernel_source
+    assert art.pass_configs == {"tl.disable_vectorize": True}
+
+
+def test_tilelang_keys_without_effect_are_accepted_and_change_nothing():
+    plain = tilelang.lower(_kernel(), target="c").kernel_source
+    configs = {
+        tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER: True,
+        "tl.disable_warp_specialized": True,
+        "tl.disable_data_race_check": True,
+        tilelang.PassConfigKey.TIR_SIMPLIFY: {"transitively_prove_inequalities": True},
+    }
+    assert tilelang.lower(_kernel(), target="c", pass_configs=configs).kernel_source == plain
+
+
+def test_misspelled_key_is_rejected_with_a_suggestion_and_the_known_keys():
+    with pytest.raises(PassConfigError) as info:
+        tilelang.lower(_kernel(), target="c", pass_configs={"tl.disable_tma_lowr": True})
+    message = str(info.value)
+    assert "did you mean 'tl.disable_tma_lower'" in message
+    assert "tl.disable_vectorize" in message and "tl.disable_warp_specialized" in message
+
+
+def test_lower_result_exposes_tilelangs_names():
+    art = tilelang.lower(_kernel(), target="c")
+    assert art.kernel_source == art.device_source and "add_one" in art.kernel_source
+    assert art.target_host is None and art.target == "c"
+    assert [p.name for p in art.params] == ["A", "B"]
+    assert art.rt_mod is None  # no runtime module was asked for
+    assert "add_one" in [g.name_hint for g in art.device_mod.functions]
+    gpu = tilelang.lower(_kernel(), target="cuda")
+    assert gpu.host_mod is not None and gpu.device_mod is not None
+    assert "__global__" in gpu.kernel_source and gpu.target_host == gpu.host_target
+
+
+def test_jit_kernel_get_kernel_source_accepts_kernel_only():
+    kernel = tilelang.compile(_kernel(), target="c", execution_backend="cython")
+    assert kernel.get_kernel_source(kernel_only=True) == kernel.get_kernel_source()
+    a = torch.arange(16, dtype=torch.float32)
+    b = torch.empty(16)
+    kernel(a, b)
+    torch.testing.assert_close(b, a + 1)
+
+
+def test_compatibility_doc_lists_every_key_without_effect():
+    from pathlib import Path
+
+    from tilelang_core.lowering.configs import NO_EFFECT, PassConfigKey
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "compatibility.md").read_text()
+    missing = [k for k in NO_EFFECT if f"`{k}`" not in text]
+    assert not missing, f"docs/compatibility.md does not list {missing}"
+    # every PassConfigKey member is a key that validation accepts
+    for member in PassConfigKey:
+        art = tilelang.lower(_kernel(), target="c", pass_configs={member: True}) if member.value.startswith("tl.") and member.value not in NO_EFFECT else None
+        assert member.value in NO_EFFECT or member.value.startswith(("tl.", "tirx.")), member
+        if art is not None:
+            assert art.kernel_source

@@ -1,0 +1,165 @@
+"""The conformance suite itself: it lists checks from the declaration, passes a conforming backend
+and fails (with the reason) backends that truncate scalars, crash on a bad call or import torch
+at load. The backends are the scaffold's plugin (tilelang backends new), really installed as a
+distribution on a temporary path, with one bug planted each."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tilelang_core.conformance import Suite
+from tilelang_core.conformance.error_table import ROWS
+from tilelang_core.scaffold import plugin_source
+from tilelang_core.testkit import on_path, write_distribution
+
+#: Planted bugs: text replaced in the scaffold's plugin.py.
+CALL = "        call = self.checker.bind(args, kwargs)\n"
+BUGS = {
+    "kitok": {},
+    # a first ctypes attempt: no range checks, so ctypes silently truncates 2**64
+    "kittrunc": {CALL: CALL.replace("call = self.checker.bind(args, kwargs)",
+                                    "self.checker._scalar = lambda index, x, *_: x; call = self.checker.bind(args, kwargs)")},
+    # an unknown keyword dereferences NULL
+    "kitcrash": {CALL: '        if "out" in kwargs:\n            import ctypes; ctypes.string_at(0)\n' + CALL},
+    "kitheavy": {"from tilelang_core.hookspecs import hookimpl\n": "import torch\nfrom tilelang_core.hookspecs import hookimpl\n"},
+}
+
+
+#: A CUDA backend on a machine without a driver: builds (keeps the source), never runs. LOAD is
+#: what its load hook does first: nothing, or (the planted bug) initialising the driver.
+BUILD_ONLY = """
+from pathlib import Path
+from tilelang_core.capabilities import Availability
+from tilelang_core.hookspecs import hookimpl
+TILELANG_PLUGIN_API = 1
+
+@hookimpl
+def tilelang_backend_spec():
+    return {"name": "NAME", "description": "a build-only test backend", "targets": {
+        "cuda": {"priority": 1, "consumes": ["device_source"], "device_language": "cuda"}}}
+
+@hookimpl
+def tilelang_backend_probe(target_kind):
+    return Availability.build_only_because("no CUDA driver (a test backend)")
+
+class Kernel:
+    def __init__(self, source):
+        self.source = source
+    def __call__(self, *args, **kwargs):
+        raise AssertionError("never called: the core refuses calls of a build-only target")
+
+@hookimpl
+def tilelang_backend_build(artifact, options):
+    return Kernel(artifact.device_source)
+
+@hookimpl
+def tilelang_backend_save(kernel, directory):
+    (Path(directory) / "kernel.cu").write_text(kernel.source)
+
+@hookimpl
+def tilelang_backend_load(artifact, directory, options):
+    LOAD
+    return Kernel((Path(directory) / "kernel.cu").read_text())
+"""
+DRIVER_AT_LOAD = 'from tilelang_core.errors import BackendUnavailableError; raise BackendUnavailableError("cuInit failed")'
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("site")
+    for name, changes in BUGS.items():
+        source = plugin_source(name)
+        for old, new in changes.items():
+            assert old in source
+            source = source.replace(old, new)
+        write_distribution(root, name, source, package=f"tilelang_backend_{name}")
+    for name, load in {"kitbuildonly": "pass", "kitdriverload": DRIVER_AT_LOAD}.items():
+        write_distribution(root, name, BUILD_ONLY.replace("NAME", name).replace("LOAD", load),
+                           package=f"tilelang_backend_{name}")
+    return root
+
+
+@pytest.fixture
+def installed(site, monkeypatch):
+    """The throwaway backends visible here and in the suite's subprocesses."""
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    with on_path(site):
+        yield site
+
+
+def run(name, *only):
+    with Suite(name, only=list(only)) as suite:
+        return {r.check: r for r in suite.run()}
+
+
+def test_checks_come_from_the_declaration(installed):
+    with Suite("kitok") as suite:
+        names = [c.name for c in suite.checks()]
+    assert names[:2] == ["declaration", "c:probe"]
+    assert {f"c:error:{r.id}" for r in ROWS if r.when != "gpu"} <= set(names)
+    assert "c:error:device" not in names  # a GPU-only row
+    assert "c:dtype:float32" in names and "c:dtype:float16" not in names  # only declared dtypes
+    assert {"c:scalar:uint64", "c:kernel:zero_size", "c:save_load", "c:cache", "c:threads", "c:wrong_calls"} <= set(names)
+    with Suite("kitok", only=["error:int"]) as suite:
+        assert all("error:int" in c.name for c in suite.checks()) and len(suite.checks()) == 5
+
+
+@pytest.mark.slow
+def test_truncating_scalars_fail_the_error_table(installed):
+    ok = run("kitok", "error:int32_range", "error:uint64_range")
+    assert {k: r.status for k, r in ok.items()} == {"c:error:int32_range": "pass", "c:error:uint64_range": "pass"}
+    bad = run("kittrunc", "error:int32_range", "error:uint64_range")
+    for check in ("c:error:int32_range", "c:error:uint64_range"):
+        assert bad[check].status == "fail"
+        assert "does not fit in" in bad[check].reason and bad[check].reason.endswith("got no error")
+
+
+@pytest.mark.slow
+def test_a_crash_is_reported_with_the_call_that_crashed(installed):
+    results = run("kitcrash", "error:count", "error:unknown_keyword")
+    assert results["c:error:count"].status == "pass"
+    crashed = results["c:error:unknown_keyword"]
+    assert crashed.status == "fail"
+    assert "the subprocess died by signal" in crashed.reason and "during 'unknown_keyword'" in crashed.reason
+
+
+def test_heavy_import_at_plugin_load_fails_the_declaration(installed):
+    result = run("kitheavy", "declaration")["declaration"]
+    assert result.status == "fail" and result.reason.startswith("importing tilelang_backend_kitheavy.plugin imports ")
+    assert "torch" in result.reason and result.reason.endswith(": import them inside the hooks")
+
+
+def test_command_line(installed):
+    env_cmd = [sys.executable, "-m", "tilelang", "backends", "check"]
+    proc = subprocess.run([*env_cmd, "kitok", "--check", "declaration", "--json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["counts"] == {"pass": 1, "fail": 0, "skip": 0}
+    proc = subprocess.run([*env_cmd, "kitheavy", "--check", "declaration"], capture_output=True, text=True)
+    assert proc.returncode == 1 and "FAIL  declaration" in proc.stdout and "0 passed, 1 failed" in proc.stdout
+    proc = subprocess.run([*env_cmd, "nosuch"], capture_output=True, text=True)
+    assert proc.returncode == 1 and "execution backend 'nosuch' is not installed" in proc.stderr
+
+
+@pytest.mark.slow
+def test_pytest_plugin(installed, tmp_path):
+    cmd = [sys.executable, "-m", "pytest", "-p", "tilelang_core.conformance", "-q", "-p", "no:cacheprovider",
+           "--tilelang-check", "declaration"]
+    good = subprocess.run([*cmd, "--tilelang-check", "error:count", "--tilelang-backend", "kitok"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert good.returncode == 0 and "3 passed" in good.stdout, good.stdout[-2000:]  # + count_outputs
+    bad = subprocess.run([*cmd, "--tilelang-backend", "kitheavy"], capture_output=True, text=True, cwd=tmp_path)
+    assert bad.returncode == 1 and "1 failed" in bad.stdout and "torch: import them inside the hooks" in bad.stdout, (
+        bad.stdout[-2000:])
+
+
+def test_a_gpu_target_that_can_only_build_here_is_built_exported_and_loaded_without_a_device(installed):
+    good = run("kitbuildonly", "build_only", "kernel:static")
+    assert good["cuda:build_only"].status == "pass", good["cuda:build_only"].reason
+    assert good["cuda:kernel:static"].status == "skip" and "no CUDA driver" in good["cuda:kernel:static"].reason
+    bad = run("kitdriverload", "build_only")["cuda:build_only"]
+    assert bad.status == "fail" and "(a disk cache hit: the load hook) raised BackendUnavailableError: cuInit failed" in bad.reason, (
+        bad.reason)

@@ -1,0 +1,69 @@
+"""``tilelang.env``: the environment variables TileLang-Core reads, as attributes of ``env``.
+
+``from tilelang.env import env``; ``env.TILELANG_CACHE_DIR`` reads the variable (or its default)
+when accessed, and assigning to it sets the variable for this process. ``env.disable_cache()``,
+``env.enable_cache()`` and ``env.is_cache_enabled()`` are ``tilelang.disable_cache`` & co.
+Variables upstream TileLang reads for its own compiler (CUTLASS and TVM paths, pass diffs, ...)
+are not listed: nothing here reads them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+__all__ = ["env", "Environment"]
+
+
+class _Variable:
+    """One environment variable: read on access, set on assignment (``None`` unsets it)."""
+
+    def __init__(self, name: str, default: Optional[str], doc: str) -> None:
+        self.name = name
+        self.default = default
+        self.__doc__ = doc
+
+    def __get__(self, instance: Any, owner: Any) -> Any:
+        if instance is None:
+            return self
+        if self.name == "TILELANG_CACHE_DIR" and self.name not in os.environ:
+            from tilelang_core.cache import cache_dir
+
+            return str(cache_dir())
+        return os.environ.get(self.name, self.default)
+
+    def __set__(self, instance: Any, value: Any) -> None:
+        if value is None:
+            os.environ.pop(self.name, None)
+        else:
+            os.environ[self.name] = str(value)
+
+
+class Environment:
+    """The variables that change what TileLang-Core does (docs/cache.md, docs/pipeline.md)."""
+
+    TILELANG_CACHE_DIR = _Variable("TILELANG_CACHE_DIR", None, "Directory of the kernel cache.")
+    TILELANG_DISABLE_CACHE = _Variable("TILELANG_DISABLE_CACHE", "0", "1 turns the kernel cache off.")
+    CUDA_HOME = _Variable("CUDA_HOME", None, "CUDA toolkit location, for backends that compile CUDA.")
+
+    def is_cache_enabled(self) -> bool:
+        """Whether the kernel cache is on."""
+        import tilelang
+
+        return tilelang.is_cache_enabled()
+
+    def enable_cache(self) -> None:
+        """Switch the kernel cache on (see ``tilelang.enable_cache``)."""
+        import tilelang
+
+        tilelang.enable_cache()
+
+    def disable_cache(self) -> None:
+        """Switch the kernel cache off (see ``tilelang.disable_cache``)."""
+        import tilelang
+
+        tilelang.disable_cache()
+
+
+#: The process's environment, seen through :class:`Environment`.
+env = Environment()

@@ -1,0 +1,26 @@
+"""``tilelang.transform``: ``PassConfigKey``, the names of the ``pass_configs`` keys.
+
+``tilelang.transform.PassConfigKey.TL_DISABLE_VECTORIZE`` is the string
+``"tl.disable_vectorize"``; see docs/pipeline.md for what each key does on each target. TileLang's
+pass objects (``tilelang.transform.Simplify``, ``LayoutInference``, ...) are internals of its
+compiler and are not provided (docs/compatibility.md). ``PassContext`` is TVM's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilelang_core.lowering.configs import PassConfigKey  # noqa: F401
+
+__all__ = ["PassConfigKey", "PassContext"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PassContext":
+        from tvm.transform import PassContext
+
+        return PassContext
+    raise AttributeError(
+        f"module 'tilelang.transform' has no attribute {name!r}: TileLang's passes are not provided "
+        "(docs/compatibility.md); only PassConfigKey and PassContext are"
+    )

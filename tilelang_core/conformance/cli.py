@@ -1,0 +1,70 @@
+"""``tilelang backends check NAME`` and ``tilelang backends new NAME``: the backend author's commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def add_backend_kit_commands(backends_subparsers: Any) -> None:
+    """Add ``check`` and ``new`` under ``tilelang backends``."""
+    check = backends_subparsers.add_parser("check", help="run the conformance suite against an installed backend")
+    check.add_argument("name", help="the backend's name (as `tilelang backends` lists it)")
+    check.add_argument("--target", action="append", default=[], metavar="KIND",
+                       help="only this declared target kind (repeatable; default: every declared one)")
+    check.add_argument("--check", action="append", default=[], metavar="TEXT",
+                       help="only the checks whose name contains TEXT, e.g. 'error:' or 'c:kernel' (repeatable)")
+    check.add_argument("--json", action="store_true", help="machine-readable output: one object per check")
+    check.set_defaults(func=_cmd_check)
+    new = backends_subparsers.add_parser("new", help="write a new backend plugin distribution to start from")
+    new.add_argument("name", help="the backend's name: a lowercase identifier, e.g. mybackend")
+    new.add_argument("--path", default=".", help="directory to create the distribution in (default: .)")
+    new.set_defaults(func=_cmd_new)
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from .suite import Suite
+
+    with Suite(args.name, args.target or None, args.check or None) as suite:
+        header = f"conformance of {suite.name} ({suite.record.distribution} {suite.record.version})"
+        if not args.json:
+            print(header, flush=True)
+        results = []
+        unavailable: dict[str, list] = {}  # target -> [reason, number of checks skipped for it]
+        for result in suite.run():
+            results.append(result)
+            if args.json:
+                continue
+            gone = unavailable.get(result.target or "")
+            if gone and result.status == "skip" and result.reason == gone[0]:
+                gone[1] += 1
+                continue
+            if result.status == "skip" and result.check.endswith(":probe"):
+                unavailable[result.target] = [result.reason, 1]
+                print(f"SKIP  {result.target}:*  {result.reason}", flush=True)
+                continue
+            reason = f"  {result.reason}" if result.reason else ""
+            print(f"{result.status.upper():<5} {result.check}{reason}", flush=True)
+    counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}
+    if args.json:
+        print(json.dumps({"backend": args.name, "counts": counts, "results": [r.to_dict() for r in results]}, indent=1))
+    else:
+        for target, (reason, count) in unavailable.items():
+            print(f"  ({count} checks of target {target!r} skipped: it cannot run here)")
+        print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
+    return 1 if counts["fail"] else 0
+
+
+def _cmd_new(args: argparse.Namespace) -> int:
+    from ..scaffold import write_backend
+
+    project = write_backend(args.name, args.path)
+    print(f"wrote {project}")
+    print(f"next: pip install {project} && tilelang backends check {args.name}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(0)

@@ -1,0 +1,185 @@
+"""The error table of the calling convention: every wrong call, and the exact error it raises.
+
+This list is the one source of truth: ``scripts/gen_docs.py`` writes it into
+docs/backend-conventions.md, and the conformance suite (``tilelang backends check``) makes each
+row's call on the reference kernel named there, in a subprocess, and compares the exception's
+class and text exactly. ``{device}`` in a message stands for the target's device family
+(``cpu``, ``cuda``, ...), which is also what the kernel's parameters declare.
+
+Importing this module is cheap (no torch); a row's ``call`` receives a :class:`Maker` that
+creates the tensors on the target's device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+
+class Maker:
+    """Makes the arguments of a row's call: tensors on the target's torch device."""
+
+    def __init__(self, torch: Any, device: str) -> None:
+        self.torch = torch
+        self.device = device
+
+    def t(self, *shape: int, dtype: str = "float32") -> Any:
+        """Zeros of ``shape`` and ``dtype`` on the target's device."""
+        return self.torch.zeros(*shape, dtype=getattr(self.torch, dtype), device=self.device)
+
+
+Call = Callable[[Maker], tuple[tuple, dict]]
+
+
+@dataclass(frozen=True)
+class ErrorRow:
+    """One row: a wrong call of a reference kernel and the error every backend must raise."""
+
+    id: str
+    problem: str
+    kernel: str
+    """Reference kernel id (:data:`tilelang_core.conformance.kernels.FACTORIES`, or ``status7``)."""
+    call_text: str
+    call: Call
+    error: str
+    """``TypeError``, ``ValueError`` or ``RuntimeError``."""
+    message: str
+    when: Optional[str] = None
+    """``None`` (every target), ``"gpu"`` (GPU targets only) or ``"c_source"`` (backends that
+    consume ``c`` device source: the row needs a hand-written artifact)."""
+
+    def expected(self, device: str) -> str:
+        """The message for a target whose parameters live on ``device``."""
+        return self.message.replace("{device}", device)
+
+
+def _args(*args: Any, **kwargs: Any) -> tuple[tuple, dict]:
+    return args, kwargs
+
+
+def _scalars(m: Maker, **change: Any) -> tuple[tuple, dict]:
+    """A call of ``scalars`` (Y is allocated) with one scalar replaced."""
+    values = {"i32": 8, "f32": 1.5, "flag": True, "u8": 7, "i64": -5, "u64": 2**64 - 1}
+    values.update(change)
+    return tuple(values.values()), {}
+
+
+ROWS: tuple[ErrorRow, ...] = (
+    ErrorRow("count", "wrong number of arguments", "vadd", "vadd(A, B)",
+             lambda m: _args(m.t(16), m.t(16)),
+             "TypeError", "vadd() takes 3 tensor/scalar arguments (A, B, C), got 2"),
+    ErrorRow("count_outputs", "outputs allocated by out_idx are not arguments", "vadd_out", "vadd(A, B, C) with out_idx=[2]",
+             lambda m: _args(m.t(16), m.t(16), m.t(16)),
+             "TypeError", "vadd() takes 2 tensor/scalar arguments (A, B), got 3"),
+    ErrorRow("not_a_tensor", "not a tensor", "vadd", "vadd(A, [0.0] * 16, C)",
+             lambda m: _args(m.t(16), [0.0] * 16, m.t(16)),
+             "TypeError", "vadd() argument 'B' (#1): expected a torch.Tensor, got list"),
+    ErrorRow("none_tensor", "None for a tensor", "vadd", "vadd(None, B, C)",
+             lambda m: _args(None, m.t(16), m.t(16)),
+             "TypeError", "vadd() argument 'A' (#0): expected a torch.Tensor, got NoneType"),
+    ErrorRow("dtype", "dtype", "vadd", "vadd(A.half(), B, C)",
+             lambda m: _args(m.t(16, dtype="float16"), m.t(16), m.t(16)),
+             "ValueError", "vadd() argument 'A' (#0): expected dtype float32, got float16"),
+    ErrorRow("rank", "rank", "rows", "rows(X, S[:, None], Y)",
+             lambda m: _args(m.t(8, 4), m.t(8, 1), m.t(8, 4)),
+             "ValueError", "rows() argument 'S' (#1): expected 1 dimensions, got 2"),
+    ErrorRow("static_dimension", "static dimension", "rows", "rows(X of shape (8, 3), S, Y)",
+             lambda m: _args(m.t(8, 3), m.t(8), m.t(8, 4)),
+             "ValueError", "rows() argument 'X' (#0): expected shape[1] == 4, got 3"),
+    ErrorRow("expression_dimension", "dimension given by an expression", "pad", "pad(A of 6, Out of 7)",
+             lambda m: _args(m.t(6), m.t(7)),
+             "ValueError", "pad() argument 'Out' (#1): expected shape[0] == n + 2 = 8, got 7"),
+    ErrorRow("symbol_clash", "two dimensions bind one symbol to different values", "rows", "rows(X (8, 4), S (7,), Y (8, 4))",
+             lambda m: _args(m.t(8, 4), m.t(7), m.t(8, 4)),
+             "ValueError", "rows() argument 'S' (#1): shape[0] binds symbol 'n' = 7, but argument 'X' bound it to 8"),
+    ErrorRow("scalar_symbol_clash", "a scalar and a dimension bind one symbol to different values", "iota", "iota(A of 3, m=50)",
+             lambda m: _args(m.t(3, dtype="int32"), 50),
+             "ValueError", "iota() argument 'm' (#1): value binds symbol 'm' = 50, but argument 'A' bound it to 3"),
+    ErrorRow("negative_size", "a negative size", "iota_out", "iota(-1) with out_idx=[0]",
+             lambda m: _args(-1),
+             "ValueError", "iota() argument 'm' (#0): gives symbol 'm' = -1, but a dimension cannot be negative"),
+    ErrorRow("meta_tensor", "a meta tensor (no data)", "vadd", "vadd(A, B.to('meta'), C)",
+             lambda m: _args(m.t(16), m.torch.empty(16, device="meta"), m.t(16)),
+             "ValueError", "vadd() argument 'B' (#1): expected a tensor on {device}, got meta"),
+    ErrorRow("device", "a tensor on another device", "vadd", "vadd(A.cpu(), B, C)",
+             lambda m: _args(m.torch.zeros(16), m.t(16), m.t(16)),
+             "ValueError", "vadd() argument 'A' (#0): expected a tensor on {device}, got cpu", when="gpu"),
+    ErrorRow("sparse_tensor", "a sparse tensor", "vadd", "vadd(A.to_sparse(), B, C)",
+             lambda m: _args(m.t(16).to_sparse(), m.t(16), m.t(16)),
+             "ValueError", "vadd() argument 'A' (#0): expected a dense (strided) tensor, got layout torch.sparse_coo; "
+             "call .to_dense()"),
+    ErrorRow("layout", "not contiguous", "vadd", "vadd(zeros(32)[::2], B, C)",
+             lambda m: _args(m.t(32)[::2], m.t(16), m.t(16)),
+             "ValueError", "vadd() argument 'A' (#0): expected a contiguous tensor, got strides (2,); call .contiguous()"),
+    ErrorRow("layout_transposed", "a transposed view", "rows", "rows(zeros(4, 8).t(), S, Y)",
+             lambda m: _args(m.t(4, 8).t(), m.t(8), m.t(8, 4)),
+             "ValueError", "rows() argument 'X' (#0): expected a contiguous tensor, got strides (1, 8); call .contiguous()"),
+    ErrorRow("explicit_strides", "other strides than the parameter declares", "colmajor",
+             "colmajor(X of shape (5, 4), row-major) for strides (1, n)",
+             lambda m: _args(m.t(5, 4)),
+             "ValueError", "colmajor() argument 'X' (#0): expected strides (1, 5), got strides (4, 1)"),
+    ErrorRow("int_type", "an int scalar given a str", "scalars", "scalars(i32='8', ...)",
+             lambda m: _scalars(m, i32="8"),
+             "TypeError", "scalars() argument 'i32' (#0): expected an int, got str"),
+    ErrorRow("int_from_float", "an int scalar given a float", "scalars", "scalars(i32=8.0, ...)",
+             lambda m: _scalars(m, i32=8.0),
+             "TypeError", "scalars() argument 'i32' (#0): expected an int, got float"),
+    ErrorRow("int_from_tensor", "an int scalar given a tensor", "scalars", "scalars(i32=torch.tensor(8), ...)",
+             lambda m: _scalars(m, i32=m.torch.tensor(8)),
+             "TypeError", "scalars() argument 'i32' (#0): expected an int, got Tensor"),
+    ErrorRow("int32_range", "out of range (int32)", "scalars", "scalars(i32=2**32, ...)",
+             lambda m: _scalars(m, i32=2**32),
+             "ValueError", "scalars() argument 'i32' (#0): value 4294967296 does not fit in int32"),
+    ErrorRow("int64_range", "out of range (int64)", "scalars", "scalars(i64=2**63, ...)",
+             lambda m: _scalars(m, i64=2**63),
+             "ValueError", "scalars() argument 'i64' (#4): value 9223372036854775808 does not fit in int64"),
+    ErrorRow("uint64_range", "out of range (uint64)", "scalars", "scalars(u64=2**64, ...)",
+             lambda m: _scalars(m, u64=2**64),
+             "ValueError", "scalars() argument 'u64' (#5): value 18446744073709551616 does not fit in uint64"),
+    ErrorRow("unsigned_negative", "a negative value for an unsigned scalar", "scalars", "scalars(u8=-1, ...)",
+             lambda m: _scalars(m, u8=-1),
+             "ValueError", "scalars() argument 'u8' (#3): value -1 does not fit in uint8"),
+    ErrorRow("float_type", "a float scalar given a str", "scalars", "scalars(f32='1', ...)",
+             lambda m: _scalars(m, f32="1"),
+             "TypeError", "scalars() argument 'f32' (#1): expected a float, got str"),
+    ErrorRow("float_none", "a float scalar given None", "scalars", "scalars(f32=None, ...)",
+             lambda m: _scalars(m, f32=None),
+             "TypeError", "scalars() argument 'f32' (#1): expected a float, got NoneType"),
+    ErrorRow("float_range", "a float scalar given an int too large for a double", "scalars", "scalars(f32=10**400, ...)",
+             lambda m: _scalars(m, f32=10**400),
+             "ValueError", "scalars() argument 'f32' (#1): expected a float, got int out of range"),
+    ErrorRow("bool_type", "a bool scalar given a str", "scalars", "scalars(flag='no', ...)",
+             lambda m: _scalars(m, flag="no"),
+             "TypeError", "scalars() argument 'flag' (#2): expected a bool, got str"),
+    ErrorRow("bool_from_float", "a bool scalar given a float", "scalars", "scalars(flag=1.0, ...)",
+             lambda m: _scalars(m, flag=1.0),
+             "TypeError", "scalars() argument 'flag' (#2): expected a bool, got float"),
+    ErrorRow("bool_value", "a bool scalar given another int", "scalars", "scalars(flag=2, ...)",
+             lambda m: _scalars(m, flag=2),
+             "ValueError", "scalars() argument 'flag' (#2): expected a bool (True/False, 0 or 1), got 2"),
+    ErrorRow("unknown_keyword", "an unknown keyword", "vadd", "vadd(A, B, C, out=C)",
+             lambda m: ((m.t(16), m.t(16), m.t(16)), {"out": m.t(16)}),
+             "TypeError", "vadd() got an unexpected keyword argument 'out' (only 'stream' is accepted)"),
+    ErrorRow("stream_type", "a stream that is not a stream", "vadd", "vadd(A, B, C, stream='s')",
+             lambda m: ((m.t(16), m.t(16), m.t(16)), {"stream": "s"}),
+             "TypeError", "vadd() keyword 'stream': expected an int (a cudaStream_t) or a torch.cuda.Stream, got str"),
+    ErrorRow("kernel_status", "the kernel returns a non-zero status", "status7", "status7(A), whose C entry returns 7",
+             lambda m: _args(m.t(4)),
+             "RuntimeError", "status7() failed: the kernel returned error code 7", when="c_source"),
+)
+
+
+def rows_for(gpu: bool, c_source: bool) -> list[ErrorRow]:
+    """The rows that apply to a target: GPU rows only on GPU targets, ``c_source`` rows only for
+    backends that consume ``c`` device source."""
+    return [r for r in ROWS if r.when is None or (r.when == "gpu" and gpu) or (r.when == "c_source" and c_source)]
+
+
+def markdown() -> str:
+    """The table as Markdown (docs/backend-conventions.md embeds it; scripts/gen_docs.py writes it)."""
+    when = {"gpu": " (GPU targets)", "c_source": " (backends consuming `c` device source)"}
+    lines = ["| problem | the kit's call | raises |", "| --- | --- | --- |"]
+    for r in ROWS:
+        message = r.message.replace("|", "\\|")
+        lines.append(f"| {r.problem}{when.get(r.when or '', '')} | `{r.call_text}` | `{r.error}`: `{message}` |")
+    return "\n".join(lines)

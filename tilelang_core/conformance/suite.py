@@ -1,0 +1,655 @@
+"""The conformance suite: every check a backend must pass, run against an installed backend.
+
+``Suite(name)`` lists the checks from the backend's declaration alone (``checks()``), and runs
+them one at a time (``run_check``) or all (``run``), each returning a :class:`Result` (pass, fail
+or skip, with the reason). Checks of a target the backend cannot run here (its probe says why)
+are skipped with that reason, except ``build_only`` of a GPU target whose probe says it can build
+here (the kernels build, export and load without the device, and their calls refuse). Kernels are compiled with ``tilelang.compile`` through the real
+pipeline into a private kernel cache (a temporary directory, removed by ``close``); the error
+table, the fresh-process load and the cache checks run in subprocesses so that a crash is
+reported, not suffered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+from . import error_table
+
+#: Dtypes the suite makes tensors of (a backend declaring ``dtypes: "all"`` is checked with each).
+TENSOR_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                 "float16", "bfloat16", "float32", "float64")
+#: Scalar dtypes the suite passes (the kernel language cannot lower a bfloat16 scalar yet).
+SCALAR_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                 "float16", "float32", "float64")
+
+#: Target kinds whose tensors live on a GPU.
+GPU_KINDS = ("cuda", "nvptx", "rocm", "hip", "metal", "opencl", "vulkan", "webgpu")
+#: Seconds a subprocess of the suite may run.
+CHILD_TIMEOUT = 300
+#: Random wrong calls thrown at the kernels in the error-table subprocess.
+FUZZ_CALLS = 2000
+
+
+class Skip(Exception):
+    """The check does not apply here (the reason says why)."""
+
+
+class Fail(AssertionError):
+    """The backend does not conform (the reason says how)."""
+
+
+@dataclass
+class Result:
+    """The outcome of one check."""
+
+    check: str
+    target: Optional[str]
+    status: str
+    """``pass``, ``fail`` or ``skip``."""
+    reason: str = ""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        """The result as a JSON-ready dict (``tilelang backends check --json``)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check: ``id`` (``kernel:dynamic``, ``error:dtype``, ...) for one target kind (or None)."""
+
+    id: str
+    target: Optional[str]
+    run: Callable[["Suite", Optional[str], str], Optional[str]] = field(compare=False, repr=False)
+    """``run(suite, target, id)``: returns a note, or raises :class:`Skip` / :class:`Fail`."""
+    needs_device: bool = field(default=True, compare=False)
+    """Skipped with the probe's reason where the target cannot run (else the check decides)."""
+
+    @property
+    def name(self) -> str:
+        """``<target>:<id>`` (just ``<id>`` for checks of the whole backend)."""
+        return f"{self.target}:{self.id}" if self.target else self.id
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise Fail(message)
+
+
+def _close(torch: Any, got: Any, want: Any, what: str) -> None:
+    try:
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, equal_nan=True)
+    except AssertionError as exc:
+        raise Fail(f"{what}: {str(exc).splitlines()[0]}") from None
+
+
+class Suite:
+    """The conformance checks of the installed backend ``name``.
+
+    :param targets: only these declared target kinds (default: every declared one).
+    :param only: only the checks whose name contains one of these strings.
+    :raises BackendNotInstalledError: no such backend; :raises BackendTargetUnsupportedError: a
+        target the backend does not declare.
+    """
+
+    def __init__(self, name: str, targets: Optional[list[str]] = None, only: Optional[list[str]] = None) -> None:
+        from ..backends import get_registry
+        from ..errors import BackendNotInstalledError, BackendTargetUnsupportedError
+
+        self.name = name
+        self.registry = get_registry()
+        self.record = self.registry.get(name)
+        if self.record is None:
+            raise BackendNotInstalledError(
+                f"execution backend {name!r} is not installed; installed backends: {', '.join(self.registry.names()) or 'none'}"
+            )
+        declared = list(self.record.spec.targets) if self.record.spec else []
+        unknown = [t for t in targets or [] if t not in declared]
+        if unknown:
+            raise BackendTargetUnsupportedError(
+                f"execution backend {name!r} does not declare target(s) {', '.join(unknown)} (it declares: {', '.join(declared)})"
+            )
+        self.targets = list(targets) if targets else declared
+        self.only = list(only or [])  # substrings of check names: when given, only those checks run
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"tilelang-conformance-{name}-"))
+        self._kernels: dict[tuple, Any] = {}
+        self._children: dict[tuple, dict] = {}
+        self._availability: dict[str, Any] = {}
+
+    # -- lifetime -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Remove the suite's temporary directory (its kernel cache and exported kernels)."""
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> "Suite":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _environment(self, cache: str = "cache") -> Iterator[dict]:
+        """The suite's private kernel cache in ``os.environ`` while a check runs (then restored)."""
+        saved = {k: os.environ.get(k) for k in ("TILELANG_CACHE_DIR", "TILELANG_DISABLE_CACHE")}
+        os.environ["TILELANG_CACHE_DIR"] = str(self._tmp / cache)
+        os.environ.pop("TILELANG_DISABLE_CACHE", None)
+        try:
+            yield dict(os.environ)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    # -- the list -----------------------------------------------------------------------------
+
+    def capability(self, kind: str) -> Any:
+        """The backend's declared ``TargetCapability`` for ``kind``."""
+        return self.record.spec.targets[kind]
+
+    def dtypes(self, kind: str, known: tuple[str, ...]) -> list[str]:
+        """The dtypes of ``known`` that the backend declares for ``kind``."""
+        declared = self.capability(kind).dtypes
+        return list(known) if declared == "all" else [d for d in known if d in declared]
+
+    def checks(self) -> list[Check]:
+        """Every check (or those :attr:`only` selects), in order, from the declaration alone
+        (nothing is probed or compiled)."""
+        out = self._all_checks()
+        return [c for c in out if any(o in c.name for o in self.only)] if self.only else out
+
+    def _all_checks(self) -> list[Check]:
+        out = [Check("declaration", None, _check_declaration)]
+        if self.record.spec is None:
+            return out
+        for kind in self.targets:
+            out.append(Check("probe", kind, _check_probe))
+            if kind in GPU_KINDS:
+                out.append(Check("build_only", kind, _check_build_only, needs_device=False))
+            out += [Check(f"kernel:{k}", kind, fn) for k, fn in KERNEL_CHECKS.items()]
+            out += [Check(f"dtype:{d}", kind, _check_dtype) for d in self.dtypes(kind, TENSOR_DTYPES)]
+            out += [Check(f"scalar:{d}", kind, _check_scalar) for d in self.dtypes(kind, SCALAR_DTYPES)]
+            cap = self.capability(kind)
+            c_source = "device_source" in cap.consumes and cap.device_language == "c"
+            out += [Check(f"error:{r.id}", kind, _check_error_row) for r in error_table.rows_for(kind in GPU_KINDS, c_source)]
+            out += [Check(name, kind, fn) for name, fn in TARGET_CHECKS.items()]
+        return out
+
+    # -- running ------------------------------------------------------------------------------
+
+    def run_check(self, check: Check) -> Result:
+        """Run one check; never raises (a crash of the check is a failure with the traceback's last line)."""
+        start = time.perf_counter()
+        try:
+            with self._environment():
+                if check.target is not None and check.needs_device:
+                    self._require_available(check.target)
+                note = check.run(self, check.target, check.id)
+            status, reason = "pass", note or ""
+        except Skip as exc:
+            status, reason = "skip", str(exc)
+        except Fail as exc:
+            status, reason = "fail", str(exc)
+        except Exception as exc:  # noqa: BLE001 - a check that raises is a failure, with the reason
+            status, reason = "fail", f"{type(exc).__name__}: {exc}"
+        return Result(check.name, check.target, status, reason, round(time.perf_counter() - start, 3))
+
+    def run(self) -> Iterator[Result]:
+        """Run every check in order."""
+        for check in self.checks():
+            yield self.run_check(check)
+
+    def availability(self, kind: str) -> Any:
+        """The backend's probe answer for ``kind`` (probed once per suite)."""
+        if kind not in self._availability:
+            self._availability[kind] = self.registry.probe(self.record, kind)
+        return self._availability[kind]
+
+    def _require_available(self, kind: str) -> None:
+        availability = self.availability(kind)
+        if self.record.status != "ok":
+            raise Fail(f"the backend is {self.record.status}: {self.record.reason}")
+        if not availability.available:
+            raise Skip(f"target {kind!r} cannot run here: {availability.reason}")
+
+    # -- helpers for the checks ---------------------------------------------------------------
+
+    def device(self, kind: str) -> str:
+        """The torch device of the target's tensors."""
+        return {"metal": "mps"}.get(kind, "cuda") if kind in GPU_KINDS else "cpu"
+
+    def compile(self, kind: str, kernel_id: str, *, fresh: bool = False, **options: Any) -> Any:
+        """The reference kernel ``kernel_id`` compiled for ``kind`` (once per suite unless ``fresh``)."""
+        from ..errors import BackendCapabilityError
+        from ..jit.compile import compile as tl_compile
+        from . import kernels
+
+        key = (kind, kernel_id, json.dumps(options, sort_keys=True))
+        if not fresh and key in self._kernels:
+            return self._kernels[key]
+        func, out_idx = kernels.make(kernel_id)
+        options.setdefault("out_idx", out_idx)
+        try:
+            kernel = tl_compile(func, target=kind, execution_backend=self.name, **options)
+        except BackendCapabilityError as exc:
+            raise Skip(str(exc)) from None
+        if not fresh:
+            self._kernels[key] = kernel
+        return kernel
+
+    def child(self, kind: str, job: str, spec: dict, env: Optional[dict] = None) -> dict:
+        """Run ``python -m tilelang_core.conformance._child job`` once per (kind, job); its JSON lines."""
+        key = (kind, job)
+        if key in self._children:
+            return self._children[key]
+        spec = {"backend": self.name, "target": kind, "device": self.device(kind), **spec}
+        cmd = [sys.executable, "-m", "tilelang_core.conformance._child", job, json.dumps(spec)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=env or dict(os.environ))
+            out, err, code = proc.stdout, proc.stderr, proc.returncode
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            err, code = f"timed out after {CHILD_TIMEOUT} s", None
+        lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        result = {"lines": lines, "code": code, "stderr": (err or "")[-2000:]}
+        self._children[key] = result
+        return result
+
+
+def _death(child: dict) -> str:
+    code = child["code"]
+    how = "timed out" if code is None else f"died by signal {-code}" if code < 0 else f"exited with code {code}"
+    last = next((line["start"] for line in reversed(child["lines"]) if "start" in line), None)
+    tail = child["stderr"].strip().splitlines()[-1:] or [""]
+    return f"the subprocess {how}" + (f" during {last!r}" if last else "") + (f": {tail[0]}" if tail[0] else "")
+
+
+# -- the declaration and the probe ------------------------------------------------------------
+
+_DECLARATION_CHILD = """
+import importlib, json, sys
+heavy = {heavy!r}
+module = importlib.import_module({module!r})
+at_import = sorted(m for m in heavy if m in sys.modules)
+spec = module.tilelang_backend_spec()
+after_spec = sorted(m for m in heavy if m in sys.modules)
+print(json.dumps({{"import": at_import, "spec": after_spec, "api": getattr(module, "TILELANG_PLUGIN_API", None)}}))
+"""
+
+
+def _check_declaration(suite: Suite, _target: None, _id: str) -> Optional[str]:
+    from ..testkit import HEAVY_MODULES
+
+    record = suite.record
+    _expect(record.status == "ok", f"the backend is {record.status}: {record.reason}")
+    module = record.entry_point.split(":")[0]
+    code = _DECLARATION_CHILD.format(heavy=HEAVY_MODULES, module=module)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=CHILD_TIMEOUT)
+    _expect(proc.returncode == 0, f"importing {module} in a fresh interpreter failed: {proc.stderr.strip()[-500:]}")
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    _expect(not seen["import"], f"importing {module} imports {', '.join(seen['import'])}: import them inside the hooks")
+    _expect(not seen["spec"], f"tilelang_backend_spec() imports {', '.join(seen['spec'])}: the declaration must be cheap")
+    dep = record.spec.deprecated
+    if dep and dep.replacement and dep.replacement not in suite.registry.names():
+        return f"deprecated in favour of {dep.replacement!r}, which is not installed here"
+    return None
+
+
+def _check_probe(suite: Suite, kind: str, _id: str) -> Optional[str]:
+    return None  # _require_available already probed (and failed a broken probe)
+
+
+# -- reference kernels against torch ----------------------------------------------------------
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _rand(torch: Any, *shape: int, device: str) -> Any:
+    return torch.randn(*shape, device=device)
+
+
+def _k_static(suite: Suite, kind: str) -> None:
+    torch, dev = _torch(), suite.device(kind)
+    k = suite.compile(kind, "vadd")
+    a, b, c = _rand(torch, 16, device=dev), _rand(torch, 16, device=dev), torch.zeros(16, device=dev)
+    _expect(k(a, b, c) is None, "a kernel without out_idx must return None")
+    _close(torch, c, a + b, "vadd(A, B, C) wrote C")
+    k = suite.compile(kind, "vadd_out")
+    out = k(a, b)
+    _expect(isinstance(out, torch.Tensor), f"with out_idx=[2] the kernel must return a tensor, got {type(out).__name__}")
+    _expect(out.shape == (16,) and out.dtype == torch.float32 and out.is_contiguous() and out.device == a.device,
+            f"the output is {tuple(out.shape)} {out.dtype} on {out.device}, expected (16,) float32 contiguous on {a.device}")
+    _close(torch, out, a + b, "vadd(A, B)")
+    _expect(k(a, b) is not out, "each call must return a new output tensor")
+
+
+def _k_dynamic(suite: Suite, kind: str) -> None:
+    torch, dev = _torch(), suite.device(kind)
+    k = suite.compile(kind, "vadd_dyn")
+    for n in (63, 64, 65, 1000, 5):
+        a, b = _rand(torch, n, device=dev), _rand(torch, n, device=dev)
+        _close(torch, k(a, b), a + b, f"vadd_dyn with n={n}")
+    k = suite.compile(kind, "rows_out")
+    for n in (3, 100):
+        x, s = _rand(torch, n, 4, device=dev), _rand(torch, n, device=dev)
+        _close(torch, k(x, s), x * s[:, None], f"rows with n={n}")
+
+
+def _k_sizes(sizes: tuple[int, ...]) -> Callable[[Suite, str], None]:
+    def check(suite: Suite, kind: str) -> None:
+        torch, dev = _torch(), suite.device(kind)
+        vadd, rows, pad = suite.compile(kind, "vadd_dyn"), suite.compile(kind, "rows_out"), suite.compile(kind, "pad_out")
+        for n in sizes:
+            a, b = _rand(torch, n, device=dev), _rand(torch, n, device=dev)
+            out = vadd(a, b)
+            _expect(tuple(out.shape) == (n,), f"vadd_dyn with n={n} returned shape {tuple(out.shape)}")
+            _close(torch, out, a + b, f"vadd_dyn with n={n}")
+            x, s = _rand(torch, n, 4, device=dev), _rand(torch, n, device=dev)
+            _close(torch, rows(x, s), x * s[:, None], f"rows with n={n}")
+            _close(torch, pad(a), torch.nn.functional.pad(a, (1, 1)), f"pad with n={n}")
+
+    return check
+
+
+def _k_output_expression(suite: Suite, kind: str) -> None:
+    torch, dev = _torch(), suite.device(kind)
+    a = _rand(torch, 9, device=dev)
+    out = suite.compile(kind, "pad_out")(a)
+    _expect(tuple(out.shape) == (11,), f"pad(A of 9) must return shape (11,) (n + 2), got {tuple(out.shape)}")
+    _close(torch, out, torch.nn.functional.pad(a, (1, 1)), "pad with out_idx=[1]")
+    given = torch.full((11,), 7.0, device=dev)
+    suite.compile(kind, "pad")(a, given)
+    _close(torch, given, torch.nn.functional.pad(a, (1, 1)), "pad(A, Out) into a given Out")
+
+
+def _k_several_outputs(suite: Suite, kind: str) -> None:
+    torch, dev = _torch(), suite.device(kind)
+    a, b = _rand(torch, 10, device=dev), _rand(torch, 10, device=dev)
+    got = suite.compile(kind, "sumdiff")(a, b)
+    _expect(isinstance(got, list) and len(got) == 2, f"with out_idx=[2, 3] the kernel must return a list of 2 tensors, got {got!r:.80}")
+    _close(torch, got[0], a + b, "sumdiff output S")
+    _close(torch, got[1], a - b, "sumdiff output D")
+
+
+def _k_scalar_symbol(suite: Suite, kind: str) -> None:
+    torch, dev = _torch(), suite.device(kind)
+    out = suite.compile(kind, "iota_out")(6)
+    _close(torch, out, torch.arange(6, dtype=torch.int32, device=dev) * 3, "iota(6) with out_idx=[0]")
+    a = torch.zeros(5, dtype=torch.int32, device=dev)
+    suite.compile(kind, "iota")(a, 5)
+    _close(torch, a, torch.arange(5, dtype=torch.int32, device=dev) * 3, "iota(A, 5)")
+
+
+def _k_offset_views(suite: Suite, kind: str) -> None:
+    torch, dev = _torch(), suite.device(kind)
+    base = _rand(torch, 40, device=dev)
+    a, b = base[3:19], base[20:36]
+    _close(torch, suite.compile(kind, "vadd_out")(a, b), a + b, "vadd_out on views with a storage offset")
+    big = torch.zeros(30, device=dev)
+    suite.compile(kind, "vadd")(a, b, big[5:21])
+    _close(torch, big[5:21], a + b, "vadd writing into a view with a storage offset")
+    _expect(bool((big[:5] == 0).all() and (big[21:] == 0).all()), "vadd wrote outside the output view")
+
+
+def _k_explicit_strides(suite: Suite, kind: str) -> None:
+    torch, dev = _torch(), suite.device(kind)
+    k = suite.compile(kind, "colmajor")
+    x = _rand(torch, 4, 5, device=dev).t()  # shape (5, 4), strides (1, 5)
+    _close(torch, k(x), x, "colmajor on a column-major (1, n)-strided tensor")
+    one = _rand(torch, 4, 1, device=dev).t()  # n == 1: the stride of a size-1 dimension is free
+    _close(torch, k(one), one, "colmajor with n=1")
+
+
+def _k_autograd_inputs(suite: Suite, kind: str) -> None:
+    torch, dev = _torch(), suite.device(kind)
+    a = torch.nn.Parameter(_rand(torch, 16, device=dev))
+    b = _rand(torch, 16, device=dev).requires_grad_()
+    _close(torch, suite.compile(kind, "vadd_out")(a, b), (a + b).detach(), "vadd_out on a Parameter and a requires_grad tensor")
+
+
+def _k_scalars(suite: Suite, kind: str) -> None:
+    torch = _torch()
+    values = (8, 1.5, True, 7, -5, 2**64 - 1)
+    out = suite.compile(kind, "scalars")(*values)
+    want = float(8 + 1.5 + 1 + 7 - 5) + float(2**64 - 1)
+    _close(torch, out.cpu(), torch.tensor([want], dtype=torch.float64), f"scalars{values}")
+
+
+KERNEL_CHECKS: dict[str, Callable] = {
+    "static": _k_static,
+    "dynamic": _k_dynamic,
+    "zero_size": _k_sizes((0,)),
+    "one_size": _k_sizes((1,)),
+    "output_expression": _k_output_expression,
+    "several_outputs": _k_several_outputs,
+    "scalar_symbol": _k_scalar_symbol,
+    "offset_views": _k_offset_views,
+    "explicit_strides": _k_explicit_strides,
+    "autograd_inputs": _k_autograd_inputs,
+    "scalars": _k_scalars,
+}
+KERNEL_CHECKS = {name: (lambda fn: lambda suite, kind, _id: fn(suite, kind))(fn) for name, fn in KERNEL_CHECKS.items()}
+
+
+def _check_dtype(suite: Suite, kind: str, check_id: str) -> None:
+    torch, dev = _torch(), suite.device(kind)
+    dtype = check_id.split(":", 1)[1]
+    k = suite.compile(kind, f"copy:{dtype}")
+    a = (torch.arange(100) % (2 if dtype == "bool" else 7)).to(getattr(torch, dtype)).to(dev)
+    out = k(a)
+    _expect(out.dtype == a.dtype, f"copy:{dtype} returned dtype {out.dtype}")
+    _expect(bool(torch.equal(out, a)), f"copy:{dtype} returned other values than its input")
+
+
+def _extremes(dtype: str) -> list:
+    from ..calling import INT_RANGES
+
+    if dtype == "bool":
+        return [True, False]
+    if dtype in INT_RANGES:
+        return list(INT_RANGES[dtype])
+    return {"float16": [1.5, -65504.0], "float32": [1.25, -3.0e38], "float64": [1e300, -2.5e-300]}[dtype]
+
+
+def _check_scalar(suite: Suite, kind: str, check_id: str) -> None:
+    torch, dev = _torch(), suite.device(kind)
+    dtype = check_id.split(":", 1)[1]
+    k = suite.compile(kind, f"fill:{dtype}")
+    for value in _extremes(dtype):
+        a = torch.zeros(5, dtype=getattr(torch, dtype), device=dev)
+        k(a, value)
+        want = torch.full((5,), value, dtype=getattr(torch, dtype), device=dev)
+        _expect(bool(torch.equal(a, want)), f"fill:{dtype} with {value!r} wrote {a.tolist()}")
+
+
+# -- the error table, in a subprocess ---------------------------------------------------------
+
+
+def _check_error_row(suite: Suite, kind: str, check_id: str) -> Optional[str]:
+    row_id = check_id.split(":", 1)[1]
+    row = next(r for r in error_table.ROWS if r.id == row_id)
+    child = _errors_child(suite, kind)
+    got = next((line for line in child["lines"] if line.get("row") == row_id), None)
+    if got is None:
+        raise Fail(_death(child))
+    if got.get("skip"):
+        raise Skip(got["skip"])
+    want_type, want = row.error, row.expected(_param_device(kind))
+    _expect(got.get("type") == want_type and got.get("message") == want,
+            f"{row.call_text}: expected {want_type}({want!r}), got "
+            + (f"{got['type']}({got['message']!r})" if got.get("type") else "no error"))
+    return None
+
+
+def _errors_child(suite: Suite, kind: str) -> dict:
+    """The ``errors`` subprocess of ``kind``: the selected rows, then the random calls if selected."""
+    names = {c.name for c in suite.checks()}
+    rows = [r.id for r in error_table.ROWS if f"{kind}:error:{r.id}" in names]
+    fuzz = FUZZ_CALLS if f"{kind}:wrong_calls" in names else 0
+    return suite.child(kind, "errors", {"rows": rows, "fuzz": fuzz})
+
+
+def _param_device(kind: str) -> str:
+    return {"nvptx": "cuda", "hip": "rocm"}.get(kind, kind) if kind in GPU_KINDS else "cpu"
+
+
+def _check_wrong_calls(suite: Suite, kind: str, _id: str) -> str:
+    child = _errors_child(suite, kind)
+    fuzz = next((line["fuzz"] for line in child["lines"] if "fuzz" in line), None)
+    if fuzz is None:
+        raise Fail(_death(child))
+    _expect(not fuzz["problems"], f"{len(fuzz['problems'])} of {fuzz['calls']} random calls misbehaved, e.g. {fuzz['problems'][0]}"
+            if fuzz["problems"] else "")
+    _expect(child["code"] == 0, _death(child))
+    return f"{fuzz['calls']} random calls ({fuzz['errors']} refused), no crash"
+
+
+# -- a target that can build but not run here -------------------------------------------------
+
+#: Reference kernels exported and loaded back by the save/load and build-only checks.
+ROUND_TRIP_KERNELS = ("vadd_dyn", "pad_out", "scalars")
+
+
+def _check_build_only(suite: Suite, kind: str, _id: str) -> str:
+    """Where the probe says *build only* (a compiler, no driver or device): the reference kernels
+    build, their calls refuse with ``BackendUnavailableError``, they export, and a fresh process
+    gets them from the disk cache through the load hook, without a device."""
+    from ..errors import BackendUnavailableError
+
+    record = suite.record
+    _expect(record.status == "ok", f"the backend is {record.status}: {record.reason}")
+    availability = suite.availability(kind)
+    if availability.available:
+        raise Skip(f"target {kind!r} runs here: the other checks build and run its kernels")
+    if not availability.can_build:
+        raise Skip(f"target {kind!r} can neither build nor run here: {availability.reason}")
+    for kernel_id in ROUND_TRIP_KERNELS:
+        kernel = suite.compile(kind, kernel_id)
+        try:
+            kernel()
+        except BackendUnavailableError:
+            pass
+        except Exception as exc:  # noqa: BLE001 - reported as the failure
+            raise Fail(f"calling {kernel_id} built for {kind!r} raised {type(exc).__name__}: {exc}; "
+                       "expected BackendUnavailableError") from None
+        else:
+            raise Fail(f"calling {kernel_id} built for {kind!r} returned, though the target cannot run here")
+    if not (record.implements("tilelang_backend_save") and record.implements("tilelang_backend_load")):
+        return f"built {len(ROUND_TRIP_KERNELS)} kernels; their calls refuse (no save/load hooks)"
+    for kernel_id in ROUND_TRIP_KERNELS:
+        suite.compile(kind, kernel_id).export(suite._tmp / "export-build-only" / kind / kernel_id)
+    child = suite.child(kind, "build_only", {"kernels": list(ROUND_TRIP_KERNELS)})
+    done = next((line for line in child["lines"] if "built_only" in line), None)
+    if done is None:
+        raise Fail(_death(child))
+    _expect(not done["problems"], "; ".join(done["problems"]))
+    return (f"built and exported {len(ROUND_TRIP_KERNELS)} kernels, a fresh process loaded them from the disk "
+            "cache; every call refuses with BackendUnavailableError")
+
+
+# -- save/load, the kernel cache, threads -----------------------------------------------------
+
+
+def _check_save_load(suite: Suite, kind: str, _id: str) -> str:
+    record = suite.record
+    if not (record.implements("tilelang_backend_save") and record.implements("tilelang_backend_load")):
+        raise Skip("the backend does not implement tilelang_backend_save/load: kernels are rebuilt in every process")
+    exported = {}
+    for kernel_id in ROUND_TRIP_KERNELS:
+        path = suite._tmp / "export" / kind / kernel_id
+        if not path.exists():
+            suite.compile(kind, kernel_id).export(path)
+        exported[kernel_id] = str(path)
+    child = suite.child(kind, "load", {"paths": exported})
+    done = next((line for line in child["lines"] if "loaded" in line), None)
+    if done is None:
+        raise Fail(_death(child))
+    _expect(not done["problems"], "; ".join(done["problems"]))
+    if suite.capability(kind).loads_without_tvm:
+        _expect(not done["tvm"], "the declaration claims loads_without_tvm, but loading imported " + ", ".join(done["tvm"]))
+        return "loaded in a fresh process without importing TVM"
+    return "loaded in a fresh process"
+
+
+def _check_cache(suite: Suite, kind: str, _id: str) -> str:
+    from ..cache.store import get_cache
+
+    record = suite.record
+    with suite._environment(cache=f"cache-check-{kind}") as env:
+        directory = os.environ["TILELANG_CACHE_DIR"]
+        first = suite.compile(kind, "vadd_dyn", fresh=True)
+        key = getattr(first, "cache_key", None)
+        _expect(isinstance(key, str), "tilelang.compile did not go through the kernel cache (no cache_key)")
+        again = suite.compile(kind, "vadd_dyn", fresh=True)
+        _expect(again is first, "compiling the same kernel again in one process did not return the cached kernel")
+        if not (record.implements("tilelang_backend_save") and record.implements("tilelang_backend_load")):
+            return "cached in memory only (the backend does not implement save/load)"
+        entries = [m for _, m in get_cache(directory).disk.entries() if m is not None]
+        _expect(len(entries) == 1 and entries[0].backend.name == suite.name,
+                f"expected one disk entry of backend {suite.name!r} in {directory}, found {len(entries)}")
+        other = suite.compile(kind, "vadd_dyn", fresh=True, out_idx=None)
+        _expect(getattr(other, "cache_key", None) not in (None, key), "another out_idx must give another cache key")
+        child = suite.child(kind, "cache", {"key": key}, env=env)
+    done = next((line for line in child["lines"] if "cached" in line), None)
+    if done is None:
+        raise Fail(_death(child))
+    _expect(not done["problems"], "; ".join(done["problems"]))
+    return "a fresh process loaded the kernel from the disk cache without building it"
+
+
+def _check_threads(suite: Suite, kind: str, _id: str) -> str:
+    torch, dev = _torch(), suite.device(kind)
+    k = suite.compile(kind, "vadd_dyn")
+    problems: list[str] = []
+
+    def work(seed: int) -> None:
+        g = torch.Generator().manual_seed(seed)
+        try:
+            for n in range(1, 600, 29):
+                a, b = torch.randn(n, generator=g).to(dev), torch.randn(n, generator=g).to(dev)
+                if not torch.equal(k(a, b), a + b):
+                    problems.append(f"thread {seed}: wrong result for n={n}")
+                    return
+        except Exception as exc:  # noqa: BLE001 - reported below
+            problems.append(f"thread {seed}: {type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(CHILD_TIMEOUT)
+    _expect(not any(t.is_alive() for t in threads), "threads calling one kernel did not finish (a deadlock?)")
+    _expect(not problems, "; ".join(problems[:3]))
+    return "8 threads x 21 calls"
+
+
+TARGET_CHECKS: dict[str, Callable] = {
+    "wrong_calls": _check_wrong_calls,
+    "save_load": _check_save_load,
+    "cache": _check_cache,
+    "threads": _check_threads,
+}
+
+
+def run_suite(name: str, targets: Optional[list[str]] = None, only: Optional[list[str]] = None) -> list[Result]:
+    """Run every check of backend ``name`` (see :class:`Suite`); the results in order."""
+    with Suite(name, targets, only) as suite:
+        return list(suite.run())

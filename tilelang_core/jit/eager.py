@@ -1,0 +1,524 @@
+"""The eager style of ``@tilelang.jit``: the decorated function's body *is* the kernel.
+
+::
+
+    @tilelang.jit
+    def scale(X, factor: T.float32, block: int = 128):
+        N = T.const("N")                  # a compile-time constant read from the arguments
+        X: T.Tensor[(N,), T.float32]      # X is a tensor parameter of the kernel
+        Y = T.empty((N,), T.float32)      # an output the kernel allocates and returns
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < N:
+                    Y[bx * block + i] = X[bx * block + i] * factor
+        return Y
+
+    y = scale(torch.randn(1000), 2.0)     # compiles for N=1000 (once), runs, returns Y
+
+How a call is turned into a kernel (docs/jit.md, "The eager style"):
+
+1. The function's source is read once and split into its *prologue* (the leading statements
+   that declare constants, ``T.dynamic`` symbols, parameter annotations ``X: T.Tensor[...]``,
+   ``T.empty`` outputs and plain Python values) and the *kernel body* (from the first other
+   statement on; a final ``return`` of ``T.empty`` outputs is left out of the body).
+2. Parameters are *kernel parameters* when annotated as tensors (in the body or the
+   signature) or as scalars (``alpha: T.float32``); every other parameter is a compile-time
+   value, like the arguments of a function returning a prim_func.
+3. Per call, the prologue runs in Python with each ``T.const`` name bound to a symbol; the
+   tensors' shapes (and strides, for ``T.StridedTensor``) then give each constant's value.
+4. A generated function, whose body is the original kernel body unchanged (at the same line
+   numbers, so diagnostics point at the user's lines), builds the ``T.prim_func`` for those
+   values; ``tilelang.compile`` compiles it with the ``T.empty`` outputs as ``out_idx``.
+   Kernels are cached per compile-time values and constant values.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import linecache
+import textwrap
+import threading
+import types
+from typing import Any, Callable, Optional, Sequence
+
+from ..errors import KernelDefinitionError
+
+__all__ = ["is_eager_style", "EagerFunction"]
+
+_ENV = "__tl_env"
+_TENSOR = "__tl_tensor"
+_PRIM_FUNC = "__tl_prim_func"
+
+
+# -- reading the function ----------------------------------------------------------------------
+
+
+def _function_def(func: Callable[..., Any]) -> tuple[ast.FunctionDef, list[str], int]:
+    """The ``def`` node of ``func``, the file's lines and the line of the ``def`` (1-based)."""
+    from ..language.source import ensure_source
+
+    ensure_source(func, "@tilelang.jit function")
+    lines, start = inspect.findsource(func)
+    block = inspect.getblock(lines[start:])
+    text = textwrap.dedent("".join(block))
+    tree = ast.parse(text)
+    node = tree.body[0]
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        raise KernelDefinitionError(f"@tilelang.jit: could not find the definition of {func.__name__!r}")
+    ast.increment_lineno(tree, start)
+    indent = len(block[0]) - len(block[0].lstrip())
+    for sub in ast.walk(tree):
+        if hasattr(sub, "col_offset"):
+            sub.col_offset += indent
+            if getattr(sub, "end_col_offset", None) is not None:
+                sub.end_col_offset += indent
+    return node, lines, start + 1
+
+
+def _call_attr(node: Any) -> Optional[str]:
+    """``"const"`` for ``T.const(...)`` (any module alias), the function name for ``f(...)``."""
+    if isinstance(node, ast.Call):
+        if isinstance(node.func, ast.Attribute):
+            return node.func.attr
+        if isinstance(node.func, ast.Name):
+            return node.func.id
+    return None
+
+
+def _has_inner_prim_func(fdef: ast.FunctionDef) -> bool:
+    for sub in ast.walk(fdef):
+        if sub is fdef or not isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for deco in sub.decorator_list:
+            target = deco.func if isinstance(deco, ast.Call) else deco
+            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
+            if name == "prim_func":
+                return True
+    return False
+
+
+def is_eager_style(func: Callable[..., Any]) -> bool:
+    """Whether ``func`` is written in the eager style (its body is the kernel).
+
+    Eager: the body has no inner ``@T.prim_func`` and, at its top level, annotates a parameter
+    (``A: T.Tensor[...]``), calls ``T.const``/``T.empty``, or opens ``with T.Kernel(...)``; or a
+    signature annotation is a tensor or dtype. Functions whose source cannot be read are not.
+    """
+    try:
+        fdef, _, _ = _function_def(func)
+    except (OSError, TypeError, SyntaxError, KernelDefinitionError):
+        return False
+    if _has_inner_prim_func(fdef):
+        return False
+    params = {a.arg for a in fdef.args.args + fdef.args.kwonlyargs}
+    for stmt in fdef.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id in params:
+            return True
+        if isinstance(stmt, ast.Assign) and _call_attr(stmt.value) in ("const", "empty"):
+            return True
+        if isinstance(stmt, ast.With) and any(_call_attr(i.context_expr) == "Kernel" for i in stmt.items):
+            return True
+    annotations = _runtime_annotations(func)
+    return any(_is_kernel_annotation(v) for k, v in annotations.items() if k != "return")
+
+
+def _runtime_annotations(func: Callable[..., Any]) -> dict[str, Any]:
+    """``func``'s parameter annotations as values (string annotations evaluated; failures skipped)."""
+    namespace: Optional[dict[str, Any]] = None
+    result: dict[str, Any] = {}
+    for name, value in (getattr(func, "__annotations__", {}) or {}).items():
+        if isinstance(value, str):
+            if namespace is None:
+                namespace = dict(func.__globals__)
+                namespace.update(_closure_values(func))
+            try:
+                value = eval(value, namespace)  # noqa: S307 - the user's own annotation text
+            except Exception:  # noqa: BLE001 - not evaluable here: not a kernel annotation
+                continue
+        result[name] = value
+    return result
+
+
+def _is_kernel_annotation(value: Any) -> bool:
+    import tvm
+
+    from ..language.dtypes import dtype
+
+    return isinstance(value, (tvm.tirx.Buffer, dtype))
+
+
+# -- the analysis, once per function ---------------------------------------------------------
+
+
+class _Analysis:
+    """What the prologue declares and where the kernel body is."""
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        fdef, lines, _ = _function_def(func)
+        self.def_line = fdef.lineno
+        self.func = func
+        self.name = func.__name__
+        self.lines = lines
+        self.filename = func.__code__.co_filename
+        self.signature = inspect.signature(func)
+        params = [a.arg for a in fdef.args.posonlyargs + fdef.args.args + fdef.args.kwonlyargs]
+        self.params = params
+        sig_ann = {a.arg: a.annotation for a in fdef.args.posonlyargs + fdef.args.args + fdef.args.kwonlyargs}
+        body = list(fdef.body)
+        if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+            body = body[1:]  # docstring
+        annotated_in_body = {
+            s.target.id
+            for s in body
+            if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is None and s.target.id in params
+        }
+        runtime_values = _runtime_annotations(func)
+        self.kernel_params: list[str] = []
+        self.annotations: dict[str, ast.expr] = {}
+        for p in params:
+            if p in annotated_in_body:
+                self.kernel_params.append(p)
+            elif sig_ann.get(p) is not None and _is_kernel_annotation(runtime_values.get(p)):
+                self.kernel_params.append(p)
+                self.annotations[p] = sig_ann[p]
+        self.compile_params = [p for p in params if p not in self.kernel_params]
+
+        # the prologue
+        self.const_names: list[str] = []
+        self.prologue: list[ast.stmt] = []  # statements run in Python, in order (not annotations/outputs)
+        self.outputs: list[tuple[str, ast.Call]] = []
+        kernel_names = set(self.kernel_params)
+        index = 0
+        while index < len(body):
+            stmt = body[index]
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id in kernel_names:
+                if stmt.value is not None:
+                    raise self._error(stmt, f"parameter {stmt.target.id!r} is annotated with a value; write '{stmt.target.id}: T.Tensor[...]'")
+                self.annotations[stmt.target.id] = stmt.annotation
+            elif isinstance(stmt, ast.Assign) and _call_attr(stmt.value) == "const":
+                self.const_names.extend(self._target_names(stmt))
+                self.prologue.append(stmt)
+            elif isinstance(stmt, ast.Assign) and _call_attr(stmt.value) == "empty":
+                names = self._target_names(stmt)
+                if len(names) != 1 or not isinstance(stmt.targets[0], ast.Name):
+                    raise self._error(stmt, "assign each T.empty(...) output to one name: 'Y = T.empty(shape, dtype)'")
+                self.outputs.append((names[0], stmt.value))
+            elif isinstance(stmt, ast.Assign) and (_call_attr(stmt.value) or "").startswith("alloc_"):
+                break  # T.alloc_global & co. declare buffers of the kernel function: its body starts here
+            elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Assert, ast.Pass, ast.Import, ast.ImportFrom)) and not (
+                _names_in(stmt) & kernel_names
+            ):
+                self.prologue.append(stmt)
+            else:
+                break
+            index += 1
+        kernel = body[index:]
+        self.returns: Optional[list[str]] = None
+        if kernel and isinstance(kernel[-1], ast.Return):
+            ret = kernel.pop()
+            self.returns = self._return_names(ret)
+            self.end_line = ret.lineno - 1
+        else:
+            self.end_line = fdef.end_lineno or (kernel[-1].end_lineno if kernel else fdef.lineno)
+        if not kernel:
+            raise self._error(fdef, "the function has no kernel body (expected 'with T.Kernel(...)' after the declarations)")
+        for stmt in kernel:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id in kernel_names and stmt.value is None:
+                raise self._error(stmt, f"annotate parameter {stmt.target.id!r} before the kernel body starts")
+        output_names = [n for n, _ in self.outputs]
+        if self.outputs and self.returns is None:
+            raise self._error(fdef, f"T.empty output(s) {', '.join(output_names)} are never returned; end with 'return {', '.join(output_names)}'")
+        if self.returns is not None:
+            unknown = [n for n in self.returns if n not in output_names]
+            if unknown:
+                raise self._error(
+                    fdef,
+                    f"an eager @tilelang.jit function returns its T.empty outputs by name; {', '.join(unknown)} is not one "
+                    f"(outputs: {', '.join(output_names) or 'none'})",
+                )
+        self.body_start = kernel[0].lineno
+        self.body_indent = kernel[0].col_offset
+        missing = [p for p in self.kernel_params if p not in self.annotations]
+        if missing:
+            raise self._error(fdef, f"kernel parameter(s) {', '.join(missing)} have no annotation")
+        self._factory_code: Optional[types.CodeType] = None
+
+    def _error(self, node: Any, message: str) -> KernelDefinitionError:
+        return KernelDefinitionError(f"{self.filename}:{getattr(node, 'lineno', '?')}: @tilelang.jit {self.name}: {message}")
+
+    def _target_names(self, stmt: ast.Assign) -> list[str]:
+        names = []
+        for target in stmt.targets:
+            elts = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+            for e in elts:
+                if not isinstance(e, ast.Name):
+                    raise self._error(stmt, "assign T.const(...) to names: 'M, N = T.const(\"M N\")'")
+                names.append(e.id)
+        return names
+
+    def _return_names(self, ret: ast.Return) -> list[str]:
+        value = ret.value
+        if value is None:
+            return []
+        elts = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]
+        if not all(isinstance(e, ast.Name) for e in elts):
+            raise self._error(ret, "an eager @tilelang.jit function returns its T.empty outputs by name ('return Y' or 'return Y, Z')")
+        return [e.id for e in elts]
+
+    # -- the generated factory ------------------------------------------------------------------
+
+    def factory(self) -> types.CodeType:
+        """Code of ``def factory(__tl_env)``, which returns the prim_func for the values in env."""
+        if self._factory_code is not None:
+            return self._factory_code
+        outer = max(1, self.body_indent // 2) if self.body_indent >= 2 else None
+        if outer is None:
+            raise self._error(None, "indent the kernel body by at least two spaces")
+        pad = " " * outer
+        header = [f"def __tl_eager_factory({_ENV}):"]
+        env_names = list(self.func.__code__.co_freevars) + self.compile_params + self.const_names
+        if env_names:
+            header.append(pad + "; ".join(f"{n} = {_ENV}[{n!r}]" for n in dict.fromkeys(env_names)))
+        for stmt in self.prologue:
+            if isinstance(stmt, ast.Assign) and _call_attr(stmt.value) == "const":
+                continue
+            for line in ast.unparse(stmt).splitlines():
+                header.append(pad + line)
+        signature = [f"{p}: {ast.unparse(self.annotations[p])}" for p in self.kernel_params]
+        for name, call in self.outputs:
+            args = [ast.unparse(a) for a in call.args] + [ast.unparse(k) for k in call.keywords]
+            signature.append(f"{name}: {_TENSOR}({', '.join(args)})")
+        header.append(pad + f"@{_PRIM_FUNC}")
+        header.append(pad + f"def {self.name}({', '.join(signature)}):")
+        body = self.lines[self.body_start - 1 : self.end_line]
+        free = self.body_start - 1 - len(header)
+        text = "\n" * free + "\n".join(header) + "\n" if free >= 0 else "\n".join(header) + "\n"
+        text += "".join(line if line.endswith("\n") else line + "\n" for line in body)
+        text += pad + f"return {self.name}\n"
+        filename = f"{self.filename}<tilelang.jit {self.name}>"
+        linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
+        module = compile(text, filename, "exec", dont_inherit=True)
+        code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
+        self._factory_code = code
+        return code
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+# -- per call --------------------------------------------------------------------------------
+
+
+def _tensor_decl(*args: Any, dtype: Any = "float32", **kwargs: Any) -> Any:
+    """``T.empty``'s arguments as a tensor declaration: ``(shape, dtype)``, ``(d0, d1, dtype=)``."""
+    from ..language.core import Tensor
+
+    if len(args) >= 2 and isinstance(args[-1], str):
+        dtype, args = args[-1], args[:-1]
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        shape = tuple(args[0])
+    else:
+        shape = tuple(args)
+    return Tensor(shape, dtype, **kwargs)
+
+
+class EagerFunction:
+    """An eager-style ``@tilelang.jit`` function (see the module docstring)."""
+
+    def __init__(self, func: Callable[..., Any], options: dict[str, Any]) -> None:
+        if options.get("out_idx") is not None:
+            raise KernelDefinitionError(
+                f"@tilelang.jit {func.__name__}: out_idx is for functions that return a prim_func; in the eager style "
+                "declare outputs with T.empty(...) and return them"
+            )
+        self.analysis = _Analysis(func)
+        self.func = func
+        self.options = options
+        self._kernels: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+
+    # the three entry points
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        kernel, bound = self._kernel_for(args, kwargs)
+        a = self.analysis
+        inputs = [bound[p] for p in a.kernel_params]
+        result = kernel(*inputs)
+        if not a.returns:
+            return None
+        produced = result if isinstance(result, (list, tuple)) else [result]
+        by_name = dict(zip([n for n, _ in a.outputs], produced))
+        values = [by_name[n] for n in a.returns]
+        return values[0] if len(values) == 1 else tuple(values)
+
+    def compile(self, *args: Any, **kwargs: Any) -> Any:
+        """The kernel for these arguments (tensors or ``T.Tensor`` specs; constants by name)."""
+        return self._kernel_for(args, kwargs)[0]
+
+    def get_tir(self, *args: Any, **kwargs: Any) -> Any:
+        """The ``T.prim_func`` these arguments specialise the function into."""
+        key, env, _ = self._specialise(args, kwargs)
+        return self._prim_func(env)
+
+    @property
+    def kernels(self) -> dict[Any, Any]:
+        return dict(self._kernels)
+
+    # the work
+    def _kernel_for(self, args: tuple, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        key, env, bound = self._specialise(args, kwargs)
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            from .compile import compile as tl_compile
+
+            prim = self._prim_func(env)
+            opts = dict(self.options)
+            a = self.analysis
+            n = len(a.kernel_params)
+            opts["out_idx"] = list(range(n, n + len(a.outputs))) or None
+            if opts.get("target", "auto") == "auto":
+                opts["target"] = _target_of(bound, a.kernel_params)
+            kernel = tl_compile(prim, **opts)
+            with self._lock:
+                kernel = self._kernels.setdefault(key, kernel)
+        return kernel, bound
+
+    def _specialise(self, args: tuple, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        a = self.analysis
+        const_given = {k: kwargs.pop(k) for k in list(kwargs) if k in a.const_names and k not in a.params}
+        try:
+            bound_args = a.signature.bind_partial(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{a.name}(): {exc}") from None
+        bound_args.apply_defaults()
+        bound = dict(bound_args.arguments)
+        missing_compile = [p for p in a.compile_params if p not in bound]
+        if missing_compile:
+            raise TypeError(f"{a.name}(): missing compile-time argument(s) {', '.join(missing_compile)}")
+        env = _closure_values(self.func)
+        for p in a.compile_params:
+            env[p] = bound[p]
+        symbols, decls = self._run_prologue(env)
+        consts = dict(const_given)
+        for p in a.kernel_params:
+            decl = decls[p]
+            value = bound.get(p)
+            if value is None or not hasattr(decl, "shape"):
+                continue
+            _bind_consts(a.name, p, decl, value, symbols, consts)
+        missing = [c for c in a.const_names if c not in consts]
+        if missing:
+            raise TypeError(
+                f"{a.name}(): cannot tell the value of T.const {', '.join(missing)}: pass tensors whose shapes give it, "
+                f"or give it by name ({a.name}.compile({missing[0]}=...))"
+            )
+        env.update({c: int(consts[c]) for c in a.const_names})
+        key = (_freeze(tuple(bound.get(p) for p in a.compile_params)), tuple(env[c] for c in a.const_names))
+        return key, env, bound
+
+    def _run_prologue(self, env: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Run the prologue with each constant a symbol; the declarations of the kernel params."""
+        from tvm import tirx
+
+        a = self.analysis
+        namespace = dict(self.func.__globals__)
+        namespace.update(env)
+        namespace[_TENSOR] = _tensor_decl
+        symbols: dict[str, Any] = {}
+        for stmt in a.prologue:
+            if isinstance(stmt, ast.Assign) and _call_attr(stmt.value) == "const":
+                for name in a._target_names(stmt):
+                    symbols[name] = namespace[name] = tirx.Var(name, "int32")
+                continue
+            exec(compile(ast.Module([stmt], []), a.filename, "exec", dont_inherit=True), namespace)  # noqa: S102 - the user's own prologue
+        decls = {}
+        for p in a.kernel_params:
+            decls[p] = eval(compile(ast.Expression(a.annotations[p]), a.filename, "eval", dont_inherit=True), namespace)  # noqa: S307
+        return symbols, decls
+
+    def _prim_func(self, env: dict[str, Any]) -> Any:
+        from ..language.core import SOURCE_LOCATION_ATTR, prim_func
+
+        a = self.analysis
+        # the factory reads __tl_tensor / __tl_prim_func as globals: a copy of the function's
+        # globals with both, so the user's module is left untouched
+        scope = dict(self.func.__globals__)
+        scope[_TENSOR] = _tensor_decl
+        scope[_PRIM_FUNC] = prim_func
+        factory = types.FunctionType(a.factory(), scope, "__tl_eager_factory")
+        full_env = dict(env)
+        result = factory(full_env)
+        location = f"{a.filename}:{a.def_line}"
+        return result.with_attr(SOURCE_LOCATION_ATTR, location)
+
+
+def _closure_values(func: Callable[..., Any]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name, cell in zip(func.__code__.co_freevars, func.__closure__ or ()):
+        try:
+            values[name] = cell.cell_contents
+        except ValueError:
+            pass  # not assigned yet
+    return values
+
+
+def _bind_consts(fname: str, param: str, decl: Any, value: Any, symbols: dict[str, Any], consts: dict[str, Any]) -> None:
+    """Read each constant used as a dimension (or stride) of ``param`` from the argument ``value``."""
+    from tvm import tirx
+
+    shape = [int(d) for d in value.shape] if not hasattr(value, "buffer_type") else [_int_or_none(d) for d in value.shape]
+    strides = _strides_of(value)
+    for what, dims, actual in (("dimension", list(decl.shape), shape), ("stride", list(decl.strides or []), strides)):
+        if not dims or actual is None:
+            continue
+        if len(dims) != len(actual):
+            raise TypeError(f"{fname}(): {param} has {len(actual)} {what}s, its annotation declares {len(dims)}")
+        for i, (dim, got) in enumerate(zip(dims, actual)):
+            if got is None:
+                continue
+            if isinstance(dim, tirx.Var) and dim.name in symbols and symbols[dim.name].same_as(dim):
+                previous = consts.setdefault(dim.name, got)
+                if previous != got:
+                    raise TypeError(
+                        f"{fname}(): T.const {dim.name} is {previous} from another argument but {param}'s {what} {i} is {got}"
+                    )
+            elif isinstance(dim, (int, tirx.IntImm)) and int(dim) != got:
+                raise TypeError(f"{fname}(): {param}'s {what} {i} is {got}, its annotation says {int(dim)}")
+
+
+def _int_or_none(d: Any) -> Optional[int]:
+    try:
+        return int(d)
+    except (TypeError, ValueError):
+        return None
+
+
+def _strides_of(value: Any) -> Optional[list[Optional[int]]]:
+    stride = getattr(value, "stride", None)
+    if callable(stride):
+        return [int(s) for s in stride()]
+    strides = getattr(value, "strides", None)
+    if strides:
+        return [_int_or_none(s) for s in strides]
+    return None
+
+
+def _target_of(bound: dict[str, Any], params: Sequence[str]) -> str:
+    from .decorator import DEVICE_TARGETS
+
+    for p in params:
+        device = getattr(bound.get(p), "device", None)
+        kind = getattr(device, "type", None)
+        if kind is not None:
+            return DEVICE_TARGETS.get(kind, "auto")
+    return "auto"
+
+
+def _freeze(value: Any) -> Any:
+    from .decorator import _freeze as freeze
+
+    try:
+        return freeze(value)
+    except TypeError:
+        return ("id", id(value))

@@ -1,0 +1,394 @@
+"""Math and GPU intrinsics of the kernel language (TileLang names).
+
+- Fast math: ``T.__exp``, ``T.__exp10``, ``T.__log``, ``T.__log2``, ``T.__log10``, ``T.__tan``,
+  ``T.__cos``, ``T.__sin``, ``T.fast_rcp``.
+- IEEE rounding: ``T.ieee_add/sub/mul/fdiv(x, y, rounding_mode)``, ``T.ieee_fmaf(x, y, z, mode)``,
+  ``T.ieee_frcp/fsqrt(x, mode)``, ``T.ieee_frsqrt(x)``; modes ``rn`` (nearest even), ``rz``
+  (toward zero), ``ru`` (toward +inf), ``rd`` (toward -inf).
+- ``T.clamp``, ``T.align_up``, ``T.dp4a``.
+- GPU only (refused when lowering for a CPU target): warp votes ``T.any_sync``, ``T.all_sync``,
+  ``T.ballot_sync``, ``T.ballot``, ``T.activemask``, block votes ``T.syncthreads_and/or/count``,
+  shuffles ``T.shfl_sync/xor/down/up``, ``T.match_any_sync``, ``T.match_all_sync``,
+  ``T.get_thread_binding(s)``, ``T.get_block_binding(s)``, ``T.__ldg``, ``T.__ffs``, ``T.__fns``.
+
+Each returns a *marker call* (``call_extern(dtype, "tl.math", name, mode, loc, *args)``) that
+:mod:`tilelang_core.lowering.intrinsics` lowers per target: the CUDA intrinsic (``__expf``,
+``__fadd_rz``, ``__any_sync``, ...) on CUDA, the C/LLVM equivalent on CPU targets (accuracy in
+docs/tile-operators.md).
+"""
+
+from __future__ import annotations
+
+from numbers import Integral, Number
+from typing import Any
+
+import tvm
+from tvm import tirx
+
+from ._common import OperandTypeError, cast, fail, is_buffer, is_float, location, static_int
+from ..core import ceildiv
+
+#: Callee name of the marker calls (lowering/intrinsics.py).
+MATH_CALL = "tl.math"
+#: The intrinsics that exist on GPU targets only.
+GPU_ONLY = (
+    "any_sync",
+    "all_sync",
+    "ballot_sync",
+    "ballot",
+    "activemask",
+    "syncthreads_and",
+    "syncthreads_or",
+    "syncthreads_count",
+    "shfl_sync",
+    "shfl_xor",
+    "shfl_down",
+    "shfl_up",
+    "match_any_sync",
+    "match_all_sync",
+    "thread_binding",
+    "block_binding",
+    "__ldg",
+    "__ffs",
+    "__fns",
+)
+ROUNDING_MODES = ("rn", "rz", "ru", "rd")
+_FULL_MASK = 0xFFFFFFFF
+
+
+def math_call(dtype: str, name: str, *args: Any, mode: str = "") -> Any:
+    """The marker expression of one intrinsic (lowered per target)."""
+    return tirx.call_extern(
+        dtype, MATH_CALL, tvm.ir.StringImm(name), tvm.ir.StringImm(mode), tvm.ir.StringImm(location()), *args
+    )
+
+
+def _expr(value: Any) -> Any:
+    if isinstance(value, (bool, Number)) and not isinstance(value, bool):
+        return tirx.const(value)
+    if isinstance(value, bool):
+        return tirx.const(value, "bool")
+    return getattr(value, "scalar", value)  # T.alloc_var's wrapper
+
+
+def _dtype(value: Any) -> str:
+    return str(getattr(getattr(value, "ty", None), "dtype", ""))
+
+
+def _float_operand(name: str, x: Any) -> Any:
+    x = _expr(x)
+    dtype = _dtype(x)
+    code = tvm.runtime.DataType(dtype).type_code if dtype else None
+    if code not in (tvm.runtime.DataTypeCode.FLOAT, tvm.runtime.DataTypeCode.BFLOAT):
+        fail(f"T.{name}", (x,), f"T.{name} only supports floating-point inputs, but got {dtype}", OperandTypeError)
+    return x
+
+
+def _fast(name: str):
+    def intrinsic(x: Any) -> Any:
+        x = _float_operand(name, x)
+        return math_call(_dtype(x), name, x)
+
+    intrinsic.__name__ = name
+    intrinsic.__qualname__ = name
+    intrinsic.__doc__ = (
+        f"``{name[2:]}(x)`` with the GPU's fast approximation: CUDA ``{name}f`` for float32 (other float "
+        "dtypes: the precise function); on CPU targets the precise C/LLVM function. Float dtypes only."
+    )
+    return intrinsic
+
+
+__exp = _fast("__exp")
+__exp10 = _fast("__exp10")
+__log = _fast("__log")
+__log2 = _fast("__log2")
+__log10 = _fast("__log10")
+__tan = _fast("__tan")
+__cos = _fast("__cos")
+__sin = _fast("__sin")
+
+
+def fast_rcp(x: Any) -> Any:
+    """``1 / x`` approximated (CUDA ``__fdividef(1, x)`` for float32; exact division on CPU)."""
+    x = _float_operand("fast_rcp", x)
+    return math_call(_dtype(x), "fast_rcp", x)
+
+
+def _mode(name: str, rounding_mode: Any) -> str:
+    if not isinstance(rounding_mode, str) or rounding_mode not in ROUNDING_MODES:
+        fail(f"T.{name}", (rounding_mode,), f"Invalid rounding mode '{rounding_mode}'. Must be one of: {set(ROUNDING_MODES)}")
+    return rounding_mode
+
+
+def _ieee(name: str, args: tuple, rounding_mode: Any) -> Any:
+    mode = _mode(name, rounding_mode)
+    values = [_expr(a) for a in args]
+    floats = [v for v in values if _dtype(v) in ("float32", "float64")]
+    if not floats:
+        fail(f"T.{name}", values, "needs float32 or float64 operands", OperandTypeError)
+    dtype = _dtype(floats[0])
+    if name == "ieee_fmaf" and dtype != "float32":
+        fail(f"T.{name}", values, f"ieee_fmaf is the float32 fused multiply-add, got {dtype}", OperandTypeError)
+    converted = []
+    for v in values:
+        if _dtype(v) != dtype:
+            if is_float(_dtype(v)) or not isinstance(v, (tirx.IntImm, tirx.FloatImm)):
+                fail(f"T.{name}", values, f"dtype mismatch: operands are {', '.join(_dtype(x) for x in values)}")
+            v = cast(v.value, dtype)
+        converted.append(v)
+    return math_call(dtype, name, *converted, mode=mode)
+
+
+def ieee_add(x: Any, y: Any, rounding_mode: str = "rn") -> Any:
+    """``x + y`` rounded with ``rounding_mode`` (float32/float64)."""
+    return _ieee("ieee_add", (x, y), rounding_mode)
+
+
+def ieee_sub(x: Any, y: Any, rounding_mode: str = "rn") -> Any:
+    """``x - y`` rounded with ``rounding_mode`` (float32/float64)."""
+    return _ieee("ieee_sub", (x, y), rounding_mode)
+
+
+def ieee_mul(x: Any, y: Any, rounding_mode: str = "rn") -> Any:
+    """``x * y`` rounded with ``rounding_mode`` (float32/float64)."""
+    return _ieee("ieee_mul", (x, y), rounding_mode)
+
+
+def ieee_fmaf(x: Any, y: Any, z: Any, rounding_mode: str = "rn") -> Any:
+    """``x * y + z`` with one rounding (``rounding_mode``), float32."""
+    return _ieee("ieee_fmaf", (x, y, z), rounding_mode)
+
+
+def ieee_frcp(x: Any, rounding_mode: str = "rn") -> Any:
+    """``1 / x`` rounded with ``rounding_mode`` (float32/float64)."""
+    return _ieee("ieee_frcp", (x,), rounding_mode)
+
+
+def ieee_fsqrt(x: Any, rounding_mode: str = "rn") -> Any:
+    """``sqrt(x)`` rounded with ``rounding_mode`` (float32/float64)."""
+    return _ieee("ieee_fsqrt", (x,), rounding_mode)
+
+
+def ieee_frsqrt(x: Any) -> Any:
+    """``1 / sqrt(x)`` rounded to nearest (float32/float64)."""
+    return _ieee("ieee_frsqrt", (x,), "rn")
+
+
+def ieee_fdiv(x: Any, y: Any, rounding_mode: str = "rn") -> Any:
+    """``x / y`` rounded with ``rounding_mode`` (float32/float64)."""
+    return _ieee("ieee_fdiv", (x, y), rounding_mode)
+
+
+def clamp(dst: Any, min_val: Any, max_val: Any) -> Any:
+    """``min(max(dst, min_val), max_val)``; for floats a NaN operand gives NaN (as ``torch.clamp``).
+
+    When ``min_val > max_val`` the result is ``max_val``. Every target (plain TIR).
+    """
+    x = _expr(dst)
+    dtype = _dtype(x)
+    if not dtype:
+        fail("T.clamp", (dst, min_val, max_val), f"the value must be an expression, got {type(dst).__name__}", OperandTypeError)
+    lo = cast(min_val, dtype) if isinstance(min_val, Number) else _expr(min_val)
+    hi = cast(max_val, dtype) if isinstance(max_val, Number) else _expr(max_val)
+    if _dtype(lo) != dtype:
+        lo = cast(lo, dtype)
+    if _dtype(hi) != dtype:
+        hi = cast(hi, dtype)
+    clamped = tirx.min(tirx.max(x, lo), hi)
+    if not is_float(dtype):
+        return clamped
+    from .reduce import isnan
+
+    nan = tirx.Or(tirx.Or(isnan(x), isnan(lo)), isnan(hi))
+    return tirx.Select(nan, x + lo + hi, clamped)
+
+
+def align_up(x: Any, alignment: Any) -> Any:
+    """``x`` rounded up to a multiple of ``alignment`` (ints stay ints)."""
+    return ceildiv(x, alignment) * alignment
+
+
+def _dp4a_operand(value: Any, role: str, operands: tuple):
+    if is_buffer(value):
+        return value, [0] * len(value.ty.shape)
+    if type(value).__name__ == "TensorLoad":
+        return value.source, list(value.indices)
+    if type(value).__name__ == "TensorRegion":
+        return value.source, [r.min for r in value.region]
+    fail("T.dp4a", operands, f"{role} must be a buffer or an element such as {role}[k], got {type(value).__name__}")
+    raise AssertionError  # unreachable
+
+
+def dp4a(A: Any, B: Any, C: Any) -> Any:
+    """``C[0] += A[0]*B[0] + A[1]*B[1] + A[2]*B[2] + A[3]*B[3]`` (int8 x int8 -> int32).
+
+    ``A``/``B`` are int8 buffers or elements (4 consecutive elements along the last dimension),
+    ``C`` an int32 buffer or element. CUDA: ``__dp4a``; CPU: four products and adds.
+
+    :raises LoweringError: (a ``ValueError``) ``A``/``B`` not int8 or ``C`` not int32.
+    """
+    operands = (A, B, C)
+    a, ai = _dp4a_operand(A, "A", operands)
+    b, bi = _dp4a_operand(B, "B", operands)
+    c, ci = _dp4a_operand(C, "C", operands)
+    if str(a.ty.dtype) != "int8":
+        fail("T.dp4a", operands, f"dp4a requires int8 inputs, got A.dtype='{a.ty.dtype}'")
+    if str(b.ty.dtype) != "int8":
+        fail("T.dp4a", operands, f"dp4a requires int8 inputs, got B.dtype='{b.ty.dtype}'")
+    if str(c.ty.dtype) != "int32":
+        fail("T.dp4a", operands, f"dp4a requires an int32 accumulator, got C.dtype='{c.ty.dtype}'")
+    return math_call(
+        "int32", "dp4a", tirx.address_of(a[tuple(ai)]), tirx.address_of(b[tuple(bi)]), tirx.address_of(c[tuple(ci)])
+    )
+
+
+# -- GPU only ------------------------------------------------------------------------------
+
+
+def _mask(mask: Any) -> Any:
+    if isinstance(mask, Integral) and not isinstance(mask, bool):
+        return tirx.IntImm("uint32", int(mask) & 0xFFFFFFFF)
+    return _expr(mask)
+
+
+def _predicate(name: str, predicate: Any) -> Any:
+    p = _expr(predicate)
+    code = tvm.runtime.DataType(_dtype(p)).type_code if _dtype(p) else None
+    if code not in (tvm.runtime.DataTypeCode.INT, tvm.runtime.DataTypeCode.UINT, tvm.runtime.DataTypeCode.BOOL):
+        fail(f"T.{name}", (predicate,), f"T.{name} requires an integer or boolean predicate, but got {_dtype(p) or type(predicate).__name__}.", OperandTypeError)
+    return p
+
+
+def any_sync(predicate: Any, mask: Any = _FULL_MASK) -> Any:
+    """Non-zero when ``predicate`` is non-zero in any lane of ``mask`` (CUDA ``__any_sync``). GPU only."""
+    return math_call("int32", "any_sync", _mask(mask), _predicate("any_sync", predicate))
+
+
+def all_sync(predicate: Any, mask: Any = _FULL_MASK) -> Any:
+    """Non-zero when ``predicate`` is non-zero in every lane of ``mask`` (``__all_sync``). GPU only."""
+    return math_call("int32", "all_sync", _mask(mask), _predicate("all_sync", predicate))
+
+
+def ballot_sync(predicate: Any, mask: Any = _FULL_MASK) -> Any:
+    """uint64 bit mask of the lanes of ``mask`` whose ``predicate`` is non-zero (``__ballot_sync``). GPU only."""
+    return math_call("uint64", "ballot_sync", _mask(mask), _predicate("ballot_sync", predicate))
+
+
+def ballot(predicate: Any) -> Any:
+    """``ballot_sync(predicate)`` over the whole warp. GPU only."""
+    return math_call("uint64", "ballot_sync", _mask(_FULL_MASK), _predicate("ballot", predicate))
+
+
+def activemask() -> Any:
+    """uint64 bit mask of the active lanes of the warp (``__activemask``). GPU only."""
+    return math_call("uint64", "activemask")
+
+
+def syncthreads_count(predicate: Any) -> Any:
+    """Block barrier returning how many threads have a non-zero ``predicate``. GPU only."""
+    return math_call("int32", "syncthreads_count", _predicate("syncthreads_count", predicate))
+
+
+def syncthreads_and(predicate: Any) -> Any:
+    """Block barrier returning non-zero when every thread's ``predicate`` is non-zero. GPU only."""
+    return math_call("int32", "syncthreads_and", _predicate("syncthreads_and", predicate))
+
+
+def syncthreads_or(predicate: Any) -> Any:
+    """Block barrier returning non-zero when some thread's ``predicate`` is non-zero. GPU only."""
+    return math_call("int32", "syncthreads_or", _predicate("syncthreads_or", predicate))
+
+
+def _shuffle(name: str, value: Any, lane: Any, width: Any, mask: Any) -> Any:
+    v = _expr(value)
+    if not _dtype(v):
+        fail(f"T.{name}", (value,), f"the value must be an expression, got {type(value).__name__}", OperandTypeError)
+    return math_call(_dtype(v), name, _mask(mask), v, _expr(lane), _expr(width))
+
+
+def shfl_sync(value: Any, srcLane: Any, width: Any = 32, mask: Any = _FULL_MASK) -> Any:  # noqa: N803 - TileLang name
+    """``value`` of lane ``srcLane`` (``__shfl_sync``). GPU only."""
+    return _shuffle("shfl_sync", value, srcLane, width, mask)
+
+
+def shfl_xor(value: Any, delta: Any, width: Any = 32, mask: Any = _FULL_MASK) -> Any:
+    """``value`` of lane ``lane ^ delta`` (``__shfl_xor_sync``). GPU only."""
+    return _shuffle("shfl_xor", value, delta, width, mask)
+
+
+def shfl_down(value: Any, delta: Any, width: Any = 32, mask: Any = _FULL_MASK) -> Any:
+    """``value`` of lane ``lane + delta`` (``__shfl_down_sync``). GPU only."""
+    return _shuffle("shfl_down", value, delta, width, mask)
+
+
+def shfl_up(value: Any, delta: Any, width: Any = 32, mask: Any = _FULL_MASK) -> Any:
+    """``value`` of lane ``lane - delta`` (``__shfl_up_sync``). GPU only."""
+    return _shuffle("shfl_up", value, delta, width, mask)
+
+
+def match_any_sync(value: Any, mask: Any = _FULL_MASK) -> Any:
+    """uint32 mask of the lanes whose ``value`` equals this lane's (``__match_any_sync``, sm_70+). GPU only."""
+    return math_call("uint32", "match_any_sync", _mask(mask), _expr(value))
+
+
+def match_all_sync(value: Any, mask: Any = _FULL_MASK) -> Any:
+    """``mask`` when every lane of ``mask`` has the same ``value``, else 0 (``__match_all_sync``). GPU only."""
+    return math_call("uint32", "match_all_sync", _mask(mask), _expr(value))
+
+
+def _dim(name: str, dim: Any) -> int:
+    if isinstance(dim, bool) or not isinstance(dim, Integral) or not 0 <= dim <= 2:
+        fail(f"T.{name}", (dim,), f"dim must be 0, 1 or 2 (x, y, z), got {dim!r}")
+    return int(dim)
+
+
+def get_thread_binding(dim: int = 0) -> Any:
+    """``threadIdx.x/y/z`` of the enclosing ``T.Kernel`` (0 on an axis of one thread). GPU only."""
+    return math_call("int32", "thread_binding", tirx.IntImm("int32", _dim("get_thread_binding", dim)))
+
+
+def get_thread_bindings() -> list:
+    """``[threadIdx.x, threadIdx.y, threadIdx.z]`` (see :func:`get_thread_binding`). GPU only."""
+    return [get_thread_binding(d) for d in range(3)]
+
+
+def get_block_binding(dim: int = 0) -> Any:
+    """``blockIdx.x/y/z`` of the enclosing ``T.Kernel``. GPU only (CPU kernels name their block
+    indices in ``with T.Kernel(...) as (bx, by)``)."""
+    return math_call("int32", "block_binding", tirx.IntImm("int32", _dim("get_block_binding", dim)))
+
+
+def get_block_bindings() -> list:
+    """``[blockIdx.x, blockIdx.y, blockIdx.z]`` (see :func:`get_block_binding`). GPU only."""
+    return [get_block_binding(d) for d in range(3)]
+
+
+def __ffs(value: Any) -> Any:
+    """Position (1-based) of the least significant set bit, 0 for 0 (CUDA ``__ffs``/``__ffsll``). GPU only."""
+    v = _expr(value)
+    if not _dtype(v).startswith(("int", "uint")):
+        fail("T.__ffs", (value,), f"T.__ffs needs an integer, got {_dtype(v) or type(value).__name__}", OperandTypeError)
+    return math_call("int32", "__ffs", v)
+
+
+def __fns(mask: Any, base: Any, offset: Any) -> Any:
+    """Lane of the ``offset``-th set bit of ``mask`` counted from ``base`` (CUDA ``__fns``, uint32). GPU only."""
+    return math_call("uint32", "__fns", _mask(mask), _expr(base), _expr(offset))
+
+
+def __ldg(load_or_buf: Any, index: Any = None) -> Any:
+    """Load ``x[i]`` through the read-only data cache (CUDA ``__ldg(&x[i])``). GPU only.
+
+    Give an element (``T.__ldg(x[i])``) or a buffer and a flat index (``T.__ldg(x, i)``).
+    """
+    value = load_or_buf
+    if is_buffer(value):
+        if index is None:
+            fail("T.__ldg", (value,), "T.__ldg(Buffer, index) requires an index when passing a Buffer.")
+        idx = list(index) if isinstance(index, (list, tuple)) else [index]
+        value = value[tuple(idx)]
+    if type(value).__name__ != "TensorLoad":
+        fail("T.__ldg", (load_or_buf,), f"T.__ldg expects an element such as x[i] or a buffer and an index, got {type(load_or_buf).__name__}", OperandTypeError)
+    if static_int(tvm.runtime.DataType(_dtype(value)).lanes) != 1:
+        fail("T.__ldg", (load_or_buf,), "T.__ldg loads one element (no vector index)")
+    return math_call(_dtype(value), "__ldg", tirx.address_of(value))

@@ -1,0 +1,96 @@
+"""Inclusive scans along one dimension of a tile: ``T.cumsum`` and ``T.cummax``."""
+
+from __future__ import annotations
+
+from numbers import Integral
+from typing import Any, Optional
+
+from tvm import tirx
+from tvm.tirx.script.builder import ir as _B
+
+from ._common import as_tile, cast, fail, is_float, loop_nest, per_thread, same_extent, shape_text, static_int
+
+
+def _scan(kind: str, src: Any, dst: Optional[Any], dim: Any, reverse: bool) -> None:
+    op = f"T.{kind}"
+    operands = (src,) if dst is None else (src, dst)
+    s = as_tile(op, operands, src, "source", allow_element=False)
+    d = s if dst is None else as_tile(op, operands, dst, "destination", allow_element=False)
+    if isinstance(dim, bool) or not isinstance(dim, Integral):
+        fail(op, operands, f"dim must be an int, got {dim!r}")
+    rank = len(s.extents)
+    if not -rank <= dim < rank:
+        fail(op, operands, f"dim {dim} is out of range for the {rank}-D source {shape_text(s.extents)}")
+    dim = int(dim) % rank
+    if len(d.extents) != rank or not all(same_extent(a, b) for a, b in zip(s.extents, d.extents)):
+        kind_err = "rank mismatch" if len(d.extents) != rank else "shape mismatch"
+        fail(
+            op,
+            operands,
+            f"{kind_err}: the destination '{d.name}' {shape_text(d.extents)} must have the source's shape "
+            f"{shape_text(s.extents)}",
+        )
+    if is_float(s.dtype) != is_float(d.dtype) or "bool" in (s.dtype, d.dtype):
+        fail(op, operands, f"dtype mismatch: source '{s.name}' is {s.dtype} and destination '{d.name}' is {d.dtype}")
+    n = s.extents[dim]
+    outer = [e for k, e in enumerate(s.extents) if k != dim]
+    acc_dtype = d.dtype
+
+    def at(t: Any, vs: list, k: Any) -> list:
+        point = vs[:dim] + [k] + vs[dim:]
+        return [p if static_int(st) == 0 else st + p for st, p in zip(t.starts, point)]
+
+    first = n - 1 if reverse else 0
+
+    def start(vs: list) -> None:
+        x0 = cast(s.buffer[tuple(at(s, vs, first))], acc_dtype)
+        _B.buffer_store(d.buffer, x0, at(d, vs, first))
+
+    def step(vs: list, r: Any) -> None:
+        k = (n - 1 - r) if reverse else r
+        prev = (k + 1) if reverse else (k - 1)
+        x = cast(s.buffer[tuple(at(s, vs, k))], acc_dtype)
+        acc = d.buffer[tuple(at(d, vs, prev))]
+        _B.buffer_store(d.buffer, acc + x if kind == "cumsum" else tirx.max(acc, x), at(d, vs, k))
+
+    in_place = d.buffer.same_as(s.buffer) and all(
+        static_int(a) is not None and static_int(a) == static_int(b) for a, b in zip(s.starts, d.starts)
+    )
+
+    if per_thread(s, d):
+        def body(vs: list) -> None:
+            if not in_place:
+                start(vs)
+            with _B.serial(1, n) as r:
+                step(vs, r)
+
+        loop_nest(outer, parallel=False, body=body)
+        return
+    # Shared or fragment tiles: the scan position is the outer, serial loop and each step is a
+    # T.Parallel nest over the other dimensions (a 1-D scan: T.Parallel(1)). On GPU targets one
+    # thread per row does each step, and the barriers between steps stay outside any condition.
+    lanes = outer or [1]
+
+    def over(fn):
+        loop_nest(lanes, parallel=True, body=(lambda vs: fn([])) if not outer else fn)
+
+    if not in_place:  # in place, the first element is already there
+        over(start)
+    with _B.serial(1, n) as r:
+        over(lambda vs: step(vs, r))
+
+
+def cumsum(src: Any, dst: Optional[Any] = None, dim: int = 0, reverse: bool = False, annotations: Any = None) -> None:
+    """Inclusive prefix sum of ``src`` along ``dim`` into ``dst`` (in place when ``dst`` is None).
+
+    ``reverse=True`` sums from the end (``dst[k] = src[k] + ... + src[n-1]``). Tiles (buffer or
+    region) in any memory; ``dst`` has ``src``'s shape. Accumulates in ``dst``'s dtype.
+
+    :raises LoweringError: ``dim`` out of range, shape or dtype mismatch.
+    """
+    _scan("cumsum", src, dst, dim, bool(reverse))
+
+
+def cummax(src: Any, dst: Optional[Any] = None, dim: int = 0, reverse: bool = False, annotations: Any = None) -> None:
+    """Inclusive running maximum of ``src`` along ``dim`` (see :func:`cumsum`)."""
+    _scan("cummax", src, dst, dim, bool(reverse))

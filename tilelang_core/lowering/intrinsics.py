@@ -1,0 +1,465 @@
+"""Math / GPU intrinsic marker calls (``tl.math``) -> target code.
+
+The intrinsics of :mod:`tilelang_core.language.tileops.intrinsics` leave marker calls
+``call_extern(dtype, "tl.math", name, rounding_mode, loc, *args)``.
+
+**CUDA** (:func:`lower_gpu_intrinsics`): the CUDA intrinsic: ``__expf`` & co. for float32 fast
+math, ``__fadd_rz``/``__dmul_ru``/``__fmaf_rd``/``__frcp_rn``/``__fsqrt_ru``/``__frsqrt_rn``/
+``__fdiv_rz``... for the IEEE operations, ``__dp4a``, ``__any_sync``/``__all_sync``/
+``__ballot_sync``/``__activemask``, ``__syncthreads_and/or/count``, ``__shfl_*_sync``,
+``__match_any/all_sync``, ``__ldg``, ``threadIdx``/``blockIdx`` (the last two by the frontend).
+
+**CPU** (:func:`lower_cpu_intrinsics`, target ``c`` or ``llvm``):
+
+- fast math: the precise function of TVM's math intrinsics (``expf``, ``exp10``, ...; 16-bit
+  floats computed in float32), i.e. at least as accurate as CUDA's approximations;
+- IEEE operations, round to nearest: the C/LLVM operation (``+``, ``*``, ``fmaf``/``llvm.fma``,
+  ``/``, ``sqrt``; ``frsqrt`` is ``1 / sqrt(x)``, two roundings). Directed modes (rz/ru/rd):
+  the nearest result corrected by one ulp toward the requested direction when the exact error
+  (from an error-free transformation: TwoSum for add/sub, ``fma`` residuals for mul/div/sqrt/rcp)
+  shows the exact value lies on the other side. That is the correctly rounded result whenever
+  the error term is itself exact (results and residuals neither overflow nor underflow).
+  ``ieee_fmaf`` in a directed mode decides the direction from the product and sum recomputed in
+  float64 (the product is exact there; the sum has one float64 rounding), so it can be one ulp
+  off only when the exact result lies within 2^-53 (relative) of a float32 value;
+- ``dp4a``: four int8 products added to the int32 accumulator;
+- GPU-only intrinsics: a :class:`LoweringError` at the intrinsic's line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from ..errors import LoweringError
+from .atomics import CUDA_HELPERS_BEGIN, CUDA_HELPERS_END, checked_map
+
+MATH_CALL = "tl.math"
+_FAST = {"__exp": "exp", "__exp10": "exp10", "__log": "log", "__log2": "log2", "__log10": "log10",
+         "__tan": "tan", "__cos": "cos", "__sin": "sin"}
+_GPU_ONLY = (
+    "any_sync", "all_sync", "ballot_sync", "activemask", "syncthreads_and", "syncthreads_or",
+    "syncthreads_count", "shfl_sync", "shfl_xor", "shfl_down", "shfl_up", "match_any_sync",
+    "match_all_sync", "thread_binding", "block_binding", "__ldg", "__ffs", "__fns",
+)
+_PUBLIC_NAME = {"thread_binding": "get_thread_binding", "block_binding": "get_block_binding"}
+
+
+@dataclass
+class MathOp:
+    """One parsed marker call."""
+
+    name: str
+    mode: str
+    loc: str
+    dtype: str
+    args: list
+
+
+def parse(expr: Any) -> Optional[MathOp]:
+    """The :class:`MathOp` of a marker call, else None."""
+    if not isinstance(expr, tvm.ir.Call) or getattr(expr.op, "name", "") != "tirx.call_extern":
+        return None
+    args = list(expr.args)
+    if len(args) < 4 or not isinstance(args[0], tvm.ir.StringImm) or args[0].value != MATH_CALL:
+        return None
+    return MathOp(args[1].value, args[2].value, args[3].value, str(expr.ty.dtype), args[4:])
+
+
+def contains_intrinsics(node: Any) -> bool:
+    """Whether a statement or expression contains a ``tl.math`` marker call."""
+    found = []
+
+    def on_call(call):
+        if parse(call) is not None:
+            found.append(call)
+        return call
+
+    tvm_ffi.structural_map(node, [(tvm.ir.Call, on_call)])
+    return bool(found)
+
+
+def _wrap(body: Any, key: str, text: str) -> Any:
+    return tirx.AttrStmt(tvm.ir.StringImm("default"), key, tvm.ir.StringImm(text), body)
+
+
+def _in_f32(dtype: str, fn, *args):
+    """``fn`` applied in float32 for 16-bit floats (TVM's math intrinsics need 32/64-bit floats)."""
+    if dtype in ("float16", "bfloat16"):
+        return tirx.Cast(dtype, fn(*[tirx.Cast("float32", a) for a in args]))
+    return fn(*args)
+
+
+def _precise(name: str):
+    """The precise TVM math function behind fast-math intrinsic ``name`` on CPU targets
+    (``exp10`` as ``pow(10, x)``: TVM lowers no ``exp10`` for target c)."""
+    if name == "__exp10":
+        return lambda x: tirx.power(tirx.FloatImm(str(x.ty.dtype), 10.0), x)
+    return getattr(tirx, _FAST[name])
+
+
+def _dp4a_store(m: MathOp) -> Any:
+    """``C[c] = C[c] + sum_k int32(A[a+k]) * int32(B[b+k])`` as a statement."""
+    a, b, c = (p.args[0] for p in m.args)
+
+    def shifted(load, k):
+        idx = list(load.indices)
+        idx[-1] = idx[-1] + k if k else idx[-1]
+        return load.source[tuple(idx)]
+
+    total = c
+    for k in range(4):
+        total = total + tirx.Cast("int32", shifted(a, k)) * tirx.Cast("int32", shifted(b, k))
+    return tirx.BufferStore(c.source, total, list(c.indices))
+
+
+# --------------------------------------------------------------------------------------------
+# CPU
+# --------------------------------------------------------------------------------------------
+
+_C_FLOAT = {"float32": "float", "float64": "double"}
+_C_SUFFIX = {"float32": "f", "float64": ""}
+
+
+def _c_directed(name: str, op: str, dtype: str, mode: str) -> str:
+    """C text of one directed-rounding helper ``name`` (``op``: add sub mul div sqrt rcp fma)."""
+    t, f = _C_FLOAT[dtype], _C_SUFFIX[dtype]
+    fix = {
+        "ru": "if (e > 0) r = nextafter{f}(r, INFINITY);",
+        "rd": "if (e < 0) r = nextafter{f}(r, -INFINITY);",
+        "rz": "if ((r > 0 && e < 0) || (r < 0 && e > 0)) r = nextafter{f}(r, ({t})0);",
+    }[mode].format(f=f, t=t)
+    if op == "fma":
+        return (
+            f"static inline float {name}(float a, float b, float c) {{\n"
+            "  float r = fmaf(a, b, c);\n"
+            "  if (!isfinite(r)) return r;\n"
+            "  double d = (double)a * (double)b + (double)c; double e = d - (double)r;\n"
+            f"  {fix}\n  return r;\n}}\n"
+        )
+    if op in ("add", "sub"):
+        sign = "+" if op == "add" else "-"
+        head = f"static inline {t} {name}({t} a, {t} b0) {{\n  {t} b = {sign}b0; {t} r = a + b;\n"
+        err = f"  {t} bb = r - a; {t} e = (a - (r - bb)) + (b - bb);\n"
+    elif op == "mul":
+        head = f"static inline {t} {name}({t} a, {t} b) {{\n  {t} r = a * b;\n"
+        err = f"  {t} e = fma{f}(a, b, -r);\n"
+    elif op in ("div", "rcp"):
+        args = f"{t} a, {t} b" if op == "div" else f"{t} b"
+        one = "" if op == "div" else f"  {t} a = 1;\n"
+        head = f"static inline {t} {name}({args}) {{\n{one}  {t} r = a / b;\n"
+        err = f"  {t} e = fma{f}(-r, b, a); if (b < 0) e = -e;\n"
+    else:  # sqrt
+        head = f"static inline {t} {name}({t} a) {{\n  {t} r = sqrt{f}(a);\n"
+        err = f"  {t} e = fma{f}(-r, r, a);\n"
+    return head + "  if (!isfinite(r)) return r;\n" + err + f"  if (!isfinite(e)) return r;\n  {fix}\n  return r;\n}}\n"
+
+
+_LL_FLOAT = {"float32": "float", "float64": "double"}
+
+
+def _ll_directed(name: str, op: str, dtype: str, mode: str) -> str:
+    """LLVM IR text of one directed-rounding helper (same algorithm as :func:`_c_directed`)."""
+    t = _LL_FLOAT[dtype]
+    sfx = "f32" if dtype == "float32" else "f64"
+    nextafter = "nextafterf" if dtype == "float32" else "nextafter"
+    inf = "0x7FF0000000000000"
+    if op == "fma":
+        head = f"define float @{name}(float %a, float %b, float %c) {{"
+        body = [
+            "  %r = call float @llvm.fma.f32(float %a, float %b, float %c)",
+            "  %ad = fpext float %a to double", "  %bd = fpext float %b to double", "  %cd = fpext float %c to double",
+            "  %pd = fmul double %ad, %bd", "  %dd = fadd double %pd, %cd", "  %rd = fpext float %r to double",
+            "  %e = fsub double %dd, %rd",
+        ]
+        et, esfx = "double", "f64"
+    else:
+        et, esfx = t, sfx
+        fma = f"@llvm.fma.{sfx}"
+        if op in ("add", "sub"):
+            head = f"define {t} @{name}({t} %a, {t} %b0) {{"
+            b = "%b0"
+            body = [f"  %b = fneg {t} %b0"] if op == "sub" else []
+            b = "%b" if op == "sub" else "%b0"
+            body += [
+                f"  %r = fadd {t} %a, {b}", f"  %bb = fsub {t} %r, %a", f"  %t1 = fsub {t} %r, %bb",
+                f"  %t2 = fsub {t} %a, %t1", f"  %t3 = fsub {t} {b}, %bb", f"  %e = fadd {t} %t2, %t3",
+            ]
+        elif op == "mul":
+            head = f"define {t} @{name}({t} %a, {t} %b) {{"
+            body = [f"  %r = fmul {t} %a, %b", f"  %nr = fneg {t} %r", f"  %e = call {t} {fma}({t} %a, {t} %b, {t} %nr)"]
+        elif op in ("div", "rcp"):
+            head = f"define {t} @{name}({t} %a, {t} %b) {{" if op == "div" else f"define {t} @{name}({t} %b) {{"
+            a = "%a" if op == "div" else "1.0"
+            body = [
+                f"  %r = fdiv {t} {a}, %b", f"  %nr = fneg {t} %r",
+                f"  %e0 = call {t} {fma}({t} %nr, {t} %b, {t} {a})",
+                f"  %bneg = fcmp olt {t} %b, 0.0", f"  %ne0 = fneg {t} %e0", f"  %e = select i1 %bneg, {t} %ne0, {t} %e0",
+            ]
+        else:  # sqrt
+            head = f"define {t} @{name}({t} %a) {{"
+            body = [f"  %r = call {t} @llvm.sqrt.{sfx}({t} %a)", f"  %nr = fneg {t} %r",
+                    f"  %e = call {t} {fma}({t} %nr, {t} %r, {t} %a)"]
+        t = _LL_FLOAT[dtype]
+    rt = "float" if op == "fma" else t
+    rsfx = "f32" if rt == "float" else "f64"
+    lines = [head, "entry:"] + body + [
+        f"  %ra = call {rt} @llvm.fabs.{rsfx}({rt} %r)",
+        f"  %rfin = fcmp one {rt} %ra, {inf}",
+        f"  %ea = call {et} @llvm.fabs.{esfx}({et} %e)",
+        f"  %efin = fcmp one {et} %ea, {inf}",
+        "  %fin = and i1 %rfin, %efin",
+        f"  %epos = fcmp ogt {et} %e, 0.0",
+        f"  %eneg = fcmp olt {et} %e, 0.0",
+        f"  %rpos = fcmp ogt {rt} %r, 0.0",
+        f"  %rneg = fcmp olt {rt} %r, 0.0",
+    ]
+    if mode == "ru":
+        lines += ["  %want = and i1 %fin, %epos"]
+        toward = inf
+    elif mode == "rd":
+        lines += ["  %want = and i1 %fin, %eneg"]
+        toward = "0xFFF0000000000000"
+    else:
+        lines += ["  %w1 = and i1 %rpos, %eneg", "  %w2 = and i1 %rneg, %epos", "  %w = or i1 %w1, %w2", "  %want = and i1 %fin, %w"]
+        toward = "0.0"
+    nxt = "nextafterf" if rt == "float" else nextafter
+    lines += [
+        "  br i1 %want, label %step, label %done",
+        "step:",
+        f"  %s = call {rt} @{nxt}({rt} %r, {rt} {toward})",
+        "  br label %done",
+        "done:",
+        f"  %out = phi {rt} [ %r, %entry ], [ %s, %step ]",
+        f"  ret {rt} %out",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+_LL_DECLS = """
+declare float @llvm.fma.f32(float, float, float)
+declare double @llvm.fma.f64(double, double, double)
+declare float @llvm.sqrt.f32(float)
+declare double @llvm.sqrt.f64(double)
+declare float @llvm.fabs.f32(float)
+declare double @llvm.fabs.f64(double)
+declare float @nextafterf(float, float)
+declare double @nextafter(double, double)
+"""
+
+_IEEE_OP = {"ieee_add": "add", "ieee_sub": "sub", "ieee_mul": "mul", "ieee_fdiv": "div", "ieee_frcp": "rcp",
+            "ieee_fsqrt": "sqrt", "ieee_fmaf": "fma", "ieee_frsqrt": "rsqrt"}
+
+
+def _cpu_nearest(m: MathOp, language: str) -> Any:
+    a = m.args
+    op = _IEEE_OP[m.name]
+    if op == "add":
+        return a[0] + a[1]
+    if op == "sub":
+        return a[0] - a[1]
+    if op == "mul":
+        return a[0] * a[1]
+    if op == "div":
+        return a[0] / a[1]
+    one = tirx.FloatImm(m.dtype, 1.0)
+    if op == "rcp":
+        return one / a[0]
+    if op == "sqrt":
+        return tirx.sqrt(a[0])
+    if op == "rsqrt":
+        return one / tirx.sqrt(a[0])
+    if language == "llvm":
+        return tirx.call_llvm_pure_intrin("float32", "llvm.fma", *a)
+    return tirx.call_pure_extern("float32", "fmaf", *a)
+
+
+def refuse_c_vectors(func: tirx.PrimFunc) -> None:
+    """Raise a clear :class:`LoweringError` for vector values on target ``c``.
+
+    TVM's C code generator prints vector values in OpenCL syntax (``float2(a, b)``, ``v.s0``),
+    which no C compiler takes; LLVM and CUDA lower them.
+    """
+    found = []
+
+    def on_vector(node):
+        if not found:
+            found.append(node)
+        return node
+
+    tvm_ffi.structural_map(func.body, [((tirx.Ramp, tirx.Broadcast, tirx.Shuffle), on_vector)])
+    if found:
+        attrs = func.attrs if func.attrs is not None else {}
+        where = str(attrs.get("tl.source_location", "")) or "<unknown>"
+        raise LoweringError(
+            f"{where}: the kernel computes with vector values ({found[0].ty.dtype}: T.Ramp indices, "
+            "float16x2-style dtypes, T.add2 & co.), which target 'c' cannot express (TVM's C code "
+            "generator prints OpenCL vector syntax); lower it for 'llvm' or 'cuda', or write it per lane"
+        )
+
+
+def lower_cpu_intrinsics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
+    """Replace the markers of a CPU function (``language``: ``"c"`` or ``"llvm"``).
+
+    For ``"c"`` vector values are refused first (:func:`refuse_c_vectors`).
+    """
+    if language == "c":
+        refuse_c_vectors(func)
+    if not contains_intrinsics(func.body):
+        return func
+    helpers: dict[str, tuple] = {}
+
+    def on_evaluate(stmt):
+        m = parse(stmt.value)
+        if m is not None and m.name == "dp4a":
+            return _dp4a_store(m)
+        return stmt
+
+    def on_call(call):
+        m = parse(call)
+        if m is None:
+            return call
+        if m.name in _GPU_ONLY:
+            public = _PUBLIC_NAME.get(m.name, m.name)
+            raise LoweringError(
+                f"{m.loc}: T.{public} is a GPU intrinsic (warps, thread indices, the read-only cache); CPU "
+                f"targets ({language}) have none. Lower this kernel for cuda, or write the CPU version without it"
+            )
+        if m.name == "dp4a":
+            raise LoweringError(f"{m.loc}: T.dp4a must be a statement of its own (it updates C)")
+        if m.name in _FAST:
+            return _in_f32(m.dtype, _precise(m.name), m.args[0])
+        if m.name == "fast_rcp":
+            return _in_f32(m.dtype, lambda x: tirx.FloatImm(str(x.ty.dtype), 1.0) / x, m.args[0])
+        if m.name in _IEEE_OP:
+            if m.mode == "rn":
+                return _cpu_nearest(m, language)
+            op = _IEEE_OP[m.name]
+            sfx = "f32" if m.dtype == "float32" else "f64"
+            name = f"tl_ieee_{op}_{m.mode}_{sfx}"
+            helpers[name] = (op, m.dtype, m.mode)
+            return tirx.call_extern(m.dtype, name, *m.args)
+        raise LoweringError(f"{m.loc}: internal error: unknown intrinsic marker {m.name}")
+
+    body = checked_map(func.body, [(tirx.Evaluate, on_evaluate)], order="pre")
+    body = checked_map(body, [(tvm.ir.Call, on_call)])
+    if helpers:
+        if language == "llvm":
+            text = _LL_DECLS + "".join(_ll_directed(n, *helpers[n]) for n in sorted(helpers))
+            body = _wrap(body, "pragma_import_llvm", text)
+        else:
+            text = (
+                "\n/* tilelang IEEE directed rounding */\n#include <math.h>\n"
+                '#ifdef __cplusplus\nextern "C" {\n#endif\n'
+                + "".join(_c_directed(n, *helpers[n]) for n in sorted(helpers))
+                + "#ifdef __cplusplus\n}\n#endif\n"
+            )
+            body = _wrap(body, "pragma_import_c", text)
+    return func.with_body(body)
+
+
+# --------------------------------------------------------------------------------------------
+# GPU (CUDA)
+# --------------------------------------------------------------------------------------------
+
+_CU_IEEE_F32 = {"add": "__fadd_{m}", "sub": "__fsub_{m}", "mul": "__fmul_{m}", "div": "__fdiv_{m}",
+                "rcp": "__frcp_{m}", "sqrt": "__fsqrt_{m}", "fma": "__fmaf_{m}", "rsqrt": "__frsqrt_rn"}
+_CU_IEEE_F64 = {"add": "__dadd_{m}", "sub": "__dsub_{m}", "mul": "__dmul_{m}", "div": "__ddiv_{m}",
+                "rcp": "__drcp_{m}", "sqrt": "__dsqrt_{m}"}
+_CU_HELPERS = {
+    "dp4a": "__device__ __forceinline__ int tl_dp4a(const void* a, const void* b, int c) "
+    "{ int x, y; memcpy(&x, a, 4); memcpy(&y, b, 4); return __dp4a(x, y, c); }\n",
+    "match_all_sync": "__device__ __forceinline__ unsigned int tl_match_all_sync(unsigned int mask, "
+    "unsigned long long v) { int pred; return __match_all_sync(mask, v, &pred); }\n",
+    "ballot_sync": "__device__ __forceinline__ unsigned long long tl_ballot_sync(unsigned int mask, int p) "
+    "{ return (unsigned long long)__ballot_sync(mask, p); }\n",
+    "activemask": "__device__ __forceinline__ unsigned long long tl_activemask() "
+    "{ return (unsigned long long)__activemask(); }\n",
+}
+
+
+def lower_gpu_intrinsics(body: Any, kind: str, location: str) -> Any:
+    """Replace the markers of a GPU function body by CUDA intrinsics."""
+    if not contains_intrinsics(body):
+        return body
+    if kind != "cuda":
+        raise LoweringError(f"{location}: TileLang intrinsics (fast math, IEEE rounding, warp votes, ...) are "
+                            f"supported on cuda and CPU targets, not on {kind} yet")
+    used: set = set()
+
+    def on_evaluate(stmt):
+        m = parse(stmt.value)
+        if m is not None and m.name == "dp4a":
+            used.add("dp4a")
+            c = m.args[2].args[0]
+            value = tirx.call_extern("int32", "tl_dp4a", m.args[0], m.args[1], c)
+            return tirx.BufferStore(c.source, value, list(c.indices))
+        return stmt
+
+    def on_call(call):
+        m = parse(call)
+        if m is None:
+            return call
+        a = m.args
+        if m.name in _FAST:
+            if m.dtype == "float32":
+                return tirx.call_pure_extern("float32", m.name + "f", a[0])
+            return _in_f32(m.dtype, getattr(tirx, _FAST[m.name]), a[0]) if m.dtype != "float64" else getattr(tirx, _FAST[m.name])(a[0])
+        if m.name == "fast_rcp":
+            if m.dtype == "float32":
+                return tirx.call_pure_extern("float32", "__fdividef", tirx.FloatImm("float32", 1.0), a[0])
+            return _in_f32(m.dtype, lambda x: tirx.FloatImm(str(x.ty.dtype), 1.0) / x, a[0])
+        if m.name in _IEEE_OP:
+            op = _IEEE_OP[m.name]
+            table = _CU_IEEE_F32 if m.dtype == "float32" else _CU_IEEE_F64
+            if op not in table:
+                if op == "rsqrt":
+                    one = tirx.FloatImm("float64", 1.0)
+                    return tirx.call_pure_extern("float64", "__ddiv_rn", one, tirx.call_pure_extern("float64", "__dsqrt_rn", a[0]))
+                raise LoweringError(f"{m.loc}: T.{m.name} has no {m.dtype} CUDA intrinsic")
+            return tirx.call_pure_extern(m.dtype, table[op].format(m=m.mode), *a)
+        if m.name in ("any_sync", "all_sync"):
+            return tirx.call_extern("int32", f"__{m.name}", a[0], a[1])
+        if m.name in ("ballot_sync", "activemask", "match_all_sync"):
+            used.add(m.name)
+            return tirx.call_extern(m.dtype, f"tl_{m.name}", *a)
+        if m.name.startswith("syncthreads_"):
+            return tirx.call_extern("int32", f"__{m.name}", a[0])
+        if m.name in ("shfl_sync", "shfl_xor", "shfl_down", "shfl_up"):
+            fn = "__shfl_sync" if m.name == "shfl_sync" else f"__{m.name}_sync"
+            return tirx.call_extern(m.dtype, fn, a[0], a[1], a[2], a[3])
+        if m.name == "match_any_sync":
+            return tirx.call_extern("uint32", "__match_any_sync", a[0], a[1])
+        if m.name == "__ldg":
+            return tirx.call_extern(m.dtype, "__ldg", a[0])
+        if m.name == "__ffs":
+            wide = tvm.runtime.DataType(str(a[0].ty.dtype)).bits == 64
+            return tirx.call_extern("int32", "__ffsll" if wide else "__ffs", a[0])
+        if m.name == "__fns":
+            return tirx.call_extern("uint32", "__fns", a[0], a[1], a[2])
+        if m.name in ("thread_binding", "block_binding"):
+            raise LoweringError(f"{m.loc}: T.{_PUBLIC_NAME[m.name]}() must be used inside a T.Kernel")
+        raise LoweringError(f"{m.loc}: internal error: unknown intrinsic marker {m.name}")
+
+    body = checked_map(body, [(tirx.Evaluate, on_evaluate)], order="pre")
+    body = checked_map(body, [(tvm.ir.Call, on_call)])
+    if not used:
+        return body
+    text = f"\n{CUDA_HELPERS_BEGIN}\n" + "".join(
+        f"#ifndef TL_INTRINSIC_{n.upper()}\n#define TL_INTRINSIC_{n.upper()}\n{_CU_HELPERS[n]}#endif\n" for n in sorted(used)
+    ) + f"{CUDA_HELPERS_END}\n"
+    done = []
+
+    def on_attr(stmt):
+        if not done and stmt.attr_key == "thread_extent":
+            done.append(stmt)
+            return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, _wrap(stmt.body, "pragma_import_c", text))
+        return stmt
+
+    body = tvm_ffi.structural_map(body, [(tirx.AttrStmt, on_attr)], order="pre")
+    return body

@@ -1,0 +1,74 @@
+"""``tilelang backends new NAME``: write a complete, installable backend plugin distribution.
+
+The distribution (``tilelang-backend-<name>``) has a ``pyproject.toml`` with the entry point and
+a pin on the running core's minor version, the entry-point module with the hooks of a CPU (``c``)
+backend (the C compiler on the artifact's device source, :mod:`ctypes` to call it,
+:class:`tilelang_core.calling.CallChecker` for the calling convention), a test that runs the
+conformance suite, and a README. Once installed (``pip install ./tilelang-backend-<name>``) it
+passes ``tilelang backends check <name>`` unchanged; docs/writing-a-backend.md walks through it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from string import Template
+from typing import Union
+
+from ..errors import TileLangError
+
+TEMPLATE = Path(__file__).with_name("template")
+#: template file -> path in the distribution (``$package`` is replaced).
+FILES = {
+    "pyproject.toml.tmpl": "pyproject.toml",
+    "README.md.tmpl": "README.md",
+    "package_init.py.tmpl": "$package/__init__.py",
+    "plugin.py.tmpl": "$package/plugin.py",
+    "test_conformance.py.tmpl": "tests/test_conformance.py",
+}
+
+
+class ScaffoldError(TileLangError, ValueError):
+    """The backend name is not usable, or the distribution's directory exists already."""
+
+
+def core_requirement() -> str:
+    """``tilelang-core>=X.Y,<X.Y+1``: the core versions a new plugin is written for."""
+    from .. import __version__
+
+    major, minor = (int(p) for p in re.findall(r"\d+", __version__)[:2])
+    return f"tilelang-core>={major}.{minor},<{major}.{minor + 1}"
+
+
+def _fields(name: str) -> dict[str, str]:
+    from .. import __version__
+    from ..backends.discovery import pip_name_for
+
+    return {"name": name, "distribution": pip_name_for(name), "package": f"tilelang_backend_{name}",
+            "core_requirement": core_requirement(), "core_version": __version__}
+
+
+def plugin_source(name: str) -> str:
+    """The entry-point module a new backend ``name`` starts from (what ``new`` writes as plugin.py)."""
+    return Template((TEMPLATE / "plugin.py.tmpl").read_text()).substitute(_fields(name))
+
+
+def write_backend(name: str, path: Union[str, os.PathLike] = ".") -> Path:
+    """Write the distribution of backend ``name`` under ``path``; returns its directory.
+
+    :raises ScaffoldError: ``name`` is not a lowercase identifier, or the directory exists.
+    """
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name or "") or len(name) > 64:
+        raise ScaffoldError(
+            f"backend name must be a lowercase identifier (a letter, then letters, digits or underscores), got {name!r}"
+        )
+    fields = _fields(name)
+    project = Path(path) / fields["distribution"]
+    if project.exists():
+        raise ScaffoldError(f"{project} exists; choose another --path or remove it")
+    for source, target in FILES.items():
+        out = project / Template(target).substitute(fields)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(Template((TEMPLATE / source).read_text()).substitute(fields))
+    return project
