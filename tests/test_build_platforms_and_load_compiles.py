@@ -103,3 +103,32 @@ def test_entries_of_a_backend_whose_load_compiles_say_so(site, tmp_path, monkeyp
 
     exported = kernel.export(tmp_path / "exported")
     assert read_meta(exported).compiled_at_load is True
+
+
+def test_a_dtype_the_backend_does_not_declare_is_refused_before_lowering(site, monkeypatch):
+    """Metal has no float64: a kernel with a float64 parameter gets the backend's refusal, not the
+    code generator's "Cannot convert type float64 to Metal type" (and auto can try the next backend)."""
+    import tilelang_core.lowering as lowering
+    from tilelang_core.errors import BackendCapabilityError
+
+    install(site, "narrowtypes", {"dtypes": ["float32", "int32"]})
+    lowered = []
+    real = lowering.lower
+    monkeypatch.setattr(lowering, "lower", lambda *a, **k: lowered.append(1) or real(*a, **k))
+    N = 8
+
+    @T.prim_func
+    def scale(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32"), s: T.float64):
+        with T.Kernel(1, threads=1) as bx:
+            for i in T.serial(N):
+                B[i] = A[i] * T.Cast("float32", s)
+
+    with pytest.raises(BackendCapabilityError) as info:
+        tilelang.compile(scale, out_idx=[1], execution_backend="narrowtypes", target="c")
+    assert str(info.value) == (
+        "parameter 's' of kernel 'scale' is a float64 scalar, which execution backend 'narrowtypes' does not "
+        "support for target 'c' (it supports: float32, int32)"
+    )
+    assert lowered == []
+    tilelang.compile(add_one(4), out_idx=-1, execution_backend="narrowtypes", target="c")
+    assert lowered == [1]

@@ -111,3 +111,17 @@ def test_save_load_in_a_fresh_process_on_mps(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_overlap_of_mps_tensors_is_refused_only_within_one_storage():
+    """``data_ptr()`` of an mps tensor is its buffer's handle: separate tensors must never be
+    refused as overlapping, views of one tensor must be."""
+    kernel = compiled(MK.two_kernels(), None)  # writes B and C
+    tensors = [mps(torch.randn(4096)) for _ in range(64)]  # many small buffers, handles close together
+    for a, b, c in zip(tensors, tensors[1:], tensors[2:]):
+        kernel(a, b, c, 1.0)
+    buf = mps(torch.zeros(200))
+    with pytest.raises(ValueError, match=r"arguments 'A' \(#0\) and 'B' \(#1\) overlap in memory"):
+        kernel(buf[:100], buf[50:150], mps(torch.zeros(100)), 1.0)
+    kernel(buf[:100], buf[100:], mps(torch.zeros(100)), 1.0)  # adjacent views do not overlap
+

@@ -6,10 +6,11 @@ through torch (:func:`tilelang_core.devices.torch_device_type`), ``cpu`` for the
 the tests.
 
 See ``docs/backend-conventions.md`` ("Calling a built kernel"): the count, then each argument in
-order (a tensor's type, layout, dtype, rank, static and symbolic sizes, device, contiguity or
-strides; a scalar's type and range), then the sizes given by expressions once every symbol is
-bound. The first problem raises ``TypeError``/``ValueError`` naming the kernel, the parameter
-and its position, what was expected and what was given.
+order (a tensor's type, layout, dtype, rank, static and symbolic sizes, its size against
+``TensorParam.index_limit``, device, contiguity or strides; a scalar's type and range), then
+overlaps of written tensors with other arguments (``TensorParam.written``), then the sizes given
+by expressions once every symbol is bound. The first problem raises ``TypeError``/``ValueError``
+naming the kernel, the parameter and its position, what was expected and what was given.
 
 :class:`ArgumentChecker` decides everything it can when the kernel is built; a call runs one
 loop over precomputed entries.
@@ -124,6 +125,7 @@ class ArgumentChecker:
         self.inputs = [(i, p) for i, p in enumerate(artifact.params) if i not in self.out_idx]
         self.arg_of_param = {pi: j for j, (pi, _) in enumerate(self.inputs)}
         self._names = ", ".join(p.name for _, p in self.inputs)
+        self._params = [p for _, p in self.inputs]
         scalar_symbol = {s.param_index: s.name for s in artifact.symbols if s.dim is None}
         self.symbol_names: list[str] = []
         self._entries: list[tuple] = []
@@ -134,7 +136,7 @@ class ArgumentChecker:
                 sym = scalar_symbol.get(pi)
                 if sym is not None:
                     bound.add(sym)
-                self._entries.append((False, pre, p.dtype, sym, None, None, None, None, p.name))
+                self._entries.append((False, pre, p.dtype, sym, None, None, None, None, p.name, None))
                 continue
             dims = []
             for d, dim in enumerate(p.shape):
@@ -148,7 +150,11 @@ class ArgumentChecker:
                     dims.append((_EXPR, dim, d))
             want = device_type or torch_device_type(p.device)
             strides = None if p.strides is None else list(p.strides)
-            self._entries.append((True, pre, torch_dtype(p.dtype), p.dtype, dims, want, want, strides, p.name))
+            self._entries.append((True, pre, torch_dtype(p.dtype), p.dtype, dims, want, want, strides, p.name,
+                                  p.index_limit))
+        # caller positions of all tensors, and whether any is written (the overlap check)
+        self._tensors = [j for j, (_, p) in enumerate(self.inputs) if isinstance(p, TensorParam)]
+        self._any_written = any(self._params[j].written for j in self._tensors)
         self.symbol_names = sorted(bound)
         for _, p in [(i, artifact.params[i]) for i in self.out_idx]:
             for d, dim in enumerate(p.shape):
@@ -194,7 +200,7 @@ class ArgumentChecker:
                     symbols.setdefault(sym, value)
                     origin.setdefault(sym, pname)
                 continue
-            _, pre, tdtype, dtype_name, dims, device_type, device_name, strides, pname = entry
+            _, pre, tdtype, dtype_name, dims, device_type, device_name, strides, pname, index_limit = entry
             if not isinstance(x, tensor_type):
                 raise TypeError(f"{pre}: expected a torch.Tensor, got {type(x).__name__}")
             if x.layout is not self._strided:
@@ -223,6 +229,14 @@ class ArgumentChecker:
                 else:
                     symbols[what] = got
                     origin[what] = pname
+            if index_limit is not None:  # 32-bit indices (a dynamic shape): elements, or largest offset + 1
+                reach = x.numel() if strides is None else _reach(x)
+                if reach > index_limit:
+                    raise ValueError(
+                        f"{pre}: {reach} elements ({dynamic_dims(self._params[j].shape, shape)}) exceed this kernel's "
+                        f"32-bit index limit of {index_limit}; compile it with "
+                        "pass_configs={'tl.config_index_bitwidth': 64}"
+                    )
             if xdev.type != device_type:
                 raise ValueError(f"{pre}: expected a tensor on {device_name}, got {xdev}")
             if device is None:
@@ -236,6 +250,8 @@ class ArgumentChecker:
                     )
             else:
                 deferred.append((j, pre, -1, strides, tuple(x.stride())))
+        if self._any_written and len(self._tensors) > 1:
+            self._check_overlap(args)
         for j, pre, d, expr, got in deferred:
             needed = set().union(*(symbolic.free_symbols(e) for e in expr)) if d == -1 else symbolic.free_symbols(expr)
             if not needed <= symbols.keys():
@@ -250,3 +266,63 @@ class ArgumentChecker:
             if want != got:
                 raise ValueError(f"{pre}: expected shape[{d}] == {expr} = {want}, got {got}")
         return values, symbols, device
+
+    def _check_overlap(self, args: Sequence[Any]) -> None:
+        """Refuse a call in which a tensor the kernel writes shares memory with another tensor
+        argument: the contract's error for the first such pair in argument order."""
+        ranges = {j: _byte_range(args[j]) for j in self._tensors}
+        for i in self._tensors:
+            for j in self._tensors:
+                if j <= i or not (self._params[i].written or self._params[j].written):
+                    continue
+                (base_i, lo_i, n_i), (base_j, lo_j, n_j) = ranges[i], ranges[j]
+                if base_i == base_j and n_i and n_j and lo_i < lo_j + n_j and lo_j < lo_i + n_i:
+                    a, b = self._params[i], self._params[j]
+                    raise ValueError(
+                        f"{self.name}() arguments '{a.name}' (#{i}) and '{b.name}' (#{j}) overlap in memory, and the "
+                        f"kernel writes '{a.name if a.written else b.name}'; pass tensors that do not share memory "
+                        "(for example a .clone())"
+                    )
+
+    def check_output_size(self, p: TensorParam, shape: Sequence[int]) -> None:
+        """Refuse an ``out_idx`` output too large for the kernel's 32-bit indices (call it before
+        allocating the output)."""
+        if p.index_limit is None:
+            return
+        total = 1
+        for n in shape:
+            total *= n
+        if total > p.index_limit:
+            raise ValueError(
+                f"{self.name}(): output '{p.name}' would have {total} elements ({dynamic_dims(p.shape, shape)}), "
+                f"over this kernel's 32-bit index limit of {p.index_limit}; compile it with "
+                "pass_configs={'tl.config_index_bitwidth': 64}"
+            )
+
+
+def dynamic_dims(dims: Sequence[Any], shape: Sequence[int]) -> str:
+    """``'m' = 32769, 'n + 1' = 8``: the sizes of a tensor's dynamic dimensions, for messages."""
+    return ", ".join(f"'{dim.strip()}' = {got}" for dim, got in zip(dims, shape) if not isinstance(dim, int))
+
+
+def _reach(x: Any) -> int:
+    """Elements from a tensor's first to its last element, + 1 (its numel when contiguous)."""
+    if x.numel() == 0:
+        return 0
+    return 1 + sum((n - 1) * abs(st) for n, st in zip(x.shape, x.stride()))
+
+
+def _byte_range(x: Any) -> tuple[Optional[int], int, int]:
+    """``(base, first byte, bytes up to the end of the last element)`` of a tensor's data.
+
+    On ``mps`` a tensor's ``data_ptr()`` is its storage's ``MTLBuffer`` handle plus the offset, not
+    a device address, so two storages' numbers say nothing about overlap: there ``base`` is the
+    storage's handle and the range is relative to it (distinct buffers never share memory).
+    Elsewhere ``base`` is None and the range is the address range.
+    """
+    base, lo = None, x.data_ptr()
+    if x.device.type == "mps":
+        base, lo = x.untyped_storage().data_ptr(), x.storage_offset() * x.element_size()
+    if x.numel() == 0:
+        return base, lo, 0
+    return base, lo, _reach(x) * x.element_size()

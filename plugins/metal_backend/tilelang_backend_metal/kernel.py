@@ -43,11 +43,12 @@ from .source import SourceMismatch, check_source
 SOURCE_FILE = "kernel.metal"
 PLAN_FILE = "metal_plan.json"
 
-KERNEL_DOC = """A Metal kernel built by the ``metal`` backend: ``kernel(*inputs)``.
+KERNEL_DOC = """A Metal kernel built by the ``metal`` backend: ``kernel(*inputs, stream=None)``.
 
 Pass the non-output parameters in order, tensors on ``mps``; the ``out_idx`` outputs are
 allocated on the same device and returned (one tensor, a list for several, None when there are
-none). The device kernels are launched in order on torch's current MPS stream. Attributes:
+none). The device kernels are launched in order on torch's current MPS stream (``stream`` is
+accepted as every backend's kernels accept it, and ignored). Attributes:
 ``artifact``, ``plan`` (the launch plan), ``source`` (the Metal source), ``runtime``.
 """
 
@@ -178,7 +179,9 @@ class MetalKernel:
 
     # -- calling --------------------------------------------------------------------------------
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            _check_keywords(self.artifact.name, kwargs)
         functions = self._functions or self.prepare()
         torch = self._torch
         if torch is None:
@@ -189,9 +192,11 @@ class MetalKernel:
         if device is None:
             device = torch.device(self.runtime.device_type)
         by_param: dict[int, Any] = {pi: values[j] for pi, j in self._arg_of_param.items()}
+        shapes = [[d if isinstance(d, int) else _eval(d, symbols) for d in p.shape] for _, p, _ in self._outputs]
+        for (_, p, _), shape in zip(self._outputs, shapes):
+            self._checker.check_output_size(p, shape)  # before anything is allocated
         outputs = []
-        for pi, p, dtype in self._outputs:
-            shape = [d if isinstance(d, int) else _eval(d, symbols) for d in p.shape]
+        for (pi, p, dtype), shape in zip(self._outputs, shapes):
             if p.strides is not None:
                 out = torch.empty_strided(shape, [_eval(s, symbols) for s in p.strides], dtype=dtype, device=device)
             else:
@@ -230,6 +235,17 @@ class MetalKernel:
 
     def __repr__(self) -> str:
         return f"<MetalKernel {self.artifact.name} kernels={[k.name for k in self._launches]} runtime={self.runtime!r}>"
+
+
+def _check_keywords(name: str, kwargs: dict) -> None:
+    """The one keyword every kernel takes, ``stream`` (None, an int or a stream object; ignored:
+    Metal kernels run on torch's current MPS stream), with the shared messages for anything else."""
+    from tilelang_core.calling import stream_handle
+
+    for key, value in kwargs.items():
+        if key != "stream":
+            raise TypeError(f"{name}() got an unexpected keyword argument '{key}' (only 'stream' is accepted)")
+        stream_handle(name, value)
 
 
 def _eval(expr: Any, symbols: dict) -> int:

@@ -41,6 +41,7 @@ def backend_spec_dict() -> dict[str, Any]:
                 "platforms": ["darwin"],
                 "build_platforms": "all",
                 "compiles_at_load": True,
+                "loads_without_tvm": True,
                 "requires": {"python_modules": ["torch"]},
             },
         },
