@@ -130,7 +130,7 @@ class TargetCapability:
     allocates_outputs: bool = True
     """Supports out_idx (allocates outputs)."""
     dtypes: Union[Literal["all"], list[str]] = "all"
-    """Tensor dtypes accepted."""
+    """Tensor and scalar dtypes accepted; tilelang.compile refuses a parameter of another dtype (BackendCapabilityError), before lowering when the kernel declares it."""
     platforms: Union[Literal["all"], list[Platform]] = "all"
     """sys.platform values."""
     build_platforms: Union[Literal["all"], list[Platform], None] = None

@@ -8,7 +8,6 @@ import hashlib
 import importlib.util
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import tilelang.language as T
@@ -97,7 +96,9 @@ def make(N, block):
     return every_scalar
 '''
     # TVMScript reads a kernel's source from its file: write the generated one to a file of its own
-    path = Path(tempfile.gettempdir()) / f"tilelang_metal_every_scalar_{hashlib.sha256(src.encode()).hexdigest()[:12]}.py"
+    from mps_standin import scratch_dir
+
+    path = scratch_dir() / f"tilelang_metal_every_scalar_{hashlib.sha256(src.encode()).hexdigest()[:12]}.py"
     if not path.exists():
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(src)

@@ -39,6 +39,13 @@ from tilelang_backend_metal.source import KernelSignature, parse_kernels
 CXX = os.environ.get("CXX", "g++")
 
 
+def scratch_dir() -> Path:
+    """Where the tests keep what they generate to reuse it (the executing stand-in's compiled
+    libraries, generated kernel modules): ``$TILELANG_METAL_STANDIN_DIR``, which conftest.py points
+    at a pytest temporary directory, else the system's temporary directory."""
+    return Path(os.environ.get("TILELANG_METAL_STANDIN_DIR") or tempfile.gettempdir())
+
+
 def have_cxx() -> bool:
     """Whether the C++ compiler the executing stand-in needs is installed."""
     return shutil.which(CXX) is not None
@@ -228,7 +235,7 @@ def emulate(source: str, build_dir: Optional[Path] = None) -> "EmulatedLibrary":
     """Compile ``source`` for the CPU (cached by content); :raises AssertionError: g++ failed."""
     code = cpp_of(source)
     digest = hashlib.sha256(code.encode()).hexdigest()[:16]
-    build_dir = Path(build_dir or os.environ.get("TILELANG_METAL_STANDIN_DIR") or tempfile.gettempdir()) / "metal-standin"
+    build_dir = Path(build_dir or scratch_dir()) / "metal-standin"
     build_dir.mkdir(parents=True, exist_ok=True)
     lib = build_dir / f"msl_{digest}.so"
     if not lib.exists():
@@ -236,9 +243,13 @@ def emulate(source: str, build_dir: Optional[Path] = None) -> "EmulatedLibrary":
         cpp.write_text(code)
         tmp = lib.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         cmd = [CXX, "-std=c++17", "-O1", "-fopenmp", "-shared", "-fPIC", "-w", "-o", str(tmp), str(cpp)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}\n--- source ---\n{code}"
-        os.replace(tmp, lib)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}\n--- source ---\n{code}"
+            os.replace(tmp, lib)
+        finally:
+            cpp.unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
     return EmulatedLibrary(ctypes.CDLL(str(lib)), parse_kernels(source))
 
 

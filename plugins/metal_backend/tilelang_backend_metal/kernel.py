@@ -79,7 +79,7 @@ def build(artifact: KernelArtifact, options: BuildOptions, runtime: Optional[Sha
     try:
         check_source(artifact)
     except SourceMismatch as exc:
-        raise BuildError(f"metal: kernel {artifact.name!r}: {exc}", source=_keep(artifact)) from None
+        raise _refused(f"metal: kernel {artifact.name!r}: {exc}", artifact) from None
     plan = P.make_plan(artifact, list(options.out_idx))
     plan.update(source=SOURCE_FILE, source_sha256=_sha256(artifact.device_source))
     kernel = MetalKernel(artifact, options, plan, runtime or TORCH_MPS)
@@ -90,6 +90,16 @@ def build(artifact: KernelArtifact, options: BuildOptions, runtime: Optional[Sha
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _refused(message: str, artifact: KernelArtifact, **details: Any) -> BuildError:
+    """The ``BuildError`` of a source that cannot be used, which is kept for inspection (the one
+    file the backend ever writes outside a kernel directory; its path is in the message and in
+    ``.source``, and removing it is the reader's business)."""
+    path = _keep(artifact)
+    if path is not None:
+        message += f"\nsource kept at: {path}"
+    return BuildError(message, source=path, **details)
 
 
 def _keep(artifact: KernelArtifact) -> Optional[str]:
@@ -155,8 +165,7 @@ class MetalKernel:
         except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError with Metal's log
             message = f"metal: Metal could not compile kernel {self.artifact.name!r}: {exc}"
             if error is BuildError:
-                raise BuildError(message, command=["torch.mps.compile_shader"], output=str(exc),
-                                 source=_keep(self.artifact)) from None
+                raise _refused(message, self.artifact, command=["torch.mps.compile_shader"], output=str(exc)) from None
             raise error(message + "; recompile the kernel") from None
         functions = []
         for launch in self._launches:
