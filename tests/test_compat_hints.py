@@ -62,7 +62,7 @@ def test_cast_rounding_arguments_are_validated():
     assert T.cast(x, T.float16).ty.dtype == "float16"
 
 
-def test_default_cast_runs_and_other_roundings_are_refused_at_definition():
+def test_default_cast_runs_on_cpu_and_a_directed_rounding_is_refused_when_lowered_for_cpu():
     @T.prim_func
     def to_half(A: T.Tensor((8,), T.float32), B: T.Tensor((8,), T.float16)):
         with T.Kernel(1, threads=1):
@@ -73,10 +73,12 @@ def test_default_cast_runs_and_other_roundings_are_refused_at_definition():
     b = torch.empty(8, dtype=torch.float16)
     tilelang.compile(to_half, target="c", execution_backend="cython")(a, b)
     assert torch.equal(b, a.half())
-    with pytest.raises(LoweringError, match="round='rz'"):
 
-        @T.prim_func
-        def truncating(A: T.Tensor((8,), T.float32), B: T.Tensor((8,), T.float16)):
-            with T.Kernel(1, threads=1):
-                for i in T.serial(8):
-                    B[i] = T.cast(A[i], T.float16, round="rz")
+    @T.prim_func
+    def truncating(A: T.Tensor((8,), T.float32), B: T.Tensor((8,), T.float16)):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(8):
+                B[i] = T.cast(A[i], T.float16, round="rz")
+
+    with pytest.raises(LoweringError, match="round='rz'"):  # CUDA lowers it (tests/test_compat_casts.py)
+        tilelang.lower(truncating, target="c")

@@ -44,7 +44,7 @@ TILELANG_PLUGIN_API = 1
 @hookimpl
 def tilelang_backend_spec():
     return {"name": "NAME", "description": "a build-only test backend", "targets": {
-        "cuda": {"priority": 1, "consumes": ["device_source"], "device_language": "cuda"}}}
+        "cuda": {"priority": 1, "consumes": ["device_source"], "device_language": "cuda"DECL}}}
 
 @hookimpl
 def tilelang_backend_probe(target_kind):
@@ -70,6 +70,16 @@ def tilelang_backend_load(artifact, directory, options):
     return Kernel((Path(directory) / "kernel.cu").read_text())
 """
 DRIVER_AT_LOAD = 'from tilelang_core.errors import BackendUnavailableError; raise BackendUnavailableError("cuInit failed")'
+#: Variants of the build-only backend: name -> (extra declaration, what its load hook does first).
+#: The last two declare no float64 (the suite leaves its float64 reference kernel out) and that
+#: loading imports no TVM, which the last one breaks.
+NO_TVM = ', "loads_without_tvm": True, "dtypes": ["float32", "int32"]'
+BUILD_ONLY_VARIANTS = {
+    "kitbuildonly": ("", "pass"),
+    "kitdriverload": ("", DRIVER_AT_LOAD),
+    "kitnotvm": (NO_TVM, "pass"),
+    "kittvmatload": (NO_TVM, "import tvm"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +91,8 @@ def site(tmp_path_factory):
             assert old in source
             source = source.replace(old, new)
         write_distribution(root, name, source, package=f"tilelang_backend_{name}")
-    for name, load in {"kitbuildonly": "pass", "kitdriverload": DRIVER_AT_LOAD}.items():
-        write_distribution(root, name, BUILD_ONLY.replace("NAME", name).replace("LOAD", load),
+    for name, (decl, load) in BUILD_ONLY_VARIANTS.items():
+        write_distribution(root, name, BUILD_ONLY.replace("NAME", name).replace("DECL", decl).replace("LOAD", load),
                            package=f"tilelang_backend_{name}")
     return root
 
@@ -199,3 +209,13 @@ def test_a_gpu_target_that_can_only_build_here_is_built_exported_and_loaded_with
     bad = run("kitdriverload", "build_only")["cuda:build_only"]
     assert bad.status == "fail" and "(a disk cache hit: the load hook) raised BackendUnavailableError: cuInit failed" in bad.reason, (
         bad.reason)
+
+
+def test_build_only_leaves_out_undeclared_dtypes_and_checks_loads_without_tvm(installed):
+    good = run("kitnotvm", "build_only")["cuda:build_only"]
+    assert good.status == "pass", good.reason
+    assert "built and exported 2 kernels" in good.reason and "(tilelang.load without importing TVM)" in good.reason
+    assert "not built, as declared: scalars (parameter 'Y' of kernel 'scalars' is a float64 tensor" in good.reason
+    bad = run("kittvmatload", "build_only")["cuda:build_only"]
+    assert bad.status == "fail" and bad.reason.startswith(
+        "the declaration claims loads_without_tvm, but tilelang.load imported tvm"), bad.reason
