@@ -15,13 +15,33 @@ to write it again::
 
     def kernel(*args, **kwargs):
         call = checker.bind(args, kwargs)              # raises the table's TypeError/ValueError
-        rc = entry(*call.pointers_and_scalars())       # or read call.values / call.symbols
+        rc = entry(*[v.data_ptr() if isinstance(v, torch.Tensor) else v for v in call.values])
         call.check_status(rc)                          # RuntimeError for a non-zero status
         return call.result()                           # None, the output, or a list of outputs
 
-It costs a few microseconds per argument, which is fine for a backend whose kernels run long
-(or for a first version); the conformance suite (``tilelang backends check``) checks a backend
-against the same table either way.
+``call.values`` holds every parameter's value in the kernel's order (checked tensors, the
+allocated outputs, scalars as plain Python values), ``call.symbols`` the bound dynamic sizes.
+
+What differs between devices is declared, never guessed from a name:
+
+* ``device_type``: the torch device type every tensor must be on (``"mps"``, or ``"cpu"`` for a
+  CPU stand-in of a device in tests); the messages then name it. By default each parameter's
+  device family decides (:func:`tilelang_core.devices.torch_device_type`) and the messages name
+  the family.
+* ``overlap``: ``"address"`` (default) compares the tensors' byte ranges in one address space;
+  ``"storage"`` is for devices whose ``data_ptr()`` is a buffer handle plus an offset rather than
+  an address (Metal's ``MTLBuffer``): only views of one storage can overlap, compared by their
+  offsets in it.
+* outputs: ``bind(..., allocate=False)`` checks everything (output sizes included) and leaves the
+  allocation to :meth:`CallChecker.allocate`, for a backend that must allocate in a context of its
+  own (a CUDA stream's).
+
+The ``stream`` keyword is checked the same way everywhere (:func:`check_keywords`); what a kernel
+does with the handle is its backend's business (``cuda_streams`` in its capability declaration).
+
+A call costs one loop over entries prepared when the kernel is built (about a microsecond per
+argument); the conformance suite (``tilelang backends check``) checks a backend against the same
+table either way.
 """
 
 from __future__ import annotations
@@ -31,6 +51,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 from .artifact import KernelArtifact, TensorParam
+from .devices import TORCH_DEVICE_TYPES
+from .errors import BuildError
 from .symbolic import compile_expr
 
 #: (lowest, highest) value of each integer scalar dtype.
@@ -40,11 +62,14 @@ INT_RANGES = {
 }
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
-#: torch device type of each artifact device family.
-TORCH_DEVICE = {"cpu": "cpu", "cuda": "cuda", "rocm": "cuda", "metal": "mps"}
+#: torch device type of each artifact device family (the one mapping, :mod:`tilelang_core.devices`).
+TORCH_DEVICE = TORCH_DEVICE_TYPES
 
 #: The remedy every index-range error ends with.
 WIDE_INDEX_HINT = "compile it with pass_configs={'tl.config_index_bitwidth': 64}"
+
+#: How the overlap check compares two tensors' memory (see the module docstring).
+OVERLAP_RULES = ("address", "storage")
 
 
 def scalar_kind(dtype: str) -> str:
@@ -77,6 +102,14 @@ def byte_range(x: Any) -> tuple[int, int]:
     return x.data_ptr(), reach * x.element_size()
 
 
+def storage_byte_range(x: Any) -> tuple[int, int, int]:
+    """``(storage handle, first byte, length)`` of a tensor's data, the bytes counted from the start
+    of its storage: for devices whose ``data_ptr()`` is a buffer handle plus an offset rather than
+    an address (``overlap="storage"``), where two storages' numbers say nothing about each other."""
+    size = x.element_size()
+    return x.untyped_storage().data_ptr(), x.storage_offset() * size, element_reach(x) * size
+
+
 def stream_handle(name: str, stream: Any) -> Optional[int]:
     """The raw ``cudaStream_t`` of a ``stream=`` keyword: None, an int, or an object with ``cuda_stream``."""
     if stream is None:
@@ -91,15 +124,34 @@ def stream_handle(name: str, stream: Any) -> Optional[int]:
     )
 
 
+def check_keywords(name: str, kwargs: dict[str, Any]) -> Optional[int]:
+    """Check a call's keywords (only ``stream`` is accepted); the raw stream handle, or None.
+
+    :raises TypeError: another keyword, or a ``stream`` that is not a stream (the table's texts).
+    """
+    stream = None
+    for key, value in kwargs.items():
+        if key != "stream":
+            raise TypeError(f"{name}() got an unexpected keyword argument '{key}' (only 'stream' is accepted)")
+        stream = stream_handle(name, value)
+    return stream
+
+
 @dataclass
 class BoundCall:
-    """One checked call: a value per kernel parameter (tensors and converted scalars), the symbols."""
+    """One checked call: a value per kernel parameter (tensors and converted scalars), the symbols.
+
+    ``device`` is the ``torch.device`` of the tensor arguments (None when there are none);
+    ``output_shapes`` the shapes of the ``out_idx`` outputs, in ``out_idx`` order.
+    """
 
     name: str
     values: list[Any]
     symbols: dict[str, int]
     outputs: list[Any] = field(default_factory=list)
     stream: Optional[int] = None
+    device: Any = None
+    output_shapes: list[list[int]] = field(default_factory=list)
 
     def check_status(self, status: Any) -> None:
         """Raise ``RuntimeError`` when a CPU entry function returned a non-zero status."""
@@ -113,35 +165,73 @@ class BoundCall:
         return self.outputs[0] if len(self.outputs) == 1 else list(self.outputs)
 
 
+@dataclass(frozen=True)
+class _TensorEntry:
+    """What a call checks of one tensor argument, prepared at build time."""
+
+    index: int
+    dtype: Any
+    ndim: int
+    static: tuple[tuple[int, int], ...]  # (dimension, size)
+    binds: tuple[tuple[int, str], ...]  # (dimension, symbol)
+    device_type: str
+    device_text: str  # how messages name the expected device
+    compact: bool
+    maybe_conj: bool  # only complex tensors can be lazy conjugate views
+
+
 class CallChecker:
     """Checks calls of one built kernel against its artifact (see the module docstring).
 
     :param artifact: the kernel artifact the build hook received.
     :param out_idx: the normalised output indices from ``BuildOptions.out_idx``.
+    :param device_type: the torch device type every tensor must be on, named in the messages;
+        None: each parameter's device family's (:data:`tilelang_core.devices.TORCH_DEVICE_TYPES`),
+        the family named in the messages.
+    :param overlap: ``"address"`` or ``"storage"`` (:data:`OVERLAP_RULES`, module docstring).
+    :raises BuildError: a tensor dtype torch does not have, or an unknown ``overlap`` rule.
     """
 
-    def __init__(self, artifact: KernelArtifact, out_idx: Sequence[int] = ()) -> None:
+    def __init__(self, artifact: KernelArtifact, out_idx: Sequence[int] = (), *, device_type: Optional[str] = None,
+                 overlap: str = "address") -> None:
         import torch
 
+        if overlap not in OVERLAP_RULES:
+            raise BuildError(f"CallChecker: overlap must be one of {', '.join(OVERLAP_RULES)}, got {overlap!r}")
         self._torch = torch
+        self._tensor_type, self._strided = torch.Tensor, torch.strided
         self.name = artifact.name
         self.params = list(artifact.params)
         self.out_idx = sorted(set(out_idx))
         self.inputs = [i for i in range(len(self.params)) if i not in self.out_idx]
         self.names = ", ".join(self.params[i].name for i in self.inputs)
+        self.device_type = device_type
+        self.overlap = overlap
         self._position = {p: pos for pos, p in enumerate(self.inputs)}
         self._symbol_of_scalar = {s.param_index: s.name for s in artifact.symbols if s.dim is None}
-        symbols = set(artifact.symbol_names())
+        self._kinds = {i: scalar_kind(p.dtype) for i, p in enumerate(self.params) if not isinstance(p, TensorParam)}
+        self._dtype = {i: self._torch_dtype(p) for i, p in enumerate(self.params) if isinstance(p, TensorParam)}
         self._deferred: list[tuple[int, str, int, Any, str]] = []  # (param, what, dim, fn, text)
-        for index, p in enumerate(self.params):
+        #: one entry per caller argument: a _TensorEntry, or the scalar's parameter index
+        self._entries: list[Any] = []
+        for index in self.inputs:
+            p = self.params[index]
             if not isinstance(p, TensorParam):
+                self._entries.append(index)
                 continue
+            static, binds = [], []
             for d, dim in enumerate(p.shape):
-                if isinstance(dim, str) and dim not in symbols:
+                if isinstance(dim, int):
+                    static.append((d, dim))
+                elif dim.strip().isidentifier():
+                    binds.append((d, dim.strip()))
+                else:
                     self._deferred.append((index, "shape", d, compile_expr(dim), dim))
             if p.strides is not None:
                 self._deferred.append((index, "strides", 0, [compile_expr(s) for s in p.strides], ""))
-        self._dtype = {i: getattr(torch, p.dtype, None) for i, p in enumerate(self.params) if isinstance(p, TensorParam)}
+            want = device_type or TORCH_DEVICE_TYPES.get(p.device, p.device)
+            self._entries.append(_TensorEntry(index, self._dtype[index], len(p.shape), tuple(static), tuple(binds), want,
+                                              device_type or p.device, p.strides is None, self._dtype[index].is_complex))
         #: parameter index -> 32-bit index limit (dynamic shapes indexed with 32-bit integers)
         self._limit = {i: p.index_limit for i, p in enumerate(self.params)
                        if isinstance(p, TensorParam) and p.index_limit is not None}
@@ -153,6 +243,18 @@ class CallChecker:
         # each tensor of those pairs, and whether it is compact (its byte length is then its nbytes)
         self._overlap_tensors = [(i, self.params[i].strides is None) for i in tensors
                                  if any(i in pair for pair in self._overlap_pairs)]
+        # per output: (param index, shape functions, stride functions or None)
+        self._outputs = [(i, [compile_expr(d) for d in self.params[i].shape],
+                          None if self.params[i].strides is None else [compile_expr(s) for s in self.params[i].strides])
+                         for i in self.out_idx]
+        self._device_kinds: dict[Any, str] = {}  # torch.device -> its type (reading .type costs more)
+
+    def _torch_dtype(self, p: TensorParam) -> Any:
+        dtype = getattr(self._torch, p.dtype, None)
+        if not isinstance(dtype, self._torch.dtype):
+            raise BuildError(f"{self.name}: parameter {p.name!r} has dtype {p.dtype!r}, which has no torch "
+                             "equivalent; cannot pass or allocate it")
+        return dtype
 
     # -- errors ---------------------------------------------------------------------------------
 
@@ -171,115 +273,139 @@ class CallChecker:
 
     # -- one argument ---------------------------------------------------------------------------
 
-    def _tensor(self, index: int, x: Any, symbols: dict, source: dict, device: list) -> None:
-        torch, p, pre = self._torch, self.params[index], self._prefix(index)
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"{pre}: expected a torch.Tensor, got {type_name(x)}")
-        if x.layout != torch.strided:
-            raise ValueError(f"{pre}: expected a dense (strided) tensor, got layout {x.layout}; call .to_dense()")
-        if x.device.type == "meta":
-            raise ValueError(f"{pre}: expected a tensor on {p.device}, got meta")
-        if x.dtype != self._dtype[index]:
-            raise ValueError(f"{pre}: expected dtype {p.dtype}, got {str(x.dtype).replace('torch.', '')}")
-        if x.dim() != len(p.shape):
-            raise ValueError(f"{pre}: expected {len(p.shape)} dimensions, got {x.dim()}")
-        for d, (want, got) in enumerate(zip(p.shape, x.shape)):
-            if isinstance(want, int):
-                if got != want:
-                    raise ValueError(f"{pre}: expected shape[{d}] == {want}, got {got}")
-            elif want.isidentifier():
-                self._bind(index, f"shape[{d}]", want, got, symbols, source)
-        limit = self._limit.get(index)
+    def _tensor(self, e: _TensorEntry, x: Any, symbols: dict, source: dict, first: Any) -> Any:
+        """Check tensor argument ``x``; its device (``first``: the device of the tensors before it)."""
+        if not isinstance(x, self._tensor_type):
+            raise TypeError(f"{self._prefix(e.index)}: expected a torch.Tensor, got {type_name(x)}")
+        if x.layout is not self._strided:
+            raise ValueError(f"{self._prefix(e.index)}: expected a dense (strided) tensor, got layout {x.layout}; "
+                             "call .to_dense()")
+        where = x.device
+        kind = self._device_kinds.get(where)
+        if kind is None:
+            kind = self._device_kinds.setdefault(where, where.type)
+        if kind == "meta":
+            raise ValueError(f"{self._prefix(e.index)}: expected a tensor on {e.device_text}, got meta")
+        if x.dtype is not e.dtype:
+            raise ValueError(f"{self._prefix(e.index)}: expected dtype {self.params[e.index].dtype}, "
+                             f"got {str(x.dtype).replace('torch.', '')}")
+        shape = x.shape
+        if len(shape) != e.ndim:
+            raise ValueError(f"{self._prefix(e.index)}: expected {e.ndim} dimensions, got {len(shape)}")
+        for d, want in e.static:
+            if shape[d] != want:
+                raise ValueError(f"{self._prefix(e.index)}: expected shape[{d}] == {want}, got {shape[d]}")
+        for d, symbol in e.binds:
+            got, bound = shape[d], symbols.get(symbol)
+            if bound is None:
+                symbols[symbol], source[symbol] = got, e.index
+            elif bound != got:
+                self._bind(e.index, f"shape[{d}]", symbol, got, symbols, source)
+        limit = self._limit.get(e.index) if self._limit else None
         if limit is not None:  # elements (compact) or largest offset + 1 (declared strides)
-            reach = x.numel() if p.strides is None else element_reach(x)
+            reach = x.numel() if e.compact else element_reach(x)
             if reach > limit:
-                raise ValueError(f"{pre}: {reach} elements ({dynamic_dims(p.shape, x.shape)}) exceed this kernel's "
+                raise ValueError(f"{self._prefix(e.index)}: {reach} elements "
+                                 f"({dynamic_dims(self.params[e.index].shape, shape)}) exceed this kernel's "
                                  f"32-bit index limit of {limit}; {WIDE_INDEX_HINT}")
-        where = str(x.device)
-        if x.device.type != TORCH_DEVICE.get(p.device, p.device):
-            raise ValueError(f"{pre}: expected a tensor on {p.device}, got {where}")
-        if device and where != device[0]:
-            raise ValueError(f"{pre}: expected a tensor on {device[0]}, got {where}")
-        device.append(where)
-        if p.strides is None and not x.is_contiguous():
-            raise ValueError(f"{pre}: expected a contiguous tensor, got strides {tuple(x.stride())}; call .contiguous()")
-        if x.is_conj() or x.is_neg():
+        if kind != e.device_type:
+            raise ValueError(f"{self._prefix(e.index)}: expected a tensor on {e.device_text}, got {where}")
+        if first is not None and where != first:
+            raise ValueError(f"{self._prefix(e.index)}: expected a tensor on {first}, got {where}")
+        if e.compact and not x.is_contiguous():
+            raise ValueError(f"{self._prefix(e.index)}: expected a contiguous tensor, got strides {tuple(x.stride())}; "
+                             "call .contiguous()")
+        if (e.maybe_conj and x.is_conj()) or x.is_neg():
             view, fix = ("conjugate", "resolve_conj") if x.is_conj() else ("negative", "resolve_neg")
-            raise ValueError(f"{pre}: expected a tensor with its data materialized, got a lazy {view} view; call .{fix}()")
+            raise ValueError(f"{self._prefix(e.index)}: expected a tensor with its data materialized, got a lazy "
+                             f"{view} view; call .{fix}()")
+        return where
 
     def _scalar(self, index: int, x: Any, symbols: dict, source: dict) -> Any:
-        p, pre = self.params[index], self._prefix(index)
-        kind = scalar_kind(p.dtype)
-        if isinstance(x, self._torch.Tensor):
-            raise TypeError(f"{pre}: expected {'a float' if kind == 'float' else 'an int' if kind == 'int' else 'a bool'}, "
-                            f"got Tensor")
-        if kind == "float":
-            if isinstance(x, (str, bytes)) or not hasattr(type(x), "__float__") and not hasattr(type(x), "__index__"):
-                raise TypeError(f"{pre}: expected a float, got {type_name(x)}")
-            try:
-                return float(x)
-            except OverflowError:
-                raise ValueError(f"{pre}: expected a float, got {type_name(x)} out of range") from None
-        if isinstance(x, float) or not hasattr(type(x), "__index__"):
-            raise TypeError(f"{pre}: expected {'a bool' if kind == 'bool' else 'an int'}, got {type_name(x)}")
-        value = operator.index(x)
-        if kind == "bool":
-            if value not in (0, 1):
-                raise ValueError(f"{pre}: expected a bool (True/False, 0 or 1), got {value}")
-            return bool(value)
+        p = self.params[index]
+        kind = self._kinds[index]
+        if kind == "float" and type(x) is float:
+            return x
+        if kind == "int" and type(x) is int:
+            value = x
+        else:
+            pre = self._prefix(index)
+            if isinstance(x, self._tensor_type):
+                raise TypeError(f"{pre}: expected {'a float' if kind == 'float' else 'an int' if kind == 'int' else 'a bool'}, "
+                                f"got Tensor")
+            if kind == "float":
+                if isinstance(x, (str, bytes)) or not hasattr(type(x), "__float__") and not hasattr(type(x), "__index__"):
+                    raise TypeError(f"{pre}: expected a float, got {type_name(x)}")
+                try:
+                    return float(x)
+                except OverflowError:
+                    raise ValueError(f"{pre}: expected a float, got {type_name(x)} out of range") from None
+            if isinstance(x, float) or not hasattr(type(x), "__index__"):
+                raise TypeError(f"{pre}: expected {'a bool' if kind == 'bool' else 'an int'}, got {type_name(x)}")
+            value = operator.index(x)
+            if kind == "bool":
+                if value not in (0, 1):
+                    raise ValueError(f"{pre}: expected a bool (True/False, 0 or 1), got {value}")
+                return bool(value)
         low, high = INT_RANGES.get(p.dtype, INT_RANGES["int64"])
         if not low <= value <= high:
-            raise ValueError(f"{pre}: value {x!r} does not fit in {p.dtype}")
+            raise ValueError(f"{self._prefix(index)}: value {x!r} does not fit in {p.dtype}")
         symbol = self._symbol_of_scalar.get(index)
         if symbol is not None:
             if value < 0:
-                raise ValueError(f"{pre}: gives symbol '{symbol}' = {value}, but a dimension cannot be negative")
+                raise ValueError(f"{self._prefix(index)}: gives symbol '{symbol}' = {value}, but a dimension cannot "
+                                 "be negative")
             self._bind(index, "value", symbol, value, symbols, source)
         return value
 
     # -- the call -------------------------------------------------------------------------------
 
-    def bind(self, args: Sequence[Any], kwargs: dict[str, Any]) -> BoundCall:
+    def bind(self, args: Sequence[Any], kwargs: Optional[dict[str, Any]] = None, *, allocate: bool = True) -> BoundCall:
         """Check one call (positional ``args``, keyword ``kwargs``); allocate the outputs.
 
+        :param allocate: False: check the outputs' sizes but leave them unallocated (``None`` in
+            ``values``) for :meth:`allocate`.
         :raises TypeError, ValueError: with the texts of docs/backend-conventions.md.
         """
-        stream = None
-        for key, value in kwargs.items():
-            if key != "stream":
-                raise TypeError(f"{self.name}() got an unexpected keyword argument '{key}' (only 'stream' is accepted)")
-            stream = stream_handle(self.name, value)
-        if len(args) != len(self.inputs):
+        stream = check_keywords(self.name, kwargs) if kwargs else None
+        if len(args) != len(self._entries):
             raise TypeError(f"{self.name}() takes {len(self.inputs)} tensor/scalar arguments ({self.names}), got {len(args)}")
         values: list[Any] = [None] * len(self.params)
         symbols: dict[str, int] = {}
         source: dict[str, int] = {}
-        device: list[str] = []
-        for index, x in zip(self.inputs, args):
-            if isinstance(self.params[index], TensorParam):
-                self._tensor(index, x, symbols, source, device)
-                values[index] = x
+        device = None
+        for entry, x in zip(self._entries, args):
+            if entry.__class__ is int:
+                values[entry] = self._scalar(entry, x, symbols, source)
             else:
-                values[index] = self._scalar(index, x, symbols, source)
+                device = self._tensor(entry, x, symbols, source, device)
+                values[entry.index] = x
         if self._overlap_pairs:
             self._check_overlap(values)
-        self._check_deferred(values, symbols)
-        outputs = [self._allocate(index, symbols, device) for index in self.out_idx]
-        for index, out in zip(self.out_idx, outputs):
-            values[index] = out
-        return BoundCall(self.name, values, symbols, outputs, stream)
+        if self._deferred:
+            self._check_deferred(values, symbols)
+        call = BoundCall(self.name, values, symbols, [], stream, device)
+        if self._outputs:
+            call.output_shapes = self.output_shapes(symbols)
+            if allocate:
+                self.allocate(call)
+        return call
 
     def _check_overlap(self, values: list[Any]) -> None:
         """Refuse a call in which a tensor the kernel writes shares a byte with another tensor
         argument: the first such pair in call order (tensors without elements overlap nothing).
         Runs after every argument was checked, so compact parameters hold contiguous tensors."""
         ranges = {}
+        by_storage = self.overlap == "storage"
         for i, compact in self._overlap_tensors:
             x = values[i]
-            ranges[i] = (x.data_ptr(), x.nbytes) if compact else byte_range(x)
+            if by_storage:
+                ranges[i] = storage_byte_range(x)
+            else:
+                ranges[i] = (None, x.data_ptr(), x.nbytes) if compact else (None, *byte_range(x))
         for a, b in self._overlap_pairs:
-            (lo_a, n_a), (lo_b, n_b) = ranges[a], ranges[b]
-            if n_a and n_b and lo_a < lo_b + n_b and lo_b < lo_a + n_a:
+            (base_a, lo_a, n_a), (base_b, lo_b, n_b) = ranges[a], ranges[b]
+            if n_a and n_b and base_a == base_b and lo_a < lo_b + n_b and lo_b < lo_a + n_a:
                 pa, pb = self.params[a], self.params[b]
                 raise ValueError(
                     f"{self.name}() arguments '{pa.name}' (#{self._position[a]}) and '{pb.name}' "
@@ -290,8 +416,6 @@ class CallChecker:
     def _check_deferred(self, values: list[Any], symbols: dict[str, int]) -> None:
         for index, what, d, fn, text in self._deferred:
             x = values[index]
-            if x is None:  # an output, allocated below with the right shape
-                continue
             pre = self._prefix(index)
             if what == "shape":
                 want = fn(symbols)
@@ -303,25 +427,42 @@ class CallChecker:
                 if any(w != g and size != 1 for w, g, size in zip(want_strides, got, x.shape)):
                     raise ValueError(f"{pre}: expected strides {want_strides}, got strides {got}")
 
-    def _allocate(self, index: int, symbols: dict[str, int], device: list[str]) -> Any:
-        p = self.params[index]
-        shape = [d if isinstance(d, int) else compile_expr(d)(symbols) for d in p.shape]
-        if any(s < 0 for s in shape):
-            raise ValueError(f"{self.name}(): output '{p.name}' would have shape {shape} for these inputs")
-        limit = self._limit.get(index)
-        if limit is not None:  # before allocating: the output would be too large for 32-bit indices
-            total = 1
-            for n in shape:
-                total *= n
-            if total > limit:
-                raise ValueError(f"{self.name}(): output '{p.name}' would have {total} elements "
-                                 f"({dynamic_dims(p.shape, shape)}), over this kernel's 32-bit index limit of "
-                                 f"{limit}; {WIDE_INDEX_HINT}")
-        where = device[0] if device else TORCH_DEVICE.get(p.device, p.device)
-        if p.strides is None:
-            return self._torch.empty(shape, dtype=self._dtype[index], device=where)
-        strides = [s if isinstance(s, int) else compile_expr(s)(symbols) for s in p.strides]
-        return self._torch.empty_strided(shape, strides, dtype=self._dtype[index], device=where)
+    def output_shapes(self, symbols: dict[str, int]) -> list[list[int]]:
+        """Every output's shape, refused when negative or over the 32-bit index limit (before any
+        output is allocated)."""
+        shapes = []
+        for index, dims, _ in self._outputs:
+            p = self.params[index]
+            shape = [f(symbols) for f in dims]
+            if any(s < 0 for s in shape):
+                raise ValueError(f"{self.name}(): output '{p.name}' would have shape {shape} for these inputs")
+            limit = self._limit.get(index)
+            if limit is not None:
+                total = 1
+                for n in shape:
+                    total *= n
+                if total > limit:
+                    raise ValueError(f"{self.name}(): output '{p.name}' would have {total} elements "
+                                     f"({dynamic_dims(p.shape, shape)}), over this kernel's 32-bit index limit of "
+                                     f"{limit}; {WIDE_INDEX_HINT}")
+            shapes.append(shape)
+        return shapes
+
+    def allocate(self, call: BoundCall) -> list[Any]:
+        """Allocate the outputs of a call checked by :meth:`bind` (``allocate=False``) on its
+        tensors' device (else the parameter's device type), in torch's current context; they go
+        into ``call.values`` and ``call.outputs``."""
+        torch = self._torch
+        for (index, _, strides), shape in zip(self._outputs, call.output_shapes):
+            p = self.params[index]
+            where = call.device if call.device is not None else self.device_type or TORCH_DEVICE_TYPES.get(p.device, p.device)
+            if strides is None:
+                out = torch.empty(shape, dtype=self._dtype[index], device=where)
+            else:
+                out = torch.empty_strided(shape, [f(call.symbols) for f in strides], dtype=self._dtype[index], device=where)
+            call.values[index] = out
+            call.outputs.append(out)
+        return call.outputs
 
 
 #: Scalar dtypes :func:`ctypes_type` can pass (``ctypes`` has no half-precision type, and

@@ -141,7 +141,7 @@ def test_a_written_tensor_overlapping_an_input_is_refused_with_standin_shader_li
 
 
 class StandinMPSTensor:
-    """What ``_byte_range`` reads of an ``mps`` tensor: the storage's handle (a number unrelated to
+    """What the overlap check reads of an ``mps`` tensor: the storage's handle (a number unrelated to
     other storages' memory), the offset into it, the sizes."""
 
     def __init__(self, handle, offset, numel, element_size=4):
@@ -169,15 +169,24 @@ class StandinMPSTensor:
 
 
 def test_overlap_on_mps_is_decided_within_one_storage_with_standin_tensors():
-    from tilelang_backend_metal.arguments import _byte_range
+    from tilelang_core.calling import byte_range, storage_byte_range
 
-    # two storages whose handles lie 256 bytes apart, each 4 KiB long: distinct buffers, no overlap
+    # two storages whose handles lie 256 bytes apart, each 4 KiB long: ranges within each storage
     a, b = StandinMPSTensor(0x1000, 0, 1024), StandinMPSTensor(0x1100, 0, 1024)
-    (base_a, lo_a, n_a), (base_b, lo_b, n_b) = _byte_range(a), _byte_range(b)
-    assert base_a != base_b and (lo_a, n_a) == (0, 4096) and (lo_b, n_b) == (0, 4096)
-    # two views of one storage: the ranges are offsets into it
-    assert _byte_range(StandinMPSTensor(0x1000, 10, 4)) == (0x1000, 40, 16)
-    # CPU tensors keep the address rule
-    buf = torch.zeros(512)
-    assert _byte_range(buf[4:8]) == (None, buf.data_ptr() + 16, 16)
-    assert _byte_range(torch.zeros(0))[2] == 0
+    assert storage_byte_range(a) == (0x1000, 0, 4096) and storage_byte_range(b) == (0x1100, 0, 4096)
+    # a view of one storage: its range is its offset into it
+    assert storage_byte_range(StandinMPSTensor(0x1000, 10, 4)) == (0x1000, 40, 16)
+    assert storage_byte_range(torch.zeros(0))[2] == 0
+    # the kernel's checker (the core's) compares within one storage: distinct buffers never overlap,
+    # although the address rule every other backend uses would see the handles' numbers overlap
+    kernel, _ = standin(shifted_add(), device_type="mps")
+    checker = kernel._checker
+    assert checker.overlap == "storage"
+    (lo_a, n_a), (lo_b, n_b) = byte_range(a), byte_range(b)
+    assert lo_a < lo_b + n_b and lo_b < lo_a + n_a
+    checker._check_overlap([a, StandinMPSTensor(0x9000, 0, 4), b])
+    with pytest.raises(ValueError, match=r"^sadd\(\) arguments 'A' \(#0\) and 'C' \(#2\) overlap in memory"):
+        checker._check_overlap([StandinMPSTensor(0x1000, 0, 256), StandinMPSTensor(0x9000, 0, 4),
+                                StandinMPSTensor(0x1000, 100, 256)])
+    checker._check_overlap([StandinMPSTensor(0x1000, 0, 256), StandinMPSTensor(0x9000, 0, 4),
+                            StandinMPSTensor(0x1000, 256, 256)])  # adjacent views: no overlap

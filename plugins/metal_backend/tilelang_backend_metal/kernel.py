@@ -3,8 +3,9 @@
 A kernel is the artifact's Metal source plus its launch plan (:mod:`.plan`). Building checks the
 source against the artifact (:mod:`.source`: every kernel, buffer and scalar struct member where
 the plan expects it) and, where torch's MPS device is usable, compiles it with
-``torch.mps.compile_shader``. Calling checks the arguments (:mod:`.arguments`: tensors on ``mps``),
-binds the dynamic symbols, allocates the ``out_idx`` outputs on the inputs' device, packs each
+``torch.mps.compile_shader``. Calling checks the arguments with the core's
+:class:`~tilelang_core.calling.CallChecker` (tensors on the runtime's device, ``mps``; overlaps
+decided within one storage, since an ``mps`` tensor's ``data_ptr()`` is a buffer handle), binds the dynamic symbols, allocates the ``out_idx`` outputs on the inputs' device, packs each
 device kernel's scalars into its struct (:mod:`.packing`) and launches the device kernels in the
 artifact's order with ``threads`` = grid x block and ``group_size`` = block, on torch's current
 MPS stream.
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tilelang_core.artifact import BuildOptions, KernelArtifact
+from tilelang_core.calling import CallChecker, check_keywords
 from tilelang_core.errors import (
     ArtifactError,
     BackendUnavailableError,
@@ -36,7 +38,6 @@ from tilelang_core.errors import (
 )
 
 from . import plan as P
-from .arguments import ArgumentChecker, torch_dtype
 from .runtime import TORCH_MPS, ShaderRuntime
 from .source import SourceMismatch, check_source
 
@@ -124,13 +125,12 @@ class MetalKernel:
         self.plan = plan
         self.runtime = runtime
         self.source = artifact.device_source or ""
-        self._checker = ArgumentChecker(artifact, options.out_idx, device_type=runtime.device_type)
+        # data_ptr() of an mps tensor is its storage's MTLBuffer handle plus the offset, not a device
+        # address: only views of one storage can overlap (also right for a CPU stand-in's tensors)
+        self._checker = CallChecker(artifact, options.out_idx, device_type=runtime.device_type, overlap="storage")
         self._launches = P.launches(plan)
-        self._outputs = [(i, artifact.params[i], torch_dtype(artifact.params[i].dtype)) for i in self._checker.out_idx]
-        self._arg_of_param = self._checker.arg_of_param
         self._functions: Optional[list[Any]] = None
         self._lock = threading.Lock()
-        self._torch: Any = None
 
     def with_runtime(self, runtime: ShaderRuntime) -> "MetalKernel":
         """The same kernel (artifact, options, plan) run through ``runtime``: a stand-in of torch's
@@ -189,43 +189,23 @@ class MetalKernel:
     # -- calling --------------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs:
-            _check_keywords(self.artifact.name, kwargs)
+        if kwargs:  # the keywords first, then whether the kernel can run here, then the arguments
+            check_keywords(self.artifact.name, kwargs)  # stream: checked and ignored (torch's MPS stream)
         functions = self._functions or self.prepare()
-        torch = self._torch
-        if torch is None:
-            import torch
-
-            self._torch = torch
-        values, symbols, device = self._checker.check(args)
-        if device is None:
-            device = torch.device(self.runtime.device_type)
-        by_param: dict[int, Any] = {pi: values[j] for pi, j in self._arg_of_param.items()}
-        shapes = [[d if isinstance(d, int) else _eval(d, symbols) for d in p.shape] for _, p, _ in self._outputs]
-        for (_, p, _), shape in zip(self._outputs, shapes):
-            self._checker.check_output_size(p, shape)  # before anything is allocated
-        outputs = []
-        for (pi, p, dtype), shape in zip(self._outputs, shapes):
-            if p.strides is not None:
-                out = torch.empty_strided(shape, [_eval(s, symbols) for s in p.strides], dtype=dtype, device=device)
-            else:
-                out = torch.empty(shape, dtype=dtype, device=device)
-            by_param[pi] = out
-            outputs.append(out)
+        call = self._checker.bind(args)  # outputs sized and refused before any is allocated
         for launch, function in zip(self._launches, functions):
-            call = self.launch_arguments(launch, by_param, symbols)
-            if call is not None:
-                arguments, threads, group = call
+            launched = self.launch_arguments(launch, call.values, call.symbols)
+            if launched is not None:
+                arguments, threads, group = launched
                 function(*arguments, threads=threads, group_size=group)
-        if not outputs:
-            return None
-        return outputs[0] if len(outputs) == 1 else outputs
+        return call.result()
 
     def launch_arguments(self, launch: P.KernelLaunch, by_param: dict, symbols: dict) -> Optional[tuple[list, list, list]]:
         """``(arguments, threads, group_size)`` of one device kernel, or None when it launches nothing.
 
         ``arguments`` are the tensors of buffer(0..p-1), then (when it takes scalars) the scalar
-        struct as a list of int64 words.
+        struct as a list of int64 words. ``by_param`` holds the value of every kernel parameter
+        (a list or a dict by parameter index: the checked call's ``values``).
         """
         threads, group = launch.sizes(symbols)
         if min(threads) <= 0:
@@ -244,23 +224,6 @@ class MetalKernel:
 
     def __repr__(self) -> str:
         return f"<MetalKernel {self.artifact.name} kernels={[k.name for k in self._launches]} runtime={self.runtime!r}>"
-
-
-def _check_keywords(name: str, kwargs: dict) -> None:
-    """The one keyword every kernel takes, ``stream`` (None, an int or a stream object; ignored:
-    Metal kernels run on torch's current MPS stream), with the shared messages for anything else."""
-    from tilelang_core.calling import stream_handle
-
-    for key, value in kwargs.items():
-        if key != "stream":
-            raise TypeError(f"{name}() got an unexpected keyword argument '{key}' (only 'stream' is accepted)")
-        stream_handle(name, value)
-
-
-def _eval(expr: Any, symbols: dict) -> int:
-    from tilelang_core import symbolic
-
-    return symbolic.evaluate(expr, symbols)
 
 
 # -- save and load -------------------------------------------------------------------------------

@@ -19,12 +19,12 @@ import torch
 import tilelang
 import tilelang.language as T
 from tilelang_core.artifact import BuildOptions
+from tilelang_core.calling import CallChecker
 from tilelang_core.errors import ArtifactError
 from tilelang_core.lowering import lower
 
 from tilelang_backend_nvrtc import plugin
 from tilelang_backend_nvrtc.arch import Arch
-from tilelang_backend_nvrtc.arguments import ArgumentChecker
 from tilelang_backend_nvrtc.driver import Driver
 
 
@@ -56,11 +56,12 @@ def test_argument_checks_use_the_contract_messages():
     kernel = _built(scaled_add(T.dynamic("n")), out_idx=[2])
     a = torch.zeros(10)
     with pytest.raises(ValueError, match=r"^main\(\) argument 'A' \(#0\): expected a tensor on cuda, got cpu$"):
-        kernel._checker.check((a, a, 1.0))
-    # The same checker on the CPU lowering of the kernel: tensors that exist here pass the device check.
+        kernel._checker.bind((a, a, 1.0))
+    # The same checker (the core's) on the CPU lowering of the kernel: tensors that exist here pass
+    # the device check.
     from tilelang_core.jit.outputs import bind_symbols_from_inputs
 
-    check = ArgumentChecker(bind_symbols_from_inputs(lower(scaled_add(T.dynamic("n")), target="c"), [2]), [2]).check
+    check = CallChecker(bind_symbols_from_inputs(lower(scaled_add(T.dynamic("n")), target="c"), [2]), [2]).bind
     with pytest.raises(TypeError, match=r"^main\(\) takes 3 tensor/scalar arguments \(A, B, s\), got 2$"):
         check((a, a))
     with pytest.raises(TypeError, match=r"^main\(\) argument 'A' \(#0\): expected a torch.Tensor, got list$"):
@@ -74,8 +75,9 @@ def test_argument_checks_use_the_contract_messages():
         check((a, torch.zeros(9), 1.0))
     with pytest.raises(TypeError, match=r"^main\(\) argument 's' \(#2\): expected a float, got str$"):
         check((a, a, "1"))
-    values, symbols, device = check((a, a, 2))
-    assert symbols == {"n": 10} and values[2] == 2 and device == torch.device("cpu")
+    call = check((a, a, 2))
+    assert call.symbols == {"n": 10} and call.values[3] == 2 and call.device == torch.device("cpu")
+    assert call.values[2].shape == (10,) and call.result() is call.values[2]  # C, allocated
 
 
 def test_static_shape_layout_and_int_scalar_messages():
@@ -86,7 +88,7 @@ def test_static_shape_layout_and_int_scalar_messages():
                 A[0, i] = A[0, i] + T.cast(k, "float32")
 
     art = lower(main, target="c")  # a CPU artifact: the same checker, tensors that exist here
-    check = ArgumentChecker(art, []).check
+    check = CallChecker(art, []).bind
     with pytest.raises(ValueError, match=r"^main\(\) argument 'A' \(#0\): expected shape\[1\] == 8, got 7$"):
         check((torch.zeros(4, 7), 1))
     with pytest.raises(ValueError, match=r"^main\(\) argument 'A' \(#0\): expected a contiguous tensor, got strides "
@@ -96,8 +98,8 @@ def test_static_shape_layout_and_int_scalar_messages():
         check((torch.zeros(4, 8), 1.5))
     with pytest.raises(ValueError, match=r"^main\(\) argument 'k' \(#1\): value 4294967296 does not fit in int32$"):
         check((torch.zeros(4, 8), 1 << 32))
-    values, symbols, device = check((torch.zeros(4, 8), True))
-    assert values[1] == 1 and type(values[1]) is int and device == torch.device("cpu")
+    call = check((torch.zeros(4, 8), True))
+    assert call.values[1] == 1 and type(call.values[1]) is int and call.device == torch.device("cpu")
 
 
 # -- launch batches and the driver sequence --------------------------------------------------------
@@ -334,8 +336,8 @@ def test_random_wrong_calls_only_raise_the_contract_errors():
 
     rng = random.Random(15)
     checkers = [
-        ArgumentChecker(bind_symbols_from_inputs(lower(scaled_add(T.dynamic("n")), target="c"), [2]), [2]).check,
-        _built(scaled_add(T.dynamic("n")), out_idx=[2])._checker.check,
+        CallChecker(bind_symbols_from_inputs(lower(scaled_add(T.dynamic("n")), target="c"), [2]), [2]).bind,
+        _built(scaled_add(T.dynamic("n")), out_idx=[2])._checker.bind,
     ]
     pool = [None, "x", 1, -1, 2.5, True, 1 << 70, [1.0], torch.zeros(()), torch.zeros(5), torch.zeros(5).half(),
             torch.zeros(2, 3), torch.zeros(6)[::2], torch.zeros(5, dtype=torch.int32), torch.zeros(0),

@@ -14,12 +14,12 @@ import torch
 
 import tilelang_core.language as T
 from tilelang_core.artifact import BuildOptions
+from tilelang_core.calling import CallChecker
 from tilelang_core.jit.outputs import bind_symbols_from_inputs, normalize_out_idx
 from tilelang_core.lowering import lower
 from tilelang_core.lowering.signature import INDEX_LIMIT_32
 
 from tilelang_backend_nvrtc import plugin
-from tilelang_backend_nvrtc.arguments import ArgumentChecker
 
 HINT = "compile it with pass_configs={'tl.config_index_bitwidth': 64}"
 
@@ -55,14 +55,14 @@ def test_too_large_input_is_refused_before_the_device_check():
     kernel = _built(add_one(T.dynamic("m")), out_idx=[1])
     big = torch.zeros(1, 65536, dtype=torch.int8).expand(32769, 65536)  # 2**31 + 65536 elements
     with pytest.raises(ValueError) as info:
-        kernel._checker.check((big,))
+        kernel._checker.bind((big,))
     assert str(info.value) == (
         f"add1() argument 'X' (#0): 2147549184 elements ('m' = 32769) exceed this kernel's 32-bit index limit "
         f"of {INDEX_LIMIT_32}; {HINT}"
     )
     # within the limit, the next check (the device: this is a CUDA kernel) speaks
     with pytest.raises(ValueError, match=r"expected a tensor on cuda, got cpu$"):
-        kernel._checker.check((big[:16],))
+        kernel._checker.bind((big[:16],))
 
 
 def test_too_large_output_is_refused_from_its_shape():
@@ -79,10 +79,11 @@ def test_too_large_output_is_refused_from_its_shape():
 
 
 def test_written_tensor_overlapping_an_input_is_refused():
-    # The checker of the kernel's CPU lowering: the tensors exist here, so the overlap check is reached.
+    # The kernel's checker (the core's) on its CPU lowering: the tensors exist here, so the overlap
+    # check is reached.
     art = lower(shifted_add(), target="c")
     assert [p.written for p in art.params] == [False, False, True]
-    check = ArgumentChecker(art, []).check
+    check = CallChecker(art, []).bind
     buf, b = torch.zeros(512), torch.zeros(256)
     with pytest.raises(ValueError) as info:
         check((buf[0:256], b, buf[1:257]))
@@ -95,4 +96,5 @@ def test_written_tensor_overlapping_an_input_is_refused():
     check((buf[0:256], buf[0:256], buf[256:512]))  # read-only tensors may alias; adjacent is not overlapping
     # the CUDA kernel checks the same (after the device check, which CPU tensors fail first)
     kernel = _built(shifted_add())
-    assert kernel._checker._written == [2]
+    assert isinstance(kernel._checker, CallChecker) and kernel._checker.overlap == "address"
+    assert kernel._checker._overlap_pairs == [(0, 2), (1, 2)]

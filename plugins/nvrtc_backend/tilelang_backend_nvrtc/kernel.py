@@ -1,7 +1,7 @@
 """Build, call, save and load ``nvrtc`` kernels.
 
-A kernel is a cubin plus its launch plan (:mod:`.plan`). Calling it checks the arguments
-(:mod:`.arguments`), allocates the ``out_idx`` outputs on the inputs' device, computes every
+A kernel is a cubin plus its launch plan (:mod:`.plan`). Calling it checks the arguments with the
+core's :class:`~tilelang_core.calling.CallChecker` (the shared rules and messages), allocates the ``out_idx`` outputs on the inputs' device, computes every
 device kernel's grid, block and dynamic shared memory from the bound symbols, and launches the
 device kernels in the artifact's order on torch's current stream of that device, or on the
 ``stream=`` given (a ``torch.cuda.Stream`` or a raw ``cudaStream_t`` int). Nothing else happens on
@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tilelang_core.artifact import BuildOptions, KernelArtifact
+from tilelang_core.calling import CallChecker
 from tilelang_core.errors import ArtifactError, BuildError
 
 from . import plan as P
 from .arch import Arch, artifact_arch, device_arch
-from .arguments import ArgumentChecker, torch_dtype
 from .cubin import CubinError, read_cubin
 
 CUBIN_FILE = "kernel.cubin"
@@ -97,11 +97,9 @@ class NvrtcKernel:
         self.cubin = cubin
         self.arch = Arch.parse(plan["arch"])
         self.digest = plan["cubin_sha256"]
-        self._checker = ArgumentChecker(artifact, options.out_idx)
+        self._checker = CallChecker(artifact, options.out_idx)
         self._launches = P.launches(plan)
         self._names = [k.name for k in self._launches]
-        self._outputs = [(i, artifact.params[i], torch_dtype(artifact.params[i].dtype)) for i in self._checker.out_idx]
-        self._arg_of_param = self._checker.arg_of_param
         self._devices: dict[int, tuple[str, bytes]] = {}  # device index -> (digest, cubin) to run there
         self._lock = threading.Lock()
         self._driver = None
@@ -140,70 +138,44 @@ class NvrtcKernel:
         image = rebuild_for(self.artifact, self.options, self.plan, device, where)
         return hashlib.sha256(image).hexdigest(), image
 
-    def _stream(self, stream: Any, device_index: int) -> int:
-        if stream is None:
-            if self._raw_stream is not None:
-                return self._raw_stream(device_index)
-            return self._torch.cuda.current_stream(device_index).cuda_stream
-        if isinstance(stream, int) and not isinstance(stream, bool):
-            return stream
-        handle = getattr(stream, "cuda_stream", None)
-        if isinstance(handle, int):
-            return handle
-        raise TypeError(
-            f"{self.artifact.name}() stream: expected a torch.cuda.Stream or a raw cudaStream_t int, "
-            f"got {type(stream).__name__}"
-        )
+    def _current_stream(self, device_index: int) -> int:
+        if self._raw_stream is not None:
+            return self._raw_stream(device_index)
+        return self._torch.cuda.current_stream(device_index).cuda_stream
 
-    def __call__(self, *args: Any, stream: Any = None) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         driver = self._driver or self._bind()
         torch = self._torch
-        values, symbols, device = self._checker.check(args)
+        call = self._checker.bind(args, kwargs, allocate=False)  # the stream keyword is checked there too
+        device = call.device
         if device is None:
-            device = torch.device("cuda", torch.cuda.current_device())
+            device = call.device = torch.device("cuda", torch.cuda.current_device())
         index = device.index if device.index is not None else torch.cuda.current_device()
         digest, image = self._image_for(index)
         module = driver.module(digest, image, index, self._names)
-        by_param: dict[int, Any] = {pi: values[j] for pi, j in self._arg_of_param.items()}
-        handle = self._stream(stream, index)
-        if stream is not None and self._outputs:
+        stream = kwargs.get("stream")
+        handle = call.stream if call.stream is not None else self._current_stream(index)
+        if stream is not None and call.output_shapes:
             # outputs belong to the stream they are written on (torch's caching allocator)
             with torch.cuda.stream(_torch_stream(torch, stream, handle, device)):
-                outputs = self._allocate(torch, by_param, symbols, device)
+                self._checker.allocate(call)
         else:
-            outputs = self._allocate(torch, by_param, symbols, device)
-        batch = self.launch_batch(by_param, symbols)
+            self._checker.allocate(call)
+        batch = self.launch_batch(call.values, call.symbols)
         if batch:
             driver.launch(module, index, batch, handle)
-        if not outputs:
-            return None
-        return outputs[0] if len(outputs) == 1 else outputs
+        return call.result()
 
     def output_shapes(self, symbols: dict) -> list[list[int]]:
         """The shape of every ``out_idx`` output for the bound ``symbols``; :raises ValueError: one
         is too large for the kernel's 32-bit indices (before anything is allocated)."""
-        shapes = []
-        for _, p, _ in self._outputs:
-            shape = [d if isinstance(d, int) else _eval(d, symbols) for d in p.shape]
-            self._checker.check_output_size(p, shape)
-            shapes.append(shape)
-        return shapes
-
-    def _allocate(self, torch: Any, by_param: dict, symbols: dict, device: Any) -> list:
-        outputs = []
-        for (pi, p, dtype), shape in zip(self._outputs, self.output_shapes(symbols)):
-            if p.strides is not None:
-                out = torch.empty_strided(shape, [_eval(s, symbols) for s in p.strides], dtype=dtype, device=device)
-            else:
-                out = torch.empty(shape, dtype=dtype, device=device)
-            by_param[pi] = out
-            outputs.append(out)
-        return outputs
+        return self._checker.output_shapes(symbols)
 
     def launch_batch(self, by_param: dict, symbols: dict) -> list[tuple]:
         """``(kernel name, (gx, gy, gz, bx, by, bz, smem), (values, ctypes))`` per device kernel, in order.
 
-        :param by_param: the tensor (or checked scalar value) of every kernel parameter index.
+        :param by_param: the tensor (or checked scalar value) of every kernel parameter index (a list
+            or a dict).
         :param symbols: the bound symbol values. Kernels with an empty grid or block are left out.
         """
         batch = []
@@ -232,12 +204,6 @@ def _torch_stream(torch: Any, stream: Any, handle: int, device: Any) -> Any:
     if isinstance(stream, torch.cuda.Stream):
         return stream
     return torch.cuda.ExternalStream(handle, device=device)
-
-
-def _eval(expr: Any, symbols: dict) -> int:
-    from tilelang_core import symbolic
-
-    return symbolic.evaluate(expr, symbols)
 
 
 def rebuild_for(artifact: KernelArtifact, options: BuildOptions, plan: dict, device: Arch, where: str) -> bytes:
