@@ -4,54 +4,21 @@ saved kernels are source compiled again at load: ``build_platforms`` and ``compi
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
 import tilelang
 import tilelang.language as T
 from tilelang_core.backends import get_registry
-from tilelang_core.testkit import isolated, plugin_source, spec_dict, write_distribution
+from tilelang_core.testkit import plugin_source, spec_dict, write_distribution
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stub_backends import add_one, site, stub_hooks  # noqa: E402,F401  (site: a fixture)
 
 ELSEWHERE = "win32" if sys.platform != "win32" else "linux"
 
-HOOKS = """
-from pathlib import Path
-
-class Kernel:
-    def __call__(self, *args, **kwargs):
-        return None
-
-@hookimpl
-def tilelang_backend_build(artifact, options):
-    return Kernel()
-
-@hookimpl
-def tilelang_backend_save(kernel, directory):
-    (Path(directory) / "kernel.src").write_text("source, compiled when loaded")
-
-@hookimpl
-def tilelang_backend_load(artifact, directory, options):
-    return Kernel()
-"""
-
-
-def add_one(N):
-    @T.prim_func
-    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
-        with T.Kernel(1, threads=1) as bx:
-            for i in T.serial(N):
-                B[i] = A[i] + 1.0
-
-    return main
-
-
-@pytest.fixture
-def site(tmp_path, monkeypatch):
-    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
-    root = tmp_path / "site"
-    root.mkdir()
-    with isolated(root):
-        yield root
+HOOKS = stub_hooks('return None', 'kernel.src', 'source, compiled when loaded')
 
 
 def install(site, name, cap, probe=None):
