@@ -137,6 +137,13 @@ def check_keywords(name: str, kwargs: dict[str, Any]) -> Optional[int]:
     return stream
 
 
+def _size_fn(expr: Any) -> Callable[[dict], int]:
+    """``f(symbols)`` for a size: a bare symbol is looked up, an expression evaluated."""
+    if isinstance(expr, str) and expr.strip().isidentifier():
+        return operator.itemgetter(expr.strip())
+    return compile_expr(expr)
+
+
 @dataclass
 class BoundCall:
     """One checked call: a value per kernel parameter (tensors and converted scalars), the symbols.
@@ -244,8 +251,8 @@ class CallChecker:
         self._overlap_tensors = [(i, self.params[i].strides is None) for i in tensors
                                  if any(i in pair for pair in self._overlap_pairs)]
         # per output: (param index, shape functions, stride functions or None)
-        self._outputs = [(i, [compile_expr(d) for d in self.params[i].shape],
-                          None if self.params[i].strides is None else [compile_expr(s) for s in self.params[i].strides])
+        self._outputs = [(i, [_size_fn(d) for d in self.params[i].shape],
+                          None if self.params[i].strides is None else [_size_fn(s) for s in self.params[i].strides])
                          for i in self.out_idx]
         self._device_kinds: dict[Any, str] = {}  # torch.device -> its type (reading .type costs more)
 
