@@ -219,3 +219,13 @@ def test_build_only_leaves_out_undeclared_dtypes_and_checks_loads_without_tvm(in
     bad = run("kittvmatload", "build_only")["cuda:build_only"]
     assert bad.status == "fail" and bad.reason.startswith(
         "the declaration claims loads_without_tvm, but tilelang.load imported tvm"), bad.reason
+
+
+def test_expected_device_messages_name_the_torch_device_type():
+    """Metal tensors live on torch's ``mps`` device, so the table's ``{device}`` is ``mps`` there."""
+    from tilelang_core.conformance import error_table
+    from tilelang_core.conformance.suite import _param_device
+
+    row = next(r for r in error_table.ROWS if r.id == "device")
+    assert [_param_device(k) for k in ("c", "llvm", "cuda", "metal")] == ["cpu", "cpu", "cuda", "mps"]
+    assert row.expected(_param_device("metal")).endswith("expected a tensor on mps, got cpu")

@@ -3,8 +3,8 @@
 This list is the one source of truth: ``scripts/gen_docs.py`` writes it into
 docs/backend-conventions.md, and the conformance suite (``tilelang backends check``) makes each
 row's call on the reference kernel named there, in a subprocess, and compares the exception's
-class and text exactly. ``{device}`` in a message stands for the target's device family
-(``cpu``, ``cuda``, ...), which is also what the kernel's parameters declare.
+class and text exactly. ``{device}`` in a message stands for the torch device type of the target's
+tensors (``cpu``, ``cuda``, ``mps`` for Metal: ``tilelang_core.devices.TORCH_DEVICE_TYPES``).
 
 Importing this module is cheap (no torch); a row's ``call`` receives a :class:`Maker` that
 creates the tensors on the target's device.

@@ -230,7 +230,7 @@ class Suite:
 
     def device(self, kind: str) -> str:
         """The torch device of the target's tensors."""
-        return {"metal": "mps"}.get(kind, "cuda") if kind in GPU_KINDS else "cpu"
+        return _param_device(kind)
 
     def compile(self, kind: str, kernel_id: str, *, fresh: bool = False, **options: Any) -> Any:
         """The reference kernel ``kernel_id`` compiled for ``kind`` (once per suite unless ``fresh``)."""
@@ -534,7 +534,11 @@ def _errors_child(suite: Suite, kind: str) -> dict:
 
 
 def _param_device(kind: str) -> str:
-    return {"nvptx": "cuda", "hip": "rocm"}.get(kind, kind) if kind in GPU_KINDS else "cpu"
+    """The torch device type of a target's tensors (``metal`` -> ``mps``), as the messages name it."""
+    from ..devices import TORCH_DEVICE_TYPES
+
+    family = {"nvptx": "cuda", "hip": "rocm"}.get(kind, kind) if kind in GPU_KINDS else "cpu"
+    return TORCH_DEVICE_TYPES.get(family, family)
 
 
 def _check_wrong_calls(suite: Suite, kind: str, _id: str) -> str:
