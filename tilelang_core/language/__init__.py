@@ -66,3 +66,10 @@ from .tir.ir import cast  # noqa: E402,F401
 
 # TileLang's layout and block-order hints: accepted, no effect (docs/compatibility.md).
 from .hints import annotate_layout, use_swizzle  # noqa: E402,F401
+
+#: The dialect of this module: the whole language (tilelang_core/language/dialects.py).
+__tilelang_dialect__ = "cuda"
+#: Every public name: TVMScript's tirx names, TileLang's constructs and tile operators, dtypes.
+__all__ = sorted(
+    {n for n, v in globals().items() if not n.startswith("_") and not isinstance(v, type(_tvm))} | set(tileops.__all__)
+)

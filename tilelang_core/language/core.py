@@ -30,6 +30,7 @@ from tvm.script.parser.core.entry import parse as _parse_tvmscript
 from tvm.tirx.script.parser.entry import TIRMacro as _TIRMacro
 
 from .source import ensure_source
+from .spans import spans_enabled, strip_spans
 
 #: Annotation on a ``T.Kernel`` grid loop: the grid axis (0 = x, 1 = y, 2 = z).
 KERNEL_AXIS_KEY = "tl.kernel_axis"
@@ -451,6 +452,8 @@ def prim_func(func: Any = None, *, private: bool = False, check_well_formed: boo
                 raise
             raise inner.with_traceback(inner.__traceback__) from None
         result = parsed.with_attr(SOURCE_LOCATION_ATTR, _def_location(fn))
+        if not spans_enabled():
+            strip_spans(result)  # TILELANG_ENABLE_IR_SPAN=0 (language/spans.py)
         setattr(result, "__name__", fn.__name__)
         return result
 
