@@ -98,3 +98,36 @@ def test_mma_swizzle_layout_is_a_layout_hint():
     y = torch.empty(16, 16)
     kernel(x, y)
     torch.testing.assert_close(y, x)
+
+
+def _shared_roundtrip(layout_fn):
+    from tilelang.layout import Layout
+
+    @T.prim_func
+    def roundtrip(X: T.Tensor((32,), T.int32), Y: T.Tensor((32,), T.int32)):
+        with T.Kernel(1, threads=32):
+            tile = T.alloc_shared((32,), T.int32)
+            T.annotate_layout({tile: Layout((32,), layout_fn)})
+            for i in T.Parallel(32):
+                tile[i] = X[i]
+            for i in T.Parallel(32):
+                Y[i] = tile[i]
+
+    return roundtrip
+
+
+@pytest.mark.parametrize("layout_fn", [lambda i: i % 16, lambda i: 0, lambda i: [i // 2, 0]])
+def test_many_to_one_shared_layout_is_refused(layout_fn):
+    from tilelang_core.errors import LoweringError
+
+    with pytest.raises(LoweringError, match=r"shared buffer `tile` must be injective.*both map to physical coordinates"):
+        _shared_roundtrip(layout_fn)
+
+
+@pytest.mark.parametrize("layout_fn", [lambda i: i ^ 1, lambda i: i * 3 + 1, lambda i: [i % 4, i // 4]])
+def test_injective_shared_layout_is_accepted_and_changes_nothing(layout_fn):
+    kernel = tilelang.compile(_shared_roundtrip(layout_fn), target="c")
+    x = torch.arange(32, dtype=torch.int32)
+    y = torch.zeros(32, dtype=torch.int32)
+    kernel(x, y)
+    torch.testing.assert_close(y, x)
