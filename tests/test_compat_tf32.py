@@ -35,3 +35,9 @@ def test_tfloat32_kernel_matches_torch():
     c = torch.empty(16, 16)
     kernel(a, b, c)
     torch.testing.assert_close(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_unsigned_constants_past_int64():
+    big = T.uint64(0xFFFFFFFFFFFFFFFF)
+    assert str(big.dtype) == "uint64" and int(big.value) == 0xFFFFFFFFFFFFFFFF
+    assert int(T.int64(-(1 << 63)).value) == -(1 << 63)

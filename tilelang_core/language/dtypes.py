@@ -154,6 +154,8 @@ class dtype(tvm_ffi.dtype):
         if _CONSTRUCTORS is None:
             _CONSTRUCTORS = _constructors()
         constructor = _CONSTRUCTORS.get(str(self)) if self.lanes == 1 else None
+        if isinstance(expr, int) and not isinstance(expr, bool) and not -(1 << 63) <= expr < (1 << 63):
+            return tirx.const(expr, str(self))  # T.uint64(0xFFFFFFFFFFFFFFFF): past int64, which the constructors take
         if constructor is not None:
             try:
                 return constructor(expr)
