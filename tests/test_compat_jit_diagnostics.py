@@ -59,3 +59,33 @@ def test_compile_logs_lower_and_build_when_the_environment_asks(caplog, monkeypa
     y = torch.empty(8)
     kernel(x, y)
     torch.testing.assert_close(y, -x)
+
+
+def test_kernel_declared_pass_configs_are_used_and_checked():
+    from tilelang_core.errors import PassConfigError
+
+    @T.prim_func
+    def plus_one(X: T.Tensor((16,), T.float32), Y: T.Tensor((16,), T.float32)):
+        T.annotate_pass_configs({"tl.disable_cse": True, tilelang.PassConfigKey.TL_ENABLE_FAST_MATH: True})
+        with T.Kernel(1, threads=16):
+            for i in T.Parallel(16):
+                Y[i] = X[i] + 1.0
+
+    assert "tilelang_pass_configs" in plus_one.attrs
+    from tilelang_core.language.hints import declared_pass_configs
+
+    assert declared_pass_configs(plus_one) == {"tl.disable_cse": True}  # keys without effect are dropped when checked
+    artifact = tilelang.lower(plus_one, target="c")
+    assert artifact.pass_configs["tl.disable_cse"] is True
+    assert tilelang.lower(plus_one, target="c", pass_configs={"tl.disable_cse": False}).pass_configs["tl.disable_cse"] is False
+    x = torch.randn(16)
+    y = torch.empty(16)
+    tilelang.compile(plus_one, target="c")(x, y)
+    torch.testing.assert_close(y, x + 1)
+    with pytest.raises(PassConfigError, match="tl.disable_csee"):
+
+        @T.prim_func
+        def misspelled(X: T.Tensor((4,), T.float32)):
+            T.annotate_pass_configs({"tl.disable_csee": True})
+            with T.Kernel(1, threads=1):
+                X[0] = 0.0

@@ -65,7 +65,7 @@ cdiv = ceildiv
 from .tir.ir import cast  # noqa: E402,F401
 
 # TileLang's layout and block-order hints: accepted, no effect (docs/compatibility.md).
-from .hints import annotate_layout, use_swizzle  # noqa: E402,F401
+from .hints import annotate_layout, annotate_pass_configs, use_swizzle  # noqa: E402,F401
 
 #: The dialect of this module: the whole language (tilelang_core/language/dialects.py).
 __tilelang_dialect__ = "cuda"

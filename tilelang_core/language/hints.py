@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-__all__ = ["annotate_layout", "use_swizzle"]
+__all__ = ["annotate_layout", "annotate_pass_configs", "declared_pass_configs", "use_swizzle"]
 
 
 def annotate_layout(layout_map: Mapping[Any, Any], allow_reannotation: bool = False, allow_buffer_region: bool = False) -> None:
@@ -115,3 +115,39 @@ def use_swizzle(panel_size: int = 8, order: str = "row", enable: bool = True, de
     if not isinstance(panel_size, int) or panel_size < 1:
         raise ValueError(f"T.use_swizzle: panel_size must be a positive int, got {panel_size!r}")
     return None
+
+
+#: PrimFunc attribute holding the pass configs a kernel declares (``T.annotate_pass_configs``).
+PASS_CONFIGS_ATTR = "tilelang_pass_configs"
+
+
+def annotate_pass_configs(pass_configs: Mapping[Any, Any]) -> None:
+    """``T.annotate_pass_configs({key: value})`` in a kernel body: pass configs that travel with the kernel.
+
+    They are validated now (as ``tilelang.compile(..., pass_configs=...)`` validates them) and
+    stored in the kernel's attribute ``tilelang_pass_configs``; lowering uses them under the
+    ``pass_configs`` given to ``tilelang.compile``/``tilelang.lower``, which win on conflicts.
+
+    :raises PassConfigError: an unknown key or a bad value.
+    """
+    from tvm.tirx.script.builder import ir as _B
+
+    from ..lowering import validate_pass_configs
+
+    configs = validate_pass_configs({str(k.value if hasattr(k, "value") else k): v for k, v in dict(pass_configs).items()})
+    _B.func_attr({PASS_CONFIGS_ATTR: configs})
+
+
+def declared_pass_configs(func: Any) -> dict[str, Any]:
+    """The pass configs a kernel declared with :func:`annotate_pass_configs` (Python values), or ``{}``."""
+    attrs = getattr(func, "attrs", None)
+    if attrs is None or PASS_CONFIGS_ATTR not in attrs:
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in attrs[PASS_CONFIGS_ATTR].items():
+        if hasattr(value, "value") and hasattr(value, "dtype"):
+            value = bool(value.value) if str(value.dtype) == "bool" else value.value
+        elif hasattr(value, "value"):
+            value = value.value
+        out[str(key)] = value
+    return out
