@@ -117,7 +117,7 @@ def test_info_reports_junk_apart_from_entries_and_clear_unlinks_it(env):
     (kernels / "mine" / "data.bin").write_bytes(b"a folder the cache did not make")
 
     data = tilelang.cache.info()
-    assert data["entries"] == 1 and data["backends"] == {"pyadd 1.0.0": {"entries": 1, "bytes": data["bytes"]}}
+    assert data["entries"] == 1 and data["backends"] == {"pyadd 1.0.0": {"entries": 1, "bytes": data["bytes"], "compiled_at_load": 0}}
     kinds = {Path(j["path"]).name: j["kind"] for j in data["junk"]}
     assert kinds == {
         "README": "a regular file",

@@ -1,6 +1,6 @@
 """The conformance suite itself: it lists checks from the declaration, passes a conforming backend
-and fails (with the reason) backends that truncate scalars, crash on a bad call or import torch
-at load. The backends are the scaffold's plugin (tilelang backends new), really installed as a
+and fails (with the reason) backends that truncate scalars, skip the overlap or index-range
+checks, crash on a bad call or import torch at load. The backends are the scaffold's plugin (tilelang backends new), really installed as a
 distribution on a temporary path, with one bug planted each."""
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ BUGS = {
                                     "self.checker._scalar = lambda index, x, *_: x; call = self.checker.bind(args, kwargs)")},
     # an unknown keyword dereferences NULL
     "kitcrash": {CALL: '        if "out" in kwargs:\n            import ctypes; ctypes.string_at(0)\n' + CALL},
+    # a backend that never compares the tensors' memory: vadd(A, B, A) computes garbage
+    "kitoverlap": {CALL: "        self.checker._overlap_pairs = []\n" + CALL},
+    # a backend that trusts 32-bit indices: it would read 2**31 elements and allocate 8 GiB
+    "kitindex": {CALL: "        self.checker._limit = {}\n" + CALL},
     "kitheavy": {"from tilelang_core.hookspecs import hookimpl\n": "import torch\nfrom tilelang_core.hookspecs import hookimpl\n"},
 }
 
@@ -40,7 +44,7 @@ TILELANG_PLUGIN_API = 1
 @hookimpl
 def tilelang_backend_spec():
     return {"name": "NAME", "description": "a build-only test backend", "targets": {
-        "cuda": {"priority": 1, "consumes": ["device_source"], "device_language": "cuda"}}}
+        "cuda": {"priority": 1, "consumes": ["device_source"], "device_language": "cuda"DECL}}}
 
 @hookimpl
 def tilelang_backend_probe(target_kind):
@@ -66,6 +70,16 @@ def tilelang_backend_load(artifact, directory, options):
     return Kernel((Path(directory) / "kernel.cu").read_text())
 """
 DRIVER_AT_LOAD = 'from tilelang_core.errors import BackendUnavailableError; raise BackendUnavailableError("cuInit failed")'
+#: Variants of the build-only backend: name -> (extra declaration, what its load hook does first).
+#: The last two declare no float64 (the suite leaves its float64 reference kernel out) and that
+#: loading imports no TVM, which the last one breaks.
+NO_TVM = ', "loads_without_tvm": True, "dtypes": ["float32", "int32"]'
+BUILD_ONLY_VARIANTS = {
+    "kitbuildonly": ("", "pass"),
+    "kitdriverload": ("", DRIVER_AT_LOAD),
+    "kitnotvm": (NO_TVM, "pass"),
+    "kittvmatload": (NO_TVM, "import tvm"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +91,8 @@ def site(tmp_path_factory):
             assert old in source
             source = source.replace(old, new)
         write_distribution(root, name, source, package=f"tilelang_backend_{name}")
-    for name, load in {"kitbuildonly": "pass", "kitdriverload": DRIVER_AT_LOAD}.items():
-        write_distribution(root, name, BUILD_ONLY.replace("NAME", name).replace("LOAD", load),
+    for name, (decl, load) in BUILD_ONLY_VARIANTS.items():
+        write_distribution(root, name, BUILD_ONLY.replace("NAME", name).replace("DECL", decl).replace("LOAD", load),
                            package=f"tilelang_backend_{name}")
     return root
 
@@ -116,6 +130,38 @@ def test_truncating_scalars_fail_the_error_table(installed):
     for check in ("c:error:int32_range", "c:error:uint64_range"):
         assert bad[check].status == "fail"
         assert "does not fit in" in bad[check].reason and bad[check].reason.endswith("got no error")
+
+
+def test_the_tables_index_limit_is_the_pipelines():
+    from tilelang_core.conformance.error_table import INDEX_LIMIT_32 as table
+    from tilelang_core.lowering.signature import INDEX_LIMIT_32 as pipeline
+
+    assert table == pipeline
+
+
+@pytest.mark.slow
+def test_skipping_the_overlap_check_fails_the_error_table(installed):
+    ok = run("kitok", "error:overlap", "kernel:aliasing_inputs")
+    assert {k: r.status for k, r in ok.items()} == {
+        "c:error:overlap_same": "pass", "c:error:overlap_shifted": "pass", "c:kernel:aliasing_inputs": "pass"}, ok
+    bad = run("kitoverlap", "error:overlap", "kernel:aliasing_inputs")
+    assert bad["c:kernel:aliasing_inputs"].status == "pass"  # what stays allowed still runs
+    for check in ("c:error:overlap_same", "c:error:overlap_shifted"):
+        assert bad[check].status == "fail"
+        assert "overlap in memory" in bad[check].reason and bad[check].reason.endswith("got no error"), bad[check].reason
+
+
+@pytest.mark.slow
+def test_skipping_the_index_range_check_fails_the_error_table_without_allocating(installed):
+    ok = run("kitok", "error:index")
+    assert {k: r.status for k, r in ok.items()} == {"c:error:index_input": "pass", "c:error:index_output": "pass"}, ok
+    bad = run("kitindex", "error:index")
+    assert {k: r.status for k, r in bad.items()} == {"c:error:index_input": "fail", "c:error:index_output": "fail"}
+    # the input is refused for its stride-0 layout instead; the 8 GiB output cannot be allocated
+    # under the suite's address-space cap, so the row fails instead of exhausting the machine
+    assert "got ValueError(\"vadd_dyn() argument 'A' (#0): expected a contiguous tensor, got strides (0,)" in (
+        bad["c:error:index_input"].reason), bad["c:error:index_input"].reason
+    assert "got RuntimeError(" in bad["c:error:index_output"].reason, bad["c:error:index_output"].reason
 
 
 @pytest.mark.slow
@@ -163,3 +209,13 @@ def test_a_gpu_target_that_can_only_build_here_is_built_exported_and_loaded_with
     bad = run("kitdriverload", "build_only")["cuda:build_only"]
     assert bad.status == "fail" and "(a disk cache hit: the load hook) raised BackendUnavailableError: cuInit failed" in bad.reason, (
         bad.reason)
+
+
+def test_build_only_leaves_out_undeclared_dtypes_and_checks_loads_without_tvm(installed):
+    good = run("kitnotvm", "build_only")["cuda:build_only"]
+    assert good.status == "pass", good.reason
+    assert "built and exported 2 kernels" in good.reason and "(tilelang.load without importing TVM)" in good.reason
+    assert "not built, as declared: scalars (parameter 'Y' of kernel 'scalars' is a float64 tensor" in good.reason
+    bad = run("kittvmatload", "build_only")["cuda:build_only"]
+    assert bad.status == "fail" and bad.reason.startswith(
+        "the declaration claims loads_without_tvm, but tilelang.load imported tvm"), bad.reason

@@ -111,6 +111,47 @@ class LaunchConfig:
 
 
 @dataclass(kw_only=True)
+class ScalarSlot:
+    """Where one scalar argument of a device kernel lies in its packed scalar struct."""
+
+    __pydantic_config__ = _STRICT
+
+    arg: Annotated[int, Ge(0)]
+    """Index into DeviceKernel.args of the 'scalar' argument stored here."""
+    field: str
+    """Member name in the source's struct (the argument's name)."""
+    offset: Annotated[int, Ge(0)]
+    """Byte offset of the value from the start of the struct."""
+    dtype: str
+    """How the value is stored at ``offset``, little-endian: 'int8' .. 'uint64', 'float16' (IEEE
+    half), 'bfloat16' (the upper 16 bits of a float32), 'float32', 'bool' (one byte, 0 or 1)."""
+    size: Annotated[int, Ge(1)]
+    """Bytes the slot occupies (the value's bytes plus padding up to the next slot)."""
+
+
+@dataclass(kw_only=True)
+class ScalarStruct:
+    """How a device kernel takes its scalar arguments packed into one constant struct.
+
+    Metal kernels from TVM bind the pointer arguments to ``[[buffer(0)]] .. [[buffer(p-1)]]`` in
+    ``DeviceKernel.args`` order and every scalar argument (dynamic sizes included) to one
+    ``constant <type_name>& arg [[buffer(p)]]``; this is that struct's layout, read from the
+    generated source, so a backend packs the bytes from data.
+    """
+
+    __pydantic_config__ = _STRICT
+
+    type_name: str
+    """The struct's name in the device source, e.g. 'main_kernel_args_t'."""
+    binding: Annotated[int, Ge(0)]
+    """The buffer index the struct is bound to (the number of pointer arguments)."""
+    size: Annotated[int, Ge(0)]
+    """Bytes of the whole struct (what the backend passes)."""
+    slots: list[ScalarSlot]
+    """One per scalar argument, in struct order (which is DeviceKernel.args order)."""
+
+
+@dataclass(kw_only=True)
 class DeviceKernel:
     """A function of the generated device source that a backend calls or launches."""
 
@@ -123,6 +164,9 @@ class DeviceKernel:
     """None for CPU entry functions."""
     return_type: Optional[str] = None
     """C return type of a CPU entry, e.g. 'int32'."""
+    scalar_struct: Optional[ScalarStruct] = None
+    """How the kernel takes its scalar arguments when they are packed into one struct (Metal);
+    None: each scalar argument is passed by value in ``args`` order (C, CUDA)."""
     block_launcher: Optional[str] = None
     """CPU entries with parallel block loops: name of the exported variable (a
     ``tl_block_launcher_fn``, initially null) a backend may set to run those loops on its own

@@ -1,7 +1,11 @@
 """The calling convention of built kernels, in plain Python: check a call, bind symbols, allocate outputs.
 
 A backend's build hook returns a callable that validates its arguments exactly as
-docs/backend-conventions.md prescribes (same exception classes, same texts in every backend).
+docs/backend-conventions.md prescribes (same exception classes, same texts in every backend),
+including the two rules that keep a wrong call from computing garbage: the 32-bit index range of
+dynamic-shape tensors (``TensorParam.index_limit``: inputs, and ``out_idx`` outputs before they
+are allocated) and overlapping arguments (``TensorParam.written``: a written tensor sharing a
+byte with another tensor argument).
 The bundled native backends do it in compiled code; a backend written in Python does not have
 to write it again::
 
@@ -39,6 +43,9 @@ FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 #: torch device type of each artifact device family.
 TORCH_DEVICE = {"cpu": "cpu", "cuda": "cuda", "rocm": "cuda", "metal": "mps"}
 
+#: The remedy every index-range error ends with.
+WIDE_INDEX_HINT = "compile it with pass_configs={'tl.config_index_bitwidth': 64}"
+
 
 def scalar_kind(dtype: str) -> str:
     """``"float"``, ``"int"`` or ``"bool"``: how a Python value is read for a scalar of ``dtype``."""
@@ -50,6 +57,24 @@ def scalar_kind(dtype: str) -> str:
 def type_name(value: Any) -> str:
     """The short type name the error messages use (``Tensor``, ``list``, ``NoneType``)."""
     return type(value).__name__
+
+
+def dynamic_dims(dims: Sequence[Any], shape: Sequence[int]) -> str:
+    """``'m' = 32769, 'n + 1' = 8``: the sizes of a tensor's dynamic dimensions, for messages."""
+    return ", ".join(f"'{dim.strip()}' = {got}" for dim, got in zip(dims, shape) if not isinstance(dim, int))
+
+
+def element_reach(x: Any) -> int:
+    """Elements from a tensor's first to its last element, + 1 (its ``numel`` when compact, 0 when empty)."""
+    if x.numel() == 0:
+        return 0
+    return 1 + sum((n - 1) * abs(st) for n, st in zip(x.shape, x.stride()))
+
+
+def byte_range(x: Any) -> tuple[int, int]:
+    """``(first byte, length)`` of a tensor's data: from its data pointer to the end of its last element."""
+    reach = element_reach(x)
+    return x.data_ptr(), reach * x.element_size()
 
 
 def stream_handle(name: str, stream: Any) -> Optional[int]:
@@ -117,6 +142,17 @@ class CallChecker:
             if p.strides is not None:
                 self._deferred.append((index, "strides", 0, [compile_expr(s) for s in p.strides], ""))
         self._dtype = {i: getattr(torch, p.dtype, None) for i, p in enumerate(self.params) if isinstance(p, TensorParam)}
+        #: parameter index -> 32-bit index limit (dynamic shapes indexed with 32-bit integers)
+        self._limit = {i: p.index_limit for i, p in enumerate(self.params)
+                       if isinstance(p, TensorParam) and p.index_limit is not None}
+        # tensor inputs, in call order, and the pairs of them of which the kernel writes one: the
+        # overlap check (empty when the kernel writes no tensor input, as with out_idx outputs)
+        tensors = [i for i in self.inputs if isinstance(self.params[i], TensorParam)]
+        self._overlap_pairs = [(a, b) for k, a in enumerate(tensors) for b in tensors[k + 1:]
+                               if self.params[a].written or self.params[b].written]
+        # each tensor of those pairs, and whether it is compact (its byte length is then its nbytes)
+        self._overlap_tensors = [(i, self.params[i].strides is None) for i in tensors
+                                 if any(i in pair for pair in self._overlap_pairs)]
 
     # -- errors ---------------------------------------------------------------------------------
 
@@ -153,6 +189,12 @@ class CallChecker:
                     raise ValueError(f"{pre}: expected shape[{d}] == {want}, got {got}")
             elif want.isidentifier():
                 self._bind(index, f"shape[{d}]", want, got, symbols, source)
+        limit = self._limit.get(index)
+        if limit is not None:  # elements (compact) or largest offset + 1 (declared strides)
+            reach = x.numel() if p.strides is None else element_reach(x)
+            if reach > limit:
+                raise ValueError(f"{pre}: {reach} elements ({dynamic_dims(p.shape, x.shape)}) exceed this kernel's "
+                                 f"32-bit index limit of {limit}; {WIDE_INDEX_HINT}")
         where = str(x.device)
         if x.device.type != TORCH_DEVICE.get(p.device, p.device):
             raise ValueError(f"{pre}: expected a tensor on {p.device}, got {where}")
@@ -219,11 +261,31 @@ class CallChecker:
                 values[index] = x
             else:
                 values[index] = self._scalar(index, x, symbols, source)
+        if self._overlap_pairs:
+            self._check_overlap(values)
         self._check_deferred(values, symbols)
         outputs = [self._allocate(index, symbols, device) for index in self.out_idx]
         for index, out in zip(self.out_idx, outputs):
             values[index] = out
         return BoundCall(self.name, values, symbols, outputs, stream)
+
+    def _check_overlap(self, values: list[Any]) -> None:
+        """Refuse a call in which a tensor the kernel writes shares a byte with another tensor
+        argument: the first such pair in call order (tensors without elements overlap nothing).
+        Runs after every argument was checked, so compact parameters hold contiguous tensors."""
+        ranges = {}
+        for i, compact in self._overlap_tensors:
+            x = values[i]
+            ranges[i] = (x.data_ptr(), x.nbytes) if compact else byte_range(x)
+        for a, b in self._overlap_pairs:
+            (lo_a, n_a), (lo_b, n_b) = ranges[a], ranges[b]
+            if n_a and n_b and lo_a < lo_b + n_b and lo_b < lo_a + n_a:
+                pa, pb = self.params[a], self.params[b]
+                raise ValueError(
+                    f"{self.name}() arguments '{pa.name}' (#{self._position[a]}) and '{pb.name}' "
+                    f"(#{self._position[b]}) overlap in memory, and the kernel writes "
+                    f"'{pa.name if pa.written else pb.name}'; pass tensors that do not share memory (for example a .clone())"
+                )
 
     def _check_deferred(self, values: list[Any], symbols: dict[str, int]) -> None:
         for index, what, d, fn, text in self._deferred:
@@ -246,6 +308,15 @@ class CallChecker:
         shape = [d if isinstance(d, int) else compile_expr(d)(symbols) for d in p.shape]
         if any(s < 0 for s in shape):
             raise ValueError(f"{self.name}(): output '{p.name}' would have shape {shape} for these inputs")
+        limit = self._limit.get(index)
+        if limit is not None:  # before allocating: the output would be too large for 32-bit indices
+            total = 1
+            for n in shape:
+                total *= n
+            if total > limit:
+                raise ValueError(f"{self.name}(): output '{p.name}' would have {total} elements "
+                                 f"({dynamic_dims(p.shape, shape)}), over this kernel's 32-bit index limit of "
+                                 f"{limit}; {WIDE_INDEX_HINT}")
         where = device[0] if device else TORCH_DEVICE.get(p.device, p.device)
         if p.strides is None:
             return self._torch.empty(shape, dtype=self._dtype[index], device=where)

@@ -130,9 +130,13 @@ class TargetCapability:
     allocates_outputs: bool = True
     """Supports out_idx (allocates outputs)."""
     dtypes: Union[Literal["all"], list[str]] = "all"
-    """Tensor dtypes accepted."""
+    """Tensor and scalar dtypes accepted; tilelang.compile refuses a parameter of another dtype (BackendCapabilityError), before lowering when the kernel declares it."""
     platforms: Union[Literal["all"], list[Platform]] = "all"
     """sys.platform values."""
+    build_platforms: Union[Literal["all"], list[Platform], None] = None
+    """sys.platform values where kernels can be built (and exported) although they run only on ``platforms``; None: the same as ``platforms``. There the probe still runs, and the answer is at most *build only*."""
+    compiles_at_load: bool = False
+    """Saved kernels hold source and a launch plan, not a binary: every process that loads one (a disk cache hit, tilelang.load) compiles it again, e.g. a shader the OS compiles at run time. The cache records this in each entry and ``tilelang cache info`` shows it."""
     requires: Requirements = field(default_factory=Requirements)
     native_compiler: Optional[NativeCompiler] = None
     """The native compiler the backend builds with (part of the kernel cache key)."""

@@ -122,7 +122,10 @@ def tilelang_backend_probe(target_kind: str) -> "Optional[Availability]":
     (``kernel.export(path)``), and whose call raises ``BackendUnavailableError`` quoting
     ``reason`` and saying to load the kernel where it can run. So ``reason`` should name what is
     missing ("no CUDA driver on this machine"). The build hook must then work without the
-    driver, and the load hook must load without running anything.
+    driver, and the load hook must load without running anything. A target whose kernels run
+    only on some platforms but build anywhere declares ``platforms`` (where they run) and
+    ``build_platforms`` (where they build); elsewhere the probe is still called, and the core
+    never reports more than build only.
 
     Called at most once per target kind per process, and only after the core checked the
     declared ``platforms`` and ``requires`` (executables, shared libraries, Python modules) of
@@ -187,6 +190,11 @@ def tilelang_backend_load(artifact: "KernelArtifact", directory: "Path", options
 
     Called by the kernel cache on a disk hit and by ``tilelang.load`` on an exported kernel, in a
     process that may not have imported TVM.
+
+    A target declaring ``compiles_at_load`` (its kernels are saved as source and a launch plan,
+    because there is no binary to keep, as for a shader the OS compiles at run time) compiles the
+    saved source here, where it can run; where it cannot (build only), loading compiles nothing
+    and the call says what is missing. Document what that compile costs.
 
     :param artifact: the artifact read back from JSON (no TVM objects attached).
     :param directory: the directory the save hook filled.

@@ -21,6 +21,7 @@ a later process making the same call gets the tuned kernel without tuning or com
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import inspect
 import logging
@@ -351,7 +352,7 @@ class AutoTuner:
         from .records import TuningStore
 
         store = TuningStore.active()
-        lock = store.lock(key) if store is not None else _nullcontext()
+        lock = store.lock(key) if store is not None else contextlib.nullcontext()
         with lock:
             if store is not None:
                 stored = self._from_record(store, key, configs)
@@ -634,14 +635,6 @@ class AutoTuner:
 
 _UPSTREAM_RUN_OPTIONS = {"use_pipeline", "enable_grouped_compile", "group_compile_size", "benchmark_devices",
                          "benchmark_multi_gpu"}
-
-
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
 
 
 def _readable_target(resolved: Any) -> str:

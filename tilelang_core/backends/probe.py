@@ -8,7 +8,7 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, Optional
 
-from ..capabilities import Availability, Requirements
+from ..capabilities import Availability, Requirements, TargetCapability
 from ..dependencies import install_hint
 from ..errors import TileLangError
 from .isolation import TIMEOUT_ENV, plugin_timeout, run_plugin_code
@@ -44,6 +44,9 @@ def check_requirements(requires: Requirements, distribution: Optional[str] = Non
 def probe_backend(record: "BackendRecord", target_kind: str) -> Availability:
     """Declared platform and requirements first, then the plugin's own probe hook.
 
+    On a platform outside ``platforms`` but inside ``build_platforms`` the answer is at most
+    *build only* (with the probe's reason, else "<platforms> only (this is <platform>)").
+
     The hook runs bounded in time (:mod:`.isolation`). Never raises for what the plugin does: a
     hook that fails, answers nonsense or does not finish marks the record broken (callers check
     ``record.status``) and gives an unavailable answer with the same reason; a missing dependency
@@ -51,7 +54,22 @@ def probe_backend(record: "BackendRecord", target_kind: str) -> Availability:
     """
     assert record.spec is not None
     cap = record.spec.targets[target_kind]
-    if cap.platforms != "all" and sys.platform not in cap.platforms:
+    answer = _probe(record, target_kind, cap)
+    if answer.available and not _on(cap.platforms):
+        # declared to build here but to run only elsewhere: never more than build only
+        reason = answer.reason or f"{', '.join(cap.platforms)} only (this is {sys.platform})"
+        return Availability.build_only_because(reason)
+    return answer
+
+
+def _on(platforms: object) -> bool:
+    """Whether this machine's ``sys.platform`` is among ``platforms`` ("all" or a list)."""
+    return platforms == "all" or sys.platform in platforms  # type: ignore[operator]
+
+
+def _probe(record: "BackendRecord", target_kind: str, cap: TargetCapability) -> Availability:
+    runs_here = _on(cap.platforms)
+    if not runs_here and (cap.build_platforms is None or not _on(cap.build_platforms)):
         return Availability.no(f"{', '.join(cap.platforms)} only (this is {sys.platform})")
     declared = check_requirements(cap.requires, record.distribution)
     if not declared.available:

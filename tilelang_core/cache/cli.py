@@ -27,7 +27,10 @@ def _cmd_info(args: argparse.Namespace) -> int:
     print(f"entries:  {data['entries']}")
     print(f"size:     {_human(data['bytes'])}")
     for name, row in sorted(data["backends"].items()):
-        print(f"  {name:<24} {row['entries']:>6} entries  {_human(row['bytes']):>10}")
+        note = ""
+        if row.get("compiled_at_load"):
+            note = f"  ({row['compiled_at_load']} saved as source: compiled again when loaded)"
+        print(f"  {name:<24} {row['entries']:>6} entries  {_human(row['bytes']):>10}{note}")
     junk = data.get("junk", [])
     if junk:
         print(f"junk:     {len(junk)} item{'s' if len(junk) != 1 else ''} the cache did not make "

@@ -93,6 +93,8 @@ class EntryMeta:
     files: dict[str, FileDigest]
     """Every file but this one, by path relative to the entry."""
     created: float
+    compiled_at_load: bool = False
+    """The backend saved source and a launch plan, not a binary: loading this entry compiles it (its target declares ``compiles_at_load``)."""
 
 
 #: Most bytes ``tilelang-kernel.json`` may hold (it lists the files; kilobytes in practice).
@@ -182,11 +184,21 @@ def write_entry(
         options=options,
         files=files,
         created=time.time(),
+        compiled_at_load=_compiles_at_load(record, artifact),
     )
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     with os.fdopen(os.open(directory / META_FILE, flags, 0o644), "w") as f:  # no group/other write, whatever the umask
         f.write(schema.to_json(meta, indent=1))
     return meta
+
+
+def _compiles_at_load(record: "BackendRecord", artifact: KernelArtifact) -> bool:
+    """Whether ``record`` declares that loading its kernels for the artifact's target compiles them."""
+    from ..backends.selection import declared_kind
+
+    spec = record.spec
+    kind = declared_kind(record, artifact.target_kind) if spec is not None else None
+    return bool(kind is not None and spec.targets[kind].compiles_at_load)
 
 
 def read_meta(directory: Path, *, check: Optional[Check] = None) -> EntryMeta:

@@ -538,7 +538,12 @@ class KernelCache:
         return self.disk.clear()
 
     def info(self) -> dict[str, Any]:
-        """Location, number of entries, size per backend, and junk (for ``tilelang cache info``)."""
+        """Location, number of entries, size per backend, and junk (for ``tilelang cache info``).
+
+        Each backend's row counts its entries, their bytes, and how many of them hold source
+        that loading compiles again (``compiled_at_load``: the backend declares
+        ``compiles_at_load``, so a disk hit saves the lowering but not that compile).
+        """
         per_backend: dict[str, dict[str, int]] = {}
         total = 0
         entries = self.disk.entries() if self.root.is_dir() else []
@@ -547,9 +552,10 @@ class KernelCache:
             size = _dir_size(directory)
             total += size
             name = f"{meta.backend.name} {meta.backend.version}" if meta else "(unreadable)"
-            row = per_backend.setdefault(name, {"entries": 0, "bytes": 0})
+            row = per_backend.setdefault(name, {"entries": 0, "bytes": 0, "compiled_at_load": 0})
             row["entries"] += 1
             row["bytes"] += size
+            row["compiled_at_load"] += bool(meta and meta.compiled_at_load)
         return {
             "location": str(self.root),
             "exists": self.root.is_dir(),

@@ -47,6 +47,10 @@ class ErrorRow:
     when: Optional[str] = None
     """``None`` (every target), ``"gpu"`` (GPU targets only) or ``"c_source"`` (backends that
     consume ``c`` device source: the row needs a hand-written artifact)."""
+    capped: bool = False
+    """The call names gigabytes it must not touch: on CPU targets (Linux) the suite makes it with
+    the address space capped a little above what the process already uses, so that a backend
+    which allocates or reads that much fails the row instead of exhausting the machine."""
 
     def expected(self, device: str) -> str:
         """The message for a target whose parameters live on ``device``."""
@@ -55,6 +59,29 @@ class ErrorRow:
 
 def _args(*args: Any, **kwargs: Any) -> tuple[tuple, dict]:
     return args, kwargs
+
+
+#: The 32-bit index limit of a dynamic-shape tensor (``lowering.signature.INDEX_LIMIT_32``,
+#: repeated here so that importing the table stays cheap; a test keeps the two equal).
+INDEX_LIMIT_32 = 2**31 - 2**20
+_WIDE = "compile it with pass_configs={'tl.config_index_bitwidth': 64}"
+#: Elements of the index-range rows' input: one past 2**31 (a stride-0 view of one element).
+_HUGE = 2**31
+
+
+def _huge(m: Maker) -> Any:
+    """A float32 tensor of :data:`_HUGE` elements that holds 4 bytes (every element is the same one)."""
+    return m.t(1).expand(_HUGE)
+
+
+def _same(m: Maker) -> tuple[tuple, dict]:
+    a = m.t(16)
+    return _args(a, m.t(16), a)
+
+
+def _shifted(m: Maker) -> tuple[tuple, dict]:
+    buf = m.t(17)
+    return _args(buf[0:16], m.t(16), buf[1:17])
 
 
 def _scalars(m: Maker, **change: Any) -> tuple[tuple, dict]:
@@ -98,6 +125,16 @@ ROWS: tuple[ErrorRow, ...] = (
     ErrorRow("negative_size", "a negative size", "iota_out", "iota(-1) with out_idx=[0]",
              lambda m: _args(-1),
              "ValueError", "iota() argument 'm' (#0): gives symbol 'm' = -1, but a dimension cannot be negative"),
+    ErrorRow("index_input", "a dynamic-shape input over the 32-bit index limit (checked before the layout)", "vadd_dyn",
+             f"vadd_dyn(zeros(1).expand({_HUGE}), B) with out_idx=[2]",
+             lambda m: _args(_huge(m), _huge(m)),
+             "ValueError", f"vadd_dyn() argument 'A' (#0): {_HUGE} elements ('n' = {_HUGE}) exceed this kernel's "
+             f"32-bit index limit of {INDEX_LIMIT_32}; {_WIDE}", capped=True),
+    ErrorRow("index_output", "an out_idx output that would be over the 32-bit index limit (refused before allocating)",
+             "iota_out", "iota(2**31 - 1) with out_idx=[0]",
+             lambda m: _args(2**31 - 1),
+             "ValueError", f"iota(): output 'A' would have {2**31 - 1} elements ('m' = {2**31 - 1}), over this kernel's "
+             f"32-bit index limit of {INDEX_LIMIT_32}; {_WIDE}", capped=True),
     ErrorRow("meta_tensor", "a meta tensor (no data)", "vadd", "vadd(A, B.to('meta'), C)",
              lambda m: _args(m.t(16), m.torch.empty(16, device="meta"), m.t(16)),
              "ValueError", "vadd() argument 'B' (#1): expected a tensor on {device}, got meta"),
@@ -118,6 +155,15 @@ ROWS: tuple[ErrorRow, ...] = (
              "colmajor(X of shape (5, 4), row-major) for strides (1, n)",
              lambda m: _args(m.t(5, 4)),
              "ValueError", "colmajor() argument 'X' (#0): expected strides (1, 5), got strides (4, 1)"),
+    ErrorRow("overlap_same", "a written tensor passed again as another argument", "vadd", "vadd(A, B, A)",
+             _same,
+             "ValueError", "vadd() arguments 'A' (#0) and 'C' (#2) overlap in memory, and the kernel writes 'C'; "
+             "pass tensors that do not share memory (for example a .clone())"),
+    ErrorRow("overlap_shifted", "a written view sharing bytes with another argument", "vadd",
+             "vadd(buf[0:16], B, buf[1:17])",
+             _shifted,
+             "ValueError", "vadd() arguments 'A' (#0) and 'C' (#2) overlap in memory, and the kernel writes 'C'; "
+             "pass tensors that do not share memory (for example a .clone())"),
     ErrorRow("int_type", "an int scalar given a str", "scalars", "scalars(i32='8', ...)",
              lambda m: _scalars(m, i32="8"),
              "TypeError", "scalars() argument 'i32' (#0): expected an int, got str"),

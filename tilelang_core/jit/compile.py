@@ -137,6 +137,7 @@ def _compile_with(record, prim_func, resolved, kind, cache, out_idx, target_host
         from ..lowering import lower
         from .diagnostics import jit_phase
 
+        check_declared_dtypes(prim_func, capability, record.name, kind)
         context = {"kernel": _kernel_name(prim_func), "target": _target_text(resolved), "backend": record.name}
         with jit_phase("lower", **context):
             artifact = lower(
@@ -350,6 +351,37 @@ def _check_pass_configs(pass_configs: Any) -> None:
     validate_pass_configs(pass_configs)
 
 
+#: Dtypes the pipeline puts into the artifact as the kernel declares them (so a backend's declared
+#: dtypes can be checked before lowering; others, such as pointers, are checked on the artifact).
+_PLAIN_DTYPES = frozenset(
+    ["bool", "float16", "bfloat16", "float32", "float64"]
+    + [f"{s}int{b}" for s in ("", "u") for b in (8, 16, 32, 64)]
+)
+
+
+def _refuse_dtype(param: str, dtype: str, tensor: bool, kernel: str, capability: TargetCapability, backend: str,
+                  kind: str) -> None:
+    if capability.dtypes != "all" and dtype not in capability.dtypes:
+        raise BackendCapabilityError(
+            f"parameter {param!r} of kernel {kernel!r} is a {dtype} {'tensor' if tensor else 'scalar'}, which execution "
+            f"backend {backend!r} does not support for target {kind!r} (it supports: {', '.join(capability.dtypes)})"
+        )
+
+
+def check_declared_dtypes(prim_func: Any, capability: TargetCapability, backend: str, kind: str) -> None:
+    """Refuse, before lowering, a parameter dtype the backend does not declare for the target (a
+    float64 tensor for Metal, say), so that the refusal is the backend's, not the code generator's."""
+    if capability.dtypes == "all" or not hasattr(prim_func, "params"):
+        return
+    from ..lowering.signature import declared_param_dtypes
+
+    attrs = prim_func.attrs if getattr(prim_func, "attrs", None) is not None else {}
+    kernel = str(attrs.get("global_symbol", "")) or str(getattr(prim_func, "__name__", "main"))
+    for name, dtype, tensor in declared_param_dtypes(prim_func):
+        if dtype in _PLAIN_DTYPES:
+            _refuse_dtype(name, dtype, tensor, kernel, capability, backend, kind)
+
+
 def check_capabilities(
     artifact: KernelArtifact, capability: TargetCapability, out_idx: list[int], backend: str, kind: str
 ) -> None:
@@ -364,11 +396,5 @@ def check_capabilities(
             f"kernel {artifact.name!r} has dynamic dimensions ({', '.join(artifact.symbol_names())}) but execution "
             f"backend {backend!r} supports only static shapes for target {kind!r}"
         )
-    if capability.dtypes != "all":
-        for param in artifact.params:
-            if param.dtype not in capability.dtypes:
-                what = "tensor" if isinstance(param, TensorParam) else "scalar"
-                raise BackendCapabilityError(
-                    f"parameter {param.name!r} of kernel {artifact.name!r} is a {param.dtype} {what}, which execution "
-                    f"backend {backend!r} does not support for target {kind!r} (it supports: {', '.join(capability.dtypes)})"
-                )
+    for param in artifact.params:
+        _refuse_dtype(param.name, param.dtype, isinstance(param, TensorParam), artifact.name, capability, backend, kind)

@@ -2,8 +2,9 @@
 
 An exported directory has the layout of a cache entry (:mod:`tilelang_core.cache.entry`):
 ``tilelang-kernel.json`` (versions, backend, build options, file digests), ``artifact.json`` and
-``backend/`` (the backend's own files). Loading it neither lowers nor compiles, and this module
-imports no TVM: only the backend's load hook runs, and it imports what it needs.
+``backend/`` (the backend's own files). Loading it neither lowers nor compiles (except for a
+backend declaring ``compiles_at_load``, whose load hook compiles the saved source), and this
+module imports no TVM: only the backend's load hook runs, and it imports what it needs.
 """
 
 from __future__ import annotations
@@ -159,7 +160,9 @@ def load(path: Union[str, os.PathLike], *, trusted: bool = False) -> JITKernel:
     backend's own checks) always run.
 
     Needs the same execution backend plugin, at the same version, installed here; neither
-    lowers nor compiles, and imports TVM only if the backend itself needs it.
+    lowers nor compiles, and imports TVM only if the backend itself needs it. A backend whose
+    target declares ``compiles_at_load`` saved source rather than a binary: its load hook
+    compiles that source (where it can run), which is what loading such a kernel costs.
 
     :param trusted: load even if other users could write to the directory (you vouch for them).
     :raises CacheError: others could have written to the directory (see ``trusted``).

@@ -232,6 +232,12 @@ def lower(
                     )
                 if "device_source" in wanted:
                     result["device_source"], _ = codegen.gpu_device_source(device_mods)
+                    if _DEVICE_LANGUAGE.get(kind) == "metal":  # one library, every union member, scalar layouts
+                        from .msl import finish_source
+
+                        result["device_source"], result["device_kernels"] = finish_source(
+                            result["device_source"], result["device_kernels"], location
+                        )
                 if "host_source" in wanted:
                     c_host = P.host_finalize_passes()(P.host_packed_passes(configs)(host_mod))
                     c_host = tirx.transform.BindTarget(tvm.target.Target("c"))(c_host)

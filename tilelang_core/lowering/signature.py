@@ -149,6 +149,19 @@ def _collect_vars(expr: Any, found: list) -> None:
             _collect_vars(child, found)
 
 
+def declared_param_dtypes(func: tirx.PrimFunc) -> list[tuple[str, str, bool]]:
+    """``(name, dtype, is_tensor)`` of each parameter as the kernel declares it, before lowering
+    (what :func:`describe_params` will put in the artifact for tensors and plain scalars)."""
+    out = []
+    for var in func.params:
+        if is_tensor_param(var):
+            out.append((param_name(var), str(var.dtype), True))
+        else:
+            ty = getattr(var, "ty", None)
+            out.append((param_name(var), str(ty.dtype) if hasattr(ty, "dtype") else str(getattr(var, "dtype", ty)), False))
+    return out
+
+
 def describe_params(func: tirx.PrimFunc, device: str, location: str):
     """``(params, symbols, symbol_vars)`` of a PrimFunc for the artifact.
 

@@ -53,10 +53,13 @@ def scalar_value(pre: str, dtype: str, x: Any) -> Any:
     import torch
 
     if dtype not in _INT_DTYPES and dtype != "bool":
-        if type(x) is float or type(x) is int:
+        if type(x) is float:
             return x
-        if isinstance(x, (int, float)):
-            return float(x)
+        if isinstance(x, (int, float)):  # an int beyond a double's range is the contract's error, not ctypes'
+            try:
+                return float(x)
+            except OverflowError:
+                raise ValueError(f"{pre}: expected a float, got {type(x).__name__} out of range") from None
         if hasattr(type(x), "__float__") and not isinstance(x, (torch.Tensor, str, bytes)):
             try:
                 return float(x)

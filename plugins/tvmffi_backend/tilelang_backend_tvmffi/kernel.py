@@ -778,7 +778,8 @@ def _scalar_fast_condition(var: str, dtype: str) -> str:
         lo, hi = (0, (1 << bits) - 1) if dtype.startswith("u") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
         hi = min(hi, (1 << 63) - 1)  # larger uint64 values go through _scalar_value
         return f"(type({var}) is int and {lo} <= {var} <= {hi})"
-    return f"(type({var}) is float or type({var}) is int)"
+    # TVM's FFI converts an int for a float parameter only within int64: larger ones go through _scalar_value
+    return f"(type({var}) is float or (type({var}) is int and {-(1 << 63)} <= {var} <= {(1 << 63) - 1}))"
 
 
 def _unexpected_keyword(name: str, kwargs: dict) -> None:
@@ -797,7 +798,7 @@ def _scalar_value(pre: str, dtype: str, x: Any, tensor_type: Any) -> tuple[Optio
     """
     if dtype not in _INT_DTYPES and dtype != "bool":
         if isinstance(x, (int, float)) and (type(x) is float or -(2**1023) < x < 2**1023):
-            return None, float(x) if type(x) not in (int, float) else x
+            return None, x if type(x) is float else float(x)  # TVM takes ints only within int64
         if hasattr(type(x), "__float__") and not isinstance(x, tensor_type) and not isinstance(x, (str, bytes)):
             try:
                 return None, float(x)
