@@ -54,6 +54,10 @@ from . import tvm_names as _tvm_names  # noqa: E402
 
 _tvm_names.install()  # tvm.tirx.Call, tvm.arith, expr.dtype, ... as TileLang code spells them
 
+from . import chained_assign as _chained_assign  # noqa: E402
+
+_chained_assign.install()  # A[i] = B[i] = value in kernels (TVMScript refuses a = b = c)
+
 #: ``T.PrimExpr``: the type of TIR expressions (TVM 0.27 calls it ``tvm.tirx.Expr``).
 PrimExpr = _tvm.tirx.Expr
 PrimFunc = _tvm.tirx.PrimFunc
