@@ -222,7 +222,9 @@ StridedTensor = _TensorAnnotation("StridedTensor", strided=True)
 
 def _caller_location() -> Optional[str]:
     """``file:line`` of the TVMScript statement being parsed, found from the parser's frame."""
-    frame = inspect.currentframe()
+    # start at the caller: reading this frame's own f_locals would store a snapshot holding the
+    # frame itself (a cycle that keeps every caller's locals alive until the cyclic GC runs)
+    frame = sys._getframe(1)
     try:
         while frame is not None:
             parser = frame.f_locals.get("self")
@@ -458,7 +460,12 @@ def prim_func(func: Any = None, *, private: bool = False, check_well_formed: boo
         return result
 
     if func is not None:
-        return decorate(func)
+        try:
+            return decorate(func)
+        finally:
+            # the list holds this very frame: without this the frames of every caller (and their
+            # locals, such as the caller's tensors) would live until the cyclic GC runs
+            outer_stack.clear()
     setattr(decorate, "dispatch_token", "tirx")
     return decorate
 
