@@ -24,7 +24,7 @@ import tilelang_core as _core
 from tilelang_core import PLUGIN_API_VERSION, __version__, hookimpl  # noqa: F401
 
 #: Submodules of this package, imported on first attribute access.
-_SUBMODULES = ("language", "jit", "testing", "cache", "engine", "transform", "env", "layout", "profiler", "autotuner")
+_SUBMODULES = ("language", "jit", "testing", "cache", "engine", "transform", "env", "layout", "profiler", "autotuner", "ir", "errors")
 
 #: Other names TileLang code uses: name -> (module, attribute).
 _NAMES = {

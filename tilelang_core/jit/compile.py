@@ -105,6 +105,28 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
 _FALL_BACK_ON = (BackendError, BuildError)
 
 
+def _kernel_name(prim_func: Any) -> Optional[str]:
+    """The kernel's name for diagnostics (its ``global_symbol`` or Python name), if it has one."""
+    attrs = getattr(prim_func, "attrs", None)
+    try:
+        symbol = attrs["global_symbol"] if attrs is not None and "global_symbol" in attrs else None
+    except Exception:  # noqa: BLE001 - attrs of an unexpected kind
+        symbol = None
+    return str(symbol) if symbol is not None else getattr(prim_func, "__name__", None)
+
+
+def _target_text(target: Any) -> str:
+    """A short form of a target for diagnostics: its kind, and its arch when it has one (``cuda -arch=sm_90``)."""
+    kind = getattr(getattr(target, "kind", None), "name", None)
+    if kind is None:
+        return str(target)
+    try:
+        arch = target.attrs.get("arch") if hasattr(target.attrs, "get") else None
+    except Exception:  # noqa: BLE001 - attrs of an unexpected kind
+        arch = None
+    return f"{kind} -arch={arch}" if arch else str(kind)
+
+
 def _compile_with(record, prim_func, resolved, kind, cache, out_idx, target_host, pass_configs, flags, verbose) -> JITKernel:
     """Compile with one backend: lower for what it consumes and build, through the cache if active."""
     assert record.spec is not None
@@ -113,12 +135,16 @@ def _compile_with(record, prim_func, resolved, kind, cache, out_idx, target_host
 
     def build() -> JITKernel:
         from ..lowering import lower
+        from .diagnostics import jit_phase
 
         check_declared_dtypes(prim_func, capability, record.name, kind)
-        artifact = lower(
-            prim_func, target=resolved, target_host=target_host, pass_configs=pass_configs, consumes=capability.consumes
-        )
-        return build_kernel(record, capability, artifact, out_idx, flags, pass_configs, verbose, kind, cannot_run)
+        context = {"kernel": _kernel_name(prim_func), "target": _target_text(resolved), "backend": record.name}
+        with jit_phase("lower", **context):
+            artifact = lower(
+                prim_func, target=resolved, target_host=target_host, pass_configs=pass_configs, consumes=capability.consumes
+            )
+        with jit_phase("build", **context):
+            return build_kernel(record, capability, artifact, out_idx, flags, pass_configs, verbose, kind, cannot_run)
 
     if cache is None:
         return build()

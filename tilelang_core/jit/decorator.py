@@ -117,7 +117,17 @@ class JitFunction:
         self._fast_key: Callable[[tuple], tuple] = _no_fast_key
         self._fast_arity: Optional[int] = None
         self._lock = threading.Lock()
+        self._binder: Any = None
+        self._kernel_cache: dict[Any, JITKernel] = {}  # compile form, by the bound-arguments key (binding.py)
+        self._call_form_cache: dict[Any, JITKernel] = {}  # compile form, by the call as written
         functools.update_wrapper(self, func)
+        # TileLang's spelling: f.func.parse_args(...), f.func._parse_phase1_key(...), f.func.set_mode(...)
+        for name, method in (("parse_args", self.parse_args), ("_parse_phase1_key", self._parse_phase1_key),
+                             ("set_mode", self.set_mode)):
+            try:
+                setattr(func, name, method)
+            except (AttributeError, TypeError):
+                pass  # a builtin or a callable object that takes no attributes
 
     # The hot path: all-tensor calls of an already compiled specialisation.
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -138,7 +148,36 @@ class JitFunction:
     def kernels(self) -> dict[Any, JITKernel]:
         if self._eager is not None:
             return self._eager.kernels
-        return dict(self._by_args)
+        return {**self._kernel_cache, **self._by_args}
+
+    def _argument_binder(self) -> Any:
+        if self._binder is None:
+            from .binding import ArgumentBinder
+
+            self._binder = ArgumentBinder(self.func)
+        return self._binder
+
+    def parse_args(self, *args: Any, **kwargs: Any) -> tuple[tuple, dict[str, Any]]:
+        """``(key, tensors)``: the cache key of a call and its tensor arguments by name.
+
+        Equivalent calls (defaults omitted or spelled out, positional or by keyword, in any
+        order) give the same key; see :mod:`tilelang_core.jit.binding`.
+
+        :raises TypeError: the call does not bind to the signature, or a value cannot be a key.
+        """
+        return self._argument_binder().parse_args(*args, **kwargs)
+
+    def _parse_phase1_key(self, *args: Any, **kwargs: Any) -> tuple[tuple, dict[str, Any], dict[str, Any]]:
+        """``(key, tensors, compile_kwargs)``: the non-tensor arguments by name (``**kwargs`` flattened) and their key."""
+        return self._argument_binder().phase1_key(*args, **kwargs)
+
+    def set_mode(self, mode: str) -> None:
+        """Decide the style: ``"lazy"`` (returns a prim_func), ``"eager"`` (the body is the kernel) or ``"auto"``."""
+        if mode not in ("auto", "lazy", "eager"):
+            raise ValueError(f"@tilelang.jit mode must be 'auto', 'lazy' or 'eager', got {mode!r}")
+        self.mode = mode
+        if mode == "lazy":
+            self._eager = None
 
     def _eager_function(self) -> Any:
         """The :class:`~tilelang_core.jit.eager.EagerFunction` when the body is the kernel, else None.
@@ -191,19 +230,24 @@ class JitFunction:
         eager = self._eager_function()
         if eager is not None:
             return eager.compile(*args, **kwargs)
+        form = (args, tuple(kwargs.items()))
         try:
-            key = ("values", _freeze(args), _freeze(kwargs))
-        except TypeError:
+            kernel = self._call_form_cache.get(form)
+        except TypeError as exc:
             raise TypeError(
                 f"{self.func.__name__}(): arguments of a @tilelang.jit function must be hashable values "
-                f"(ints, floats, strings, tuples, ...) to tell specialisations apart; got "
-                f"{', '.join(type(a).__name__ for a in (*args, *kwargs.values()))}"
+                f"(ints, floats, strings, dtypes, tuples, ...) to find their kernel ({exc}); got "
+                f"{', '.join(type(a).__name__ for a in (*args, *kwargs.values()))}. Pass tuples instead of lists"
             ) from None
-        kernel = self._by_args.get(key)
+        if kernel is not None:
+            return kernel
+        key, _ = getattr(self.func, "parse_args", self.parse_args)(*args, **kwargs)
+        kernel = self._kernel_cache.get(key)
         if kernel is None:
             kernel = self._build(args, kwargs, self.options.get("target", "auto"))
             with self._lock:
-                kernel = self._by_args.setdefault(key, kernel)
+                kernel = self._kernel_cache.setdefault(key, kernel)
+        self._call_form_cache[form] = kernel
         return kernel
 
     def _call_direct(self, args: tuple, kwargs: dict[str, Any], tensor_type: Any) -> Any:
@@ -273,7 +317,7 @@ class JitFunction:
         return par_compile([job(c) for c in configs], **kwargs)
 
     def __repr__(self) -> str:
-        return f"<tilelang.jit {self.func.__qualname__} ({len(self._by_args)} compiled)>"
+        return f"<tilelang.jit {self.func.__qualname__} ({len(self._by_args) + len(self._kernel_cache)} compiled)>"
 
 
 def jit(

@@ -450,7 +450,33 @@ class EagerFunction:
         full_env = dict(env)
         result = factory(full_env)
         location = f"{a.filename}:{a.def_line}"
-        return result.with_attr(SOURCE_LOCATION_ATTR, location)
+        result = result.with_attr(SOURCE_LOCATION_ATTR, location)
+        _restore_spans(result, a)
+        return result
+
+
+def _restore_spans(func: Any, a: Any) -> None:
+    """Point the spans of the generated kernel back at the user's file (language/spans.py).
+
+    The kernel body keeps its line numbers in the generated source, only the file name differs;
+    the generated signature's parameters get the line of their annotation (``A: T.Tensor[...]``)
+    or of their ``T.empty`` declaration.
+    """
+    from ..language.spans import get_stmt_span, make_span, set_buffer_span, set_stmt_span, spans_enabled, _walk
+
+    if not spans_enabled():
+        return
+    stmts, _ = _walk(func)
+    for stmt in stmts:
+        span = get_stmt_span(stmt)
+        if span is not None and str(span.source_name.name) != a.filename:
+            set_stmt_span(stmt, make_span(a.filename, span.line, span.column, span.end_line, span.end_column))
+    declared: dict[str, ast.AST] = dict(a.annotations)
+    declared.update({name: call for name, call in a.outputs})
+    for param in func.params:
+        node = declared.get(getattr(param, "name", None))
+        if node is not None and hasattr(node, "lineno"):
+            set_buffer_span(param, make_span(a.filename, node.lineno, node.col_offset + 1))
 
 
 def _closure_values(func: Callable[..., Any]) -> dict[str, Any]:

@@ -54,6 +54,10 @@ from . import tvm_names as _tvm_names  # noqa: E402
 
 _tvm_names.install()  # tvm.tirx.Call, tvm.arith, expr.dtype, ... as TileLang code spells them
 
+from . import chained_assign as _chained_assign  # noqa: E402
+
+_chained_assign.install()  # A[i] = B[i] = value in kernels (TVMScript refuses a = b = c)
+
 #: ``T.PrimExpr``: the type of TIR expressions (TVM 0.27 calls it ``tvm.tirx.Expr``).
 PrimExpr = _tvm.tirx.Expr
 PrimFunc = _tvm.tirx.PrimFunc
@@ -65,4 +69,11 @@ cdiv = ceildiv
 from .tir.ir import cast  # noqa: E402,F401
 
 # TileLang's layout and block-order hints: accepted, no effect (docs/compatibility.md).
-from .hints import annotate_layout, use_swizzle  # noqa: E402,F401
+from .hints import annotate_layout, annotate_pass_configs, use_swizzle  # noqa: E402,F401
+
+#: The dialect of this module: the whole language (tilelang_core/language/dialects.py).
+__tilelang_dialect__ = "cuda"
+#: Every public name: TVMScript's tirx names, TileLang's constructs and tile operators, dtypes.
+__all__ = sorted(
+    {n for n, v in globals().items() if not n.startswith("_") and not isinstance(v, type(_tvm))} | set(tileops.__all__)
+)

@@ -30,6 +30,7 @@ from tvm.script.parser.core.entry import parse as _parse_tvmscript
 from tvm.tirx.script.parser.entry import TIRMacro as _TIRMacro
 
 from .source import ensure_source
+from .spans import spans_enabled, strip_spans
 
 #: Annotation on a ``T.Kernel`` grid loop: the grid axis (0 = x, 1 = y, 2 = z).
 KERNEL_AXIS_KEY = "tl.kernel_axis"
@@ -221,7 +222,9 @@ StridedTensor = _TensorAnnotation("StridedTensor", strided=True)
 
 def _caller_location() -> Optional[str]:
     """``file:line`` of the TVMScript statement being parsed, found from the parser's frame."""
-    frame = inspect.currentframe()
+    # start at the caller: reading this frame's own f_locals would store a snapshot holding the
+    # frame itself (a cycle that keeps every caller's locals alive until the cyclic GC runs)
+    frame = sys._getframe(1)
     try:
         while frame is not None:
             parser = frame.f_locals.get("self")
@@ -451,11 +454,18 @@ def prim_func(func: Any = None, *, private: bool = False, check_well_formed: boo
                 raise
             raise inner.with_traceback(inner.__traceback__) from None
         result = parsed.with_attr(SOURCE_LOCATION_ATTR, _def_location(fn))
+        if not spans_enabled():
+            strip_spans(result)  # TILELANG_ENABLE_IR_SPAN=0 (language/spans.py)
         setattr(result, "__name__", fn.__name__)
         return result
 
     if func is not None:
-        return decorate(func)
+        try:
+            return decorate(func)
+        finally:
+            # the list holds this very frame: without this the frames of every caller (and their
+            # locals, such as the caller's tensors) would live until the cyclic GC runs
+            outer_stack.clear()
     setattr(decorate, "dispatch_token", "tirx")
     return decorate
 

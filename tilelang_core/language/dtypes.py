@@ -42,6 +42,9 @@ ALIASES = {
     "long": "int64",
     "uint": "uint32",
     "ulong": "uint64",
+    # TensorFloat-32 is a tensor-core compute mode over float32 storage; TVM 0.27 has no such
+    # dtype, so it is float32 here (stored the same; computed at full float32 precision)
+    "tfloat32": "float32",
 }
 
 _PYTHON_TYPES = {bool: "bool", int: "int32", float: "float32"}
@@ -75,6 +78,8 @@ _TORCH_NAMES = {
 def _canonical_name(value: Any) -> str:
     """The canonical dtype string of a string, torch/numpy dtype or Python type."""
     if isinstance(value, str):
+        if value.startswith("tfloat32x"):  # vector forms of an alias: float32xN
+            return "float32" + value[len("tfloat32") :]
         return ALIASES.get(value, value)
     if value in _PYTHON_TYPES:
         return _PYTHON_TYPES[value]
@@ -149,6 +154,8 @@ class dtype(tvm_ffi.dtype):
         if _CONSTRUCTORS is None:
             _CONSTRUCTORS = _constructors()
         constructor = _CONSTRUCTORS.get(str(self)) if self.lanes == 1 else None
+        if isinstance(expr, int) and not isinstance(expr, bool) and not -(1 << 63) <= expr < (1 << 63):
+            return tirx.const(expr, str(self))  # T.uint64(0xFFFFFFFFFFFFFFFF): past int64, which the constructors take
         if constructor is not None:
             try:
                 return constructor(expr)
@@ -310,6 +317,9 @@ def _all_names() -> dict[str, dtype]:
     for alias, canonical in {**ALIASES, **_SHORT}.items():
         if canonical in names:
             names[alias] = names[canonical]
+    for lanes in _LANES:  # the vector forms of TensorFloat-32 (see ALIASES)
+        if f"float32x{lanes}" in names:
+            names[f"tfloat32x{lanes}"] = names[f"float32x{lanes}"]
     return names
 
 

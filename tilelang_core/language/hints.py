@@ -8,9 +8,9 @@ take come from :mod:`tilelang.layout`.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
-__all__ = ["annotate_layout", "use_swizzle"]
+__all__ = ["annotate_layout", "annotate_pass_configs", "declared_pass_configs", "use_swizzle"]
 
 
 def annotate_layout(layout_map: Mapping[Any, Any], allow_reannotation: bool = False, allow_buffer_region: bool = False) -> None:
@@ -22,10 +22,87 @@ def annotate_layout(layout_map: Mapping[Any, Any], allow_reannotation: bool = Fa
 
     if not isinstance(layout_map, Mapping):
         raise TypeError(f"T.annotate_layout expects a dict {{buffer: layout}}, got {type(layout_map).__name__}")
-    for key in layout_map:
-        if not isinstance(key, tirx.Buffer):
+    for key, layout in layout_map.items():
+        if not _is_buffer(key):
             raise TypeError(f"T.annotate_layout: keys must be buffers (T.alloc_shared, T.alloc_fragment, ...), got {key!r}")
+        _check_injective(key, layout)
     return None
+
+
+def _is_buffer(value: Any) -> bool:
+    from tvm.tirx.buffer import is_buffer_var
+
+    try:
+        return bool(is_buffer_var(value))
+    except Exception:  # noqa: BLE001 - anything that is not an IR variable
+        return False
+
+
+#: Largest shared buffer (elements) whose layout map :func:`_check_injective` enumerates.
+INJECTIVITY_CHECK_LIMIT = 1 << 16
+
+
+def _as_ints(value: Any) -> Optional[tuple[int, ...]]:
+    """A layout map's result as a tuple of Python ints, or None when it is not constant."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    out = []
+    for item in items:
+        if isinstance(item, bool):
+            return None
+        if isinstance(item, int):
+            out.append(item)
+            continue
+        number = getattr(item, "value", None)  # an IntImm after constant folding
+        if isinstance(number, int):
+            out.append(number)
+            continue
+        return None
+    return tuple(out)
+
+
+def _check_injective(buffer: Any, layout: Any) -> None:
+    """A ``Layout(shape, fn)`` hint on a shared buffer must send distinct elements to distinct places.
+
+    The hint has no effect here, but a many-to-one map is a bug in the kernel (in TileLang two
+    elements would share storage), so it is refused. Checked when the buffer's shape is
+    constant and small enough to enumerate and ``fn`` gives constant results for constant indices.
+
+    :raises LoweringError: two indices map to the same physical coordinates.
+    """
+    import itertools
+
+    kind = getattr(layout, "kind", None)
+    if kind != "Layout" or len(getattr(layout, "args", ())) < 2 or not callable(layout.args[1]):
+        return
+    scope = str(buffer.ty.storage_scope)
+    if not scope.startswith("shared"):
+        return
+    shape = [getattr(d, "value", d) for d in buffer.shape]
+    if not all(isinstance(d, int) for d in shape):
+        return
+    total = 1
+    for d in shape:
+        total *= d
+    if total > INJECTIVITY_CHECK_LIMIT:
+        return
+    fn = layout.args[1]
+    seen: dict[tuple[int, ...], tuple[int, ...]] = {}
+    for index in itertools.product(*(range(d) for d in shape)):
+        try:
+            place = _as_ints(fn(*index))
+        except Exception:  # noqa: BLE001 - a map written for symbolic indices only: not checked
+            return
+        if place is None:
+            return
+        other = seen.setdefault(place, index)
+        if other != index:
+            from ..errors import LoweringError
+
+            raise LoweringError(
+                f"T.annotate_layout: the layout of shared buffer `{buffer.name}` must be injective (one physical "
+                f"place per element), but indices {other} and {index} both map to physical coordinates {place}; "
+                "fix the layout function, or drop the annotation (layouts have no effect in TileLang-Core)"
+            )
 
 
 def use_swizzle(panel_size: int = 8, order: str = "row", enable: bool = True, device_func: Any = None) -> None:
@@ -38,3 +115,39 @@ def use_swizzle(panel_size: int = 8, order: str = "row", enable: bool = True, de
     if not isinstance(panel_size, int) or panel_size < 1:
         raise ValueError(f"T.use_swizzle: panel_size must be a positive int, got {panel_size!r}")
     return None
+
+
+#: PrimFunc attribute holding the pass configs a kernel declares (``T.annotate_pass_configs``).
+PASS_CONFIGS_ATTR = "tilelang_pass_configs"
+
+
+def annotate_pass_configs(pass_configs: Mapping[Any, Any]) -> None:
+    """``T.annotate_pass_configs({key: value})`` in a kernel body: pass configs that travel with the kernel.
+
+    They are validated now (as ``tilelang.compile(..., pass_configs=...)`` validates them) and
+    stored in the kernel's attribute ``tilelang_pass_configs``; lowering uses them under the
+    ``pass_configs`` given to ``tilelang.compile``/``tilelang.lower``, which win on conflicts.
+
+    :raises PassConfigError: an unknown key or a bad value.
+    """
+    from tvm.tirx.script.builder import ir as _B
+
+    from ..lowering import validate_pass_configs
+
+    configs = validate_pass_configs({str(k.value if hasattr(k, "value") else k): v for k, v in dict(pass_configs).items()})
+    _B.func_attr({PASS_CONFIGS_ATTR: configs})
+
+
+def declared_pass_configs(func: Any) -> dict[str, Any]:
+    """The pass configs a kernel declared with :func:`annotate_pass_configs` (Python values), or ``{}``."""
+    attrs = getattr(func, "attrs", None)
+    if attrs is None or PASS_CONFIGS_ATTR not in attrs:
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in attrs[PASS_CONFIGS_ATTR].items():
+        if hasattr(value, "value") and hasattr(value, "dtype"):
+            value = bool(value.value) if str(value.dtype) == "bool" else value.value
+        elif hasattr(value, "value"):
+            value = value.value
+        out[str(key)] = value
+    return out

@@ -128,7 +128,10 @@ def lower(
         raise KernelDefinitionError(
             f"lower() expects a kernel made with @T.prim_func (a tvm.tirx.PrimFunc), got {type(func).__name__}"
         )
-    configs = validate_pass_configs(pass_configs)
+    from ..language.hints import declared_pass_configs
+
+    declared = declared_pass_configs(func)  # T.annotate_pass_configs in the kernel; the argument wins
+    configs = validate_pass_configs({**declared, **dict(pass_configs or {})} if declared else pass_configs)
     wanted = _consumes(consumes)
     for flag, item in ((enable_host_codegen, "host_source"), (enable_device_compile, "runtime_module")):
         if flag and item not in wanted:

@@ -35,6 +35,7 @@ from .atomics import contains_atomics
 
 #: Marker names of the reducer operators (tilelang_core.language.tileops.reducer).
 REDUCER_FINALIZE_CALL = "tl.reducer.finalize"
+from ..language.tileops.safe_value import SAFE_VALUE_CALL  # noqa: E402
 REDUCER_UPDATE_KEY = "tl.reducer_update"
 from ..language.core import (
     KERNEL_AXIS_KEY,
@@ -77,6 +78,7 @@ class FrontendOptions:
 class _Ctx:
     kernel: Optional[dict] = None  # {"loc", "tid", "threads"}
     in_parallel: bool = False
+    safe_values: tuple = ()  # ((buffer, value), ...) of T.annotate_safe_value in scope, innermost last
 
 
 def _int(expr: Any) -> Optional[int]:
@@ -105,6 +107,44 @@ def _is_parallel_marker(stmt: Any) -> Optional[int]:
     if isinstance(name, tvm.ir.StringImm) and name.value == PARALLEL_MARKER:
         return _int(call.args[1])
     return None
+
+
+def _safe_value_marker(stmt: Any) -> Optional[tuple]:
+    """``(buffer, value)`` of a ``T.annotate_safe_value`` marker statement, else None."""
+    if not isinstance(stmt, tirx.Evaluate):
+        return None
+    call = stmt.value
+    if not isinstance(call, tvm.ir.Call) or len(call.args) != 3:
+        return None
+    name = call.args[0]
+    if not (isinstance(name, tvm.ir.StringImm) and name.value == SAFE_VALUE_CALL):
+        return None
+    return call.args[1].args[0].source, call.args[2]
+
+
+def _guard_safe_loads(body: Any, safe_values: tuple) -> Any:
+    """Loads of annotated buffers in a ``T.Parallel`` body read the annotated value outside the buffer."""
+    from ..language.tileops._common import cast, static_int
+
+    def on_load(load: Any) -> Any:
+        for buffer, value in reversed(safe_values):
+            if not load.source.same_as(buffer):
+                continue
+            conds = []
+            for index, dim in zip(load.indices, buffer.shape):
+                i, d = static_int(index), static_int(dim)
+                if i is not None and d is not None and 0 <= i < d:
+                    continue
+                conds.append(tirx.And(index >= 0, index < dim))
+            if not conds:
+                return load
+            cond = conds[0]
+            for c in conds[1:]:
+                cond = tirx.And(cond, c)
+            return tirx.if_then_else(cond, load, cast(value, str(buffer.dtype)))
+        return load
+
+    return tvm_ffi.structural_map(body, [(tvm.ir.TensorLoad, on_load)])
 
 
 def _reducer_finalize(stmt: Any) -> Optional[tuple]:
@@ -218,6 +258,8 @@ class Frontend:
             return tirx.While(stmt.condition, self.visit(stmt.body, ctx), stmt.span)
         if isinstance(stmt, tirx.Evaluate) and _reducer_finalize(stmt) is not None:
             return self.finalize_reducer(stmt, ctx)
+        if _safe_value_marker(stmt) is not None:
+            return tirx.Evaluate(tirx.IntImm("int32", 0))  # alone in its scope: nothing follows it
         if _is_parallel_marker(stmt) is not None:
             raise LoweringError(
                 f"{self.opt.func_location}: T.Parallel must be used as the iterator "
@@ -230,6 +272,11 @@ class Frontend:
         out = []
         i = 0
         while i < len(stmts):
+            annotated = _safe_value_marker(stmts[i])
+            if annotated is not None:  # T.annotate_safe_value: holds for the rest of this scope
+                ctx = _Ctx(kernel=ctx.kernel, in_parallel=ctx.in_parallel, safe_values=(*ctx.safe_values, annotated))
+                i += 1
+                continue
             ndim = _is_parallel_marker(stmts[i])
             if ndim is not None:
                 if i + 1 >= len(stmts) or not isinstance(stmts[i + 1], tirx.For):
@@ -411,12 +458,14 @@ class Frontend:
                 raise LoweringError(f"{self.opt.func_location}: malformed T.Parallel loop nest")
             loops.append(inner)
         body = loops[-1].body
+        if ctx.safe_values:
+            body = _guard_safe_loads(body, ctx.safe_values)
         if self.opt.gpu:
             return self._parallel_gpu(loops, body, ctx)
         return self._parallel_cpu(loops, body, ctx)
 
     def _parallel_cpu(self, loops: list, body: Any, ctx: _Ctx) -> Any:
-        inner_ctx = _Ctx(kernel=ctx.kernel, in_parallel=True)
+        inner_ctx = _Ctx(kernel=ctx.kernel, in_parallel=True, safe_values=ctx.safe_values)
         new_body = self.visit(body, inner_ctx)
         simd_ok = (
             self.opt.emit_pragmas
@@ -443,7 +492,7 @@ class Frontend:
                 f"{ctx.kernel['loc']}: T.Parallel nested inside T.Parallel is not supported on GPU "
                 "targets; merge them into one T.Parallel(M, N)"
             )
-        inner_ctx = _Ctx(kernel=ctx.kernel, in_parallel=True)
+        inner_ctx = _Ctx(kernel=ctx.kernel, in_parallel=True, safe_values=ctx.safe_values)
         new_body = self.visit(body, inner_ctx)
         threads = ctx.kernel["threads"]
         tid = ctx.kernel["tid"]

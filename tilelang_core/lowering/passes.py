@@ -47,6 +47,7 @@ def cpu_source_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         tirx.transform.VectorizeLoop(False),
         tirx.transform.UnrollLoop(),
         tirx.transform.StmtSimplify(),
+        tirx.transform.RemoveAssume(),  # T.assume informs the simplifier above; code generators print no assume
         tirx.transform.RemoveNoOp(),
         *_cse(configs),
         tirx.transform.VerifyMemory(),
@@ -73,6 +74,7 @@ def cpu_runtime_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         tirx.transform.VectorizeLoop(not config_flag(configs, "tl.disable_vectorize")),
         tirx.transform.UnrollLoop(),
         tirx.transform.StmtSimplify(),
+        tirx.transform.RemoveAssume(),  # T.assume informs the simplifier above; code generators print no assume
         tirx.transform.RemoveNoOp(),
         *_cse(configs),
         tirx.transform.VerifyMemory(),
@@ -99,6 +101,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         tirx.transform.StorageRewrite(),
         tirx.transform.UnrollLoop(),
         tirx.transform.StmtSimplify(),
+        tirx.transform.RemoveAssume(),  # T.assume informs the simplifier above; code generators print no assume
         tirx.transform.RemoveNoOp(),
         tirx.transform.FP8ComputeLegalize(),
         tirx.transform.VerifyMemory(),

@@ -27,6 +27,7 @@ from .atomic import (
     atomic_xor,
 )
 from .copy import clear, copy, fill
+from .safe_value import annotate_safe_value
 from .gemm import gemm
 from .intrinsics import (
     __cos,
@@ -98,6 +99,7 @@ from .vector import (
 )
 
 __all__ = [
+    "annotate_safe_value",
     "__cos",
     "__exp",
     "__exp10",

@@ -7,6 +7,7 @@ from typing import Any
 from tvm.tirx.script.builder import ir as _B
 from tvm import tirx
 
+from .safe_value import safe_value
 from ._common import (
     Tile,
     as_tile,
@@ -19,8 +20,25 @@ from ._common import (
     per_thread,
     shape_text,
     same_extent,
+    static_int,
     zero,
 )
+
+
+def _element_inside(buffer: Any, indices: Any) -> Any:
+    """``0 <= i < dim`` for every index of an element access that is not provably inside, or None."""
+    conds = []
+    for index, dim in zip(indices, buffer.shape):
+        i, d = static_int(index), static_int(dim)
+        if i is not None and d is not None and 0 <= i < d:
+            continue
+        conds.append(tirx.And(index >= 0, index < dim))
+    if not conds:
+        return None
+    cond = conds[0]
+    for c in conds[1:]:
+        cond = tirx.And(cond, c)
+    return cond
 
 
 def _resolve_copy(src: Any, dst: Any) -> tuple[Tile, Tile]:
@@ -89,17 +107,24 @@ def copy(
         # TileLang: two single elements are one store, dst[...] = src[...]
         if (s0.dtype == "bool") != (d0.dtype == "bool"):
             fail("T.copy", operands, f"dtype mismatch: cannot copy {s0.dtype} '{s0.name}' into {d0.dtype} '{d0.name}'")
-        _B.buffer_store(d0.buffer, cast(s0.buffer[tuple(s0.starts)], d0.dtype), list(d0.starts))
+        value = cast(s0.buffer[tuple(s0.starts)], d0.dtype)
+        fill_value = safe_value(s0.buffer)
+        if fill_value is not None:  # T.annotate_safe_value: guard the read (safe_value.py)
+            inside = _element_inside(s0.buffer, s0.starts)
+            if inside is not None:
+                value = tirx.if_then_else(inside, value, cast(fill_value, d0.dtype))
+        _B.buffer_store(d0.buffer, value, list(d0.starts))
         return
     s, d = _resolve_copy(src, dst)
     extents = s.squeezed
+    fill_value = safe_value(s.buffer)
 
     def body(vs: list) -> None:
         src_ok = s.bounds_condition(vs)
         dst_ok = d.bounds_condition(vs)
         value = cast(s.buffer[tuple(s.indices(vs))], d.dtype)
         if src_ok is not None:
-            value = tirx.if_then_else(src_ok, value, zero(d.dtype))
+            value = tirx.if_then_else(src_ok, value, zero(d.dtype) if fill_value is None else cast(fill_value, d.dtype))
         guarded(dst_ok, lambda: _B.buffer_store(d.buffer, value, d.indices(vs)))
 
     loop_nest(extents, parallel=not per_thread(d), body=body)

@@ -1,6 +1,6 @@
 """``tilelang.jit``: the ``@tilelang.jit`` decorator, and the module TileLang code imports from.
 
-``@tilelang.jit`` / ``@tilelang.jit(out_idx=-1)`` work because this module is callable (calling
+``@tilelang.jit`` / ``@tilelang.jit(out_idx=-1)`` work because this package is callable (calling
 it is calling :func:`tilelang_core.jit.decorator.jit`). ``from tilelang.jit import jit, compile,
 par_compile, JITKernel`` gives the same objects as ``tilelang.<name>``. Attributes load on first
 use, so importing this module imports no TVM and no torch.

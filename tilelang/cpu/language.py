@@ -1,0 +1,9 @@
+"""``tilelang.cpu.language``: the kernel language as cpu targets see it (the ``cpu`` dialect).
+
+The same objects as ``tilelang.language``; only the exported names differ
+(tilelang_core/language/dialects.py).
+"""
+
+from tilelang_core.language.dialects import populate as _populate
+
+_populate(globals(), "cpu")

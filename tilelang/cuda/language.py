@@ -1,0 +1,9 @@
+"""``tilelang.cuda.language``: the kernel language as cuda targets see it (the ``cuda`` dialect).
+
+The same objects as ``tilelang.language``; only the exported names differ
+(tilelang_core/language/dialects.py).
+"""
+
+from tilelang_core.language.dialects import populate as _populate
+
+_populate(globals(), "cuda")

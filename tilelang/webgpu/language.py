@@ -1,0 +1,9 @@
+"""``tilelang.webgpu.language``: the kernel language as webgpu targets see it (the ``webgpu`` dialect).
+
+The same objects as ``tilelang.language``; only the exported names differ
+(tilelang_core/language/dialects.py).
+"""
+
+from tilelang_core.language.dialects import populate as _populate
+
+_populate(globals(), "webgpu")

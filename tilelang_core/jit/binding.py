@@ -1,0 +1,106 @@
+"""How a ``@tilelang.jit`` call's arguments become the key of its compiled kernel.
+
+A kernel-building function is called in many equivalent ways: ``f(512, 512)``,
+``f(512, 512, False)`` (a default spelled out), ``f(hidden=512, token_stride=512)``. They must
+all find the same kernel. :class:`ArgumentBinder` binds a call to the function's signature the
+way Python does (same errors: "multiple values", "missing a required argument"), applies the
+defaults, and builds a hashable key from the bound values in parameter order:
+
+* hashable values stay as they are (``512``, ``False``, ``T.float32``);
+* lists, tuples, dicts and sets become tagged tuples (``[1, 2]`` and the default ``[1, 2]``
+  give the same key); any other unhashable value is a ``TypeError`` naming the parameter;
+* keyword arguments that no parameter takes (compile-time constants of the eager style, or a
+  ``**kwargs`` parameter) are one trailing element: their ``(name, value)`` pairs, sorted;
+* torch tensors are not part of the values: they are returned by name, and the key's second
+  part describes them (shape, dtype, device), ``None`` when there are none.
+
+TileLang spells these ``f.func.parse_args(...)`` and ``f.func._parse_phase1_key(...)``; the
+decorator attaches them to the decorated function (:mod:`tilelang_core.jit.decorator`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from typing import Any, Callable
+
+__all__ = ["ArgumentBinder", "cache_value"]
+
+
+def cache_value(value: Any, where: str = "value") -> Any:
+    """A hashable stand-in for ``value`` that compares equal exactly when the values do.
+
+    :raises TypeError: ``value`` is unhashable and not a list, tuple, dict or set of such values.
+    """
+    if isinstance(value, list):
+        return ("list", tuple(cache_value(v, where) for v in value))
+    if isinstance(value, tuple):
+        return tuple(cache_value(v, where) for v in value)
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted(((repr(k), cache_value(v, where)) for k, v in value.items()), key=lambda kv: kv[0])))
+    if isinstance(value, (set, frozenset)):
+        return ("set", frozenset(cache_value(v, where) for v in value))
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(
+            f"Unsupported unhashable JIT compile-time cache key value for {where}: {type(value).__name__} {value!r}; "
+            "pass an int, float, str, dtype, or a tuple/list/dict of those (or make the type hashable)"
+        ) from None
+    return value
+
+
+def _tensor_type() -> Any:
+    torch = sys.modules.get("torch")
+    return torch.Tensor if torch is not None else ()
+
+
+class ArgumentBinder:
+    """Binds calls of one function to its signature (see the module docstring)."""
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        self.func = func
+        self.signature = inspect.signature(func)
+        params = list(self.signature.parameters.values())
+        self.var_keyword = next((p.name for p in params if p.kind is inspect.Parameter.VAR_KEYWORD), None)
+        self.named = {p.name for p in params if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)}
+
+    def bind(self, args: tuple, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(bound, extra)``: every parameter's value (defaults applied) and the keyword arguments no parameter takes.
+
+        A ``**kwargs`` parameter's contents count as extra. Binding errors are Python's ``TypeError``.
+        """
+        if self.var_keyword is None:
+            known = {k: v for k, v in kwargs.items() if k in self.named}
+            extra = {k: v for k, v in kwargs.items() if k not in self.named}
+        else:
+            known, extra = kwargs, {}
+        bound = self.signature.bind(*args, **known)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        if self.var_keyword is not None:
+            extra = dict(values.pop(self.var_keyword, {}))
+        return values, extra
+
+    def parse_args(self, *args: Any, **kwargs: Any) -> tuple[tuple, dict[str, Any]]:
+        """``((values_key, tensors_key), tensors)`` for a call: the cache key and the tensor arguments by name."""
+        values, extra = self.bind(args, kwargs)
+        tensor_type = _tensor_type()
+        tensors = {n: v for n, v in values.items() if tensor_type and isinstance(v, tensor_type)}
+        key = [cache_value(v, f"parameter {n!r}") for n, v in values.items() if n not in tensors]
+        if extra:
+            key.append(tuple(sorted((k, cache_value(v, f"keyword {k!r}")) for k, v in extra.items())))
+        tensors_key = (
+            tuple((n, tuple(t.shape), str(t.dtype), t.device.type) for n, t in tensors.items()) if tensors else None
+        )
+        return (tuple(key), tensors_key), tensors
+
+    def phase1_key(self, *args: Any, **kwargs: Any) -> tuple[tuple, dict[str, Any], dict[str, Any]]:
+        """``(key, tensors, compile_kwargs)``: the non-tensor arguments (``**kwargs`` flattened) and their key."""
+        values, extra = self.bind(args, kwargs)
+        tensor_type = _tensor_type()
+        tensors = {n: v for n, v in values.items() if tensor_type and isinstance(v, tensor_type)}
+        compile_kwargs = {n: v for n, v in values.items() if n not in tensors}
+        compile_kwargs.update(extra)
+        key = tuple(cache_value(v, f"parameter {n!r}") for n, v in compile_kwargs.items())
+        return key, tensors, compile_kwargs
