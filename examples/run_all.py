@@ -12,6 +12,7 @@ import importlib.util
 import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -69,11 +70,16 @@ def main() -> int:
         print("no installed backend can run CPU kernels here (see: tilelang backends)")
         return 1
     failures = 0
+    notes: dict[str, None] = {}  # warnings from compiling (a retired backend's deprecation), once each, at the end
     print(f"{'example':<28} {'backend':<10} {'target':<6} {'check':<6} {'kernel':>10} {'torch':>10}")
     for example in examples:
         for backend, kind in pairs:
             try:
-                kernel = tilelang.compile(example.build(), out_idx=example.out_idx, execution_backend=backend, target=kind)
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    kernel = tilelang.compile(example.build(), out_idx=example.out_idx, execution_backend=backend,
+                                              target=kind)
+                notes.update((f"{w.category.__name__}: {w.message}", None) for w in caught)
                 inputs = example.inputs()
                 result = kernel(*inputs)
                 expected = example.reference(*inputs)
@@ -87,6 +93,8 @@ def main() -> int:
                 failures += 1
                 print(f"{example.name:<28} {backend:<10} {kind:<6} FAILED")
                 traceback.print_exc()
+    for note in notes:
+        print(f"note: {note}")
     print(f"{failures} failure(s)")
     return 1 if failures else 0
 
