@@ -45,6 +45,14 @@ class Environment:
     TILELANG_CACHE_DIR = _Variable("TILELANG_CACHE_DIR", None, "Directory of the kernel cache.")
     TILELANG_DISABLE_CACHE = _Variable("TILELANG_DISABLE_CACHE", "0", "1 turns the kernel cache off.")
     CUDA_HOME = _Variable("CUDA_HOME", None, "CUDA toolkit location, for backends that compile CUDA.")
+    TILELANG_CLEANUP_TEMP_FILES = _Variable(
+        "TILELANG_CLEANUP_TEMP_FILES", "1",
+        "0 keeps the temporary folder of a ``tilelang.contrib.nvcc.compile_cuda`` call (source and output).",
+    )
+    TILELANG_COMPILE_TIMEOUT_SECONDS = _Variable(
+        "TILELANG_COMPILE_TIMEOUT_SECONDS", None,
+        "Seconds a ``tilelang.contrib.nvcc.compile_cuda`` call may run nvcc (unset, empty or 0: no limit).",
+    )
 
     def is_cache_enabled(self) -> bool:
         """Whether the kernel cache is on."""

@@ -3,7 +3,9 @@
 ``tilelang.transform.PassConfigKey.TL_DISABLE_VECTORIZE`` is the string
 ``"tl.disable_vectorize"``; see docs/pipeline.md for what each key does on each target. TileLang's
 pass objects (``tilelang.transform.Simplify``, ``LayoutInference``, ...) are internals of its
-compiler and are not provided (docs/compatibility.md). ``PassContext`` is TVM's.
+compiler and are not provided (docs/compatibility.md), except three standalone TIR rewrites
+(``LegalizeNegativeIndex``, ``IfStmtBinding``, ``MergeIfStmt``; see
+``tilelang_core.lowering.tir_rewrites``). ``PassContext`` is TVM's.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from typing import Any
 
 from tilelang_core.lowering.configs import PassConfigKey  # noqa: F401
 
-__all__ = ["PassConfigKey", "PassContext"]
+__all__ = ["IfStmtBinding", "LegalizeNegativeIndex", "MergeIfStmt", "PassConfigKey", "PassContext"]
+
+_REWRITES = ("IfStmtBinding", "LegalizeNegativeIndex", "MergeIfStmt")
 
 
 def __getattr__(name: str) -> Any:
@@ -20,7 +24,11 @@ def __getattr__(name: str) -> Any:
         from tvm.transform import PassContext
 
         return PassContext
+    if name in _REWRITES:
+        from tilelang_core.lowering import tir_rewrites
+
+        return getattr(tir_rewrites, name)
     raise AttributeError(
         f"module 'tilelang.transform' has no attribute {name!r}: TileLang's passes are not provided "
-        "(docs/compatibility.md); only PassConfigKey and PassContext are"
+        "(docs/compatibility.md); only PassConfigKey, PassContext, LegalizeNegativeIndex, IfStmtBinding and MergeIfStmt are"
     )

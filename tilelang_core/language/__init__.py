@@ -58,6 +58,14 @@ from . import chained_assign as _chained_assign  # noqa: E402
 
 _chained_assign.install()  # A[i] = B[i] = value in kernels (TVMScript refuses a = b = c)
 
+from . import body_annotations as _body_annotations  # noqa: E402
+
+_body_annotations.install()  # def k(A): A: T.Tensor[...] (parameters typed in the body)
+
+from . import tuple_assign as _tuple_assign  # noqa: E402
+
+_tuple_assign.install()  # A[0], A[1] = A[1], A[0] and a, b = b, a (values first, then stores)
+
 #: ``T.PrimExpr``: the type of TIR expressions (TVM 0.27 calls it ``tvm.tirx.Expr``).
 PrimExpr = _tvm.tirx.Expr
 PrimFunc = _tvm.tirx.PrimFunc

@@ -28,7 +28,7 @@ from .atomic import (
 )
 from .copy import clear, copy, fill
 from .safe_value import annotate_safe_value
-from .gemm import gemm
+from .gemm import GemmWarpPolicy, gemm
 from .intrinsics import (
     __cos,
     __exp,
@@ -175,6 +175,7 @@ __all__ = [
     "copy",
     "fill",
     "gemm",
+    "GemmWarpPolicy",
     "Pipelined",
     "reduce_absmax",
     "reduce_abssum",

@@ -13,6 +13,7 @@ from numbers import Integral
 from typing import Any, Callable, Optional, Sequence
 
 import tvm
+import tvm_ffi
 from tvm import tirx
 from tvm.tirx.script.builder import ir as _B
 
@@ -253,6 +254,14 @@ def per_thread(*tiles: Tile) -> bool:
     return any(t.scope == "local" for t in tiles)
 
 
+def _reads_memory(expr: Any) -> bool:
+    if not isinstance(expr, tvm.ir.Expr):
+        return False
+    found: list = []
+    tvm_ffi.structural_walk(expr, ((tvm.ir.TensorLoad,), found.append), order="pre")
+    return bool(found)
+
+
 def loop_nest(extents: Sequence[Any], parallel: bool, body: Callable[[list], None]) -> None:
     """Emit a loop nest over ``extents`` (``T.Parallel`` or serial) and call ``body(vars)`` inside.
 
@@ -262,6 +271,9 @@ def loop_nest(extents: Sequence[Any], parallel: bool, body: Callable[[list], Non
     if not extents:
         body([])
         return
+    # An extent that reads memory (``x[a:b]`` with ``T.alloc_var`` bounds) is read once, before
+    # the loop, into a bound variable: TVM's passes refuse buffer reads in loop extents.
+    extents = [_B.bind(e) if _reads_memory(e) else e for e in extents]
     frame = Parallel(*extents) if parallel else _B.grid(*extents)
     with frame as loop_vars:
         if isinstance(loop_vars, tvm.ir.Expr):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 from tvm.tirx.script.builder import ir as _B
@@ -20,6 +21,19 @@ from ._common import (
     static_int,
     zero,
 )
+
+
+class GemmWarpPolicy(enum.IntEnum):
+    """``T.GemmWarpPolicy``: TileLang's choice of how a GPU ``T.gemm`` splits ``C`` among warps.
+
+    Accepted as ``T.gemm(..., policy=T.GemmWarpPolicy.FullRow)`` for TileLang compatibility;
+    TileLang-Core's ``T.gemm`` has no warp partitioning, so the policy has no effect
+    (docs/compatibility.md).
+    """
+
+    Square = 0
+    FullRow = 1
+    FullCol = 2
 
 
 def gemm(
