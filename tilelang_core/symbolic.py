@@ -12,6 +12,8 @@ import ast
 from functools import lru_cache
 from typing import Callable, Mapping, Union
 
+from .ast_lock import AST_LOCK
+
 _ALLOWED_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
 _ALLOWED_CALLS = {"min", "max"}
 
@@ -27,7 +29,8 @@ def free_symbols(expr: Union[int, str]) -> set[str]:
 @lru_cache(maxsize=4096)
 def _parse(expr: str) -> ast.Expression:
     try:
-        tree = ast.parse(expr.strip(), mode="eval")
+        with AST_LOCK:  # tilelang_core/ast_lock.py
+            tree = ast.parse(expr.strip(), mode="eval")
     except SyntaxError as exc:
         raise ValueError(f"invalid symbolic expression {expr!r}: {exc.msg}") from None
     for node in ast.walk(tree):

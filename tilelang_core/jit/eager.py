@@ -42,6 +42,7 @@ import threading
 import types
 from typing import Any, Callable, Optional, Sequence
 
+from ..ast_lock import AST_LOCK
 from ..errors import KernelDefinitionError
 
 __all__ = ["is_eager_style", "EagerFunction"]
@@ -62,7 +63,8 @@ def _function_def(func: Callable[..., Any]) -> tuple[ast.FunctionDef, list[str],
     lines, start = inspect.findsource(func)
     block = inspect.getblock(lines[start:])
     text = textwrap.dedent("".join(block))
-    tree = ast.parse(text)
+    with AST_LOCK:  # tilelang_core/ast_lock.py
+        tree = ast.parse(text)
     node = tree.body[0]
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         raise KernelDefinitionError(f"@tilelang.jit: could not find the definition of {func.__name__!r}")

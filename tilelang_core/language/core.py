@@ -29,6 +29,7 @@ from tvm.tirx.script.parser.entry import Buffer as _BufferProxy
 from tvm.script.parser.core.entry import parse as _parse_tvmscript
 from tvm.tirx.script.parser.entry import TIRMacro as _TIRMacro
 
+from ..ast_lock import AST_LOCK
 from .source import ensure_source
 from .spans import spans_enabled, strip_spans
 
@@ -445,9 +446,10 @@ def prim_func(func: Any = None, *, private: bool = False, check_well_formed: boo
         try:
             # what TVMScript's own T.prim_func does, with the cheap frame list above
             # (``private`` is read from the decorator's source by the parser)
-            names = _parser_utils.inspect_function_capture(fn)
-            _parser_utils.resolve_closure_vars(fn, names, outer_stack)
-            parsed = _parse_tvmscript(fn, names, check_well_formed=check_well_formed)
+            with AST_LOCK:  # one parse at a time (tilelang_core/ast_lock.py)
+                names = _parser_utils.inspect_function_capture(fn)
+                _parser_utils.resolve_closure_vars(fn, names, outer_stack)
+                parsed = _parse_tvmscript(fn, names, check_well_formed=check_well_formed)
         except Exception as exc:  # noqa: BLE001 - re-raised below, unwrapped when it is ours
             inner = _wrapped_tilelang_error(exc)
             if inner is None:
