@@ -260,3 +260,20 @@ def test_loading_in_several_threads_at_once_leaves_stdout_as_it_was():
     for t in threads:
         t.join(timeout=60)
     assert sys.stdout is before
+
+
+def test_a_timed_out_loading_thread_is_listed_as_hung_until_it_ends():
+    """The CLI ends with os._exit while such a thread runs (tilelang_core/cli.py:
+    _exit_past_hung_plugins): finalizing the interpreter under running plugin code could abort it."""
+    import threading
+
+    from tilelang_core.backends.isolation import hung_plugin_threads, run_plugin_code
+
+    release = threading.Event()
+    outcome = run_plugin_code(lambda: release.wait(30), timeout=0.05, name="test-hung")
+    assert not outcome.finished
+    assert [t.name for t in hung_plugin_threads()] == ["tilelang-load-test-hung"]
+    release.set()
+    for t in hung_plugin_threads():
+        t.join(5)
+    assert hung_plugin_threads() == []

@@ -2,6 +2,6 @@
 
 import sys
 
-from tilelang_core.cli import main
+from tilelang_core.cli import console_main
 
-sys.exit(main())
+sys.exit(console_main())

@@ -10,7 +10,9 @@ listed as broken.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 from typing import Optional, Sequence
 
@@ -144,14 +146,34 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from .errors import TileLangError
 
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
     except TileLangError as exc:
         print(f"tilelang: error: {exc}", file=sys.stderr)
-        return 1
+        code = 1
     except BrokenPipeError:  # output piped into a pager or `head` that closed early
         sys.stderr.close()
         return 0
+    return code
+
+
+def console_main() -> int:
+    """The ``tilelang`` console script and ``python -m tilelang``: :func:`main`, then the exit."""
+    code = main()
+    _exit_past_hung_plugins(code)
+    return code
+
+
+def _exit_past_hung_plugins(code: int) -> None:
+    """End the process now when a plugin's loading code is still running in a thread that timed
+    out: shutting the interpreter down under it can abort the process (backends/isolation.py)."""
+    from .backends.isolation import hung_plugin_threads
+
+    if hung_plugin_threads():
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(console_main())

@@ -15,6 +15,11 @@ loading cannot mix with a program's own output (``tilelang backends --json``).
 
 Because loading runs in another thread, plugin code that runs while loading must not wait for
 the registry itself (it would wait until the time limit).
+
+A thread left running is still running plugin code when the interpreter shuts down, and native
+code it holds can abort the process then (``terminate called without an active exception``).
+:func:`hung_plugin_threads` lists such threads; the ``tilelang`` command ends with ``os._exit``
+after flushing its output when there are any, so its exit status stays the one it reports.
 """
 
 from __future__ import annotations
@@ -92,6 +97,14 @@ class Outcome:
     heavy: list[str] = field(default_factory=list)
 
 
+_started: list[threading.Thread] = []
+
+
+def hung_plugin_threads() -> list[threading.Thread]:
+    """The loading threads that timed out and are still running plugin code."""
+    return [t for t in _started if t.is_alive()]
+
+
 def run_plugin_code(fn: Callable[[], Any], *, timeout: float, name: str = "plugin") -> Outcome:
     """Call ``fn()`` in a daemon thread, wait at most ``timeout`` seconds, and report.
 
@@ -119,6 +132,7 @@ def run_plugin_code(fn: Callable[[], Any], *, timeout: float, name: str = "plugi
         thread.start()
         finished = done.wait(timeout)
     if not finished:
+        _started.append(thread)
         return Outcome(finished=False, seconds=timeout)
     outcome.finished = True
     return outcome
