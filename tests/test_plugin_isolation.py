@@ -272,8 +272,7 @@ def test_a_timed_out_loading_thread_is_listed_as_hung_until_it_ends():
     release = threading.Event()
     outcome = run_plugin_code(lambda: release.wait(30), timeout=0.05, name="test-hung")
     assert not outcome.finished
-    assert [t.name for t in hung_plugin_threads()] == ["tilelang-load-test-hung"]
+    (mine,) = [t for t in hung_plugin_threads() if t.name == "tilelang-load-test-hung"]  # other tests may leave theirs
     release.set()
-    for t in hung_plugin_threads():
-        t.join(5)
-    assert hung_plugin_threads() == []
+    mine.join(5)
+    assert mine not in hung_plugin_threads()
