@@ -97,12 +97,12 @@ class Outcome:
     heavy: list[str] = field(default_factory=list)
 
 
-_started: list[threading.Thread] = []
+_timed_out: list[threading.Thread] = []
 
 
 def hung_plugin_threads() -> list[threading.Thread]:
     """The loading threads that timed out and are still running plugin code."""
-    return [t for t in _started if t.is_alive()]
+    return [t for t in _timed_out if t.is_alive()]
 
 
 def run_plugin_code(fn: Callable[[], Any], *, timeout: float, name: str = "plugin") -> Outcome:
@@ -132,7 +132,7 @@ def run_plugin_code(fn: Callable[[], Any], *, timeout: float, name: str = "plugi
         thread.start()
         finished = done.wait(timeout)
     if not finished:
-        _started.append(thread)
+        _timed_out.append(thread)
         return Outcome(finished=False, seconds=timeout)
     outcome.finished = True
     return outcome
