@@ -40,6 +40,8 @@ def _kernels():
         ("atomics_f16", KS.atomics(640, "float16", dynamic=True, bitwise=False)),
         ("atomics_bf16", KS.atomics(200, "bfloat16", bitwise=False)),
         ("atomics_f64", KS.atomics(640, "float64", bitwise=False)),
+        ("vector_prev_f32", KS.vector_prev(40, "float32", dynamic=True)),
+        ("vector_prev_bf16", KS.vector_prev(40, "bfloat16")),
         ("reduce_bits", KS.reductions(37, 12, 8, "int32", dynamic=True, style="gpu")),
         ("reduce_nan_f32", KS.reductions(16, 10, 8, "float32", style="gpu")),
         ("reduce_nan_bf16", KS.reductions(16, 10, 8, "bfloat16", style="gpu")),
@@ -72,6 +74,8 @@ def test_cuda_sources_use_the_cuda_intrinsics(cuda_sources):
     assert "__threadfence()" in src["atomics_i32"]
     assert "atomicCAS(" in src["atomics_f32"] and "fmaxf(" in src["atomics_f32"]  # float max
     assert "tl_atomic_update16" in src["atomics_bf16"] and "atomicAdd((__half*)p" in src["atomics_f16"]
+    # return_prev on atomic_addx2/x4: one atomic per lane, each previous value stored into its lane
+    assert len(re.findall(r"Prev_ptr\[[^\]]*\] = tl_atomic_add_f32_relaxed\(", src["vector_prev_f32"])) == 6
     # fast math and IEEE rounding
     for fn in ("__expf(", "__exp10f(", "__logf(", "__log2f(", "__log10f(", "__tanf(", "__cosf(", "__sinf(", "__fdividef("):
         assert fn in src["math_f32"], fn

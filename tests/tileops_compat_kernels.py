@@ -59,6 +59,21 @@ def atomics(n, dtype, dynamic=False, bitwise=True):
     return atomics_kernel
 
 
+def vector_prev(n, dtype, dynamic=False):
+    """``return_prev=True`` on the vector atomics: block ``b`` adds ``V[b, 0:2]`` to ``Acc[0:2]``
+    through ``atomic_addx2`` and ``V[b, 2:6]`` to ``Acc[2:6]`` through ``atomic_addx4``, and
+    stores the 6 previous values into ``Prev[b, :]`` (``n`` blocks, run in parallel)."""
+    N = _n(n, dynamic)
+
+    @T.prim_func
+    def vector_prev_kernel(V: T.Tensor((N, 6), dtype), Acc: T.Tensor((6,), dtype), Prev: T.Tensor((N, 6), dtype)):
+        with T.Kernel(N, threads=1) as b:
+            Prev[b, 0:2] = T.atomic_addx2(Acc[0:2], V[b, 0:2], return_prev=True)
+            Prev[b, 2:6] = T.atomic_addx4(Acc[2:6], V[b, 2:6], return_prev=True)
+
+    return vector_prev_kernel
+
+
 def reductions(m, n, bm, dtype, dynamic=False, style="cpu"):
     """Bitwise reductions (int dtypes) or NaN-aware max/min/absmax (float dtypes) of (bm, n) row tiles.
 

@@ -133,14 +133,58 @@ def contains_atomics(node: Any) -> bool:
     return bool(found)
 
 
+def _vector_prev_lanes(a: AtomicOp) -> int:
+    """The lane count of an ``addx2_prev``/``addx4_prev`` marker, else 0."""
+    if a.op.startswith("addx") and a.op.endswith("_prev"):
+        return int(a.op[len("addx") : -len("_prev")])
+    return 0
+
+
+def expand_vector_prev(body: Any) -> Any:
+    """``P[j:j+n] = T.atomic_addx<n>(D[i:i+n], V[k:k+n], return_prev=True)`` as ``n`` element stores.
+
+    Each lane becomes its own ``add`` marker (one atomic per element, as without
+    ``return_prev``) whose previous value is stored into the lane of ``P``; the targets then
+    lower those markers like any other. A vector marker anywhere else is refused by
+    :func:`_refuse` with the operator's line.
+    """
+
+    def on_store(stmt):
+        a = parse(stmt.value)
+        lanes = _vector_prev_lanes(a) if a is not None else 0
+        if not lanes:
+            return stmt
+        ramp = list(stmt.indices)[-1] if len(stmt.indices) else None
+        if type(ramp).__name__ != "Ramp" or int(ramp.lanes) != lanes:
+            raise LoweringError(
+                f"{a.loc}: T.atomic_addx{lanes}(..., return_prev=True) returns {lanes} values: store them into "
+                f"{lanes} consecutive elements (P[j:j + {lanes}] = T.atomic_addx{lanes}(...))"
+            )
+        scalar = str(tvm.runtime.DataType(a.dtype).with_lanes(1))
+        load = a.load
+        stores = []
+        for k in range(lanes):
+            idx = list(load.indices)
+            idx[-1] = idx[-1] + k if k else idx[-1]
+            lane_ptr = tirx.address_of(tirx.BufferLoad(load.source, idx))
+            marker = tirx.call_extern(
+                scalar, ATOMIC_CALL, tvm.ir.StringImm("add"), tvm.ir.StringImm(a.order), tvm.ir.StringImm(a.loc),
+                lane_ptr, a.values[k],
+            )
+            out_idx = list(stmt.indices[:-1]) + [ramp.base + ramp.stride * k if k else ramp.base]
+            stores.append(tirx.BufferStore(stmt.buffer, marker, out_idx))
+        return tirx.SeqStmt(stores)
+
+    return checked_map(body, [(tirx.BufferStore, on_store)])
+
+
 def _refuse(a: AtomicOp, target: str) -> None:
     """Markers no target lowers (reported with the statement's line)."""
-    if a.op.endswith("_prev") and a.op.startswith("addx"):
-        lanes = a.op[len("addx") : -len("_prev")]
+    lanes = _vector_prev_lanes(a)
+    if lanes:  # one left by expand_vector_prev: not the value of a store
         raise LoweringError(
-            f"{a.loc}: T.atomic_addx{lanes}(..., return_prev=True) is not supported (no target returns the "
-            f"previous {lanes} values of a vector atomic); drop return_prev, or use T.atomic_add(dst[i], v, "
-            "return_prev=True) per element"
+            f"{a.loc}: T.atomic_addx{lanes}(..., return_prev=True) returns {lanes} values: store them into "
+            f"{lanes} consecutive elements (P[j:j + {lanes}] = T.atomic_addx{lanes}(...))"
         )
     if a.op == "add_tma" and target != "cuda":
         raise LoweringError(
@@ -232,7 +276,7 @@ def lower_cpu_atomics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
     def on_stmt(stmt):
         return _hoist_bf16(stmt, language, used) if _has_bf16_marker(stmt) else stmt
 
-    body = checked_map(func.body, [((tirx.BufferStore, tirx.Evaluate, tirx.Bind), on_stmt)], order="pre")
+    body = checked_map(expand_vector_prev(func.body), [((tirx.BufferStore, tirx.Evaluate, tirx.Bind), on_stmt)], order="pre")
 
     def on_call(call):
         a = parse(call)
@@ -627,6 +671,7 @@ def lower_gpu_atomics(body: Any, kind: str, location: str) -> Any:
         return body
     if kind != "cuda":
         raise LoweringError(f"{location}: atomic operators are supported on cuda and CPU targets, not on {kind} yet")
+    body = expand_vector_prev(body)
     used: dict[str, AtomicOp] = {}
 
     def on_evaluate(stmt):

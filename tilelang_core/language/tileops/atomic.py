@@ -281,16 +281,17 @@ def _addxn(lanes: int, dst: Any, value: Any, return_prev: bool) -> Any:
     if is_float(v.dtype) != is_float(d.dtype):
         fail(op, operands, f"dtype mismatch: value '{v.name}' is {v.dtype} but destination '{d.name}' is {d.dtype}")
     loc = location()
+    values = [cast(v.buffer[tuple(vstart[:-1] + [vstart[-1] + k if k else vstart[-1]])], d.dtype) for k in range(lanes)]
     if return_prev:
-        # Parsed here (upstream's kernels store it into a region), refused by the lowering with
-        # this operator's location.
+        # One vector marker holding every lane's value: the lowering turns the store of it
+        # (P[j:j+lanes] = ...) into one atomic per lane (lowering/atomics.expand_vector_prev).
         vec = tvm.runtime.DataType(d.dtype).with_lanes(lanes)
-        return atomic_call(str(vec), f"addx{lanes}_prev", "relaxed", tirx.address_of(d.buffer[tuple(dstart)]), loc=loc)
+        return atomic_call(
+            str(vec), f"addx{lanes}_prev", "relaxed", tirx.address_of(d.buffer[tuple(dstart)]), *values, loc=loc
+        )
     for k in range(lanes):
         di = dstart[:-1] + [dstart[-1] + k if k else dstart[-1]]
-        vi = vstart[:-1] + [vstart[-1] + k if k else vstart[-1]]
-        x = cast(v.buffer[tuple(vi)], d.dtype)
-        _B.evaluate(atomic_call(d.dtype, "add", "relaxed", tirx.address_of(d.buffer[tuple(di)]), x, loc=loc))
+        _B.evaluate(atomic_call(d.dtype, "add", "relaxed", tirx.address_of(d.buffer[tuple(di)]), values[k], loc=loc))
     return None
 
 
@@ -298,7 +299,9 @@ def atomic_addx2(dst: Any, value: Any, return_prev: bool = False) -> None:
     """Two element atomic adds: ``dst[j:j+2] += value[j:j+2]`` (each element atomic on its own).
 
     ``dst``/``value`` are two consecutive elements of the last dimension: a region of 2, a
-    buffer of 2, or the first element. ``return_prev=True`` is refused when lowering.
+    buffer of 2, or the first element. With ``return_prev=True`` it returns the 2 previous values,
+    to be stored into 2 consecutive elements (``P[j:j+2] = T.atomic_addx2(D[i:i+2], V[i:i+2],
+    return_prev=True)``); each lane is still its own atomic.
     """
     return _addxn(2, dst, value, return_prev)
 
