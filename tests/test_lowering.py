@@ -239,6 +239,28 @@ def test_cuda_expression_in_the_grid_and_the_body_is_not_a_kernel_argument():
     assert kernel.launch.grid == ["(n + 65) // 64", 1, 1]
 
 
+def test_cuda_two_kernels_with_the_same_dynamic_grid():
+    """Two ``T.Kernel`` with the grid ``ceildiv(n, 64)``: the host binds the shared size to one
+    common-subexpression variable; each launch size is still described in terms of ``n``."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def twice(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, 64), threads=64) as bx:
+            for i in T.Parallel(64):
+                if bx * 64 + i < n:
+                    B[bx * 64 + i] = A[bx * 64 + i] + 1
+        with T.Kernel(T.ceildiv(n, 64), threads=64) as bx:
+            for i in T.Parallel(64):
+                if bx * 64 + i < n:
+                    B[bx * 64 + i] = B[bx * 64 + i] * 2
+
+    kernels = lower(twice, target="cuda").device_kernels
+    assert len(kernels) == 2
+    for kernel in kernels:
+        assert kernel.launch.grid == ["(n + 63) // 64", 1, 1] and kernel.launch.block == [64, 1, 1]
+
+
 def test_cuda_target_string_with_arch_and_2d_launch():
     art = lower(matmul(T.dynamic("m"), 40, 8), target="cuda -arch=sm_90")
     assert art.target == "cuda -arch=sm_90"

@@ -488,6 +488,36 @@ def _decl_map(host_fn: tirx.PrimFunc) -> list:
     return decls
 
 
+def _bound_values(host_fn: tirx.PrimFunc) -> list:
+    """``(var, value)`` of the host function's ``Bind``/``LetStmt`` statements (common
+    subexpressions such as a grid size shared by two kernels are bound to a ``cse_v`` there)."""
+    binds: list = []
+
+    def on_bind(stmt):
+        binds.append((stmt.var, stmt.value))
+        return stmt
+
+    tvm_ffi.structural_map(host_fn.body, [((tirx.Bind, tirx.LetStmt), on_bind)])
+    return binds
+
+
+def _inline_bound(expr: Any, binds: list) -> Any:
+    """``expr`` with every variable bound in the host function replaced by its value."""
+    for _ in range(len(binds) + 1):
+        used = [v for v in free_vars(expr) if any(v.same_as(b) for b, _ in binds)]
+        if not used:
+            return expr
+
+        def on_var(var):
+            for b, value in binds:
+                if var.same_as(b):
+                    return value
+            return var
+
+        expr = tvm_ffi.structural_map(expr, [(tirx.Var, on_var)])
+    return expr
+
+
 def _launch_calls(host_fn: tirx.PrimFunc) -> list:
     calls: list = []
 
@@ -536,6 +566,7 @@ def gpu_device_kernels(host_fn: tirx.PrimFunc, device_mods: dict, symbol_names: 
         for gv, fn in dmod.functions.items():
             device_funcs[str(fn.attrs.get("global_symbol", gv.name_hint))] = fn
     decls = _decl_map(host_fn)
+    binds = _bound_values(host_fn)
     kernels: list[DeviceKernel] = []
     for call in _launch_calls(host_fn):
         name = str(call.args[0].value)
@@ -554,6 +585,7 @@ def gpu_device_kernels(host_fn: tirx.PrimFunc, device_mods: dict, symbol_names: 
         block: list = [1, 1, 1]
         shared: Any = 0
         for tag, extent in zip(launch_params, extents):
+            extent = _inline_bound(extent, binds)
             dim = expr_to_dim(extent, where)
             for v in free_vars(extent):
                 if str(v) not in symbol_names:
