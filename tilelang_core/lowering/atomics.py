@@ -140,6 +140,13 @@ def _vector_prev_lanes(a: AtomicOp) -> int:
     return 0
 
 
+def _vector_prev_error(a: AtomicOp, lanes: int) -> LoweringError:
+    return LoweringError(
+        f"{a.loc}: T.atomic_addx{lanes}(..., return_prev=True) returns {lanes} values: store them into "
+        f"{lanes} consecutive elements (P[j:j + {lanes}] = T.atomic_addx{lanes}(...))"
+    )
+
+
 def expand_vector_prev(body: Any) -> Any:
     """``P[j:j+n] = T.atomic_addx<n>(D[i:i+n], V[k:k+n], return_prev=True)`` as ``n`` element stores.
 
@@ -156,10 +163,7 @@ def expand_vector_prev(body: Any) -> Any:
             return stmt
         ramp = list(stmt.indices)[-1] if len(stmt.indices) else None
         if type(ramp).__name__ != "Ramp" or int(ramp.lanes) != lanes:
-            raise LoweringError(
-                f"{a.loc}: T.atomic_addx{lanes}(..., return_prev=True) returns {lanes} values: store them into "
-                f"{lanes} consecutive elements (P[j:j + {lanes}] = T.atomic_addx{lanes}(...))"
-            )
+            raise _vector_prev_error(a, lanes)
         scalar = str(tvm.runtime.DataType(a.dtype).with_lanes(1))
         load = a.load
         stores = []
@@ -182,10 +186,7 @@ def _refuse(a: AtomicOp, target: str) -> None:
     """Markers no target lowers (reported with the statement's line)."""
     lanes = _vector_prev_lanes(a)
     if lanes:  # one left by expand_vector_prev: not the value of a store
-        raise LoweringError(
-            f"{a.loc}: T.atomic_addx{lanes}(..., return_prev=True) returns {lanes} values: store them into "
-            f"{lanes} consecutive elements (P[j:j + {lanes}] = T.atomic_addx{lanes}(...))"
-        )
+        raise _vector_prev_error(a, lanes)
     if a.op == "add_tma" and target != "cuda":
         raise LoweringError(
             f"{a.loc}: T.atomic_add(..., use_tma=True) needs a GPU target with TMA; the {target} target has "

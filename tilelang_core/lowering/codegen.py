@@ -503,9 +503,8 @@ def _bound_values(host_fn: tirx.PrimFunc) -> list:
 
 def _inline_bound(expr: Any, binds: list) -> Any:
     """``expr`` with every variable bound in the host function replaced by its value."""
-    for _ in range(len(binds) + 1):
-        used = [v for v in free_vars(expr) if any(v.same_as(b) for b, _ in binds)]
-        if not used:
+    for _ in range(len(binds) + 1):  # a bound value may use variables bound before it
+        if not any(v.same_as(b) for v in free_vars(expr) for b, _ in binds):
             return expr
 
         def on_var(var):
