@@ -476,6 +476,26 @@ def test_reducer_wrong_use():
 
     _check(bad_batch, "reducer-batch", "T.finalize_reducer(acc)", "batch must be >= 1")
 
+    def batch_too_big():
+        @T.prim_func
+        def k(A: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                acc = T.alloc_reducer(64, "float32", replication="all")
+                T.finalize_reducer(acc, batch=128)  # <reducer-batch-big>
+
+    _check(batch_too_big, "reducer-batch-big", "T.finalize_reducer(acc)", "batch 128 exceeds total output elements (64)")
+
+    def batch_not_dividing():
+        @T.prim_func
+        def k(A: T.Tensor((64, 8), "float32"), B: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                src = T.alloc_fragment((64, 8), "float32")
+                dst = T.alloc_fragment((64,), "float32")
+                T.copy(A, src)
+                T.reduce_sum(src, dst, dim=1, batch=3)  # <reduce-batch-3>
+
+    _check(batch_not_dividing, "reduce-batch-3", "T.reduce_sum(src, dst)", "batch 3 must evenly divide total output elements (64)")
+
 
 def test_reducer_update_outside_parallel_is_refused_when_lowering():
     from tilelang_core.lowering import lower

@@ -71,6 +71,23 @@ def static_int(expr: Any) -> Optional[int]:
     return None
 
 
+def check_batch(op: str, operands: Any, batch: Any, extents: Sequence[Any], name: str) -> None:
+    """TileLang's all-reduce ``batch=``: an int >= 1 that divides the output's element count
+    (checked where the count is static). The result does not depend on it."""
+    if isinstance(batch, bool) or not isinstance(batch, Integral) or batch < 1:
+        fail(op, operands, f"batch must be >= 1, got {batch!r}")
+    total = 1
+    for e in extents:
+        v = static_int(e)
+        if v is None:
+            return
+        total *= v
+    if batch > total:
+        fail(op, operands, f"batch {batch} exceeds total output elements ({total}) of '{name}'")
+    if total % batch:
+        fail(op, operands, f"batch {batch} must evenly divide total output elements ({total}) of '{name}'")
+
+
 def shape_text(shape: Sequence[Any]) -> str:
     """``(32, 16)`` for a shape given as ints or expressions."""
     items = [str(static_int(s)) if static_int(s) is not None else str(s) for s in shape]

@@ -13,6 +13,7 @@ from ._common import (
     ON_CHIP_SCOPES,
     as_tile,
     cast,
+    check_batch,
     fail,
     is_float,
     is_unit,
@@ -70,10 +71,9 @@ def _combine(kind: str, dtype: str, nan_propagate: bool) -> Callable[[Any, Any],
 def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: bool, nan_propagate: bool = False, batch: Any = 1) -> None:
     op = f"T.reduce_{kind}"
     operands = (src, dst)
-    if isinstance(batch, bool) or not isinstance(batch, Integral) or batch < 1:
-        fail(op, operands, f"batch must be an int >= 1, got {batch!r}")
     s = as_tile(op, operands, src, "source", allow_element=False)
     d = as_tile(op, operands, dst, "destination", allow_element=False)
+    check_batch(op, operands, batch, d.extents, d.name)
     for role, t in (("source", s), ("destination", d)):
         if t.scope not in ON_CHIP_SCOPES:
             fail(

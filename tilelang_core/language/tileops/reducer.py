@@ -24,7 +24,7 @@ import tvm
 from tvm import tirx
 from tvm.tirx.script.builder import ir as _B
 
-from ._common import OperandCheckError, as_tile, cast, describe, fail, is_float, location, loop_nest, same_extent, shape_text
+from ._common import OperandCheckError, as_tile, cast, check_batch, describe, fail, is_float, location, loop_nest, same_extent, shape_text
 from ..core import dtype_name
 
 REDUCER_OPS = ("sum", "max", "min", "bitand", "bitor", "bitxor")
@@ -151,13 +151,15 @@ def finalize_reducer(reducer: Any, dst: Any = None, batch: int = 1, annotations:
     """Combine the copies of all the block's threads; v1 (no ``dst``): in place, every copy holds
     the result; v2: ``dst`` (a tile of the reducer's shape) gets the result combined with ``init``.
 
-    ``batch`` (TileLang's all-reduce batching, >= 1) does not change the result.
+    ``batch`` (TileLang's all-reduce batching: >= 1, dividing the reducer's element count)
+    does not change the result.
     """
     op = "T.finalize_reducer"
     operands = (reducer,) if dst is None else (reducer, dst)
     if isinstance(batch, bool) or not isinstance(batch, Integral) or batch < 1:
         fail(op, operands, f"finalize_reducer: batch must be >= 1, got {batch!r}")
     r = _lookup(op, operands, reducer)
+    check_batch(op, operands, batch, list(r.buffer.ty.shape), describe(r.buffer))
     if r.version == 2 and not r.opened:
         fail(op, operands, f"T.finalize_reducer before T.reducer_init of '{describe(r.buffer)}'")
     first = [tirx.IntImm("int32", 0)] * len(r.buffer.ty.shape)
