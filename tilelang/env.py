@@ -45,6 +45,10 @@ class Environment:
     TILELANG_CACHE_DIR = _Variable("TILELANG_CACHE_DIR", None, "Directory of the kernel cache.")
     TILELANG_DISABLE_CACHE = _Variable("TILELANG_DISABLE_CACHE", "0", "1 turns the kernel cache off.")
     CUDA_HOME = _Variable("CUDA_HOME", None, "CUDA toolkit location, for backends that compile CUDA.")
+    TILELANG_DEFAULT_TARGET = _Variable(
+        "TILELANG_DEFAULT_TARGET", "auto",
+        "The target ``target='auto'`` means: a target string or a JSON object (docs/jit.md).",
+    )
     TILELANG_CLEANUP_TEMP_FILES = _Variable(
         "TILELANG_CLEANUP_TEMP_FILES", "1",
         "0 keeps the temporary folder of a ``tilelang.contrib.nvcc.compile_cuda`` call (source and output).",

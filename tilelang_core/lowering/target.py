@@ -1,4 +1,5 @@
-"""Target resolution: argument, else the enclosing ``with tvm.target.Target(...)``, else auto."""
+"""Target resolution: argument, else the enclosing ``with tvm.target.Target(...)``, else
+``$TILELANG_DEFAULT_TARGET``, else auto."""
 
 from __future__ import annotations
 
@@ -99,20 +100,58 @@ def auto_target_kind() -> str:
     return "c"
 
 
+#: Environment variable naming the target ``"auto"`` means (as in TileLang): a target string
+#: (``c``, ``llvm``, ``cuda -arch=sm_90``) or a JSON object (``{"kind": "cuda", "arch": "sm_80"}``).
+DEFAULT_TARGET_ENV = "TILELANG_DEFAULT_TARGET"
+
+
+def env_default_target() -> Any:
+    """``$TILELANG_DEFAULT_TARGET`` as a target string or dict; None when unset or ``auto``.
+
+    :raises TargetError: a value that starts like a JSON object but is not one with a ``kind``.
+    """
+    import json
+    import os
+
+    text = os.environ.get(DEFAULT_TARGET_ENV, "").strip()
+    if not text or text == "auto":
+        return None
+    if not text.startswith("{"):
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise TargetError(
+            f"{DEFAULT_TARGET_ENV}={text!r} looks like a JSON object but does not parse ({exc}); "
+            'write it like {"kind": "cuda", "arch": "sm_90"}, or as a target string such as \'cuda\''
+        ) from None
+    if not isinstance(value, dict) or not isinstance(value.get("kind"), str):
+        raise TargetError(f'{DEFAULT_TARGET_ENV}={text!r}: a JSON target needs a "kind" string, e.g. {{"kind": "cuda"}}')
+    return value
+
+
 def resolve_target(target: Any = "auto", target_host: Any = None):
     """Return a ``tvm.target.Target`` (with host set for GPU targets).
 
-    :param target: ``"auto"``/None, a target string (``"c"``, ``"llvm"``, ``"cuda -arch=sm_90"``,
-        ``"metal"``), a dict accepted by ``tvm.target.Target``, or a ``Target``.
+    :param target: ``"auto"``/None (the enclosing ``with tvm.target.Target(...)``, else
+        :func:`env_default_target`, else :func:`auto_target_kind`), a target string (``"c"``,
+        ``"llvm"``, ``"cuda -arch=sm_90"``, ``"metal"``), a dict accepted by ``tvm.target.Target``,
+        or a ``Target``.
     :param target_host: host target for GPU kinds; default ``llvm`` when TVM has LLVM, else ``c``.
     :raises TargetError: the target cannot be understood.
     """
     import tvm
 
-    given = target
+    described = repr(target)
     if target is None or (isinstance(target, str) and target.strip() == "auto"):
         current = tvm.target.Target.current(allow_none=True)
-        target = current if current is not None else auto_target_kind()
+        from_env = None if current is not None else env_default_target()
+        if current is not None:
+            target = current
+        elif from_env is not None:
+            target, described = from_env, f"{from_env!r} (from {DEFAULT_TARGET_ENV})"
+        else:
+            target = auto_target_kind()
     if isinstance(target, str) and target.strip() == "":
         raise TargetError("target must not be empty; use e.g. 'c', 'llvm', 'cuda' or 'auto'")
     if not isinstance(target, (str, dict, tvm.target.Target)):
@@ -126,7 +165,7 @@ def resolve_target(target: Any = "auto", target_host: Any = None):
         resolved = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
     except Exception as exc:  # noqa: BLE001 - TVM raises various errors for bad strings
         raise TargetError(
-            f"cannot understand target {given!r}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc}. "
+            f"cannot understand target {described}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc}. "
             "Use e.g. 'c', 'llvm', 'cuda', 'cuda -arch=sm_90' or 'metal'."
         ) from None
     kind = resolved.kind.name

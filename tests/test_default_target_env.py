@@ -1,0 +1,80 @@
+"""``TILELANG_DEFAULT_TARGET``: the target ``target="auto"`` means, as in TileLang."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import tvm
+
+import tilelang
+import tilelang_core.language as T
+from tilelang_core.errors import TargetError
+from tilelang_core.lowering import lower, resolve_target
+
+
+def _add(n=64):
+    @T.prim_func
+    def add_one(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            for i in T.Parallel(n):
+                B[i] = A[i] + 1
+
+    return add_one
+
+
+def test_a_target_string_is_what_auto_compiles_for(monkeypatch):
+    monkeypatch.setenv("TILELANG_DEFAULT_TARGET", "llvm")
+    kernel = tilelang.compile(_add())
+    assert kernel.target == "llvm"
+    a = torch.randn(64)
+    torch.testing.assert_close(_run(kernel, a), a + 1)
+
+
+def _run(kernel, a):
+    b = torch.empty_like(a)
+    kernel(a, b)
+    return b
+
+
+def test_a_json_object_with_an_arch(monkeypatch):
+    monkeypatch.setenv("TILELANG_DEFAULT_TARGET", '{"kind": "cuda", "arch": "sm_80"}')
+    art = lower(_add())
+    assert art.target == "cuda -arch=sm_80" and art.device_language == "cuda"
+
+
+def test_an_explicit_target_and_an_enclosing_target_win(monkeypatch):
+    monkeypatch.setenv("TILELANG_DEFAULT_TARGET", "llvm")
+    assert resolve_target("c").kind.name == "c"
+    with tvm.target.Target("c"):
+        assert resolve_target("auto").kind.name == "c"
+    assert resolve_target("auto").kind.name == "llvm"
+
+
+@pytest.mark.parametrize("value", ["", "auto"])
+def test_unset_or_auto_is_the_automatic_choice(monkeypatch, value):
+    monkeypatch.setenv("TILELANG_DEFAULT_TARGET", value)
+    expected = "cuda" if torch.cuda.is_available() else "c"
+    assert resolve_target("auto").kind.name in (expected, "metal")
+
+
+@pytest.mark.parametrize(
+    "value,match",
+    [('{"kind": "cuda"', "does not parse"), ('{"arch": "sm_80"}', 'needs a "kind" string'), ("no-such-target", "cannot understand")],
+)
+def test_a_bad_value_is_a_target_error_naming_the_variable(monkeypatch, value, match):
+    monkeypatch.setenv("TILELANG_DEFAULT_TARGET", value)
+    with pytest.raises(TargetError, match=match) as info:
+        resolve_target("auto")
+    assert "TILELANG_DEFAULT_TARGET" in str(info.value)
+
+
+def test_tilelang_env_reads_and_writes_it(monkeypatch):
+    from tilelang.env import env
+
+    monkeypatch.delenv("TILELANG_DEFAULT_TARGET", raising=False)
+    assert env.TILELANG_DEFAULT_TARGET == "auto"
+    env.TILELANG_DEFAULT_TARGET = "llvm"
+    try:
+        assert resolve_target("auto").kind.name == "llvm"
+    finally:
+        env.TILELANG_DEFAULT_TARGET = None
