@@ -34,8 +34,11 @@ def test_auto_never_picks_a_build_only_backend(site):
     install(site, "builder", c_target(100), probe=BUILD_ONLY, body=HOOKS)
     verdicts = {c.name: c for c in explain_selection("c")}
     assert verdicts["builder"].verdict == "build_only" and "no CUDA driver" in verdicts["builder"].reason
-    with pytest.raises(NoBackendForTargetError, match="builder: build_only"):
+    with pytest.raises(NoBackendForTargetError, match="builder: build_only") as info:
         select_backend("auto", "c")
+    # the way to build anyway: name the backend
+    assert "To build it here without running it" in str(info.value)
+    assert "execution_backend='builder'" in str(info.value)
     install(site, "runner", c_target(1), body=HOOKS)
     assert select_backend("auto", "c").name == "runner"  # lower priority, but it can run
 
