@@ -18,7 +18,7 @@ from .atomics import lower_cpu_atomics
 from .intrinsics import lower_cpu_intrinsics
 from .workspaces import heap_workspaces
 from .frontend import BLOCK_LOOP_KEY, PARALLEL_MIN_WORK, PRAGMA_MARKER
-from .signature import expr_to_dim, free_vars, is_tensor_param, param_name
+from .signature import expr_to_dim, free_vars, inline_binds, is_tensor_param, param_name
 
 # --------------------------------------------------------------------------------------------
 # CPU: plain C entry function
@@ -488,33 +488,17 @@ def _decl_map(host_fn: tirx.PrimFunc) -> list:
     return decls
 
 
-def _bound_values(host_fn: tirx.PrimFunc) -> list:
-    """``(var, value)`` of the host function's ``Bind``/``LetStmt`` statements (common
+def _bound_values(host_fn: tirx.PrimFunc) -> dict:
+    """``{var: value}`` of the host function's ``Bind``/``LetStmt`` statements (common
     subexpressions such as a grid size shared by two kernels are bound to a ``cse_v`` there)."""
-    binds: list = []
+    binds: dict = {}
 
     def on_bind(stmt):
-        binds.append((stmt.var, stmt.value))
+        binds[stmt.var] = stmt.value
         return stmt
 
     tvm_ffi.structural_map(host_fn.body, [((tirx.Bind, tirx.LetStmt), on_bind)])
     return binds
-
-
-def _inline_bound(expr: Any, binds: list) -> Any:
-    """``expr`` with every variable bound in the host function replaced by its value."""
-    for _ in range(len(binds) + 1):  # a bound value may use variables bound before it
-        if not any(v.same_as(b) for v in free_vars(expr) for b, _ in binds):
-            return expr
-
-        def on_var(var):
-            for b, value in binds:
-                if var.same_as(b):
-                    return value
-            return var
-
-        expr = tvm_ffi.structural_map(expr, [(tirx.Var, on_var)])
-    return expr
 
 
 def _launch_calls(host_fn: tirx.PrimFunc) -> list:
@@ -584,7 +568,7 @@ def gpu_device_kernels(host_fn: tirx.PrimFunc, device_mods: dict, symbol_names: 
         block: list = [1, 1, 1]
         shared: Any = 0
         for tag, extent in zip(launch_params, extents):
-            extent = _inline_bound(extent, binds)
+            extent = inline_binds(extent, binds)
             dim = expr_to_dim(extent, where)
             for v in free_vars(extent):
                 if str(v) not in symbol_names:

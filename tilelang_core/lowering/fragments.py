@@ -31,6 +31,7 @@ from tvm import tirx
 from ..errors import LoweringError
 from .atomics import contains_atomics, lower_gpu_atomics
 from .intrinsics import contains_intrinsics, lower_gpu_intrinsics
+from .signature import inline_binds
 
 FRAGMENT_SCOPE = "local.fragment"
 
@@ -45,24 +46,6 @@ def _int(expr: Any) -> Optional[int]:
 
 def _scope(buf: Any) -> str:
     return str(buf.ty.storage_scope) or "global"
-
-
-def _substitute(expr: Any, binds: dict) -> Any:
-    """Replace ``Bind`` variables by their values until none is left (bounded depth)."""
-    for _ in range(16):
-        changed = [False]
-
-        def on_var(var):
-            value = binds.get(var)
-            if value is not None:
-                changed[0] = True
-                return value
-            return var
-
-        expr = tvm_ffi.structural_map(expr, [(tvm.ir.Var, on_var)])
-        if not changed[0]:
-            break
-    return expr
 
 
 class _Kernel:
@@ -156,7 +139,7 @@ class FragmentLowering:
         """The slot of an access when it provably touches the calling thread's element, else None."""
         if any(type(i).__name__ == "Ramp" for i in indices):
             return None
-        flat = _substitute(self._flat(buf, indices), self.binds)
+        flat = inline_binds(self._flat(buf, indices), self.binds)
         threads = tirx.IntImm("int32", kernel.threads)
         try:
             if not self.analyzer.can_prove(tirx.floormod(flat, threads) == kernel.tid):

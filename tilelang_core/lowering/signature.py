@@ -6,6 +6,7 @@ import re
 from typing import Any, Optional, Union
 
 import tvm
+import tvm_ffi
 from tvm import tirx
 
 from ..artifact import Dim, ScalarParam, SymbolBinding, TensorParam
@@ -128,6 +129,25 @@ def _expr_text(expr: Any, where: str, top: bool = False) -> str:
     if kind in ("Min", "Max"):
         return f"{kind.lower()}({_expr_text(expr.a, where, True)}, {_expr_text(expr.b, where, True)})"
     raise LoweringError(f"{where}: expression {expr} ({kind}) cannot be described to execution backends")
+
+
+def inline_binds(expr: Any, binds: dict) -> Any:
+    """``expr`` with the variables of ``Bind`` statements (``{var: value}``) replaced by their
+    values, again for the variables those values use (bounded depth)."""
+    for _ in range(16):
+        changed = [False]
+
+        def on_var(var):
+            value = binds.get(var)
+            if value is not None:
+                changed[0] = True
+                return value
+            return var
+
+        expr = tvm_ffi.structural_map(expr, [(tvm.ir.Var, on_var)])
+        if not changed[0]:
+            break
+    return expr
 
 
 def free_vars(expr: Any) -> list:
