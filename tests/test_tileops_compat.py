@@ -114,33 +114,15 @@ def test_atomics_from_parallel_blocks(dtype, dynamic, path):
         assert e.tolist() == [42, 41]
 
 
-@pytest.mark.parametrize(
-    "dtype,dynamic,path",
-    [("float32", False, CYTHON_C), ("int32", True, CYTHON_C), ("bfloat16", True, TVMFFI_C),
-     ("float16", False, TVMFFI_C), ("float32", True, TVMFFI_LLVM), ("bfloat16", False, TVMFFI_LLVM)],
-    ids=lambda v: _path_id(v) if isinstance(v, tuple) else str(v),
-)
-def test_vector_atomics_return_the_previous_values(dtype, dynamic, path):
-    """``P[j:j+2] = T.atomic_addx2(..., return_prev=True)`` (and x4): every lane returns the value
-    its own atomic replaced, although the blocks run in parallel."""
-    n = 40
-    kernel = _compile(KS.vector_prev(n, dtype, dynamic=dynamic), path)
-    tdt = _tdt(dtype)
-    v = torch.randint(1, 4, (n, 6), generator=torch.Generator().manual_seed(7)).to(tdt)
-    acc = torch.tensor([0, 5, -3, 0, 2, 1]).to(tdt)
-    prev = torch.full((n, 6), -99).to(tdt)
-    start = acc.clone()
-    kernel(v, acc, prev)
-    lanes = v.to(torch.int64)
-    assert acc.to(torch.int64).tolist() == (start.to(torch.int64) + lanes.sum(0)).tolist()
-    got = prev.to(torch.int64)
-    for lane in range(6):
-        # the previous values of one lane are its partial sums, in the order the blocks ran
-        seen = sorted(zip(got[:, lane].tolist(), lanes[:, lane].tolist()))
-        running = int(start[lane])
-        for before, added in seen:
-            assert before == running, (lane, seen)
-            running += added
+@pytest.mark.parametrize("target", ["c", "llvm"])
+def test_vector_atomics_return_prev_is_refused_on_cpu_as_in_tilelang(target):
+    """``P[j:j+2] = T.atomic_addx2(..., return_prev=True)`` lowers for cuda (one atomic per lane,
+    tests/test_tileops_compat_cuda.py) and is refused on CPU targets with the statement's line."""
+    from tilelang_core.errors import LoweringError
+    from tilelang_core.lowering import lower
+
+    with pytest.raises(LoweringError, match=r"tileops_compat_kernels\.py:\d+: T\.atomic_addx2\(\.\.\., return_prev=True\) is not supported on CPU"):
+        lower(KS.vector_prev(40, "float32"), target=target)
 
 
 # -- reductions -------------------------------------------------------------------------------

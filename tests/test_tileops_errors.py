@@ -410,8 +410,12 @@ def test_lowering_refusals_name_the_statement():
         with T.Kernel(1, threads=1) as _:
             T.evaluate(T.atomic_addx2(D[0:2], V[0:2], return_prev=True))  # <addx2-prev>
 
-    with pytest.raises(LoweringError) as info:  # the 2 previous values must be stored somewhere
+    with pytest.raises(LoweringError) as info:  # CPU targets: refused, as in TileLang
         lower(prev_x2, target="c")
+    assert f"{_THIS}:{_line_of('addx2-prev')}" in str(info.value)
+    assert "return_prev=True) is not supported on CPU targets (c)" in str(info.value)
+    with pytest.raises(LoweringError) as info:  # cuda: the 2 previous values must be stored somewhere
+        lower(prev_x2, target="cuda")
     assert f"{_THIS}:{_line_of('addx2-prev')}" in str(info.value)
     assert "returns 2 values: store them into 2 consecutive elements" in str(info.value)
 

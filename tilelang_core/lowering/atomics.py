@@ -140,20 +140,28 @@ def _vector_prev_lanes(a: AtomicOp) -> int:
     return 0
 
 
-def _vector_prev_error(a: AtomicOp, lanes: int) -> LoweringError:
+def _vector_prev_error(a: AtomicOp, lanes: int, target: str) -> LoweringError:
+    if target in ("c", "llvm"):
+        return LoweringError(
+            f"{a.loc}: T.atomic_addx{lanes}(..., return_prev=True) is not supported on CPU targets "
+            f"({target}), as in TileLang: lower it for cuda, or read the previous values per element with "
+            "T.atomic_add(dst[i], v, return_prev=True)"
+        )
     return LoweringError(
         f"{a.loc}: T.atomic_addx{lanes}(..., return_prev=True) returns {lanes} values: store them into "
         f"{lanes} consecutive elements (P[j:j + {lanes}] = T.atomic_addx{lanes}(...))"
     )
 
 
-def expand_vector_prev(body: Any) -> Any:
-    """``P[j:j+n] = T.atomic_addx<n>(D[i:i+n], V[k:k+n], return_prev=True)`` as ``n`` element stores.
+def expand_vector_prev(body: Any, target: str) -> Any:
+    """``P[j:j+n] = T.atomic_addx<n>(D[i:i+n], V[k:k+n], return_prev=True)`` as ``n`` element stores
+    (GPU targets).
 
     Each lane becomes its own ``add`` marker (one atomic per element, as without
-    ``return_prev``) whose previous value is stored into the lane of ``P``; the targets then
-    lower those markers like any other. A vector marker anywhere else is refused by
-    :func:`_refuse` with the operator's line.
+    ``return_prev``) whose previous value is stored into the lane of ``P``; the target then
+    lowers those markers like any other. A vector marker anywhere else is refused by
+    :func:`_refuse` with the operator's line. CPU targets refuse vector ``return_prev``, as
+    TileLang does there.
     """
 
     def on_store(stmt):
@@ -162,8 +170,8 @@ def expand_vector_prev(body: Any) -> Any:
         if not lanes:
             return stmt
         ramp = list(stmt.indices)[-1] if len(stmt.indices) else None
-        if type(ramp).__name__ != "Ramp" or int(ramp.lanes) != lanes:
-            raise _vector_prev_error(a, lanes)
+        if target in ("c", "llvm") or type(ramp).__name__ != "Ramp" or int(ramp.lanes) != lanes:
+            raise _vector_prev_error(a, lanes, target)
         scalar = str(tvm.runtime.DataType(a.dtype).with_lanes(1))
         load = a.load
         stores = []
@@ -186,7 +194,7 @@ def _refuse(a: AtomicOp, target: str) -> None:
     """Markers no target lowers (reported with the statement's line)."""
     lanes = _vector_prev_lanes(a)
     if lanes:  # one left by expand_vector_prev: not the value of a store
-        raise _vector_prev_error(a, lanes)
+        raise _vector_prev_error(a, lanes, target)
     if a.op == "add_tma" and target != "cuda":
         raise LoweringError(
             f"{a.loc}: T.atomic_add(..., use_tma=True) needs a GPU target with TMA; the {target} target has "
@@ -277,7 +285,7 @@ def lower_cpu_atomics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
     def on_stmt(stmt):
         return _hoist_bf16(stmt, language, used) if _has_bf16_marker(stmt) else stmt
 
-    body = checked_map(expand_vector_prev(func.body), [((tirx.BufferStore, tirx.Evaluate, tirx.Bind), on_stmt)], order="pre")
+    body = checked_map(expand_vector_prev(func.body, language), [((tirx.BufferStore, tirx.Evaluate, tirx.Bind), on_stmt)], order="pre")
 
     def on_call(call):
         a = parse(call)
@@ -672,7 +680,7 @@ def lower_gpu_atomics(body: Any, kind: str, location: str) -> Any:
         return body
     if kind != "cuda":
         raise LoweringError(f"{location}: atomic operators are supported on cuda and CPU targets, not on {kind} yet")
-    body = expand_vector_prev(body)
+    body = expand_vector_prev(body, kind)
     used: dict[str, AtomicOp] = {}
 
     def on_evaluate(stmt):

@@ -299,9 +299,10 @@ def atomic_addx2(dst: Any, value: Any, return_prev: bool = False) -> None:
     """Two element atomic adds: ``dst[j:j+2] += value[j:j+2]`` (each element atomic on its own).
 
     ``dst``/``value`` are two consecutive elements of the last dimension: a region of 2, a
-    buffer of 2, or the first element. With ``return_prev=True`` it returns the 2 previous values,
-    to be stored into 2 consecutive elements (``P[j:j+2] = T.atomic_addx2(D[i:i+2], V[i:i+2],
-    return_prev=True)``); each lane is still its own atomic.
+    buffer of 2, or the first element. With ``return_prev=True`` (GPU targets; refused on CPU
+    targets, as in TileLang) it returns the 2 previous values, to be stored into 2 consecutive
+    elements (``P[j:j+2] = T.atomic_addx2(D[i:i+2], V[i:i+2], return_prev=True)``); each lane is
+    still its own atomic.
     """
     return _addxn(2, dst, value, return_prev)
 
