@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -43,8 +44,11 @@ def tilelang_backend_probe(target_kind):
 
 
 PLUGINS = {
-    # hangs while being imported
-    "sleepy": plugin_source(spec_dict("sleepy", c_target(1000)), body="import time\ntime.sleep(600)\n"),
+    # hangs while being imported (after saying so on stderr, where plugin output goes)
+    "sleepy": plugin_source(
+        spec_dict("sleepy", c_target(1000)),
+        body="import sys, time\nprint('sleepy is hanging', file=sys.stderr, flush=True)\ntime.sleep(600)\n",
+    ),
     # hangs in its spec hook
     "dozy": plugin_source(spec_then("__import__('time').sleep(600)", "dozy", 1000)),
     # hangs in its probe hook
@@ -194,13 +198,32 @@ print("finished", flush=True)
 """
 
 
+def _wait_for_line(stream, text: str, seconds: float) -> bool:
+    """Read ``stream`` up to a line equal to ``text``; False at end of file or after ``seconds``."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        ready, _, _ = select.select([stream], [], [], max(0.0, end - time.monotonic()))
+        if not ready:
+            return False
+        line = stream.readline()
+        if not line:
+            return False
+        if line.strip() == text:
+            return True
+    return False
+
+
 @pytest.mark.slow
 def test_a_real_ctrl_c_still_stops_the_program_while_a_plugin_hangs(site):
     proc = subprocess.Popen([sys.executable, "-c", HANG_THEN_WAIT], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env_for(site, TILELANG_PLUGIN_TIMEOUT="300"))
     try:
         assert proc.stdout.readline().strip() == "loading"
-        time.sleep(1.0)  # now waiting for the hanging import
+        # Wait until the plugin hangs: a SIGINT that arrives while the main thread still runs
+        # importlib's weakref callbacks is lost by CPython ("Exception ignored in ... cb"), which
+        # made this test flaky on a busy machine when it slept a fixed second instead.
+        assert _wait_for_line(proc.stderr, "sleepy is hanging", seconds=LIMIT)
+        time.sleep(0.2)  # the main thread is now waiting for the loading thread
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
