@@ -186,15 +186,15 @@ def auto_candidates(target_kind: str, registry: Optional[BackendRegistry] = None
     candidates = explain_selection(target_kind, registry)
     if not candidates or candidates[0].verdict != "chosen":
         detail = "; ".join(f"{c.name}: {c.verdict} ({c.reason})" for c in candidates) or "no backends installed"
-        builders = [c.name for c in candidates if c.verdict == "build_only"]
-        hint = (
-            f"To build it here without running it (to read its source, or to export it for a machine that "
-            f"can run it), name one of the backends that can: execution_backend={builders[0]!r}"
-            + (f" (or {', '.join(repr(b) for b in builders[1:])})" if len(builders) > 1 else "")
-            + ". Otherwise install one (pip install tilelang-backend-<name>) or choose another target"
-            if builders
-            else "Install one (pip install tilelang-backend-<name>) or choose another target"
-        )
+        hint = "Install one (pip install tilelang-backend-<name>) or choose another target"
+        builders = [repr(c.name) for c in candidates if c.verdict == "build_only"]
+        if builders:
+            others = f" (or {', '.join(builders[1:])})" if len(builders) > 1 else ""
+            hint = (
+                "To build it here without running it (to read its source, or to export it for a machine "
+                f"that can run it), name one of the backends that can: execution_backend={builders[0]}{others}. "
+                "Otherwise install one (pip install tilelang-backend-<name>) or choose another target"
+            )
         raise NoBackendForTargetError(f"no available execution backend for target {target_kind!r}: {detail}. {hint}")
     chosen = candidates[0]
     others = sorted((c for c in candidates if c.verdict == "available"), key=lambda c: (-(c.priority or 0), c.name))

@@ -145,10 +145,9 @@ def resolve_target(target: Any = "auto", target_host: Any = None):
     described = repr(target)
     if target is None or (isinstance(target, str) and target.strip() == "auto"):
         current = tvm.target.Target.current(allow_none=True)
-        from_env = None if current is not None else env_default_target()
         if current is not None:
             target = current
-        elif from_env is not None:
+        elif (from_env := env_default_target()) is not None:
             target, described = from_env, f"{from_env!r} (from {DEFAULT_TARGET_ENV})"
         else:
             target = auto_target_kind()

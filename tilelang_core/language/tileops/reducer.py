@@ -17,7 +17,7 @@ Two spellings, as in TileLang:
 
 from __future__ import annotations
 
-from numbers import Integral, Number
+from numbers import Number
 from typing import Any, Optional
 
 import tvm
@@ -156,8 +156,6 @@ def finalize_reducer(reducer: Any, dst: Any = None, batch: int = 1, annotations:
     """
     op = "T.finalize_reducer"
     operands = (reducer,) if dst is None else (reducer, dst)
-    if isinstance(batch, bool) or not isinstance(batch, Integral) or batch < 1:
-        fail(op, operands, f"finalize_reducer: batch must be >= 1, got {batch!r}")
     r = _lookup(op, operands, reducer)
     check_batch(op, operands, batch, list(r.buffer.ty.shape), describe(r.buffer))
     if r.version == 2 and not r.opened:
