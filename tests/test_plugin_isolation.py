@@ -190,7 +190,10 @@ def test_auto_compile_skips_hanging_and_exiting_plugins_with_warnings(site, tmp_
 
 
 HANG_THEN_WAIT = """
-import sys
+import signal, sys
+# a program's own Ctrl-C handling: a parent may have started us with SIGINT ignored (a background
+# job of a shell without job control), which Python would keep
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from tilelang_core.backends import get_registry
 print("loading", flush=True)
 get_registry().get("sleepy")
