@@ -155,13 +155,12 @@ def _vector_prev_error(a: AtomicOp, lanes: int, target: str) -> LoweringError:
 
 def expand_vector_prev(body: Any, target: str) -> Any:
     """``P[j:j+n] = T.atomic_addx<n>(D[i:i+n], V[k:k+n], return_prev=True)`` as ``n`` element stores
-    (GPU targets).
+    (GPU targets; CPU targets refuse every vector marker in :func:`_refuse`, as TileLang does).
 
     Each lane becomes its own ``add`` marker (one atomic per element, as without
     ``return_prev``) whose previous value is stored into the lane of ``P``; the target then
     lowers those markers like any other. A vector marker anywhere else is refused by
-    :func:`_refuse` with the operator's line. CPU targets refuse vector ``return_prev``, as
-    TileLang does there.
+    :func:`_refuse` with the operator's line.
     """
 
     def on_store(stmt):
@@ -170,7 +169,7 @@ def expand_vector_prev(body: Any, target: str) -> Any:
         if not lanes:
             return stmt
         ramp = list(stmt.indices)[-1] if len(stmt.indices) else None
-        if target in ("c", "llvm") or type(ramp).__name__ != "Ramp" or int(ramp.lanes) != lanes:
+        if type(ramp).__name__ != "Ramp" or int(ramp.lanes) != lanes:
             raise _vector_prev_error(a, lanes, target)
         scalar = str(tvm.runtime.DataType(a.dtype).with_lanes(1))
         load = a.load
@@ -193,7 +192,7 @@ def expand_vector_prev(body: Any, target: str) -> Any:
 def _refuse(a: AtomicOp, target: str) -> None:
     """Markers no target lowers (reported with the statement's line)."""
     lanes = _vector_prev_lanes(a)
-    if lanes:  # one left by expand_vector_prev: not the value of a store
+    if lanes:  # a CPU target, or on a GPU one left by expand_vector_prev: not the value of a store
         raise _vector_prev_error(a, lanes, target)
     if a.op == "add_tma" and target != "cuda":
         raise LoweringError(
@@ -285,7 +284,7 @@ def lower_cpu_atomics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
     def on_stmt(stmt):
         return _hoist_bf16(stmt, language, used) if _has_bf16_marker(stmt) else stmt
 
-    body = checked_map(expand_vector_prev(func.body, language), [((tirx.BufferStore, tirx.Evaluate, tirx.Bind), on_stmt)], order="pre")
+    body = checked_map(func.body, [((tirx.BufferStore, tirx.Evaluate, tirx.Bind), on_stmt)], order="pre")
 
     def on_call(call):
         a = parse(call)
