@@ -1,7 +1,8 @@
 """The cache key of a kernel: a hash of what determines the compiled result, and nothing else.
 
 The key covers the kernel's canonical TIR text, target and host target, backend name,
-version and a content hash of the backend plugin's installed files, core (and TVM) version, ``pass_configs``, ``compile_flags``, ``out_idx`` and the
+version and a content hash of the backend plugin's installed files, the core's version and a
+content hash of its files, TVM's version, ``pass_configs``, ``compile_flags``, ``out_idx`` and the
 identity of the native compiler. It never depends on what else the process compiled: the TIR
 text is printed from the kernel as written (before the pipeline renames anything), and numeric
 suffixes that name generators add to variables (``i_1``, ``bx_17``) are renumbered by order of
@@ -23,7 +24,7 @@ from typing import Any, Optional, Sequence
 from ..capabilities import TargetCapability
 
 #: Bumped when what goes into a key, or how entries are laid out, changes.
-CACHE_KEY_VERSION = 2
+CACHE_KEY_VERSION = 3
 
 #: Source locations the language records for error messages ("tl.source_location", "tl.kernel_loc"):
 #: moving a kernel to another line or file must not make it a different kernel.
@@ -208,7 +209,7 @@ def compute_key(
 
     doc = {
         "key_version": CACHE_KEY_VERSION,
-        "core": __version__,
+        "core": [__version__, core_files_hash()],
         "tvm": getattr(tvm, "__version__", "?"),
         "artifact_format": ARTIFACT_FORMAT_VERSION,
         "tir": canonical_tir(prim_func),
@@ -224,7 +225,7 @@ def compute_key(
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-# -- the backend plugin's own files ------------------------------------------------------------
+# -- the backend plugin's own files, and the core's ----------------------------------------------
 
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
 
@@ -321,3 +322,22 @@ def plugin_files_hash(dist: Any, package: str) -> str:
     if package_dir is not None and not covered:
         entries += [f"{package}/{rel} sha256={digest}" for rel, digest in _tree_digests(package_dir)]
     return hashlib.sha256("\n".join(entries).encode()).hexdigest()
+
+
+_CORE_FILES_HASH: Optional[str] = None
+
+
+def core_files_hash() -> str:
+    """Content hash (hex) of the core's own files (the imported ``tilelang_core`` package), once per process.
+
+    The lowering pipeline lives in the core, so a kernel built by other core code must never be
+    loaded under the same key, even at the same version: an editable install or a checkout on
+    ``PYTHONPATH`` keeps its version from commit to commit. Every file of the package directory
+    that Python imports from is read (about 1 MB; a few milliseconds), whatever installed it.
+    """
+    global _CORE_FILES_HASH
+    if _CORE_FILES_HASH is None:
+        package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        entries = [f"{rel} sha256={digest}" for rel, digest in _tree_digests(package_dir)]
+        _CORE_FILES_HASH = hashlib.sha256("\n".join(entries).encode()).hexdigest()
+    return _CORE_FILES_HASH
