@@ -60,17 +60,52 @@ def _resolve_copy(src: Any, dst: Any) -> tuple[Tile, Tile]:
             f"rank mismatch: the tile {shape_text(big.squeezed)} has more dimensions than "
             f"'{small.name}' {shape_text(small.shape)}",
         )
-    if len(s.squeezed) != len(d.squeezed) or not all(same_extent(a, b) for a, b in zip(s.squeezed, d.squeezed)):
+    # extents may differ only where one of them is known at run time alone (a dynamic tail)
+    if len(s.squeezed) != len(d.squeezed) or not all(
+        same_extent(a, b) or static_int(a) is None or static_int(b) is None for a, b in zip(s.squeezed, d.squeezed)
+    ):
         kind = "rank mismatch" if len(s.squeezed) != len(d.squeezed) else "shape mismatch"
         fail(
             "T.copy",
             operands,
             f"{kind}: the source tile has extents {shape_text(s.extents)} and the destination tile "
-            f"{shape_text(d.extents)}; both must have the same extents (ignoring dimensions of size 1)",
+            f"{shape_text(d.extents)}; both must have the same extents (ignoring dimensions of size 1; "
+            "a dynamic extent may differ from the other side's, and then only the common part is copied)",
         )
     if s.dtype == "bool" and d.dtype != "bool" or d.dtype == "bool" and s.dtype != "bool":
         fail("T.copy", operands, f"dtype mismatch: cannot copy {s.dtype} '{s.name}' into {d.dtype} '{d.name}'")
     return s, d
+
+
+def _common_extents(src: list, dst: list) -> tuple[list, list]:
+    """Loop extents of a copy between tiles of these (squeezed) extents, and the guards it needs.
+
+    Equal extents are the loop's. Where one side's extent is dynamic and differs from the other's,
+    the common part ``min(a, b)`` is copied: the loop runs over the static extent (or the minimum
+    of two dynamic ones) and ``(dim, limit)`` guards keep it inside the dynamic one.
+    """
+    extents, limits = [], []
+    for k, (a, b) in enumerate(zip(src, dst)):
+        if same_extent(a, b):
+            extents.append(a)
+        elif static_int(a) is not None or static_int(b) is not None:
+            static, dynamic = (a, b) if static_int(a) is not None else (b, a)
+            extents.append(static)
+            limits.append((k, dynamic))
+        else:
+            extents.append(tirx.min(a, b))
+    return extents, limits
+
+
+def _all(*conds: Any) -> Any:
+    """The conjunction of the conditions that are not None (None when there are none)."""
+    kept = [c for c in conds if c is not None]
+    if not kept:
+        return None
+    out = kept[0]
+    for c in kept[1:]:
+        out = tirx.And(out, c)
+    return out
 
 
 def copy(
@@ -92,8 +127,10 @@ def copy(
     TileLang's hints (``coalesced_width``, ``disable_tma``, ``eviction_policy``,
     ``prefer_instruction``, ``annotations``, ``loop_layout``) are accepted and do not change the
     copy.
-    Extents must match (dimensions of size 1 are ignored); values are converted to the
-    destination dtype. Parts of the tile outside the destination buffer are not written; parts
+    Extents must match (dimensions of size 1 are ignored), except that a dynamic extent may differ
+    from the other side's (``T.copy(A[0:n], A_shared)`` with a 1024-element ``A_shared``): then the
+    common part, ``min`` of the two, is copied and the rest of the destination is left as it was.
+    Values are converted to the destination dtype. Parts of the tile outside the destination buffer are not written; parts
     outside the source buffer are not read and the destination gets 0 there (so partial tiles at
     the edges of a matrix feed zeros into ``T.gemm``).
 
@@ -116,12 +153,12 @@ def copy(
         _B.buffer_store(d0.buffer, value, list(d0.starts))
         return
     s, d = _resolve_copy(src, dst)
-    extents = s.squeezed
+    extents, limits = _common_extents(s.squeezed, d.squeezed)
     fill_value = safe_value(s.buffer)
 
     def body(vs: list) -> None:
         src_ok = s.bounds_condition(vs)
-        dst_ok = d.bounds_condition(vs)
+        dst_ok = _all(d.bounds_condition(vs), *(vs[k] < limit for k, limit in limits))
         value = cast(s.buffer[tuple(s.indices(vs))], d.dtype)
         if src_ok is not None:
             value = tirx.if_then_else(src_ok, value, zero(d.dtype) if fill_value is None else cast(fill_value, d.dtype))

@@ -1,0 +1,141 @@
+"""``T.copy`` between a tile of dynamic extent and one of another extent (``A[0:n]`` into a
+1024-element shared buffer, as upstream TileLang allows): the common part, ``min`` of the two, is
+copied and the rest of the destination keeps its values. Two different static extents stay an
+error. Run on the CPU paths against torch, lowered for CUDA and compiled with nvcc, and run on the
+emulated GPU of tests/test_tileops_cuda.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import pytest
+import torch
+
+import tilelang_core
+import tilelang_core.language as T
+from tilelang_core.errors import LoweringError
+
+_HERE = pathlib.Path(__file__).resolve().parent
+_spec = importlib.util.spec_from_file_location("test_tileops_cuda", _HERE / "test_tileops_cuda.py")
+CU = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(CU)
+
+CAP = 64  # the static side
+
+
+def tail_copies(style: str):
+    """``A[0:n]`` -> a CAP-element buffer -> ``B``; and the buffer -> ``C[0:n]`` (C has n elements)."""
+    n = T.dynamic("n")
+    scope = T.alloc_shared if style == "gpu" else T.alloc_local
+
+    @T.prim_func
+    def tails(A: T.Tensor((n,), "float32"), B: T.Tensor((CAP,), "float32"), C: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=32 if style == "gpu" else 1):
+            S = scope((CAP,), "float32")
+            T.fill(S, -1)
+            T.copy(A[0:n], S)  # n < CAP: the first n elements; n > CAP: CAP of them
+            T.copy(S, B)
+            T.copy(S, C[0:n])  # n > CAP: C[CAP:] keeps its values
+
+    return tails
+
+
+def rows_2d(style: str):
+    """A dynamic number of rows of a (m, 8) tensor into an (16, 8) tile and back."""
+    m = T.dynamic("m")
+    scope = T.alloc_shared if style == "gpu" else T.alloc_local
+
+    @T.prim_func
+    def rows(A: T.Tensor((m, 8), "float32"), B: T.Tensor((16, 8), "float32")):
+        with T.Kernel(1, threads=32 if style == "gpu" else 1):
+            S = scope((16, 8), "float32")
+            T.fill(S, 7)
+            T.copy(A[0:m, 0:8], S)
+            T.copy(S, B)
+
+    return rows
+
+
+def expected_tails(a: torch.Tensor, c_before: torch.Tensor):
+    n = a.numel()
+    k = min(n, CAP)
+    s = torch.full((CAP,), -1.0)
+    s[:k] = a[:k]
+    c = c_before.clone()
+    c[:k] = s[:k]
+    return s, c
+
+
+PATHS = [("cython", "c"), ("tvm_ffi", "c"), ("tvm_ffi", "llvm")]
+
+
+def _compile(func, backend, target):
+    from tilelang_core.backends.selection import select_backend
+
+    try:
+        select_backend(backend, target)
+    except Exception as exc:  # noqa: BLE001 - backend missing or unavailable here
+        pytest.skip(f"{backend} backend not available for {target}: {exc}")
+    return tilelang_core.compile(func, target=target, execution_backend=backend)
+
+
+@pytest.mark.parametrize("backend,target", PATHS, ids=["cython-c", "tvm_ffi-c", "tvm_ffi-llvm"])
+def test_a_dynamic_tail_copies_the_common_part_on_cpu(backend, target):
+    kernel = _compile(tail_copies("cpu"), backend, target)
+    for n in (1, 37, CAP, CAP + 29):
+        a = torch.randn(n)
+        b = torch.full((CAP,), float("nan"))
+        c = torch.full((n,), 5.0)
+        want_b, want_c = expected_tails(a, c)
+        kernel(a, b, c)
+        torch.testing.assert_close(b, want_b, rtol=0, atol=0)
+        torch.testing.assert_close(c, want_c, rtol=0, atol=0)
+    rows = _compile(rows_2d("cpu"), backend, target)
+    for m in (3, 16, 20):
+        a = torch.randn(m, 8)
+        b = torch.zeros(16, 8)
+        rows(a, b)
+        want = torch.full((16, 8), 7.0)
+        want[: min(m, 16)] = a[:16]
+        torch.testing.assert_close(b, want, rtol=0, atol=0)
+
+
+def test_two_different_static_extents_are_still_refused():
+    with pytest.raises(LoweringError, match=r"shape mismatch: the source tile has extents \(32,\) and the destination tile \(64,\)"):
+
+        @T.prim_func
+        def bad(A: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=1):
+                S = T.alloc_local((64,), "float32")
+                T.copy(A[0:32], S)
+
+
+@pytest.fixture(scope="module")
+def cuda_artifacts():
+    from tilelang_core.lowering import lower
+
+    return {"tails": lower(tail_copies("gpu"), target="cuda"), "rows": lower(rows_2d("gpu"), target="cuda")}
+
+
+def test_cuda_source_guards_the_dynamic_extent(cuda_artifacts):
+    src = cuda_artifacts["tails"].device_source
+    assert "__shared__" in src and "< n" in src, src
+
+
+@pytest.mark.skipif(CU.NVCC is None, reason="nvcc is not installed")
+def test_cuda_sources_compile_with_nvcc(cuda_artifacts, tmp_path):
+    CU.compile_translation_units(cuda_artifacts, tmp_path)
+
+
+@CU.emulator
+def test_a_dynamic_tail_on_the_emulated_gpu(cuda_artifacts, tmp_path):
+    run = CU._emulated(cuda_artifacts["tails"], tmp_path)
+    for n in (5, CAP + 29):
+        a = torch.randn(n)
+        b = torch.full((CAP,), float("nan"))
+        c = torch.full((n,), 5.0)
+        want_b, want_c = expected_tails(a, c)
+        run(a, b, c)
+        torch.testing.assert_close(b, want_b, rtol=0, atol=0)
+        torch.testing.assert_close(c, want_c, rtol=0, atol=0)
