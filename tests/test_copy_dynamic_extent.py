@@ -57,14 +57,20 @@ def rows_2d(style: str):
     return rows
 
 
-def expected_tails(a: torch.Tensor, c_before: torch.Tensor):
-    n = a.numel()
-    k = min(n, CAP)
-    s = torch.full((CAP,), -1.0)
-    s[:k] = a[:k]
-    c = c_before.clone()
-    c[:k] = s[:k]
-    return s, c
+def check_tails(run, sizes) -> None:
+    """Call a ``tail_copies`` kernel for each n and compare B and C with what they must hold."""
+    for n in sizes:
+        k = min(n, CAP)
+        a = torch.randn(n)
+        b = torch.full((CAP,), float("nan"))
+        c = torch.full((n,), 5.0)
+        run(a, b, c)
+        want_b = torch.full((CAP,), -1.0)
+        want_b[:k] = a[:k]
+        want_c = torch.full((n,), 5.0)
+        want_c[:k] = a[:k]
+        torch.testing.assert_close(b, want_b, rtol=0, atol=0)
+        torch.testing.assert_close(c, want_c, rtol=0, atol=0)
 
 
 PATHS = [("cython", "c"), ("tvm_ffi", "c"), ("tvm_ffi", "llvm")]
@@ -82,15 +88,7 @@ def _compile(func, backend, target):
 
 @pytest.mark.parametrize("backend,target", PATHS, ids=["cython-c", "tvm_ffi-c", "tvm_ffi-llvm"])
 def test_a_dynamic_tail_copies_the_common_part_on_cpu(backend, target):
-    kernel = _compile(tail_copies("cpu"), backend, target)
-    for n in (1, 37, CAP, CAP + 29):
-        a = torch.randn(n)
-        b = torch.full((CAP,), float("nan"))
-        c = torch.full((n,), 5.0)
-        want_b, want_c = expected_tails(a, c)
-        kernel(a, b, c)
-        torch.testing.assert_close(b, want_b, rtol=0, atol=0)
-        torch.testing.assert_close(c, want_c, rtol=0, atol=0)
+    check_tails(_compile(tail_copies("cpu"), backend, target), (1, 37, CAP, CAP + 29))
     rows = _compile(rows_2d("cpu"), backend, target)
     for m in (3, 16, 20):
         a = torch.randn(m, 8)
@@ -130,12 +128,4 @@ def test_cuda_sources_compile_with_nvcc(cuda_artifacts, tmp_path):
 
 @CU.emulator
 def test_a_dynamic_tail_on_the_emulated_gpu(cuda_artifacts, tmp_path):
-    run = CU._emulated(cuda_artifacts["tails"], tmp_path)
-    for n in (5, CAP + 29):
-        a = torch.randn(n)
-        b = torch.full((CAP,), float("nan"))
-        c = torch.full((n,), 5.0)
-        want_b, want_c = expected_tails(a, c)
-        run(a, b, c)
-        torch.testing.assert_close(b, want_b, rtol=0, atol=0)
-        torch.testing.assert_close(c, want_c, rtol=0, atol=0)
+    check_tails(CU._emulated(cuda_artifacts["tails"], tmp_path), (5, CAP + 29))

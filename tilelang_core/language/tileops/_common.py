@@ -206,12 +206,7 @@ class Tile:
             except Exception:  # noqa: BLE001
                 pass
             conds.append(_expr(index) < _expr(dim))
-        if not conds:
-            return None
-        cond = conds[0]
-        for c in conds[1:]:
-            cond = tirx.And(cond, c)
-        return cond
+        return all_of(conds)
 
 
 def _is_var_buffer(buffer: Any) -> bool:
@@ -296,6 +291,17 @@ def loop_nest(extents: Sequence[Any], parallel: bool, body: Callable[[list], Non
         if isinstance(loop_vars, tvm.ir.Expr):
             loop_vars = [loop_vars]
         body(list(loop_vars))
+
+
+def all_of(conds: Sequence[Any]) -> Optional[Any]:
+    """The conjunction of the conditions that are not None (None when none is left)."""
+    kept = [c for c in conds if c is not None]
+    if not kept:
+        return None
+    cond = kept[0]
+    for c in kept[1:]:
+        cond = tirx.And(cond, c)
+    return cond
 
 
 def guarded(cond: Optional[Any], emit: Callable[[], None]) -> None:

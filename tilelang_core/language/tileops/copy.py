@@ -10,6 +10,7 @@ from tvm import tirx
 from .safe_value import safe_value
 from ._common import (
     Tile,
+    all_of,
     as_tile,
     cast,
     fail,
@@ -33,12 +34,7 @@ def _element_inside(buffer: Any, indices: Any) -> Any:
         if i is not None and d is not None and 0 <= i < d:
             continue
         conds.append(tirx.And(index >= 0, index < dim))
-    if not conds:
-        return None
-    cond = conds[0]
-    for c in conds[1:]:
-        cond = tirx.And(cond, c)
-    return cond
+    return all_of(conds)
 
 
 def _resolve_copy(src: Any, dst: Any) -> tuple[Tile, Tile]:
@@ -97,17 +93,6 @@ def _common_extents(src: list, dst: list) -> tuple[list, list]:
     return extents, limits
 
 
-def _all(*conds: Any) -> Any:
-    """The conjunction of the conditions that are not None (None when there are none)."""
-    kept = [c for c in conds if c is not None]
-    if not kept:
-        return None
-    out = kept[0]
-    for c in kept[1:]:
-        out = tirx.And(out, c)
-    return out
-
-
 def copy(
     src: Any,
     dst: Any,
@@ -158,7 +143,7 @@ def copy(
 
     def body(vs: list) -> None:
         src_ok = s.bounds_condition(vs)
-        dst_ok = _all(d.bounds_condition(vs), *(vs[k] < limit for k, limit in limits))
+        dst_ok = all_of([d.bounds_condition(vs), *(vs[k] < limit for k, limit in limits)])
         value = cast(s.buffer[tuple(s.indices(vs))], d.dtype)
         if src_ok is not None:
             value = tirx.if_then_else(src_ok, value, zero(d.dtype) if fill_value is None else cast(fill_value, d.dtype))

@@ -16,6 +16,7 @@ from tvm.tirx.script.builder import ir as _B
 
 from ._common import (
     OperandCheckError,
+    all_of,
     as_tile,
     analyzer,
     cast,
@@ -46,12 +47,7 @@ def _in_bounds(indices: list, shape: list) -> Optional[Any]:
         except Exception:  # noqa: BLE001 - unprovable: keep the guard
             pass
         conds.append(idx < dim)
-    if not conds:
-        return None
-    cond = conds[0]
-    for c in conds[1:]:
-        cond = tirx.And(cond, c)
-    return cond
+    return all_of(conds)
 
 
 def transpose(src: Any, dst: Any) -> None:
