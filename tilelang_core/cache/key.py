@@ -11,6 +11,7 @@ first appearance.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -324,9 +325,7 @@ def plugin_files_hash(dist: Any, package: str) -> str:
     return hashlib.sha256("\n".join(entries).encode()).hexdigest()
 
 
-_CORE_FILES_HASH: Optional[str] = None
-
-
+@functools.cache
 def core_files_hash() -> str:
     """Content hash (hex) of the core's own files (the imported ``tilelang_core`` package), once per process.
 
@@ -335,9 +334,6 @@ def core_files_hash() -> str:
     ``PYTHONPATH`` keeps its version from commit to commit. Every file of the package directory
     that Python imports from is read (about 1 MB; a few milliseconds), whatever installed it.
     """
-    global _CORE_FILES_HASH
-    if _CORE_FILES_HASH is None:
-        package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        entries = [f"{rel} sha256={digest}" for rel, digest in _tree_digests(package_dir)]
-        _CORE_FILES_HASH = hashlib.sha256("\n".join(entries).encode()).hexdigest()
-    return _CORE_FILES_HASH
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    entries = [f"{rel} sha256={digest}" for rel, digest in _tree_digests(package_dir)]
+    return hashlib.sha256("\n".join(entries).encode()).hexdigest()
