@@ -124,7 +124,11 @@ def prim_func(n_tensors: int) -> Any:
 
     global _PRIM_FUNC_DIR
     if _PRIM_FUNC_DIR is None:
+        import atexit
+        import shutil
+
         _PRIM_FUNC_DIR = tempfile.mkdtemp(prefix="tilelang-bench-")
+        atexit.register(shutil.rmtree, _PRIM_FUNC_DIR, True)  # the kernel sources live as long as the process
     names = [f"in{i}" for i in range(n_tensors - 1)] + ["out"]
     total = " + ".join(f"{n}[i]" for n in names[:-1])
     params = ", ".join(f"{n}: T.Tensor(({N_ELEMS},), 'float32')" for n in names)

@@ -30,6 +30,9 @@ from gpu_kit.report import markdown, problems  # noqa: E402
 from gpu_kit.run_kit import best_arch  # noqa: E402
 from gpu_kit.worker import compare, sass_runs_on  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tests"))
+from torch_site import add_to_venv, link_torch_site  # noqa: E402
+
 BUILD_TIMEOUT = 900
 RUN_TIMEOUT = 300
 #: pip must never reach an index in the run half; a dead local address makes any attempt fail.
@@ -54,46 +57,16 @@ def kit(tmp_path_factory):
     return out, output
 
 
-def _torch_only_site(dest: Path) -> None:
-    """Links to torch and the distributions it needs (and nothing else) from this environment."""
-    from importlib.metadata import PackageNotFoundError, distribution
-
-    from packaging.requirements import Requirement
-
-    dest.mkdir()
-    todo, seen = ["torch", "numpy"], set()  # numpy: torch warns without it, and GPU machines have it
-    while todo:
-        name = todo.pop().lower().replace("_", "-")
-        if name in seen:
-            continue
-        try:
-            dist = distribution(name)
-        except PackageNotFoundError:
-            continue
-        seen.add(name)
-        base = Path(str(dist.locate_file("")))
-        for top in {Path(str(f)).parts[0] for f in dist.files or []}:
-            if top in ("..", "bin") or (dest / top).exists() or not (base / top).exists():
-                continue
-            (dest / top).symlink_to(base / top)
-        for text in dist.requires or []:
-            req = Requirement(text)
-            if req.marker is None or req.marker.evaluate({"extra": ""}):
-                todo.append(req.name)
-
-
 @pytest.fixture(scope="module")
 def machine_python(tmp_path_factory):
     """A Python like a GPU machine's: torch importable, none of the project's packages."""
     root = tmp_path_factory.mktemp("machine")
-    _torch_only_site(root / "site")
+    link_torch_site(root / "site")
     base = getattr(sys, "_base_executable", sys.executable)
     code, output = _run([base, "-m", "venv", str(root / "venv")], 300)
     assert code == 0, output
     python = root / "venv" / "bin" / "python"
-    purelib = subprocess.check_output([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                      text=True).strip()
-    Path(purelib, "torch_only.pth").write_text(f"{root / 'site'}\n")
+    add_to_venv(python, root / "site")
     check = "import torch, importlib.util as u; assert not any(u.find_spec(m) for m in ('tilelang', 'pydantic', 'pluggy', 'tvm', 'cuda'))"
     code, output = _run([str(python), "-c", check], 300, cwd=root)
     assert code == 0, f"the stand-in machine Python is not as meant: {output[-2000:]}"

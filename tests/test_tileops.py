@@ -7,11 +7,13 @@ device source compiled with ``cc -O2 -shared -fPIC -fopenmp`` and called with ct
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import importlib.util
 import os
 import pathlib
+import shutil
 import subprocess
 import tempfile
 
@@ -25,6 +27,7 @@ KS = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(KS)
 
 _BUILD_DIR = pathlib.Path(tempfile.mkdtemp(prefix="tileops_tests_"))
+atexit.register(shutil.rmtree, _BUILD_DIR, True)
 _CTYPES = {"int32": ctypes.c_int32, "int64": ctypes.c_int64, "float32": ctypes.c_float, "float64": ctypes.c_double}
 
 

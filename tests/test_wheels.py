@@ -4,10 +4,15 @@ the main job (``tilelang backends``, examples/run_all.py) from there.
 
 Dependency wheels (torch 2.13.0 CPU, apache-tvm, ...) are kept between runs in
 ``$TILELANG_WHEEL_DEPS`` (default ``~/.cache/tilelang-core/wheel-deps``), so reruns copy nothing.
+The torch wheel is checked there (the CPU build, no CUDA wheels pulled), but the fresh venv gets
+this environment's torch through a ``.pth`` file (tests/torch_site.py) rather than unpacking and
+byte-compiling its 1 GB again: pip sees it installed and checks its version against the pins;
+everything else comes from the wheel folders.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -21,6 +26,8 @@ import pytest
 from tilelang_core.scaffold import core_requirement
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from torch_site import add_to_venv, link_torch_site  # noqa: E402
 PLUGINS = sorted(p for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").is_file())
 
 
@@ -79,6 +86,7 @@ def test_wheels_install_into_a_fresh_venv_and_run_the_main_job(tmp_path):
     venv = tmp_path / "venv"
     assert _run([sys.executable, "-m", "venv", venv]).returncode == 0
     py = venv / "bin" / "python"
+    add_to_venv(py, link_torch_site(tmp_path / "torch-site", roots=("torch",)))
     supported = [_distribution(p) for p in PLUGINS if not (p / "RETIRED").exists()]
     find = ["--no-index", "--find-links", wheels, "--find-links", deps]
     installed = _run([py, "-m", "pip", "install", "-qq", *find, "tilelang-core", *supported])
@@ -94,6 +102,9 @@ def test_wheels_install_into_a_fresh_venv_and_run_the_main_job(tmp_path):
     assert where.returncode == 0, where.stderr[-3000:]
     core_file, dispatch_file, torch_version = where.stdout.split()
     assert core_file.startswith(str(venv)) and dispatch_file.startswith(str(venv)) and torch_version == "2.13.0+cpu"
+    listed_dists = _run([py, "-m", "pip", "list", "--format=json"], cwd=work)
+    from_wheels = {d["name"].lower() for d in json.loads(listed_dists.stdout)}
+    assert {"apache-tvm", "numpy", "pydantic", "pluggy", "tilelang-core"} <= from_wheels, sorted(from_wheels)
 
     listed = _run([venv / "bin" / "tilelang", "backends"], cwd=work, env=env)
     assert listed.returncode == 0, listed.stdout + listed.stderr

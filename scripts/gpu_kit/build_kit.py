@@ -197,13 +197,19 @@ def distributions_of(backends: set[str]) -> list[str]:
 
 
 def cpu_backends() -> list[str]:
-    """Backends that can build *and run* ``c`` kernels here (for ``--cpu-standin``)."""
+    """Backends that can build *and run* ``c`` kernels here (for ``--cpu-standin``).
+
+    Deprecated backends are left out: the stand-in checks the kit's worker, which the supported
+    backends exercise as well, and a deprecated one would only add warnings and a wheel.
+    """
     from tilelang_core.backends import get_registry
     from tilelang_core.backends.selection import declared_kind
 
     registry = get_registry()
     out = []
     for record in registry.records():
+        if record.spec is not None and record.spec.deprecated is not None:
+            continue
         kind = declared_kind(record, "c") if record.status == "ok" else None
         if kind is not None and registry.probe(record, kind).available:
             out.append(record.name)
