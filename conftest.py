@@ -1,4 +1,12 @@
-"""Suite-wide setup: everything the tests write to the temp directory goes to one scratch directory.
+"""Suite-wide setup: one scratch temp directory, and the two phases of scripts/test.sh.
+
+**Phases.** Tests marked ``exclusive`` change what the others share (they pip-install or
+uninstall packages in the venv, or build wheels in the source tree). scripts/test.sh runs the
+suite in two pytest runs: ``TILELANG_TEST_PHASE=shared`` (every other test, on all cores with
+pytest-xdist), then ``TILELANG_TEST_PHASE=exclusive`` (those, one at a time). Without the
+variable every selected test runs, as in a plain ``pytest``.
+
+**Temp files.** Everything the tests write to the temp directory goes to one scratch directory.
 
 Kernel builds keep their sources when a compiler fails (so that the user can read them), crash
 tests kill processes before they clean up, and ``verbose=True`` builds are kept on purpose. In
@@ -14,11 +22,32 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
 _SAVED: dict = {}
+PHASE_ENV = "TILELANG_TEST_PHASE"
+_PHASES = ("shared", "exclusive")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Keep the tests of ``$TILELANG_TEST_PHASE`` (``shared``: not ``exclusive``-marked; ``exclusive``: marked)."""
+    phase = os.environ.get(PHASE_ENV, "").strip()
+    if not phase:
+        return
+    want = phase == "exclusive"
+    keep = [item for item in items if (item.get_closest_marker("exclusive") is not None) == want]
+    dropped = [item for item in items if (item.get_closest_marker("exclusive") is not None) != want]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 def pytest_configure(config):
-    """Point ``TMPDIR`` and :data:`tempfile.tempdir` at a fresh scratch directory (before collection)."""
+    """Check ``$TILELANG_TEST_PHASE``; point ``TMPDIR`` and :data:`tempfile.tempdir` at a fresh scratch directory."""
+    phase = os.environ.get(PHASE_ENV, "").strip()
+    if phase and phase not in _PHASES:
+        raise pytest.UsageError(
+            f"${PHASE_ENV} must be one of {', '.join(_PHASES)} (or unset for every test), got {phase!r}")
     if hasattr(config, "workerinput") or _SAVED:
         return
     scratch = tempfile.mkdtemp(prefix="tilelang-tests-")

@@ -20,7 +20,7 @@ fi
 pip() { .venv/bin/python -m pip --disable-pip-version-check -qq "$@"; }
 pip install --upgrade pip setuptools wheel
 # Build tools first: plugins build without isolation, against these exact versions.
-pip install -c constraints.txt cython torch apache-tvm pluggy pydantic importlib-metadata packaging tqdm pytest hypothesis distributed
+pip install -c constraints.txt cython torch apache-tvm pluggy pydantic importlib-metadata packaging tqdm pytest pytest-xdist hypothesis distributed
 pip install -c constraints.txt -e .
 installed=()
 for plugin in plugins/*/; do

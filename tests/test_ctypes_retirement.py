@@ -20,6 +20,8 @@ import pytest
 from tilelang_core.backends import get_registry
 from tilelang_core.testkit import pip
 
+pytestmark = pytest.mark.exclusive  # installs and uninstalls the ctypes plugin in the venv
+
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = ROOT / "plugins" / "ctypes_backend"
 

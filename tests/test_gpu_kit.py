@@ -33,6 +33,8 @@ from gpu_kit.worker import compare, sass_runs_on  # noqa: E402
 sys.path.insert(0, str(ROOT / "tests"))
 from torch_site import add_to_venv, link_torch_site  # noqa: E402
 
+pytestmark = pytest.mark.exclusive  # builds the project's wheels in the source tree
+
 BUILD_TIMEOUT = 900
 RUN_TIMEOUT = 300
 #: pip must never reach an index in the run half; a dead local address makes any attempt fail.

@@ -11,6 +11,8 @@ import pytest
 
 from tilelang_core.testkit import pip, plugin_source, spec_dict, subprocess_env, write_distribution, write_project
 
+pytestmark = pytest.mark.exclusive  # installs and uninstalls a backend in the venv
+
 USE_IT = textwrap.dedent(
     """
     import json, sys

@@ -11,6 +11,8 @@ import pytest
 from tilelang_core.scaffold import ScaffoldError, core_requirement, write_backend
 from tilelang_core.testkit import pip
 
+pytestmark = pytest.mark.exclusive  # installs and uninstalls a generated backend in the venv
+
 NAME = "kitscaffold"
 
 

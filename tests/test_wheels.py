@@ -28,6 +28,9 @@ from tilelang_core.scaffold import core_requirement
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from torch_site import add_to_venv, link_torch_site  # noqa: E402
+
+pytestmark = pytest.mark.exclusive  # builds every project's wheel in the source tree
+
 PLUGINS = sorted(p for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").is_file())
 
 
