@@ -35,8 +35,9 @@ def pytest_collection_modifyitems(config, items):
     if not phase:
         return
     want = phase == "exclusive"
-    keep = [item for item in items if (item.get_closest_marker("exclusive") is not None) == want]
-    dropped = [item for item in items if (item.get_closest_marker("exclusive") is not None) != want]
+    keep, dropped = [], []
+    for item in items:
+        (keep if (item.get_closest_marker("exclusive") is not None) == want else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
