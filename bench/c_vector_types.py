@@ -36,7 +36,6 @@ import tempfile
 import time
 from pathlib import Path
 
-_SHOWN: list = []
 OPS = (("Add", "+"), ("Sub", "-"), ("Mul", "*"), ("Div", "/"))
 ENTRY = "vec_arith_kernel"
 
@@ -94,19 +93,19 @@ int64_t tl_bench_reps(float* A, float* B, float* Add, float* Sub, float* Mul, fl
 """
 
 
-def _compile(source: str, name: str, directory: Path) -> ctypes.CDLL:
+def compiler_command() -> list[str]:
+    """The compiler and flags the cython backend builds ``c`` kernels with."""
     from tilelang_backend_cython import compiler
 
+    cc = compiler.c_compiler()
+    return [*cc, *compiler.C_FLAGS, *(compiler.SIMD_FLAGS if compiler.simd_flags_work(cc) else [])]
+
+
+def _compile(source: str, name: str, directory: Path, command: list[str]) -> ctypes.CDLL:
     src = directory / f"{name}.c"
     lib = directory / f"{name}.so"
     src.write_text(source + DRIVER)
-    cc = compiler.c_compiler()
-    flags = [*compiler.C_FLAGS, *(compiler.SIMD_FLAGS if compiler.simd_flags_work(cc) else [])]
-    cmd = [*cc, *flags, "-o", str(lib), str(src)]
-    subprocess.run(cmd, check=True)
-    if not _SHOWN:
-        print(f"compiler: {shlex.join(cmd[:len(cc) + len(flags)])}")
-        _SHOWN.append(True)
+    subprocess.run([*command, "-o", str(lib), str(src)], check=True)
     dll = ctypes.CDLL(str(lib))
     dll.tl_bench_reps.restype = ctypes.c_int64
     dll.tl_bench_reps.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64]
@@ -124,15 +123,17 @@ def main() -> None:
     import tilelang
 
     torch.manual_seed(0)
+    command = compiler_command()
     print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.2f}")
+    print(f"compiler: {shlex.join(command)}")
     with tempfile.TemporaryDirectory(prefix="tilelang-bench-vec-") as tmp:
         for n in (int(s) for s in args.sizes.split(",")):
             if n % 4:
                 raise SystemExit(f"--sizes: {n} is not a multiple of 4 (the float4 form needs whole vectors)")
             print(f"n = {n} ({6 * 4 * n // 1024} KiB in six arrays)")
             ours_src = tilelang.lower(_kernel(n), target="c").kernel_source
-            dlls = {"ours": _compile(ours_src, f"ours_{n}", Path(tmp)),
-                    "float4": _compile(float4_source(n), f"float4_{n}", Path(tmp))}
+            dlls = {"ours": _compile(ours_src, f"ours_{n}", Path(tmp), command),
+                    "float4": _compile(float4_source(n), f"float4_{n}", Path(tmp), command)}
             a = torch.randn(n)
             b = torch.rand(n) + 1.0
             outs = {v: [torch.empty(n) for _ in OPS] for v in dlls}

@@ -19,17 +19,18 @@ SHARED_CHANGES = (
 MARK = "pytestmark = pytest.mark.exclusive"
 
 
-def _modules():
-    return sorted([*ROOT.glob("tests/test_*.py"), *ROOT.glob("plugins/*/tests/test_*.py")])
+def _changing_shared_state() -> list[Path]:
+    """The test modules whose source does one of :data:`SHARED_CHANGES`."""
+    modules = sorted([*ROOT.glob("tests/test_*.py"), *ROOT.glob("plugins/*/tests/test_*.py")])
+    return [p for p in modules if any(rx.search(p.read_text()) for rx in SHARED_CHANGES)]
 
 
 def test_modules_that_change_the_shared_environment_are_marked_exclusive():
-    unmarked = [str(p.relative_to(ROOT)) for p in _modules()
-                if any(rx.search(p.read_text()) for rx in SHARED_CHANGES) and MARK not in p.read_text()]
+    unmarked = [str(p.relative_to(ROOT)) for p in _changing_shared_state() if MARK not in p.read_text()]
     assert not unmarked, f"mark these `{MARK}` (they change the venv or build in the source tree): {unmarked}"
 
 
 def test_the_check_finds_the_known_exclusive_modules():
-    found = {p.name for p in _modules() if any(rx.search(p.read_text()) for rx in SHARED_CHANGES)}
+    found = {p.name for p in _changing_shared_state()}
     assert {"test_ctypes_retirement.py", "test_scaffold_cycle.py", "test_wheels.py", "test_gpu_kit.py"} <= found
     assert "test_plugin_files_key.py" not in found  # pip install --target a temporary folder: safe

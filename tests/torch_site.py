@@ -6,6 +6,7 @@ this machine's torch, already unpacked and byte-compiled, without installing its
 
 from __future__ import annotations
 
+import subprocess
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
@@ -42,8 +43,6 @@ def link_torch_site(dest: Path, roots=("torch", "numpy")) -> Path:
 
 def add_to_venv(venv_python: Path, folder: Path, name: str = "torch_only.pth") -> None:
     """Put ``folder`` on the path of the venv of ``venv_python`` (a ``.pth`` file in its purelib)."""
-    import subprocess
-
     purelib = subprocess.check_output(
         [str(venv_python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip()
     Path(purelib, name).write_text(f"{folder}\n")
