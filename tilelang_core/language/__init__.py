@@ -54,6 +54,14 @@ from . import tvm_names as _tvm_names  # noqa: E402
 
 _tvm_names.install()  # tvm.tirx.Call, tvm.arith, expr.dtype, ... as TileLang code spells them
 
+from . import int_literals as _int_literals  # noqa: E402
+
+_int_literals.install()  # x & 0x7FFFFFFFFFFFFFFF keeps its literal (TVM 0.27 cuts it to 32 bits)
+
+from . import uncaught_diagnostics as _uncaught_diagnostics  # noqa: E402
+
+_uncaught_diagnostics.install()  # an uncaught kernel DiagnosticError shows its message, not only TVM's note
+
 from . import chained_assign as _chained_assign  # noqa: E402
 
 _chained_assign.install()  # A[i] = B[i] = value in kernels (TVMScript refuses a = b = c)
