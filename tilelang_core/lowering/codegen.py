@@ -15,6 +15,7 @@ from ..artifact import DeviceKernel, KernelArg, LaunchConfig
 from ..errors import LoweringError
 from . import passes as P
 from .atomics import lower_cpu_atomics
+from .cpu_math import lower_cpu_math
 from .intrinsics import lower_cpu_intrinsics
 from .workspaces import heap_workspaces
 from .frontend import BLOCK_LOOP_KEY, PARALLEL_MIN_WORK, PRAGMA_MARKER
@@ -346,7 +347,7 @@ def c_entry_source(
     kernel's ``block_launcher`` names the variable a backend may set to run them on its threads.
     """
     # atomics: __atomic builtins (lowering/atomics.py); intrinsics: lowering/intrinsics.py
-    func = lower_cpu_intrinsics(lower_cpu_atomics(func, "c"), "c")
+    func = lower_cpu_math(lower_cpu_intrinsics(lower_cpu_atomics(func, "c"), "c"), "c")  # + lowering/cpu_math.py
     main, outlined = outline_block_loops(func, entry, symbol_vars)
     mod = tvm.IRModule({"main": main, **{name: fn for name, fn in outlined}})
     mod = tirx.transform.BindTarget(target)(mod)
@@ -717,7 +718,8 @@ def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, A
     from tvm.tirx.build import split_host_device_mods, tir_to_runtime
 
     language = "llvm" if target.kind.name == "llvm" else "c"
-    func = lower_cpu_intrinsics(lower_cpu_atomics(func, language), language)  # lowering/atomics.py, intrinsics.py
+    # lowering/atomics.py, intrinsics.py, cpu_math.py
+    func = lower_cpu_math(lower_cpu_intrinsics(lower_cpu_atomics(func, language), language), language)
     mod = tvm.IRModule({str(func.attrs.get("global_symbol", "main")): func})
     mod = tirx.transform.BindTarget(tvm.target.Target(target, host=target))(mod)
     mod = P.cpu_runtime_passes(configs)(mod)

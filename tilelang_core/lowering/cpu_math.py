@@ -1,0 +1,195 @@
+"""TVM math functions its CPU code generators cannot print, rewritten before they run.
+
+TVM 0.27 lowers its math intrinsics per target, and for the CPU targets some have no rule; a kernel
+using one failed in code generation ("Unresolved call ... tirx.fabs", "unknown intrinsic"):
+
+* target ``c``: ``tirx.fabs`` (so ``T.abs`` of a float), ``tirx.isinf`` and ``tirx.isfinite`` (TVM
+  writes them with ``fabs``), ``tirx.exp2``, ``tirx.exp10``, ``tirx.fmod``, ``tirx.popcount``,
+  ``prim.clz``;
+* target ``llvm``: ``tirx.fmod``;
+* 16-bit floats (``float16``, ``bfloat16``): every math function on ``c``, and ``log1p``, the
+  hyperbolic and inverse trigonometric functions, ``erf``, ``fmod``, ``atan2``, ``copysign``,
+  ``hypot``, ``nextafter``, ``ldexp`` on ``llvm``.
+
+:func:`lower_cpu_math` rewrites them, for both targets alike:
+
+* a math function of 16-bit floats is computed in float32 and its result rounded back (as CPUs
+  compute 16-bit math anyway), so it is as accurate as the float32 function;
+* on ``c`` the C99 function: ``fabsf``/``fabs``, ``isinf``, ``isfinite``, ``exp2f``/``exp2``,
+  ``fmodf``/``fmod``; ``exp10(x)`` is ``pow(10, x)`` (C99 has no ``exp10``); ``popcount`` and
+  ``clz`` are small helpers in the source over GCC/Clang's ``__builtin_popcount[ll]`` and
+  ``__builtin_clz[ll]``, for every integer width;
+* on ``llvm`` ``fmod`` calls the C library's ``fmodf``/``fmod``, ``exp10(x)`` is ``pow(10, x)``
+  (TVM's is ``exp(x * ln 10)``, thousands of ulp off in float64), and ``clz`` takes 8- and 16-bit
+  integers too;
+* ``clz(0)`` is the integer's width on both (TVM's LLVM ``clz(0)`` is undefined; CUDA's
+  ``__clz(0)`` is 32).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import tvm
+from tvm import tirx
+
+from .atomics import checked_map
+
+__all__ = ["lower_cpu_math", "FLOAT_MATH"]
+
+#: TVM's float math functions (op names) that are computed in float32 for 16-bit floats.
+FLOAT_MATH = frozenset(
+    f"tirx.{name}" for name in (
+        "exp", "exp2", "exp10", "log", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "sinh",
+        "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erf", "sigmoid", "floor",
+        "round", "trunc", "nearbyint", "fabs", "isinf", "isfinite", "isnan", "pow", "fmod", "atan2",
+        "copysign", "hypot", "nextafter", "ldexp",
+    )
+) | {"prim.log2", "prim.ceil"}
+
+_HALF = ("float16", "bfloat16")
+
+
+def _dtype(expr: Any) -> str:
+    return str(expr.ty.dtype)
+
+
+def _element(dtype: str) -> str:
+    return str(tvm.DataType(dtype).with_lanes(1)) if "x" in dtype else dtype
+
+
+def _with_lanes(base: str, like: str) -> str:
+    lanes = tvm.DataType(like).lanes
+    return base if lanes == 1 else f"{base}x{lanes}"
+
+
+def _in_float32(call: Any) -> Any:
+    """``call`` of a 16-bit float math function, computed in float32 (result rounded back)."""
+    args = [tirx.Cast(_with_lanes("float32", _dtype(a)), a) if _element(_dtype(a)) in _HALF else a
+            for a in call.args]
+    ret = _dtype(call)
+    if _element(ret) in _HALF:
+        return tirx.Cast(ret, tvm.ir.Call(call.op, args, ret_ty=_with_lanes("float32", ret)))
+    return tvm.ir.Call(call.op, args, ret_ty=ret)
+
+
+def _libm(name: str) -> Callable[[Any], Any]:
+    """``name``'s C library function: ``namef`` for float32, ``name`` for float64."""
+
+    def lower(call: Any) -> Any:
+        dtype = _dtype(call)
+        suffix = "f" if _element(dtype) == "float32" else ""
+        return tirx.call_pure_extern(dtype, f"{name}{suffix}", *call.args)
+
+    return lower
+
+
+def _classify(name: str) -> Callable[[Any], Any]:
+    """C99's ``isinf`` / ``isfinite`` (macros that take float and double)."""
+
+    def lower(call: Any) -> Any:
+        return tirx.call_pure_extern(_dtype(call), name, *call.args)
+
+    return lower
+
+
+def _exp10(call: Any) -> Any:
+    (x,) = call.args
+    return tirx.power(tirx.FloatImm(_dtype(x), 10.0), x)
+
+
+def _unsigned(x: Any) -> tuple[Any, int, int]:
+    """``x`` as an unsigned int of its own width widened to 32 or 64 bits; its width; the wide width."""
+    bits = tvm.DataType(_dtype(x)).bits
+    wide = 64 if bits > 32 else 32
+    value = tirx.Cast(f"uint{bits}", x) if _dtype(x).startswith("int") else x
+    return (tirx.Cast(f"uint{wide}", value) if bits != wide else value), bits, wide
+
+
+#: C helpers of ``popcount`` / ``clz`` (GCC/Clang builtins; ``clz(0)`` is the width), by name.
+C_BIT_HELPERS = {
+    "tl_popcount32": "static inline int32_t tl_popcount32(uint32_t x) { return __builtin_popcount(x); }\n",
+    "tl_popcount64": "static inline int32_t tl_popcount64(uint64_t x) { return __builtin_popcountll(x); }\n",
+    "tl_clz32": "static inline int32_t tl_clz32(uint32_t x) { return x ? __builtin_clz(x) : 32; }\n",
+    "tl_clz64": "static inline int32_t tl_clz64(uint64_t x) { return x ? __builtin_clzll(x) : 64; }\n",
+}
+
+
+def _c_popcount(call: Any, helpers: set) -> Any:
+    value, _, wide = _unsigned(call.args[0])
+    helpers.add(f"tl_popcount{wide}")
+    return tirx.Cast(_dtype(call), tirx.call_extern("int32", f"tl_popcount{wide}", value))
+
+
+def _c_clz(call: Any, helpers: set) -> Any:
+    value, bits, wide = _unsigned(call.args[0])
+    helpers.add(f"tl_clz{wide}")
+    count = tirx.call_extern("int32", f"tl_clz{wide}", value)
+    return tirx.Cast(_dtype(call), count - tirx.IntImm("int32", wide - bits) if bits != wide else count)
+
+
+def _llvm_clz(call: Any, helpers: set) -> Any:
+    """TVM's clz of the value widened to 32/64 bits (the widths TVM takes), 0 giving the width
+    (TVM's LLVM clz leaves ``clz(0)`` undefined)."""
+    x = call.args[0]
+    value, bits, wide = _unsigned(x)
+    count = tirx.Cast("int32", tvm.ir.Call(call.op, [value], ret_ty=_dtype(value)))
+    if bits != wide:
+        count = count - tirx.IntImm("int32", wide - bits)
+    guarded = tirx.Select(x == tirx.IntImm(_dtype(x), 0), tirx.IntImm("int32", bits), count)
+    return tirx.Cast(_dtype(call), guarded)
+
+
+def _plain(rule: Callable[[Any], Any]) -> Callable[[Any, set], Any]:
+    return lambda call, helpers: rule(call)
+
+
+_C_RULES: dict[str, Callable[[Any, set], Any]] = {
+    "tirx.fabs": _plain(_libm("fabs")),
+    "tirx.exp2": _plain(_libm("exp2")),
+    "tirx.fmod": _plain(_libm("fmod")),
+    "tirx.exp10": _plain(_exp10),
+    "tirx.isinf": _plain(_classify("isinf")),
+    "tirx.isfinite": _plain(_classify("isfinite")),
+    "tirx.popcount": _c_popcount,
+    "prim.clz": _c_clz,
+}
+_LLVM_RULES: dict[str, Callable[[Any, set], Any]] = {
+    "tirx.fmod": _plain(_libm("fmod")),
+    "tirx.exp10": _plain(_exp10),  # TVM's LLVM exp10 is exp(x * ln 10): thousands of ulp off in float64
+    "prim.clz": _llvm_clz,
+}
+
+
+def lower_cpu_math(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
+    """Rewrite the math calls of ``func`` that TVM cannot lower for ``language`` (``"c"`` or ``"llvm"``)."""
+    rules = _C_RULES if language == "c" else _LLVM_RULES
+    changed = []
+    helpers: set = set()
+
+    def on_call(call: Any) -> Any:
+        name = getattr(call.op, "name", None)
+        if not isinstance(name, str):
+            return call
+        if name in FLOAT_MATH and any(_element(_dtype(a)) in _HALF for a in call.args):
+            changed.append(name)
+            call = _in_float32(call)
+            if isinstance(call, tirx.Cast):  # the float32 call is inside the rounding back
+                rule = rules.get(name)
+                return tirx.Cast(_dtype(call), rule(call.value, helpers)) if rule else call
+        rule = rules.get(name)
+        if rule is None:
+            return call
+        changed.append(name)
+        return rule(call, helpers)
+
+    body = checked_map(func.body, [(tvm.ir.Call, on_call)])
+    if helpers:
+        text = (
+            "\n/* tilelang bit counts (GCC/Clang builtins) */\n#include <stdint.h>\n"
+            '#ifdef __cplusplus\nextern "C" {\n#endif\n'
+            + "".join(C_BIT_HELPERS[h] for h in sorted(helpers))
+            + "#ifdef __cplusplus\n}\n#endif\n"
+        )
+        body = tirx.AttrStmt(tvm.ir.StringImm("default"), "pragma_import_c", tvm.ir.StringImm(text), body)
+    return func.with_body(body) if changed else func
