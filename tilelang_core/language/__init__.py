@@ -54,9 +54,9 @@ from . import tvm_names as _tvm_names  # noqa: E402
 
 _tvm_names.install()  # tvm.tirx.Call, tvm.arith, expr.dtype, ... as TileLang code spells them
 
-from . import int_literals as _int_literals  # noqa: E402
+from . import literals as _literals  # noqa: E402
 
-_int_literals.install()  # x & 0x7FFFFFFFFFFFFFFF keeps its literal (TVM 0.27 cuts it to 32 bits)
+_literals.install()  # x & 0x7FFFFFFFFFFFFFFF and x64 * 1e300 keep their literals (TVM 0.27 cuts them to 32 bits)
 
 from . import uncaught_diagnostics as _uncaught_diagnostics  # noqa: E402
 

@@ -15,6 +15,7 @@ from ..artifact import DeviceKernel, KernelArg, LaunchConfig
 from ..errors import LoweringError
 from . import passes as P
 from .atomics import lower_cpu_atomics
+from .c_constants import exact_float_constants
 from .cpu_math import lower_cpu_math
 from .intrinsics import lower_cpu_intrinsics
 from .workspaces import heap_workspaces
@@ -364,7 +365,7 @@ def c_entry_source(
         b_params, b_decls, _, _ = _c_params(blocks, symbol_vars, original_params)
         b_params += list(blocks.params[-2:])
         functions[name] = _c_function(blocks, b_params, b_decls, name, target)
-    entry_mod = P.cpu_source_finalize_passes()(tvm.IRModule(functions))
+    entry_mod = exact_float_constants(P.cpu_source_finalize_passes()(tvm.IRModule(functions)))  # c_constants.py
     try:
         built = tvm.get_global_func("target.build.c")(entry_mod, target)
     except Exception as exc:  # noqa: BLE001 - TVM errors carry the details
@@ -726,7 +727,7 @@ def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, A
     host_mod, device_mods = split_host_device_mods(mod)
     host_mod = P.host_finalize_passes()(host_mod)
     if target.kind.name == "c":
-        host_mod = _printable_non_finite(host_mod)
+        host_mod = exact_float_constants(_printable_non_finite(host_mod))  # lowering/c_constants.py
     return tir_to_runtime(host_mod, device_mods, target)
 
 

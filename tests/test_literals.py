@@ -1,4 +1,4 @@
-"""Python int literals in bitwise and shift operators keep their full value (language/int_literals.py).
+"""Python int literals in bitwise and shift operators keep their full value (language/literals.py).
 
 TVM 0.27 cuts such a literal to 32 bits: ``X[i] & 0x7FFFFFFFFFFFFFFF`` compiled to ``X[i] & -1``
 and ``X[i] ^ 0x100000000`` to ``X[i] ^ 0``, with no error; a uint32 operand with a literal of
@@ -130,3 +130,39 @@ def test_expressions_and_small_literals_are_unchanged():
     assert str(T.int32() & 0xFF).endswith("& 255")
     with pytest.raises(Exception, match="integer"):  # a float operand: still TVM's own error
         T.int32() & 2.0
+
+
+def _float64_kernel():
+    @T.prim_func
+    def wide(X: T.Tensor((N,), T.float64), Y: T.Tensor((N, 4), T.float64)):
+        with T.Kernel(1, threads=N):
+            for i in T.Parallel(N):
+                Y[i, 0] = X[i] * 1e300
+                Y[i, 1] = T.max(X[i] * -1e300, -1e308)
+                Y[i, 2] = T.if_then_else(X[i] < 1e-300, -1e300, X[i] / 1e300)
+                Y[i, 3] = 1e300 - T.min(X[i], 1e300)
+
+    return wide
+
+
+@pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "c"), ("tvm_ffi", "llvm")])
+def test_float64_kernels_take_literals_beyond_float32s_range(backend, target):
+    kernel = tilelang.compile(_float64_kernel(), target=target, execution_backend=backend)
+    x = torch.linspace(-3.0, 3.0, N, dtype=torch.float64)
+    y = torch.zeros((N, 4), dtype=torch.float64)
+    kernel(x, y)
+    want = torch.stack([
+        x * 1e300,
+        torch.clamp(x * -1e300, min=-1e308),
+        torch.where(x < 1e-300, torch.tensor(-1e300, dtype=torch.float64), x / 1e300),
+        1e300 - torch.clamp(x, max=1e300),
+    ], dim=1)
+    assert torch.equal(y, want)
+
+
+def test_float_literals_next_to_narrower_floats_keep_tvms_handling():
+    h, f = T.float16(), T.float32()
+    assert str((h * 0.1).ty.dtype) == "float32"  # TVM promotes: the literal is a float32 constant
+    with pytest.raises(Exception, match="exceeds maximum of float32"):
+        f * 1e39
+    assert str((T.float64() * 1e300).b.ty.dtype) == "float64"

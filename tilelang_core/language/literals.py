@@ -1,0 +1,195 @@
+"""Python number literals next to TIR expressions, kept at their full value.
+
+**Integers in bitwise and shift operators.** TVM 0.27 hands a Python int given to ``&``, ``|``,
+``^``, ``<<`` and ``>>`` (and to ``T.bitwise_and`` / ``T.bitwise_or`` / ``T.bitwise_xor`` /
+``T.shift_left`` / ``T.shift_right``) to C++ as a 32-bit ``int``. A literal that needs more bits
+is cut without a word: ``x & 0x7FFFFFFFFFFFFFFF`` on an int64 ``x`` compiles to ``x & -1``,
+``x ^ 0x100000000`` to ``x ^ 0``, and a uint32 operand with a literal of 2**31 or more fails with
+"cannot make uint from negative value". Upstream TileLang's TVM converts the literal to the
+other operand's dtype first; :func:`install` makes these five operators do the same here:
+
+* a Python int (or bool) next to an integer or bool expression becomes a constant of that
+  expression's (element) dtype;
+* a literal the dtype cannot hold is refused with a :class:`~tilelang_core.errors.LoweringError`
+  (also a ``ValueError``, as upstream raises) that names the operator, the literal, the operand
+  and its range. A negative literal next to an unsigned operand means its two's complement
+  (``u & -1`` is ``u & 0xFFFFFFFF`` for a uint32 ``u``), as in C.
+
+**Floats next to float64 expressions.** TVM 0.27 checks a Python float given to ``+ - * /``,
+comparisons, ``T.max``/``T.min``, ``T.if_then_else`` against float32's range before it promotes it to the
+other operand's float64: ``X[i] * 1e300`` or ``T.max(x, -1e300)`` on float64 failed with
+"Literal value 1e+300 exceeds maximum of float32". Such a literal becomes a float64 constant.
+(Next to 16/32-bit floats TVM's own handling stays: the literal is a float32 constant.)
+
+Everything else (two expressions, mixed int and float) goes to TVM unchanged. The operators are
+TVM's functions in ``tvm.ir.prim._ffi_api``, which both the Python operators of expressions and
+``tvm.tirx``'s functions call; :func:`install` wraps them there (once). See
+docs/compatibility.md ("Where TVM 0.27 is mended").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import tvm
+from tvm import tirx
+from tvm.ir.prim import _ffi_api as _prim_ffi_api
+
+from ..errors import LoweringError
+
+__all__ = ["install", "literal_operands", "float64_operands"]
+
+#: TVM's function name -> the operator as a kernel author writes it.
+OPERATORS = {
+    "bitwise_and": "&",
+    "bitwise_or": "|",
+    "bitwise_xor": "^",
+    "left_shift": "<<",
+    "right_shift": ">>",
+}
+
+#: TVM's binary arithmetic, comparison and min/max functions, for the float64 rule.
+FLOAT_OPERATORS = (
+    "_OpAdd", "_OpSub", "_OpMul", "_OpDiv", "_OpMod", "_OpFloorDiv", "_OpFloorMod", "_OpTruncDiv",
+    "_OpTruncMod", "_OpMin", "_OpMax", "_OpEQ", "_OpNE", "_OpLT", "_OpLE", "_OpGT", "_OpGE",
+)
+
+_WRAPPED_MARK = "_tilelang_full_width_literals"
+
+
+def _integer_dtype(expr: Any) -> Any:
+    """The element dtype of an integer, unsigned or bool expression, else None."""
+    if isinstance(expr, (bool, int)) or not tvm.ir.is_prim_expr(expr):
+        return None
+    dtype = getattr(getattr(expr, "ty", None), "dtype", None)
+    if dtype is None or not (dtype.is_integer or dtype.is_bool):
+        return None
+    return dtype.with_lanes(1) if dtype.lanes != 1 else dtype
+
+
+def _value_range(dtype: Any) -> tuple[int, int]:
+    """The literals accepted next to ``dtype``: ``(lowest, highest)``."""
+    bits = dtype.bits
+    if dtype.is_bool:
+        return 0, 1
+    if str(dtype).startswith("uint"):
+        return -(1 << (bits - 1)), (1 << bits) - 1  # negatives: their two's complement
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def _constant(name: str, value: int, other: Any, dtype: Any, literal_on_left: bool) -> Any:
+    lowest, highest = _value_range(dtype)
+    if not lowest <= value <= highest:
+        from .core import _caller_location
+
+        where = _caller_location()
+        op = OPERATORS[name]
+        shown = f"{value} {op} {other}" if literal_on_left else f"{other} {op} {value}"
+        if dtype.is_bool:
+            holds = "0 or 1"
+        elif str(dtype).startswith("uint"):
+            holds = f"{lowest}..{highest}, a negative one standing for its two's complement"
+        else:
+            holds = f"{lowest}..{highest}"
+        raise LoweringError(
+            f"{where + ': ' if where else ''}{shown}: the literal {value} does not fit the {dtype} operand "
+            f"'{other}' (literals next to {dtype} are {holds}); cast the operand to a wider dtype "
+            f"(T.Cast(\"int64\", ...)) or give the literal a dtype that holds it (T.int64({value}), T.uint64(...))"
+        )
+    if str(dtype).startswith("uint") and value < 0:
+        value += 1 << dtype.bits
+    return tirx.IntImm(str(dtype), value)
+
+
+def literal_operands(name: str, a: Any, b: Any) -> tuple[Any, Any]:
+    """``(a, b)`` with a Python int operand turned into a constant of the other operand's dtype.
+
+    ``name`` is TVM's function name (a key of :data:`OPERATORS`).
+
+    :raises LoweringError: the literal does not fit that dtype.
+    """
+    a_is_int = isinstance(a, int)
+    b_is_int = isinstance(b, int)
+    if a_is_int and not b_is_int:
+        dtype = _integer_dtype(b)
+        if dtype is not None:
+            a = _constant(name, int(a), b, dtype, literal_on_left=True)
+    elif b_is_int and not a_is_int:
+        dtype = _integer_dtype(a)
+        if dtype is not None:
+            b = _constant(name, int(b), a, dtype, literal_on_left=False)
+    return a, b
+
+
+def float64_operands(a: Any, b: Any) -> tuple[Any, Any]:
+    """``(a, b)`` with a Python float next to a float64 expression turned into a float64 constant."""
+    if isinstance(a, float) and _is_float64(b):
+        return tirx.FloatImm("float64", a), b
+    if isinstance(b, float) and _is_float64(a):
+        return a, tirx.FloatImm("float64", b)
+    return a, b
+
+
+def _is_float64(expr: Any) -> bool:
+    if isinstance(expr, (bool, int, float)) or not tvm.ir.is_prim_expr(expr):
+        return False
+    dtype = getattr(getattr(expr, "ty", None), "dtype", None)
+    return dtype is not None and dtype.is_float and dtype.bits == 64
+
+
+def _full_width(name: str, ffi_function: Callable[..., Any]) -> Callable[..., Any]:
+    def operator(a: Any, b: Any, span: Any = None) -> Any:
+        a, b = literal_operands(name, a, b)
+        return ffi_function(a, b, span)
+
+    operator.__name__ = name
+    operator.__doc__ = (
+        f"TVM's {name} ({OPERATORS[name]!r}) with a Python int operand converted at its full value "
+        "(tilelang_core.language.literals)."
+    )
+    setattr(operator, _WRAPPED_MARK, ffi_function)
+    return operator
+
+
+def _float64_literals(name: str, ffi_function: Callable[..., Any]) -> Callable[..., Any]:
+    def operator(a: Any, b: Any, *span: Any) -> Any:  # TVMScript's max/min take no span
+        a, b = float64_operands(a, b)
+        return ffi_function(a, b, *span)
+
+    operator.__name__ = name
+    operator.__doc__ = (
+        f"TVM's {name} with a Python float next to a float64 expression kept in float64 "
+        "(tilelang_core.language.literals)."
+    )
+    setattr(operator, _WRAPPED_MARK, ffi_function)
+    return operator
+
+
+def _float64_branches(name: str, ffi_function: Callable[..., Any]) -> Callable[..., Any]:
+    def operator(cond: Any, t: Any, f: Any, *span: Any) -> Any:
+        t, f = float64_operands(t, f)
+        return ffi_function(cond, t, f, *span)
+
+    operator.__name__ = name
+    operator.__doc__ = (
+        f"TVM's {name} with a Python float branch next to a float64 branch kept in float64 "
+        "(tilelang_core.language.literals)."
+    )
+    setattr(operator, _WRAPPED_MARK, ffi_function)
+    return operator
+
+
+def install() -> None:
+    """Wrap TVM's bitwise, shift, arithmetic, comparison and min/max functions (idempotent)."""
+    from tvm.tirx.script.builder import _ffi_api as _builder_ffi_api  # TVMScript's T.max / T.min
+
+    for module, names, wrap in (
+        (_prim_ffi_api, OPERATORS, _full_width),
+        (_prim_ffi_api, FLOAT_OPERATORS, _float64_literals),
+        (_builder_ffi_api, ("max", "min"), _float64_literals),
+        (_prim_ffi_api, ("_OpIfThenElse",), _float64_branches),
+    ):
+        for name in names:
+            current = getattr(module, name)
+            if getattr(current, _WRAPPED_MARK, None) is None:
+                setattr(module, name, wrap(name, current))
