@@ -137,44 +137,29 @@ def _is_float64(expr: Any) -> bool:
     return dtype is not None and dtype.is_float and dtype.bits == 64
 
 
-def _full_width(name: str, ffi_function: Callable[..., Any]) -> Callable[..., Any]:
-    def operator(a: Any, b: Any, span: Any = None) -> Any:
-        a, b = literal_operands(name, a, b)
-        return ffi_function(a, b, span)
+def _full_width(name: str, args: tuple) -> tuple:
+    """Bitwise and shift operators: ``(a, b, span)`` with an int literal at its full value."""
+    return (*literal_operands(name, args[0], args[1]), *args[2:])
+
+
+def _float64_pair(name: str, args: tuple) -> tuple:
+    """Binary operators: ``(a, b, [span])`` with a float literal next to float64 kept in float64."""
+    return (*float64_operands(args[0], args[1]), *args[2:])
+
+
+def _float64_branches(name: str, args: tuple) -> tuple:
+    """``if_then_else``: ``(cond, t, f, [span])`` with a float branch next to a float64 one kept in float64."""
+    return (args[0], *float64_operands(args[1], args[2]), *args[3:])
+
+
+def _wrap(name: str, ffi_function: Callable[..., Any], convert: Callable[[str, tuple], tuple]) -> Callable[..., Any]:
+    """``ffi_function`` with its arguments passed through ``convert`` first."""
+
+    def operator(*args: Any) -> Any:
+        return ffi_function(*convert(name, args))
 
     operator.__name__ = name
-    operator.__doc__ = (
-        f"TVM's {name} ({OPERATORS[name]!r}) with a Python int operand converted at its full value "
-        "(tilelang_core.language.literals)."
-    )
-    setattr(operator, _WRAPPED_MARK, ffi_function)
-    return operator
-
-
-def _float64_literals(name: str, ffi_function: Callable[..., Any]) -> Callable[..., Any]:
-    def operator(a: Any, b: Any, *span: Any) -> Any:  # TVMScript's max/min take no span
-        a, b = float64_operands(a, b)
-        return ffi_function(a, b, *span)
-
-    operator.__name__ = name
-    operator.__doc__ = (
-        f"TVM's {name} with a Python float next to a float64 expression kept in float64 "
-        "(tilelang_core.language.literals)."
-    )
-    setattr(operator, _WRAPPED_MARK, ffi_function)
-    return operator
-
-
-def _float64_branches(name: str, ffi_function: Callable[..., Any]) -> Callable[..., Any]:
-    def operator(cond: Any, t: Any, f: Any, *span: Any) -> Any:
-        t, f = float64_operands(t, f)
-        return ffi_function(cond, t, f, *span)
-
-    operator.__name__ = name
-    operator.__doc__ = (
-        f"TVM's {name} with a Python float branch next to a float64 branch kept in float64 "
-        "(tilelang_core.language.literals)."
-    )
+    operator.__doc__ = f"TVM's {name}; {convert.__doc__} (tilelang_core.language.literals)"
     setattr(operator, _WRAPPED_MARK, ffi_function)
     return operator
 
@@ -183,13 +168,13 @@ def install() -> None:
     """Wrap TVM's bitwise, shift, arithmetic, comparison and min/max functions (idempotent)."""
     from tvm.tirx.script.builder import _ffi_api as _builder_ffi_api  # TVMScript's T.max / T.min
 
-    for module, names, wrap in (
+    for module, names, convert in (
         (_prim_ffi_api, OPERATORS, _full_width),
-        (_prim_ffi_api, FLOAT_OPERATORS, _float64_literals),
-        (_builder_ffi_api, ("max", "min"), _float64_literals),
+        (_prim_ffi_api, FLOAT_OPERATORS, _float64_pair),
+        (_builder_ffi_api, ("max", "min"), _float64_pair),  # no span argument
         (_prim_ffi_api, ("_OpIfThenElse",), _float64_branches),
     ):
         for name in names:
             current = getattr(module, name)
             if getattr(current, _WRAPPED_MARK, None) is None:
-                setattr(module, name, wrap(name, current))
+                setattr(module, name, _wrap(name, current, convert))
