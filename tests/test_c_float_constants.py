@@ -1,15 +1,19 @@
-"""Float constants in C sources are exact (lowering/c_constants.py).
+"""Float constants in C and CUDA sources are exact (lowering/c_constants.py).
 
 TVM 0.27 prints float constants in C with seven significant digits: ``X[i] / 3.0000000000000004``
 (float64) ran as ``X[i] / 3.0`` and ``Z[i] * 1.0000001`` (float32) as ``Z[i] * 1.0``. The kernels
 here multiply by constants that need 17 (float64) and 9 (float32) digits, over several blocks
 (so the C entry also has outlined block functions), on every CPU backend, and must equal torch's
-results bit for bit.
+results bit for bit. TVM's CUDA sources printed float64 constants in fixed point with 15
+decimals (``1e-300`` as ``0.000000000000000``); those are checked as bit patterns, and the
+source is compiled with nvcc (no GPU here to run it).
 """
 
 from __future__ import annotations
 
 import math
+import os
+import shutil
 
 import numpy as np
 import pytest
@@ -20,6 +24,8 @@ import tilelang.language as T
 from tilelang_core.lowering.c_constants import printed_exactly
 
 N = 64
+NVCC = os.environ.get("TILELANG_NVCC") or shutil.which("nvcc") or (
+    "/usr/local/bin/nvcc" if os.path.exists("/usr/local/bin/nvcc") else None)
 F64 = (3.0000000000000004, 1.0 / 3.0, math.pi, 0.1, 1e-300, -2.0 / 7.0)
 F32 = (1.0000001, 1.0 / 3.0, math.e, 0.5, 16777216.0 + 2.0, -1.0 / 7.0)
 
@@ -79,3 +85,51 @@ def test_the_c_source_holds_exact_helpers_and_leaves_exact_constants_alone():
     assert "return 1.0000001e+00f;" in source
     assert "3.000000e+00" not in source and "1.000000e+00f" not in source
     assert "1.000000e-01" in source  # 0.1 prints exactly: no helper
+
+
+CUDA_F64 = (1e-300, 1.0 / 3.0, 3.0000000000000004, 1.2345e-14, 2.2250738585072014e-308, 0.5)
+
+
+def _cuda_kernel():
+    a, b, c, d, e, f = CUDA_F64
+
+    @T.prim_func
+    def small(X: T.Tensor((N,), T.float64), Y: T.Tensor((6, N), T.float64)):
+        with T.Kernel(1, threads=N) as _:
+            for i in T.Parallel(N):
+                Y[0, i] = X[i] * a
+                Y[1, i] = X[i] * b
+                Y[2, i] = X[i] * c
+                Y[3, i] = T.max(X[i], d)
+                Y[4, i] = X[i] + e
+                Y[5, i] = X[i] * f
+
+    return small
+
+
+def test_cuda_float64_constants_are_exact_bit_patterns():
+    source = tilelang.lower(_cuda_kernel(), target="cuda").kernel_source
+    assert "0.000000000000000)" not in source  # TVM's fixed-point printing of 1e-300 and 1.2345e-14
+    for value in CUDA_F64[:5]:
+        bits = int(np.float64(value).view(np.int64))
+        assert f"__longlong_as_double((int64_t){bits})" in source, (value, source)
+    assert "0.500000000000000" in source  # printed exactly by TVM: left alone
+
+
+def _nvrtc_available() -> bool:
+    try:
+        from tilelang_backend_nvrtc.toolchain import toolchain
+
+        toolchain()
+    except Exception:  # noqa: BLE001 - plugin or its NVRTC wheels missing
+        return False
+    return True
+
+
+@pytest.mark.parametrize("backend", [
+    pytest.param("cython", marks=pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")),
+    pytest.param("nvrtc", marks=pytest.mark.skipif(not _nvrtc_available(), reason="needs the nvrtc backend")),
+])
+def test_the_cuda_source_compiles(backend):
+    kernel = tilelang.compile(_cuda_kernel(), target="cuda", execution_backend=backend)
+    assert "__longlong_as_double" in kernel.get_kernel_source()

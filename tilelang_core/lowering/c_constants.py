@@ -1,6 +1,6 @@
-"""Float constants that TVM 0.27's C code generator would print inexactly, made exact.
+"""Float constants that TVM 0.27's C and CUDA code generators would print inexactly, made exact.
 
-TVM prints a float32 or float64 constant in C with seven significant digits (``%e``):
+**C.** TVM prints a float32 or float64 constant in C with seven significant digits (``%e``):
 ``X[i] / 3.0000000000000004`` became ``X_ptr[i] / 3.000000e+00`` and ``Z[i] * 1.0000001`` became
 ``Z_ptr[i] * 1.000000e+00f``, so float64 kernels computed with constants off by up to 5e-7
 (relative) and float32 kernels by an ulp or more, with no warning. Round-tripping needs 9
@@ -15,6 +15,10 @@ top of the source::
 
 C compilers inline the helper and fold it back into the constant. Constants that print exactly
 (``0.5``, ``1e-3``, most written by hand) are left as TVM prints them.
+
+**CUDA.** TVM prints float64 constants in fixed point with 15 decimals, so ``1e-300`` became
+``0.000000000000000``; :func:`exact_cuda_float64_constants` writes those as
+``__longlong_as_double(<bits>)``. CUDA float32 constants are printed exactly (hexadecimal).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-__all__ = ["exact_float_constants", "printed_exactly"]
+__all__ = ["exact_float_constants", "printed_exactly", "exact_cuda_float64_constants", "cuda_prints_exactly"]
 
 _C_TYPE = {"float32": "float", "float64": "double"}
 
@@ -89,3 +93,35 @@ def exact_float_constants(mod: tvm.IRModule) -> tvm.IRModule:
         tirx.AttrStmt(tvm.ir.StringImm("default"), "pragma_import_c", tvm.ir.StringImm(text), fn.body)
     )
     return tvm.IRModule(funcs, attrs=mod.attrs)
+
+
+def cuda_prints_exactly(value: float) -> bool:
+    """Whether TVM's CUDA printing of a float64 constant (fixed point, 15 decimals) gives back ``value``."""
+    return float(f"{value:.15f}") == value
+
+
+def exact_cuda_float64_constants(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` (CUDA device functions) with inexactly printed float64 constants made exact.
+
+    TVM's CUDA generator prints float64 constants in fixed point with 15 decimals: ``1e-300``
+    became ``0.000000000000000`` (a product with it was 0), ``1e-14`` kept one significant digit,
+    ``1/3`` lost its last digits. Each such constant becomes ``__longlong_as_double(<its bits>)``,
+    which is exact and which the CUDA compilers fold. (float32 constants are printed in
+    hexadecimal, exactly.)
+    """
+    changed = []
+
+    def on_float(imm: Any) -> Any:
+        value = float(imm.value)
+        if str(imm.ty.dtype) != "float64" or not math.isfinite(value) or cuda_prints_exactly(value):
+            return imm
+        changed.append(imm)
+        bits = int(np.float64(value).view(np.int64))
+        return tirx.call_pure_extern("float64", "__longlong_as_double", tirx.IntImm("int64", bits))
+
+    funcs = {}
+    for gv, fn in mod.functions.items():
+        if isinstance(fn, tirx.PrimFunc):
+            fn = fn.with_body(tvm_ffi.structural_map(fn.body, [(tirx.FloatImm, on_float)]))
+        funcs[gv] = fn
+    return tvm.IRModule(funcs, attrs=mod.attrs) if changed else mod

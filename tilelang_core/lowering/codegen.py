@@ -15,7 +15,7 @@ from ..artifact import DeviceKernel, KernelArg, LaunchConfig
 from ..errors import LoweringError
 from . import passes as P
 from .atomics import lower_cpu_atomics
-from .c_constants import exact_float_constants
+from .c_constants import exact_cuda_float64_constants, exact_float_constants
 from .cpu_math import lower_cpu_math
 from .intrinsics import lower_cpu_intrinsics
 from .workspaces import heap_workspaces
@@ -615,7 +615,9 @@ def _printable_bf16_non_finite(mod: tvm.IRModule) -> tvm.IRModule:
 
 def _finalize_device(target: Any, dmod: tvm.IRModule) -> tvm.IRModule:
     dmod = P.gpu_device_finalize_passes()(dmod)
-    return _printable_bf16_non_finite(dmod) if target.kind.name == "cuda" else dmod
+    if target.kind.name != "cuda":
+        return dmod
+    return exact_cuda_float64_constants(_printable_bf16_non_finite(dmod))  # lowering/c_constants.py
 
 
 def gpu_device_source(device_mods: dict) -> tuple[str, dict]:
