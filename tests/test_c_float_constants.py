@@ -11,6 +11,9 @@ source is compiled with nvcc (no GPU here to run it).
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import math
 import os
 import shutil
@@ -22,6 +25,9 @@ import torch
 import tilelang
 import tilelang.language as T
 from tilelang_core.lowering.c_constants import printed_exactly
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nvrtc_toolchain import nvrtc_available  # noqa: E402
 
 N = 64
 NVCC = os.environ.get("TILELANG_NVCC") or shutil.which("nvcc") or (
@@ -116,19 +122,9 @@ def test_cuda_float64_constants_are_exact_bit_patterns():
     assert "0.500000000000000" in source  # printed exactly by TVM: left alone
 
 
-def _nvrtc_available() -> bool:
-    try:
-        from tilelang_backend_nvrtc.toolchain import toolchain
-
-        toolchain()
-    except Exception:  # noqa: BLE001 - plugin or its NVRTC wheels missing
-        return False
-    return True
-
-
 @pytest.mark.parametrize("backend", [
     pytest.param("cython", marks=pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")),
-    pytest.param("nvrtc", marks=pytest.mark.skipif(not _nvrtc_available(), reason="needs the nvrtc backend")),
+    pytest.param("nvrtc", marks=pytest.mark.skipif(not nvrtc_available(), reason="needs the nvrtc backend")),
 ])
 def test_the_cuda_source_compiles(backend):
     kernel = tilelang.compile(_cuda_kernel(), target="cuda", execution_backend=backend)

@@ -3,12 +3,18 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 import tilelang
 import tilelang.language as T
 from tilelang_core.errors import LoweringError, TargetFeatureError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nvrtc_toolchain import nvrtc_available  # noqa: E402
 
 RS_HELPERS = {
     "float16": "__tl_cvt_f32x1_to_f16x1_rs_sat",
@@ -32,18 +38,8 @@ def _rounding_kernel(dtype, rounding="rs", sat=True, n=128):
     return rounded
 
 
-def _nvrtc_available() -> bool:
-    try:
-        from tilelang_backend_nvrtc.toolchain import toolchain
-
-        toolchain()
-    except Exception:  # noqa: BLE001 - plugin or its NVRTC wheels missing
-        return False
-    return True
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _nvrtc_available(), reason="needs the nvrtc backend and its NVRTC wheels")
+@pytest.mark.skipif(not nvrtc_available(), reason="needs the nvrtc backend and its NVRTC wheels")
 @pytest.mark.parametrize("dtype", sorted(RS_HELPERS))
 def test_stochastic_rounding_builds_a_cubin_for_sm100a(dtype):
     if dtype == "float4_e2m1fn":  # torch cannot pass FP4 tensors: build the lowered source directly

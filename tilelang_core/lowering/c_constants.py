@@ -24,16 +24,27 @@ C compilers inline the helper and fold it back into the constant. Constants that
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import tvm
 import tvm_ffi
 from tvm import tirx
 
-__all__ = ["exact_float_constants", "printed_exactly", "exact_cuda_float64_constants", "cuda_prints_exactly"]
+__all__ = ["exact_float_constants", "printed_exactly", "exact_cuda_float64_constants", "cuda_prints_exactly",
+           "map_float_constants"]
 
 _C_TYPE = {"float32": "float", "float64": "double"}
+
+
+def map_float_constants(mod: tvm.IRModule, on_float: Callable[[Any], Any]) -> tvm.IRModule:
+    """``mod`` with ``on_float`` applied to every ``FloatImm`` of its PrimFuncs."""
+    funcs = {}
+    for gv, fn in mod.functions.items():
+        if isinstance(fn, tirx.PrimFunc):
+            fn = fn.with_body(tvm_ffi.structural_map(fn.body, [(tirx.FloatImm, on_float)]))
+        funcs[gv] = fn
+    return tvm.IRModule(funcs, attrs=mod.attrs)
 
 
 def printed_exactly(value: float, dtype: str) -> bool:
@@ -74,13 +85,10 @@ def exact_float_constants(mod: tvm.IRModule) -> tvm.IRModule:
                          f"{{ return {_literal(value, dtype)}; }}\n")
         return tirx.call_pure_extern(dtype, name)
 
-    funcs = {}
-    for gv, fn in mod.functions.items():
-        if isinstance(fn, tirx.PrimFunc):
-            fn = fn.with_body(tvm_ffi.structural_map(fn.body, [(tirx.FloatImm, on_float)]))
-        funcs[gv] = fn
+    mapped = map_float_constants(mod, on_float)
     if not helpers:
         return mod
+    funcs = dict(mapped.functions.items())
     text = (
         "\n/* tilelang float constants, exact (TVM prints seven digits) */\n"
         '#ifdef __cplusplus\nextern "C" {\n#endif\n'
@@ -119,9 +127,5 @@ def exact_cuda_float64_constants(mod: tvm.IRModule) -> tvm.IRModule:
         bits = int(np.float64(value).view(np.int64))
         return tirx.call_pure_extern("float64", "__longlong_as_double", tirx.IntImm("int64", bits))
 
-    funcs = {}
-    for gv, fn in mod.functions.items():
-        if isinstance(fn, tirx.PrimFunc):
-            fn = fn.with_body(tvm_ffi.structural_map(fn.body, [(tirx.FloatImm, on_float)]))
-        funcs[gv] = fn
-    return tvm.IRModule(funcs, attrs=mod.attrs) if changed else mod
+    mapped = map_float_constants(mod, on_float)
+    return mapped if changed else mod

@@ -15,7 +15,7 @@ from ..artifact import DeviceKernel, KernelArg, LaunchConfig
 from ..errors import LoweringError
 from . import passes as P
 from .atomics import lower_cpu_atomics
-from .c_constants import exact_cuda_float64_constants, exact_float_constants
+from .c_constants import exact_cuda_float64_constants, exact_float_constants, map_float_constants
 from .cpu_math import lower_cpu_math
 from .intrinsics import lower_cpu_intrinsics
 from .workspaces import heap_workspaces
@@ -605,12 +605,8 @@ def _printable_bf16_non_finite(mod: tvm.IRModule) -> tvm.IRModule:
         changed.append(imm)
         return tirx.Cast("bfloat16", tirx.FloatImm("float32", float(imm.value)))
 
-    funcs = {}
-    for gv, fn in mod.functions.items():
-        if isinstance(fn, tirx.PrimFunc):
-            fn = fn.with_body(tvm_ffi.structural_map(fn.body, [(tirx.FloatImm, on_float)]))
-        funcs[gv] = fn
-    return tvm.IRModule(funcs, attrs=mod.attrs) if changed else mod
+    mapped = map_float_constants(mod, on_float)
+    return mapped if changed else mod
 
 
 def _finalize_device(target: Any, dmod: tvm.IRModule) -> tvm.IRModule:
@@ -708,12 +704,8 @@ def _printable_non_finite(mod: tvm.IRModule) -> tvm.IRModule:
         changed.append(imm)
         return expr if base == dtype else tirx.Cast(dtype, expr)
 
-    funcs = {}
-    for gv, fn in mod.functions.items():
-        if isinstance(fn, tirx.PrimFunc):
-            fn = fn.with_body(tvm_ffi.structural_map(fn.body, [(tirx.FloatImm, on_float)]))
-        funcs[gv] = fn
-    return tvm.IRModule(funcs, attrs=mod.attrs) if changed else mod
+    mapped = map_float_constants(mod, on_float)
+    return mapped if changed else mod
 
 
 def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, Any]):
