@@ -35,6 +35,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import LoweringError
+from .source_imports import c_definitions, with_import, with_import_in_first_kernel
 
 #: Callee name of the marker calls (same as ``tilelang_core.language.tileops.atomic.ATOMIC_CALL``).
 ATOMIC_CALL = "tl.atomic"
@@ -211,10 +212,6 @@ def _helper_call(a: AtomicOp, name: str) -> Any:
     return tirx.call_extern(a.dtype, name, a.ptr, *a.values)
 
 
-def _wrap(body: Any, key: str, text: str) -> Any:
-    return tirx.AttrStmt(tvm.ir.StringImm("default"), key, tvm.ir.StringImm(text), body)
-
-
 # --------------------------------------------------------------------------------------------
 # CPU
 # --------------------------------------------------------------------------------------------
@@ -309,7 +306,7 @@ def lower_cpu_atomics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
     else:
         text = c_helpers(used)
         key = "pragma_import_c"
-    return func.with_body(_wrap(body, key, text))
+    return func.with_body(with_import(body, key, text))
 
 
 _C_TYPE = {
@@ -404,14 +401,11 @@ def _c_helper(name: str, a: AtomicOp) -> str:
 
 def c_helpers(used: dict) -> str:
     """C text (C99 and C++) defining the helpers in ``used`` (name -> AtomicOp)."""
-    parts = ["\n/* tilelang atomics (GCC/Clang __atomic builtins) */\n#include <math.h>\n#include <stdint.h>\n"]
-    parts.append('#ifdef __cplusplus\nextern "C" {\n#endif\n')
-    if any(a.dtype == "bfloat16" for a in used.values()):
-        parts.append(_C_BF16)
-    for name in sorted(used):
-        parts.append(_c_helper(name, used[name]))
-    parts.append("#ifdef __cplusplus\n}\n#endif\n")
-    return "".join(parts)
+    bf16 = [_C_BF16] if any(a.dtype == "bfloat16" for a in used.values()) else []
+    return c_definitions(
+        "\n/* tilelang atomics (GCC/Clang __atomic builtins) */\n#include <math.h>\n#include <stdint.h>\n",
+        [*bf16, *(_c_helper(name, used[name]) for name in sorted(used))],
+    )
 
 
 _LL_TYPE = {"float16": "half", "float32": "float", "float64": "double", "int32": "i32", "uint32": "i32", "int64": "i64", "uint64": "i64"}
@@ -708,16 +702,7 @@ def lower_gpu_atomics(body: Any, kind: str, location: str) -> Any:
     body = checked_map(body, [(tvm.ir.Call, on_call)])
     if not used:
         return body
-    text = cuda_helpers(used)
-    done = []
-
-    def on_attr(stmt):
-        if not done and stmt.attr_key == "thread_extent":
-            done.append(stmt)
-            return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, _wrap(stmt.body, "pragma_import_c", text))
-        return stmt
-
-    body = tvm_ffi.structural_map(body, [(tirx.AttrStmt, on_attr)], order="pre")
-    if not done:
+    body, in_kernel = with_import_in_first_kernel(body, cuda_helpers(used))
+    if not in_kernel:
         raise LoweringError(f"{location}: atomic operators on GPU targets must be inside a T.Kernel")
     return body

@@ -31,6 +31,8 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from .source_imports import c_definitions, with_import
+
 __all__ = ["exact_float_constants", "printed_exactly", "exact_cuda_float64_constants", "cuda_prints_exactly",
            "map_float_constants"]
 
@@ -89,17 +91,11 @@ def exact_float_constants(mod: tvm.IRModule) -> tvm.IRModule:
     if not helpers:
         return mod
     funcs = dict(mapped.functions.items())
-    text = (
-        "\n/* tilelang float constants, exact (TVM prints seven digits) */\n"
-        '#ifdef __cplusplus\nextern "C" {\n#endif\n'
-        + "".join(helpers[name] for name in sorted(helpers))
-        + "#ifdef __cplusplus\n}\n#endif\n"
-    )
+    text = c_definitions("\n/* tilelang float constants, exact (TVM prints seven digits) */\n",
+                         (helpers[name] for name in sorted(helpers)))
     first = next(gv for gv, fn in funcs.items() if isinstance(fn, tirx.PrimFunc))
     fn = funcs[first]
-    funcs[first] = fn.with_body(
-        tirx.AttrStmt(tvm.ir.StringImm("default"), "pragma_import_c", tvm.ir.StringImm(text), fn.body)
-    )
+    funcs[first] = fn.with_body(with_import(fn.body, "pragma_import_c", text))
     return tvm.IRModule(funcs, attrs=mod.attrs)
 
 

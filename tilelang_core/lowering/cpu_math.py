@@ -34,6 +34,7 @@ import tvm
 from tvm import tirx
 
 from .atomics import checked_map
+from .source_imports import c_definitions, with_import
 
 __all__ = ["lower_cpu_math", "FLOAT_MATH"]
 
@@ -185,11 +186,7 @@ def lower_cpu_math(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
 
     body = checked_map(func.body, [(tvm.ir.Call, on_call)])
     if helpers:
-        text = (
-            "\n/* tilelang bit counts (GCC/Clang builtins) */\n#include <stdint.h>\n"
-            '#ifdef __cplusplus\nextern "C" {\n#endif\n'
-            + "".join(C_BIT_HELPERS[h] for h in sorted(helpers))
-            + "#ifdef __cplusplus\n}\n#endif\n"
-        )
-        body = tirx.AttrStmt(tvm.ir.StringImm("default"), "pragma_import_c", tvm.ir.StringImm(text), body)
+        text = c_definitions("\n/* tilelang bit counts (GCC/Clang builtins) */\n#include <stdint.h>\n",
+                             (C_BIT_HELPERS[h] for h in sorted(helpers)))
+        body = with_import(body, "pragma_import_c", text)
     return func.with_body(body) if changed else func

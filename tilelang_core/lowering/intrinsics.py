@@ -37,6 +37,7 @@ from tvm import tirx
 
 from ..errors import LoweringError
 from .atomics import CUDA_HELPERS_BEGIN, CUDA_HELPERS_END, checked_map
+from .source_imports import c_definitions, with_import, with_import_in_first_kernel
 
 MATH_CALL = "tl.math"
 _FAST = {"__exp": "exp", "__exp10": "exp10", "__log": "log", "__log2": "log2", "__log10": "log10",
@@ -81,10 +82,6 @@ def contains_intrinsics(node: Any) -> bool:
 
     tvm_ffi.structural_map(node, [(tvm.ir.Call, on_call)])
     return bool(found)
-
-
-def _wrap(body: Any, key: str, text: str) -> Any:
-    return tirx.AttrStmt(tvm.ir.StringImm("default"), key, tvm.ir.StringImm(text), body)
 
 
 def _in_f32(dtype: str, fn, *args):
@@ -351,15 +348,11 @@ def lower_cpu_intrinsics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
     if helpers:
         if language == "llvm":
             text = _LL_DECLS + "".join(_ll_directed(n, *helpers[n]) for n in sorted(helpers))
-            body = _wrap(body, "pragma_import_llvm", text)
+            body = with_import(body, "pragma_import_llvm", text)
         else:
-            text = (
-                "\n/* tilelang IEEE directed rounding */\n#include <math.h>\n"
-                '#ifdef __cplusplus\nextern "C" {\n#endif\n'
-                + "".join(_c_directed(n, *helpers[n]) for n in sorted(helpers))
-                + "#ifdef __cplusplus\n}\n#endif\n"
-            )
-            body = _wrap(body, "pragma_import_c", text)
+            text = c_definitions("\n/* tilelang IEEE directed rounding */\n#include <math.h>\n",
+                                 (_c_directed(n, *helpers[n]) for n in sorted(helpers)))
+            body = with_import(body, "pragma_import_c", text)
     return func.with_body(body)
 
 
@@ -453,13 +446,4 @@ def lower_gpu_intrinsics(body: Any, kind: str, location: str) -> Any:
     text = f"\n{CUDA_HELPERS_BEGIN}\n" + "".join(
         f"#ifndef TL_INTRINSIC_{n.upper()}\n#define TL_INTRINSIC_{n.upper()}\n{_CU_HELPERS[n]}#endif\n" for n in sorted(used)
     ) + f"{CUDA_HELPERS_END}\n"
-    done = []
-
-    def on_attr(stmt):
-        if not done and stmt.attr_key == "thread_extent":
-            done.append(stmt)
-            return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, _wrap(stmt.body, "pragma_import_c", text))
-        return stmt
-
-    body = tvm_ffi.structural_map(body, [(tirx.AttrStmt, on_attr)], order="pre")
-    return body
+    return with_import_in_first_kernel(body, text)[0]

@@ -20,6 +20,8 @@ import tvm
 from tvm import tirx
 from tvm.ir import PointerType, PrimType
 
+from .source_imports import c_definitions, with_import
+
 #: Return code of the C entry point when a workspace cannot be allocated.
 WORKSPACE_ALLOC_FAILED = -2
 
@@ -32,16 +34,17 @@ _C_TYPES = {
 
 
 def _helpers(dtypes: list) -> str:
-    parts = ["\n/* tilelang workspaces (T.alloc_global) */\n#include <stdlib.h>\n#include <stdint.h>\n",
-             '#ifdef __cplusplus\nextern "C" {\n#endif\n']
-    for dtype in dtypes:
+    def pair(dtype: str) -> str:
         t = _C_TYPES[dtype]
-        parts.append(
+        return (
             f"static inline {t}* tl_workspace_alloc_{dtype}(int64_t bytes) {{ return ({t}*)malloc(bytes > 0 ? (size_t)bytes : 1); }}\n"
             f"static inline int32_t tl_workspace_free_{dtype}({t}* p) {{ free(p); return 0; }}\n"
         )
-    parts.append("#ifdef __cplusplus\n}\n#endif\n")
-    return "".join(parts)
+
+    return c_definitions(
+        "\n/* tilelang workspaces (T.alloc_global) */\n#include <stdlib.h>\n#include <stdint.h>\n",
+        map(pair, dtypes),
+    )
 
 
 def _is_global_alloc(stmt: Any) -> bool:
@@ -102,4 +105,4 @@ def heap_workspaces(body: Any) -> Any:
     if not found:
         return body
     text = _helpers(sorted(set(dtypes)))
-    return tirx.AttrStmt(tvm.ir.StringImm("default"), "pragma_import_c", tvm.ir.StringImm(text), body)
+    return with_import(body, "pragma_import_c", text)
