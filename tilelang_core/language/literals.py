@@ -57,14 +57,20 @@ FLOAT_OPERATORS = (
 _WRAPPED_MARK = "_tilelang_full_width_literals"
 
 
-def _integer_dtype(expr: Any) -> Any:
-    """The element dtype of an integer, unsigned or bool expression, else None."""
-    if isinstance(expr, (bool, int)) or not tvm.ir.is_prim_expr(expr):
+def _element_dtype(expr: Any) -> Any:
+    """The element dtype of a TIR expression (``int32`` for ``int32x4``); None for anything else."""
+    if isinstance(expr, (bool, int, float)) or not tvm.ir.is_prim_expr(expr):
         return None
     dtype = getattr(getattr(expr, "ty", None), "dtype", None)
-    if dtype is None or not (dtype.is_integer or dtype.is_bool):
+    if dtype is None:
         return None
     return dtype.with_lanes(1) if dtype.lanes != 1 else dtype
+
+
+def _integer_dtype(expr: Any) -> Any:
+    """The element dtype of an integer, unsigned or bool expression, else None."""
+    dtype = _element_dtype(expr)
+    return dtype if dtype is not None and (dtype.is_integer or dtype.is_bool) else None
 
 
 def _value_range(dtype: Any) -> tuple[int, int]:
@@ -131,9 +137,7 @@ def float64_operands(a: Any, b: Any) -> tuple[Any, Any]:
 
 
 def _is_float64(expr: Any) -> bool:
-    if isinstance(expr, (bool, int, float)) or not tvm.ir.is_prim_expr(expr):
-        return False
-    dtype = getattr(getattr(expr, "ty", None), "dtype", None)
+    dtype = _element_dtype(expr)
     return dtype is not None and dtype.is_float and dtype.bits == 64
 
 

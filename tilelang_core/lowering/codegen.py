@@ -330,6 +330,13 @@ def _postprocess_c(source: str, entry: str, n_block_loops: int = 0) -> str:
     return C_PREAMBLE + text
 
 
+def lower_cpu_calls(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
+    """The calls of a CPU kernel (``language``: ``"c"`` or ``"llvm"``) that TVM cannot lower itself:
+    atomics (``__atomic`` builtins, lowering/atomics.py), TileLang's intrinsics
+    (lowering/intrinsics.py), TVM math functions without a rule for the target (lowering/cpu_math.py)."""
+    return lower_cpu_math(lower_cpu_intrinsics(lower_cpu_atomics(func, language), language), language)
+
+
 def c_entry_source(
     func: tirx.PrimFunc,
     target: Any,
@@ -347,8 +354,7 @@ def c_entry_source(
     loops are outlined (:func:`outline_block_loops`) and run through ``tl_run_blocks``; the
     kernel's ``block_launcher`` names the variable a backend may set to run them on its threads.
     """
-    # atomics: __atomic builtins (lowering/atomics.py); intrinsics: lowering/intrinsics.py
-    func = lower_cpu_math(lower_cpu_intrinsics(lower_cpu_atomics(func, "c"), "c"), "c")  # + lowering/cpu_math.py
+    func = lower_cpu_calls(func, "c")
     main, outlined = outline_block_loops(func, entry, symbol_vars)
     mod = tvm.IRModule({"main": main, **{name: fn for name, fn in outlined}})
     mod = tirx.transform.BindTarget(target)(mod)
@@ -713,8 +719,7 @@ def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, A
     from tvm.tirx.build import split_host_device_mods, tir_to_runtime
 
     language = "llvm" if target.kind.name == "llvm" else "c"
-    # lowering/atomics.py, intrinsics.py, cpu_math.py
-    func = lower_cpu_math(lower_cpu_intrinsics(lower_cpu_atomics(func, language), language), language)
+    func = lower_cpu_calls(func, language)
     mod = tvm.IRModule({str(func.attrs.get("global_symbol", "main")): func})
     mod = tirx.transform.BindTarget(tvm.target.Target(target, host=target))(mod)
     mod = P.cpu_runtime_passes(configs)(mod)

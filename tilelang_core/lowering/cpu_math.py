@@ -65,13 +65,11 @@ def _with_lanes(base: str, like: str) -> str:
 
 
 def _in_float32(call: Any) -> Any:
-    """``call`` of a 16-bit float math function, computed in float32 (result rounded back)."""
+    """``call`` of a 16-bit float math function with its 16-bit operands and result in float32."""
     args = [tirx.Cast(_with_lanes("float32", _dtype(a)), a) if _element(_dtype(a)) in _HALF else a
             for a in call.args]
     ret = _dtype(call)
-    if _element(ret) in _HALF:
-        return tirx.Cast(ret, tvm.ir.Call(call.op, args, ret_ty=_with_lanes("float32", ret)))
-    return tvm.ir.Call(call.op, args, ret_ty=ret)
+    return tvm.ir.Call(call.op, args, ret_ty=_with_lanes("float32", ret) if _element(ret) in _HALF else ret)
 
 
 def _libm(name: str) -> Callable[[Any], Any]:
@@ -172,17 +170,17 @@ def lower_cpu_math(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
         name = getattr(call.op, "name", None)
         if not isinstance(name, str):
             return call
-        if name in FLOAT_MATH and any(_element(_dtype(a)) in _HALF for a in call.args):
-            changed.append(name)
-            call = _in_float32(call)
-            if isinstance(call, tirx.Cast):  # the float32 call is inside the rounding back
-                rule = rules.get(name)
-                return tirx.Cast(_dtype(call), rule(call.value, helpers)) if rule else call
+        half = name in FLOAT_MATH and any(_element(_dtype(a)) in _HALF for a in call.args)
         rule = rules.get(name)
-        if rule is None:
+        if not half and rule is None:
             return call
         changed.append(name)
-        return rule(call, helpers)
+        ret = _dtype(call)
+        if half:
+            call = _in_float32(call)
+        if rule is not None:
+            call = rule(call, helpers)
+        return tirx.Cast(ret, call) if half and _element(ret) in _HALF else call  # rounded back
 
     body = checked_map(func.body, [(tvm.ir.Call, on_call)])
     if helpers:
