@@ -15,7 +15,7 @@ from tvm import tirx
 
 __all__ = ["EXTERN_C_BEGIN", "EXTERN_C_END", "c_definitions", "with_import", "with_import_in_first_kernel"]
 
-#: Opens an ``extern "C"`` block when the source is compiled as C++ (tvm_ffi's c modules are).
+#: Opens an ``extern "C"`` block when the source is compiled as C++ (TVM's export of C runtime modules does).
 EXTERN_C_BEGIN = '#ifdef __cplusplus\nextern "C" {\n#endif\n'
 #: Closes :data:`EXTERN_C_BEGIN`.
 EXTERN_C_END = "#ifdef __cplusplus\n}\n#endif\n"
