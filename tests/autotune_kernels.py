@@ -4,14 +4,15 @@ Tests put this directory on ``sys.path`` and import it, so that a second process
 of a Dask cluster find the same functions (by module and name) and the same source text.
 
 * ``matmul``: the blocked CPU matmul of examples/matmul.py as a ``@tilelang.jit`` function, with
-  ``MATMUL_CONFIGS`` whose times are far apart (tiny blocks are >10x slower than 32x32 ones),
+  ``MATMUL_CONFIGS`` whose times are far apart (1x1 blocks are >10x slower than 32x32 ones),
   plus one config that fails to compile (block size 0) and one that computes a wrong result
   (``skip_k=1`` drops the last K slice). Real lowering, a real C compiler, the cython backend.
 * ``TUNEKIT``: the name of a throwaway backend (``install_tunekit(root)`` writes it): its build
   hook returns a Python runner computing ``C = A + B`` that sleeps ``speed`` * 0.5 ms per call
   (``speed`` is read from the kernel name ``vadd_s<speed>``), adds 1 when the name contains
   ``wrong``, refuses to build names containing ``fail``, and builds slowly for ``slowbuild``.
-  Builds and loads are logged to ``$TL_TEST_BUILD_LOG`` / ``$TL_TEST_LOAD_LOG``.
+  Builds and loads are logged to ``$TL_TEST_BUILD_LOG`` / ``$TL_TEST_LOAD_LOG``, every call
+  (kernel name, start and end on the monotonic clock) to ``$TL_TEST_CALL_LOG``.
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ class Runner:
         self.bias = 1.0 if "wrong" in artifact.name else 0.0
 
     def __call__(self, a, b, stream=None):
+        start = time.monotonic()
         if self.delay:
             time.sleep(self.delay)
+        _log("TL_TEST_CALL_LOG", f"{self.artifact.name} {start!r} {time.monotonic()!r}")
         return a + b + self.bias
 
 
@@ -163,10 +166,11 @@ def matmul(M, N, K, block_M=32, block_N=32, block_K=32, skip_k=0):
     return blocked_matmul(M, N, K, block_M, block_N, block_K, skip_k)
 
 
-#: Configs of ``matmul`` for 128x128x128: 4x4 blocks are >10x slower than 32x32 ones on CPU
-#: (about 4 ms against 0.1-0.5 ms on the loaded 2-core development machine).
+#: Configs of ``matmul`` for 128x128x128: 1x1 blocks are >10x slower than 32x32 ones on CPU
+#: (about 3.3 ms against 0.18 ms on the 2-core development machine; 4x4 blocks take 0.26 ms,
+#: too close for a loaded machine to order them reliably).
 MATMUL_CONFIGS = [
-    {"block_M": 4, "block_N": 4},
+    {"block_M": 1, "block_N": 1},
     {"block_M": 32, "block_N": 32},
     {"block_M": 0, "block_N": 32},  # compile error: division by zero in T.ceildiv
     {"block_M": 32, "block_N": 32, "skip_k": 1},  # wrong result: the last K slice is missing

@@ -348,6 +348,26 @@ def test_an_executor_runs_the_candidates_and_the_best_kernel_comes_from_the_cach
     assert result.kernel.cache_key == result.kernel_cache_key
 
 
+def test_workers_sharing_a_machine_never_time_two_candidates_at_once(kit, monkeypatch):
+    calls_log = kit.tmp / "calls.log"
+    monkeypatch.setenv("TL_TEST_CALL_LOG", str(calls_log))
+    configs = [{"speed": s} for s in (8, 9, 10, 11)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        result = (AutoTuner.from_kernel(K.kit_vadd, configs).set_kernel_parameters(((64,), {}))
+                  .set_profile_args(ref_prog=K.kit_reference, warmup=1, rep=5).run(executor=pool))
+    assert result.config == {"speed": 8}
+    calls: dict[str, list[tuple[float, float]]] = {}
+    for line in calls_log.read_text().splitlines():
+        name, start, end = line.split()
+        calls.setdefault(name, []).append((float(start), float(end)))
+    assert sorted(calls) == [f"vadd_s{s}" for s in (10, 11, 8, 9)]
+    # each candidate: one call for the correctness check (not locked), then at least warmup + rep timed calls
+    assert all(len(c) >= 1 + 1 + 5 for c in calls.values())
+    windows = sorted((c[1][0], c[-1][1]) for c in calls.values())
+    for (_, end), (start, _) in zip(windows, windows[1:]):
+        assert end <= start, f"two timings overlapped: {windows}"
+
+
 def test_executor_must_be_an_executor(kit):
     with pytest.raises(AutotuneConfigError, match="concurrent.futures.Executor interface"):
         AutoTuner.from_kernel(K.kit_vadd, [{}]).set_kernel_parameters(((8,), {})).run(executor=object())

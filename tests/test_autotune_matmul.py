@@ -1,5 +1,5 @@
 """The autotuner on a real blocked CPU matmul (TVM lowering, the C compiler, the default CPU
-backend): the choice between configs 10x apart, failures, a second process, a Dask cluster.
+backend): the choice between configs over 10x apart, failures, a second process, a Dask cluster.
 
 Timing figures (how close the choice is to the fastest config, how fast the second process is)
 are printed by bench/autotune.py; these tests check the choice and that nothing is rebuilt.

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 from ..errors import TileLangError
+from .device_lock import exclusive_timing
 from .param import ProfileArgs, Status
 
 #: Config key that carries per-config ``pass_configs`` instead of a function argument.
@@ -107,7 +108,9 @@ def check_and_time(
 ) -> float:
     """Check ``kernel`` against ``profile.ref_prog`` (unless ``skip_check``) and return its latency (ms).
 
-    Also times the reference once per ``state`` (``state.ref_latency``).
+    Also times the reference once per ``state`` (``state.ref_latency``). The timing holds this
+    machine's lock of the kernel's device (:func:`~.device_lock.exclusive_timing`), so workers
+    sharing a machine never time at the same moment.
 
     :raises WrongResult: the check failed (its message says how).
     :raises BenchmarkTimeout: the check and timing together took longer than ``timeout`` seconds.
@@ -135,19 +138,23 @@ def check_and_time(
     baseline = None
     if early_stop_factor is not None and state.best_latency is not None:
         baseline = state.best_latency * early_stop_factor
-    latency = profiler.do_bench(
-        n_warmup=warmup,
-        n_repeat=rep,
-        input_tensors=ins,
-        timer=profile.timer,
-        return_mode=profile.return_mode,
-        early_stop_baseline=baseline,
-        deadline=deadline,
-    )
-    if profile.ref_prog is not None and state.ref_latency is None:
-        state.ref_latency = profiler.do_bench(
-            profile.ref_prog, n_warmup=warmup, n_repeat=rep, input_tensors=ins, timer=profile.timer, return_mode=profile.return_mode
+    with exclusive_timing(profiler.family) as waited:
+        if deadline is not None:
+            deadline += waited  # waiting for another process's timing is not this candidate's time
+        latency = profiler.do_bench(
+            n_warmup=warmup,
+            n_repeat=rep,
+            input_tensors=ins,
+            timer=profile.timer,
+            return_mode=profile.return_mode,
+            early_stop_baseline=baseline,
+            deadline=deadline,
         )
+        if profile.ref_prog is not None and state.ref_latency is None:
+            state.ref_latency = profiler.do_bench(
+                profile.ref_prog, n_warmup=warmup, n_repeat=rep, input_tensors=ins, timer=profile.timer,
+                return_mode=profile.return_mode
+            )
     if state.best_latency is None or latency < state.best_latency:
         state.best_latency = latency
     return latency

@@ -13,6 +13,8 @@ and are then checked and timed one after the other in this process. With ``execu
 ``concurrent.futures.Executor``: a Dask ``Client.get_executor()``, a ``ProcessPoolExecutor``),
 each worker builds, checks and times its candidates on its own machine, the kernel cache in a
 shared directory carries the kernels back, and this process loads the best one from it.
+Workers sharing a machine time one candidate at a time per device
+(:mod:`tilelang_core.autotuner.device_lock`).
 
 Results persist in the kernel cache directory (see :mod:`tilelang_core.autotuner.records`):
 a later process making the same call gets the tuned kernel without tuning or compiling.

@@ -1,0 +1,73 @@
+"""The autotuner's per-device timing lock (tilelang_core/autotuner/device_lock.py) across real
+processes: a timing waits for another process's timing on the same device, a killed holder frees
+the device, and a hung holder delays a waiter only ``wait_s`` seconds (with a warning)."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tilelang_core.autotuner.device_lock import device_slot, exclusive_timing, lock_dir
+
+HOLDER = """
+import sys, time
+from tilelang_core.autotuner.device_lock import exclusive_timing
+with exclusive_timing("cpu"):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[1]))
+    print("releasing", flush=True)
+"""
+
+
+def start_holder(seconds: float) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(seconds)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_timing_waits_while_another_process_times_on_the_same_device():
+    holder = start_holder(1.0)
+    try:
+        with exclusive_timing("cpu", wait_s=60) as waited:
+            assert holder.stdout.readline().strip() == "releasing"  # its timing ended before this one began
+        assert waited > 0.3
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_killed_holder_frees_the_device_at_once():
+    holder = start_holder(600)
+    holder.kill()
+    holder.wait()
+    start = time.monotonic()
+    with exclusive_timing("cpu", wait_s=60) as waited:
+        pass
+    assert waited < 5 and time.monotonic() - start < 5
+
+
+def test_a_hung_holder_delays_a_timing_only_wait_s_and_says_so(caplog):
+    holder = start_holder(600)
+    try:
+        with caplog.at_level(logging.WARNING, logger="tilelang.autotuner"):
+            with exclusive_timing("cpu", wait_s=0.5) as waited:
+                assert holder.poll() is None
+        assert 0.5 <= waited < 10
+        assert "another process has been timing on device cpu" in caplog.text
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_lock_files_are_private_and_named_after_the_device():
+    assert device_slot("cpu") == "cpu"
+    with exclusive_timing("cpu"):
+        pass
+    assert (lock_dir() / "cpu.lock").stat().st_mode & 0o077 == 0
+    assert lock_dir().stat().st_mode & 0o077 == 0
+    with pytest.raises(Exception, match="no torch device"):
+        device_slot("vulkan")

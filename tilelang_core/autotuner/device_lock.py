@@ -1,0 +1,102 @@
+"""One timing at a time per device on a machine, across processes.
+
+The workers of an executor on one machine (a Dask ``LocalCluster``, a ``ProcessPoolExecutor``,
+two GPU-less workers on a CPU node) build candidates in parallel, which is what they are for, but
+two of them timing at the same moment on the same device share its cores, memory bandwidth or SMs,
+and the tuner then compares latencies measured under different loads. :func:`exclusive_timing`
+holds an exclusive ``flock`` on a per-user lock file named after the device while a candidate
+is timed, so timings on one device follow each other while everything else stays parallel.
+
+The device is the whole CPU for ``cpu`` kernels (timings compete for the same cores even with
+disjoint thread affinity), and the physical GPU (its UUID) for GPU families. The lock is
+released when its holder exits, even when it is killed. A holder that hangs does not stall the
+others for ever: after ``wait_s`` seconds a waiter times anyway and logs a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterator
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no cross-process timing lock
+    fcntl = None  # type: ignore[assignment]
+
+logger = logging.getLogger("tilelang.autotuner")
+
+#: How long a candidate waits for another process's timing on the same device (seconds).
+DEFAULT_WAIT_S = 300.0
+
+_POLL_S = 0.01
+
+
+def device_slot(family: str) -> str:
+    """A file-name-safe name of the physical device a ``family`` kernel is timed on here."""
+    from ..devices import torch_device_type
+
+    kind = torch_device_type(family)
+    if kind == "cuda":
+        import torch
+
+        index = torch.cuda.current_device()
+        uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+        ident = str(uuid) if uuid else f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'all')}-{index}"
+        name = f"{family}-{ident}"
+    else:
+        name = family
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def lock_dir() -> Path:
+    """This user's directory of timing lock files (in the system's temporary directory)."""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    path = Path(tempfile.gettempdir()) / f"tilelang-timing-{uid}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+@contextlib.contextmanager
+def exclusive_timing(family: str, wait_s: float = DEFAULT_WAIT_S) -> Iterator[float]:
+    """Hold the timing lock of this machine's ``family`` device; yields the seconds spent waiting.
+
+    Re-entrant use in one process is not supported (a second ``flock`` on a new descriptor of the
+    same file would wait for the first). When the lock cannot be had within ``wait_s`` seconds,
+    or there is no ``fcntl`` (Windows), the body runs without it.
+    """
+    if fcntl is None:  # pragma: no cover
+        yield 0.0
+        return
+    slot = device_slot(family)
+    fd = os.open(lock_dir() / f"{slot}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    start = time.monotonic()
+    held = False
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held = True
+                break
+            except BlockingIOError:
+                if time.monotonic() - start >= wait_s:
+                    logger.warning(
+                        "another process has been timing on device %s for over %.0f s; timing this candidate "
+                        "alongside it (its latency may be inflated)", slot, wait_s)
+                    break
+                time.sleep(_POLL_S)
+        yield time.monotonic() - start
+    finally:
+        try:
+            if held:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+__all__ = ["DEFAULT_WAIT_S", "device_slot", "exclusive_timing", "lock_dir"]
