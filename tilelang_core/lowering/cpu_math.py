@@ -34,6 +34,7 @@ import tvm
 from tvm import tirx
 
 from .atomics import checked_map
+from .bit_counts import widened_unsigned
 from .source_imports import c_definitions, with_import
 
 __all__ = ["lower_cpu_math", "FLOAT_MATH"]
@@ -97,14 +98,6 @@ def _exp10(call: Any) -> Any:
     return tirx.power(tirx.FloatImm(_dtype(x), 10.0), x)
 
 
-def _unsigned(x: Any) -> tuple[Any, int, int]:
-    """``x`` as an unsigned int of its own width widened to 32 or 64 bits; its width; the wide width."""
-    bits = tvm.DataType(_dtype(x)).bits
-    wide = 64 if bits > 32 else 32
-    value = tirx.Cast(f"uint{bits}", x) if _dtype(x).startswith("int") else x
-    return (tirx.Cast(f"uint{wide}", value) if bits != wide else value), bits, wide
-
-
 #: C helpers of ``popcount`` / ``clz`` (GCC/Clang builtins; ``clz(0)`` is the width), by name.
 C_BIT_HELPERS = {
     "tl_popcount32": "static inline int32_t tl_popcount32(uint32_t x) { return __builtin_popcount(x); }\n",
@@ -115,13 +108,13 @@ C_BIT_HELPERS = {
 
 
 def _c_popcount(call: Any, helpers: set) -> Any:
-    value, _, wide = _unsigned(call.args[0])
+    value, _, wide = widened_unsigned(call.args[0])
     helpers.add(f"tl_popcount{wide}")
     return tirx.Cast(_dtype(call), tirx.call_extern("int32", f"tl_popcount{wide}", value))
 
 
 def _c_clz(call: Any, helpers: set) -> Any:
-    value, bits, wide = _unsigned(call.args[0])
+    value, bits, wide = widened_unsigned(call.args[0])
     helpers.add(f"tl_clz{wide}")
     count = tirx.call_extern("int32", f"tl_clz{wide}", value)
     return tirx.Cast(_dtype(call), count - tirx.IntImm("int32", wide - bits) if bits != wide else count)
@@ -131,7 +124,7 @@ def _llvm_clz(call: Any, helpers: set) -> Any:
     """TVM's clz of the value widened to 32/64 bits (the widths TVM takes), 0 giving the width
     (TVM's LLVM clz leaves ``clz(0)`` undefined)."""
     x = call.args[0]
-    value, bits, wide = _unsigned(x)
+    value, bits, wide = widened_unsigned(x)
     count = tirx.Cast("int32", tvm.ir.Call(call.op, [value], ret_ty=_dtype(value)))
     if bits != wide:
         count = count - tirx.IntImm("int32", wide - bits)
