@@ -58,6 +58,10 @@ from . import literals as _literals  # noqa: E402
 
 _literals.install()  # x & 0x7FFFFFFFFFFFFFFF and x64 * 1e300 keep their literals (TVM 0.27 cuts them to 32 bits)
 
+from . import bfloat16_math as _bfloat16_math  # noqa: E402
+
+_bfloat16_math.install()  # T.pow / T.isnan / T.isinf / T.isfinite of bfloat16 (TVM 0.27 refuses them)
+
 from . import uncaught_diagnostics as _uncaught_diagnostics  # noqa: E402
 
 _uncaught_diagnostics.install()  # an uncaught kernel DiagnosticError shows its message, not only TVM's note
