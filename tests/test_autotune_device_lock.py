@@ -71,3 +71,16 @@ def test_lock_files_are_private_and_named_after_the_device():
     assert lock_dir().stat().st_mode & 0o077 == 0
     with pytest.raises(Exception, match="no torch device"):
         device_slot("vulkan")
+
+
+def test_a_lock_directory_others_can_write_to_is_not_used(tmp_path, monkeypatch, caplog):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    shared = lock_dir()
+    shared.chmod(0o777)
+    with caplog.at_level(logging.WARNING, logger="tilelang.autotuner"):
+        with exclusive_timing("cpu") as waited:
+            assert waited == 0.0
+    assert "is not a private directory" in caplog.text
+    assert not (shared / "cpu.lock").exists()

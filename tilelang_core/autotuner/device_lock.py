@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import re
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -62,19 +63,36 @@ def lock_dir() -> Path:
     return path
 
 
+def _private(path: Path) -> bool:
+    """Whether ``path`` is a directory of this user that nobody else can write to."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    own = not hasattr(os, "getuid") or st.st_uid == os.getuid()
+    return stat.S_ISDIR(st.st_mode) and own and not st.st_mode & 0o022
+
+
 @contextlib.contextmanager
 def exclusive_timing(family: str, wait_s: float = DEFAULT_WAIT_S) -> Iterator[float]:
     """Hold the timing lock of this machine's ``family`` device; yields the seconds spent waiting.
 
     Re-entrant use in one process is not supported (a second ``flock`` on a new descriptor of the
-    same file would wait for the first). When the lock cannot be had within ``wait_s`` seconds,
-    or there is no ``fcntl`` (Windows), the body runs without it.
+    same file would wait for the first). When the lock cannot be had within ``wait_s`` seconds, or
+    the lock directory is not private to this user (others could hold or remove its locks), the
+    body runs without it and a warning says so; on Windows (no ``fcntl``) it always runs without.
     """
     if fcntl is None:  # pragma: no cover
         yield 0.0
         return
     slot = device_slot(family)
-    fd = os.open(lock_dir() / f"{slot}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    directory = lock_dir()
+    if not _private(directory):
+        logger.warning("timing without the device lock: %s is not a private directory of this user (others "
+                       "could hold or remove its locks); remove it", directory)
+        yield 0.0
+        return
+    fd = os.open(directory / f"{slot}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
     start = time.monotonic()
     held = False
     try:
