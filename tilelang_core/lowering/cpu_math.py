@@ -34,7 +34,7 @@ import tvm
 from tvm import tirx
 
 from .atomics import checked_map
-from .bit_counts import widened_unsigned
+from .math_widening import HALF, dtype_of, element, in_float32, widened_unsigned
 from .source_imports import c_definitions, with_import
 
 __all__ = ["lower_cpu_math", "FLOAT_MATH"]
@@ -49,36 +49,13 @@ FLOAT_MATH = frozenset(
     )
 ) | {"prim.log2", "prim.ceil"}
 
-_HALF = ("float16", "bfloat16")
-
-
-def _dtype(expr: Any) -> str:
-    return str(expr.ty.dtype)
-
-
-def _element(dtype: str) -> str:
-    return str(tvm.DataType(dtype).with_lanes(1)) if "x" in dtype else dtype
-
-
-def _with_lanes(base: str, like: str) -> str:
-    lanes = tvm.DataType(like).lanes
-    return base if lanes == 1 else f"{base}x{lanes}"
-
-
-def _in_float32(call: Any) -> Any:
-    """``call`` of a 16-bit float math function with its 16-bit operands and result in float32."""
-    args = [tirx.Cast(_with_lanes("float32", _dtype(a)), a) if _element(_dtype(a)) in _HALF else a
-            for a in call.args]
-    ret = _dtype(call)
-    return tvm.ir.Call(call.op, args, ret_ty=_with_lanes("float32", ret) if _element(ret) in _HALF else ret)
-
 
 def _libm(name: str) -> Callable[[Any], Any]:
     """``name``'s C library function: ``namef`` for float32, ``name`` for float64."""
 
     def lower(call: Any) -> Any:
-        dtype = _dtype(call)
-        suffix = "f" if _element(dtype) == "float32" else ""
+        dtype = dtype_of(call)
+        suffix = "f" if element(dtype) == "float32" else ""
         return tirx.call_pure_extern(dtype, f"{name}{suffix}", *call.args)
 
     return lower
@@ -88,14 +65,14 @@ def _classify(name: str) -> Callable[[Any], Any]:
     """C99's ``isinf`` / ``isfinite`` (macros that take float and double)."""
 
     def lower(call: Any) -> Any:
-        return tirx.call_pure_extern(_dtype(call), name, *call.args)
+        return tirx.call_pure_extern(dtype_of(call), name, *call.args)
 
     return lower
 
 
 def _exp10(call: Any) -> Any:
     (x,) = call.args
-    return tirx.power(tirx.FloatImm(_dtype(x), 10.0), x)
+    return tirx.power(tirx.FloatImm(dtype_of(x), 10.0), x)
 
 
 #: C helpers of ``popcount`` / ``clz`` (GCC/Clang builtins; ``clz(0)`` is the width), by name.
@@ -110,14 +87,14 @@ C_BIT_HELPERS = {
 def _c_popcount(call: Any, helpers: set) -> Any:
     value, _, wide = widened_unsigned(call.args[0])
     helpers.add(f"tl_popcount{wide}")
-    return tirx.Cast(_dtype(call), tirx.call_extern("int32", f"tl_popcount{wide}", value))
+    return tirx.Cast(dtype_of(call), tirx.call_extern("int32", f"tl_popcount{wide}", value))
 
 
 def _c_clz(call: Any, helpers: set) -> Any:
     value, bits, wide = widened_unsigned(call.args[0])
     helpers.add(f"tl_clz{wide}")
     count = tirx.call_extern("int32", f"tl_clz{wide}", value)
-    return tirx.Cast(_dtype(call), count - tirx.IntImm("int32", wide - bits) if bits != wide else count)
+    return tirx.Cast(dtype_of(call), count - tirx.IntImm("int32", wide - bits) if bits != wide else count)
 
 
 def _llvm_clz(call: Any, helpers: set) -> Any:
@@ -125,11 +102,11 @@ def _llvm_clz(call: Any, helpers: set) -> Any:
     (TVM's LLVM clz leaves ``clz(0)`` undefined)."""
     x = call.args[0]
     value, bits, wide = widened_unsigned(x)
-    count = tirx.Cast("int32", tvm.ir.Call(call.op, [value], ret_ty=_dtype(value)))
+    count = tirx.Cast("int32", tvm.ir.Call(call.op, [value], ret_ty=dtype_of(value)))
     if bits != wide:
         count = count - tirx.IntImm("int32", wide - bits)
-    guarded = tirx.Select(x == tirx.IntImm(_dtype(x), 0), tirx.IntImm("int32", bits), count)
-    return tirx.Cast(_dtype(call), guarded)
+    guarded = tirx.Select(x == tirx.IntImm(dtype_of(x), 0), tirx.IntImm("int32", bits), count)
+    return tirx.Cast(dtype_of(call), guarded)
 
 
 def _plain(rule: Callable[[Any], Any]) -> Callable[[Any, set], Any]:
@@ -163,17 +140,17 @@ def lower_cpu_math(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
         name = getattr(call.op, "name", None)
         if not isinstance(name, str):
             return call
-        half = name in FLOAT_MATH and any(_element(_dtype(a)) in _HALF for a in call.args)
+        half = name in FLOAT_MATH and any(element(dtype_of(a)) in HALF for a in call.args)
         rule = rules.get(name)
         if not half and rule is None:
             return call
         changed.append(name)
-        ret = _dtype(call)
+        ret = dtype_of(call)
         if half:
-            call = _in_float32(call)
+            call = in_float32(call)
         if rule is not None:
             call = rule(call, helpers)
-        return tirx.Cast(ret, call) if half and _element(ret) in _HALF else call  # rounded back
+        return tirx.Cast(ret, call) if half and element(ret) in HALF else call  # rounded back
 
     body = checked_map(func.body, [(tvm.ir.Call, on_call)])
     if helpers:

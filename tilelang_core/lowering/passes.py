@@ -28,7 +28,7 @@ import tvm
 from tvm import s_tir, tirx
 
 from .configs import PASS_CONFIGS, config_flag  # noqa: E402,F401 - re-exported
-from .bit_counts import GpuBitCountsPass
+from .gpu_math import GpuMathPass
 from .fragments import FragmentLayoutPass
 
 
@@ -93,7 +93,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
     """GPU: TIR with thread bindings -> host function + device kernels (``SplitHostDevice``)."""
     passes = [
         FragmentLayoutPass(),  # GPU fragments spread over the block's threads, atomics (lowering/fragments.py)
-        GpuBitCountsPass(),  # popcount / clz of every integer width (lowering/bit_counts.py)
+        GpuMathPass(),  # bit counts of every integer width, 16-bit float math without a GPU rule (lowering/gpu_math.py)
         s_tir.transform.LowerOpaqueBlock(),
         tirx.transform.FlattenBuffer(),
         tirx.transform.BF16ComputeLegalize(),

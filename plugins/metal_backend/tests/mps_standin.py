@@ -161,6 +161,14 @@ static inline float min(float a, float b) { return fminf(a, b); }
 TL_UNARY(exp, expf) TL_UNARY(exp2, exp2f) TL_UNARY(log, logf) TL_UNARY(log2, log2f) TL_UNARY(sqrt, sqrtf)
 TL_UNARY(fabs, fabsf) TL_UNARY(abs, fabsf) TL_UNARY(floor, floorf) TL_UNARY(ceil, ceilf) TL_UNARY(tanh, tanhf)
 TL_UNARY(sin, sinf) TL_UNARY(cos, cosf) TL_UNARY(round, roundf) TL_UNARY(trunc, truncf)
+TL_UNARY(log10, log10f) TL_UNARY(sinh, sinhf) TL_UNARY(cosh, coshf) TL_UNARY(tan, tanf) TL_UNARY(asin, asinf)
+TL_UNARY(acos, acosf) TL_UNARY(atan, atanf) TL_UNARY(asinh, asinhf) TL_UNARY(acosh, acoshf) TL_UNARY(atanh, atanhf)
+TL_UNARY(rint, rintf)
+#define TL_BINARY(f, cf) static inline half f(half x, half y) { return (half)cf((float)x, (float)y); }
+TL_BINARY(fmod, fmodf) TL_BINARY(pow, powf) TL_BINARY(atan2, atan2f) TL_BINARY(copysign, copysignf)
+static inline half ldexp(half x, int k) { return (half)ldexpf((float)x, k); }
+static inline float exp10(float x) { return powf(10.0f, x); }
+static inline half exp10(half x) { return (half)powf(10.0f, (float)x); }
 static inline float rsqrt(float x) { return 1.0f / sqrtf(x); }
 static inline half rsqrt(half x) { return (half)(1.0f / sqrtf((float)x)); }
 }
@@ -170,6 +178,17 @@ static inline half rsqrt(half x) { return (half)(1.0f / sqrtf((float)x)); }
 #define thread
 #define threadgroup
 """
+
+#: Names of the C library that the Metal Shading Language does not have (its math functions are
+#: overloaded, without the ``f`` suffix; it has no log1p, hypot, nearbyint, erf, expm1, cbrt):
+#: poisoned after the header, so a source using one fails here as it would in Metal's compiler.
+NOT_IN_MSL = (
+    [f"{f}f" for f in ("acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "copysign", "cos",
+                       "cosh", "exp", "exp2", "exp10", "fabs", "floor", "fmax", "fmin", "fmod", "ldexp", "log",
+                       "log2", "log10", "pow", "rint", "round", "sin", "sinh", "sqrt", "tan", "tanh", "trunc")]
+    + ["log1p", "log1pf", "hypot", "hypotf", "nearbyint", "nearbyintf", "erf", "erff", "expm1", "expm1f", "cbrt", "cbrtf"]
+)
+_HEADER += "#pragma GCC poison " + " ".join(NOT_IN_MSL) + "\n"
 
 _POSITION = {
     "threadgroup_position_in_grid": "tg",

@@ -39,6 +39,10 @@ METAL_TYPES: dict[str, str] = {
     "float32": "float",
 }
 
+#: Other Metal types a buffer of a dtype may have in TVM's source, with the same memory layout:
+#: TVM 0.27 stores bfloat16 as ``ushort`` on Metal (its bits, computed in float32).
+SAME_LAYOUT_TYPES: dict[str, tuple[str, ...]] = {"bfloat16": ("ushort",)}
+
 #: Struct member (type, array length) holding a scalar of each dtype, and the union member read.
 SCALAR_MEMBERS: dict[str, tuple[str, Optional[int], Optional[str]]] = {
     "int32": ("int", 2, None),
@@ -212,7 +216,8 @@ def check_kernel(kernel: DeviceKernel, signature: KernelSignature, source: str) 
         want = METAL_TYPES.get(arg.dtype)
         if want is None:
             raise SourceMismatch(f"{where}: argument {arg.name!r} has dtype {arg.dtype}, which Metal kernels cannot take")
-        if param is None or param.space != "device" or param.ref != "*" or param.type != want:
+        allowed = (want, *SAME_LAYOUT_TYPES.get(arg.dtype, ()))
+        if param is None or param.space != "device" or param.ref != "*" or param.type not in allowed:
             got = "nothing" if param is None else f"'{param.space} {param.type}{param.ref or ''} {param.name}'"
             raise SourceMismatch(
                 f"{where}: buffer({index}) should be 'device {want}*' for argument {arg.name!r}, the source has {got}"

@@ -1,0 +1,54 @@
+"""Operands widened to what TVM's math rules take: the shared helpers of cpu_math and gpu_math.
+
+* :func:`widened_unsigned`: an integer as unsigned of its own width, zero-extended to 32 or 64
+  bits (TVM's ``popcount``/``clz`` rules take those widths only), so a count of the wide value is
+  the count of the integer's own bits;
+* :func:`in_float32`: a math call of 16-bit floats (``float16``, ``bfloat16``) with those operands
+  and its result in float32 (the caller rounds the result back). Every 16-bit value is a float32
+  value, so the function is as accurate as its float32 version.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+from tvm import tirx
+
+__all__ = ["HALF", "dtype_of", "element", "in_float32", "widened_unsigned", "with_lanes"]
+
+#: The 16-bit float dtypes whose math is computed in float32 where a target has no rule for them.
+HALF = ("float16", "bfloat16")
+
+
+def dtype_of(expr: Any) -> str:
+    """``expr``'s dtype as a string (``"float16x4"`` for vectors)."""
+    return str(expr.ty.dtype)
+
+
+def element(dtype: str) -> str:
+    """The element dtype of a (vector) dtype."""
+    return str(tvm.DataType(dtype).with_lanes(1)) if "x" in dtype else dtype
+
+
+def with_lanes(base: str, like: str) -> str:
+    """``base`` with the lanes of the dtype ``like``."""
+    lanes = tvm.DataType(like).lanes
+    return base if lanes == 1 else f"{base}x{lanes}"
+
+
+def in_float32(call: Any) -> Any:
+    """``call`` of a 16-bit float math function with its 16-bit operands and result in float32."""
+    args = [tirx.Cast(with_lanes("float32", dtype_of(a)), a) if element(dtype_of(a)) in HALF else a
+            for a in call.args]
+    ret = dtype_of(call)
+    return tvm.ir.Call(call.op, args, ret_ty=with_lanes("float32", ret) if element(ret) in HALF else ret)
+
+
+def widened_unsigned(x: Any) -> tuple[Any, int, int]:
+    """``x`` as an unsigned int of its own width widened to 32 or 64 bits; its width; the wide width."""
+    dtype = dtype_of(x)
+    bits = tvm.DataType(dtype).bits
+    wide = 64 if bits > 32 else 32
+    value = tirx.Cast(f"uint{bits}", x) if dtype.startswith("int") else x
+    return (tirx.Cast(f"uint{wide}", value) if bits != wide else value), bits, wide
