@@ -84,3 +84,9 @@ def test_a_lock_directory_others_can_write_to_is_not_used(tmp_path, monkeypatch,
             assert waited == 0.0
     assert "is not a private directory" in caplog.text
     assert not (shared / "cpu.lock").exists()
+
+
+def test_a_gpu_family_names_a_slot_with_or_without_a_gpu():
+    # without a CUDA device the timing itself reports that: the lock must not fail first
+    slot = device_slot("cuda")
+    assert slot.startswith("cuda-") and "/" not in slot

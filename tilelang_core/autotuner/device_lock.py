@@ -46,8 +46,11 @@ def device_slot(family: str) -> str:
     if kind == "cuda":
         import torch
 
-        index = torch.cuda.current_device()
-        uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+        try:
+            index = torch.cuda.current_device()
+            uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+        except Exception:  # noqa: BLE001 - no usable GPU: the timing itself reports that, not the lock
+            index, uuid = 0, None
         ident = str(uuid) if uuid else f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'all')}-{index}"
         name = f"{family}-{ident}"
     else:
