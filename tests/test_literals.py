@@ -1,4 +1,5 @@
-"""Python int literals in bitwise and shift operators keep their full value (language/literals.py).
+"""Python int literals in bitwise and shift operators keep their full value, and minus of an unsigned
+value is its two's complement (language/literals.py).
 
 TVM 0.27 cuts such a literal to 32 bits: ``X[i] & 0x7FFFFFFFFFFFFFFF`` compiled to ``X[i] & -1``
 and ``X[i] ^ 0x100000000`` to ``X[i] ^ 0``, with no error; a uint32 operand with a literal of
@@ -166,3 +167,73 @@ def test_float_literals_next_to_narrower_floats_keep_tvms_handling():
     with pytest.raises(Exception, match="exceeds maximum of float32"):
         f * 1e39
     assert str((T.float64() * 1e300).b.ty.dtype) == "float64"
+
+
+def _negation_kernel(dtype):
+    @T.prim_func
+    def negate(X: T.Tensor((N,), dtype), Y: T.Tensor((N,), dtype)):
+        with T.Kernel(1, threads=N):
+            for i in T.Parallel(N):
+                Y[i] = -X[i]
+
+    return negate
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "uint32", "uint64"])
+@pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "c"), ("tvm_ffi", "llvm")])
+def test_minus_of_an_unsigned_value_is_its_twos_complement(backend, target, dtype):
+    # TVM 0.27 writes -x as x * -1 and refused every unsigned x ("cannot make uint from negative value")
+    kernel = tilelang.compile(_negation_kernel(dtype), target=target, execution_backend=backend)
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(2).integers(0, info.max, size=N, dtype=dtype, endpoint=True)
+    x[:3] = [0, 1, info.max]
+    y = torch.zeros(N, dtype=getattr(torch, dtype))
+    kernel(torch.from_numpy(x), y)
+    assert y.numpy().tolist() == (np.zeros_like(x) - x).tolist()
+
+
+@pytest.mark.parametrize("target", ["cuda", "metal"])
+def test_minus_of_an_unsigned_value_lowers_for_gpus(target):
+    source = tilelang.lower(_negation_kernel("uint32"), target=target).kernel_source
+    assert "X_ptr" in source
+
+
+def test_minus_of_signed_and_float_values_is_tvms():
+    for dtype, text in (("int32", "x * -1"), ("float32", "x * T.float32(-1.0)")):
+        assert str(-tvm_var("x", dtype)) == text
+
+
+def tvm_var(name, dtype):
+    from tvm import tirx
+
+    return tirx.Var(name, dtype)
+
+
+def test_zero_minus_an_unsigned_value_is_not_folded_to_zero():
+    # TVM's simplifier bounds 0 - x of an unsigned x to [0, 0]: the LLVM path computed 0 for every x
+    @T.prim_func
+    def zero_minus(X: T.Tensor((N,), T.uint32), Y: T.Tensor((N, 2), T.uint32)):
+        with T.Kernel(1, threads=N):
+            for i in T.Parallel(N):
+                Y[i, 0] = T.uint32(0) - X[i]
+                Y[i, 1] = 0 - X[i]
+
+    x = np.random.default_rng(4).integers(0, 2**32 - 1, size=N, dtype=np.uint32, endpoint=True)
+    x[:2] = [0, 1]
+    for backend, target in (("cython", "c"), ("tvm_ffi", "llvm")):
+        kernel = tilelang.compile(zero_minus, target=target, execution_backend=backend)
+        y = torch.zeros((N, 2), dtype=torch.uint32)
+        kernel(torch.from_numpy(x), y)
+        want = (np.zeros_like(x) - x).tolist()
+        assert y[:, 0].numpy().tolist() == want and y[:, 1].numpy().tolist() == want, target
+
+
+def test_the_wrappers_install_once():
+    from tvm.ir import _overload_prim_expr
+    from tvm.ir.prim import _ffi_api
+
+    from tilelang_core.language import literals
+
+    sub, neg = _ffi_api._OpSub, _overload_prim_expr.__neg__
+    literals.install()
+    assert _ffi_api._OpSub is sub and _overload_prim_expr.__neg__ is neg

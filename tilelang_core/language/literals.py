@@ -21,6 +21,10 @@ other operand's float64: ``X[i] * 1e300`` or ``T.max(x, -1e300)`` on float64 fai
 "Literal value 1e+300 exceeds maximum of float32". Such a literal becomes a float64 constant.
 (Next to 16/32-bit floats TVM's own handling stays: the literal is a float32 constant.)
 
+**Minus of unsigned values.** TVM writes ``-x`` as ``x * -1``, which refused every unsigned ``x``,
+and its simplifier folds ``0 - x`` of an unsigned ``x`` to 0 (the LLVM path computed 0). Both are
+the two's complement here, written ``(x ^ max) + 1``.
+
 Everything else (two expressions, mixed int and float) goes to TVM unchanged. The operators are
 TVM's functions in ``tvm.ir.prim._ffi_api``, which both the Python operators of expressions and
 ``tvm.tirx``'s functions call; :func:`install` wraps them there (once). See
@@ -168,9 +172,69 @@ def _wrap(name: str, ffi_function: Callable[..., Any], convert: Callable[[str, t
     return operator
 
 
+def _unsigned_negation(x: Any, dtype: Any) -> Any:
+    """``-x`` of an unsigned ``x`` as C computes it (two's complement), written ``(x ^ max) + 1``.
+
+    Not ``0 - x``: TVM's simplifier bounds ``0 - x`` of an unsigned ``x`` to ``[0, 0]`` (its interval
+    arithmetic has no wraparound) and the LLVM path folded it to 0, a wrong result without an error.
+    """
+    all_ones = tirx.const((1 << dtype.bits) - 1, str(x.ty.dtype))
+    return _prim_ffi_api._OpAdd(_prim_ffi_api.bitwise_xor(x, all_ones, None), tirx.const(1, str(x.ty.dtype)), None)
+
+
+def _unsigned(x: Any) -> Any:
+    """The element dtype of an unsigned integer expression, else None."""
+    dtype = _integer_dtype(x)
+    return dtype if dtype is not None and str(dtype).startswith("uint") else None
+
+
+def _negate(ffi_negate: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """TVM's ``-x``, which multiplies by ``-1`` and so refused every unsigned ``x`` ("cannot make
+    uint from negative value"); for those the two's complement, as negative literals next to
+    unsigned operands are (above)."""
+
+    def negate(x: Any) -> Any:
+        dtype = _unsigned(x)
+        return _unsigned_negation(x, dtype) if dtype is not None else ffi_negate(x)
+
+    negate.__name__ = "__neg__"
+    setattr(negate, _WRAPPED_MARK, ffi_negate)
+    return negate
+
+
+def _is_zero(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value == 0
+    return isinstance(value, tirx.IntImm) and int(value.value) == 0
+
+
+def _zero_minus(ffi_sub: Callable[..., Any]) -> Callable[..., Any]:
+    """TVM's subtraction, with ``0 - x`` of an unsigned ``x`` written as its negation (see above)."""
+
+    def subtract(a: Any, b: Any, *rest: Any) -> Any:
+        dtype = _unsigned(b)
+        if dtype is not None and _is_zero(a) and "x" not in str(b.ty.dtype):
+            return _unsigned_negation(b, dtype)
+        return ffi_sub(a, b, *rest)
+
+    subtract.__name__ = "_OpSub"
+    setattr(subtract, _ZERO_MINUS_MARK, ffi_sub)
+    setattr(subtract, _WRAPPED_MARK, getattr(ffi_sub, _WRAPPED_MARK, ffi_sub))
+    return subtract
+
+
+_ZERO_MINUS_MARK = "_tilelang_unsigned_zero_minus"
+
+
 def install() -> None:
-    """Wrap TVM's bitwise, shift, arithmetic, comparison and min/max functions (idempotent)."""
+    """Wrap TVM's bitwise, shift, arithmetic, comparison and min/max functions and unary minus (idempotent)."""
+    from tvm.ir import _overload_prim_expr
     from tvm.tirx.script.builder import _ffi_api as _builder_ffi_api  # TVMScript's T.max / T.min
+
+    if getattr(_overload_prim_expr.__neg__, _WRAPPED_MARK, None) is None:
+        _overload_prim_expr.__neg__ = _negate(_overload_prim_expr.__neg__)
 
     for module, names, convert in (
         (_prim_ffi_api, OPERATORS, _full_width),
@@ -182,3 +246,5 @@ def install() -> None:
             current = getattr(module, name)
             if getattr(current, _WRAPPED_MARK, None) is None:
                 setattr(module, name, _wrap(name, current, convert))
+    if getattr(_prim_ffi_api._OpSub, _ZERO_MINUS_MARK, None) is None:
+        _prim_ffi_api._OpSub = _zero_minus(_prim_ffi_api._OpSub)  # around the float64 rule's wrapper
