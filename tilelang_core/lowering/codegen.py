@@ -17,6 +17,7 @@ from . import passes as P
 from .atomics import lower_cpu_atomics
 from .c_constants import exact_cuda_float64_constants, exact_float_constants, map_float_constants
 from .cpu_math import lower_cpu_math
+from .wrapping_unsigned import wrapping_uint32_arithmetic
 from .intrinsics import lower_cpu_intrinsics
 from .workspaces import heap_workspaces
 from .frontend import BLOCK_LOOP_KEY, PARALLEL_MIN_WORK, PRAGMA_MARKER
@@ -727,6 +728,8 @@ def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, A
     host_mod = P.host_finalize_passes()(host_mod)
     if target.kind.name == "c":
         host_mod = exact_float_constants(_printable_non_finite(host_mod))  # lowering/c_constants.py
+    else:
+        host_mod = wrapping_uint32_arithmetic(host_mod)  # lowering/wrapping_unsigned.py
     return tir_to_runtime(host_mod, device_mods, target)
 
 
