@@ -34,7 +34,7 @@ import tvm
 from tvm import tirx
 
 from .atomics import checked_map
-from .math_widening import HALF, dtype_of, element, in_float32, widened_unsigned
+from .math_widening import computed_in_float32, dtype_of, element, has_half_operand, widened_clz, widened_unsigned
 from .source_imports import c_definitions, with_import
 
 __all__ = ["lower_cpu_math", "FLOAT_MATH"]
@@ -101,11 +101,8 @@ def _llvm_clz(call: Any, helpers: set) -> Any:
     """TVM's clz of the value widened to 32/64 bits (the widths TVM takes), 0 giving the width
     (TVM's LLVM clz leaves ``clz(0)`` undefined)."""
     x = call.args[0]
-    value, bits, wide = widened_unsigned(x)
-    count = tirx.Cast("int32", tvm.ir.Call(call.op, [value], ret_ty=dtype_of(value)))
-    if bits != wide:
-        count = count - tirx.IntImm("int32", wide - bits)
-    guarded = tirx.Select(x == tirx.IntImm(dtype_of(x), 0), tirx.IntImm("int32", bits), count)
+    bits = tvm.DataType(dtype_of(x)).bits
+    guarded = tirx.Select(x == tirx.IntImm(dtype_of(x), 0), tirx.IntImm("int32", bits), widened_clz(call))
     return tirx.Cast(dtype_of(call), guarded)
 
 
@@ -140,17 +137,13 @@ def lower_cpu_math(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
         name = getattr(call.op, "name", None)
         if not isinstance(name, str):
             return call
-        half = name in FLOAT_MATH and any(element(dtype_of(a)) in HALF for a in call.args)
+        half = name in FLOAT_MATH and has_half_operand(call)
         rule = rules.get(name)
         if not half and rule is None:
             return call
         changed.append(name)
-        ret = dtype_of(call)
-        if half:
-            call = in_float32(call)
-        if rule is not None:
-            call = rule(call, helpers)
-        return tirx.Cast(ret, call) if half and element(ret) in HALF else call  # rounded back
+        target_rule = None if rule is None else (lambda c: rule(c, helpers))
+        return computed_in_float32(call, target_rule) if half else target_rule(call)
 
     body = checked_map(func.body, [(tvm.ir.Call, on_call)])
     if helpers:

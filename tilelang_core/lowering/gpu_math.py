@@ -13,7 +13,7 @@ CUDA does not have, such as ``hsinh``), or stopped on a bare TVM check failure:
   CUDA's ``__clz(0)`` is 32.
 * **16-bit float math:** the functions TVM has no CUDA rule for (float16 and bfloat16), and on
   Metal those of the next point, are computed in float32 and rounded back
-  (:func:`~.math_widening.in_float32`), as accurate as the float32 function.
+  (:func:`~.math_widening.computed_in_float32`), as accurate as the float32 function.
   The functions TVM does lower for 16-bit floats (``hexp``, ``hsqrt``, ...) are left to it.
 
 * **Metal function names:** TVM's Metal generator prints the C library's names for ``tan``,
@@ -36,7 +36,7 @@ import tvm
 from tvm import tirx
 
 from .atomics import checked_map
-from .math_widening import HALF, dtype_of, element, in_float32, widened_unsigned
+from .math_widening import computed_in_float32, dtype_of, element, has_half_operand, widened_clz, widened_unsigned
 from .source_imports import with_import_in_first_kernel
 
 __all__ = ["HALF_WITHOUT_RULE", "METAL_HELPERS", "METAL_NAMES", "lower_gpu_math", "GpuMathPass"]
@@ -68,15 +68,15 @@ METAL_HELPERS = {
 }
 
 
-#: Per target kind: the 16-bit float dtypes and the math functions (op names) computed in float32
-#: for them: on CUDA those TVM 0.27 has no rule for; on Metal those written with MSL's names or
+#: Per target kind: the math functions (op names) computed in float32 for float16 and bfloat16
+#: operands: on CUDA those TVM 0.27 has no rule for; on Metal those written with MSL's names or
 #: helpers above (TVM had no float16 rule for most of them, and its bfloat16 path prints C names).
-HALF_WITHOUT_RULE: dict[str, tuple[tuple[str, ...], frozenset]] = {
-    "cuda": (HALF, frozenset(f"tirx.{n}" for n in (
+HALF_WITHOUT_RULE: dict[str, frozenset] = {
+    "cuda": frozenset(f"tirx.{n}" for n in (
         "log1p", "sinh", "cosh", "asin", "acos", "asinh", "acosh", "atanh", "nearbyint", "fmod", "atan2",
         "copysign", "hypot", "ldexp",
-    ))),
-    "metal": (HALF, frozenset(METAL_NAMES) | frozenset(METAL_HELPERS)),
+    )),
+    "metal": frozenset(METAL_NAMES) | frozenset(METAL_HELPERS),
 }
 
 
@@ -88,11 +88,9 @@ def _popcount(call: Any) -> Any:
 
 
 def _clz(call: Any) -> Any:
-    value, bits, wide = widened_unsigned(call.args[0])
-    if bits == wide:
+    if tvm.DataType(dtype_of(call.args[0])).bits in (32, 64):
         return call
-    count = tirx.Cast("int32", tvm.ir.Call(call.op, [value], ret_ty=dtype_of(value)))
-    return tirx.Cast(dtype_of(call), count - tirx.IntImm("int32", wide - bits))
+    return tirx.Cast(dtype_of(call), widened_clz(call))
 
 
 _BIT_COUNTS = {"tirx.popcount": _popcount, "prim.clz": _clz}
@@ -112,8 +110,12 @@ def _metal_function(call: Any, helpers: dict) -> Any:
 
 def lower_gpu_math(body: Any, kind: Optional[str] = None) -> Any:
     """``body`` (a GPU kernel's, for target kind ``kind``) with the calls above rewritten."""
-    halves, functions = HALF_WITHOUT_RULE.get(kind or "", ((), frozenset()))
+    functions = HALF_WITHOUT_RULE.get(kind or "", frozenset())
     helpers: dict = {}
+
+    def metal_rule(call: Any) -> Any:
+        metal = _metal_function(call, helpers) if "x" not in dtype_of(call) else None
+        return call if metal is None else metal
 
     def on_call(call: Any) -> Any:
         name = getattr(call.op, "name", None)
@@ -122,16 +124,12 @@ def lower_gpu_math(body: Any, kind: Optional[str] = None) -> Any:
         rule = _BIT_COUNTS.get(name)
         if rule is not None:
             return call if "x" in dtype_of(call) else rule(call)  # vector lanes: left to TVM
-        if name not in functions and not (kind == "metal" and (name in METAL_NAMES or name in METAL_HELPERS)):
+        if name not in functions:
             return call
-        ret = dtype_of(call)
-        half = name in functions and any(element(dtype_of(a)) in halves for a in call.args)
-        if half:
-            call = in_float32(call)
-        if kind == "metal" and "x" not in ret:
-            metal = _metal_function(call, helpers)
-            call = call if metal is None else metal
-        return tirx.Cast(ret, call) if half and element(ret) in halves else call  # rounded back
+        rule = metal_rule if kind == "metal" else None
+        if has_half_operand(call):
+            return computed_in_float32(call, rule)
+        return call if rule is None else rule(call)
 
     body = checked_map(body, [(tvm.ir.Call, on_call)])
     if helpers:

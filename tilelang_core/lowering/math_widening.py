@@ -10,12 +10,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Optional
 
 import tvm
 from tvm import tirx
 
-__all__ = ["HALF", "dtype_of", "element", "in_float32", "widened_unsigned", "with_lanes"]
+__all__ = ["HALF", "computed_in_float32", "dtype_of", "element", "has_half_operand", "in_float32", "widened_clz",
+           "widened_unsigned", "with_lanes"]
 
 #: The 16-bit float dtypes whose math is computed in float32 where a target has no rule for them.
 HALF = ("float16", "bfloat16")
@@ -45,6 +46,21 @@ def in_float32(call: Any) -> Any:
     return tvm.ir.Call(call.op, args, ret_ty=with_lanes("float32", ret) if element(ret) in HALF else ret)
 
 
+def has_half_operand(call: Any) -> bool:
+    """Whether a call has a 16-bit float (or 16-bit float vector) operand."""
+    return any(element(dtype_of(a)) in HALF for a in call.args)
+
+
+def computed_in_float32(call: Any, rule: Optional[Callable[[Any], Any]] = None) -> Any:
+    """``call`` (with 16-bit float operands) computed in float32, ``rule`` applied to the float32
+    call, and the result rounded back to its 16-bit dtype."""
+    ret = dtype_of(call)
+    widened = in_float32(call)
+    if rule is not None:
+        widened = rule(widened)
+    return tirx.Cast(ret, widened) if element(ret) in HALF else widened
+
+
 def widened_unsigned(x: Any) -> tuple[Any, int, int]:
     """``x`` as an unsigned int of its own width widened to 32 or 64 bits; its width; the wide width."""
     dtype = dtype_of(x)
@@ -52,3 +68,11 @@ def widened_unsigned(x: Any) -> tuple[Any, int, int]:
     wide = 64 if bits > 32 else 32
     value = tirx.Cast(f"uint{bits}", x) if dtype.startswith("int") else x
     return (tirx.Cast(f"uint{wide}", value) if bits != wide else value), bits, wide
+
+
+def widened_clz(call: Any) -> Any:
+    """The int32 ``clz`` of ``call``'s operand, counted on :func:`widened_unsigned` of it minus the
+    extra bits, so that it counts the operand's own bits (``clz(0)`` as the wide count of 0, less them)."""
+    value, bits, wide = widened_unsigned(call.args[0])
+    count = tirx.Cast("int32", tvm.ir.Call(call.op, [value], ret_ty=dtype_of(value)))
+    return count - tirx.IntImm("int32", wide - bits) if bits != wide else count

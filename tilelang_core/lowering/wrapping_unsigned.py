@@ -22,26 +22,21 @@ import tvm
 from tvm import tirx
 
 from .atomics import checked_map
+from .math_widening import dtype_of, element, with_lanes
 
 __all__ = ["wrapping_uint32_arithmetic"]
 
 
-def _lanes(dtype: str, base: str) -> str:
-    lanes = tvm.DataType(dtype).lanes
-    return base if lanes == 1 else f"{base}x{lanes}"
-
-
 def _is_uint32(expr: Any) -> bool:
-    dtype = getattr(getattr(expr, "ty", None), "dtype", None)
-    return dtype is not None and str(dtype).split("x")[0] == "uint32"
+    return element(dtype_of(expr)) == "uint32"
 
 
 def _wide(op: str):
     def rewrite(node: Any) -> Any:
         if not _is_uint32(node):
             return node
-        dtype = str(node.ty.dtype)
-        wide = _lanes(dtype, "uint64")
+        dtype = dtype_of(node)
+        wide = with_lanes("uint64", dtype)
         a, b = tirx.Cast(wide, node.a), tirx.Cast(wide, node.b)
         if op == "add":
             value = tirx.Add(a, b)
