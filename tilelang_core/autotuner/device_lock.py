@@ -19,11 +19,13 @@ import contextlib
 import logging
 import os
 import re
-import stat
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
+
+from ..cache.trust import Place, check_owned_dir
+from ..errors import CacheError
 
 try:
     import fcntl
@@ -66,14 +68,23 @@ def lock_dir() -> Path:
     return path
 
 
-def _private(path: Path) -> bool:
-    """Whether ``path`` is a directory of this user that nobody else can write to."""
+#: How the kernel cache's ownership check (cache/trust.py) names the lock directory.
+_LOCK_PLACE = Place(
+    what="timing lock directory",
+    fix_mode="Remove it (tilelang recreates it with mode 0700).",
+    fix_other="Remove it (tilelang recreates it).",
+    fix_path="",
+    consequence="they could hold or remove its locks",
+)
+
+
+def _not_private(path: Path) -> Optional[str]:
+    """Why ``path`` is not a directory of this user that nobody else can write to (None if it is)."""
     try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    own = not hasattr(os, "getuid") or st.st_uid == os.getuid()
-    return stat.S_ISDIR(st.st_mode) and own and not st.st_mode & 0o022
+        check_owned_dir(path, os.lstat(path), _LOCK_PLACE)
+    except (OSError, CacheError) as exc:
+        return str(exc)
+    return None
 
 
 @contextlib.contextmanager
@@ -90,9 +101,10 @@ def exclusive_timing(family: str, wait_s: float = DEFAULT_WAIT_S) -> Iterator[fl
         return
     slot = device_slot(family)
     directory = lock_dir()
-    if not _private(directory):
-        logger.warning("timing without the device lock: %s is not a private directory of this user (others "
-                       "could hold or remove its locks); remove it", directory)
+    problem = _not_private(directory)
+    if problem is not None:
+        logger.warning("timing without the device lock: %s is not a private directory of this user: %s",
+                       directory, problem)
         yield 0.0
         return
     fd = os.open(directory / f"{slot}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
