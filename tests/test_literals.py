@@ -210,7 +210,7 @@ def tvm_var(name, dtype):
 
 
 def test_zero_minus_an_unsigned_value_is_not_folded_to_zero():
-    # TVM's simplifier bounds 0 - x of an unsigned x to [0, 0]: the LLVM path computed 0 for every x
+    # TVM's LLVM code generator marks unsigned subtraction as never wrapping (nuw): the LLVM path computed 0
     @T.prim_func
     def zero_minus(X: T.Tensor((N,), T.uint32), Y: T.Tensor((N, 2), T.uint32)):
         with T.Kernel(1, threads=N):

@@ -22,8 +22,11 @@ other operand's float64: ``X[i] * 1e300`` or ``T.max(x, -1e300)`` on float64 fai
 (Next to 16/32-bit floats TVM's own handling stays: the literal is a float32 constant.)
 
 **Minus of unsigned values.** TVM writes ``-x`` as ``x * -1``, which refused every unsigned ``x``,
-and its simplifier folds ``0 - x`` of an unsigned ``x`` to 0 (the LLVM path computed 0). Both are
-the two's complement here, written ``(x ^ max) + 1``.
+and on the LLVM path ``0 - x`` of an unsigned ``x`` computed 0: TVM's LLVM code generator marks
+unsigned subtraction as never wrapping (LLVM's ``nuw``). Both are the two's complement here,
+written ``(x ^ max) + 1``. For uint32 the LLVM path now wraps around anyway
+(:mod:`tilelang_core.lowering.wrapping_unsigned`); for uint64, which that pass cannot widen, this
+form is what keeps ``-x`` right there.
 
 Everything else (two expressions, mixed int and float) goes to TVM unchanged. The operators are
 TVM's functions in ``tvm.ir.prim._ffi_api``, which both the Python operators of expressions and
@@ -175,8 +178,8 @@ def _wrap(name: str, ffi_function: Callable[..., Any], convert: Callable[[str, t
 def _unsigned_negation(x: Any, dtype: Any) -> Any:
     """``-x`` of an unsigned ``x`` as C computes it (two's complement), written ``(x ^ max) + 1``.
 
-    Not ``0 - x``: TVM's simplifier bounds ``0 - x`` of an unsigned ``x`` to ``[0, 0]`` (its interval
-    arithmetic has no wraparound) and the LLVM path folded it to 0, a wrong result without an error.
+    Not ``0 - x``: TVM's LLVM code generator emits that as a subtraction that never wraps (``nuw``),
+    and LLVM folded it to 0, a wrong result without an error.
     """
     all_ones = tirx.const((1 << dtype.bits) - 1, str(x.ty.dtype))
     return _prim_ffi_api._OpAdd(_prim_ffi_api.bitwise_xor(x, all_ones, None), tirx.const(1, str(x.ty.dtype)), None)
