@@ -17,6 +17,7 @@ from . import passes as P
 from .atomics import lower_cpu_atomics
 from .c_constants import exact_cuda_float64_constants, exact_float_constants, map_float_constants
 from .cpu_math import lower_cpu_math
+from .stack_buffers import stack_arrays, stack_small_buffers
 from .wrapping_unsigned import wrapping_uint32_arithmetic
 from .intrinsics import lower_cpu_intrinsics
 from .workspaces import heap_workspaces
@@ -54,35 +55,6 @@ _SIMPLE_DECL = re.compile(r"^\s*[A-Za-z_][\w ]*\*?\s*[A-Za-z_]\w* = [^;{}]*;\s*$
 _NON_FINITE = re.compile(r"(?<![\w.])(inff|inf|nanf|nan)(?![\w.(])")
 _NON_FINITE_C = {"inff": "INFINITY", "inf": "INFINITY", "nanf": "NAN", "nan": "NAN"}
 _RESERVED_NAMES = frozenset(("inf", "inff", "nan", "nanf", "INFINITY", "NAN"))
-
-
-def _to_global_scope(body: Any) -> Any:
-    """CPU: local/shared allocations become plain stack arrays (``global`` scope for codegen)."""
-    allocs: list = []
-
-    def on_alloc(stmt):
-        if stmt.buffer.ty.storage_scope not in ("", "global"):
-            allocs.append(stmt.buffer)
-        return stmt
-
-    tvm_ffi.structural_map(body, [(tirx.AllocBuffer, on_alloc)])
-    if not allocs:
-        return body
-    mapping = []
-    for old in allocs:
-        ty = old.ty
-        new = tirx.decl_buffer(
-            list(ty.shape), old.dtype, name=str(old), strides=list(ty.strides) or None, scope="global"
-        )
-        mapping.append((old, new))
-
-    def on_var(var):
-        for old, new in mapping:
-            if var.same_as(old):
-                return new
-        return var
-
-    return tvm_ffi.structural_map(body, [(tvm.ir.Var, on_var)])
 
 
 def _rename_reserved_vars(func: tirx.PrimFunc) -> tirx.PrimFunc:
@@ -421,7 +393,7 @@ def _c_function(fn: tirx.PrimFunc, params: list, prologue: list, name: str, targ
 
     Top-level ``T.alloc_global`` workspaces go on the heap (lowering/workspaces.py).
     """
-    body = _to_global_scope(heap_workspaces(fn.body))
+    body = stack_arrays(heap_workspaces(fn.body))  # lowering/stack_buffers.py
     body = tirx.SeqStmt(prologue + [body, tirx.Return(tirx.IntImm("int32", 0))])
     new_fn = tirx.PrimFunc(params, body, ret_type=PrimType("int32")).with_attrs(
         {"global_symbol": name, "target": target, "tirx.noalias": True}
@@ -725,7 +697,7 @@ def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, A
     mod = tirx.transform.BindTarget(tvm.target.Target(target, host=target))(mod)
     mod = P.cpu_runtime_passes(configs)(mod)
     host_mod, device_mods = split_host_device_mods(mod)
-    host_mod = P.host_finalize_passes()(host_mod)
+    host_mod = P.host_finalize_passes()(stack_small_buffers(host_mod))  # lowering/stack_buffers.py
     if target.kind.name == "c":
         host_mod = exact_float_constants(_printable_non_finite(host_mod))  # lowering/c_constants.py
     else:

@@ -1,0 +1,99 @@
+"""Small local buffers of CPU runtime modules are stack arrays (lowering/stack_buffers.py).
+
+TVM's ``LowerTVMBuiltin`` turned every non-``global`` CPU allocation into a
+``TVMBackendAllocWorkspace``/``TVMBackendFreeWorkspace`` pair where it was declared: a kernel's
+scalar variable, declared inside its element loop, called TVM's allocator once per element on the
+tvm_ffi backend. The kernels here run on both backends and both CPU targets and are compared with
+torch; the generated code of the runtime modules must not allocate their small buffers.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+from tilelang_core.lowering import lower
+from tilelang_core.lowering.stack_buffers import RUNTIME_STACK_LIMIT_BYTES, stack_arrays
+
+N = 4096
+BLOCK = 256
+BIG = RUNTIME_STACK_LIMIT_BYTES // 4 + 1  # float32 elements: one more than the stack limit allows
+
+
+def _small_buffers():
+    @T.prim_func
+    def small(X: T.Tensor((N,), T.float32), Y: T.Tensor((N,), T.float32)):
+        with T.Kernel(N // BLOCK, threads=BLOCK) as bx:
+            acc = T.alloc_local((4,), T.float32)
+            for i in T.Parallel(BLOCK):
+                v = X[bx * BLOCK + i] * 2.0
+                acc[0] = v + 1.0
+                Y[bx * BLOCK + i] = acc[0] * v
+
+    return small
+
+
+def _big_buffer():
+    @T.prim_func
+    def big(X: T.Tensor((N,), T.float32), Y: T.Tensor((N,), T.float32)):
+        with T.Kernel(N // BLOCK, threads=BLOCK) as bx:
+            scratch = T.alloc_local((BIG,), T.float32)
+            for i in T.serial(BLOCK):
+                scratch[i] = X[bx * BLOCK + i] + 3.0
+            for i in T.serial(BLOCK):
+                Y[bx * BLOCK + i] = scratch[BLOCK - 1 - i]
+
+    return big
+
+
+def _runtime_code(func, target: str) -> str:
+    module = lower(func, target=target, consumes=["runtime_module"]).tvm_modules
+    return module.inspect_source("ll" if target == "llvm" else "")
+
+
+@pytest.mark.parametrize("target", ["c", "llvm"])
+def test_small_local_buffers_of_runtime_modules_are_not_allocated_by_tvm(target):
+    code = _runtime_code(_small_buffers(), target)
+    assert "TVMBackendAllocWorkspace" not in code
+
+
+@pytest.mark.parametrize("target", ["c", "llvm"])
+def test_a_buffer_over_the_stack_limit_still_comes_from_tvms_workspace_pool(target):
+    code = _runtime_code(_big_buffer(), target)
+    assert "TVMBackendAllocWorkspace" in code
+
+
+@pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "c"), ("tvm_ffi", "llvm")])
+def test_kernels_with_local_buffers_match_torch(backend, target):
+    x = torch.randn(N)
+    small = tilelang.compile(_small_buffers(), target=target, execution_backend=backend)
+    y = torch.zeros(N)
+    small(x, y)
+    torch.testing.assert_close(y, (x * 2 + 1) * (x * 2))
+    big = tilelang.compile(_big_buffer(), target=target, execution_backend=backend)
+    y = torch.zeros(N)
+    big(x, y)
+    torch.testing.assert_close(y, (x + 3).view(-1, BLOCK).flip(1).reshape(-1))
+
+
+def test_stack_arrays_with_a_limit_moves_only_constant_sizes_under_it():
+    from tvm import tirx
+
+    small = tirx.decl_buffer([4], "float32", name="small", scope="local")
+    big = tirx.decl_buffer([BIG], "float32", name="big", scope="local")
+    n = tirx.Var("n", "int32")
+    dynamic = tirx.decl_buffer([n], "float32", name="dynamic", scope="local")
+    body = tirx.SeqStmt([
+        tirx.AllocBuffer(b) for b in (small, big, dynamic)
+    ] + [tirx.BufferStore(b, tirx.FloatImm("float32", 0.0), [0]) for b in (small, big, dynamic)])
+    out = stack_arrays(body, RUNTIME_STACK_LIMIT_BYTES)
+    allocs = {str(s.buffer): s for s in out.seq if isinstance(s, tirx.AllocBuffer)}
+    assert str(allocs["small"].buffer.ty.storage_scope) == "global"
+    assert int(allocs["small"].annotations["disable_lower_builtin"]) == 1
+    for name in ("big", "dynamic"):
+        assert str(allocs[name].buffer.ty.storage_scope) == "local"
+        assert "disable_lower_builtin" not in allocs[name].annotations
+    stores = [s for s in out.seq if isinstance(s, tirx.BufferStore)]
+    assert stores[0].buffer.same_as(allocs["small"].buffer)  # uses follow the moved buffer

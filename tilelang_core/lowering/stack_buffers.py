@@ -1,0 +1,118 @@
+"""Local, shared and fragment buffers of CPU kernels become stack arrays.
+
+On a CPU a kernel's ``local``, ``shared`` and fragment buffers are plain arrays of the thread
+running the block. TVM's C code generator prints an allocation only in ``global`` scope, and
+TVM 0.27's ``LowerTVMBuiltin`` keeps a CPU allocation on the stack only when it is in ``global``
+scope and smaller than 1 KiB; every other one becomes a ``TVMBackendAllocWorkspace`` /
+``TVMBackendFreeWorkspace`` pair where it is declared.
+
+- The C entry point (target ``c``, consumer ``device_source``) turns every such buffer into a
+  ``global``-scope one: :func:`stack_arrays` with no limit.
+- Runtime modules (targets ``c`` and ``llvm``, consumer ``runtime_module``) turn those of a constant
+  size under :data:`RUNTIME_STACK_LIMIT_BYTES` into ``global``-scope buffers marked for
+  ``LowerTVMBuiltin`` to leave alone, so the code generator declares them as a stack array (C) or
+  an ``alloca`` at function entry (LLVM): :func:`stack_small_buffers`. A kernel's scalar
+  variables are declared inside its loops; before this, a 1M-element elementwise kernel with one
+  local variable called TVM's workspace allocator a million times and ran two orders of magnitude
+  slower on the tvm_ffi backend than the same kernel's C entry point. Larger or dynamically sized
+  buffers stay in TVM's workspace pool.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+__all__ = ["RUNTIME_STACK_LIMIT_BYTES", "stack_arrays", "stack_small_buffers"]
+
+#: Allocations of runtime modules smaller than this (bytes) live on the stack: TVM's own limit
+#: for ``global`` CPU buffers (``kMaxStackAlloca``).
+RUNTIME_STACK_LIMIT_BYTES = 1024
+
+#: The annotation through which ``LowerTVMBuiltin`` leaves an allocation to the code generator.
+_KEEP_ON_STACK = "disable_lower_builtin"
+
+
+def _constant_bytes(buffer: Any) -> Optional[int]:
+    dtype = tvm.runtime.DataType(str(buffer.ty.dtype))
+    total = (dtype.bits * dtype.lanes + 7) // 8
+    for dim in buffer.ty.shape:
+        if not isinstance(dim, tirx.IntImm):
+            return None
+        total *= int(dim.value)
+    return total
+
+
+def _is_global(buffer: Any) -> bool:
+    return str(buffer.ty.storage_scope) in ("", "global")
+
+
+def stack_arrays(body: Any, limit_bytes: Optional[int] = None) -> Any:
+    """``body`` with its non-``global`` allocations in ``global`` scope (stack arrays for the code generators).
+
+    With ``limit_bytes``, only allocations of a constant size under it change, and they are
+    marked so that ``LowerTVMBuiltin`` keeps them on the stack.
+    """
+    moved: list = []
+
+    def on_alloc(stmt):
+        buf = stmt.buffer
+        if _is_global(buf):
+            return stmt
+        if limit_bytes is not None:
+            size = _constant_bytes(buf)
+            if size is None or not 0 < size < limit_bytes:
+                return stmt
+        moved.append(buf)
+        return stmt
+
+    tvm_ffi.structural_map(body, [(tirx.AllocBuffer, on_alloc)])
+    if not moved:
+        return body
+    mapping = []
+    for old in moved:
+        ty = old.ty
+        new = tirx.decl_buffer(
+            list(ty.shape), old.dtype, name=str(old), strides=list(ty.strides) or None, scope="global"
+        )
+        mapping.append((old, new))
+
+    def on_var(var):
+        for old, new in mapping:
+            if var.same_as(old):
+                return new
+        return var
+
+    body = tvm_ffi.structural_map(body, [(tvm.ir.Var, on_var)])
+    if limit_bytes is None:
+        return body
+    new_buffers = [new for _, new in mapping]
+
+    def keep_on_stack(stmt):
+        if not any(stmt.buffer.same_as(new) for new in new_buffers):
+            return stmt
+        annotations = dict(stmt.annotations)
+        annotations[_KEEP_ON_STACK] = tirx.IntImm("int32", 1)
+        return tirx.AllocBuffer(stmt.buffer, annotations=annotations)
+
+    return tvm_ffi.structural_map(body, [(tirx.AllocBuffer, keep_on_stack)])
+
+
+def stack_small_buffers(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` (a CPU runtime module's host module, before ``LowerTVMBuiltin``) with its small
+    non-``global`` buffers on the stack (:func:`stack_arrays` with :data:`RUNTIME_STACK_LIMIT_BYTES`)."""
+    updated = {}
+    for gvar, func in mod.functions.items():
+        if isinstance(func, tirx.PrimFunc):
+            body = stack_arrays(func.body, RUNTIME_STACK_LIMIT_BYTES)
+            if not body.same_as(func.body):
+                updated[gvar] = func.with_body(body)
+    if not updated:
+        return mod
+    mod = mod.clone()
+    for gvar, func in updated.items():
+        mod.update_func(gvar, func)
+    return mod
