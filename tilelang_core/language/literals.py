@@ -24,9 +24,8 @@ other operand's float64: ``X[i] * 1e300`` or ``T.max(x, -1e300)`` on float64 fai
 **Minus of unsigned values.** TVM writes ``-x`` as ``x * -1``, which refused every unsigned ``x``,
 and on the LLVM path ``0 - x`` of an unsigned ``x`` computed 0: TVM's LLVM code generator marks
 unsigned subtraction as never wrapping (LLVM's ``nuw``). Both are the two's complement here,
-written ``(x ^ max) + 1``. For uint32 the LLVM path now wraps around anyway
-(:mod:`tilelang_core.lowering.wrapping_unsigned`); for uint64, which that pass cannot widen, this
-form is what keeps ``-x`` right there.
+written ``(x ^ max) + 1``. (The LLVM path now wraps unsigned ``+ - *`` around anyway,
+:mod:`tilelang_core.lowering.wrapping_unsigned`.)
 
 Everything else (two expressions, mixed int and float) goes to TVM unchanged. The operators are
 TVM's functions in ``tvm.ir.prim._ffi_api``, which both the Python operators of expressions and

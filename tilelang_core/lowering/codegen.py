@@ -18,7 +18,7 @@ from .atomics import lower_cpu_atomics
 from .c_constants import exact_cuda_float64_constants, exact_float_constants, map_float_constants
 from .cpu_math import lower_cpu_math
 from .stack_buffers import stack_arrays, stack_small_buffers
-from .wrapping_unsigned import wrapping_uint32_arithmetic
+from .wrapping_unsigned import wrapping_unsigned_arithmetic
 from .intrinsics import lower_cpu_intrinsics
 from .workspaces import heap_workspaces
 from .frontend import BLOCK_LOOP_KEY, PARALLEL_MIN_WORK, PRAGMA_MARKER
@@ -695,13 +695,13 @@ def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, A
     func = lower_cpu_calls(func, language)
     mod = tvm.IRModule({str(func.attrs.get("global_symbol", "main")): func})
     mod = tirx.transform.BindTarget(tvm.target.Target(target, host=target))(mod)
-    mod = P.cpu_runtime_passes(configs)(mod)
+    mod = P.cpu_runtime_passes(configs, vector_types=language == "llvm")(mod)
     host_mod, device_mods = split_host_device_mods(mod)
     host_mod = P.host_finalize_passes()(stack_small_buffers(host_mod))  # lowering/stack_buffers.py
     if target.kind.name == "c":
         host_mod = exact_float_constants(_printable_non_finite(host_mod))  # lowering/c_constants.py
     else:
-        host_mod = wrapping_uint32_arithmetic(host_mod)  # lowering/wrapping_unsigned.py
+        host_mod = wrapping_unsigned_arithmetic(host_mod)  # lowering/wrapping_unsigned.py
     return tir_to_runtime(host_mod, device_mods, target)
 
 

@@ -30,6 +30,7 @@ from tvm import s_tir, tirx
 from .configs import PASS_CONFIGS, config_flag  # noqa: E402,F401 - re-exported
 from .gpu_math import GpuMathPass
 from .fragments import FragmentLayoutPass
+from .vectorized_locals import ExpandVectorizedLocals, InlineVectorizedScalars
 
 
 def _cse(configs: Mapping[str, Any]) -> list:
@@ -63,16 +64,23 @@ def cpu_source_finalize_passes() -> tvm.transform.Pass:
     )
 
 
-def cpu_runtime_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
-    """CPU runtime module: same optimisations, then TVM's packed calling convention."""
+def cpu_runtime_passes(configs: Mapping[str, Any], vector_types: bool = True) -> tvm.transform.Pass:
+    """CPU runtime module: same optimisations, then TVM's packed calling convention.
+
+    ``vector_types=False`` (target ``c``: TVM's C host code generator prints vector types C does
+    not have, ``int32_t4``) makes vectorized loops serial; the C compiler vectorizes them.
+    """
+    vectorize = vector_types and not config_flag(configs, "tl.disable_vectorize")
     passes = [
         tirx.transform.ConvertSSA(),  # the frontend may emit a block loop twice (serial/parallel)
         s_tir.transform.LowerOpaqueBlock(),
+        InlineVectorizedScalars(),  # lowering/vectorized_locals.py
         tirx.transform.FlattenBuffer(),
+        ExpandVectorizedLocals(),
         tirx.transform.BF16ComputeLegalize(),
         tirx.transform.NarrowDataType(32),
         tirx.transform.StmtSimplify(),
-        tirx.transform.VectorizeLoop(not config_flag(configs, "tl.disable_vectorize")),
+        tirx.transform.VectorizeLoop(vectorize),
         tirx.transform.UnrollLoop(),
         tirx.transform.StmtSimplify(),
         tirx.transform.RemoveAssume(),  # T.assume informs the simplifier above; code generators print no assume
@@ -95,7 +103,9 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         FragmentLayoutPass(),  # GPU fragments spread over the block's threads, atomics (lowering/fragments.py)
         GpuMathPass(),  # bit counts of every integer width, 16-bit float math without a GPU rule (lowering/gpu_math.py)
         s_tir.transform.LowerOpaqueBlock(),
+        InlineVectorizedScalars(),  # one value per lane in T.vectorized loops (lowering/vectorized_locals.py)
         tirx.transform.FlattenBuffer(),
+        ExpandVectorizedLocals(),
         tirx.transform.BF16ComputeLegalize(),
         tirx.transform.NarrowDataType(32),
         tirx.transform.StmtSimplify(),
