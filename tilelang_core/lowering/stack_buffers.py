@@ -101,18 +101,12 @@ def stack_arrays(body: Any, limit_bytes: Optional[int] = None) -> Any:
     return tvm_ffi.structural_map(body, [(tirx.AllocBuffer, keep_on_stack)])
 
 
+def _stack_small(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
+    body = stack_arrays(func.body, RUNTIME_STACK_LIMIT_BYTES)
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
 def stack_small_buffers(mod: tvm.IRModule) -> tvm.IRModule:
     """``mod`` (a CPU runtime module's host module, before ``LowerTVMBuiltin``) with its small
     non-``global`` buffers on the stack (:func:`stack_arrays` with :data:`RUNTIME_STACK_LIMIT_BYTES`)."""
-    updated = {}
-    for gvar, func in mod.functions.items():
-        if isinstance(func, tirx.PrimFunc):
-            body = stack_arrays(func.body, RUNTIME_STACK_LIMIT_BYTES)
-            if not body.same_as(func.body):
-                updated[gvar] = func.with_body(body)
-    if not updated:
-        return mod
-    mod = mod.clone()
-    for gvar, func in updated.items():
-        mod.update_func(gvar, func)
-    return mod
+    return tirx.transform.prim_func_pass(_stack_small, opt_level=0, name="tl.StackSmallBuffers")(mod)

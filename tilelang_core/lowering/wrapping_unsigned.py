@@ -98,18 +98,14 @@ def _rewrite(op: str):
     return rewrite
 
 
+_ENTRIES = [(tirx.Add, _rewrite("add")), (tirx.Sub, _rewrite("sub")), (tirx.Mul, _rewrite("mul"))]
+
+
+def _wrap(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
+    body = checked_map(func.body, _ENTRIES)
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
 def wrapping_unsigned_arithmetic(mod: tvm.IRModule) -> tvm.IRModule:
     """``mod`` with every uint32/uint64 ``+``, ``-``, ``*`` of its PrimFuncs in a form that wraps on LLVM."""
-    entries = [(tirx.Add, _rewrite("add")), (tirx.Sub, _rewrite("sub")), (tirx.Mul, _rewrite("mul"))]
-    updated = {}
-    for gvar, func in mod.functions.items():
-        if isinstance(func, tirx.PrimFunc):
-            body = checked_map(func.body, entries)
-            if not body.same_as(func.body):
-                updated[gvar] = func.with_body(body)
-    if not updated:
-        return mod
-    mod = mod.clone()
-    for gvar, func in updated.items():
-        mod.update_func(gvar, func)
-    return mod
+    return tirx.transform.prim_func_pass(_wrap, opt_level=0, name="tl.WrappingUnsignedArithmetic")(mod)
