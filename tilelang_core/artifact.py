@@ -81,6 +81,11 @@ class SymbolBinding:
     """Index into KernelArtifact.params."""
     dim: Optional[int] = None
     """Dimension of that tensor parameter; None for a scalar parameter."""
+    stride: bool = False
+    """True: the value is the stride (in elements) of dimension ``dim`` of that tensor, not its
+    size (a ``T.StridedTensor`` whose stride is a symbol no size or scalar gives). Only backends
+    whose capability declares ``dynamic_strides`` get such kernels. When that dimension has size 1
+    in a call, its stride is whatever the tensor says (any value addresses the same elements)."""
 
 
 @dataclass(kw_only=True)
@@ -199,6 +204,11 @@ class KernelArtifact:
     device_source: Optional[str] = None
     device_language: Optional[str] = None
     host_source: Optional[str] = None
+    runtime_source: Optional[str] = None
+    """Source text of the runtime module the pipeline built (``consumes`` has ``runtime_module``),
+    for reading, as TVM generated it: the device code of a GPU module (CUDA C, Metal), the module
+    itself for CPU targets (C for ``c``, LLVM IR for ``llvm``); None when no module was made or its
+    kind keeps no source. No backend consumes it."""
     pass_configs: dict[str, Any] = field(default_factory=dict)
     source_location: Optional[str] = None
     """'file:line' of the kernel definition."""
@@ -219,8 +229,9 @@ class KernelArtifact:
     # TileLang's names for what ``tilelang.lower`` returns (its ``CompiledArtifact``); read-only views
     @property
     def kernel_source(self) -> Optional[str]:
-        """TileLang's name of :attr:`device_source`."""
-        return self.device_source
+        """TileLang's name of the kernel's generated source: :attr:`device_source`, else
+        :attr:`runtime_source` (backends that consume the TVM runtime module)."""
+        return self.device_source if self.device_source is not None else self.runtime_source
 
     @property
     def target_host(self) -> Optional[str]:

@@ -181,6 +181,7 @@ class _TensorEntry:
     ndim: int
     static: tuple[tuple[int, int], ...]  # (dimension, size)
     binds: tuple[tuple[int, str], ...]  # (dimension, symbol)
+    stride_binds: tuple[tuple[int, str], ...]  # (dimension, symbol) of SymbolBinding.stride
     device_type: str
     device_text: str  # how messages name the expected device
     compact: bool
@@ -216,6 +217,10 @@ class CallChecker:
         self.overlap = overlap
         self._position = {p: pos for pos, p in enumerate(self.inputs)}
         self._symbol_of_scalar = {s.param_index: s.name for s in artifact.symbols if s.dim is None}
+        stride_binds: dict[int, list] = {}
+        for s in artifact.symbols:
+            if s.stride:
+                stride_binds.setdefault(s.param_index, []).append((s.dim, s.name))
         self._kinds = {i: scalar_kind(p.dtype) for i, p in enumerate(self.params) if not isinstance(p, TensorParam)}
         self._dtype = {i: self._torch_dtype(p) for i, p in enumerate(self.params) if isinstance(p, TensorParam)}
         self._deferred: list[tuple[int, str, int, Any, str]] = []  # (param, what, dim, fn, text)
@@ -237,8 +242,9 @@ class CallChecker:
             if p.strides is not None:
                 self._deferred.append((index, "strides", 0, [compile_expr(s) for s in p.strides], ""))
             want = device_type or TORCH_DEVICE_TYPES.get(p.device, p.device)
-            self._entries.append(_TensorEntry(index, self._dtype[index], len(p.shape), tuple(static), tuple(binds), want,
-                                              device_type or p.device, p.strides is None, self._dtype[index].is_complex))
+            self._entries.append(_TensorEntry(index, self._dtype[index], len(p.shape), tuple(static), tuple(binds),
+                                              tuple(stride_binds.get(index, ())), want, device_type or p.device,
+                                              p.strides is None, self._dtype[index].is_complex))
         #: parameter index -> 32-bit index limit (dynamic shapes indexed with 32-bit integers)
         self._limit = {i: p.index_limit for i, p in enumerate(self.params)
                        if isinstance(p, TensorParam) and p.index_limit is not None}
@@ -308,6 +314,12 @@ class CallChecker:
                 symbols[symbol], source[symbol] = got, e.index
             elif bound != got:
                 self._bind(e.index, f"shape[{d}]", symbol, got, symbols, source)
+        for d, symbol in e.stride_binds:  # bound here first: the strides check compares the others
+            got, bound = x.stride(d), symbols.get(symbol)
+            if bound is None:
+                symbols[symbol], source[symbol] = got, e.index
+            elif bound != got:
+                self._bind(e.index, f"stride[{d}]", symbol, got, symbols, source)
         limit = self._limit.get(e.index) if self._limit else None
         if limit is not None:  # elements (compact) or largest offset + 1 (declared strides)
             reach = x.numel() if e.compact else element_reach(x)

@@ -125,6 +125,8 @@ class TargetCapability:
     """Language of the device source, when 'device_source' is consumed."""
     dynamic_shapes: bool = True
     """Accepts kernels with symbolic dimensions."""
+    dynamic_strides: bool = False
+    """Binds symbols from tensor strides (``SymbolBinding.stride``): accepts kernels with a ``T.StridedTensor`` whose stride is a symbol that no size or scalar parameter gives; tilelang.compile refuses them (BackendCapabilityError) for a backend that does not declare it."""
     cuda_streams: bool = False
     """Launches on a caller-chosen CUDA stream (stream=), else on torch's current stream; all device kernels of a call in list order on that one stream."""
     allocates_outputs: bool = True

@@ -86,6 +86,21 @@ def colmajor() -> Any:
     return colmajor
 
 
+def rowstride() -> Any:
+    """``Y = X`` where X of shape ``(m, 4)`` has the row stride ``s``, a symbol only that stride gives
+    (read from the tensor at call time: backends that declare ``dynamic_strides``)."""
+    m, s = T.dynamic("m"), T.dynamic("s")
+
+    @T.prim_func
+    def rowstride(X: T.StridedTensor((m, 4), (s, 1), "float32"), Y: T.Tensor((m, 4), "float32")):
+        with T.Kernel(T.ceildiv(m, BLOCK), threads=BLOCK) as bx:
+            for i, j in T.Parallel(BLOCK, 4):
+                if bx * BLOCK + i < m:
+                    Y[bx * BLOCK + i, j] = X[bx * BLOCK + i, j]
+
+    return rowstride
+
+
 def iota() -> Any:
     """``A[i] = 3 * i`` where the length ``m`` is a scalar parameter (a symbol bound from a scalar)."""
     m = T.dynamic("m")
@@ -169,6 +184,7 @@ FACTORIES: dict[str, tuple[Callable[[], Any], Any]] = {
     "pad": (pad, None),
     "pad_out": (pad, [1]),
     "colmajor": (colmajor, [1]),
+    "rowstride": (rowstride, [1]),
     "iota": (iota, None),
     "iota_out": (iota, [0]),
     "sumdiff": (sumdiff, [2, 3]),

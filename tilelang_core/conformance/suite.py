@@ -439,6 +439,19 @@ def _k_explicit_strides(suite: Suite, kind: str) -> None:
     _close(torch, k(one), one, "colmajor with n=1")
 
 
+def _k_stride_symbol(suite: Suite, kind: str) -> None:
+    """A symbol read from a tensor's stride (``dynamic_strides``): each call binds it anew."""
+    if not suite.capability(kind).dynamic_strides:
+        raise Skip("the backend does not declare dynamic_strides")
+    torch, dev = _torch(), suite.device(kind)
+    k = suite.compile(kind, "rowstride")
+    base = _rand(torch, 5, 9, device=dev)
+    x = base[:, 2:6]  # shape (5, 4), strides (9, 1)
+    _close(torch, k(x), x, "rowstride on a view of rows 9 elements apart")
+    compact = _rand(torch, 3, 4, device=dev)  # strides (4, 1): s = 4
+    _close(torch, k(compact), compact, "rowstride on a compact tensor (s = 4)")
+
+
 def _k_autograd_inputs(suite: Suite, kind: str) -> None:
     torch, dev = _torch(), suite.device(kind)
     a = torch.nn.Parameter(_rand(torch, 16, device=dev))
@@ -469,6 +482,7 @@ KERNEL_CHECKS: dict[str, Callable] = {
     "offset_views": _k_offset_views,
     "aliasing_inputs": _k_aliasing_inputs,
     "explicit_strides": _k_explicit_strides,
+    "stride_symbol": _k_stride_symbol,
     "autograd_inputs": _k_autograd_inputs,
     "scalars": _k_scalars,
 }

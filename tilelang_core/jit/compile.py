@@ -396,5 +396,13 @@ def check_capabilities(
             f"kernel {artifact.name!r} has dynamic dimensions ({', '.join(artifact.symbol_names())}) but execution "
             f"backend {backend!r} supports only static shapes for target {kind!r}"
         )
+    from_strides = [s for s in artifact.symbols if s.stride]
+    if from_strides and not capability.dynamic_strides:
+        where = ", ".join(f"'{s.name}' (stride[{s.dim}] of '{artifact.params[s.param_index].name}')" for s in from_strides)
+        raise BackendCapabilityError(
+            f"kernel {artifact.name!r} reads symbol(s) {where} from tensor strides, which execution backend "
+            f"{backend!r} does not support for target {kind!r} (its capability declaration has no dynamic_strides); "
+            "pass the stride as a scalar parameter or choose another backend"
+        )
     for param in artifact.params:
         _refuse_dtype(param.name, param.dtype, isinstance(param, TensorParam), artifact.name, capability, backend, kind)

@@ -122,12 +122,14 @@ class JITKernel:
         return Profiler.from_kernel(self, tensor_supply_type, dynamic_sizes)
 
     def get_kernel_source(self, kernel_only: bool = True) -> Optional[str]:
-        """The generated device source (C, CUDA C or Metal), if the backend consumed one.
+        """The kernel's generated source: the device source the backend consumed (C, CUDA C or
+        Metal) or, for backends that take TVM's runtime module, that module's source (CUDA C or
+        Metal of a GPU kernel; C or LLVM IR on CPU targets). None when neither was made.
 
-        ``kernel_only`` is accepted for TileLang compatibility: the device source is only the
-        kernel either way (:meth:`get_host_source` gives the host side).
+        ``kernel_only`` is accepted for TileLang compatibility: the source is only the kernel
+        either way (:meth:`get_host_source` gives the host side).
         """
-        return self.artifact.device_source
+        return self.artifact.kernel_source
 
     def get_host_source(self) -> Optional[str]:
         """The generated host source, if the pipeline produced one."""

@@ -76,4 +76,9 @@ def _input_binding(artifact: KernelArtifact, symbol: str, outputs: set[int]) -> 
             for dim, extent in enumerate(param.shape):
                 if extent == symbol:
                     return SymbolBinding(name=symbol, param_index=index, dim=dim)
+    for index, param in enumerate(artifact.params):  # else a stride of an input
+        if index not in outputs and isinstance(param, TensorParam):
+            for dim, stride in enumerate(param.strides or []):
+                if stride == symbol:
+                    return SymbolBinding(name=symbol, param_index=index, dim=dim, stride=True)
     return None

@@ -16,6 +16,7 @@ from tvm.script.tirx import *  # noqa: F401,F403,E402 - the whole TVMScript tirx
 from .core import (  # noqa: F401 - public API
     Kernel,
     Parallel,
+    Persistent,
     StridedTensor,
     Tensor,
     alloc_fragment,

@@ -43,6 +43,9 @@ KERNEL_THREADS_KEY = "tl.kernel_threads"
 KERNEL_LOC_KEY = "tl.kernel_loc"
 #: Name of the extern call marking the loop nest that follows as a ``T.Parallel`` nest.
 PARALLEL_MARKER = "tl.parallel"
+#: Name of the extern call marking the loop nest that follows as a ``T.Persistent`` domain
+#: (arguments: ndim, wave size, tile index, group size); lowering/persistent.py expands it.
+PERSISTENT_MARKER = "tl.persistent"
 #: Annotation on a ``T.Kernel`` grid loop: present (1) when the kernel was written
 #: ``T.Kernel(..., is_cpu=True)`` (TileLang's CPU spelling; GPU targets reject it).
 KERNEL_IS_CPU_KEY = "tl.kernel_is_cpu"
@@ -357,6 +360,34 @@ def Parallel(*extents: Any):
         raise ValueError("T.Parallel needs at least one extent")
     _B.evaluate(tirx.call_extern("int32", PARALLEL_MARKER, len(extents)))
     return _B.grid(*extents)
+
+
+def Persistent(domain: Sequence[Any], wave_size: Any, index: Any, group_size: Any = 8):
+    """``for bx, by in T.Persistent([MB, NB], num_workers, block_id)``: a persistent-kernel loop.
+
+    Visits every coordinate of ``domain`` (one extent per loop variable) exactly once, spread
+    over ``wave_size`` workers: the worker numbered ``index`` (``0 <= index < wave_size``, usually
+    the block index of a ``T.Kernel(wave_size)``) takes tiles ``index``, ``index + wave_size``,
+    ``index + 2 * wave_size``, ... of the domain. Tiles are numbered in groups of ``group_size``
+    consecutive values of the last dimension (clamped to ``1..domain[-1]``; ``None`` is 1), each
+    group running over all the other dimensions before the next one starts, so the workers of a
+    wave share operands (the L2 swizzle of persistent GEMMs). The body runs inside a loop over
+    the waves, guarded by ``domain[-1]``, so domains that are not a multiple of the group or the
+    wave size are fine. Every target; the extents may be dynamic.
+    """
+    if isinstance(domain, (int, tirx.PrimExpr)):
+        domain = [domain]
+    if not isinstance(domain, (list, tuple)) or not domain:
+        raise ValueError(
+            "T.Persistent(domain, wave_size, index): domain must be a non-empty list of extents, "
+            f"one per loop variable, got {domain!r}")
+    for name, value in (("wave_size", wave_size), ("group_size", group_size)):
+        if isinstance(value, int) and value < 1:
+            raise ValueError(f"T.Persistent: {name} must be at least 1, got {value}")
+    if group_size is None:
+        group_size = 1
+    _B.evaluate(tirx.call_extern("int32", PERSISTENT_MARKER, len(domain), wave_size, index, group_size))
+    return _B.grid(*domain)
 
 
 def alloc_fragment(shape: Union[Sequence[Any], Any], dtype: Any = "float32"):

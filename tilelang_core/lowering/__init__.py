@@ -268,6 +268,7 @@ def lower(
         device_source=result["device_source"],
         device_language=_DEVICE_LANGUAGE.get(kind) if result["device_source"] is not None else None,
         host_source=result["host_source"],
+        runtime_source=codegen.runtime_source_of(tvm_modules) if tvm_modules is not None else None,
         pass_configs=dict(configs),
         source_location=location if location != "<unknown>" else None,
     )

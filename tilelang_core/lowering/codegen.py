@@ -705,6 +705,27 @@ def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, A
     return tir_to_runtime(host_mod, device_mods, target)
 
 
+def runtime_source_of(module: Any) -> Optional[str]:
+    """What :attr:`KernelArtifact.runtime_source` holds for a built runtime module.
+
+    The first imported device module's source (CUDA C, Metal) when there is one, else the
+    module's own: C for target ``c``, LLVM IR (``inspect_source("ll")``) for ``llvm``. None when
+    the module keeps no source (TVM raises for such kinds).
+    """
+    module = getattr(module, "mod", module)  # tvm.runtime.Executable wraps the module
+    device = [m for m in getattr(module, "imports", []) if m.kind not in ("llvm", "c", "static_library", "library")]
+    try:
+        if device:
+            text = device[0].inspect_source()
+        elif module.kind == "llvm":
+            text = module.inspect_source("ll")
+        else:
+            text = module.inspect_source()
+    except Exception:  # noqa: BLE001 - not every module kind keeps its source
+        return None
+    return text or None
+
+
 def host_source_of(module: Any) -> Optional[str]:
     """Host source of a runtime module when its code generator keeps one (target ``c``)."""
     try:

@@ -220,6 +220,9 @@ class Frontend:
     # -- entry -------------------------------------------------------------------------------
     def run(self, func: tirx.PrimFunc) -> tirx.PrimFunc:
         """Return ``func`` with its body rewritten."""
+        from .persistent import expand_persistent_loops
+
+        func = expand_persistent_loops(func, self.opt.func_location)
         body = self.visit(func.body, _Ctx())
         return func.with_body(body)
 

@@ -185,8 +185,9 @@ def declared_param_dtypes(func: tirx.PrimFunc) -> list[tuple[str, str, bool]]:
 def describe_params(func: tirx.PrimFunc, device: str, location: str):
     """``(params, symbols, symbol_vars)`` of a PrimFunc for the artifact.
 
-    ``symbols`` lists each dynamic variable once with where its value comes from: the first
-    tensor dimension that is exactly the variable, or a scalar parameter that *is* the variable.
+    ``symbols`` lists each dynamic variable once with where its value comes from: a scalar
+    parameter that *is* the variable, else the first tensor dimension that is exactly the
+    variable, else a tensor stride that is exactly the variable (``stride=True``).
     """
     params: list[Union[TensorParam, ScalarParam]] = []
     symbol_vars: list = []
@@ -215,8 +216,8 @@ def describe_params(func: tirx.PrimFunc, device: str, location: str):
         if binding is None:
             raise LoweringError(
                 f"{location}: dynamic dimension '{sym}' is only used inside expressions (such as "
-                f"'{sym} + 1'); make it exactly the size of some dimension of an input tensor, or "
-                "pass it as a scalar parameter, so its value can be read at call time"
+                f"'{sym} + 1'); make it exactly the size or the stride of some dimension of an input "
+                "tensor, or pass it as a scalar parameter, so its value can be read at call time"
             )
         symbols.append(binding)
     return params, symbols, symbol_vars
@@ -232,7 +233,22 @@ def _find_binding(func: tirx.PrimFunc, sym: Any, scalar_vars: dict) -> Optional[
         for dim, extent in enumerate(var.ty.shape):
             if type(extent).__name__ == "Var" and extent.same_as(sym):
                 return SymbolBinding(name=str(sym), param_index=index, dim=dim)
+    # a stride that is exactly the symbol; preferably of a dimension not declared with size 1
+    # (the stride of a size-1 dimension can be anything in a call)
+    strides = [
+        (int(_is_one(var.ty.shape[dim])), index, dim)
+        for index, var in enumerate(func.params) if is_tensor_param(var)
+        for dim, stride in enumerate(var.ty.strides)
+        if type(stride).__name__ == "Var" and stride.same_as(sym)
+    ]
+    if strides:
+        _, index, dim = min(strides)
+        return SymbolBinding(name=str(sym), param_index=index, dim=dim, stride=True)
     return None
+
+
+def _is_one(extent: Any) -> bool:
+    return type(extent).__name__ == "IntImm" and int(extent.value) == 1
 
 
 def written_params(func: tirx.PrimFunc) -> set[int]:

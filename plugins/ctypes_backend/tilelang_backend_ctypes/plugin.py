@@ -43,6 +43,7 @@ def tilelang_backend_spec() -> dict[str, Any]:
                 "priority": 1,
                 "consumes": ["device_source"],
                 "device_language": "c",
+                "dynamic_strides": True,
                 "platforms": ["linux", "darwin"],
                 "dtypes": DTYPES,
                 "loads_without_tvm": True,

@@ -208,10 +208,13 @@ def make_kernel(dict plan, str library, dict meta):
                 # every stride is compared after the symbols are bound (one deferred slot each)
                 p.strides_mode = 1
                 for d, (kind, val) in enumerate(strides):
-                    if kind == "sym":
-                        raise ValueError("a stride must be an int or an expression, not a bare binding")
                     p.stride_kind[d] = _KIND[kind]
                     p.stride_val[d] = val
+                    if kind == "sym":  # binds a symbol from the tensor's stride (no deferred check)
+                        if prm["output"]:
+                            raise ValueError("an output's stride cannot bind a symbol")
+                        p.stride_defer[d] = -1
+                        continue
                     if not prm["output"]:
                         if n_def >= TL_MAX_PARAMS:
                             raise ValueError("too many expression-valued strides for the cython dispatcher")

@@ -464,12 +464,27 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
     }
     *span = n * p->elem_bytes; /* bytes from the data pointer to the end of the last element */
   } else {
-    /* explicit strides: compared once every symbol is bound (see the deferred checks) */
+    /* explicit strides: a stride that binds a symbol binds it here (it comes first, as
+       shapes do), the others are compared once every symbol is bound (the deferred checks) */
     long long compact = 1;
     for (d = p->ndim - 1; d >= 0; d--) {
-      int slot = p->stride_defer[d];
-      deferred_vals[slot] = t->strides ? (long long)t->strides[d] : compact;
-      deferred_one[slot] = t->shape[d] == 1;
+      long long got_s = t->strides ? (long long)t->strides[d] : compact;
+      if (p->stride_kind[d] == TL_DIM_SYM) {
+        int s = (int)p->stride_val[d];
+        if (src[s] < 0) {
+          syms[s] = got_s;
+          src[s] = (int)(p - k->params);
+        } else if (syms[s] != got_s) {
+          char where[32];
+          snprintf(where, sizeof where, "stride[%d]", d);
+          tl_clash(k, p, where, s, got_s, syms, src);
+          return -1;
+        }
+      } else {
+        int slot = p->stride_defer[d];
+        deferred_vals[slot] = got_s;
+        deferred_one[slot] = t->shape[d] == 1;
+      }
       compact *= t->shape[d];
     }
     if (n == 0 || t->strides == NULL) {
@@ -513,6 +528,10 @@ static PyObject *tl_strides_error(tl_kernel *k, const tl_param *p, const long lo
   int d;
   for (d = 0; d < p->ndim; d++) {
     long long w = p->stride_val[d];
+    if (p->stride_kind[d] == TL_DIM_SYM) { /* bound from this stride: it matches itself */
+      want[d] = got[d] = syms[p->stride_val[d]];
+      continue;
+    }
     if (p->stride_kind[d] == TL_DIM_EXPR && tl_eval(k, (int)p->stride_val[d], syms, &w) != 0) return NULL;
     want[d] = w;
     got[d] = deferred_vals[p->stride_defer[d]];

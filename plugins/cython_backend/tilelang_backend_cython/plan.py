@@ -17,7 +17,7 @@ kernel needs neither TVM nor a compiler). Layout, format 1::
          "written": false,                         # checked for overlap with other arguments
          "index_limit": null | 2146435072,         # most elements its 32-bit indices address
          "dims": [["static", 16] | ["sym", slot] | ["expr", index]],
-         "strides": null | [["static", 1] | ["expr", index]]},
+         "strides": null | [["static", 1] | ["sym", slot] | ["expr", index]]},
         {"name": "k", "kind": "scalar", "dtype": "int32", "scalar_kind": "int", "bits": 32,
          "signed": true, "symbol": slot | -1, "output": false}
       ]
@@ -129,6 +129,7 @@ def make_plan(artifact: KernelArtifact, options: BuildOptions, *, device: Option
 
     # which (param, dim) a declared binding reads; scalars bind through dim None
     bind_dim: dict[tuple[int, int], int] = {}
+    bind_stride: dict[tuple[int, int], int] = {}  # SymbolBinding.stride: read from the tensor's stride
     scalar_symbol: dict[int, int] = {}
     for b in artifact.symbols:
         if b.param_index >= len(params):
@@ -136,6 +137,8 @@ def make_plan(artifact: KernelArtifact, options: BuildOptions, *, device: Option
                              f"but kernel '{artifact.name}' has {len(params)} parameters")
         if b.dim is None:
             scalar_symbol[b.param_index] = slot(b.name)
+        elif b.stride:
+            bind_stride[(b.param_index, b.dim)] = slot(b.name)
         else:
             bind_dim[(b.param_index, b.dim)] = slot(b.name)
 
@@ -163,7 +166,13 @@ def make_plan(artifact: KernelArtifact, options: BuildOptions, *, device: Option
                     dims.append(["expr", expr(entry)])
             strides = None
             if p.strides is not None:
-                strides = [["static", int(s)] if isinstance(s, int) else ["expr", expr(s)] for s in p.strides]
+                strides = []
+                for d, s in enumerate(p.strides):
+                    if (i, d) in bind_stride and not is_out:
+                        strides.append(["sym", bind_stride[(i, d)]])
+                        bound.add(symbols[bind_stride[(i, d)]])
+                    else:
+                        strides.append(["static", int(s)] if isinstance(s, int) else ["expr", expr(s)])
             out_params.append({"name": p.name, "kind": "tensor", "dtype": p.dtype, "dl": list(dl),
                                "output": is_out, "written": bool(p.written), "index_limit": p.index_limit,
                                "dims": dims, "strides": strides})
@@ -306,7 +315,7 @@ def check_plan(plan: Any) -> None:
                 if not isinstance(strides, list) or len(strides) != len(dims):
                     fail(f"parameter '{p['name']}' has bad strides")
                 for d in strides:
-                    if not (isinstance(d, list) and len(d) == 2) or d[0] == "sym":
+                    if not (isinstance(d, list) and len(d) == 2) or (d[0] == "sym" and p.get("output")):
                         fail(f"parameter '{p['name']}' has bad strides")
                     check_ref(d[0], d[1], f"parameter '{p['name']}'")
         elif p.get("kind") == "scalar":

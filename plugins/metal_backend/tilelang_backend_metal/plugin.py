@@ -37,6 +37,7 @@ def backend_spec_dict() -> dict[str, Any]:
                 "priority": METAL_PRIORITY,
                 "consumes": ["device_source"],
                 "device_language": "metal",
+                "dynamic_strides": True,
                 "dtypes": DTYPES,
                 "platforms": ["darwin"],
                 "build_platforms": "all",

@@ -34,6 +34,7 @@ def backend_spec_dict() -> dict[str, Any]:
                 "priority": CUDA_PRIORITY,
                 "consumes": ["device_source"],
                 "device_language": "cuda",
+                "dynamic_strides": True,
                 "cuda_streams": True,
                 "platforms": ["linux"],
                 "requires": {"python_modules": ["cuda.bindings"]},

@@ -305,6 +305,11 @@ class _CallPlan:
         self.device_family = devices.pop() if len(devices) == 1 else ("cpu" if not devices else sorted(devices)[0])
         self.torch_device_type = _TORCH_DEVICE_TYPE.get(self.device_family, self.device_family)
         self.is_cpu = self.torch_device_type == "cpu"
+        # Symbols read from an input's stride (SymbolBinding.stride): symbol -> (caller index, dim).
+        self.stride_source = {
+            b.name: (self.arg_of_param[b.param_index], b.dim) for b in a.symbols
+            if b.stride and b.param_index in self.arg_of_param
+        }
         self.symbol_source = self._symbol_sources()
         # Caller positions of the tensor inputs the kernel writes (checked for overlaps).
         self.written_inputs = [j for j, (_, p) in enumerate(self.inputs) if isinstance(p, TensorParam) and p.written]
@@ -321,7 +326,7 @@ class _CallPlan:
         a = self.state.artifact
         sources: dict[str, tuple[int, Optional[int]]] = {}
         for s in a.symbols:
-            if s.param_index in self.arg_of_param:
+            if s.param_index in self.arg_of_param and not s.stride:
                 sources.setdefault(s.name, (self.arg_of_param[s.param_index], s.dim))
         for j, (_, p) in enumerate(self.inputs):
             if isinstance(p, TensorParam):
@@ -331,7 +336,7 @@ class _CallPlan:
         for pi, p in self.outputs:
             for d, dim in enumerate(p.shape):
                 for sym in sorted(symbolic.free_symbols(dim)):
-                    if sym not in sources:
+                    if sym not in sources and sym not in self.stride_source:
                         raise OutIdxError(
                             f"out_idx names output {p.name!r} of kernel {a.name!r} whose shape[{d}] = "
                             f"{dim!r} uses symbol {sym!r}, which no input argument binds"
@@ -379,8 +384,12 @@ class _CallPlan:
         }
         body: list[str] = []
         for sym in needed:
-            j, d = self.symbol_source[sym]
-            body.append(f"{mapping[sym]} = a{j}" + ("" if d is None else f".shape[{d}]"))
+            if sym in self.symbol_source:
+                j, d = self.symbol_source[sym]
+                body.append(f"{mapping[sym]} = a{j}" + ("" if d is None else f".shape[{d}]"))
+            else:
+                j, d = self.stride_source[sym]
+                body.append(f"{mapping[sym]} = a{j}.stride({d})")
         if len(like) < len(self.outputs):
             if self.is_cpu:
                 dev = "_cpu"
@@ -556,6 +565,16 @@ class _CallPlan:
                         origin[sym] = p.name
                 else:
                     deferred.append((j, pre, d, dim, got))
+            for sym, (k, d) in self.stride_source.items():  # the strides check compares the others
+                if k == j:
+                    got = x.stride(d)
+                    if sym in symbols and symbols[sym] != got:
+                        return ValueError(
+                            f"{pre}: stride[{d}] binds symbol '{sym}' = {got}, but argument "
+                            f"'{origin[sym]}' bound it to {symbols[sym]}"
+                        ), symbols
+                    symbols.setdefault(sym, got)
+                    origin.setdefault(sym, p.name)
             if p.index_limit is not None:  # elements (compact) or largest offset + 1 (explicit strides)
                 reach = x.numel() if p.strides is None else _reach(x)
                 if reach > p.index_limit:
@@ -654,6 +673,8 @@ class _CallPlan:
         for sym, (j, d) in self.symbol_source.items():
             if sym not in symbols:
                 symbols[sym] = int(call_args[self.inputs[j][0]]) if d is None else int(args[j].shape[d])
+        for sym, (j, d) in self.stride_source.items():
+            symbols.setdefault(sym, int(args[j].stride(d)))
         for pi, p in self.inputs:
             if isinstance(p, TensorParam) and p.strides is not None:  # TVM also checks size-1 dims' strides
                 x, want = call_args[pi], [symbolic.evaluate(s, symbols) for s in p.strides]

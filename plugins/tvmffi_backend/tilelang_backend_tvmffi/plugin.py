@@ -35,6 +35,7 @@ def _target(priority: int, **extra: Any) -> dict[str, Any]:
         "priority": priority,
         "consumes": ["runtime_module"],
         "dynamic_shapes": True,
+        "dynamic_strides": True,
         "allocates_outputs": True,
         "loads_without_tvm": True,  # loading needs tvm-ffi and TVM's runtime library, not the tvm package
         "requires": dict(_PY_REQUIRES),
