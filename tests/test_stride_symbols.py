@@ -102,6 +102,32 @@ def test_two_tensors_with_one_stride_symbol_must_agree(backend, target):
         kernel(a, torch.randn(4, 16)[:, :8])
 
 
+def copy_rows():
+    """``Y = X`` where the ``out_idx`` output Y is declared with the input's row stride ``s``."""
+    m, n, s = T.dynamic("m"), T.dynamic("n"), T.dynamic("s")
+
+    @T.prim_func
+    def copy_rows(X: T.StridedTensor((m, n), (s, 1), T.float32), Y: T.StridedTensor((m, n), (s, 1), T.float32)):
+        with T.Kernel(m, threads=BLOCK) as bx:
+            for j in T.Parallel(BLOCK):
+                if j < n:
+                    Y[bx, j] = X[bx, j]
+
+    return copy_rows
+
+
+@pytest.mark.parametrize("backend,target", CPU_PAIRS)
+def test_an_output_is_allocated_with_its_declared_strides(backend, target):
+    """The cython backend used to allocate such outputs compact: wrong values, and for a stride
+    over the row length a write past the end of the allocation (a heap corruption)."""
+    kernel = tilelang.compile(copy_rows(), out_idx=[1], target=target, execution_backend=backend)
+    x = torch.randn(5, 40)[:, :20]
+    y = kernel(x)
+    assert y.shape == (5, 20) and y.stride() == (40, 1)
+    assert y.untyped_storage().nbytes() >= (4 * 40 + 20) * 4
+    torch.testing.assert_close(y, x)
+
+
 @pytest.fixture(scope="module")
 def cuda_artifact():
     return lower(scaled_rows(), target="cuda")

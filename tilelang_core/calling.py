@@ -55,6 +55,9 @@ from .devices import TORCH_DEVICE_TYPES
 from .errors import BuildError
 from .symbolic import compile_expr
 
+#: Status of a C entry point whose ``T.device_assert`` failed (lowering/device_assert.py).
+DEVICE_ASSERT_FAILED = -3
+
 #: (lowest, highest) value of each integer scalar dtype.
 INT_RANGES = {
     **{f"int{b}": (-(1 << (b - 1)), (1 << (b - 1)) - 1) for b in (8, 16, 32, 64)},
@@ -160,10 +163,22 @@ class BoundCall:
     device: Any = None
     output_shapes: list[list[int]] = field(default_factory=list)
 
-    def check_status(self, status: Any) -> None:
-        """Raise ``RuntimeError`` when a CPU entry function returned a non-zero status."""
-        if status:
-            raise RuntimeError(f"{self.name}() failed: the kernel returned error code {int(status)}")
+    def check_status(self, status: Any, assert_message: Optional[Callable[[], Any]] = None) -> None:
+        """Raise ``RuntimeError`` when a CPU entry function returned a non-zero status.
+
+        :param assert_message: the entry's ``DeviceKernel.assert_message`` function, called (no
+            arguments; a ``str``, ``bytes`` or None) when the status says a ``T.device_assert``
+            failed: its text is the message (``"<kernel>() failed: T.device_assert failed at ..."``).
+        """
+        if not status:
+            return
+        if status == DEVICE_ASSERT_FAILED and assert_message is not None:
+            text = assert_message()
+            if isinstance(text, bytes):
+                text = text.decode("utf-8", "replace")
+            if text:
+                raise RuntimeError(f"{self.name}() failed: {text}")
+        raise RuntimeError(f"{self.name}() failed: the kernel returned error code {int(status)}")
 
     def result(self) -> Any:
         """What the kernel call returns: None, the single output, or a list of outputs."""

@@ -86,6 +86,21 @@ def colmajor() -> Any:
     return colmajor
 
 
+def to_colmajor() -> Any:
+    """``Y = X`` where the output Y of shape ``(n, 4)`` has the declared strides ``(1, n)``: an
+    ``out_idx`` output the backend must allocate with those strides."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def to_colmajor(X: T.Tensor((n, 4), "float32"), Y: T.Tensor((n, 4), "float32", strides=(1, n))):
+        with T.Kernel(T.ceildiv(n, BLOCK), threads=BLOCK) as bx:
+            for i, j in T.Parallel(BLOCK, 4):
+                if bx * BLOCK + i < n:
+                    Y[bx * BLOCK + i, j] = X[bx * BLOCK + i, j]
+
+    return to_colmajor
+
+
 def rowstride() -> Any:
     """``Y = X`` where X of shape ``(m, 4)`` has the row stride ``s``, a symbol only that stride gives
     (read from the tensor at call time: backends that declare ``dynamic_strides``)."""
@@ -185,6 +200,7 @@ FACTORIES: dict[str, tuple[Callable[[], Any], Any]] = {
     "pad_out": (pad, [1]),
     "colmajor": (colmajor, [1]),
     "rowstride": (rowstride, [1]),
+    "to_colmajor": (to_colmajor, [1]),
     "iota": (iota, None),
     "iota_out": (iota, [0]),
     "sumdiff": (sumdiff, [2, 3]),

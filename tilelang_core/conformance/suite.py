@@ -439,6 +439,16 @@ def _k_explicit_strides(suite: Suite, kind: str) -> None:
     _close(torch, k(one), one, "colmajor with n=1")
 
 
+def _k_strided_output(suite: Suite, kind: str) -> None:
+    """An ``out_idx`` output with declared strides is allocated with them (not compact)."""
+    torch, dev = _torch(), suite.device(kind)
+    k = suite.compile(kind, "to_colmajor")
+    x = _rand(torch, 5, 4, device=dev)
+    y = k(x)
+    _expect(tuple(y.stride()) == (1, 5), f"to_colmajor returned strides {tuple(y.stride())}, declared (1, n) = (1, 5)")
+    _close(torch, y, x, "to_colmajor into a column-major (1, n)-strided output")
+
+
 def _k_stride_symbol(suite: Suite, kind: str) -> None:
     """A symbol read from a tensor's stride (``dynamic_strides``): each call binds it anew."""
     if not suite.capability(kind).dynamic_strides:
@@ -483,6 +493,7 @@ KERNEL_CHECKS: dict[str, Callable] = {
     "aliasing_inputs": _k_aliasing_inputs,
     "explicit_strides": _k_explicit_strides,
     "stride_symbol": _k_stride_symbol,
+    "strided_output": _k_strided_output,
     "autograd_inputs": _k_autograd_inputs,
     "scalars": _k_scalars,
 }

@@ -375,7 +375,7 @@ def Persistent(domain: Sequence[Any], wave_size: Any, index: Any, group_size: An
     the waves, guarded by ``domain[-1]``, so domains that are not a multiple of the group or the
     wave size are fine. Every target; the extents may be dynamic.
     """
-    if isinstance(domain, (int, tirx.PrimExpr)):
+    if isinstance(domain, (int, tvm.ir.Expr)):
         domain = [domain]
     if not isinstance(domain, (list, tuple)) or not domain:
         raise ValueError(

@@ -149,6 +149,7 @@ def lower(
     name = str(attrs.get("global_symbol", "")) or str(getattr(func, "__name__", "main"))
     from . import codegen
     from .frontend import FrontendOptions, lower_tile_constructs
+    from .device_assert import has_device_asserts, lower_device_asserts
     from .signature import describe_params, index_plan, relax_param_alignment, widen_indices, written_params
 
     func = relax_param_alignment(func)  # no 64-byte assumption: offset views (x[1:]) are fine
@@ -185,22 +186,27 @@ def lower(
                         ),
                     )
                     written.append(written_params(front))
+                    entry_func, assert_message = _with_status_asserts(front, f"{name}_kernel")
                     source, kernel = codegen.c_entry_source(
-                        front, tvm.target.Target("c"), configs, f"{name}_kernel", symbol_vars, list(func.params)
+                        entry_func, tvm.target.Target("c"), configs, f"{name}_kernel", symbol_vars, list(func.params)
                     )
                     result["device_source"] = source
-                    result["device_kernels"] = [kernel]
+                    result["device_kernels"] = [replace(kernel, assert_message=assert_message)]
                     result["ir"] = {"device": tvm.IRModule({name: front})}
                 if "runtime_module" in wanted or "host_source" in wanted:
+                    # TVM's parallel launch drops an error raised inside the parallel loop, so a
+                    # kernel with T.device_assert runs its blocks serially in a runtime module
                     front = lower_tile_constructs(
                         func,
                         FrontendOptions(
                             gpu=False,
-                            parallel_blocks=not config_flag(configs, "tl.disable_parallel_blocks"),
+                            parallel_blocks=not (config_flag(configs, "tl.disable_parallel_blocks")
+                                                 or has_device_asserts(func)),
                             func_location=location,
                         ),
                     )
                     written.append(written_params(front))
+                    front, _ = lower_device_asserts(front, "runtime")  # TVM's host code raises the text
                     if "runtime_module" in wanted:
                         tvm_modules = codegen.cpu_runtime_module(front, tgt, configs)
                     if "host_source" in wanted:
@@ -218,6 +224,11 @@ def lower(
                 from . import passes as P
 
                 written.append(written_params(front))
+                front, helpers = lower_device_asserts(front, "cuda" if kind == "cuda" else "drop")
+                if helpers:  # before the first kernel, as the atomics' helpers
+                    from .source_imports import with_import_in_first_kernel
+
+                    front = front.with_body(with_import_in_first_kernel(front.body, helpers)[0])
                 mod = tvm.IRModule({name: front})
                 mod = tirx.transform.BindTarget(tgt)(mod)
                 mod = P.gpu_passes(configs)(mod)
@@ -276,3 +287,18 @@ def lower(
         artifact.with_tvm_modules(tvm_modules)
     artifact.with_tvm_ir(**result.get("ir", {}))
     return artifact
+
+
+def _with_status_asserts(func: Any, entry: str) -> tuple[Any, Optional[str]]:
+    """``func`` with its ``T.device_assert`` statements lowered for a C entry point named ``entry``
+    (status -3, the text kept for ``<entry>_assert_message``), and that function's name (None
+    when the kernel asserts nothing)."""
+    from .device_assert import assert_message_source, has_device_asserts, lower_device_asserts
+    from .source_imports import with_import
+
+    if not has_device_asserts(func):
+        return func, None
+    function = f"{entry}_assert_message"
+    func, helpers = lower_device_asserts(func, "status")
+    text = helpers + assert_message_source(function)
+    return func.with_body(with_import(func.body, "pragma_import_c", text)), function

@@ -71,6 +71,10 @@ class Kernel:
         self.function.restype = None if entry.return_type == "void" else ctypes.c_int32
         self.function.argtypes = [ctypes.c_void_p if a.kind == "pointer" else ctypes_type(a.dtype) for a in entry.args]
         self.checker = CallChecker(artifact, options.out_idx)
+        self.assert_message = None  # the text of a failed T.device_assert (DeviceKernel.assert_message)
+        if entry.assert_message:
+            self.assert_message = getattr(ctypes.CDLL(str(self.directory / LIBRARY)), entry.assert_message)
+            self.assert_message.restype, self.assert_message.argtypes = ctypes.c_char_p, []
         # The folder is this kernel's own (a build's, or a private copy of a saved one): remove it with
         # the kernel. The loaded library stays mapped; a failed build keeps its folder for the error.
         weakref.finalize(self, shutil.rmtree, str(self.directory), True)
@@ -80,7 +84,7 @@ class Kernel:
         call = self.checker.bind(args, kwargs)
         values = [call.values[a.param_index].data_ptr() if a.kind == "pointer"
                   else call.symbols[a.symbol] if a.symbol else call.values[a.param_index] for a in self.args]
-        call.check_status(self.function(*values))
+        call.check_status(self.function(*values), self.assert_message)
         return call.result()
 
 

@@ -81,7 +81,7 @@ cdef extern from "_dispatch_core.h":
     int tl_kernel_type_ready() except -1
     tl_kernel *tl_kernel_alloc(int n_params, int n_syms, int n_exprs, int code_len) except NULL
     int tl_kernel_open_library(tl_kernel *k, const char *path, const char *entry, const char *errstr,
-                               const char *launcher) except -1
+                               const char *launcher, const char *assert_message) except -1
     const tl_dl_exchange_api *tl_api_from_capsule(object capsule) except NULL
     PyObject *tl_num_threads_fn
     int tl_pool_threads()
@@ -249,5 +249,6 @@ def make_kernel(dict plan, str library, dict meta):
     k.arg_names = _newref(", ".join(names))
     tl_kernel_open_library(k, library.encode(), str(plan["entry"]).encode(),
                            str(plan.get("error_string") or "").encode(),
-                           str(plan.get("block_launcher") or "").encode())
+                           str(plan.get("block_launcher") or "").encode(),
+                           str(plan.get("assert_message") or "").encode())
     return kernel

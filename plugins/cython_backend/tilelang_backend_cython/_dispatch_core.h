@@ -37,6 +37,8 @@ typedef union {
 
 typedef int (*tl_entry_fn)(tl_value *values, const long long *symbols, void *stream, int device);
 typedef const char *(*tl_errstr_fn)(int code);
+typedef const char *(*tl_assert_message_fn)(void);
+#define TL_DEVICE_ASSERT_FAILED (-3) /* a T.device_assert failed (lowering/device_assert.py) */
 
 enum { TL_DIM_STATIC = 0, TL_DIM_SYM = 1, TL_DIM_EXPR = 2 };
 enum { TL_STRIDES_COMPACT = 0, TL_STRIDES_EXPLICIT = 1 };
@@ -115,6 +117,7 @@ typedef struct {
   void *lib;
   tl_entry_fn entry;
   tl_errstr_fn errstr;
+  tl_assert_message_fn assert_message; /* text of the last failed T.device_assert, or NULL */
   PyObject *weakreflist;
 } tl_kernel;
 
@@ -498,6 +501,22 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
   return 0;
 }
 
+/* base.as_strided(shape, strides): an output with declared strides, over its 1-D storage */
+static PyObject *tl_as_strided(PyObject *base, const int64_t *shape, const int64_t *strides, int ndim) {
+  PyObject *sh = PyTuple_New(ndim), *st = PyTuple_New(ndim), *view = NULL;
+  int d;
+  if (sh && st) {
+    for (d = 0; d < ndim; d++) {
+      PyTuple_SET_ITEM(sh, d, PyLong_FromLongLong((long long)shape[d]));
+      PyTuple_SET_ITEM(st, d, PyLong_FromLongLong((long long)strides[d]));
+    }
+    if (!PyErr_Occurred()) view = PyObject_CallMethod(base, "as_strided", "(OO)", sh, st);
+  }
+  Py_XDECREF(sh);
+  Py_XDECREF(st);
+  return view;
+}
+
 /* "arguments 'A' (#0) and 'C' (#2) overlap in memory, ...": the first overlapping pair in caller
  * order where the kernel writes one of the two (only reached once an overlap was found) */
 static PyObject *tl_overlap_error(tl_kernel *k, const uintptr_t *lo, const uintptr_t *hi, int nargs) {
@@ -848,10 +867,32 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
       }
       shape[d] = v;
     }
+    /* declared strides: the elements from offset 0 to the largest offset, viewed with them */
+    int strided = p->strides_mode != TL_STRIDES_COMPACT;
+    int64_t strides[TL_MAX_NDIM];
+    int64_t span[1] = {1};
+    if (strided) {
+      long long reach = 1;
+      int over = 0, empty = 0;
+      for (d = 0; d < p->ndim; d++) {
+        long long v = p->stride_val[d], step;
+        if (p->stride_kind[d] == TL_DIM_EXPR && tl_eval(k, (int)p->stride_val[d], syms, &v) != 0) goto fail;
+        if (v < 0) {
+          PyErr_Format(PyExc_ValueError, "%U(): output '%U' would have stride[%d] == %lld for these inputs",
+                       k->name, p->name, d, v);
+          goto fail;
+        }
+        strides[d] = v;
+        if (shape[d] == 0) empty = 1;
+        else over |= __builtin_mul_overflow((long long)(shape[d] - 1), v, &step) || __builtin_add_overflow(reach, step, &reach);
+      }
+      span[0] = empty ? 0 : (over ? LLONG_MAX : reach);
+    }
     if (p->index_limit >= 0) {
       long long total = 1;
       int over = 0;
-      for (d = 0; d < p->ndim; d++) over |= __builtin_mul_overflow(total, (long long)shape[d], &total);
+      if (strided) total = span[0];
+      else for (d = 0; d < p->ndim; d++) over |= __builtin_mul_overflow(total, (long long)shape[d], &total);
       if (over || total > p->index_limit) {
         tl_index_limit_error(k, p, shape, over ? LLONG_MAX : total);
         goto fail;
@@ -860,11 +901,11 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
     memset(&proto, 0, sizeof proto);
     proto.device.device_type = k->device_type;
     proto.device.device_id = k->device_type == TL_DL_CPU ? 0 : dev_id;
-    proto.ndim = p->ndim;
+    proto.ndim = strided ? 1 : p->ndim;
     proto.dtype.code = p->code;
     proto.dtype.bits = p->bits;
     proto.dtype.lanes = p->lanes;
-    proto.shape = shape;
+    proto.shape = strided ? span : shape;
     if (k->api->managed_tensor_allocator(&proto, &m, NULL, tl_set_error) != 0 || m == NULL) {
       if (!PyErr_Occurred()) PyErr_Format(PyExc_MemoryError, "%U(): cannot allocate output '%U'", k->name, p->name);
       goto fail;
@@ -873,6 +914,12 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
     if (k->api->managed_tensor_to_py_object_no_sync(m, (void **)&obj) != 0 || obj == NULL) {
       if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "%U(): cannot wrap output '%U'", k->name, p->name);
       goto fail;
+    }
+    if (strided) {
+      PyObject *view = tl_as_strided(obj, shape, strides, p->ndim);
+      Py_DECREF(obj);
+      if (!view) goto fail;
+      obj = view;
     }
     outs[n_outs_done++] = obj;
   }
@@ -885,7 +932,10 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
     rc = k->entry(values, syms, stream, dev_id);
   }
   if (rc != 0) {
-    if (k->errstr)
+    const char *failed = rc == TL_DEVICE_ASSERT_FAILED && k->assert_message ? k->assert_message() : NULL;
+    if (failed)
+      PyErr_Format(PyExc_RuntimeError, "%U() failed: %s", k->name, failed);
+    else if (k->errstr)
       PyErr_Format(PyExc_RuntimeError, "%U() failed: %s (error %d)", k->name, k->errstr(rc), rc);
     else
       PyErr_Format(PyExc_RuntimeError, "%U() failed: the kernel returned error code %d", k->name, rc);
@@ -1037,7 +1087,7 @@ static tl_kernel *tl_kernel_alloc(int n_params, int n_syms, int n_exprs, int cod
 }
 
 static int tl_kernel_open_library(tl_kernel *k, const char *path, const char *entry, const char *errstr,
-                                  const char *launcher) {
+                                  const char *launcher, const char *assert_message) {
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     PyErr_Format(PyExc_OSError, "cannot load kernel library %s: %s", path, dlerror());
@@ -1049,6 +1099,7 @@ static int tl_kernel_open_library(tl_kernel *k, const char *path, const char *en
     return -1;
   }
   k->errstr = errstr && errstr[0] ? (tl_errstr_fn)dlsym(lib, errstr) : NULL;
+  k->assert_message = assert_message && assert_message[0] ? (tl_assert_message_fn)dlsym(lib, assert_message) : NULL;
   if (launcher && launcher[0]) {
     /* the kernel's parallel block loops run on the dispatcher's pool (the variable is shared by
        every kernel object loading this library, all of them cython kernels) */

@@ -9,6 +9,7 @@ kernel needs neither TVM nor a compiler). Layout, format 1::
       "entry": "__tl_cy_call", "error_string": null | "__tl_cy_error_string",
       "gil_release_elems": 65536 | null,
       "block_launcher": null | "main_kernel_block_launcher",  # set to the dispatcher's pool
+      "assert_message": null | "main_kernel_assert_message",  # text of a failed T.device_assert
       "symbols": ["n", ...],                       # slot order of the symbol values
       "exprs": [{"text": "n + 1", "code": [...]}],  # bytecode for _dispatch_core.h
       "outputs": [2],                              # params allocated by the kernel (out_idx)
@@ -209,11 +210,21 @@ def make_plan(artifact: KernelArtifact, options: BuildOptions, *, device: Option
         "error_string": ERROR_STRING_SYMBOL if device == "cuda" else None,
         "gil_release_elems": GIL_RELEASE_ELEMS if device == "cpu" else None,
         "block_launcher": _block_launcher(artifact) if device == "cpu" else None,
+        "assert_message": _assert_message(artifact) if device == "cpu" else None,
         "symbols": symbols,
         "exprs": exprs,
         "outputs": out_idx,
         "params": out_params,
     }
+
+
+def _assert_message(artifact: KernelArtifact) -> Optional[str]:
+    """The entry's ``DeviceKernel.assert_message`` function (T.device_assert texts), or None."""
+    kernels = artifact.device_kernels
+    name = kernels[0].assert_message if len(kernels) == 1 else None
+    if name is not None and not name.isidentifier():
+        raise BuildError(f"kernel '{artifact.name}': assert_message {name!r} is not a C identifier")
+    return name
 
 
 def _block_launcher(artifact: KernelArtifact) -> Optional[str]:
@@ -247,9 +258,10 @@ def check_plan(plan: Any) -> None:
                      ("outputs", list), ("params", list)):
         if not isinstance(plan.get(key), typ):
             fail(f"'{key}' must be a {typ.__name__}")
-    launcher = plan.get("block_launcher")
-    if launcher is not None and not (isinstance(launcher, str) and launcher.isidentifier()):
-        fail("'block_launcher' must be null or a C identifier")
+    for key in ("block_launcher", "assert_message"):
+        value = plan.get(key)
+        if value is not None and not (isinstance(value, str) and value.isidentifier()):
+            fail(f"'{key}' must be null or a C identifier")
     n_syms, n_exprs = len(plan["symbols"]), len(plan["exprs"])
     for i, e in enumerate(plan["exprs"]):
         code = e.get("code") if isinstance(e, dict) else None

@@ -134,6 +134,16 @@ def build(artifact: KernelArtifact, options: BuildOptions) -> Any:
     )
 
 
+def _device_assert_text(exc: BaseException) -> Optional[str]:
+    """The text of the failed ``T.device_assert`` TVM's host code raised (the lowering's assert
+    statement carries it, lowering/device_assert.py), or None for any other error."""
+    for line in str(exc).splitlines():
+        at = line.find("T.device_assert failed at ")
+        if at >= 0:
+            return line[at:].strip()
+    return None
+
+
 def assumed_alignment(mod: Any, kinds: list[str], artifact: KernelArtifact) -> int:
     """Byte alignment of tensor data the compiled code assumes; 0 when torch's guarantee suffices.
 
@@ -643,6 +653,9 @@ class _CallPlan:
         err, _ = self.check(args)
         if err is not None:
             raise err from None
+        failed = _device_assert_text(exc)
+        if failed is not None:
+            raise RuntimeError(f"{self.name}() failed: {failed}") from None
         raise exc
 
     # -- general path ------------------------------------------------------------------------

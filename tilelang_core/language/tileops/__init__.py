@@ -27,6 +27,7 @@ from .atomic import (
     atomic_xor,
 )
 from .copy import clear, copy, fill
+from .debug import device_assert
 from .safe_value import annotate_safe_value
 from .gemm import GemmWarpPolicy, gemm
 from .intrinsics import (
@@ -100,6 +101,7 @@ from .vector import (
 
 __all__ = [
     "annotate_safe_value",
+    "device_assert",
     "__cos",
     "__exp",
     "__exp10",

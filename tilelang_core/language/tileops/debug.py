@@ -1,0 +1,47 @@
+"""``T.device_assert``: a check that stops the kernel call when it fails.
+
+``T.device_assert(cond, msg="")`` emits a marker statement
+(``call_extern("int32", DEVICE_ASSERT_CALL, cond, text)``, ``text`` = ``"T.device_assert failed
+at file:line: msg"``) that :mod:`tilelang_core.lowering.device_assert` lowers per target.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+from tvm import tirx
+from tvm.tirx.script.builder import ir as _B
+
+from ._common import OperandTypeError, fail, location
+
+#: Callee name of the marker statement.
+DEVICE_ASSERT_CALL = "tl.device_assert"
+
+
+def device_assert(condition: Any, msg: str = "", no_stack_info: bool = False) -> None:
+    """Stop the kernel call when ``condition`` is false, with ``msg`` and the kernel line.
+
+    * CPU targets: the call raises ``RuntimeError("<kernel>() failed: T.device_assert failed at
+      file:line: msg")`` (the blocks already running finish their work first; what the kernel
+      wrote until then stays written).
+    * CUDA: the failing thread prints that text and traps, as CUDA's ``assert`` does; the call's
+      CUDA error (``unspecified launch failure``) is raised at the next synchronisation, and the
+      process's CUDA context is unusable afterwards.
+    * Metal: not checked (Metal kernels cannot stop; the statement is dropped).
+
+    ``no_stack_info`` is accepted for TileLang compatibility (the text always names the kernel line).
+    """
+    if isinstance(condition, bool):
+        condition = tirx.const(condition, "bool")
+    if not isinstance(condition, tvm.ir.Expr):
+        condition = getattr(condition, "scalar", condition)  # T.alloc_var's wrapper
+    if not isinstance(condition, tvm.ir.Expr):
+        fail("T.device_assert", (condition,), f"the condition must be an expression, got {type(condition).__name__}",
+             OperandTypeError)
+    if not isinstance(msg, str):
+        fail("T.device_assert", (condition, msg), f"msg must be a str, got {type(msg).__name__}", OperandTypeError)
+    if str(condition.dtype) != "bool":
+        condition = condition != tirx.const(0, str(condition.dtype))
+    text = f"T.device_assert failed at {location()}" + (f": {msg}" if msg else "")
+    _B.evaluate(tirx.call_extern("int32", DEVICE_ASSERT_CALL, condition, tvm.ir.StringImm(text)))

@@ -1,0 +1,125 @@
+"""``T.device_assert`` markers, lowered for each code path.
+
+The language emits ``call_extern("int32", "tl.device_assert", cond, text)`` statements
+(:mod:`tilelang_core.language.tileops.debug`). :func:`lower_device_asserts` replaces each one:
+
+* ``"status"`` (the C entry point of ``device_source`` on CPU targets): ``if (!cond) { record
+  text; return DEVICE_ASSERT_FAILED; }``. The text is kept for the function that
+  ``DeviceKernel.assert_message`` names (:func:`assert_message_source`), which returns the
+  text of the last assertion that failed. Inside a parallel block loop the return ends that
+  block's range and the entry returns the status once the loop is done.
+* ``"runtime"`` (TVM runtime modules on CPU targets): a TIR ``AssertStmt``, which TVM's host code
+  turns into a raised error carrying the text.
+* ``"cuda"``: ``if (!cond) { printf("%s\\n", text); __trap(); }``, CUDA's own ``assert``
+  behaviour (the launch fails; the context is lost).
+* ``"drop"`` (Metal, which cannot stop a kernel): the statement is removed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+from tvm import tirx
+
+from ..language.tileops.debug import DEVICE_ASSERT_CALL
+from .atomics import checked_map
+
+__all__ = ["DEVICE_ASSERT_FAILED", "FORMS", "assert_message_source", "has_device_asserts", "lower_device_asserts"]
+
+#: Return status of a C entry point whose ``T.device_assert`` failed (docs/backend-conventions.md).
+DEVICE_ASSERT_FAILED = -3
+#: The ways :func:`lower_device_asserts` lowers a marker.
+FORMS = ("status", "runtime", "cuda", "drop")
+
+
+def _marker(stmt: Any):
+    if not isinstance(stmt, tirx.Evaluate) or not isinstance(stmt.value, tvm.ir.Call):
+        return None
+    args = list(stmt.value.args)
+    if len(args) == 3 and isinstance(args[0], tvm.ir.StringImm) and args[0].value == DEVICE_ASSERT_CALL:
+        return args[1], args[2]
+    return None
+
+
+def has_device_asserts(func: tirx.PrimFunc) -> bool:
+    """Whether ``func`` holds a ``T.device_assert`` marker."""
+    found = []
+
+    def on_evaluate(stmt: Any) -> Any:
+        if _marker(stmt) is not None:
+            found.append(stmt)
+        return stmt
+
+    checked_map(func.body, [(tirx.Evaluate, on_evaluate)])
+    return bool(found)
+
+
+def c_string(text: str) -> str:
+    """``text`` as a C string literal (printable ASCII as is, every other byte in octal)."""
+    out = []
+    for byte in text.encode("utf-8"):
+        ch = chr(byte)
+        out.append(ch if 32 <= byte < 127 and ch not in '"\\?' else f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def lower_device_asserts(func: tirx.PrimFunc, form: str) -> tuple[tirx.PrimFunc, str]:
+    """``func`` with every ``T.device_assert`` marker lowered in ``form`` (one of :data:`FORMS`),
+    and the C/CUDA definitions the lowered statements call ("" when they call none).
+
+    TVM's C and CUDA code generators cannot pass strings to functions, so each assertion calls a
+    function of its own (``tl_device_assert_<k>()``) defined in that text: the ``status`` form's
+    records its text for ``<entry>_assert_message``, the ``cuda`` form's prints it and traps.
+    """
+    if form not in FORMS:
+        raise ValueError(f"lower_device_asserts: form must be one of {', '.join(FORMS)}, got {form!r}")
+    texts: list[str] = []
+
+    def on_evaluate(stmt: Any) -> Any:
+        marker = _marker(stmt)
+        if marker is None:
+            return stmt
+        cond, text = marker
+        if form == "runtime":
+            return tirx.AssertStmt(cond, tvm.ir.StringImm("RuntimeError"), [text])  # TVM 0.27: (condition, kind, parts)
+        if form == "drop":
+            return tirx.Evaluate(tirx.IntImm("int32", 0))
+        texts.append(text.value)
+        call = tirx.Evaluate(tirx.call_extern("int32", f"tl_device_assert_{len(texts) - 1}"))
+        if form == "status":
+            call = tirx.SeqStmt([call, tirx.Return(tirx.IntImm("int32", DEVICE_ASSERT_FAILED))])
+        return tirx.IfThenElse(tirx.Not(cond), call, None)
+
+    body = checked_map(func.body, [(tirx.Evaluate, on_evaluate)])
+    if body.same_as(func.body):
+        return func, ""
+    return func.with_body(body), _definitions(form, texts)
+
+
+def _definitions(form: str, texts: list[str]) -> str:
+    if not texts:
+        return ""
+    if form == "cuda":
+        head = ("\n/* tilelang T.device_assert: print the text and trap, as CUDA's assert */\n"
+                "#ifndef __CUDACC_RTC__\n#include <cstdio>\n#endif\n")
+        return head + "".join(
+            f"__device__ __noinline__ int tl_device_assert_{k}(void) {{\n"
+            f'  printf("%s\\n", {c_string(text)});\n  __trap();\n  return 0;\n}}\n'
+            for k, text in enumerate(texts)
+        )
+    return "\n/* tilelang T.device_assert: the text of the last assertion that failed */\n" \
+        "static const char *volatile tl_device_assert_text = 0;\n" + "".join(
+            f'__attribute__((visibility("hidden"))) int32_t tl_device_assert_{k}(void) {{\n'
+            f"  __atomic_store_n(&tl_device_assert_text, {c_string(text)}, __ATOMIC_RELEASE);\n  return 0;\n}}\n"
+            for k, text in enumerate(texts)
+        )
+
+
+def assert_message_source(function: str) -> str:
+    """The exported ``function`` of the ``status`` form: the text of the last assertion that
+    failed (NULL when none has). Follows :func:`lower_device_asserts`' definitions."""
+    return (
+        f'__attribute__((visibility("default"))) const char *{function}(void) {{\n'
+        "  return __atomic_load_n(&tl_device_assert_text, __ATOMIC_ACQUIRE);\n}\n"
+    )
