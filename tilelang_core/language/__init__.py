@@ -30,6 +30,8 @@ from .core import (  # noqa: F401 - public API
     symbolic,
 )
 
+from .tile_schedule import PersistentTileScheduler  # noqa: F401,E402 - public API
+
 # Tile operators and intrinsics (docs/tile-operators.md); their list is tileops.__all__.
 from .tileops import *  # noqa: F401,F403,E402 - public API
 

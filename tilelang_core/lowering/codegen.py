@@ -345,6 +345,7 @@ def c_entry_source(
         b_params += list(blocks.params[-2:])
         functions[name] = _c_function(blocks, b_params, b_decls, name, target)
     entry_mod = exact_float_constants(P.cpu_source_finalize_passes()(tvm.IRModule(functions)))  # c_constants.py
+    entry_mod = min_max_as_selects(entry_mod)
     try:
         built = tvm.get_global_func("target.build.c")(entry_mod, target)
     except Exception as exc:  # noqa: BLE001 - TVM errors carry the details
@@ -353,6 +354,31 @@ def c_entry_source(
     kernel = DeviceKernel(name=entry, args=args, launch=None, return_type="int32",
                           block_launcher=f"{entry}_block_launcher" if outlined else None)
     return source, kernel
+
+
+def min_max_as_selects(mod: tvm.IRModule) -> tvm.IRModule:
+    """Every ``min(a, b)`` / ``max(a, b)`` as ``select(a < b, a, b)`` / ``select(a > b, a, b)``.
+
+    TVM 0.27's C code generator prints a min or max through its SSA cache: each operand that is
+    not a plain name becomes ``int32_t v_ = <text>;`` and a later operand of the same text reuses
+    ``v_``, even after a store changed what the text reads. ``x = T.alloc_var(...); ...; x = x + 1;
+    A[i] = 100 // T.min(5, 9 - x)`` then computed with the first ``9 - x`` every time, a silent
+    wrong result of the C entry point and of TVM's own C runtime modules (found by
+    T.PersistentTileScheduler's swizzle). A select
+    is printed as ``(c ? a : b)``, with the same comparison the min/max would print.
+    """
+
+    def on_min(node: Any) -> Any:
+        return tirx.Select(node.a < node.b, node.a, node.b)
+
+    def on_max(node: Any) -> Any:
+        return tirx.Select(node.a > node.b, node.a, node.b)
+
+    out = {}
+    for gvar, fn in mod.functions.items():
+        body = tvm_ffi.structural_map(fn.body, [(tirx.Min, on_min), (tirx.Max, on_max)])
+        out[gvar] = fn if body.same_as(fn.body) else fn.with_body(body)
+    return tvm.IRModule(out)
 
 
 def _c_params(fn: tirx.PrimFunc, symbol_vars: list, original_params: list):
@@ -699,7 +725,7 @@ def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, A
     host_mod, device_mods = split_host_device_mods(mod)
     host_mod = P.host_finalize_passes()(stack_small_buffers(host_mod))  # lowering/stack_buffers.py
     if target.kind.name == "c":
-        host_mod = exact_float_constants(_printable_non_finite(host_mod))  # lowering/c_constants.py
+        host_mod = min_max_as_selects(exact_float_constants(_printable_non_finite(host_mod)))  # c_constants.py
     else:
         host_mod = wrapping_unsigned_arithmetic(host_mod)  # lowering/wrapping_unsigned.py
     return tir_to_runtime(host_mod, device_mods, target)

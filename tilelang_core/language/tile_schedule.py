@@ -1,0 +1,160 @@
+"""``T.PersistentTileScheduler``: the tiles of a 2-D grid shared by a kernel's persistent workers.
+
+Worker ``w`` of ``num_workers`` takes the linear tile numbers ``w, w + num_workers, ...`` of the
+``num_m_tiles x num_n_tiles`` grid; :meth:`PersistentTileScheduler.coord` turns a number into
+``(m, n)``. The order of the numbers:
+
+* ``cluster_size`` first groups the M tiles by ``cluster_size``: the scheduler works on the grid
+  of ``ceildiv(num_m_tiles, cluster_size)`` cluster rows (the caller adds its rank in the
+  cluster: ``bx = sched.m_idx * cluster_size + rank``);
+* ``column_major`` names the fast axis: M (True) or N (False); the other is the slow axis;
+* ``swizzle_size`` cuts the slow axis into panels of that many tiles (the last one may be
+  narrower). Panels follow each other; inside a panel the tiles go along the fast axis, the
+  panel's slow-axis tiles next to each other (CUTLASS's threadblock swizzle). With 1 the order is
+  plain column-major (or row-major).
+
+Stateful use (the default) keeps the current tile in four ``T.alloc_var`` scalars::
+
+    sched = T.PersistentTileScheduler(m_tiles, n_tiles, num_workers=workers, swizzle_size=8)
+    sched.init(worker)
+    while sched.valid():
+        bx, by = sched.m_idx, sched.n_idx
+        ...
+        sched.next_tile()
+
+``stateful=False`` allocates nothing and only decodes (``bx, by = sched.coord(tile)``).
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+from typing import Any, Optional
+
+import tvm
+from tvm import tirx
+from tvm.tirx.script.builder import ir as _B
+
+from .tileops._common import OperandTypeError, location
+
+_OP = "T.PersistentTileScheduler"
+
+
+def _refuse(message: str) -> None:
+    """A TypeError-compatible LoweringError naming the operator and the kernel line."""
+    raise OperandTypeError(f"{location()}: {_OP}: {message}")
+
+
+#: The state scalars of a stateful scheduler.
+_STATE = ("m_idx", "n_idx", "linear_idx", "current_iter")
+
+
+def _expr(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (Integral, tvm.ir.Expr)):
+        _refuse(f"expected an int or an integer expression, got {value!r}")
+    return tirx.IntImm("int32", int(value)) if isinstance(value, Integral) else getattr(value, "scalar", value)
+
+
+def _ceildiv(a: Any, b: Any) -> Any:
+    return tirx.floordiv(a + b - 1, b)
+
+
+@_B.meta_class  # TVMScript binds instances to names and names their scalars after them
+class PersistentTileScheduler:
+    """Persistent, grid-strided tile scheduler with L2 swizzle and clustering (module docstring).
+
+    :param num_m_tiles: tiles along M (``ceildiv(M, block_M)``); an int or an expression.
+    :param num_n_tiles: tiles along N.
+    :param num_workers: the persistent stride, the number of workers (blocks of the
+        ``T.Kernel``, or clusters); required: this core has no device to ask for its SM count.
+    :param swizzle_size: panel width along the slow axis (1: no swizzle).
+    :param column_major: M is the fast axis (True) or N is (False).
+    :param cluster_size: M tiles per cluster row (1: no clustering).
+    :param stateful: allocate the ``m_idx``/``n_idx``/``linear_idx``/``current_iter`` scalars for
+        ``init``/``valid``/``next_tile``; False: only :meth:`coord`.
+    :param name: accepted for TileLang compatibility; the state scalars are named after the
+        variable the scheduler is assigned to (``sched_m_idx``, ...).
+    """
+
+    def __init__(self, num_m_tiles: Any, num_n_tiles: Any, num_workers: Any = None, swizzle_size: int = 1,
+                 column_major: bool = True, cluster_size: int = 1, stateful: bool = True,
+                 name: Optional[str] = None) -> None:
+        if num_workers is None:
+            _refuse("num_workers is required here (the number of blocks of the T.Kernel that runs the "
+                    "workers); TileLang's default, the GPU's SM count, is not known to a kernel compiled "
+                    "without a device")
+        for what, value in (("swizzle_size", swizzle_size), ("cluster_size", cluster_size)):
+            if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+                _refuse(f"{what} must be an int of at least 1, got {value!r}")
+        self.num_workers = _expr(num_workers)
+        self.swizzle_size = int(swizzle_size)
+        self.column_major = bool(column_major)
+        self.cluster_size = int(cluster_size)
+        m_tiles = _expr(num_m_tiles)
+        if self.cluster_size > 1:
+            m_tiles = _ceildiv(m_tiles, tirx.IntImm("int32", self.cluster_size))
+        self.grid = (m_tiles, _expr(num_n_tiles))
+        self.total_tiles = self.grid[0] * self.grid[1]
+        self.stateful = bool(stateful)
+        self.name = name  # the prefix TVMScript names the state with is the assigned variable's
+        if self.stateful:
+            # attribute names = the IR names' suffixes (TVMScript names them <variable>_<attribute>)
+            self.m_idx = _B.alloc_scalar("int32", scope="local.var")
+            self.n_idx = _B.alloc_scalar("int32", scope="local.var")
+            self.linear_idx = _B.alloc_scalar("int32", scope="local.var")
+            self.current_iter = _B.alloc_scalar("int32", scope="local.var")
+
+    # -- decoding ---------------------------------------------------------------------------------
+
+    def coord(self, tile: Any) -> tuple[Any, Any]:
+        """``(m, n)`` of linear tile number ``tile`` (an expression; no state is read or written)."""
+        tile = _expr(tile)
+        fast_extent, slow_extent = self.grid if self.column_major else self.grid[::-1]
+        if self.swizzle_size == 1:
+            fast, slow = tirx.floormod(tile, fast_extent), tirx.floordiv(tile, fast_extent)
+        else:
+            width = tirx.IntImm("int32", self.swizzle_size)
+            panel = tirx.floordiv(tile, width * fast_extent)
+            first = panel * width
+            local = tile - first * fast_extent
+            panel_width = tirx.min(width, slow_extent - first)  # the last panel may be narrower
+            fast = tirx.floordiv(local, panel_width)
+            slow = first + tirx.floormod(local, panel_width)
+        return (fast, slow) if self.column_major else (slow, fast)
+
+    # -- state ------------------------------------------------------------------------------------
+
+    def __getattr__(self, name: str) -> Any:  # only for names the instance does not have
+        if name in _STATE:
+            _refuse(f"a scheduler made with stateful=False has no {name}; use coord(tile)")
+        raise AttributeError(f"'PersistentTileScheduler' object has no attribute {name!r}")
+
+    def _scalar(self, field: str) -> Any:
+        return getattr(self, field)
+
+    def _store(self, field: str, value: Any) -> None:
+        _B.buffer_store(self._scalar(field).source, value, [0])
+
+    # The state, when ``stateful``: ``m_idx`` (the current tile's M index, a cluster row when
+    # ``cluster_size > 1``), ``n_idx``, ``linear_idx`` (its linear number) and ``current_iter`` (how
+    # many tiles this worker has advanced past), each a scalar read in expressions.
+
+    def _update(self) -> None:
+        m, n = self.coord(self._scalar("linear_idx"))
+        self._store("m_idx", m)
+        self._store("n_idx", n)
+
+    def init(self, linear_init: Any) -> None:
+        """Start at tile number ``linear_init`` (the worker's index)."""
+        self._store("current_iter", tirx.IntImm("int32", 0))
+        self._store("linear_idx", _expr(linear_init))
+        self._update()
+
+    def next_tile(self, step: Any = None) -> None:
+        """Advance by ``step`` tiles (default: ``num_workers``)."""
+        self._store("current_iter", self._scalar("current_iter") + 1)
+        self._store("linear_idx", self._scalar("linear_idx") + (self.num_workers if step is None else _expr(step)))
+        self._update()
+
+    def valid(self) -> Any:
+        """Whether the current tile number is inside the grid (the ``while`` condition)."""
+        return self._scalar("linear_idx") < self.total_tiles
