@@ -12,7 +12,7 @@ The language emits ``call_extern("int32", "tl.device_assert", cond, text)`` stat
   turns into a raised error carrying the text.
 * ``"cuda"``: ``if (!cond) { printf("%s\\n", text); __trap(); }``, CUDA's own ``assert``
   behaviour (the launch fails; the context is lost).
-* ``"drop"`` (Metal, which cannot stop a kernel): the statement is removed.
+* ``"drop"`` (Metal, which cannot stop a kernel, and ROCm): the statement is removed.
 """
 
 from __future__ import annotations

@@ -381,6 +381,21 @@ static int tl_index_limit_error(tl_kernel *k, const tl_param *p, const int64_t *
   return -1;
 }
 
+/* symbol s = value, read from the tensor's <what>[d]: bound by the first argument, the same later */
+TL_INLINE int tl_bind(tl_kernel *k, const tl_param *p, const char *what, int d, int s, long long value,
+                      long long *syms, int *src) {
+  if (src[s] < 0) {
+    syms[s] = value;
+    src[s] = (int)(p - k->params);
+  } else if (!TL_LIKELY(syms[s] == value)) {
+    char where[32];
+    snprintf(where, sizeof where, "%s[%d]", what, d);
+    tl_clash(k, p, where, s, value, syms, src);
+    return -1;
+  }
+  return 0;
+}
+
 TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, const tl_dl_tensor *t, long long *syms,
                            int *src, int *dev_id, long long *deferred_vals, char *deferred_one,
                            long long *elems, long long *span) {
@@ -409,19 +424,9 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
           return -1;
         }
         break;
-      case TL_DIM_SYM: {
-        int s = (int)p->dim_val[d];
-        if (src[s] < 0) {
-          syms[s] = got_d;
-          src[s] = (int)(p - k->params);
-        } else if (syms[s] != got_d) {
-          char where[32];
-          snprintf(where, sizeof where, "shape[%d]", d);
-          tl_clash(k, p, where, s, got_d, syms, src);
-          return -1;
-        }
+      case TL_DIM_SYM:
+        if (tl_bind(k, p, "shape", d, (int)p->dim_val[d], got_d, syms, src) != 0) return -1;
         break;
-      }
       default:
         deferred_vals[p->dim_defer[d]] = got_d;
         break;
@@ -473,16 +478,7 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
     for (d = p->ndim - 1; d >= 0; d--) {
       long long got_s = t->strides ? (long long)t->strides[d] : compact;
       if (p->stride_kind[d] == TL_DIM_SYM) {
-        int s = (int)p->stride_val[d];
-        if (src[s] < 0) {
-          syms[s] = got_s;
-          src[s] = (int)(p - k->params);
-        } else if (syms[s] != got_s) {
-          char where[32];
-          snprintf(where, sizeof where, "stride[%d]", d);
-          tl_clash(k, p, where, s, got_s, syms, src);
-          return -1;
-        }
+        if (tl_bind(k, p, "stride", d, (int)p->stride_val[d], got_s, syms, src) != 0) return -1;
       } else {
         int slot = p->stride_defer[d];
         deferred_vals[slot] = got_s;

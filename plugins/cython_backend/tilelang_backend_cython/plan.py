@@ -209,8 +209,8 @@ def make_plan(artifact: KernelArtifact, options: BuildOptions, *, device: Option
         "entry": ENTRY_SYMBOL,
         "error_string": ERROR_STRING_SYMBOL if device == "cuda" else None,
         "gil_release_elems": GIL_RELEASE_ELEMS if device == "cpu" else None,
-        "block_launcher": _block_launcher(artifact) if device == "cpu" else None,
-        "assert_message": _assert_message(artifact) if device == "cpu" else None,
+        "block_launcher": _entry_symbol(artifact, "block_launcher") if device == "cpu" else None,
+        "assert_message": _entry_symbol(artifact, "assert_message") if device == "cpu" else None,
         "symbols": symbols,
         "exprs": exprs,
         "outputs": out_idx,
@@ -218,21 +218,14 @@ def make_plan(artifact: KernelArtifact, options: BuildOptions, *, device: Option
     }
 
 
-def _assert_message(artifact: KernelArtifact) -> Optional[str]:
-    """The entry's ``DeviceKernel.assert_message`` function (T.device_assert texts), or None."""
+def _entry_symbol(artifact: KernelArtifact, field: str) -> Optional[str]:
+    """A C name the CPU entry's ``DeviceKernel`` gives in ``field`` (None when it gives none):
+    ``block_launcher``, the variable through which it runs its parallel block loops, or
+    ``assert_message``, the function that gives the text of a failed T.device_assert."""
     kernels = artifact.device_kernels
-    name = kernels[0].assert_message if len(kernels) == 1 else None
+    name = getattr(kernels[0], field) if len(kernels) == 1 else None
     if name is not None and not name.isidentifier():
-        raise BuildError(f"kernel '{artifact.name}': assert_message {name!r} is not a C identifier")
-    return name
-
-
-def _block_launcher(artifact: KernelArtifact) -> Optional[str]:
-    """The variable through which the CPU entry runs its parallel block loops (None: serial)."""
-    kernels = artifact.device_kernels
-    name = kernels[0].block_launcher if len(kernels) == 1 else None
-    if name is not None and not name.isidentifier():
-        raise BuildError(f"kernel '{artifact.name}': block_launcher {name!r} is not a C identifier")
+        raise BuildError(f"kernel '{artifact.name}': {field} {name!r} is not a C identifier")
     return name
 
 

@@ -134,6 +134,17 @@ def build(artifact: KernelArtifact, options: BuildOptions) -> Any:
     )
 
 
+def _bind(symbols: dict, origin: dict, sym: str, value: int, where: str, owner: str) -> Optional[Exception]:
+    """Bind ``sym`` to ``value`` (read at ``where``, from argument ``owner``); the contract's
+    error when an earlier argument bound it to another value."""
+    if sym in symbols and symbols[sym] != value:
+        return ValueError(f"{where} binds symbol '{sym}' = {value}, but argument '{origin[sym]}' bound it "
+                          f"to {symbols[sym]}")
+    symbols.setdefault(sym, value)
+    origin.setdefault(sym, owner)
+    return None
+
+
 def _device_assert_text(exc: BaseException) -> Optional[str]:
     """The text of the failed ``T.device_assert`` TVM's host code raised (the lowering's assert
     statement carries it, lowering/device_assert.py), or None for any other error."""
@@ -536,13 +547,9 @@ class _CallPlan:
                         return ValueError(
                             f"{pre}: gives symbol '{sym}' = {value}, but a dimension cannot be negative"
                         ), symbols
-                    if sym in symbols and symbols[sym] != value:
-                        return ValueError(
-                            f"{pre}: value binds symbol '{sym}' = {value}, but argument "
-                            f"'{origin[sym]}' bound it to {symbols[sym]}"
-                        ), symbols
-                    symbols.setdefault(sym, value)
-                    origin.setdefault(sym, p.name)
+                    err = _bind(symbols, origin, sym, value, f"{pre}: value", p.name)
+                    if err is not None:
+                        return err, symbols
                 continue
             if not isinstance(x, torch.Tensor):
                 return TypeError(f"{pre}: expected a torch.Tensor, got {_short_type_name(x)}"), symbols
@@ -563,28 +570,16 @@ class _CallPlan:
                     if got != dim:
                         return ValueError(f"{pre}: expected shape[{d}] == {dim}, got {got}"), symbols
                 elif dim.strip().isidentifier():
-                    sym = dim.strip()
-                    if sym in symbols:
-                        if symbols[sym] != got:
-                            return ValueError(
-                                f"{pre}: shape[{d}] binds symbol '{sym}' = {got}, but argument "
-                                f"'{origin[sym]}' bound it to {symbols[sym]}"
-                            ), symbols
-                    else:
-                        symbols[sym] = got
-                        origin[sym] = p.name
+                    err = _bind(symbols, origin, dim.strip(), got, f"{pre}: shape[{d}]", p.name)
+                    if err is not None:
+                        return err, symbols
                 else:
                     deferred.append((j, pre, d, dim, got))
             for sym, (k, d) in self.stride_source.items():  # the strides check compares the others
                 if k == j:
-                    got = x.stride(d)
-                    if sym in symbols and symbols[sym] != got:
-                        return ValueError(
-                            f"{pre}: stride[{d}] binds symbol '{sym}' = {got}, but argument "
-                            f"'{origin[sym]}' bound it to {symbols[sym]}"
-                        ), symbols
-                    symbols.setdefault(sym, got)
-                    origin.setdefault(sym, p.name)
+                    err = _bind(symbols, origin, sym, x.stride(d), f"{pre}: stride[{d}]", p.name)
+                    if err is not None:
+                        return err, symbols
             if p.index_limit is not None:  # elements (compact) or largest offset + 1 (explicit strides)
                 reach = x.numel() if p.strides is None else _reach(x)
                 if reach > p.index_limit:

@@ -28,7 +28,7 @@ def device_assert(condition: Any, msg: str = "", no_stack_info: bool = False) ->
     * CUDA: the failing thread prints that text and traps, as CUDA's ``assert`` does; the call's
       CUDA error (``unspecified launch failure``) is raised at the next synchronisation, and the
       process's CUDA context is unusable afterwards.
-    * Metal: not checked (Metal kernels cannot stop; the statement is dropped).
+    * Metal and ROCm: not checked (the statement is dropped).
 
     ``no_stack_info`` is accepted for TileLang compatibility (the text always names the kernel line).
     """
