@@ -330,11 +330,7 @@ class CallChecker:
             elif bound != got:
                 self._bind(e.index, f"shape[{d}]", symbol, got, symbols, source)
         for d, symbol in e.stride_binds:  # bound here first: the strides check compares the others
-            got, bound = x.stride(d), symbols.get(symbol)
-            if bound is None:
-                symbols[symbol], source[symbol] = got, e.index
-            elif bound != got:
-                self._bind(e.index, f"stride[{d}]", symbol, got, symbols, source)
+            self._bind(e.index, f"stride[{d}]", symbol, x.stride(d), symbols, source)
         limit = self._limit.get(e.index) if self._limit else None
         if limit is not None:  # elements (compact) or largest offset + 1 (declared strides)
             reach = x.numel() if e.compact else element_reach(x)
@@ -514,3 +510,15 @@ def ctypes_type(dtype: str) -> Callable:
         **{f"uint{b}": getattr(ctypes, f"c_uint{b}") for b in (8, 16, 32, 64)},
     }
     return table[dtype]
+
+
+def ctypes_assert_message(library: Any, entry: Any) -> Optional[Callable[[], Any]]:
+    """The ``DeviceKernel.assert_message`` function of ``entry`` in a ``ctypes.CDLL`` ``library``,
+    ready for :meth:`BoundCall.check_status`; None when the kernel has no ``T.device_assert``."""
+    if not entry.assert_message:
+        return None
+    import ctypes
+
+    function = getattr(library, entry.assert_message)
+    function.restype, function.argtypes = ctypes.c_char_p, []
+    return function

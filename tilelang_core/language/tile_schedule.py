@@ -73,6 +73,10 @@ class PersistentTileScheduler:
         ``init``/``valid``/``next_tile``; False: only :meth:`coord`.
     :param name: accepted for TileLang compatibility; the state scalars are named after the
         variable the scheduler is assigned to (``sched_m_idx``, ...).
+
+    The state, when ``stateful``: ``m_idx`` (the current tile's M index, a cluster row when
+    ``cluster_size > 1``), ``n_idx``, ``linear_idx`` (its linear number) and ``current_iter`` (how
+    many tiles this worker has advanced past), each a scalar read in expressions.
     """
 
     def __init__(self, num_m_tiles: Any, num_n_tiles: Any, num_workers: Any = None, swizzle_size: int = 1,
@@ -95,7 +99,6 @@ class PersistentTileScheduler:
         self.grid = (m_tiles, _expr(num_n_tiles))
         self.total_tiles = self.grid[0] * self.grid[1]
         self.stateful = bool(stateful)
-        self.name = name  # the prefix TVMScript names the state with is the assigned variable's
         if self.stateful:
             # attribute names = the IR names' suffixes (TVMScript names them <variable>_<attribute>)
             self.m_idx = _B.alloc_scalar("int32", scope="local.var")
@@ -128,18 +131,11 @@ class PersistentTileScheduler:
             _refuse(f"a scheduler made with stateful=False has no {name}; use coord(tile)")
         raise AttributeError(f"'PersistentTileScheduler' object has no attribute {name!r}")
 
-    def _scalar(self, field: str) -> Any:
-        return getattr(self, field)
-
     def _store(self, field: str, value: Any) -> None:
-        _B.buffer_store(self._scalar(field).source, value, [0])
-
-    # The state, when ``stateful``: ``m_idx`` (the current tile's M index, a cluster row when
-    # ``cluster_size > 1``), ``n_idx``, ``linear_idx`` (its linear number) and ``current_iter`` (how
-    # many tiles this worker has advanced past), each a scalar read in expressions.
+        _B.buffer_store(getattr(self, field).source, value, [0])
 
     def _update(self) -> None:
-        m, n = self.coord(self._scalar("linear_idx"))
+        m, n = self.coord(self.linear_idx)
         self._store("m_idx", m)
         self._store("n_idx", n)
 
@@ -151,10 +147,10 @@ class PersistentTileScheduler:
 
     def next_tile(self, step: Any = None) -> None:
         """Advance by ``step`` tiles (default: ``num_workers``)."""
-        self._store("current_iter", self._scalar("current_iter") + 1)
-        self._store("linear_idx", self._scalar("linear_idx") + (self.num_workers if step is None else _expr(step)))
+        self._store("current_iter", self.current_iter + 1)
+        self._store("linear_idx", self.linear_idx + (self.num_workers if step is None else _expr(step)))
         self._update()
 
     def valid(self) -> Any:
         """Whether the current tile number is inside the grid (the ``while`` condition)."""
-        return self._scalar("linear_idx") < self.total_tiles
+        return self.linear_idx < self.total_tiles

@@ -293,12 +293,12 @@ def _with_status_asserts(func: Any, entry: str) -> tuple[Any, Optional[str]]:
     """``func`` with its ``T.device_assert`` statements lowered for a C entry point named ``entry``
     (status -3, the text kept for ``<entry>_assert_message``), and that function's name (None
     when the kernel asserts nothing)."""
-    from .device_assert import assert_message_source, has_device_asserts, lower_device_asserts
+    from .device_assert import assert_message_source, lower_device_asserts
     from .source_imports import with_import
 
-    if not has_device_asserts(func):
+    func, helpers = lower_device_asserts(func, "status")
+    if not helpers:  # the status form defines one function per assertion: none, no assertions
         return func, None
     function = f"{entry}_assert_message"
-    func, helpers = lower_device_asserts(func, "status")
     text = helpers + assert_message_source(function)
     return func.with_body(with_import(func.body, "pragma_import_c", text)), function

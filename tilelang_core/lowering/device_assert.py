@@ -24,6 +24,7 @@ from tvm import tirx
 
 from ..language.tileops.debug import DEVICE_ASSERT_CALL
 from .atomics import checked_map
+from .frontend import marker_args
 
 __all__ = ["DEVICE_ASSERT_FAILED", "FORMS", "assert_message_source", "has_device_asserts", "lower_device_asserts"]
 
@@ -34,12 +35,8 @@ FORMS = ("status", "runtime", "cuda", "drop")
 
 
 def _marker(stmt: Any):
-    if not isinstance(stmt, tirx.Evaluate) or not isinstance(stmt.value, tvm.ir.Call):
-        return None
-    args = list(stmt.value.args)
-    if len(args) == 3 and isinstance(args[0], tvm.ir.StringImm) and args[0].value == DEVICE_ASSERT_CALL:
-        return args[1], args[2]
-    return None
+    """``[cond, text]`` of a ``T.device_assert`` marker statement, else None."""
+    return marker_args(stmt, DEVICE_ASSERT_CALL, 2)
 
 
 def has_device_asserts(func: tirx.PrimFunc) -> bool:

@@ -96,30 +96,27 @@ def _as_expr(value: Any, dtype: str = "int32"):
     return value
 
 
+def marker_args(stmt: Any, name: str, count: int) -> Optional[list]:
+    """The ``count`` arguments of a marker statement ``call_extern(dtype, name, *args)`` (what
+    ``T.Parallel``, ``T.Persistent``, ``T.device_assert``, ... emit), else None."""
+    if not isinstance(stmt, tirx.Evaluate) or not isinstance(stmt.value, tvm.ir.Call):
+        return None
+    args = list(stmt.value.args)
+    if len(args) != count + 1 or not isinstance(args[0], tvm.ir.StringImm) or args[0].value != name:
+        return None
+    return args[1:]
+
+
 def _is_parallel_marker(stmt: Any) -> Optional[int]:
     """ndim of a ``T.Parallel`` marker statement, else None."""
-    if not isinstance(stmt, tirx.Evaluate):
-        return None
-    call = stmt.value
-    if not isinstance(call, tvm.ir.Call) or len(call.args) != 2:
-        return None
-    name = call.args[0]
-    if isinstance(name, tvm.ir.StringImm) and name.value == PARALLEL_MARKER:
-        return _int(call.args[1])
-    return None
+    args = marker_args(stmt, PARALLEL_MARKER, 1)
+    return None if args is None else _int(args[0])
 
 
 def _safe_value_marker(stmt: Any) -> Optional[tuple]:
     """``(buffer, value)`` of a ``T.annotate_safe_value`` marker statement, else None."""
-    if not isinstance(stmt, tirx.Evaluate):
-        return None
-    call = stmt.value
-    if not isinstance(call, tvm.ir.Call) or len(call.args) != 3:
-        return None
-    name = call.args[0]
-    if not (isinstance(name, tvm.ir.StringImm) and name.value == SAFE_VALUE_CALL):
-        return None
-    return call.args[1].args[0].source, call.args[2]
+    args = marker_args(stmt, SAFE_VALUE_CALL, 2)
+    return None if args is None else (args[0].args[0].source, args[1])
 
 
 def _guard_safe_loads(body: Any, safe_values: tuple) -> Any:

@@ -23,23 +23,18 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import tvm
 from tvm import tirx
 
 from ..errors import LoweringError
 from ..language.core import PERSISTENT_MARKER
+from .frontend import marker_args  # the frontend imports this module only when it runs
 
 __all__ = ["expand_persistent_loops"]
 
 
 def _marker(stmt: Any) -> Optional[list]:
     """The arguments ``[ndim, wave_size, index, group_size]`` of a marker statement, else None."""
-    if not isinstance(stmt, tirx.Evaluate) or not isinstance(stmt.value, tvm.ir.Call):
-        return None
-    args = list(stmt.value.args)
-    if len(args) != 5 or not isinstance(args[0], tvm.ir.StringImm) or args[0].value != PERSISTENT_MARKER:
-        return None
-    return args[1:]
+    return marker_args(stmt, PERSISTENT_MARKER, 4)
 
 
 def _cast(dtype: str, value: Any) -> Any:

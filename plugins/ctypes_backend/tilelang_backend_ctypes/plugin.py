@@ -62,19 +62,17 @@ class Kernel:
         import shutil
         import weakref
 
-        from tilelang_core.calling import CallChecker, ctypes_type
+        from tilelang_core.calling import CallChecker, ctypes_assert_message, ctypes_type
 
         self.artifact, self.options, self.directory, self.name = artifact, options, Path(directory), artifact.name
         (entry,) = artifact.device_kernels
         self.args = entry.args
-        self.function = getattr(ctypes.CDLL(str(self.directory / LIBRARY)), entry.name)
+        library = ctypes.CDLL(str(self.directory / LIBRARY))
+        self.function = getattr(library, entry.name)
         self.function.restype = None if entry.return_type == "void" else ctypes.c_int32
         self.function.argtypes = [ctypes.c_void_p if a.kind == "pointer" else ctypes_type(a.dtype) for a in entry.args]
         self.checker = CallChecker(artifact, options.out_idx)
-        self.assert_message = None  # the text of a failed T.device_assert (DeviceKernel.assert_message)
-        if entry.assert_message:
-            self.assert_message = getattr(ctypes.CDLL(str(self.directory / LIBRARY)), entry.assert_message)
-            self.assert_message.restype, self.assert_message.argtypes = ctypes.c_char_p, []
+        self.assert_message = ctypes_assert_message(library, entry)  # a failed T.device_assert's text
         # The folder is this kernel's own (a build's, or a private copy of a saved one): remove it with
         # the kernel. The loaded library stays mapped; a failed build keeps its folder for the error.
         weakref.finalize(self, shutil.rmtree, str(self.directory), True)
