@@ -20,7 +20,7 @@ from .cpu_math import lower_cpu_math
 from .stack_buffers import stack_arrays, stack_small_buffers
 from .wrapping_unsigned import wrapping_unsigned_arithmetic
 from .intrinsics import lower_cpu_intrinsics
-from .workspaces import heap_workspaces
+from .workspaces import heap_workspaces, release_workspaces_on_assert
 from .frontend import BLOCK_LOOP_KEY, PARALLEL_MIN_WORK, PRAGMA_MARKER
 from .signature import expr_to_dim, free_vars, inline_binds, is_tensor_param, param_name
 
@@ -86,7 +86,7 @@ def _rename_reserved_vars(func: tirx.PrimFunc) -> tirx.PrimFunc:
 
 #: Name of the extern call marking where an outlined block loop is run (``<marker>__<k>(blocks, work)``).
 RUN_BLOCKS_MARKER = "TL_RUN_BLOCKS"
-_RUN_BLOCKS_LINE = re.compile(r"^(\s*)" + RUN_BLOCKS_MARKER + r"__(\d+)\((.*)\);\s*$")
+_RUN_BLOCKS_LINE = re.compile(r"^(\s*)int32_t (\w+) = " + RUN_BLOCKS_MARKER + r"__(\d+)\((.*)\);\s*$")
 
 #: C helpers of kernels with parallel block loops (see docs/backend-conventions.md).
 BLOCK_LAUNCHER_C = """\
@@ -254,15 +254,12 @@ def _postprocess_c(source: str, entry: str, n_block_loops: int = 0) -> str:
     while i < len(lines):
         line = lines[i]
         run = _RUN_BLOCKS_LINE.match(line)
-        if run:
-            indent, k, call_args = run.group(1), int(run.group(2)), _split_c_args(run.group(3))
+        if run:  # `int32_t rc = TL_RUN_BLOCKS__k(blocks, work);` (the `if (rc != 0) return` follows)
+            indent, rc, k, call_args = run.group(1), run.group(2), int(run.group(3)), _split_c_args(run.group(4))
             fn = f"{entry}_blocks{k}"
-            out.append(f"{indent}{{")
-            out.append(f"{indent}  struct {fn}_args tl_args = {{ {', '.join(launch_args[k]) or '0'} }};")
-            out.append(f"{indent}  int32_t tl_rc = tl_run_blocks({entry}_block_launcher, {call_args[0]}, {call_args[1]}, "
-                       f"{fn}_thunk, &tl_args);")
-            out.append(f"{indent}  if (tl_rc != 0) return tl_rc;")
-            out.append(f"{indent}}}")
+            out.append(f"{indent}struct {fn}_args tl_args_{k} = {{ {', '.join(launch_args[k]) or '0'} }};")
+            out.append(f"{indent}int32_t {rc} = tl_run_blocks({entry}_block_launcher, {call_args[0]}, {call_args[1]}, "
+                       f"{fn}_thunk, &tl_args_{k});")
             i += 1
             continue
         if launch_defs and entry_def.match(line):
@@ -414,12 +411,31 @@ def _c_params(fn: tirx.PrimFunc, symbol_vars: list, original_params: list):
     return params, decls, args, extra_symbols
 
 
+def _run_blocks_status(body: Any) -> Any:
+    """Each ``TL_RUN_BLOCKS__<k>`` marker of :func:`outline_block_loops` as
+    ``rc = TL_RUN_BLOCKS__<k>(...); if (rc != 0) return rc;``: a failed block range (a
+    ``T.device_assert``) ends the entry with its status, through a ``return`` that
+    lowering/workspaces.py sees (it releases the workspaces first)."""
+
+    def on_evaluate(stmt: Any) -> Any:
+        call = stmt.value
+        if not (isinstance(call, tirx.Call) and str(getattr(call.op, "name", "")) == "tirx.call_extern"
+                and str(call.args[0].value).startswith(RUN_BLOCKS_MARKER + "__")):
+            return stmt
+        rc = tirx.Var("tl_rc", PrimType("int32"))
+        failed = tirx.IfThenElse(rc != tirx.IntImm("int32", 0), tirx.Return(rc), None)
+        return tirx.SeqStmt([tirx.Bind(rc, call), failed])
+
+    return tvm_ffi.structural_map(body, [(tirx.Evaluate, on_evaluate)])
+
+
 def _c_function(fn: tirx.PrimFunc, params: list, prologue: list, name: str, target: Any) -> tirx.PrimFunc:
     """A plain C function ``name(params)`` running ``prologue`` then ``fn``'s body, returning 0.
 
-    Top-level ``T.alloc_global`` workspaces go on the heap (lowering/workspaces.py).
+    Top-level ``T.alloc_global`` workspaces go on the heap (lowering/workspaces.py), released
+    on every ``return``.
     """
-    body = stack_arrays(heap_workspaces(fn.body))  # lowering/stack_buffers.py
+    body = stack_arrays(heap_workspaces(_run_blocks_status(fn.body)))  # lowering/stack_buffers.py
     body = tirx.SeqStmt(prologue + [body, tirx.Return(tirx.IntImm("int32", 0))])
     new_fn = tirx.PrimFunc(params, body, ret_type=PrimType("int32")).with_attrs(
         {"global_symbol": name, "target": target, "tirx.noalias": True}
@@ -723,7 +739,8 @@ def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, A
     mod = tirx.transform.BindTarget(tvm.target.Target(target, host=target))(mod)
     mod = P.cpu_runtime_passes(configs, vector_types=language == "llvm")(mod)
     host_mod, device_mods = split_host_device_mods(mod)
-    host_mod = P.host_finalize_passes()(stack_small_buffers(host_mod))  # lowering/stack_buffers.py
+    # lowering/stack_buffers.py, then lowering/workspaces.py (a failing T.device_assert frees them)
+    host_mod = P.host_finalize_passes()(release_workspaces_on_assert(stack_small_buffers(host_mod)))
     if target.kind.name == "c":
         host_mod = min_max_as_selects(exact_float_constants(_printable_non_finite(host_mod)))  # c_constants.py
     else:

@@ -1,26 +1,38 @@
-"""Global workspaces (``T.alloc_global``) of the plain C entry point: heap, not stack.
+"""Workspaces of CPU kernels, released on every way out of the kernel.
 
-TVM's C code generator can only print constant-size stack arrays, and a large workspace on the
-stack of the calling thread can overflow it. In the C device source (target ``c``, consumer
-``device_source``) every ``global``-scope allocation of the kernel becomes::
+**C entry point** (target ``c``, consumer ``device_source``): TVM's C code generator can only
+print constant-size stack arrays, and a large workspace on the stack of the calling thread can
+overflow it, so every top-level ``global``-scope allocation (``T.alloc_global``) becomes::
 
-    T* W = tl_workspace_alloc(bytes);  if (W == NULL) return -2;
+    T* W = tl_workspace_alloc(bytes);  if (W == NULL) { <release the earlier ones>; return -2; }
     ... the statements that follow the allocation ...
     tl_workspace_free(W);
 
-The two helpers (``malloc``/``free``) come with the source through ``pragma_import_c``. TVM's
-runtime-module paths allocate such buffers with ``TVMBackendAllocWorkspace`` themselves.
+(:func:`heap_workspaces`). Every ``return`` among the statements that follow (a failed
+``T.device_assert``, a failed block range, a later allocation that failed) first frees the
+workspaces allocated so far. The two helpers (``malloc``/``free``) come with the source through
+``pragma_import_c``.
+
+**Runtime modules** (targets ``c`` and ``llvm``, consumer ``runtime_module``): TVM's
+``LowerTVMBuiltin`` turns allocations into ``TVMBackendAllocWorkspace`` / ``...FreeWorkspace``
+pairs, and a failing assertion (``T.device_assert``) returns between the two: each failing call
+kept its workspaces, 4 MiB per call for a 1M-float ``T.alloc_global``.
+:func:`release_workspaces_on_assert` makes the pair explicit for every allocation that encloses
+such an assertion, and frees them before the assertion fails.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Optional
 
 import tvm
+import tvm_ffi
 from tvm import tirx
 from tvm.ir import PointerType, PrimType
 
 from .source_imports import c_definitions, with_import
+
+__all__ = ["WORKSPACE_ALLOC_FAILED", "heap_workspaces", "release_workspaces_on_assert"]
 
 #: Return code of the C entry point when a workspace cannot be allocated.
 WORKSPACE_ALLOC_FAILED = -2
@@ -31,6 +43,13 @@ _C_TYPES = {
     "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
     "float16": "half", "bfloat16": "uint16_t", "float32": "float", "float64": "double",
 }
+
+#: The annotation through which ``LowerTVMBuiltin`` leaves an allocation to the code generator
+#: (a stack array); lowering/stack_buffers.py sets it.
+_KEEP_ON_STACK = "disable_lower_builtin"
+#: TVM keeps a constant-size ``global`` CPU allocation under this many bytes on the stack.
+_TVM_STACK_LIMIT_BYTES = 1024
+_CPU_DEVICE = 1  # kDLCPU
 
 
 def _helpers(dtypes: list) -> str:
@@ -59,50 +78,164 @@ def _bytes(buf: Any) -> Any:
     return total
 
 
+def _constant_bytes(buf: Any) -> Optional[int]:
+    dtype = tvm.runtime.DataType(str(buf.ty.dtype))
+    total = (dtype.bits * dtype.lanes + 7) // 8
+    for extent in buf.ty.shape:
+        if not isinstance(extent, tirx.IntImm):
+            return None
+        total *= int(extent.value)
+    return total
+
+
+def _then_release(live: list, exit_stmt: Any) -> Any:
+    """``exit_stmt`` preceded by the release of the ``live`` workspaces (innermost first)."""
+    return tirx.SeqStmt(list(reversed(live)) + [exit_stmt]) if live else exit_stmt
+
+
+# An allocation rule: (stmt, the statements after it in its sequence, live, top) -> None (not an
+# allocation it takes) or (statements replacing it, the statement releasing it).
+_Allocate = Callable[[Any, list, list, bool], Optional[tuple]]
+
+
+def _with_releases(stmt: Any, live: list, top: bool, allocate: _Allocate, on_exit: Callable[[Any, list], Any]) -> Any:
+    """``stmt`` with the allocations ``allocate`` takes made explicit (released at the end of
+    their sequence) and each exit statement rewritten by ``on_exit(stmt, live)``.
+
+    ``live`` holds the release statements of the enclosing workspaces; ``top`` is True outside
+    every loop and condition.
+    """
+    def again(s: Any, inner_top: bool = False) -> Any:
+        return _with_releases(s, live, top and inner_top, allocate, on_exit)
+
+    if isinstance(stmt, tirx.SeqStmt):
+        out: list = []
+        mine: list = []
+        items = list(stmt.seq)
+        for k, item in enumerate(items):
+            taken = allocate(item, items[k + 1:], live + mine, top)
+            if taken is None:
+                out.append(_with_releases(item, live + mine, top, allocate, on_exit))
+                continue
+            replacement, release = taken
+            out.extend(replacement)
+            mine.append(release)
+        if not mine and len(out) == len(items) and all(a.same_as(b) for a, b in zip(out, items)):
+            return stmt
+        return tirx.SeqStmt(out + list(reversed(mine)))
+    if isinstance(stmt, tirx.AttrStmt):
+        body = again(stmt.body, inner_top=True)
+        return stmt if body.same_as(stmt.body) else tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, body, stmt.span)
+    if isinstance(stmt, tirx.For):
+        body = again(stmt.body)
+        if body.same_as(stmt.body):
+            return stmt
+        return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, stmt.thread_binding,
+                        stmt.annotations, stmt.step, stmt.span)
+    if isinstance(stmt, tirx.While):
+        body = again(stmt.body)
+        return stmt if body.same_as(stmt.body) else tirx.While(stmt.condition, body, stmt.span)
+    if isinstance(stmt, tirx.IfThenElse):
+        then = again(stmt.then_case)
+        other = again(stmt.else_case) if stmt.else_case is not None else None
+        if then.same_as(stmt.then_case) and (other is None or other.same_as(stmt.else_case)):
+            return stmt
+        return tirx.IfThenElse(stmt.condition, then, other, stmt.span)
+    if live:
+        return on_exit(stmt, live)
+    return stmt
+
+
 def heap_workspaces(body: Any) -> Any:
-    """``body`` with its top-level global-scope ``AllocBuffer``s on the heap (module docstring).
+    """``body`` (a plain C entry's) with its top-level global-scope ``AllocBuffer``s on the heap,
+    freed at the end of their scope and before every ``return`` in it (module docstring).
 
     Only allocations outside loops (where ``T.alloc_global`` belongs: before ``T.Kernel``) are
     moved; the ``return`` of a failed allocation could not leave an OpenMP loop.
     """
-    found = []
     dtypes: list = []
 
-    def walk(stmt):
-        if isinstance(stmt, tirx.SeqStmt):
-            return on_seq(tirx.SeqStmt([walk(s) if isinstance(s, (tirx.AttrStmt, tirx.SeqStmt)) else s for s in stmt.seq]))
-        if isinstance(stmt, tirx.AttrStmt):
-            return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, walk(stmt.body), stmt.span)
-        return stmt
+    def allocate(stmt: Any, rest: list, live: list, top: bool) -> Optional[tuple]:  # noqa: ARG001
+        if not (top and _is_global_alloc(stmt)):
+            return None
+        buf = stmt.buffer
+        dtype = str(buf.ty.dtype)
+        if dtype not in _C_TYPES:
+            return None  # a vector dtype: left to TVM (refused for target c anyway)
+        dtypes.append(dtype)
+        ptype = PointerType(PrimType(dtype), "global")
+        ptr = tirx.Var(f"{buf}_heap", ptype)
+        failed = tirx.call_intrin("bool", "tirx.isnullptr", ptr)
+        give_up = _then_release(live, tirx.Return(tirx.IntImm("int32", WORKSPACE_ALLOC_FAILED)))
+        release = tirx.Evaluate(tirx.call_extern("int32", f"tl_workspace_free_{dtype}", ptr))
+        return ([tirx.Bind(ptr, tirx.call_extern(ptype, f"tl_workspace_alloc_{dtype}", _bytes(buf))),
+                 tirx.IfThenElse(failed, give_up, None), tirx.DeclBuffer(buf, data=ptr)], release)
 
-    def on_seq(seq):
-        stmts = list(seq.seq)
-        if not any(_is_global_alloc(s) for s in stmts):
-            return seq
-        found.append(seq)
-        out: list = []
-        frees: list = []
-        for stmt in stmts:
-            if not _is_global_alloc(stmt):
-                out.append(stmt)
-                continue
-            buf = stmt.buffer
-            dtype = str(buf.ty.dtype)
-            if dtype not in _C_TYPES:
-                out.append(stmt)  # a vector dtype: left to TVM (refused for target c anyway)
-                continue
-            dtypes.append(dtype)
-            ptype = PointerType(PrimType(dtype), "global")
-            ptr = tirx.Var(f"{buf}_heap", ptype)
-            out.append(tirx.Bind(ptr, tirx.call_extern(ptype, f"tl_workspace_alloc_{dtype}", _bytes(buf))))
-            failed = tirx.call_intrin("bool", "tirx.isnullptr", ptr)
-            out.append(tirx.IfThenElse(failed, tirx.Return(tirx.IntImm("int32", WORKSPACE_ALLOC_FAILED)), None))
-            out.append(tirx.DeclBuffer(buf, data=ptr))
-            frees.append(tirx.Evaluate(tirx.call_extern("int32", f"tl_workspace_free_{dtype}", ptr)))
-        return tirx.SeqStmt(out + list(reversed(frees)))
+    def on_exit(stmt: Any, live: list) -> Any:
+        return _then_release(live, stmt) if isinstance(stmt, tirx.Return) else stmt
 
-    body = walk(body)
-    if not found:
+    body = _with_releases(body, [], True, allocate, on_exit)
+    if not dtypes:
         return body
-    text = _helpers(sorted(set(dtypes)))
-    return with_import(body, "pragma_import_c", text)
+    return with_import(body, "pragma_import_c", _helpers(sorted(set(dtypes))))
+
+
+def _contains_assert(stmt: Any) -> bool:
+    found: list = []
+
+    def on_assert(node: Any) -> Any:
+        found.append(node)
+        return node
+
+    tvm_ffi.structural_map(stmt, [(tirx.AssertStmt, on_assert)])
+    return bool(found)
+
+
+def _failing_assert(kind: Any, parts: list) -> Any:
+    """An assertion that fails, raising ``kind`` with ``parts`` (TVM 0.27: condition, kind, parts)."""
+    return tirx.AssertStmt(tirx.IntImm("bool", 0), kind, parts)
+
+
+def _release_on_assert(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
+    def allocate(stmt: Any, rest: list, live: list, top: bool) -> Optional[tuple]:  # noqa: ARG001
+        if not isinstance(stmt, tirx.AllocBuffer) or _KEEP_ON_STACK in stmt.annotations:
+            return None
+        if not any(_contains_assert(s) for s in rest):
+            return None  # TVM's own pair is right when nothing in its scope can fail
+        buf = stmt.buffer
+        size = _constant_bytes(buf)
+        if _is_global_alloc(stmt) and size is not None and 0 < size < _TVM_STACK_LIMIT_BYTES:
+            return None  # TVM keeps it on the stack
+        dtype = tvm.runtime.DataType(str(buf.ty.dtype))
+        ptr = tirx.Var(f"{buf}_workspace", PointerType(PrimType(str(buf.ty.dtype)), "global"))
+        alloc = tirx.call_intrin(
+            ptr.ty, "tirx.TVMBackendAllocWorkspace", tirx.IntImm("int32", _CPU_DEVICE), tirx.IntImm("int32", 0),
+            tirx.Cast("uint64", _bytes(buf)), tirx.IntImm("int32", dtype.type_code), tirx.IntImm("int32", dtype.bits),
+        )
+        failed = tirx.call_intrin("bool", "tirx.isnullptr", ptr)
+        message = f"cannot allocate the workspace '{buf}' ({buf.ty.dtype} x {list(buf.ty.shape)}): out of memory"
+        give_up = _then_release(live, _failing_assert(tvm.ir.StringImm("RuntimeError"), [tvm.ir.StringImm(message)]))
+        release = tirx.Evaluate(tirx.call_intrin(
+            "int32", "tirx.TVMBackendFreeWorkspace", tirx.IntImm("int32", _CPU_DEVICE), tirx.IntImm("int32", 0), ptr))
+        return ([tirx.Bind(ptr, alloc), tirx.IfThenElse(failed, give_up, None),
+                 tirx.DeclBuffer(buf, data=ptr)], release)
+
+    def on_exit(stmt: Any, live: list) -> Any:
+        if not isinstance(stmt, tirx.AssertStmt):
+            return stmt
+        # the condition may read a workspace: test it before releasing, then fail
+        fail = _failing_assert(stmt.error_kind, list(stmt.message_parts))
+        return tirx.IfThenElse(tirx.Not(stmt.condition), _then_release(live, fail), None)
+
+    if not _contains_assert(func.body):
+        return func
+    body = _with_releases(func.body, [], True, allocate, on_exit)
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
+def release_workspaces_on_assert(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` (a CPU runtime module's host module, after lowering/stack_buffers.py and before
+    ``LowerTVMBuiltin``) with the workspaces that enclose an assertion allocated explicitly and
+    released before the assertion fails (module docstring). Functions without assertions, and
+    allocations that stay on the stack, are unchanged."""
+    return tirx.transform.prim_func_pass(_release_on_assert, opt_level=0, name="tl.ReleaseWorkspacesOnAssert")(mod)
