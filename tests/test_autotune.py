@@ -383,3 +383,53 @@ def test_store_locking_uses_the_kernel_caches_lock_files(kit):
     assert store.load(key).best_config == {"speed": 4}
     assert os.listdir(kit.cache / "tmp") == []
 
+
+
+def test_generate_cache_key_is_the_key_run_stores_under(kit):
+    from dataclasses import replace
+
+    def tuner(**profile):
+        return (AutoTuner.from_kernel(K.kit_vadd, [{"speed": 1}, {"speed": 4}])
+                .set_kernel_parameters(((16,), {})).set_profile_args(warmup=0, rep=2, **profile))
+
+    first = tuner()
+    key = first.generate_cache_key()
+    assert isinstance(key, str) and len(key) == 64 and first.generate_cache_key() == key
+    first.run()
+    assert [p.stem for p in kit.records()] == [key]
+    assert tuner(skip_check=True).generate_cache_key() != key
+    assert tuner(cache_input_tensors=True).generate_cache_key() != key
+    other_outputs = tuner()
+    other_outputs.compile_args = replace(other_outputs.compile_args, out_idx=[0])
+    assert other_outputs.generate_cache_key() != key
+    assert tuner(ref_prog=K.kit_reference).generate_cache_key() is None  # a callback and no cache_key: not stored
+
+
+@tilelang.autotune(configs=[{"block": 64}, {"block": 128}], warmup=0, rep=2)
+@tilelang.jit(target="c", execution_backend="cython")
+def add_scalar(n=256, block=64):
+    import tilelang.language as T
+
+    @T.prim_func
+    def add(A: T.Tensor((n,), "float32"), s: T.float32):
+        with T.Kernel(T.ceildiv(n, block)) as bx:
+            for i in T.Parallel(block):
+                A[bx * block + i] = A[bx * block + i] + s
+
+    return add
+
+
+def test_a_kernel_with_a_scalar_parameter_is_tuned_on_given_inputs_only(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    add_scalar._tuner_cache.clear()
+    with caplog.at_level(logging.WARNING, logger="tilelang_core"):
+        with pytest.raises(AutotuneConfigError, match=r"scalar parameter\(s\) s .*set_autotune_inputs") as info:
+            add_scalar()
+    assert isinstance(info.value, ValueError)
+    assert "skipped" not in caplog.text  # stopped at the first candidate, not reported per config
+    a = torch.zeros(256)
+    with set_autotune_inputs(a, 0.5):
+        kernel = add_scalar()
+    b = torch.ones(256)
+    kernel(b, 0.25)
+    torch.testing.assert_close(b, torch.full((256,), 1.25))

@@ -15,7 +15,15 @@ from __future__ import annotations
 
 from .capture import get_autotune_inputs, set_autotune_inputs
 from .decorator import AutoTuneImpl, autotune
-from .param import AutotuneConfigError, AutotuneError, AutotuneResult, CompileArgs, ProfileArgs, TrialResult
+from .param import (
+    AutotuneConfigError,
+    AutotuneError,
+    AutotuneResult,
+    CompileArgs,
+    MissingTuningInputs,
+    ProfileArgs,
+    TrialResult,
+)
 from .tuner import AutoTuner
 
 __all__ = [
@@ -25,6 +33,7 @@ __all__ = [
     "AutotuneError",
     "AutotuneResult",
     "CompileArgs",
+    "MissingTuningInputs",
     "ProfileArgs",
     "TrialResult",
     "autotune",

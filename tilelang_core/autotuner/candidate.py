@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..errors import TileLangError
 from .device_lock import exclusive_timing
-from .param import ProfileArgs, Status
+from .param import MissingTuningInputs, ProfileArgs, Status
 
 #: Config key that carries per-config ``pass_configs`` instead of a function argument.
 PASS_CONFIGS_KEY = "pass_configs"
@@ -89,7 +89,16 @@ def candidate_inputs(kernel: Any, profile: ProfileArgs, state: BenchState, given
     if profile.supply_prog is not None:
         inputs = list(profile.supply_prog(profiler._get_params()))
     else:
-        inputs = profiler._get_inputs()
+        from ..profiler.supply import TensorSupplyError
+
+        try:
+            inputs = profiler._get_inputs()
+        except TensorSupplyError as exc:
+            raise MissingTuningInputs(
+                f"{exc}. Tuning generates its inputs, and cannot make these: tune on real inputs with "
+                f"`with tilelang.autotuner.set_autotune_inputs(a, b, ...):` around the call, or give "
+                f"@tilelang.autotune(supply_prog=...)"
+            ) from None
     if profile.cache_input_tensors:
         state.inputs = inputs
     return profiler, inputs

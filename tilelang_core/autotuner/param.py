@@ -23,6 +23,11 @@ class AutotuneConfigError(TileLangError, ValueError):
     """The configurations are not a non-empty list of dicts naming the function's parameters."""
 
 
+class MissingTuningInputs(AutotuneConfigError):
+    """The kernel needs values that generated inputs cannot give (a scalar parameter, a dynamic
+    size): the same for every configuration, so tuning stops at the first candidate."""
+
+
 @dataclass(frozen=True)
 class CompileArgs:
     """How every candidate is compiled: the arguments of :func:`tilelang.compile`.
@@ -150,6 +155,7 @@ __all__ = [
     "AutotuneError",
     "AutotuneResult",
     "CompileArgs",
+    "MissingTuningInputs",
     "ProfileArgs",
     "TrialResult",
 ]

@@ -45,7 +45,15 @@ from .candidate import (
 )
 from .capture import get_autotune_inputs
 from .key import describe_value, tuning_key, unwrap
-from .param import AutotuneConfigError, AutotuneError, AutotuneResult, CompileArgs, ProfileArgs, TrialResult
+from .param import (
+    AutotuneConfigError,
+    AutotuneError,
+    AutotuneResult,
+    CompileArgs,
+    MissingTuningInputs,
+    ProfileArgs,
+    TrialResult,
+)
 
 logger = logging.getLogger("tilelang.autotuner")
 
@@ -373,6 +381,22 @@ class AutoTuner:
     def __call__(self) -> AutotuneResult:
         return self.run()
 
+    def generate_cache_key(self, parameters: Any = None, extra_parameters: Any = None) -> Optional[str]:  # noqa: ARG002
+        """The key under which :meth:`run` stores and finds its result (64 hex digits), or None
+        when the result is not stored: the cache is disabled, or a callback (``ref_prog``,
+        ``supply_prog``, ``manual_check_prog``) is given without ``cache_key``.
+
+        Upstream TileLang's name. Its ``parameters`` and ``extra_parameters`` (the tuned
+        function's signature and extra values to hash) are accepted and not needed: the key
+        covers the function, the call's arguments, the configs, the target and backend, and
+        every compile and profile setting that changes the result.
+        """
+        from ..lowering.target import device_of
+
+        configs = self._configs()
+        resolved, record, _capability = self._resolve()
+        return self._key(configs, resolved, record, self._device(device_of(resolved.kind.name), None))
+
     def _device(self, family: str, executor: Optional[concurrent.futures.Executor]) -> dict[str, Any]:
         """Identity of the device candidates are timed on (asked of a worker with an executor)."""
         from ..devices import device_identity
@@ -458,6 +482,8 @@ class AutoTuner:
                                              inputs=inputs, early_stop_factor=early_stop_factor)
                     trials[i] = TrialResult(i, configs[i], "ok", latency=latency)
                     logger.info("config %d %s: %.4f ms", i, configs[i], latency)
+                except MissingTuningInputs:
+                    raise  # every configuration would fail the same way
                 except Exception as exc:  # noqa: BLE001 - one config never aborts the run
                     status, reason = classify(exc)
                     trials[i] = TrialResult(i, configs[i], status, reason=reason)
