@@ -26,17 +26,18 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-__all__ = ["RUNTIME_STACK_LIMIT_BYTES", "stack_arrays", "stack_small_buffers"]
+__all__ = ["KEEP_ON_STACK", "RUNTIME_STACK_LIMIT_BYTES", "constant_bytes", "stack_arrays", "stack_small_buffers"]
 
 #: Allocations of runtime modules smaller than this (bytes) live on the stack: TVM's own limit
 #: for ``global`` CPU buffers (``kMaxStackAlloca``).
 RUNTIME_STACK_LIMIT_BYTES = 1024
 
 #: The annotation through which ``LowerTVMBuiltin`` leaves an allocation to the code generator.
-_KEEP_ON_STACK = "disable_lower_builtin"
+KEEP_ON_STACK = "disable_lower_builtin"
 
 
-def _constant_bytes(buffer: Any) -> Optional[int]:
+def constant_bytes(buffer: Any) -> Optional[int]:
+    """The size of ``buffer`` in bytes when its shape is constant, else None."""
     dtype = tvm.runtime.DataType(str(buffer.ty.dtype))
     total = (dtype.bits * dtype.lanes + 7) // 8
     for dim in buffer.ty.shape:
@@ -63,7 +64,7 @@ def stack_arrays(body: Any, limit_bytes: Optional[int] = None) -> Any:
         if _is_global(buf):
             return stmt
         if limit_bytes is not None:
-            size = _constant_bytes(buf)
+            size = constant_bytes(buf)
             if size is None or not 0 < size < limit_bytes:
                 return stmt
         moved.append(buf)
@@ -95,7 +96,7 @@ def stack_arrays(body: Any, limit_bytes: Optional[int] = None) -> Any:
         if not any(stmt.buffer.same_as(new) for new in new_buffers):
             return stmt
         annotations = dict(stmt.annotations)
-        annotations[_KEEP_ON_STACK] = tirx.IntImm("int32", 1)
+        annotations[KEEP_ON_STACK] = tirx.IntImm("int32", 1)
         return tirx.AllocBuffer(stmt.buffer, annotations=annotations)
 
     return tvm_ffi.structural_map(body, [(tirx.AllocBuffer, keep_on_stack)])

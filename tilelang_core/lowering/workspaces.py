@@ -31,6 +31,7 @@ from tvm import tirx
 from tvm.ir import PointerType, PrimType
 
 from .source_imports import c_definitions, with_import
+from .stack_buffers import KEEP_ON_STACK, RUNTIME_STACK_LIMIT_BYTES, constant_bytes
 
 __all__ = ["WORKSPACE_ALLOC_FAILED", "heap_workspaces", "release_workspaces_on_assert"]
 
@@ -44,11 +45,6 @@ _C_TYPES = {
     "float16": "half", "bfloat16": "uint16_t", "float32": "float", "float64": "double",
 }
 
-#: The annotation through which ``LowerTVMBuiltin`` leaves an allocation to the code generator
-#: (a stack array); lowering/stack_buffers.py sets it.
-_KEEP_ON_STACK = "disable_lower_builtin"
-#: TVM keeps a constant-size ``global`` CPU allocation under this many bytes on the stack.
-_TVM_STACK_LIMIT_BYTES = 1024
 _CPU_DEVICE = 1  # kDLCPU
 
 
@@ -75,16 +71,6 @@ def _bytes(buf: Any) -> Any:
     total: Any = tirx.IntImm("int64", (dtype.bits * dtype.lanes + 7) // 8)
     for extent in buf.ty.shape:
         total = total * tirx.Cast("int64", extent)
-    return total
-
-
-def _constant_bytes(buf: Any) -> Optional[int]:
-    dtype = tvm.runtime.DataType(str(buf.ty.dtype))
-    total = (dtype.bits * dtype.lanes + 7) // 8
-    for extent in buf.ty.shape:
-        if not isinstance(extent, tirx.IntImm):
-            return None
-        total *= int(extent.value)
     return total
 
 
@@ -198,14 +184,14 @@ def _failing_assert(kind: Any, parts: list) -> Any:
 
 def _release_on_assert(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
     def allocate(stmt: Any, rest: list, live: list, top: bool) -> Optional[tuple]:  # noqa: ARG001
-        if not isinstance(stmt, tirx.AllocBuffer) or _KEEP_ON_STACK in stmt.annotations:
+        if not isinstance(stmt, tirx.AllocBuffer) or KEEP_ON_STACK in stmt.annotations:
             return None
         if not any(_contains_assert(s) for s in rest):
             return None  # TVM's own pair is right when nothing in its scope can fail
         buf = stmt.buffer
-        size = _constant_bytes(buf)
-        if _is_global_alloc(stmt) and size is not None and 0 < size < _TVM_STACK_LIMIT_BYTES:
-            return None  # TVM keeps it on the stack
+        size = constant_bytes(buf)
+        if _is_global_alloc(stmt) and size is not None and 0 < size < RUNTIME_STACK_LIMIT_BYTES:
+            return None  # TVM keeps it on the stack (its own limit)
         dtype = tvm.runtime.DataType(str(buf.ty.dtype))
         ptr = tirx.Var(f"{buf}_workspace", PointerType(PrimType(str(buf.ty.dtype)), "global"))
         alloc = tirx.call_intrin(
