@@ -12,31 +12,27 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import pathlib
+import sys
 
 import pytest
 import torch
 
 import tilelang
 import tilelang.language as T
-from tilelang_core.backends import get_registry
 from tilelang_core.jit import compile as compile_module
 from tilelang_core.language.tileops._common import OperandTypeError
 from tilelang_core.lowering import lower
 
 _HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE))
+from backend_pairs import cpu_pairs  # noqa: E402
+
 _spec = importlib.util.spec_from_file_location("test_tileops_cuda_for_asserts", _HERE / "test_tileops_cuda.py")
 CU = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(CU)
 
 
-def _installed(backend: str) -> bool:
-    record = get_registry().get(backend)
-    return record is not None and record.usable
-
-
-PAIRS = [("cython", "c"), ("tvm_ffi", "c"), ("tvm_ffi", "llvm"), ("ctypes", "c")]
-PAIRS = [pytest.param(b, t, marks=pytest.mark.skipif(not _installed(b), reason=f"{b} is not installed"),
-                      id=f"{b}-{t}") for b, t in PAIRS]
+PAIRS = cpu_pairs()
 
 
 def sqrt_kernel(n: int, block: int):

@@ -10,22 +10,19 @@ count; and the next passing call must still give the right result.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 import tilelang
 import tilelang.language as T
-from tilelang_core.backends import get_registry
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from backend_pairs import cpu_pairs  # noqa: E402
 
-def _installed(backend: str) -> bool:
-    record = get_registry().get(backend)
-    return record is not None and record.usable
-
-
-PAIRS = [("cython", "c"), ("tvm_ffi", "c"), ("tvm_ffi", "llvm"), ("ctypes", "c")]
-PAIRS = [pytest.param(b, t, marks=pytest.mark.skipif(not _installed(b), reason=f"{b} is not installed"),
-                      id=f"{b}-{t}") for b, t in PAIRS]
+PAIRS = cpu_pairs()
 
 MIB = 1 << 20
 

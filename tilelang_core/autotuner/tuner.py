@@ -45,15 +45,8 @@ from .candidate import (
 )
 from .capture import get_autotune_inputs
 from .key import describe_value, tuning_key, unwrap
-from .param import (
-    AutotuneConfigError,
-    AutotuneError,
-    AutotuneResult,
-    CompileArgs,
-    MissingTuningInputs,
-    ProfileArgs,
-    TrialResult,
-)
+from .param import AutotuneConfigError, AutotuneError, AutotuneResult, CompileArgs, ProfileArgs, TrialResult
+from .param import MissingTuningInputs
 
 logger = logging.getLogger("tilelang.autotuner")
 
