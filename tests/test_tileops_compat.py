@@ -362,6 +362,84 @@ def test_ieee_rounding_modes_are_correctly_rounded(dtype, dynamic, path):
             assert len(mism) == 0, (op, mode, a[mism[0]], b[mism[0]], col[mism[0]], want[mism[0]])
 
 
+@functools.lru_cache(maxsize=None)
+def _finite_16bit(dtype):
+    """Every finite value of a 16-bit float format, ascending: (Fractions, bit patterns)."""
+    bits = np.arange(1 << 16, dtype=np.uint32)
+    with np.errstate(invalid="ignore"):  # the NaN patterns, dropped below
+        if dtype == "float16":
+            values = bits.astype(np.uint16).view(np.float16).astype(np.float64)
+        else:  # bfloat16: the top half of a float32
+            values = (bits << 16).view(np.float32).astype(np.float64)
+    keep = np.isfinite(values) & ~((values == 0) & (bits >= 0x8000))  # one zero
+    pairs = sorted((Fraction(float(v)), int(b)) for v, b in zip(values[keep], bits[keep]))
+    return [f for f, _ in pairs], [b for _, b in pairs]
+
+
+def _nearest_16bit(exact, dtype):
+    """The bit pattern of ``exact`` rounded to nearest (ties to even) in a 16-bit format."""
+    import bisect
+
+    values, patterns = _finite_16bit(dtype)
+    if abs(exact) > values[-1]:  # past the largest finite value: it, or infinity from half an ulp on
+        top, below = values[-1], values[-2]
+        big = abs(exact) >= top + (top - below) / 2
+        magnitude = (0x7C00 if dtype == "float16" else 0x7F80) if big else patterns[-1]
+        return magnitude | (0x8000 if exact < 0 else 0)
+    k = bisect.bisect_left(values, exact)
+    if values[k] == exact:
+        return patterns[k]
+    lo, hi = k - 1, k  # exact lies between values[lo] and values[hi]
+    dlo, dhi = exact - values[lo], values[hi] - exact
+    if dlo != dhi:
+        return patterns[lo] if dlo < dhi else patterns[hi]
+    return patterns[lo] if patterns[lo] % 2 == 0 else patterns[hi]
+
+
+def _16bit_inputs(dtype, n, rng):
+    """Operands for ieee_half: random values of moderate size and a few subnormal-sized ones,
+    ``a`` positive (sqrt, rcp), and in row 0 an fma whose exact result lies just below a float16
+    midpoint with the part below float32's precision: a float32 fma rounded to float16 gives the
+    wrong neighbour there."""
+    tdt = _tdt(dtype)
+    a = (torch.from_numpy(np.abs(rng.standard_normal(n)) * 4 + 1e-3)).to(tdt)
+    b = torch.from_numpy(rng.standard_normal(n) * 4).to(tdt)
+    c = torch.from_numpy(rng.standard_normal(n) * 4).to(tdt)
+    b[1:6] = torch.tensor([2.0 ** -20, -(2.0 ** -18), 3.0, -0.5, 1.0], dtype=tdt)
+    if dtype == "float16":
+        a[0], b[0], c[0] = 2.0 ** -11 * (1 + 2.0 ** -10), 1 - 2.0 ** -10, 1 + 2.0 ** -10
+    return a, b, c
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("path", [CYTHON_C, TVMFFI_C, TVMFFI_LLVM], ids=_path_id)
+def test_16bit_ieee_operations_are_correctly_rounded(dtype, dynamic, path):
+    """IEEE operations of float16/bfloat16 (round to nearest) bit for bit against exact rational
+    arithmetic; frsqrt (two roundings, as for float32) within one unit in the last place."""
+    n = 200
+    kernel = _compile(KS.ieee_half(n, dtype, dynamic=dynamic), path)
+    a, b, c = _16bit_inputs(dtype, n, np.random.default_rng(7))
+    o = torch.zeros(n, len(KS.IEEE_OPS), dtype=_tdt(dtype))
+    kernel(a, b, c, o)
+    got = o.view(torch.int16).numpy().astype(np.int64) & 0xFFFF
+    decimal.getcontext().prec = 80
+    for k, op in enumerate(KS.IEEE_OPS):
+        for i in range(n):
+            x, y, z = (Fraction(float(v[i])) for v in (a, b, c))
+            if op in ("fsqrt", "frsqrt"):
+                root = Fraction(decimal.Decimal(float(a[i])).sqrt())
+                exact = root if op == "fsqrt" else 1 / root
+            else:
+                exact = {"add": x + y, "sub": x - y, "mul": x * y, "fdiv": x / y, "frcp": 1 / x,
+                         "fmaf": x * y + z}[op]
+            want = _nearest_16bit(exact, dtype)
+            if got[i, k] == want or (exact == 0 and got[i, k] & 0x7FFF == 0):
+                continue
+            off = abs(int(got[i, k]) - want) if (got[i, k] ^ want) & 0x8000 == 0 else None
+            assert op == "frsqrt" and off == 1, (op, i, float(a[i]), float(b[i]), float(c[i]), hex(got[i, k]), hex(want))
+
+
 # -- vector dtypes ----------------------------------------------------------------------------
 
 

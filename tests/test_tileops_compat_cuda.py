@@ -52,6 +52,8 @@ def _kernels():
         ("math_f16", KS.math(200, "float16", dynamic=True)),
         ("ieee_f32", KS.ieee(128)),
         ("ieee_f64", KS.ieee(128, "float64", dynamic=True)),
+        ("ieee_f16", KS.ieee_half(128, "float16")),
+        ("ieee_bf16", KS.ieee_half(128, "bfloat16", dynamic=True)),
         ("vectors_f16", KS.vectors(16, "float16")),
         ("vectors_bf16", KS.vectors(16, "bfloat16")),
         ("gpu_only", KS.gpu_only()),
@@ -84,6 +86,9 @@ def test_cuda_sources_use_the_cuda_intrinsics(cuda_sources):
         assert fn in src["ieee_f32"], fn
     for fn in ("__dadd_rz(", "__dmul_ru(", "__ddiv_rd(", "__drcp_rn(", "__dsqrt_rz("):
         assert fn in src["ieee_f64"], fn
+    for name in ("ieee_f16", "ieee_bf16"):  # cuda_fp16.h / cuda_bf16.h, round to nearest
+        for fn in ("__hadd_rn(", "__hsub_rn(", "__hmul_rn(", "__hdiv(", "hrcp(", "hsqrt(", "__hfma(", "hrsqrt("):
+            assert fn in src[name], (name, fn)
     # warp votes, shuffles, block votes, thread indices, read-only cache
     for fn in ("__any_sync(", "__all_sync(", "__ballot_sync(", "__activemask()", "__syncthreads_count(",
                "__syncthreads_and(", "__syncthreads_or(", "__shfl_xor_sync(", "__shfl_down_sync(",
@@ -229,3 +234,14 @@ def test_gpu_math_ieee_and_warp_intrinsics():
     src = torch.randn(m, device="cuda")
     _compile(KS.gpu_only(m))(src, vals, p, bal, out)
     torch.testing.assert_close(out, 2 * src)
+
+
+@pytest.mark.skipif(CU.NVCC is None, reason="nvcc is not installed")
+def test_bf16_ieee_operations_compile_for_gpus_without_bf16_arithmetic(tmp_path):
+    """Before sm_80 TVM computes bfloat16 in float32, where cuda_bf16.h's __hfma & co. do not
+    apply: those operations are computed in float32/float64 (as on CPU) and compile for sm_75."""
+    from tilelang_core.lowering import lower
+
+    art = lower(KS.ieee_half(64, "bfloat16"), target={"kind": "cuda", "arch": "sm_75"})
+    assert "__hfma(" not in art.device_source and "hsqrt(" not in art.device_source
+    CU.compile_translation_units({"ieee_bf16_sm75": art}, tmp_path, arch="sm_75")

@@ -375,6 +375,22 @@ def test_intrinsic_wrong_operands():
 
     _check(mode, "ieee-mode", "T.ieee_add(up)", "Invalid rounding mode 'up'")
 
+    def half_mode():
+        @T.prim_func
+        def k(A: T.Tensor((16,), "float16")):
+            with T.Kernel(1, threads=1) as _:
+                A[0] = T.ieee_mul(A[1], A[2], "rz")  # <ieee-half-mode>
+
+    _check(half_mode, "ieee-half-mode", "T.ieee_mul(A[1], A[2])", "float16 operands round to nearest only", "give rounding_mode='rn' (got 'rz')")
+
+    def fma_f64():
+        @T.prim_func
+        def k(A: T.Tensor((16,), "float64")):
+            with T.Kernel(1, threads=1) as _:
+                A[0] = T.ieee_fmaf(A[1], A[2], A[3])  # <ieee-fma-f64>
+
+    _check(fma_f64, "ieee-fma-f64", "T.ieee_fmaf(A[1], A[2], A[3])", "fused multiply-add, got float64")
+
     def dp4a_dtype():
         @T.prim_func
         def k(A: T.Tensor((4,), "uint8"), C: T.Tensor((1,), "int32")):

@@ -254,33 +254,36 @@ IEEE_OPS = ("add", "sub", "mul", "fdiv", "frcp", "fsqrt", "fmaf", "frsqrt")
 ROUNDING = ("rn", "rz", "ru", "rd")
 
 
-def ieee(n, dtype="float32", dynamic=False):
-    """Every IEEE operation in every rounding mode: ``O[i, op * 4 + mode]``."""
-    N = _n(n, dynamic)
-    ops = [op for op in IEEE_OPS if not (op == "fmaf" and dtype != "float32")]
+def _apply_ieee(op, mode, a, b, c):
+    """``T.ieee_<op>`` on the operands it takes, rounded with ``mode`` (frsqrt: to nearest)."""
+    if op == "frsqrt":
+        return T.ieee_frsqrt(a)
+    fn = getattr(T, "ieee_" + op)
+    if op in ("frcp", "fsqrt"):
+        return fn(a, mode)
+    if op == "fmaf":
+        return fn(a, b, c, mode)
+    return fn(a, b, mode)
 
-    def apply(op, mode, a, b, c):
-        if op == "frsqrt":
-            return T.ieee_frsqrt(a)
-        fn = getattr(T, "ieee_" + op)
-        if op in ("frcp", "fsqrt"):
-            return fn(a, mode)
-        if op == "fmaf":
-            return fn(a, b, c, mode)
-        return fn(a, b, mode)
+
+def ieee(n, dtype="float32", dynamic=False, modes=ROUNDING):
+    """Every IEEE operation in every rounding mode of ``modes``: ``O[i, op * len(modes) + mode]``
+    (ieee_fmaf has no float64 form: its columns stay zero there)."""
+    N = _n(n, dynamic)
+    ops = [op for op in IEEE_OPS if not (op == "fmaf" and dtype == "float64")]
 
     def store_all(O, g, a, b, c):
         # a Python loop run while the kernel is parsed: one store per (operation, mode)
         for op in ops:
-            for r, mode in enumerate(ROUNDING):
-                _B.buffer_store(O, apply(op, mode, a, b, c), [g, IEEE_OPS.index(op) * 4 + r])
+            for r, mode in enumerate(modes):
+                _B.buffer_store(O, _apply_ieee(op, mode, a, b, c), [g, IEEE_OPS.index(op) * len(modes) + r])
 
     @T.prim_func
     def ieee_kernel(
         A: T.Tensor((N,), dtype),
         B: T.Tensor((N,), dtype),
         C: T.Tensor((N,), dtype),
-        O: T.Tensor((N, len(IEEE_OPS) * 4), dtype),
+        O: T.Tensor((N, len(IEEE_OPS) * len(modes)), dtype),
     ):
         with T.Kernel(T.ceildiv(N, BLOCK), threads=BLOCK) as bx:
             for i in T.Parallel(BLOCK):
@@ -289,6 +292,12 @@ def ieee(n, dtype="float32", dynamic=False):
                     store_all(O, g, A[g], B[g], C[g])
 
     return ieee_kernel
+
+
+def ieee_half(n, dtype="float16", dynamic=False):
+    """Every IEEE operation of 16-bit floats in the one mode they have (round to nearest):
+    ``O[i, op]``, in the order of :data:`IEEE_OPS`."""
+    return ieee(n, dtype, dynamic, modes=("rn",))
 
 
 def vectors(n, dtype="float16"):

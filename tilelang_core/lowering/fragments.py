@@ -22,6 +22,7 @@ atomics (plain updates for per-thread ``local`` destinations). Other GPU kinds r
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 import tvm
@@ -242,7 +243,9 @@ class FragmentLowering:
     def _atomics(self, body: Any) -> Any:
         target = self.func.attrs.get("target") if self.func.attrs is not None else None
         kind = target.kind.name if target is not None else "cuda"
-        return lower_gpu_intrinsics(lower_gpu_atomics(body, kind, self.location), kind, self.location)
+        arch = re.match(r"sm_(\d+)", str(target.attrs.get("arch", ""))) if target is not None else None
+        native_bf16 = arch is None or int(arch.group(1)) >= 80
+        return lower_gpu_intrinsics(lower_gpu_atomics(body, kind, self.location), kind, self.location, native_bf16)
 
 
 def lower_fragments(func: tirx.PrimFunc, location: Optional[str] = None) -> tirx.PrimFunc:

@@ -276,6 +276,61 @@ def _cpu_nearest(m: MathOp, language: str) -> Any:
     return tirx.call_pure_extern("float32", "fmaf", *a)
 
 
+def _next_toward(value: Any, bits_dtype: str, float_dtype: str, away: Any) -> Any:
+    """``value`` (a ``float_dtype``) moved one ulp: away from zero when ``away``, else toward it."""
+    bits = tirx.reinterpret(bits_dtype, value)
+    one = tirx.IntImm(bits_dtype, 1)
+    return tirx.reinterpret(float_dtype, tirx.Select(away, bits + one, bits - one))
+
+
+def _to_odd(value: Any, exact_above: Any, inexact: Any, bits_dtype: str, float_dtype: str) -> Any:
+    """``value``, the nearest ``float_dtype`` to a number, rounded to odd instead: when the
+    number is not ``value`` (``inexact``) and ``value``'s last bit is 0, the neighbour on the
+    number's side (``exact_above``: farther from zero). A finite ``value`` only."""
+    even = (tirx.reinterpret(bits_dtype, value) & tirx.IntImm(bits_dtype, 1)) == tirx.IntImm(bits_dtype, 0)
+    fix = tirx.And(tirx.And(inexact, even), tirx.isfinite(value))
+    return tirx.Select(fix, _next_toward(value, bits_dtype, float_dtype, exact_above), value)
+
+
+def _half_fma(dtype: str, x: Any, y: Any, z: Any) -> Any:
+    """``x * y + z`` of float16/bfloat16 operands with one rounding to nearest.
+
+    The product is exact in float64 and TwoSum gives the sum's exact error, so ``s + err`` is
+    the exact result. It is rounded to odd at float64, then at float32, then to nearest at
+    ``dtype``: rounding to odd with at least two more bits than the final format, then to
+    nearest, is the correctly rounded result (no double-rounding error), which a plain
+    float32 or float64 fma followed by a cast is not when the exact value lies just off a
+    midpoint of ``dtype``.
+    """
+    f64 = "float64"
+    xd, yd, zd = (tirx.Cast(f64, v) for v in (x, y, z))
+    p = xd * yd
+    s = p + zd
+    bb = s - p
+    err = (p - (s - bb)) + (zd - bb)
+    zero = tirx.FloatImm(f64, 0.0)
+    s_odd = _to_odd(s, (err > zero) == (s > zero), err != zero, "uint64", f64)
+    f = tirx.Cast("float32", s_odd)
+    back = tirx.Cast(f64, f)
+    f_odd = _to_odd(f, tirx.abs(s_odd) > tirx.abs(back), back != s_odd, "uint32", "float32")
+    return tirx.Cast(dtype, f_odd)
+
+
+def _ieee_16bit_in_wider(m: MathOp, language: str) -> Any:
+    """An IEEE operation of float16/bfloat16 operands, rounded to nearest, computed in wider
+    formats: on CPU targets, and for bfloat16 on CUDA GPUs without bfloat16 arithmetic (sm < 80).
+
+    ``+ - * /``, the reciprocal and ``sqrt`` are computed in float32 and rounded to ``dtype``:
+    float32 has at least ``2p + 2`` bits for both 16-bit formats, so that double rounding is the
+    correctly rounded result. ``fma`` is :func:`_half_fma`; ``rsqrt`` is ``1 / sqrt`` in float32
+    (two roundings, as for float32).
+    """
+    if _IEEE_OP[m.name] == "fma":
+        return _half_fma(m.dtype, *m.args)
+    wide = MathOp(m.name, m.mode, m.loc, "float32", [tirx.Cast("float32", a) for a in m.args])
+    return tirx.Cast(m.dtype, _cpu_nearest(wide, language))
+
+
 def refuse_c_vectors(func: tirx.PrimFunc) -> None:
     """Raise a clear :class:`LoweringError` for vector values on target ``c``.
 
@@ -334,6 +389,8 @@ def lower_cpu_intrinsics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
         if m.name == "fast_rcp":
             return _in_f32(m.dtype, lambda x: tirx.FloatImm(str(x.ty.dtype), 1.0) / x, m.args[0])
         if m.name in _IEEE_OP:
+            if m.dtype in ("float16", "bfloat16"):
+                return _ieee_16bit_in_wider(m, language)  # the language allows "rn" only
             if m.mode == "rn":
                 return _cpu_nearest(m, language)
             op = _IEEE_OP[m.name]
@@ -364,6 +421,9 @@ _CU_IEEE_F32 = {"add": "__fadd_{m}", "sub": "__fsub_{m}", "mul": "__fmul_{m}", "
                 "rcp": "__frcp_{m}", "sqrt": "__fsqrt_{m}", "fma": "__fmaf_{m}", "rsqrt": "__frsqrt_rn"}
 _CU_IEEE_F64 = {"add": "__dadd_{m}", "sub": "__dsub_{m}", "mul": "__dmul_{m}", "div": "__ddiv_{m}",
                 "rcp": "__drcp_{m}", "sqrt": "__dsqrt_{m}"}
+#: cuda_fp16.h / cuda_bf16.h, which have round-to-nearest forms only.
+_CU_IEEE_HALF = {"add": "__hadd_rn", "sub": "__hsub_rn", "mul": "__hmul_rn", "div": "__hdiv", "rcp": "hrcp",
+                 "sqrt": "hsqrt", "fma": "__hfma", "rsqrt": "hrsqrt"}
 _CU_HELPERS = {
     "dp4a": "__device__ __forceinline__ int tl_dp4a(const void* a, const void* b, int c) "
     "{ int x, y; memcpy(&x, a, 4); memcpy(&y, b, 4); return __dp4a(x, y, c); }\n",
@@ -376,8 +436,12 @@ _CU_HELPERS = {
 }
 
 
-def lower_gpu_intrinsics(body: Any, kind: str, location: str) -> Any:
-    """Replace the markers of a GPU function body by CUDA intrinsics."""
+def lower_gpu_intrinsics(body: Any, kind: str, location: str, native_bf16: bool = True) -> Any:
+    """Replace the markers of a GPU function body by CUDA intrinsics.
+
+    ``native_bf16``: the GPU has bfloat16 arithmetic (sm_80 and later); without it, TVM computes
+    bfloat16 in float32 and the bfloat16 IEEE operations are computed that way too.
+    """
     if not contains_intrinsics(body):
         return body
     if kind != "cuda":
@@ -409,6 +473,10 @@ def lower_gpu_intrinsics(body: Any, kind: str, location: str) -> Any:
             return _in_f32(m.dtype, lambda x: tirx.FloatImm(str(x.ty.dtype), 1.0) / x, a[0])
         if m.name in _IEEE_OP:
             op = _IEEE_OP[m.name]
+            if m.dtype == "float16" or (m.dtype == "bfloat16" and native_bf16):  # "rn" only (the language checks)
+                return tirx.call_pure_extern(m.dtype, _CU_IEEE_HALF[op], *a)
+            if m.dtype == "bfloat16":
+                return _ieee_16bit_in_wider(m, "cuda")
             table = _CU_IEEE_F32 if m.dtype == "float32" else _CU_IEEE_F64
             if op not in table:
                 if op == "rsqrt":

@@ -120,15 +120,24 @@ def _mode(name: str, rounding_mode: Any) -> str:
     return rounding_mode
 
 
+#: Operand dtypes of the IEEE operations; the 16-bit ones round to nearest only (as CUDA's
+#: half-precision intrinsics ``__hadd_rn``, ``__hfma``, ``hsqrt``, ...).
+_IEEE_DTYPES = ("float32", "float64", "float16", "bfloat16")
+
+
 def _ieee(name: str, args: tuple, rounding_mode: Any) -> Any:
     mode = _mode(name, rounding_mode)
     values = [_expr(a) for a in args]
-    floats = [v for v in values if _dtype(v) in ("float32", "float64")]
+    floats = [v for v in values if _dtype(v) in _IEEE_DTYPES]
     if not floats:
-        fail(f"T.{name}", values, "needs float32 or float64 operands", OperandTypeError)
+        fail(f"T.{name}", values, "needs float32, float64, float16 or bfloat16 operands", OperandTypeError)
     dtype = _dtype(floats[0])
-    if name == "ieee_fmaf" and dtype != "float32":
-        fail(f"T.{name}", values, f"ieee_fmaf is the float32 fused multiply-add, got {dtype}", OperandTypeError)
+    if name == "ieee_fmaf" and dtype == "float64":
+        fail(f"T.{name}", values, "ieee_fmaf is the float32 (or float16/bfloat16) fused multiply-add, got float64",
+             OperandTypeError)
+    if dtype in ("float16", "bfloat16") and mode != "rn":
+        fail(f"T.{name}", values, f"{dtype} operands round to nearest only (Only rounding mode 'rn' is available "
+             f"for half precision): give rounding_mode='rn' (got '{mode}'), or compute in float32", OperandTypeError)
     converted = []
     for v in values:
         if _dtype(v) != dtype:
@@ -140,42 +149,42 @@ def _ieee(name: str, args: tuple, rounding_mode: Any) -> Any:
 
 
 def ieee_add(x: Any, y: Any, rounding_mode: str = "rn") -> Any:
-    """``x + y`` rounded with ``rounding_mode`` (float32/float64)."""
+    """``x + y`` rounded with ``rounding_mode`` (float32/float64; float16/bfloat16: ``"rn"`` only)."""
     return _ieee("ieee_add", (x, y), rounding_mode)
 
 
 def ieee_sub(x: Any, y: Any, rounding_mode: str = "rn") -> Any:
-    """``x - y`` rounded with ``rounding_mode`` (float32/float64)."""
+    """``x - y`` rounded with ``rounding_mode`` (float32/float64; float16/bfloat16: ``"rn"`` only)."""
     return _ieee("ieee_sub", (x, y), rounding_mode)
 
 
 def ieee_mul(x: Any, y: Any, rounding_mode: str = "rn") -> Any:
-    """``x * y`` rounded with ``rounding_mode`` (float32/float64)."""
+    """``x * y`` rounded with ``rounding_mode`` (float32/float64; float16/bfloat16: ``"rn"`` only)."""
     return _ieee("ieee_mul", (x, y), rounding_mode)
 
 
 def ieee_fmaf(x: Any, y: Any, z: Any, rounding_mode: str = "rn") -> Any:
-    """``x * y + z`` with one rounding (``rounding_mode``), float32."""
+    """``x * y + z`` with one rounding (``rounding_mode``), float32; float16/bfloat16 with ``"rn"``."""
     return _ieee("ieee_fmaf", (x, y, z), rounding_mode)
 
 
 def ieee_frcp(x: Any, rounding_mode: str = "rn") -> Any:
-    """``1 / x`` rounded with ``rounding_mode`` (float32/float64)."""
+    """``1 / x`` rounded with ``rounding_mode`` (float32/float64; float16/bfloat16: ``"rn"`` only)."""
     return _ieee("ieee_frcp", (x,), rounding_mode)
 
 
 def ieee_fsqrt(x: Any, rounding_mode: str = "rn") -> Any:
-    """``sqrt(x)`` rounded with ``rounding_mode`` (float32/float64)."""
+    """``sqrt(x)`` rounded with ``rounding_mode`` (float32/float64; float16/bfloat16: ``"rn"`` only)."""
     return _ieee("ieee_fsqrt", (x,), rounding_mode)
 
 
 def ieee_frsqrt(x: Any) -> Any:
-    """``1 / sqrt(x)`` rounded to nearest (float32/float64)."""
+    """``1 / sqrt(x)`` rounded to nearest (float32/float64/float16/bfloat16)."""
     return _ieee("ieee_frsqrt", (x,), "rn")
 
 
 def ieee_fdiv(x: Any, y: Any, rounding_mode: str = "rn") -> Any:
-    """``x / y`` rounded with ``rounding_mode`` (float32/float64)."""
+    """``x / y`` rounded with ``rounding_mode`` (float32/float64; float16/bfloat16: ``"rn"`` only)."""
     return _ieee("ieee_fdiv", (x, y), rounding_mode)
 
 
