@@ -45,8 +45,7 @@ from .candidate import (
 )
 from .capture import get_autotune_inputs
 from .key import describe_value, tuning_key, unwrap
-from .param import AutotuneConfigError, AutotuneError, AutotuneResult, CompileArgs, ProfileArgs, TrialResult
-from .param import MissingTuningInputs
+from .param import AutotuneConfigError, AutotuneError, AutotuneResult, CompileArgs, MissingTuningInputs, ProfileArgs, TrialResult
 
 logger = logging.getLogger("tilelang.autotuner")
 
@@ -532,6 +531,10 @@ class AutoTuner:
                 index = futures[future]
                 try:
                     outcome = future.result()
+                except MissingTuningInputs:
+                    for other in futures:
+                        other.cancel()
+                    raise  # every configuration would fail the same way
                 except Exception as exc:  # noqa: BLE001 - a lost worker, an unpicklable job, ...
                     outcome = CandidateOutcome(index, "error", reason=f"the executor failed to run it: "
                                                                       f"{type(exc).__name__}: {exc}")

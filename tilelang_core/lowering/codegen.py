@@ -156,8 +156,9 @@ def outline_block_loops(func: tirx.PrimFunc, entry: str, symbol_vars: list) -> t
     """Move each parallel block loop (annotated :data:`BLOCK_LOOP_KEY` by the frontend) into its own
     function ``<entry>_blocks<k>(params..., begin, end)`` running blocks ``[begin, end)``.
 
-    Returns the entry function, where each loop became a ``TL_RUN_BLOCKS__<k>(blocks, work)`` marker
-    (see :func:`_postprocess_c`), and the list of ``(name, PrimFunc)`` block functions. A loop using
+    Returns the entry function, where each loop became ``rc = TL_RUN_BLOCKS__<k>(blocks, work); if
+    (rc != 0) return rc;`` (the marker: see :func:`_postprocess_c`), and the list of ``(name,
+    PrimFunc)`` block functions. A loop using
     variables other than the kernel's parameters and symbols stays where it is, serial.
     """
     allowed = list(func.params) + list(symbol_vars)
@@ -179,7 +180,12 @@ def outline_block_loops(func: tirx.PrimFunc, entry: str, symbol_vars: list) -> t
             blocks_fn = tirx.PrimFunc(list(func.params) + [begin, end], loop, func.ret_type, func.attrs, func.span)
             outlined.append((name, blocks_fn.with_attr("global_symbol", name)))
             extent = stmt.extent if str(stmt.extent.ty.dtype) == "int64" else tirx.Cast("int64", stmt.extent)
-            return tirx.Evaluate(tirx.call_extern("int32", f"{RUN_BLOCKS_MARKER}__{index}", extent, work))
+            # a failed block range (a T.device_assert) ends the entry with its status, through a
+            # return that lowering/workspaces.py sees (it frees the workspaces first)
+            rc = tirx.Var("tl_rc", PrimType("int32"))
+            failed = tirx.IfThenElse(rc != tirx.IntImm("int32", 0), tirx.Return(rc), None)
+            return tirx.SeqStmt([tirx.Bind(rc, tirx.call_extern("int32", f"{RUN_BLOCKS_MARKER}__{index}", extent, work)),
+                                 failed])
         if isinstance(stmt, tirx.SeqStmt):
             return tirx.SeqStmt([visit(s) for s in stmt.seq])
         if isinstance(stmt, tirx.IfThenElse):
@@ -411,31 +417,13 @@ def _c_params(fn: tirx.PrimFunc, symbol_vars: list, original_params: list):
     return params, decls, args, extra_symbols
 
 
-def _run_blocks_status(body: Any) -> Any:
-    """Each ``TL_RUN_BLOCKS__<k>`` marker of :func:`outline_block_loops` as
-    ``rc = TL_RUN_BLOCKS__<k>(...); if (rc != 0) return rc;``: a failed block range (a
-    ``T.device_assert``) ends the entry with its status, through a ``return`` that
-    lowering/workspaces.py sees (it releases the workspaces first)."""
-
-    def on_evaluate(stmt: Any) -> Any:
-        call = stmt.value
-        if not (isinstance(call, tirx.Call) and str(getattr(call.op, "name", "")) == "tirx.call_extern"
-                and str(call.args[0].value).startswith(RUN_BLOCKS_MARKER + "__")):
-            return stmt
-        rc = tirx.Var("tl_rc", PrimType("int32"))
-        failed = tirx.IfThenElse(rc != tirx.IntImm("int32", 0), tirx.Return(rc), None)
-        return tirx.SeqStmt([tirx.Bind(rc, call), failed])
-
-    return tvm_ffi.structural_map(body, [(tirx.Evaluate, on_evaluate)])
-
-
 def _c_function(fn: tirx.PrimFunc, params: list, prologue: list, name: str, target: Any) -> tirx.PrimFunc:
     """A plain C function ``name(params)`` running ``prologue`` then ``fn``'s body, returning 0.
 
     Top-level ``T.alloc_global`` workspaces go on the heap (lowering/workspaces.py), released
     on every ``return``.
     """
-    body = stack_arrays(heap_workspaces(_run_blocks_status(fn.body)))  # lowering/stack_buffers.py
+    body = stack_arrays(heap_workspaces(fn.body))  # lowering/stack_buffers.py
     body = tirx.SeqStmt(prologue + [body, tirx.Return(tirx.IntImm("int32", 0))])
     new_fn = tirx.PrimFunc(params, body, ret_type=PrimType("int32")).with_attrs(
         {"global_symbol": name, "target": target, "tirx.noalias": True}

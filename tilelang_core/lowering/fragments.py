@@ -33,6 +33,7 @@ from ..errors import LoweringError
 from .atomics import contains_atomics, lower_gpu_atomics
 from .intrinsics import contains_intrinsics, lower_gpu_intrinsics
 from .signature import inline_binds
+from .target import arch_of
 
 FRAGMENT_SCOPE = "local.fragment"
 
@@ -243,7 +244,7 @@ class FragmentLowering:
     def _atomics(self, body: Any) -> Any:
         target = self.func.attrs.get("target") if self.func.attrs is not None else None
         kind = target.kind.name if target is not None else "cuda"
-        arch = re.match(r"sm_(\d+)", str(target.attrs.get("arch", ""))) if target is not None else None
+        arch = re.match(r"sm_(\d+)", (arch_of(target) if target is not None else None) or "")
         native_bf16 = arch is None or int(arch.group(1)) >= 80
         return lower_gpu_intrinsics(lower_gpu_atomics(body, kind, self.location), kind, self.location, native_bf16)
 

@@ -197,7 +197,8 @@ def _bind_indices(stmt: Any, variables: list, which: str) -> Any:
     return tvm_ffi.structural_map(stmt, [(tvm.ir.Call, on_call)])
 
 
-def _contains(stmt: Any, kinds: tuple) -> bool:
+def contains(stmt: Any, kinds: tuple) -> bool:
+    """Whether ``stmt`` holds a node of one of the classes ``kinds``."""
     found = []
 
     def visit(node):
@@ -470,7 +471,7 @@ class Frontend:
         simd_ok = (
             self.opt.emit_pragmas
             and self.opt.simd
-            and not _contains(new_body, (tirx.For, tirx.While, tirx.Evaluate, tirx.AllocBuffer))
+            and not contains(new_body, (tirx.For, tirx.While, tirx.Evaluate, tirx.AllocBuffer))
             # several iterations may update the same element: never vectorize atomics
             and not contains_atomics(new_body)
         )

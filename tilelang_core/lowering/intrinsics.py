@@ -327,8 +327,8 @@ def _ieee_16bit_in_wider(m: MathOp, language: str) -> Any:
     """
     if _IEEE_OP[m.name] == "fma":
         return _half_fma(m.dtype, *m.args)
-    wide = MathOp(m.name, m.mode, m.loc, "float32", [tirx.Cast("float32", a) for a in m.args])
-    return tirx.Cast(m.dtype, _cpu_nearest(wide, language))
+    return _in_f32(m.dtype, lambda *wide: _cpu_nearest(MathOp(m.name, m.mode, m.loc, "float32", list(wide)), language),
+                   *m.args)
 
 
 def refuse_c_vectors(func: tirx.PrimFunc) -> None:

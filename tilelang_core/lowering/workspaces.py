@@ -26,10 +26,10 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 import tvm
-import tvm_ffi
 from tvm import tirx
 from tvm.ir import PointerType, PrimType
 
+from .frontend import contains
 from .source_imports import c_definitions, with_import
 from .stack_buffers import KEEP_ON_STACK, RUNTIME_STACK_LIMIT_BYTES, constant_bytes
 
@@ -166,17 +166,6 @@ def heap_workspaces(body: Any) -> Any:
     return with_import(body, "pragma_import_c", _helpers(sorted(set(dtypes))))
 
 
-def _contains_assert(stmt: Any) -> bool:
-    found: list = []
-
-    def on_assert(node: Any) -> Any:
-        found.append(node)
-        return node
-
-    tvm_ffi.structural_map(stmt, [(tirx.AssertStmt, on_assert)])
-    return bool(found)
-
-
 def _failing_assert(kind: Any, parts: list) -> Any:
     """An assertion that fails, raising ``kind`` with ``parts`` (TVM 0.27: condition, kind, parts)."""
     return tirx.AssertStmt(tirx.IntImm("bool", 0), kind, parts)
@@ -186,7 +175,7 @@ def _release_on_assert(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc
     def allocate(stmt: Any, rest: list, live: list, top: bool) -> Optional[tuple]:  # noqa: ARG001
         if not isinstance(stmt, tirx.AllocBuffer) or KEEP_ON_STACK in stmt.annotations:
             return None
-        if not any(_contains_assert(s) for s in rest):
+        if not any(contains(s, (tirx.AssertStmt,)) for s in rest):
             return None  # TVM's own pair is right when nothing in its scope can fail
         buf = stmt.buffer
         size = constant_bytes(buf)
@@ -213,7 +202,7 @@ def _release_on_assert(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc
         fail = _failing_assert(stmt.error_kind, list(stmt.message_parts))
         return tirx.IfThenElse(tirx.Not(stmt.condition), _then_release(live, fail), None)
 
-    if not _contains_assert(func.body):
+    if not contains(func.body, (tirx.AssertStmt,)):
         return func
     body = _with_releases(func.body, [], True, allocate, on_exit)
     return func if body.same_as(func.body) else func.with_body(body)
