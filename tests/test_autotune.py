@@ -405,9 +405,11 @@ def test_generate_cache_key_is_the_key_run_stores_under(kit):
     assert tuner(ref_prog=K.kit_reference).generate_cache_key() is None  # a callback and no cache_key: not stored
 
 
-@tilelang.autotune(configs=[{"block": 64}, {"block": 128}], warmup=0, rep=2)
+SCALAR_CONFIGS = [{"block": 64}, {"block": 128}]
+
+
 @tilelang.jit(target="c", execution_backend="cython")
-def add_scalar(n=256, block=64):
+def scalar_add(n=256, block=64):
     import tilelang.language as T
 
     @T.prim_func
@@ -419,10 +421,13 @@ def add_scalar(n=256, block=64):
     return add
 
 
+add_scalar = tilelang.autotune(configs=SCALAR_CONFIGS, warmup=0, rep=2)(scalar_add)
+
+
 def test_a_kernel_with_a_scalar_parameter_is_tuned_on_given_inputs_only(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
     add_scalar._tuner_cache.clear()
-    with caplog.at_level(logging.WARNING, logger="tilelang_core"):
+    with caplog.at_level(logging.WARNING, logger="tilelang.autotuner"):
         with pytest.raises(AutotuneConfigError, match=r"scalar parameter\(s\) s .*set_autotune_inputs") as info:
             add_scalar()
     assert isinstance(info.value, ValueError)
@@ -433,3 +438,13 @@ def test_a_kernel_with_a_scalar_parameter_is_tuned_on_given_inputs_only(tmp_path
     b = torch.ones(256)
     kernel(b, 0.25)
     torch.testing.assert_close(b, torch.full((256,), 1.25))
+
+
+def test_an_executor_stops_tuning_a_kernel_whose_inputs_cannot_be_generated(tmp_path, monkeypatch):
+    from tilelang.autotuner import MissingTuningInputs
+
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    tuner = AutoTuner.from_kernel(scalar_add, SCALAR_CONFIGS).set_profile_args(warmup=0, rep=2)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        with pytest.raises(MissingTuningInputs, match=r"scalar parameter\(s\) s .*set_autotune_inputs"):
+            tuner.run(executor=pool)

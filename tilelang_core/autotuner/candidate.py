@@ -312,7 +312,8 @@ def _build_with_timeout(job: CandidateJob) -> Any:
 
 
 def run_candidate(job: CandidateJob) -> CandidateOutcome:
-    """Build, check and time one configuration here; never raises (failures are outcomes)."""
+    """Build, check and time one configuration here. Failures are outcomes, except
+    :class:`MissingTuningInputs`, raised: every configuration would meet it."""
     from ..cache.location import default_cache_dir
     from ..devices import device_identity
     from ..profiler.bench import resolve_timer
@@ -347,6 +348,8 @@ def run_candidate(job: CandidateJob) -> CandidateOutcome:
             worker=worker,
             timer=resolve_timer(job.profile.timer, family),
         )
+    except MissingTuningInputs:
+        raise
     except Exception as exc:  # noqa: BLE001
         status, reason = classify(exc)
         if status == "error":
