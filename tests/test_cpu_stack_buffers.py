@@ -4,7 +4,8 @@ TVM's ``LowerTVMBuiltin`` turned every non-``global`` CPU allocation into a
 ``TVMBackendAllocWorkspace``/``TVMBackendFreeWorkspace`` pair where it was declared: a kernel's
 scalar variable, declared inside its element loop, called TVM's allocator once per element on the
 tvm_ffi backend. The kernels here run on both backends and both CPU targets and are compared with
-torch; the generated code of the runtime modules must not allocate their small buffers.
+torch; the generated code of the runtime modules must not allocate their small buffers. Large
+local buffers must not be stack arrays (lowering/workspaces.py, ``C_STACK_LIMIT_BYTES``).
 """
 
 from __future__ import annotations
@@ -59,10 +60,47 @@ def test_small_local_buffers_of_runtime_modules_are_not_allocated_by_tvm(target)
     assert "TVMBackendAllocWorkspace" not in code
 
 
-@pytest.mark.parametrize("target", ["c", "llvm"])
-def test_a_buffer_over_the_stack_limit_still_comes_from_tvms_workspace_pool(target):
-    code = _runtime_code(_big_buffer(), target)
+def test_a_buffer_over_the_stack_limit_still_comes_from_tvms_workspace_pool():
+    # llvm: TVM's code generator; the runtime module of target c runs the C entry, whose locals
+    # are stack arrays up to C_STACK_LIMIT_BYTES and heap buffers above (the next test)
+    code = _runtime_code(_big_buffer(), "llvm")
     assert "TVMBackendAllocWorkspace" in code
+
+
+LARGE_LOCAL = """
+import sys, torch, tilelang, tilelang.language as T
+N, BLOCK, BIG = 4096, 256, {big}
+@T.prim_func
+def large(X: T.Tensor((N,), T.float32), Y: T.Tensor((N,), T.float32)):
+    with T.Kernel(N // BLOCK, threads=BLOCK) as bx:
+        scratch = T.alloc_local((BIG,), T.float32)
+        for i in T.serial(BLOCK):
+            scratch[i * 1000] = X[bx * BLOCK + i] + 3.0
+        for i in T.serial(BLOCK):
+            Y[bx * BLOCK + i] = scratch[(BLOCK - 1 - i) * 1000]
+k = tilelang.compile(large, target={target!r}, execution_backend={backend!r})
+x = torch.randn(N); y = torch.zeros(N)
+k(x, y)
+assert torch.equal(y, (x + 3).view(-1, BLOCK).flip(1).reshape(-1))
+print("heap" if "scratch_heap" in (k.get_kernel_source() or "") else "other")
+"""
+
+
+@pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "c"), ("tvm_ffi", "llvm")])
+def test_a_16_mb_local_buffer_runs_in_every_block(backend, target, tmp_path):
+    # before: a stack array in the C entry, a segfault (stack overflow) on cython/c; run in a
+    # fresh process so that a crash is a failed test, not a lost worker
+    import subprocess
+    import sys
+
+    from tilelang_core.lowering.workspaces import C_STACK_LIMIT_BYTES
+
+    assert 4 * 4_000_000 > C_STACK_LIMIT_BYTES
+    proc = subprocess.run([sys.executable, "-c", LARGE_LOCAL.format(big=4_000_000, backend=backend, target=target)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    if target == "c":
+        assert proc.stdout.split()[-1] == "heap"
 
 
 @pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "c"), ("tvm_ffi", "llvm")])

@@ -135,6 +135,27 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+@lru_cache(maxsize=1)
+def instruction_set_id() -> str:
+    """A short hash of this CPU's instruction set (architecture and feature flags).
+
+    Native code built with ``-march=native`` runs only where this is the same: backends record
+    it when they save such a kernel and refuse to load the kernel on a CPU where it differs.
+    """
+    import hashlib
+
+    text = platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("flags", "Features", "isa")):
+                    text += " " + " ".join(sorted(line.split(":", 1)[1].split()))
+                    break
+    except OSError:
+        text += " " + platform.processor()
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def usable_cores() -> int:
     """Cores this process may run on."""
     try:
@@ -178,6 +199,7 @@ __all__ = [
     "cpu_model",
     "device_identity",
     "family_of_torch_device",
+    "instruction_set_id",
     "is_available",
     "synchronize",
     "torch_device",

@@ -174,7 +174,8 @@ def lower(
     try:
         with tvm.transform.PassContext(opt_level=3, config=tvm_configs):
             if not gpu:
-                if "device_source" in wanted:
+                c_entry = None
+                if "device_source" in wanted or ("runtime_module" in wanted and kind == "c"):
                     front = lower_tile_constructs(
                         func,
                         FrontendOptions(
@@ -190,8 +191,10 @@ def lower(
                     source, kernel = codegen.c_entry_source(
                         entry_func, tvm.target.Target("c"), configs, f"{name}_kernel", symbol_vars, list(func.params)
                     )
-                    result["device_source"] = source
-                    result["device_kernels"] = [replace(kernel, assert_message=assert_message)]
+                    c_entry = (source, replace(kernel, assert_message=assert_message))
+                if "device_source" in wanted:
+                    result["device_source"] = c_entry[0]
+                    result["device_kernels"] = [c_entry[1]]
                     result["ir"] = {"device": tvm.IRModule({name: front})}
                 if "runtime_module" in wanted or "host_source" in wanted:
                     # TVM's parallel launch drops an error raised inside the parallel loop, so a
@@ -207,7 +210,12 @@ def lower(
                     )
                     written.append(written_params(front))
                     front, _ = lower_device_asserts(front, "runtime")  # TVM's host code raises the text
-                    if "runtime_module" in wanted:
+                    if "runtime_module" in wanted and kind == "c":
+                        # target c: TVM's packed function around the C entry (lowering/c_runtime.py)
+                        from .c_runtime import c_runtime_module
+
+                        tvm_modules = c_runtime_module(front, *c_entry, symbol_vars, tgt, configs)
+                    elif "runtime_module" in wanted:
                         tvm_modules = codegen.cpu_runtime_module(front, tgt, configs)
                     if "host_source" in wanted:
                         c_module = codegen.cpu_runtime_module(front, tvm.target.Target("c"), configs)

@@ -132,24 +132,68 @@ def _with_releases(stmt: Any, live: list, top: bool, allocate: _Allocate, on_exi
     return stmt
 
 
-def heap_workspaces(body: Any) -> Any:
-    """``body`` (a plain C entry's) with its top-level global-scope ``AllocBuffer``s on the heap,
-    freed at the end of their scope and before every ``return`` in it (module docstring).
+#: Local buffers of the C entry (``T.alloc_local``, ``T.alloc_shared``, ``T.alloc_fragment``: one
+#: per block) of at least this many bytes, or whose size is known at call time only, are taken
+#: from the heap too: on the stack of the thread running the block they could overflow it (a
+#: 16 MB local was a segfault).
+C_STACK_LIMIT_BYTES = 64 * 1024
 
-    Only allocations outside loops (where ``T.alloc_global`` belongs: before ``T.Kernel``) are
-    moved; the ``return`` of a failed allocation could not leave an OpenMP loop.
+
+def _block_level_allocs(body: Any) -> list:
+    """The ``AllocBuffer`` statements of ``body`` inside at most one loop (the block loop): not
+    in an inner loop, whose ``#pragma omp simd`` a ``return`` could not leave."""
+    found: list = []
+
+    def walk(stmt: Any, loops: int) -> None:
+        if isinstance(stmt, tirx.SeqStmt):
+            for item in stmt.seq:
+                walk(item, loops)
+        elif isinstance(stmt, tirx.AllocBuffer):
+            found.append(stmt)
+        elif isinstance(stmt, tirx.AttrStmt):
+            walk(stmt.body, loops)
+        elif isinstance(stmt, tirx.IfThenElse):
+            walk(stmt.then_case, loops)
+            if stmt.else_case is not None:
+                walk(stmt.else_case, loops)
+        elif isinstance(stmt, (tirx.For, tirx.While)) and loops == 0:
+            walk(stmt.body, 1)
+
+    walk(body, 0)
+    return found
+
+
+def _large_local(stmt: Any, block_level: list) -> bool:
+    if not isinstance(stmt, tirx.AllocBuffer) or _is_global_alloc(stmt) or KEEP_ON_STACK in stmt.annotations:
+        return False
+    if not any(stmt.same_as(a) for a in block_level):
+        return False
+    size = constant_bytes(stmt.buffer)
+    return size is None or size >= C_STACK_LIMIT_BYTES
+
+
+def heap_workspaces(body: Any) -> Any:
+    """``body`` (a plain C entry's) with its top-level global-scope ``AllocBuffer``s, and its
+    large block-level local ones (:data:`C_STACK_LIMIT_BYTES`), on the heap, freed at the end of
+    their scope and before every ``return`` in it (module docstring).
+
+    Global allocations are moved only outside loops (where ``T.alloc_global`` belongs: before
+    ``T.Kernel``); local ones inside the block loop at most. The ``return`` of a failed
+    allocation leaves neither an OpenMP loop (block loops are outlined functions) nor a
+    ``#pragma omp simd`` one.
     """
     dtypes: list = []
+    block_level = _block_level_allocs(body)
 
     def allocate(stmt: Any, rest: list, live: list, top: bool) -> Optional[tuple]:  # noqa: ARG001
-        if not (top and _is_global_alloc(stmt)):
+        if not ((top and _is_global_alloc(stmt)) or _large_local(stmt, block_level)):
             return None
         buf = stmt.buffer
         dtype = str(buf.ty.dtype)
         if dtype not in _C_TYPES:
             return None  # a vector dtype: left to TVM (refused for target c anyway)
         dtypes.append(dtype)
-        ptype = PointerType(PrimType(dtype), "global")
+        ptype = PointerType(PrimType(dtype), str(buf.ty.storage_scope) or "global")
         ptr = tirx.Var(f"{buf}_heap", ptype)
         failed = tirx.call_intrin("bool", "tirx.isnullptr", ptr)
         give_up = _then_release(live, tirx.Return(tirx.IntImm("int32", WORKSPACE_ALLOC_FAILED)))

@@ -70,19 +70,9 @@ def kernel_from_plan(plan: dict, library: Path, source: Path | None = None, *, l
 
 def host_cpu_id() -> str:
     """Identity of this CPU's instruction set: CPU kernels are built with ``-march=native``."""
-    import hashlib
-    import platform
+    from tilelang_core.devices import instruction_set_id
 
-    text = platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith(("flags", "Features", "isa")):
-                    text += " " + " ".join(sorted(line.split(":", 1)[1].split()))
-                    break
-    except OSError:
-        text += " " + platform.processor()
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return instruction_set_id()
 
 
 def save(kernel: Any, directory: Path) -> None:

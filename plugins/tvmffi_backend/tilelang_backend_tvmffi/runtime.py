@@ -39,6 +39,55 @@ _LOADED_RUNTIMES: dict[str, Any] = {}
 #: for float16 without declaring it.
 C_PREAMBLE = Path(__file__).with_name("c_host_preamble.h")
 DEFAULT_C_FLAGS = ["-O3", "-include", str(C_PREAMBLE)]
+#: Added for modules of CPU code only (target ``c``, whose source is the kernel's C entry inside
+#: a packed function, tilelang_core/lowering/c_runtime.py): code for this CPU, and the entry's
+#: ``#pragma omp simd`` loops count (no OpenMP runtime is linked). Such a saved kernel records
+#: the CPU's instruction set and loads only where it is the same. These modules are compiled by
+#: the C compiler (:func:`c_compiler`): TVM picks ``g++`` first, which compiles ``.c`` files as C++.
+CPU_C_FLAGS = ["-march=native", "-fopenmp-simd", "-DTL_OPENMP_SIMD"]
+
+
+def c_compiler() -> str:
+    """The C compiler of CPU-only modules: ``$CC``, else the first of gcc, clang, cc on PATH."""
+    override = os.environ.get("CC", "").strip()
+    if override:
+        return override
+    for name in ("gcc", "clang", "cc"):
+        found = shutil.which(name)
+        if found:
+            return found
+    raise BuildError("tvm_ffi: no C compiler found (gcc, clang or cc on PATH, or $CC) to build a target-c kernel")
+
+
+def is_cpu_only(kinds: list[str]) -> bool:
+    """Whether a module of these kinds is CPU code compiled from C here (target ``c``)."""
+    return bool(kinds) and set(kinds) <= {"c"}
+
+
+_cpu_flags_checked: dict[str, list[str]] = {}
+
+
+def cpu_c_flags() -> list[str]:
+    """:data:`CPU_C_FLAGS`, or the part of them TVM's C compiler takes (tried once per process)."""
+    if "flags" in _cpu_flags_checked:
+        return _cpu_flags_checked["flags"]
+    import subprocess
+
+    compiler = c_compiler()
+    with tempfile.TemporaryDirectory(prefix="tilelang_tvmffi_flags_") as scratch:
+        src = Path(scratch) / "probe.c"
+        src.write_text("int tl_probe(void) { return 0; }\n")
+        usable = []
+        for flags in (CPU_C_FLAGS[:1], CPU_C_FLAGS[1:]):
+            cmd = [compiler, *usable, *flags, "-fPIC", "-shared", "-o", str(Path(scratch) / "probe.so"), str(src)]
+            try:
+                ok = subprocess.run(cmd, capture_output=True, timeout=60, check=False).returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                ok = False
+            if ok:
+                usable += flags
+    _cpu_flags_checked["flags"] = usable
+    return usable
 
 
 def tvm_lib_dir() -> Optional[Path]:
@@ -150,18 +199,21 @@ class _LibraryDir:
 
 
 def export(mod: Any, file_name: Path, compile_flags: Optional[list[str]] = None,
-           identity: Optional[str] = None) -> None:
+           identity: Optional[str] = None, compiler: Optional[str] = None) -> None:
     """``export_library`` with compiler failures turned into :class:`BuildError`.
 
     ``compile_flags`` are passed to the system compiler (only used when C sources are compiled).
     ``identity`` (a hash from :func:`.identity.kernel_id`) is linked into the library as an
-    exported constant, so a load can tell which kernel the library was built for.
+    exported constant, so a load can tell which kernel the library was built for. ``compiler``:
+    the system compiler to use instead of TVM's choice.
     """
     from .identity import write_source
 
     kwargs: dict[str, Any] = {}
     if compile_flags:
         kwargs["options"] = list(compile_flags)
+    if compiler:
+        kwargs["cc"] = compiler
     with tempfile.TemporaryDirectory(prefix="tilelang_tvmffi_id_") as scratch:
         if identity is not None:
             kwargs["addons"] = [str(write_source(Path(scratch), identity))]
@@ -177,15 +229,19 @@ def runnable_module(mod: Any, compile_flags: Optional[list[str]] = None,
 
     Modules containing C sources (target ``c``) are compiled and linked into a shared library
     with ``export_library`` and loaded back, as ``tvm.runtime.Executable.jit`` does. The system
-    compiler gets :data:`DEFAULT_C_FLAGS` followed by ``compile_flags`` (TVM itself passes no
-    optimisation level, which would mean ``-O0``). ``identity`` is linked in (see :func:`export`).
+    compiler gets :data:`DEFAULT_C_FLAGS`, then :func:`cpu_c_flags` for CPU-only modules, then
+    ``compile_flags`` (TVM itself passes no optimisation level, which would mean ``-O0``).
+    ``identity`` is linked in (see :func:`export`).
     """
     kinds = module_kinds(mod)
     if not any(k in _NOT_RUNNABLE_KINDS for k in kinds):
         return mod, None, None
     holder = _LibraryDir()
     path = holder.path / LIBRARY_FILE
-    export(mod, path, DEFAULT_C_FLAGS + list(compile_flags or []), identity=identity)
+    cpu_only = is_cpu_only(kinds)
+    native = cpu_c_flags() if cpu_only else []
+    export(mod, path, DEFAULT_C_FLAGS + native + list(compile_flags or []), identity=identity,
+           compiler=c_compiler() if cpu_only else None)
     import tvm_ffi
 
     return tvm_ffi.load_module(str(path)), path, holder
@@ -214,6 +270,7 @@ def save(kernel: Any, directory: Path) -> None:
         "out_idx": list(state.out_idx),
         "alignment": state.alignment,
         "versions": _versions(),
+        "cpu": _cpu_id() if is_cpu_only(state.module_kinds) else None,
     }
     (directory / PLAN_FILE).write_text(json.dumps(plan, indent=1))
 
@@ -233,6 +290,12 @@ def _check_identity(library: Path, artifact: Any, kinds: list[str], alignment: i
             f"tvm_ffi: {library} {what}, not for kernel {artifact.name!r} with the saved plan ({expected[:12]}...); "
             "recompile the kernel"
         )
+
+
+def _cpu_id() -> str:
+    from tilelang_core.devices import instruction_set_id
+
+    return instruction_set_id()
 
 
 def _versions() -> dict[str, str]:
@@ -280,6 +343,9 @@ def load(artifact: Any, directory: Path, options: Any) -> Any:
             f"{plan.get('out_idx')}, but the artifact is for {artifact.target_kind!r} and out_idx "
             f"{list(options.out_idx)} was asked; recompile the kernel"
         )
+    if plan.get("cpu") and plan["cpu"] != _cpu_id():
+        raise ArtifactError(f"tvm_ffi: the kernel in {directory} was built for another CPU (-march=native); "
+                            "recompile the kernel")
     library = directory / LIBRARY_FILE
     if not library.is_file():
         raise ArtifactError(f"tvm_ffi: {library} is missing; the cached kernel is incomplete")

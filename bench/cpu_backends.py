@@ -1,0 +1,148 @@
+"""CPU kernels on every installed CPU (backend, target) pair, as ratios to cython/c and to torch.
+
+Usage::
+
+    python bench/cpu_backends.py                 # all kernels, 9 rounds
+    python bench/cpu_backends.py --repeat 15     # more rounds
+    python bench/cpu_backends.py --threads 2     # TVM_NUM_THREADS for tvm_ffi (set before TVM starts)
+    python bench/cpu_backends.py --check         # exit 1 when tvm_ffi/c is over 1.5x cython/c
+
+Kernels: the examples' blocked matmul at 512x512x512 (compute-bound, parallel blocks), a
+row-wise softmax-like kernel over 4096x1024 (exp, reductions, parallel blocks) and an elementwise
+add over 2^22 floats (memory-bound). Each is compiled for cython/c, tvm_ffi/c and tvm_ffi/llvm
+(those installed); torch computes the same result in the same run and is the reference.
+Results are checked against torch first.
+
+Timing: rounds in which every (kernel, pair) and torch are timed once each, interleaved so that
+load spikes hit all alike; each figure is the median of the rounds. Printed: milliseconds, the
+ratio to cython/c and the ratio to torch.
+
+tvm_ffi runs a target-c kernel's parallel blocks on TVM's thread pool, which uses half the
+hardware threads on x86 unless ``TVM_NUM_THREADS`` says otherwise (one on a 2-core machine);
+cython/c uses its own pool sized by ``torch.get_num_threads()``. ``--threads`` sets
+``TVM_NUM_THREADS`` for a like-for-like figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+PAIRS = [("cython", "c"), ("tvm_ffi", "c"), ("tvm_ffi", "llvm")]
+TARGET_TVMFFI_C = 1.5
+
+
+def _kernels():
+    import torch
+
+    import tilelang.language as T
+
+    sys.path.insert(0, str(_ROOT / "examples"))
+    from matmul import matmul
+
+    rows, cols = 4096, 1024
+
+    @T.prim_func
+    def row_softmax(X: T.Tensor((rows, cols), T.float32), Y: T.Tensor((rows, cols), T.float32)):
+        with T.Kernel(rows // 16, threads=128) as bx:
+            m = T.alloc_fragment((16,), T.float32)
+            s = T.alloc_fragment((16,), T.float32)
+            for i in T.serial(16):
+                m[i] = -T.infinity(T.float32)
+                s[i] = T.float32(0)
+                for j in T.serial(cols):
+                    m[i] = T.max(m[i], X[bx * 16 + i, j])
+                for j in T.serial(cols):
+                    s[i] = s[i] + T.exp(X[bx * 16 + i, j] - m[i])
+                for j in T.Parallel(cols):
+                    Y[bx * 16 + i, j] = T.exp(X[bx * 16 + i, j] - m[i]) / s[i]
+
+    n = 1 << 22
+
+    @T.prim_func
+    def vector_add(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32), C: T.Tensor((n,), T.float32)):
+        with T.Kernel(n // 4096, threads=128) as bx:
+            for i in T.Parallel(4096):
+                C[bx * 4096 + i] = A[bx * 4096 + i] + B[bx * 4096 + i]
+
+    size = 512
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    x = torch.randn(rows, cols)
+    u, v = torch.randn(n), torch.randn(n)
+    return [
+        ("matmul 512^3", matmul(size, size, size), (a, b, torch.empty(size, size)),
+         lambda out: torch.matmul(a, b, out=out), 2),
+        ("row softmax 4096x1024", row_softmax, (x, torch.empty(rows, cols)),
+         lambda out: out.copy_(torch.softmax(x, dim=1)), 1),
+        ("vector add 2^22", vector_add, (u, v, torch.empty(n)), lambda out: torch.add(u, v, out=out), 2),
+    ]
+
+
+def _pairs():
+    from importlib.metadata import entry_points
+
+    names = {ep.name for ep in entry_points(group="tilelang.backends")}
+    return [(b, t) for b, t in PAIRS if b in names]
+
+
+def _once(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=9, help="timing rounds (default 9)")
+    parser.add_argument("--threads", type=int, default=None, help="TVM_NUM_THREADS for the tvm_ffi pairs")
+    parser.add_argument("--check", action="store_true", help=f"exit 1 when tvm_ffi/c is over {TARGET_TVMFFI_C}x cython/c")
+    args = parser.parse_args()
+    if args.threads is not None:
+        os.environ["TVM_NUM_THREADS"] = str(args.threads)  # before TVM's thread pool starts
+    import torch
+
+    import tilelang
+
+    pairs = _pairs()
+    entries = []
+    for label, func, inputs, reference, out_pos in _kernels():
+        out = inputs[out_pos]
+        expected = torch.empty_like(out)
+        reference(expected)
+        compiled = {}
+        for backend, target in pairs:
+            kernel = tilelang.compile(func, target=target, execution_backend=backend)
+            out.zero_()
+            kernel(*inputs)
+            torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-3)
+            compiled[f"{backend}/{target}"] = (lambda k=kernel, xs=inputs: k(*xs))
+        compiled["torch"] = lambda r=reference, o=torch.empty_like(out): r(o)
+        entries.append((label, compiled))
+    times: dict[tuple[str, str], list[float]] = {}
+    for _ in range(args.repeat):
+        for label, compiled in entries:
+            for name, fn in compiled.items():
+                times.setdefault((label, name), []).append(_once(fn))
+    print(f"CPU backends ({os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, "
+          f"TVM_NUM_THREADS={os.environ.get('TVM_NUM_THREADS', 'unset')}), median of {args.repeat} rounds")
+    missed = False
+    for label, compiled in entries:
+        base = statistics.median(times[(label, "cython/c")]) if (label, "cython/c") in times else None
+        ref = statistics.median(times[(label, "torch")])
+        print(f"  {label}")
+        for name in compiled:
+            t = statistics.median(times[(label, name)])
+            vs_cython = f"{t / base:5.2f}x cython/c" if base else ""
+            print(f"    {name:<14} {t * 1e3:9.3f} ms  {vs_cython}  {t / ref:6.2f}x torch")
+            if name == "tvm_ffi/c" and base and t / base > TARGET_TVMFFI_C:
+                missed = True
+    return 1 if (args.check and missed) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
