@@ -196,7 +196,13 @@ def lower(
                     result["device_source"] = c_entry[0]
                     result["device_kernels"] = [c_entry[1]]
                     result["ir"] = {"device": tvm.IRModule({name: front})}
-                if "runtime_module" in wanted or "host_source" in wanted:
+                if "runtime_module" in wanted and kind == "c":
+                    # TVM's packed function around the C entry (lowering/c_runtime.py): of the
+                    # frontend's output it takes the parameters, buffers and attributes only
+                    from .c_runtime import c_runtime_module
+
+                    tvm_modules = c_runtime_module(front, *c_entry, symbol_vars, tgt, configs)
+                if "host_source" in wanted or ("runtime_module" in wanted and kind != "c"):
                     # TVM's parallel launch drops an error raised inside the parallel loop, so a
                     # kernel with T.device_assert runs its blocks serially in a runtime module
                     front = lower_tile_constructs(
@@ -210,12 +216,7 @@ def lower(
                     )
                     written.append(written_params(front))
                     front, _ = lower_device_asserts(front, "runtime")  # TVM's host code raises the text
-                    if "runtime_module" in wanted and kind == "c":
-                        # target c: TVM's packed function around the C entry (lowering/c_runtime.py)
-                        from .c_runtime import c_runtime_module
-
-                        tvm_modules = c_runtime_module(front, *c_entry, symbol_vars, tgt, configs)
-                    elif "runtime_module" in wanted:
+                    if "runtime_module" in wanted and kind != "c":
                         tvm_modules = codegen.cpu_runtime_module(front, tgt, configs)
                     if "host_source" in wanted:
                         c_module = codegen.cpu_runtime_module(front, tvm.target.Target("c"), configs)

@@ -28,12 +28,9 @@ from tvm.ir import PrimType
 from ..artifact import DeviceKernel
 from ..errors import LoweringError
 from . import passes as P
+from .codegen import NEGATIVE_SIZE
+from .device_assert import DEVICE_ASSERT_FAILED
 from .workspaces import WORKSPACE_ALLOC_FAILED
-
-#: Status of the C entry: a ``T.device_assert`` failed (lowering/device_assert.py).
-DEVICE_ASSERT_FAILED = -3
-#: Status of the C entry: a dynamic size was negative.
-NEGATIVE_SIZE = -1
 
 GLUE_C = """\
 /* packed-function glue of the C entry %(entry)s (tilelang_core/lowering/c_runtime.py) */

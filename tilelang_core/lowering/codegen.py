@@ -84,6 +84,9 @@ def _rename_reserved_vars(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return tirx.PrimFunc(params, body, func.ret_type, func.attrs, func.span)
 
 
+#: Status of the C entry point when a dynamic size is negative.
+NEGATIVE_SIZE = -1
+
 #: Name of the extern call marking where an outlined block loop is run (``<marker>__<k>(blocks, work)``).
 RUN_BLOCKS_MARKER = "TL_RUN_BLOCKS"
 _RUN_BLOCKS_LINE = re.compile(r"^(\s*)int32_t (\w+) = " + RUN_BLOCKS_MARKER + r"__(\d+)\((.*)\);\s*$")
@@ -340,7 +343,8 @@ def c_entry_source(
     checks = []
     if not P.config_flag(configs, "tl.disable_bounds_assert"):
         for sym in extra_symbols:
-            checks.append(tirx.IfThenElse(sym < tirx.IntImm(str(sym.ty.dtype), 0), tirx.Return(tirx.IntImm("int32", -1)), None))
+            checks.append(tirx.IfThenElse(sym < tirx.IntImm(str(sym.ty.dtype), 0),
+                                          tirx.Return(tirx.IntImm("int32", NEGATIVE_SIZE)), None))
     functions = {entry: _c_function(fn, params, checks + decls, entry, target)}
     for name, _ in outlined:
         blocks = mod[name]

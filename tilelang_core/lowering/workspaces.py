@@ -79,29 +79,30 @@ def _then_release(live: list, exit_stmt: Any) -> Any:
     return tirx.SeqStmt(list(reversed(live)) + [exit_stmt]) if live else exit_stmt
 
 
-# An allocation rule: (stmt, the statements after it in its sequence, live, top) -> None (not an
-# allocation it takes) or (statements replacing it, the statement releasing it).
-_Allocate = Callable[[Any, list, list, bool], Optional[tuple]]
+# An allocation rule: (stmt, the statements after it in its sequence, live, top, loops) -> None
+# (not an allocation it takes) or (statements replacing it, the statement releasing it).
+_Allocate = Callable[[Any, list, list, bool, int], Optional[tuple]]
 
 
-def _with_releases(stmt: Any, live: list, top: bool, allocate: _Allocate, on_exit: Callable[[Any, list], Any]) -> Any:
+def _with_releases(stmt: Any, live: list, top: bool, allocate: _Allocate, on_exit: Callable[[Any, list], Any],
+                   loops: int = 0) -> Any:
     """``stmt`` with the allocations ``allocate`` takes made explicit (released at the end of
     their sequence) and each exit statement rewritten by ``on_exit(stmt, live)``.
 
     ``live`` holds the release statements of the enclosing workspaces; ``top`` is True outside
-    every loop and condition.
+    every loop and condition; ``loops`` counts the enclosing loops.
     """
-    def again(s: Any, inner_top: bool = False) -> Any:
-        return _with_releases(s, live, top and inner_top, allocate, on_exit)
+    def again(s: Any, inner_top: bool = False, inner_loops: int = loops) -> Any:
+        return _with_releases(s, live, top and inner_top, allocate, on_exit, inner_loops)
 
     if isinstance(stmt, tirx.SeqStmt):
         out: list = []
         mine: list = []
         items = list(stmt.seq)
         for k, item in enumerate(items):
-            taken = allocate(item, items[k + 1:], live + mine, top)
+            taken = allocate(item, items[k + 1:], live + mine, top, loops)
             if taken is None:
-                out.append(_with_releases(item, live + mine, top, allocate, on_exit))
+                out.append(_with_releases(item, live + mine, top, allocate, on_exit, loops))
                 continue
             replacement, release = taken
             out.extend(replacement)
@@ -113,13 +114,13 @@ def _with_releases(stmt: Any, live: list, top: bool, allocate: _Allocate, on_exi
         body = again(stmt.body, inner_top=True)
         return stmt if body.same_as(stmt.body) else tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, body, stmt.span)
     if isinstance(stmt, tirx.For):
-        body = again(stmt.body)
+        body = again(stmt.body, inner_loops=loops + 1)
         if body.same_as(stmt.body):
             return stmt
         return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, stmt.thread_binding,
                         stmt.annotations, stmt.step, stmt.span)
     if isinstance(stmt, tirx.While):
-        body = again(stmt.body)
+        body = again(stmt.body, inner_loops=loops + 1)
         return stmt if body.same_as(stmt.body) else tirx.While(stmt.condition, body, stmt.span)
     if isinstance(stmt, tirx.IfThenElse):
         then = again(stmt.then_case)
@@ -139,34 +140,10 @@ def _with_releases(stmt: Any, live: list, top: bool, allocate: _Allocate, on_exi
 C_STACK_LIMIT_BYTES = 64 * 1024
 
 
-def _block_level_allocs(body: Any) -> list:
-    """The ``AllocBuffer`` statements of ``body`` inside at most one loop (the block loop): not
-    in an inner loop, whose ``#pragma omp simd`` a ``return`` could not leave."""
-    found: list = []
-
-    def walk(stmt: Any, loops: int) -> None:
-        if isinstance(stmt, tirx.SeqStmt):
-            for item in stmt.seq:
-                walk(item, loops)
-        elif isinstance(stmt, tirx.AllocBuffer):
-            found.append(stmt)
-        elif isinstance(stmt, tirx.AttrStmt):
-            walk(stmt.body, loops)
-        elif isinstance(stmt, tirx.IfThenElse):
-            walk(stmt.then_case, loops)
-            if stmt.else_case is not None:
-                walk(stmt.else_case, loops)
-        elif isinstance(stmt, (tirx.For, tirx.While)) and loops == 0:
-            walk(stmt.body, 1)
-
-    walk(body, 0)
-    return found
-
-
-def _large_local(stmt: Any, block_level: list) -> bool:
-    if not isinstance(stmt, tirx.AllocBuffer) or _is_global_alloc(stmt) or KEEP_ON_STACK in stmt.annotations:
-        return False
-    if not any(stmt.same_as(a) for a in block_level):
+def _large_local(stmt: Any, loops: int) -> bool:
+    """A local allocation for the heap: large, and inside at most one loop (the block loop), not in
+    an inner loop, whose ``#pragma omp simd`` the ``return`` of a failed allocation could not leave."""
+    if loops > 1 or not isinstance(stmt, tirx.AllocBuffer) or _is_global_alloc(stmt) or KEEP_ON_STACK in stmt.annotations:
         return False
     size = constant_bytes(stmt.buffer)
     return size is None or size >= C_STACK_LIMIT_BYTES
@@ -183,10 +160,9 @@ def heap_workspaces(body: Any) -> Any:
     ``#pragma omp simd`` one.
     """
     dtypes: list = []
-    block_level = _block_level_allocs(body)
 
-    def allocate(stmt: Any, rest: list, live: list, top: bool) -> Optional[tuple]:  # noqa: ARG001
-        if not ((top and _is_global_alloc(stmt)) or _large_local(stmt, block_level)):
+    def allocate(stmt: Any, rest: list, live: list, top: bool, loops: int) -> Optional[tuple]:  # noqa: ARG001
+        if not ((top and _is_global_alloc(stmt)) or _large_local(stmt, loops)):
             return None
         buf = stmt.buffer
         dtype = str(buf.ty.dtype)
@@ -216,7 +192,7 @@ def _failing_assert(kind: Any, parts: list) -> Any:
 
 
 def _release_on_assert(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
-    def allocate(stmt: Any, rest: list, live: list, top: bool) -> Optional[tuple]:  # noqa: ARG001
+    def allocate(stmt: Any, rest: list, live: list, top: bool, loops: int) -> Optional[tuple]:  # noqa: ARG001
         if not isinstance(stmt, tirx.AllocBuffer) or KEEP_ON_STACK in stmt.annotations:
             return None
         if not any(contains(s, (tirx.AssertStmt,)) for s in rest):

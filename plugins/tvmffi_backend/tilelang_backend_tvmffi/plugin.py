@@ -56,7 +56,7 @@ def backend_spec_dict() -> dict[str, Any]:
         "targets": {
             "llvm": _target(100),
             "cuda": _target(100, cuda_streams=True),
-            "c": _target(10, native_compiler={"program": "g++", "env": "CXX"}),
+            "c": _target(10, native_compiler={"program": "cc", "env": "CC"}),  # runtime.c_compiler
             "rocm": _target(100, platforms=["linux"]),
             "metal": _target(10, platforms=["darwin"]),
         },

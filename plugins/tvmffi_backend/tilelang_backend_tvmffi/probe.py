@@ -1,8 +1,9 @@
 """Availability probe of the ``tvm_ffi`` backend: asks the installed TVM, never guesses.
 
 - ``llvm``: TVM's LLVM codegen must be enabled.
-- ``c``: TVM's C host codegen must be registered and a C/C++ compiler must exist (the C source
-  module is compiled and linked by ``export_library``).
+- ``c``: TVM's C host codegen must be registered and the C compiler (``$CC`` or ``cc``,
+  :func:`.runtime.c_compiler`) must exist (the C source module is compiled and linked by
+  ``export_library`` with it).
 - ``cuda`` / ``rocm`` / ``metal``: TVM's runtime for that device must be enabled (for CUDA the
   sidecar ``libtvm_runtime_cuda`` loads only when the CUDA driver ``libcuda.so.1`` is present) and
   a device must be visible. Without TVM's CUDA runtime, CUDA is *build only*: kernels are
@@ -76,12 +77,15 @@ def probe(target_kind: str) -> Optional[Availability]:
     if target_kind == "c":
         if tvm.get_global_func(codegen, allow_missing=True) is None:
             return Availability.no("TVM built without the C host codegen (target.build.c)")
-        from tvm.support import cc
+        import shutil
 
-        if cc.get_cc() is None:
+        from .runtime import c_compiler
+
+        compiler = c_compiler()
+        if not compiler or shutil.which(compiler[0]) is None:
             return Availability.no(
-                "no C/C++ compiler found (set CC/CXX or install gcc/clang); TVM's C target is "
-                "compiled and linked by export_library"
+                f"no C compiler {compiler[0] if compiler else ''!r} found (set CC or install gcc/clang); "
+                "target-c kernels are compiled and linked by export_library with it"
             )
         return Availability.yes()
 

@@ -12,9 +12,11 @@ modules) are loaded with ctypes.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -47,16 +49,10 @@ DEFAULT_C_FLAGS = ["-O3", "-include", str(C_PREAMBLE)]
 CPU_C_FLAGS = ["-march=native", "-fopenmp-simd", "-DTL_OPENMP_SIMD"]
 
 
-def c_compiler() -> str:
-    """The C compiler of CPU-only modules: ``$CC``, else the first of gcc, clang, cc on PATH."""
-    override = os.environ.get("CC", "").strip()
-    if override:
-        return override
-    for name in ("gcc", "clang", "cc"):
-        found = shutil.which(name)
-        if found:
-            return found
-    raise BuildError("tvm_ffi: no C compiler found (gcc, clang or cc on PATH, or $CC) to build a target-c kernel")
+def c_compiler() -> list[str]:
+    """The C compiler command of CPU-only modules: ``$CC`` (may hold flags, shell-split) or ``cc``
+    (what the declaration's ``native_compiler`` names, so the cache key follows it)."""
+    return shlex.split(os.environ.get("CC") or "cc")
 
 
 def is_cpu_only(kinds: list[str]) -> bool:
@@ -64,29 +60,23 @@ def is_cpu_only(kinds: list[str]) -> bool:
     return bool(kinds) and set(kinds) <= {"c"}
 
 
-_cpu_flags_checked: dict[str, list[str]] = {}
-
-
-def cpu_c_flags() -> list[str]:
-    """:data:`CPU_C_FLAGS`, or the part of them TVM's C compiler takes (tried once per process)."""
-    if "flags" in _cpu_flags_checked:
-        return _cpu_flags_checked["flags"]
+@functools.lru_cache(maxsize=None)
+def cpu_c_flags(compiler: tuple[str, ...]) -> list[str]:
+    """:data:`CPU_C_FLAGS`, or the part of them ``compiler`` takes (tried once per process)."""
     import subprocess
 
-    compiler = c_compiler()
     with tempfile.TemporaryDirectory(prefix="tilelang_tvmffi_flags_") as scratch:
         src = Path(scratch) / "probe.c"
         src.write_text("int tl_probe(void) { return 0; }\n")
-        usable = []
+        usable: list[str] = []
         for flags in (CPU_C_FLAGS[:1], CPU_C_FLAGS[1:]):
-            cmd = [compiler, *usable, *flags, "-fPIC", "-shared", "-o", str(Path(scratch) / "probe.so"), str(src)]
+            cmd = [*compiler, *usable, *flags, "-fPIC", "-shared", "-o", str(Path(scratch) / "probe.so"), str(src)]
             try:
                 ok = subprocess.run(cmd, capture_output=True, timeout=60, check=False).returncode == 0
             except (OSError, subprocess.SubprocessError):
                 ok = False
             if ok:
                 usable += flags
-    _cpu_flags_checked["flags"] = usable
     return usable
 
 
@@ -229,19 +219,22 @@ def runnable_module(mod: Any, compile_flags: Optional[list[str]] = None,
 
     Modules containing C sources (target ``c``) are compiled and linked into a shared library
     with ``export_library`` and loaded back, as ``tvm.runtime.Executable.jit`` does. The system
-    compiler gets :data:`DEFAULT_C_FLAGS`, then :func:`cpu_c_flags` for CPU-only modules, then
-    ``compile_flags`` (TVM itself passes no optimisation level, which would mean ``-O0``).
-    ``identity`` is linked in (see :func:`export`).
+    compiler (for CPU-only modules :func:`c_compiler`, else TVM's choice) gets
+    :data:`DEFAULT_C_FLAGS`, then for CPU-only modules :func:`cpu_c_flags`, then ``compile_flags``
+    (TVM itself passes no optimisation level, which would mean ``-O0``). ``identity`` is linked
+    in (see :func:`export`).
     """
     kinds = module_kinds(mod)
     if not any(k in _NOT_RUNNABLE_KINDS for k in kinds):
         return mod, None, None
     holder = _LibraryDir()
     path = holder.path / LIBRARY_FILE
-    cpu_only = is_cpu_only(kinds)
-    native = cpu_c_flags() if cpu_only else []
-    export(mod, path, DEFAULT_C_FLAGS + native + list(compile_flags or []), identity=identity,
-           compiler=c_compiler() if cpu_only else None)
+    if is_cpu_only(kinds):
+        compiler = c_compiler()
+        flags = compiler[1:] + DEFAULT_C_FLAGS + cpu_c_flags(tuple(compiler))
+        export(mod, path, flags + list(compile_flags or []), identity=identity, compiler=compiler[0])
+    else:
+        export(mod, path, DEFAULT_C_FLAGS + list(compile_flags or []), identity=identity)
     import tvm_ffi
 
     return tvm_ffi.load_module(str(path)), path, holder
