@@ -77,3 +77,32 @@ def test_tilelang_env_reads_and_writes_it(monkeypatch):
         assert resolve_target("auto").kind.name == "llvm"
     finally:
         env.TILELANG_DEFAULT_TARGET = None
+
+
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        (None, "auto"),
+        ("auto", "auto"),
+        ("llvm", "llvm"),
+        ('{"kind": "cuda", "arch": "sm_100f", "code": ["sm_100a"]}', {"kind": "cuda", "arch": "sm_100f", "code": ["sm_100a"]}),
+    ],
+)
+def test_get_default_target_returns_what_auto_means(monkeypatch, value, expected):
+    import tilelang
+
+    if value is None:
+        monkeypatch.delenv("TILELANG_DEFAULT_TARGET", raising=False)
+    else:
+        monkeypatch.setenv("TILELANG_DEFAULT_TARGET", value)
+    assert tilelang.env.get_default_target() == expected
+    assert tilelang.env.env.get_default_target() == expected
+
+
+def test_get_default_target_asks_for_json_syntax_for_unquoted_keys(monkeypatch):
+    import tilelang
+
+    monkeypatch.setenv("TILELANG_DEFAULT_TARGET", '{kind: "cuda", arch: "sm_100f"}')
+    with pytest.raises(ValueError, match="Use JSON syntax") as info:
+        tilelang.env.get_default_target()
+    assert isinstance(info.value, TargetError) and "TILELANG_DEFAULT_TARGET" in str(info.value)

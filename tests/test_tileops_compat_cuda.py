@@ -84,7 +84,7 @@ def test_cuda_sources_use_the_cuda_intrinsics(cuda_sources):
     assert "__dp4a(" in src["math_f32"]
     for fn in ("__fadd_rz(", "__fsub_ru(", "__fmul_rd(", "__fdiv_rn(", "__frcp_rz(", "__fsqrt_ru(", "__fmaf_rd(", "__frsqrt_rn("):
         assert fn in src["ieee_f32"], fn
-    for fn in ("__dadd_rz(", "__dmul_ru(", "__ddiv_rd(", "__drcp_rn(", "__dsqrt_rz("):
+    for fn in ("__dadd_rz(", "__dmul_ru(", "__ddiv_rd(", "__drcp_rn(", "__dsqrt_rz(", "__fma_rn(", "__fma_rd("):
         assert fn in src["ieee_f64"], fn
     for name in ("ieee_f16", "ieee_bf16"):  # cuda_fp16.h / cuda_bf16.h, round to nearest
         for fn in ("__hadd_rn(", "__hsub_rn(", "__hmul_rn(", "__hdiv(", "hrcp(", "hsqrt(", "__hfma(", "hrsqrt("):

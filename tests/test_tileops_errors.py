@@ -383,13 +383,13 @@ def test_intrinsic_wrong_operands():
 
     _check(half_mode, "ieee-half-mode", "T.ieee_mul(A[1], A[2])", "float16 operands round to nearest only", "give rounding_mode='rn' (got 'rz')")
 
-    def fma_f64():
+    def fma_mixed():
         @T.prim_func
-        def k(A: T.Tensor((16,), "float64")):
+        def k(A: T.Tensor((16,), "float64"), B: T.Tensor((16,), "float32")):
             with T.Kernel(1, threads=1) as _:
-                A[0] = T.ieee_fmaf(A[1], A[2], A[3])  # <ieee-fma-f64>
+                A[0] = T.ieee_fmaf(A[1], B[2], A[3])  # <ieee-fma-mixed>
 
-    _check(fma_f64, "ieee-fma-f64", "T.ieee_fmaf(A[1], A[2], A[3])", "fused multiply-add, got float64")
+    _check(fma_mixed, "ieee-fma-mixed", "T.ieee_fmaf(A[1], B[2], A[3])", "dtype mismatch: operands are float64, float32, float64")
 
     def dp4a_dtype():
         @T.prim_func

@@ -267,10 +267,9 @@ def _apply_ieee(op, mode, a, b, c):
 
 
 def ieee(n, dtype="float32", dynamic=False, modes=ROUNDING):
-    """Every IEEE operation in every rounding mode of ``modes``: ``O[i, op * len(modes) + mode]``
-    (ieee_fmaf has no float64 form: its columns stay zero there)."""
+    """Every IEEE operation in every rounding mode of ``modes``: ``O[i, op * len(modes) + mode]``."""
     N = _n(n, dynamic)
-    ops = [op for op in IEEE_OPS if not (op == "fmaf" and dtype == "float64")]
+    ops = IEEE_OPS
 
     def store_all(O, g, a, b, c):
         # a Python loop run while the kernel is parsed: one store per (operation, mode)

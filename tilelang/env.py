@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-__all__ = ["env", "Environment"]
+__all__ = ["env", "Environment", "get_default_target"]
 
 
 class _Variable:
@@ -58,6 +58,19 @@ class Environment:
         "Seconds a ``tilelang.contrib.nvcc.compile_cuda`` call may run nvcc (unset, empty or 0: no limit).",
     )
 
+    def get_default_target(self) -> Any:
+        """The target ``target="auto"`` means from ``TILELANG_DEFAULT_TARGET`` (as upstream TileLang).
+
+        :returns: ``"auto"`` when the variable is unset, empty or ``auto``; a ``dict`` when it holds
+            a JSON object (``{"kind": "cuda", "arch": "sm_90"}``); otherwise the target string.
+        :raises tilelang_core.errors.TargetError: (a ``ValueError``) the value starts like a JSON
+            object but does not parse, or has no ``"kind"`` string.
+        """
+        from tilelang_core.lowering.target import env_default_target
+
+        value = env_default_target()
+        return "auto" if value is None else value
+
     def is_cache_enabled(self) -> bool:
         """Whether the kernel cache is on."""
         import tilelang
@@ -79,3 +92,6 @@ class Environment:
 
 #: The process's environment, seen through :class:`Environment`.
 env = Environment()
+
+#: ``tilelang.env.get_default_target()``, as upstream calls it on the module.
+get_default_target = env.get_default_target

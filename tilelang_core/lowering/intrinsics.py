@@ -14,14 +14,16 @@ math, ``__fadd_rz``/``__dmul_ru``/``__fmaf_rd``/``__frcp_rn``/``__fsqrt_ru``/``_
 - fast math: the precise function of TVM's math intrinsics (``expf``, ``exp10``, ...; 16-bit
   floats computed in float32), i.e. at least as accurate as CUDA's approximations;
 - IEEE operations, round to nearest: the C/LLVM operation (``+``, ``*``, ``fmaf``/``llvm.fma``,
-  ``/``, ``sqrt``; ``frsqrt`` is ``1 / sqrt(x)``, two roundings). Directed modes (rz/ru/rd):
+  ``/``, ``sqrt``; ``fma``/``fmaf``; ``frsqrt`` is ``1 / sqrt(x)``, two roundings). Directed modes (rz/ru/rd):
   the nearest result corrected by one ulp toward the requested direction when the exact error
   (from an error-free transformation: TwoSum for add/sub, ``fma`` residuals for mul/div/sqrt/rcp)
   shows the exact value lies on the other side. That is the correctly rounded result whenever
   the error term is itself exact (results and residuals neither overflow nor underflow).
-  ``ieee_fmaf`` in a directed mode decides the direction from the product and sum recomputed in
-  float64 (the product is exact there; the sum has one float64 rounding), so it can be one ulp
-  off only when the exact result lies within 2^-53 (relative) of a float32 value;
+  ``ieee_fmaf`` of float32 in a directed mode decides the direction from the product and sum
+  recomputed in float64 (the product is exact there; the sum has one float64 rounding), so it
+  can be one ulp off only when the exact result lies within 2^-53 (relative) of a float32 value;
+  of float64, from the exact error of the fma (Boldo and Muller's ErrFma: TwoProduct, two
+  TwoSums), correct under the same condition as the others;
 - ``dp4a``: four int8 products added to the int32 accumulator;
 - GPU-only intrinsics: a :class:`LoweringError` at the intrinsic's line.
 """
@@ -130,12 +132,27 @@ def _c_directed(name: str, op: str, dtype: str, mode: str) -> str:
         "rd": "if (e < 0) r = nextafter{f}(r, -INFINITY);",
         "rz": "if ((r > 0 && e < 0) || (r < 0 && e > 0)) r = nextafter{f}(r, ({t})0);",
     }[mode].format(f=f, t=t)
-    if op == "fma":
+    if op == "fma" and dtype == "float32":
         return (
             f"static inline float {name}(float a, float b, float c) {{\n"
             "  float r = fmaf(a, b, c);\n"
             "  if (!isfinite(r)) return r;\n"
             "  double d = (double)a * (double)b + (double)c; double e = d - (double)r;\n"
+            f"  {fix}\n  return r;\n}}\n"
+        )
+    if op == "fma":
+        # ErrFma (Boldo & Muller): a*b + c - r = g + z up to a term below half an ulp of g + z,
+        # so the sign of g + z is the sign of the exact error. The rounded product u1 is kept in
+        # a volatile so that the C compiler cannot contract u1 + a1 into another fma.
+        return (
+            f"static inline double {name}(double a, double b, double c) {{\n"
+            "  double r = fma(a, b, c);\n"
+            "  if (!isfinite(r)) return r;\n"
+            "  volatile double u1v = a * b; double u1 = u1v; double u2 = fma(a, b, -u1);\n"
+            "  double a1 = c + u2; double t = a1 - c; double z = (c - (a1 - t)) + (u2 - t);\n"
+            "  double b1 = u1 + a1; t = b1 - u1; double b2 = (u1 - (b1 - t)) + (a1 - t);\n"
+            "  double e = ((b1 - r) + b2) + z;\n"
+            "  if (!isfinite(e)) return r;\n"
             f"  {fix}\n  return r;\n}}\n"
         )
     if op in ("add", "sub"):
@@ -165,7 +182,20 @@ def _ll_directed(name: str, op: str, dtype: str, mode: str) -> str:
     sfx = "f32" if dtype == "float32" else "f64"
     nextafter = "nextafterf" if dtype == "float32" else "nextafter"
     inf = "0x7FF0000000000000"
-    if op == "fma":
+    if op == "fma" and dtype == "float64":
+        head = f"define double @{name}(double %a, double %b, double %c) {{"
+        body = [  # ErrFma, as in _c_directed (LLVM does not contract these: no fast-math flags)
+            "  %r = call double @llvm.fma.f64(double %a, double %b, double %c)",
+            "  %u1 = fmul double %a, %b", "  %nu1 = fneg double %u1",
+            "  %u2 = call double @llvm.fma.f64(double %a, double %b, double %nu1)",
+            "  %a1 = fadd double %c, %u2", "  %t1 = fsub double %a1, %c", "  %t2 = fsub double %a1, %t1",
+            "  %t3 = fsub double %c, %t2", "  %t4 = fsub double %u2, %t1", "  %z = fadd double %t3, %t4",
+            "  %b1 = fadd double %u1, %a1", "  %s1 = fsub double %b1, %u1", "  %s2 = fsub double %b1, %s1",
+            "  %s3 = fsub double %u1, %s2", "  %s4 = fsub double %a1, %s1", "  %b2 = fadd double %s3, %s4",
+            "  %g0 = fsub double %b1, %r", "  %g = fadd double %g0, %b2", "  %e = fadd double %g, %z",
+        ]
+        et, esfx = "double", "f64"
+    elif op == "fma":
         head = f"define float @{name}(float %a, float %b, float %c) {{"
         body = [
             "  %r = call float @llvm.fma.f32(float %a, float %b, float %c)",
@@ -202,7 +232,7 @@ def _ll_directed(name: str, op: str, dtype: str, mode: str) -> str:
             body = [f"  %r = call {t} @llvm.sqrt.{sfx}({t} %a)", f"  %nr = fneg {t} %r",
                     f"  %e = call {t} {fma}({t} %nr, {t} %r, {t} %a)"]
         t = _LL_FLOAT[dtype]
-    rt = "float" if op == "fma" else t
+    rt = t
     rsfx = "f32" if rt == "float" else "f64"
     lines = [head, "entry:"] + body + [
         f"  %ra = call {rt} @llvm.fabs.{rsfx}({rt} %r)",
@@ -272,8 +302,8 @@ def _cpu_nearest(m: MathOp, language: str) -> Any:
     if op == "rsqrt":
         return one / tirx.sqrt(a[0])
     if language == "llvm":
-        return tirx.call_llvm_pure_intrin("float32", "llvm.fma", *a)
-    return tirx.call_pure_extern("float32", "fmaf", *a)
+        return tirx.call_llvm_pure_intrin(m.dtype, "llvm.fma", *a)
+    return tirx.call_pure_extern(m.dtype, "fmaf" if m.dtype == "float32" else "fma", *a)
 
 
 def _next_toward(value: Any, bits_dtype: str, float_dtype: str, away: Any) -> Any:
@@ -420,7 +450,7 @@ def lower_cpu_intrinsics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
 _CU_IEEE_F32 = {"add": "__fadd_{m}", "sub": "__fsub_{m}", "mul": "__fmul_{m}", "div": "__fdiv_{m}",
                 "rcp": "__frcp_{m}", "sqrt": "__fsqrt_{m}", "fma": "__fmaf_{m}", "rsqrt": "__frsqrt_rn"}
 _CU_IEEE_F64 = {"add": "__dadd_{m}", "sub": "__dsub_{m}", "mul": "__dmul_{m}", "div": "__ddiv_{m}",
-                "rcp": "__drcp_{m}", "sqrt": "__dsqrt_{m}"}
+                "rcp": "__drcp_{m}", "sqrt": "__dsqrt_{m}", "fma": "__fma_{m}"}
 #: cuda_fp16.h / cuda_bf16.h, which have round-to-nearest forms only.
 _CU_IEEE_HALF = {"add": "__hadd_rn", "sub": "__hsub_rn", "mul": "__hmul_rn", "div": "__hdiv", "rcp": "hrcp",
                  "sqrt": "hsqrt", "fma": "__hfma", "rsqrt": "hrsqrt"}

@@ -122,8 +122,8 @@ def env_default_target() -> Any:
         value = json.loads(text)
     except ValueError as exc:
         raise TargetError(
-            f"{DEFAULT_TARGET_ENV}={text!r} looks like a JSON object but does not parse ({exc}); "
-            'write it like {"kind": "cuda", "arch": "sm_90"}, or as a target string such as \'cuda\''
+            f"{DEFAULT_TARGET_ENV}={text!r} looks like a JSON object but does not parse ({exc}). "
+            'Use JSON syntax, with quoted keys: {"kind": "cuda", "arch": "sm_90"}; or a target string such as \'cuda\''
         ) from None
     if not isinstance(value, dict) or not isinstance(value.get("kind"), str):
         raise TargetError(f'{DEFAULT_TARGET_ENV}={text!r}: a JSON target needs a "kind" string, e.g. {{"kind": "cuda"}}')

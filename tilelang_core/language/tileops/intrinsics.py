@@ -132,9 +132,6 @@ def _ieee(name: str, args: tuple, rounding_mode: Any) -> Any:
     if not floats:
         fail(f"T.{name}", values, "needs float32, float64, float16 or bfloat16 operands", OperandTypeError)
     dtype = _dtype(floats[0])
-    if name == "ieee_fmaf" and dtype == "float64":
-        fail(f"T.{name}", values, "ieee_fmaf is the float32 (or float16/bfloat16) fused multiply-add, got float64",
-             OperandTypeError)
     if dtype in ("float16", "bfloat16") and mode != "rn":
         fail(f"T.{name}", values, f"{dtype} operands round to nearest only (Only rounding mode 'rn' is available "
              f"for half precision): give rounding_mode='rn' (got '{mode}'), or compute in float32", OperandTypeError)
@@ -164,7 +161,8 @@ def ieee_mul(x: Any, y: Any, rounding_mode: str = "rn") -> Any:
 
 
 def ieee_fmaf(x: Any, y: Any, z: Any, rounding_mode: str = "rn") -> Any:
-    """``x * y + z`` with one rounding (``rounding_mode``), float32; float16/bfloat16 with ``"rn"``."""
+    """``x * y + z`` with one rounding (``rounding_mode``): float32 and float64 in every mode,
+    float16/bfloat16 with ``"rn"``."""
     return _ieee("ieee_fmaf", (x, y, z), rounding_mode)
 
 
