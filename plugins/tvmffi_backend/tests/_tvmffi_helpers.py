@@ -41,11 +41,18 @@ def build(kernel_name: str, out_idx=(), target: str = "llvm"):
     )
 
 
-def run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run ``code`` in a fresh interpreter (same venv); returns the completed process."""
+def run_python(code: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter (same venv); returns the completed process.
+    ``env``: variables set (a value None: removed) on top of this process's environment."""
+    environment = dict(os.environ)
+    for name, value in (env or {}).items():
+        if value is None:
+            environment.pop(name, None)
+        else:
+            environment[name] = value
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True, text=True, timeout=timeout,
+        capture_output=True, text=True, timeout=timeout, env=environment,
     )
 
 

@@ -95,6 +95,39 @@ def test_tilelang_compile_export_and_load_in_a_fresh_process(tmp_path):
     assert proc.stdout.strip().splitlines()[-1].startswith("OK tvm_ffi")
 
 
+def test_compiler_variables_holding_flags_build_and_export(tmp_path):
+    """``CC``/``CXX`` with flags (``CC="cc -g0"``, as build scripts set them) build, export and
+    reload target-c and llvm kernels. TVM's own export_library ran each as one program name
+    ("No such file or directory: 'cc -g0'")."""
+    proc = run_python(
+        f"""
+        import torch, tilelang, tilelang.language as T
+
+        @T.prim_func
+        def double(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64) as bx:
+                for i in T.Parallel(64):
+                    B[i] = A[i] * 2
+
+        a = torch.randn(64)
+        for target in ("c", "llvm"):
+            kernel = tilelang.compile(double, target=target, execution_backend="tvm_ffi")
+            b = torch.empty(64)
+            kernel(a, b)
+            torch.testing.assert_close(b, a * 2)
+            path = {json.dumps(str(tmp_path))} + "/" + target
+            kernel.export(path)
+            b = torch.empty(64)
+            tilelang.load(path)(a, b)
+            torch.testing.assert_close(b, a * 2)
+        print("OK")
+        """,
+        env={"CC": "cc -g0", "CXX": "c++ -g0", "TILELANG_DISABLE_CACHE": "1"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "OK"
+
+
 def test_lowered_cuda_module_is_built_but_not_runnable_without_a_gpu():
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: see the gpu-marked launch tests")

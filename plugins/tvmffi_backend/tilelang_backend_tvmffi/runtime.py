@@ -55,6 +55,40 @@ def c_compiler() -> list[str]:
     return shlex.split(os.environ.get("CC") or "cc")
 
 
+def host_compiler() -> Optional[list[str]]:
+    """The system compiler of modules with device code (TVM's choice: ``$CXX``, else ``$CC``,
+    shell-split here), or None when neither is set (TVM then finds ``g++``, ``gcc``, ...)."""
+    text = os.environ.get("CXX") or os.environ.get("CC")
+    return shlex.split(text) if text and text.strip() else None
+
+
+def _fcompile(compiler: list[str]) -> Any:
+    """An ``export_library`` compile function running ``compiler`` (a command that may hold
+    flags, ``["gcc", "-g0"]``) for both the build and the target-triple probe. TVM's own default
+    runs ``$CC``/``$CXX`` as one program name in both, so ``CC="gcc -g0"`` failed with
+    "No such file or directory: 'gcc -g0'"."""
+    import subprocess
+
+    from tvm.support import cc as tvm_cc
+
+    program, leading = compiler[0], compiler[1:]
+
+    def compile_shared(output: str, objects: list[str], options: Optional[list[str]] = None, **kwargs: Any) -> None:
+        kwargs.pop("cc", None)
+        tvm_cc.create_shared(output, objects, options=leading + list(options or []), cc=program, **kwargs)
+
+    def target_triple() -> Optional[str]:
+        try:
+            done = subprocess.run([*compiler, "-dumpmachine"], capture_output=True, text=True, timeout=60, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() or None if done.returncode == 0 else None
+
+    compile_shared.output_format = tvm_cc.create_shared.output_format  # type: ignore[attr-defined]
+    compile_shared.get_target_triple = target_triple  # type: ignore[attr-defined]
+    return compile_shared
+
+
 def is_cpu_only(kinds: list[str]) -> bool:
     """Whether a module of these kinds is CPU code compiled from C here (target ``c``)."""
     return bool(kinds) and set(kinds) <= {"c"}
@@ -189,21 +223,22 @@ class _LibraryDir:
 
 
 def export(mod: Any, file_name: Path, compile_flags: Optional[list[str]] = None,
-           identity: Optional[str] = None, compiler: Optional[str] = None) -> None:
+           identity: Optional[str] = None, compiler: Optional[list[str]] = None) -> None:
     """``export_library`` with compiler failures turned into :class:`BuildError`.
 
     ``compile_flags`` are passed to the system compiler (only used when C sources are compiled).
     ``identity`` (a hash from :func:`.identity.kernel_id`) is linked into the library as an
     exported constant, so a load can tell which kernel the library was built for. ``compiler``:
-    the system compiler to use instead of TVM's choice.
+    the system compiler command (program and flags) to use; default :func:`host_compiler`.
     """
     from .identity import write_source
 
     kwargs: dict[str, Any] = {}
     if compile_flags:
         kwargs["options"] = list(compile_flags)
+    compiler = compiler or host_compiler()
     if compiler:
-        kwargs["cc"] = compiler
+        kwargs["fcompile"] = _fcompile(compiler)
     with tempfile.TemporaryDirectory(prefix="tilelang_tvmffi_id_") as scratch:
         if identity is not None:
             kwargs["addons"] = [str(write_source(Path(scratch), identity))]
@@ -231,8 +266,8 @@ def runnable_module(mod: Any, compile_flags: Optional[list[str]] = None,
     path = holder.path / LIBRARY_FILE
     if is_cpu_only(kinds):
         compiler = c_compiler()
-        flags = compiler[1:] + DEFAULT_C_FLAGS + cpu_c_flags(tuple(compiler))
-        export(mod, path, flags + list(compile_flags or []), identity=identity, compiler=compiler[0])
+        flags = DEFAULT_C_FLAGS + cpu_c_flags(tuple(compiler))
+        export(mod, path, flags + list(compile_flags or []), identity=identity, compiler=compiler)
     else:
         export(mod, path, DEFAULT_C_FLAGS + list(compile_flags or []), identity=identity)
     import tvm_ffi
