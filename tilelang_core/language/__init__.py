@@ -81,6 +81,10 @@ from . import tuple_assign as _tuple_assign  # noqa: E402
 
 _tuple_assign.install()  # A[0], A[1] = A[1], A[0] and a, b = b, a (values first, then stores)
 
+from . import python_values as _python_values  # noqa: E402
+
+_python_values.install()  # dtype = "float16", op = T.max in kernels: Python values, as in TileLang
+
 #: ``T.PrimExpr``: the type of TIR expressions (TVM 0.27 calls it ``tvm.tirx.Expr``).
 PrimExpr = _tvm.tirx.Expr
 PrimFunc = _tvm.tirx.PrimFunc
