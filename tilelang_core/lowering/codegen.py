@@ -34,6 +34,13 @@ C_PREAMBLE = """\
 #include <stdint.h>
 #include <stdbool.h>
 #include <math.h>
+/* a * b + c is two IEEE operations, as on llvm and in torch: no contraction into an fma (GNU C
+   contracts by default). fmaf()/fma() calls still fuse. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
 #ifndef TVM_DLL
 #define TVM_DLL __attribute__((visibility("default")))
 #endif
