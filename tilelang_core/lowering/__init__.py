@@ -153,6 +153,9 @@ def lower(
     from .signature import describe_params, index_plan, relax_param_alignment, widen_indices, written_params
 
     func = relax_param_alignment(func)  # no 64-byte assumption: offset views (x[1:]) are fine
+    from .constant_casts import fold_constant_casts
+
+    func = fold_constant_casts(func)  # T.cast(T.int16(-5), "uint32") wraps (TVM's folding refused it)
     from .casts import lower_rounded_casts
 
     func = lower_rounded_casts(func, kind, arch_of(tgt) or "")  # T.cast(..., round=...) for this target
