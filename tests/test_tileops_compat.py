@@ -413,6 +413,10 @@ def _16bit_inputs(dtype, n, rng):
     b[1:6] = torch.tensor([2.0 ** -20, -(2.0 ** -18), 3.0, -0.5, 1.0], dtype=tdt)
     if dtype == "float16":
         a[0], b[0], c[0] = 2.0 ** -11 * (1 + 2.0 ** -10), 1 - 2.0 ** -10, 1 + 2.0 ** -10
+    else:
+        # fma: 9 * 29 = 261 is a bfloat16 midpoint (between 260 and 262) and 261 +- 2**-100 is not
+        # a float64: the sum's rounding error decides the direction (262 / 260), so it must survive
+        a[6:8], b[6:8], c[6:8] = 9.0, 29.0, torch.tensor([2.0 ** -100, -(2.0 ** -100)], dtype=tdt)
     return a, b, c
 
 

@@ -18,6 +18,7 @@ from .atomics import lower_cpu_atomics
 from .c_constants import exact_cuda_float64_constants, exact_float_constants, map_float_constants
 from .cpu_math import lower_cpu_math
 from .stack_buffers import stack_arrays, stack_small_buffers
+from .llvm_comparisons import llvm_comparisons
 from .wrapping_unsigned import wrapping_unsigned_arithmetic
 from .intrinsics import lower_cpu_intrinsics
 from .workspaces import heap_workspaces, release_workspaces_on_assert
@@ -744,6 +745,7 @@ def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, A
         host_mod = min_max_as_selects(exact_float_constants(_printable_non_finite(host_mod)))  # c_constants.py
     else:
         host_mod = wrapping_unsigned_arithmetic(host_mod)  # lowering/wrapping_unsigned.py
+        host_mod = llvm_comparisons(host_mod)  # lowering/llvm_comparisons.py
     return tir_to_runtime(host_mod, device_mods, target)
 
 

@@ -29,6 +29,7 @@ from tvm import s_tir, tirx
 
 from .configs import PASS_CONFIGS, config_flag  # noqa: E402,F401 - re-exported
 from .gpu_math import GpuMathPass
+from .float_identities import GuardFloatIdentities
 from .fragments import FragmentLayoutPass
 from .vectorized_locals import ExpandVectorizedLocals, InlineVectorizedScalars
 
@@ -44,6 +45,7 @@ def cpu_source_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         tirx.transform.FlattenBuffer(),
         tirx.transform.BF16ComputeLegalize(),
         tirx.transform.NarrowDataType(32),
+        GuardFloatIdentities(),  # x - x, (x + y) - x, x != x on floats: no real-number rules (float_identities.py)
         tirx.transform.StmtSimplify(),
         # Vectorized loops become serial: the C source expresses SIMD with '#pragma omp simd'.
         tirx.transform.VectorizeLoop(False),
@@ -79,6 +81,7 @@ def cpu_runtime_passes(configs: Mapping[str, Any], vector_types: bool = True) ->
         ExpandVectorizedLocals(),
         tirx.transform.BF16ComputeLegalize(),
         tirx.transform.NarrowDataType(32),
+        GuardFloatIdentities(),  # x - x, (x + y) - x, x != x on floats: no real-number rules (float_identities.py)
         tirx.transform.StmtSimplify(),
         tirx.transform.VectorizeLoop(vectorize),
         tirx.transform.UnrollLoop(),
@@ -108,6 +111,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         ExpandVectorizedLocals(),
         tirx.transform.BF16ComputeLegalize(),
         tirx.transform.NarrowDataType(32),
+        GuardFloatIdentities(),  # x - x, (x + y) - x, x != x on floats: no real-number rules (float_identities.py)
         tirx.transform.StmtSimplify(),
         tirx.transform.VectorizeLoop(not config_flag(configs, "tl.disable_vectorize")),
         tirx.transform.StorageRewrite(),

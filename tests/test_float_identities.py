@@ -1,0 +1,97 @@
+"""Float expressions keep IEEE semantics through TVM's simplifier (lowering/float_identities.py):
+``x - x``, ``(x + y) - x``, ``x - (x + y)``, ``(x + 1) - 1``, ``x == x`` and ``x != x``
+were rewritten by rules of real numbers, on every target (``x * 0`` still is: documented there)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import pathlib
+import sys
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+from tilelang_core.lowering import lower
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from backend_pairs import cpu_pairs  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
+
+COLUMNS = 9
+
+
+def _kernel(n, dtype):
+    @T.prim_func
+    def identities(X: T.Tensor((n,), dtype), Y: T.Tensor((n,), dtype), Out: T.Tensor((n, COLUMNS), dtype)):
+        with T.Kernel(T.ceildiv(n, 16), threads=16) as bx:
+            for i in T.Parallel(16):
+                g = bx * 16 + i
+                if g < n:
+                    Out[g, 0] = X[g] - X[g]
+                    Out[g, 1] = (X[g] + Y[g]) - X[g]
+                    Out[g, 2] = X[g] - (X[g] + Y[g])
+                    Out[g, 3] = (X[g] + T.cast(1, dtype)) - T.cast(1, dtype)
+                    Out[g, 4] = T.if_then_else(X[g] == X[g], T.cast(1, dtype), T.cast(0, dtype))
+                    Out[g, 5] = T.if_then_else(X[g] != X[g], T.cast(1, dtype), T.cast(0, dtype))
+                    Out[g, 6] = (Y[g] + T.cast(2, dtype)) - T.cast(2, dtype)
+                    Out[g, 7] = T.exp(X[g]) - T.exp(X[g])
+                    Out[g, 8] = (Y[g] + X[g]) - X[g]
+
+    return identities
+
+
+def _reference(x, y):
+    one = torch.ones_like(x)
+    return torch.stack(
+        [x - x, (x + y) - x, x - (x + y), (x + one) - one, (x == x).to(x.dtype), (x != x).to(x.dtype), (y + 2) - 2,
+         x.exp() - x.exp(), (y + x) - x],
+        dim=1,
+    )
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+@pytest.mark.parametrize("dtype,dynamic", [("float32", False), ("float64", True)], ids=["float32-static", "float64-dynamic"])
+def test_float_identities_keep_ieee_results(backend, target, dtype, dynamic):
+    n = 8
+    kernel = tilelang.compile(_kernel(T.dynamic("n") if dynamic else n, dtype), target=target, execution_backend=backend)
+    tdt = getattr(torch, dtype)
+    big = 1e8 if dtype == "float32" else 1e17
+    x = torch.tensor([big, math.inf, -math.inf, math.nan, 1e-8 if dtype == "float32" else 1e-17, 3.0, -2.5, 0.0], dtype=tdt)
+    y = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, -7.0, 1e-8 if dtype == "float32" else 1e-17], dtype=tdt)
+    out = torch.zeros(n, COLUMNS, dtype=tdt)
+    kernel(x, y, out)
+    want = _reference(x, y)
+    same = (out == want) | (out.isnan() & want.isnan())
+    assert bool(same.all()), [(r, c, float(out[r, c]), float(want[r, c])) for r, c in (~same).nonzero().tolist()]
+
+
+def test_ordinary_float_expressions_are_not_guarded():
+    @T.prim_func
+    def plain(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=8) as bx:
+            for i in T.Parallel(8):
+                Y[i] = X[i] * X[i] - T.exp(X[i]) + X[i] * 2.0
+
+    source = lower(plain, target="c").kernel_source
+    assert "uint32_t" not in source.split("plain_kernel(", 2)[-1]  # no bit-level round trip
+
+
+def _cuda_helpers():
+    spec = importlib.util.spec_from_file_location("test_tileops_cuda", pathlib.Path(__file__).with_name("test_tileops_cuda.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cuda_source_keeps_the_guard_and_compiles(tmp_path):
+    art = lower(_kernel(64, "float32"), target="cuda -arch=sm_80")
+    body = art.kernel_source.split("identities_kernel", 1)[-1]
+    assert body.count("*(uint *)(&") >= 7  # one round trip per guarded column (0-5, 7, 8)
+    cuda = _cuda_helpers()
+    if cuda.NVCC is None:
+        pytest.skip("nvcc is not installed")
+    cuda.compile_translation_units({"identities": art}, tmp_path)

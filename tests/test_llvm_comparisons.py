@@ -1,0 +1,50 @@
+"""Comparisons on every CPU pair as in C and torch (lowering/llvm_comparisons.py): on ``llvm``,
+TVM emitted ``a != b`` of floats as an ordered comparison (false for NaN) and ``==`` of two
+booleans as a float comparison LLVM refused."""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import sys
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from backend_pairs import cpu_pairs  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
+
+
+def _kernel(n, dtype):
+    @T.prim_func
+    def compare(A: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype), Z: T.Tensor((n, 5), "int32")):
+        with T.Kernel(T.ceildiv(n, 8), threads=8) as bx:
+            for i in T.Parallel(8):
+                g = bx * 8 + i
+                if g < n:
+                    Z[g, 0] = T.if_then_else(A[g] != B[g], 1, 0)
+                    Z[g, 1] = T.if_then_else(A[g] == B[g], 1, 0)
+                    Z[g, 2] = T.if_then_else((A[g] > B[g]) == (B[g] > A[g]), 1, 0)
+                    Z[g, 3] = T.if_then_else((A[g] >= B[g]) != (A[g] <= B[g]), 1, 0)
+                    Z[g, 4] = T.if_then_else(A[g] != A[g], 1, 0)  # the NaN test
+
+    return compare
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+@pytest.mark.parametrize("dtype,dynamic", [("float32", False), ("float64", True)], ids=["float32-static", "float64-dynamic"])
+def test_comparisons_with_nans_and_of_booleans(backend, target, dtype, dynamic):
+    n = 6
+    kernel = tilelang.compile(_kernel(T.dynamic("n") if dynamic else n, dtype), target=target, execution_backend=backend)
+    tdt = getattr(torch, dtype)
+    a = torch.tensor([math.nan, 1.0, math.nan, 2.0, 5.0, -math.inf], dtype=tdt)
+    b = torch.tensor([1.0, 1.0, math.nan, 3.0, 4.0, -math.inf], dtype=tdt)
+    z = torch.zeros(n, 5, dtype=torch.int32)
+    kernel(a, b, z)
+    want = torch.stack([a != b, a == b, (a > b) == (b > a), (a >= b) != (a <= b), a != a], dim=1).int()
+    assert torch.equal(z, want), (z, want)

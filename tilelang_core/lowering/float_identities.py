@@ -1,0 +1,97 @@
+"""Floating-point expressions that TVM's simplifier would rewrite by rules of real arithmetic.
+
+TVM 0.27's rewrite simplifier applies some identities of the reals (and integers) to float
+values, where they do not hold. Found by differential fuzzing; each gave a wrong result on every
+target, without an error:
+
+- ``x - x`` and ``max(x, y) - max(x, y)`` become 0 (IEEE: NaN for an infinite or NaN ``x``);
+- ``(x + y) - x`` becomes ``y``, ``x - (x + y)`` becomes ``-y``, ``(x + 1) - 1`` becomes ``x``
+  (IEEE: ``x + y`` is rounded first; ``1e8 - (1e8 + 1)`` is 0 in float32, not -1). This is the
+  error term of TwoSum/Fast2Sum, which compensated sums and the pipeline's own correctly rounded
+  16-bit ``T.ieee_fmaf`` compute;
+- ``x == x`` becomes true and ``x != x`` false (IEEE: not for NaN, the usual NaN test).
+
+Those rules fire only on the operands' own structure: one operand equal to the other, or to an
+operand of the other when that is a sum. :func:`guard_float_identities` hides one operand of each
+such float operation (the right one; the sum when the right one is a constant, whose bits code
+generators cannot take) behind a bit-level round trip (``reinterpret`` to the unsigned integer of
+the same width and back), which the simplifier does not see through and code generators emit as
+nothing (a register move). It runs right before the first simplification of every pass list;
+other float expressions, and all integer ones, are untouched.
+
+Not guarded: ``x * 0`` becoming 0 (IEEE: NaN for an infinite or NaN ``x``; the rule takes any
+``x``, so only a non-constant zero would stop it), and ``x + 0``, ``x - 0`` becoming ``x`` (only
+the sign of a zero differs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from .atomics import checked_map
+from .math_widening import dtype_of, with_lanes
+
+__all__ = ["guard_float_identities", "GuardFloatIdentities"]
+
+
+def _is_float(node: Any) -> bool:
+    return tvm.DataType(dtype_of(node)).type_code in (tvm.DataTypeCode.FLOAT, tvm.DataTypeCode.BFLOAT)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return tvm_ffi.structural_equal(a, b)
+
+
+def _terms(node: Any) -> list:
+    """``node``, and its two operands when it is a sum."""
+    return [node, node.a, node.b] if isinstance(node, tirx.Add) else [node]
+
+
+def _is_constant(node: Any) -> bool:
+    if isinstance(node, tirx.Broadcast):
+        node = node.value
+    return isinstance(node, (tirx.FloatImm, tirx.IntImm))
+
+
+def barrier(value: Any) -> Any:
+    """``value`` behind a bit-level round trip the simplifier does not see through."""
+    dtype = dtype_of(value)
+    bits = with_lanes(f"uint{tvm.DataType(dtype).bits}", dtype)
+    return tirx.reinterpret(dtype, tirx.reinterpret(bits, value))
+
+
+def _on_sub(node: Any) -> Any:
+    if not _is_float(node):
+        return node
+    a, b = node.a, node.b
+    if not any(_same(x, y) for x in _terms(a) for y in _terms(b)):
+        return node
+    if _is_constant(b):  # (x + 1) - 1: the sum is hidden (code generators cannot take a constant's bits)
+        return node if _is_constant(a) else tirx.Sub(barrier(a), b)
+    return tirx.Sub(a, barrier(b))
+
+
+def _on_compare(node: Any) -> Any:
+    if not _is_float(node.a) or _is_constant(node.a) or not _same(node.a, node.b):
+        return node
+    return type(node)(node.a, barrier(node.b))
+
+
+_ENTRIES = [(tirx.Sub, _on_sub), ((tirx.EQ, tirx.NE), _on_compare)]
+
+
+def guard_float_identities(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with the float operations listed in the module docstring guarded."""
+    body = checked_map(func.body, _ENTRIES)
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
+def GuardFloatIdentities() -> tvm.transform.Pass:  # noqa: N802 - a pass, named like TVM's
+    """:func:`guard_float_identities` as a pass over every PrimFunc of a module."""
+    return tirx.transform.prim_func_pass(
+        lambda func, mod, ctx: guard_float_identities(func), opt_level=0, name="tl.GuardFloatIdentities"
+    )

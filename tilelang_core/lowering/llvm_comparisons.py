@@ -1,0 +1,48 @@
+"""Comparisons that TVM 0.27's LLVM code generator emits wrong, rewritten right before it.
+
+- ``!=`` of floats is emitted as LLVM's *ordered* not-equal (``fcmp one``), which is false when
+  an operand is NaN: ``A[i] != B[i]`` was 0 for ``A[i] = NaN`` on target ``llvm`` (IEEE, C, CUDA
+  and torch: 1), and ``x != x``, the usual NaN test, was always 0. It becomes ``!(a == b)``
+  (``fcmp oeq``, false for NaN, negated).
+- ``==`` and ``!=`` of two booleans are emitted as a floating-point comparison of ``i1`` values,
+  which LLVM's verifier refuses: ``T.if_then_else((A[i] > 0) == (B[i] > 0), ...)`` failed to lower
+  ("Invalid operand types for FCmp instruction"). The operands are compared as ``int8`` (0 or 1).
+
+:func:`llvm_comparisons` runs on the LLVM host module after every simplification (which would fold
+the rewrites back); ``c`` and ``cuda`` print these comparisons as C's ``!=`` and ``==``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+from tvm import tirx
+
+from .atomics import checked_map
+from .math_widening import dtype_of, with_lanes
+
+__all__ = ["llvm_comparisons"]
+
+_FLOAT_CODES = (tvm.DataTypeCode.FLOAT, tvm.DataTypeCode.BFLOAT)
+
+
+def _on_compare(node: Any) -> Any:
+    dtype = dtype_of(node.a)
+    element = tvm.DataType(dtype).with_lanes(1)
+    if element == tvm.DataType("bool"):
+        wide = with_lanes("int8", dtype)
+        return type(node)(tirx.Cast(wide, node.a), tirx.Cast(wide, node.b))
+    if isinstance(node, tirx.NE) and element.type_code in _FLOAT_CODES:
+        return tirx.Not(tirx.EQ(node.a, node.b))
+    return node
+
+
+def _rewrite(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
+    body = checked_map(func.body, [((tirx.EQ, tirx.NE), _on_compare)])
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
+def llvm_comparisons(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with the comparisons of the module docstring in a form LLVM code generation gets right."""
+    return tirx.transform.prim_func_pass(_rewrite, opt_level=0, name="tl.LLVMComparisons")(mod)
