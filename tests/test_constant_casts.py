@@ -76,3 +76,29 @@ def test_casts_of_constants_compile_and_wrap(backend, target, dynamic):
 def test_casts_of_constants_lower_for_cuda():
     source = lower(_kernel(40), target="cuda -arch=sm_80").kernel_source
     assert "4294967291" in source  # (uint32)-5, folded
+
+
+def _reinterpret_kernel():
+    @T.prim_func
+    def bits(F: T.Tensor((3,), T.float32), D: T.Tensor((1,), T.float64), U: T.Tensor((2,), T.int64)):
+        with T.Kernel(1, threads=1) as bx:
+            F[0] = T.reinterpret("float32", T.uint32(0x3F800000))
+            F[1] = T.reinterpret("float32", T.int32(-8388608))  # 0xFF800000: -inf
+            F[2] = T.reinterpret("float32", T.uint32(0x00000001))  # the smallest subnormal
+            D[0] = T.reinterpret("float64", T.int64(0x400921FB54442D18))  # pi
+            U[0] = T.cast(T.reinterpret("uint32", T.float32(2.0)), "int64")
+            U[1] = T.reinterpret("int64", T.float64(-0.0))
+
+    return bits
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+def test_reinterpreted_constants_compile_and_keep_their_bits(backend, target):
+    """``T.reinterpret`` of a constant: TVM's C code generator took the constant's address
+    ("lvalue required as unary '&' operand") on target c."""
+    kernel = tilelang.compile(_reinterpret_kernel(), target=target, execution_backend=backend)
+    f, d, u = torch.zeros(3), torch.zeros(1, dtype=torch.float64), torch.zeros(2, dtype=torch.int64)
+    kernel(f, d, u)
+    assert f.view(torch.int32).tolist() == [0x3F800000, -8388608, 1]
+    assert d.view(torch.int64).tolist() == [0x400921FB54442D18]
+    assert u.tolist() == [0x40000000, -(2**63)]

@@ -1,4 +1,4 @@
-"""Casts of integer constants, folded with C's wraparound before TVM's simplifier sees them.
+"""Casts and reinterpretations of constants, folded before TVM's simplifier and code generators see them.
 
 TVM 0.27 folds a cast of a constant by making a constant of the new type from the *same* value,
 and refuses values outside that type: ``T.cast(T.int16(-5), "uint32")`` stopped lowering with
@@ -9,10 +9,18 @@ CUDA and LLVM do and what such a cast means in a kernel (masks, hash constants, 
 :func:`fold_constant_casts` replaces each cast of an integer constant to an integer type by the
 constant that conversion gives, innermost first, at the start of lowering. Casts of non-constant
 values, and to or from other types, are left to the pipeline.
+
+``T.reinterpret`` of a constant failed to compile on target ``c``: TVM's C code generator takes
+the constant's address (``*(uint32_t *)(&(2.000000e+00f))``, "lvalue required"). Such a
+reinterpretation between an integer and a float type of the same width is folded into the constant
+with those bits (a NaN other than the one C's ``NAN`` is, whose payload a float constant cannot
+carry through TVM's printer, is left as it is).
 """
 
 from __future__ import annotations
 
+import math
+import struct
 from typing import Any
 
 import tvm
@@ -47,7 +55,43 @@ def _on_cast(cast: Any) -> Any:
     return tirx.IntImm(target, wrapped(int(value.value), target))
 
 
+_FLOAT_BITS = {"float16": ("<e", "<H"), "bfloat16": None, "float32": ("<f", "<I"), "float64": ("<d", "<Q")}
+
+
+def _float_of_bits(bits: int, dtype: str) -> float:
+    if dtype == "bfloat16":
+        return struct.unpack("<f", struct.pack("<I", bits << 16))[0]
+    float_fmt, int_fmt = _FLOAT_BITS[dtype]
+    return struct.unpack(float_fmt, struct.pack(int_fmt, bits))[0]
+
+
+def _bits_of_float(value: float, dtype: str) -> int:
+    if dtype == "bfloat16":  # a bfloat16 constant holds a value bfloat16 represents exactly
+        return struct.unpack("<I", struct.pack("<f", value))[0] >> 16
+    float_fmt, int_fmt = _FLOAT_BITS[dtype]
+    return struct.unpack(int_fmt, struct.pack(float_fmt, value))[0]
+
+
+def _on_reinterpret(call: Any) -> Any:
+    if getattr(call.op, "name", "") != "tirx.reinterpret" or len(call.args) != 1:
+        return call
+    value, target = call.args[0], str(call.ty.dtype)
+    source = str(value.ty.dtype)
+    if tvm.DataType(source).bits != tvm.DataType(target).bits:
+        return call
+    if isinstance(value, tirx.IntImm) and target in _FLOAT_BITS and _is_int(source):
+        bits = wrapped(int(value.value), "uint" + str(tvm.DataType(source).bits))
+        result = _float_of_bits(bits, target)
+        if math.isnan(result) and bits != _bits_of_float(float("nan"), target):
+            return call  # a NaN with a payload of its own
+        return tirx.FloatImm(target, result)
+    if isinstance(value, tirx.FloatImm) and source in _FLOAT_BITS and _is_int(target):
+        return tirx.IntImm(target, wrapped(_bits_of_float(float(value.value), source), target))
+    return call
+
+
 def fold_constant_casts(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """``func`` with every integer-to-integer cast of an integer constant folded (see module doc)."""
-    body = checked_map(func.body, [(tirx.Cast, _on_cast)])
+    """``func`` with every integer-to-integer cast of an integer constant, and every reinterpretation
+    of a constant between an integer and a float type, folded (see module doc)."""
+    body = checked_map(func.body, [(tirx.Cast, _on_cast), (tvm.ir.Call, _on_reinterpret)])
     return func if body.same_as(func.body) else func.with_body(body)
