@@ -156,6 +156,9 @@ def lower(
     from .casts import lower_rounded_casts
 
     func = lower_rounded_casts(func, kind, arch_of(tgt) or "")  # T.cast(..., round=...) for this target
+    from .wrapping_casts import wrapping_integer_casts
+
+    func = wrapping_integer_casts(func)  # casts that wrap, bounded right by the analyzer: before anything simplifies
     params, symbols, symbol_vars = describe_params(func, device_of(kind), location)
     # 64-bit indices where a static size needs them (or everywhere); limits for dynamic shapes
     widened, index_limits = index_plan(params, int(configs.get("tl.config_index_bitwidth", 32)))
