@@ -159,6 +159,9 @@ def lower(
     from .casts import lower_rounded_casts
 
     func = lower_rounded_casts(func, kind, arch_of(tgt) or "")  # T.cast(..., round=...) for this target
+    from .wrapping_casts import wrapping_integer_casts
+
+    func = wrapping_integer_casts(func)  # casts that wrap, bounded right by the analyzer: before anything simplifies
     params, symbols, symbol_vars = describe_params(func, device_of(kind), location)
     # 64-bit indices where a static size needs them (or everywhere); limits for dynamic shapes
     widened, index_limits = index_plan(params, int(configs.get("tl.config_index_bitwidth", 32)))
@@ -262,7 +265,7 @@ def lower(
                             result["device_source"], result["device_kernels"], location
                         )
                 if "host_source" in wanted:
-                    c_host = P.host_finalize_passes()(P.host_packed_passes(configs)(host_mod))
+                    c_host = codegen.strip_float_barriers(P.host_finalize_passes()(P.host_packed_passes(configs)(host_mod)))
                     c_host = tirx.transform.BindTarget(tvm.target.Target("c"))(c_host)
                     built = tvm.get_global_func("target.build.c")(c_host, tvm.target.Target("c"))
                     result["host_source"] = codegen.host_source_of(built)

@@ -16,8 +16,9 @@ operand of the other when that is a sum. :func:`guard_float_identities` hides on
 such float operation (the right one; the sum when the right one is a constant, whose bits code
 generators cannot take) behind a bit-level round trip (``reinterpret`` to the unsigned integer of
 the same width and back), which the simplifier does not see through and code generators emit as
-nothing (a register move). It runs right before the first simplification of every pass list;
-other float expressions, and all integer ones, are untouched.
+nothing. It runs right before the first simplification of every pass list, and
+:func:`strip_float_barriers` removes the round trips again right before code generation, after
+the last simplification; other float expressions, and all integer ones, are untouched.
 
 Not guarded: ``x * 0`` becoming 0 (IEEE: NaN for an infinite or NaN ``x``; the rule takes any
 ``x``, so only a non-constant zero would stop it), and ``x + 0``, ``x - 0`` becoming ``x`` (only
@@ -35,7 +36,7 @@ from tvm import tirx
 from .atomics import checked_map
 from .math_widening import dtype_of, with_lanes
 
-__all__ = ["guard_float_identities", "GuardFloatIdentities"]
+__all__ = ["guard_float_identities", "GuardFloatIdentities", "strip_float_barriers"]
 
 
 def _is_float(node: Any) -> bool:
@@ -95,3 +96,25 @@ def GuardFloatIdentities() -> tvm.transform.Pass:  # noqa: N802 - a pass, named 
     return tirx.transform.prim_func_pass(
         lambda func, mod, ctx: guard_float_identities(func), opt_level=0, name="tl.GuardFloatIdentities"
     )
+
+
+def _on_reinterpret(call: Any) -> Any:
+    if getattr(call.op, "name", "") != "tirx.reinterpret":
+        return call
+    inner = call.args[0]
+    if not (isinstance(inner, tvm.ir.Call) and getattr(inner.op, "name", "") == "tirx.reinterpret"):
+        return call
+    value = inner.args[0]
+    return value if dtype_of(value) == dtype_of(call) and _is_float(call) else call
+
+
+def strip_float_barriers(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` without the round trips of :func:`barrier`, right before code generation (after the
+    last simplification): TVM's C and CUDA printers evaluate a reinterpret's operand ahead of its
+    statement, outside a guard such as ``T.if_then_else(i < n, ...)``, and the code is plainer."""
+
+    def rewrite(func: tirx.PrimFunc, _mod: Any, _ctx: Any) -> tirx.PrimFunc:
+        body = checked_map(func.body, [(tvm.ir.Call, _on_reinterpret)])
+        return func if body.same_as(func.body) else func.with_body(body)
+
+    return tirx.transform.prim_func_pass(rewrite, opt_level=0, name="tl.StripFloatBarriers")(mod)

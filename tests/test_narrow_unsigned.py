@@ -1,0 +1,160 @@
+"""uint8 and uint16 arithmetic wraps around on target c and in CUDA sources (lowering/narrow_unsigned.py).
+
+TVM's C and CUDA code generators printed uint8/uint16 ``+ - * << ~`` as they are, and C's integer
+promotion computed them in ``int``: ``(X[i] + Y[i]) >> 1`` of 200 and 100 gave 150 instead of 22
+on cython/c, tvm_ffi/c and ctypes/c (llvm was right). Each kernel here runs on every CPU pair, with
+a static and a dynamic size, and is compared with NumPy's wrapping arithmetic; the CUDA source is
+checked for the narrowing casts and compiled with nvcc (no GPU here).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+from tilelang_core.lowering import lower
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from backend_pairs import cpu_pairs  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
+
+N = 100  # not a multiple of BLOCK: a partial last block
+BLOCK = 64
+NVCC = os.environ.get("TILELANG_NVCC") or shutil.which("nvcc") or (
+    "/usr/local/bin/nvcc" if os.path.exists("/usr/local/bin/nvcc") else None)
+
+#: (expression on uint8 x, y, as written in the kernel, NumPy reference on uint8 arrays)
+U8_COLUMNS = [
+    ("(x + y) >> 1", lambda x, y: (x + y) >> np.uint8(1)),
+    ("x + y < x", lambda x, y: (x + y) < x),
+    ("x * y", lambda x, y: x * y),
+    ("~x", lambda x, y: ~x),
+    ("x << 3", lambda x, y: x << np.uint8(3)),
+    ("-x", lambda x, y: -x),
+    ("x - y", lambda x, y: x - y),
+    ("(x * y + 7) // 3", lambda x, y: (x * y + np.uint8(7)) // np.uint8(3)),
+    ("x + y + y", lambda x, y: x + y + y),
+]
+#: the same on uint16 a, b (a * a and a << 9 overflowed C's int: undefined behaviour)
+U16_COLUMNS = [
+    ("a * a", lambda a, b: a * a),
+    ("(a + b) >> 1", lambda a, b: (a + b) >> np.uint16(1)),
+    ("a << 9", lambda a, b: a << np.uint16(9)),
+    ("~a", lambda a, b: ~a),
+    ("a + b < a", lambda a, b: (a + b) < a),
+    ("a - b", lambda a, b: a - b),
+]
+
+
+def wrapping_kernel(n):
+    """W[i, c] = uint16(column c of uint8 X[i], Y[i]); V[i, c] = uint32(column c of uint16 A[i], B[i])."""
+
+    @T.prim_func
+    def narrow_wraps(X: T.Tensor((n,), T.uint8), Y: T.Tensor((n,), T.uint8), A: T.Tensor((n,), T.uint16),
+                     B: T.Tensor((n,), T.uint16), W: T.Tensor((n, len(U8_COLUMNS)), T.uint16),
+                     V: T.Tensor((n, len(U16_COLUMNS)), T.uint32)):
+        with T.Kernel(T.ceildiv(n, BLOCK), threads=BLOCK) as bx:
+            for k in T.Parallel(BLOCK):
+                if bx * BLOCK + k < n:
+                    i = bx * BLOCK + k
+                    x, y, a, b = X[i], Y[i], A[i], B[i]
+                    W[i, 0] = T.Cast("uint16", (x + y) >> T.uint8(1))
+                    W[i, 1] = T.if_then_else(x + y < x, T.uint16(1), T.uint16(0))
+                    W[i, 2] = T.Cast("uint16", x * y)
+                    W[i, 3] = T.Cast("uint16", ~x)
+                    W[i, 4] = T.Cast("uint16", x << T.uint8(3))
+                    W[i, 5] = T.Cast("uint16", -x)
+                    W[i, 6] = T.Cast("uint16", x - y)
+                    W[i, 7] = T.Cast("uint16", (x * y + T.uint8(7)) // T.uint8(3))
+                    W[i, 8] = T.Cast("uint16", x + y + y)
+                    V[i, 0] = T.Cast("uint32", a * a)
+                    V[i, 1] = T.Cast("uint32", (a + b) >> T.uint16(1))
+                    V[i, 2] = T.Cast("uint32", a << T.uint16(9))
+                    V[i, 3] = T.Cast("uint32", ~a)
+                    V[i, 4] = T.if_then_else(a + b < a, T.uint32(1), T.uint32(0))
+                    V[i, 5] = T.Cast("uint32", a - b)
+
+    return narrow_wraps
+
+
+def _inputs():
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 256, N, dtype=np.uint8)
+    y = rng.integers(0, 256, N, dtype=np.uint8)
+    a = rng.integers(0, 1 << 16, N, dtype=np.uint16)
+    b = rng.integers(0, 1 << 16, N, dtype=np.uint16)
+    x[:6], y[:6] = [200, 255, 0, 1, 128, 100], [100, 1, 0, 255, 128, 100]
+    a[:5], b[:5] = [65535, 40000, 0, 1, 32768], [1, 40000, 0, 65535, 32768]
+    return x, y, a, b
+
+
+@pytest.mark.parametrize("size", ["static", "dynamic"])
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+def test_uint8_and_uint16_arithmetic_wraps_like_numpy(backend, target, size):
+    kernel = tilelang.compile(wrapping_kernel(N if size == "static" else T.dynamic("n")), target=target,
+                              execution_backend=backend)
+    x, y, a, b = _inputs()
+    w = torch.zeros((N, len(U8_COLUMNS)), dtype=torch.uint16)
+    v = torch.zeros((N, len(U16_COLUMNS)), dtype=torch.uint32)
+    kernel(*(torch.from_numpy(t) for t in (x, y, a, b)), w, v)
+    with np.errstate(over="ignore"):
+        for column, (text, ref) in enumerate(U8_COLUMNS):
+            assert w[:, column].tolist() == ref(x, y).astype(np.uint16).tolist(), (text, backend, target, size)
+        for column, (text, ref) in enumerate(U16_COLUMNS):
+            assert v[:, column].tolist() == ref(a, b).astype(np.uint32).tolist(), (text, backend, target, size)
+
+
+def test_the_c_source_narrows_only_scalar_uint8_and_uint16_results():
+    @T.prim_func
+    def mixed(X: T.Tensor((8,), T.uint8), S: T.Tensor((8,), T.int8), U: T.Tensor((8,), T.uint32),
+              Z: T.Tensor((8,), T.uint8), R: T.Tensor((8,), T.int8), Q: T.Tensor((8,), T.uint32)):
+        with T.Kernel(1, threads=8):
+            for i in T.Parallel(8):
+                Z[i] = (X[i] + X[i] + T.uint8(1)) >> T.uint8(1)
+                R[i] = S[i] + S[i]
+                Q[i] = U[i] + U[i]
+
+    source = lower(mixed, target="c").device_source
+    # one narrowing for the chain x + x + 1 (its inner sum is not narrowed twice)
+    assert "(((uint8_t)((((uint32_t)X_ptr[i]) + ((uint32_t)X_ptr[i])) + (uint32_t)1)) >> (uint8_t)1)" in source, source
+    assert "R_ptr[i] = (S_ptr[i] + S_ptr[i]);" in source, source  # int8: overflow is undefined in TIR
+    assert "Q_ptr[i] = (U_ptr[i] + U_ptr[i]);" in source, source  # uint32 wraps in C as it is
+
+
+def test_the_cuda_source_narrows_uint8_and_uint16_results():
+    source = lower(wrapping_kernel(N), target="cuda").device_source
+    assert "((uchar)(((uint)x_ptr[0]) + ((uint)y_ptr[0])))" in source, source
+    assert "((ushort)(((uint)a_ptr[0]) * ((uint)a_ptr[0])))" in source, source
+    assert "((uchar)(~((uint)x_ptr[0])))" in source, source
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("size", ["static", "dynamic"])
+def test_the_cuda_source_compiles_with_nvcc(size):
+    kernel = tilelang.compile(wrapping_kernel(N if size == "static" else T.dynamic("n")), target="cuda",
+                              execution_backend="cython")
+    assert "((uchar)(((uint)x_ptr[0]) + ((uint)y_ptr[0])))" in kernel.get_kernel_source()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (torch.cuda.is_available() is false)")
+def test_uint8_and_uint16_arithmetic_wraps_on_a_cuda_device():
+    kernel = tilelang.compile(wrapping_kernel(T.dynamic("n")), target="cuda")
+    x, y, a, b = _inputs()
+    w = torch.zeros((N, len(U8_COLUMNS)), dtype=torch.uint16, device="cuda")
+    v = torch.zeros((N, len(U16_COLUMNS)), dtype=torch.uint32, device="cuda")
+    kernel(*(torch.from_numpy(t).cuda() for t in (x, y, a, b)), w, v)
+    with np.errstate(over="ignore"):
+        for column, (text, ref) in enumerate(U8_COLUMNS):
+            assert w[:, column].cpu().tolist() == ref(x, y).astype(np.uint16).tolist(), text
+        for column, (text, ref) in enumerate(U16_COLUMNS):
+            assert v[:, column].cpu().tolist() == ref(a, b).astype(np.uint32).tolist(), text
