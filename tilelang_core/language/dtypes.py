@@ -119,6 +119,36 @@ def _constructors() -> dict[str, Any]:
 _CONSTRUCTORS: Optional[dict[str, Any]] = None
 
 
+#: (significant bits, least normal exponent, largest exponent) of the 16-bit float dtypes.
+_FORMATS_16 = {"float16": (11, -14, 15), "bfloat16": (8, -126, 127)}
+
+
+def nearest_16bit(value: float, dtype_name: str) -> float:
+    """The ``float16`` or ``bfloat16`` value nearest to ``value`` (a double), rounded once, ties to
+    even; an infinity past the largest finite value, a NaN stays a NaN."""
+    import math
+
+    if math.isnan(value) or math.isinf(value) or value == 0.0:
+        return value
+    bits, min_exp, max_exp = _FORMATS_16[dtype_name]
+    _, e = math.frexp(abs(value))  # 2**(e - 1) <= abs(value) < 2**e
+    step = 2.0 ** max(e - bits, min_exp - bits + 1)  # below the normal range the spacing stays
+    result = round(abs(value) / step) * step  # the division is exact; round() ties to even
+    return math.copysign(math.inf if result >= 2.0 ** (max_exp + 1) else result, value)
+
+
+def _representable(expr: Any) -> Any:
+    """A float16/bfloat16 constant with its value rounded to that type (``T.bfloat16(1.1)`` is
+    1.1015625, as ``torch.tensor(1.1, dtype=torch.bfloat16)``): TVM keeps the double it is given,
+    and folds ``X_f32 * T.bfloat16(1.1)`` into a product with 1.1 while the kernel is parsed.
+    Other expressions are returned as they are."""
+    if not isinstance(expr, tirx.FloatImm) or str(expr.ty.dtype) not in _FORMATS_16:
+        return expr
+    value = float(expr.value)
+    rounded = nearest_16bit(value, str(expr.ty.dtype))
+    return expr if rounded == value or rounded != rounded else tirx.FloatImm(str(expr.ty.dtype), rounded)
+
+
 class dtype(tvm_ffi.dtype):
     """A dtype of the kernel language; a ``str`` (and a ``tvm.DataType``) with extras.
 
@@ -144,6 +174,9 @@ class dtype(tvm_ffi.dtype):
             raise ValueError(f"unknown dtype {name!r} (given {value!r}); this TVM does not support it") from None
 
     def __call__(self, *args: Any) -> Any:
+        return _representable(self._build(*args))
+
+    def _build(self, *args: Any) -> Any:
         if len(args) > 1:
             if len(args) != self.lanes:
                 raise ValueError(f"{self}(...) packs one value per lane: {self.lanes} expected, got {len(args)}")

@@ -163,6 +163,10 @@ def lower(
 
     func = wrapping_integer_casts(func)  # casts that wrap, bounded right by the analyzer: before anything simplifies
     params, symbols, symbol_vars = describe_params(func, device_of(kind), location)
+    if kind in CPU_KINDS:  # a bfloat16 scalar travels as a float32 (lowering/bfloat16_rounding.py)
+        from .bfloat16_rounding import float32_bfloat16_params
+
+        func = float32_bfloat16_params(func)
     # 64-bit indices where a static size needs them (or everywhere); limits for dynamic shapes
     widened, index_limits = index_plan(params, int(configs.get("tl.config_index_bitwidth", 32)))
     func = widen_indices(func, widened)

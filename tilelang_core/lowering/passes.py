@@ -28,10 +28,26 @@ import tvm
 from tvm import s_tir, tirx
 
 from .configs import PASS_CONFIGS, config_flag  # noqa: E402,F401 - re-exported
+from .bfloat16_rounding import ExpandBFloat16Rounding, RoundBFloat16
+from .float16_rounding import Float16RoundedPerOp
 from .gpu_math import GpuMathPass
 from .float_identities import GuardFloatIdentities
 from .fragments import FragmentLayoutPass
 from .vectorized_locals import ExpandVectorizedLocals, InlineVectorizedScalars
+
+
+def _bf16_compute() -> list:
+    """bfloat16 computed in float32 where the target has no bfloat16 arithmetic (TVM's
+    ``BF16ComputeLegalize``), every bfloat16 value rounded where it is made first
+    (lowering/bfloat16_rounding.py: the legalizer alone rounds only at stores)."""
+    return [RoundBFloat16(), tirx.transform.BF16ComputeLegalize(), ExpandBFloat16Rounding()]
+
+
+def _lower_intrin() -> list:
+    """TVM's ``LowerIntrin`` of CPU and host code, every float16 operation rounded to float16 first
+    (lowering/float16_rounding.py: C compilers keep float16 arithmetic in float, and ``LowerIntrin``
+    would fuse a float16 ``a * b + c`` on ``llvm``)."""
+    return [Float16RoundedPerOp(), tirx.transform.LowerIntrin()]
 
 
 def _cse(configs: Mapping[str, Any]) -> list:
@@ -43,7 +59,7 @@ def cpu_source_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
     passes = [
         s_tir.transform.LowerOpaqueBlock(),
         tirx.transform.FlattenBuffer(),
-        tirx.transform.BF16ComputeLegalize(),
+        *_bf16_compute(),
         tirx.transform.NarrowDataType(32),
         GuardFloatIdentities(),  # x - x, (x + y) - x, x != x on floats: no real-number rules (float_identities.py)
         tirx.transform.StmtSimplify(),
@@ -62,7 +78,11 @@ def cpu_source_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
 def cpu_source_finalize_passes() -> tvm.transform.Pass:
     """CPU device source, after the function became a plain C entry (pointer parameters)."""
     return tvm.transform.Sequential(
-        [tirx.transform.BF16StorageLegalize(), tirx.transform.LowerIntrin()], name="tl.cpu_source_finalize"
+        [
+            tirx.transform.BF16StorageLegalize(),
+            *_lower_intrin(),
+        ],
+        name="tl.cpu_source_finalize",
     )
 
 
@@ -79,7 +99,7 @@ def cpu_runtime_passes(configs: Mapping[str, Any], vector_types: bool = True) ->
         InlineVectorizedScalars(),  # lowering/vectorized_locals.py
         tirx.transform.FlattenBuffer(),
         ExpandVectorizedLocals(),
-        tirx.transform.BF16ComputeLegalize(),
+        *_bf16_compute(),
         tirx.transform.NarrowDataType(32),
         GuardFloatIdentities(),  # x - x, (x + y) - x, x != x on floats: no real-number rules (float_identities.py)
         tirx.transform.StmtSimplify(),
@@ -109,7 +129,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         InlineVectorizedScalars(),  # one value per lane in T.vectorized loops (lowering/vectorized_locals.py)
         tirx.transform.FlattenBuffer(),
         ExpandVectorizedLocals(),
-        tirx.transform.BF16ComputeLegalize(),
+        *_bf16_compute(),
         tirx.transform.NarrowDataType(32),
         GuardFloatIdentities(),  # x - x, (x + y) - x, x != x on floats: no real-number rules (float_identities.py)
         tirx.transform.StmtSimplify(),
@@ -165,5 +185,9 @@ def host_packed_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
 def host_finalize_passes() -> tvm.transform.Pass:
     """Host functions of runtime modules, right before LLVM/C code generation."""
     return tvm.transform.Sequential(
-        [tirx.transform.LowerTVMBuiltin(), tirx.transform.LowerIntrin()], name="tl.host_finalize"
+        [
+            tirx.transform.LowerTVMBuiltin(),
+            *_lower_intrin(),
+        ],
+        name="tl.host_finalize",
     )
