@@ -29,8 +29,6 @@ CPU = [("cython", "c"), ("tvm_ffi", "c"), ("tvm_ffi", "llvm")]
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 @pytest.mark.parametrize("backend,target", CPU)
 def test_float_math_matches_torch(tmp_path, backend, target, dtype):
-    if dtype == "bfloat16" and backend == "tvm_ffi" and target == "c":
-        pytest.skip("tvm_ffi's c modules take no bfloat16 tensors (docs/compatibility.md)")
     module = kernel_module(tmp_path, f"float_ops_{dtype}", [e for e, _ in FLOAT_OPS])
     kernel = tilelang.compile(module.make(len(FLOAT_OPS), dtype), target=target, execution_backend=backend)
     check_float_ops(kernel, FLOAT_OPS, dtype, f"{backend}/{target}")
@@ -55,8 +53,6 @@ def test_popcount_and_clz_match_python(tmp_path, backend, target, dtype):
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 @pytest.mark.parametrize("backend,target", CPU)
 def test_the_classifiers_and_abs_on_special_values(tmp_path, backend, target, dtype):
-    if dtype == "bfloat16" and backend == "tvm_ffi" and target == "c":
-        pytest.skip("tvm_ffi's c modules take no bfloat16 tensors (docs/compatibility.md)")
     exprs = ["T.isinf(x)", "T.isfinite(x)", "T.isnan(x)", "T.abs(x)"]
     module = kernel_module(tmp_path, f"classifiers_{dtype}", exprs)
     kernel = tilelang.compile(module.make(len(exprs), dtype), target=target, execution_backend=backend)
