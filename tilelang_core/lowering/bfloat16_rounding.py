@@ -93,26 +93,19 @@ _EXACT_CALLS = frozenset(("tirx.reinterpret", "tirx.if_then_else", "tirx.likely"
 _NEAREST = "(b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u"
 _WITH_NAN = f"(b & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : {_NEAREST}"
 
+
+def _c_rounding(name: str, bits: str) -> str:
+    """C definition of a helper ``float name(float x)`` that replaces ``x``'s bits ``b`` by ``bits``."""
+    return (
+        f"static inline float {name}(float x) {{\n  uint32_t b;\n  __builtin_memcpy(&b, &x, 4);\n"
+        f"  b = {bits};\n  __builtin_memcpy(&x, &b, 4);\n  return x;\n}}\n"
+    )
+
+
 #: C definitions of the helpers, by name.
 _C_HELPERS = {
-    ROUND: f"""\
-static inline float tl_bf16_round(float x) {{
-  uint32_t b;
-  __builtin_memcpy(&b, &x, 4);
-  b = {_WITH_NAN};
-  __builtin_memcpy(&x, &b, 4);
-  return x;
-}}
-""",
-    ROUND_OP: f"""\
-static inline float tl_bf16_round_op(float x) {{
-  uint32_t b;
-  __builtin_memcpy(&b, &x, 4);
-  b = {_NEAREST};
-  __builtin_memcpy(&x, &b, 4);
-  return x;
-}}
-""",
+    ROUND: _c_rounding(ROUND, _WITH_NAN),
+    ROUND_OP: _c_rounding(ROUND_OP, _NEAREST),
     ROUND_F64: """\
 static inline float tl_bf16_round_f64(double x) {
   float y = (float)x;
