@@ -375,3 +375,39 @@ def test_cuda_before_sm80_rounds_every_bfloat16_value():
 def test_the_cuda_sources_compile(backend, arch):
     kernel = tilelang.compile(_cuda_kernel(), target=f"cuda -arch={arch}", execution_backend=backend)
     assert ("tl_bf16_round(" in kernel.get_kernel_source()) == (arch == "sm_75")
+
+
+def _row_sums(m, n, dtype):
+    @T.prim_func
+    def row_sums(A: T.Tensor((m, n), dtype), S: T.Tensor((m,), dtype), S2: T.Tensor((m,), dtype), Q: T.Tensor((m,), dtype)):
+        with T.Kernel(1, threads=32):
+            tile = T.alloc_fragment((m, n), dtype)
+            acc = T.alloc_fragment((m,), dtype)
+            T.copy(A, tile)
+            T.reduce_sum(tile, acc, dim=1)
+            T.copy(acc, S)
+            T.reduce_sum(tile, acc, dim=1, clear=False)  # continues from the rounded first sum
+            T.copy(acc, S2)
+            T.reduce_abssum(tile, acc, dim=1)
+            T.copy(acc, Q)
+
+    return row_sums
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16bit_sums_accumulate_in_float32_and_round_once(backend, target, dtype):
+    """T.reduce_sum/abssum into a 16-bit tile: the sum of 128 values rounded once, as torch's sum
+    (rounded after every addition, a bfloat16 row sum was off by up to 1.8x its size)."""
+    _refused_by_ctypes(backend)
+    m, n = 16, 128
+    kernel = tilelang.compile(_row_sums(m, n, dtype), target=target, execution_backend=backend)
+    tdt = getattr(torch, dtype)
+    a = torch.randn(m, n, generator=torch.Generator().manual_seed(4)).to(tdt)
+    s, s2, q = (torch.zeros(m, dtype=tdt) for _ in range(3))
+    kernel(a, s, s2, q)
+    exact = a.double().sum(1)
+    first = exact.to(tdt)  # one rounding of the float32 sum of 16-bit values: exact here up to 2**-24
+    assert torch.equal(s, first), (s, first)
+    assert torch.equal(s2, (first.double() + exact).to(tdt))
+    assert torch.equal(q, a.double().abs().sum(1).to(tdt))

@@ -133,6 +133,9 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: bool, nan_propagate:
             didx = _indices(d, vs[:dim] + [0] + vs[dim:])
         else:
             didx = _indices(d, vs)
+        if kind in _WIDE_SUMS and acc in _HALF:
+            _wide_sum(s, d, didx, lambda r: _indices(s, vs[:dim] + [r] + vs[dim:]), red_extent, clear, absolute)
+            return
         if clear:
             # every reduction starts from its identity (-inf for max, +inf for min, 0 for absmax),
             # as TileLang: a row of only NaN (NaN ignored) gives the identity
@@ -145,6 +148,25 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: bool, nan_propagate:
             _B.buffer_store(d.buffer, combine(d.buffer[tuple(didx)], x), didx)
 
     loop_nest(out, parallel=not per_thread(d), body=body)
+
+
+#: Sums of these destination dtypes accumulate in float32 and round once (see _wide_sum).
+_HALF = ("float16", "bfloat16")
+_WIDE_SUMS = ("sum", "abssum")
+
+
+def _wide_sum(s: Any, d: Any, didx: list, source_index: Callable[[Any], list], extent: Any, clear: bool,
+              absolute: bool) -> None:
+    """A sum into a float16/bfloat16 element, accumulated in float32 and rounded once at the end
+    (as torch sums 16-bit tensors): adding 128 values into a bfloat16 accumulator, rounded after
+    every addition, is off by several units of its last place."""
+    wide = "float32"
+    slot = _B.alloc_buffer((1,), wide, scope="local")
+    _B.buffer_store(slot, cast(0, wide) if clear else tirx.Cast(wide, d.buffer[tuple(didx)]), [0])
+    with _B.serial(0, extent) as r:
+        x = tirx.Cast(wide, s.buffer[tuple(source_index(r))])
+        _B.buffer_store(slot, slot[0] + (_abs(x) if absolute else x), [0])
+    _B.buffer_store(d.buffer, tirx.Cast(d.dtype, slot[0]), didx)
 
 
 def _indices(t: Any, point: list) -> list:
