@@ -269,7 +269,7 @@ def lower(
                             result["device_source"], result["device_kernels"], location
                         )
                 if "host_source" in wanted:
-                    c_host = codegen.strip_float_barriers(P.host_finalize_passes()(P.host_packed_passes(configs)(host_mod)))
+                    c_host = P.host_finalize_passes()(P.host_packed_passes(configs)(host_mod))
                     c_host = tirx.transform.BindTarget(tvm.target.Target("c"))(c_host)
                     built = tvm.get_global_func("target.build.c")(c_host, tvm.target.Target("c"))
                     result["host_source"] = codegen.host_source_of(built)

@@ -18,7 +18,6 @@ from .atomics import lower_cpu_atomics
 from .c_constants import exact_cuda_float64_constants, exact_float_constants, map_float_constants
 from .cpu_math import lower_cpu_math
 from .stack_buffers import stack_arrays, stack_small_buffers
-from .float_identities import strip_float_barriers
 from .llvm_comparisons import llvm_comparisons
 from .narrow_unsigned import narrow_unsigned_arithmetic
 from .wrapping_casts import integer_reinterprets_as_casts
@@ -363,7 +362,7 @@ def c_entry_source(
         b_params += list(blocks.params[-2:])
         functions[name] = _c_function(blocks, b_params, b_decls, name, target)
     entry_mod = exact_float_constants(P.cpu_source_finalize_passes()(tvm.IRModule(functions)))  # c_constants.py
-    entry_mod = c_integer_semantics(min_max_as_selects(strip_float_barriers(entry_mod)))
+    entry_mod = c_integer_semantics(min_max_as_selects(entry_mod))
     try:
         built = tvm.get_global_func("target.build.c")(entry_mod, target)
     except Exception as exc:  # noqa: BLE001 - TVM errors carry the details
@@ -643,7 +642,7 @@ def _printable_bf16_non_finite(mod: tvm.IRModule) -> tvm.IRModule:
 
 
 def _finalize_device(target: Any, dmod: tvm.IRModule) -> tvm.IRModule:
-    dmod = strip_float_barriers(P.gpu_device_finalize_passes()(dmod))  # float_identities.py
+    dmod = P.gpu_device_finalize_passes()(dmod)
     if target.kind.name != "cuda":
         return dmod
     # lowering/c_constants.py, then C's integer semantics (nvcc promotes as C does)
@@ -701,7 +700,7 @@ def gpu_runtime_module(host_mod: tvm.IRModule, device_mods: dict, target: Any, c
     from tvm.tirx.build import tir_to_runtime
 
     host_mod = P.host_packed_passes(configs)(host_mod)
-    host_mod = strip_float_barriers(P.host_finalize_passes()(host_mod))
+    host_mod = P.host_finalize_passes()(host_mod)
     finalized = {t: _finalize_device(t, m) for t, m in device_mods.items()}
     override = cuda_compile_mode_override() if target.kind.name == "cuda" else None
     with _CODEGEN_LOCK:  # never while another thread has the compile callbacks replaced
@@ -754,7 +753,6 @@ def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, A
     host_mod, device_mods = split_host_device_mods(mod)
     # lowering/stack_buffers.py, then lowering/workspaces.py (a failing T.device_assert frees them)
     host_mod = P.host_finalize_passes()(release_workspaces_on_assert(stack_small_buffers(host_mod)))
-    host_mod = strip_float_barriers(host_mod)  # lowering/float_identities.py
     if target.kind.name == "c":
         host_mod = min_max_as_selects(exact_float_constants(_printable_non_finite(host_mod)))  # c_constants.py
         host_mod = c_integer_semantics(host_mod)

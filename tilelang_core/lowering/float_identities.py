@@ -17,8 +17,8 @@ such float operation (the right one; the sum when the right one is a constant, w
 generators cannot take) behind a bit-level round trip (``reinterpret`` to the unsigned integer of
 the same width and back), which the simplifier does not see through and code generators emit as
 nothing. It runs right before the first simplification of every pass list, and
-:func:`strip_float_barriers` removes the round trips again right before code generation, after
-the last simplification; other float expressions, and all integer ones, are untouched.
+:func:`StripFloatBarriers`, the last pass of every finalize list, removes the round trips again
+right before code generation, after the last simplification; other float expressions, and all integer ones, are untouched.
 
 Not guarded: ``x * 0`` becoming 0 (IEEE: NaN for an infinite or NaN ``x``; the rule takes any
 ``x``, so only a non-constant zero would stop it), and ``x + 0``, ``x - 0`` becoming ``x`` (only
@@ -34,13 +34,13 @@ import tvm_ffi
 from tvm import tirx
 
 from .atomics import checked_map
-from .math_widening import dtype_of, with_lanes
+from .math_widening import dtype_of, is_float, with_lanes
 
-__all__ = ["guard_float_identities", "GuardFloatIdentities", "strip_float_barriers"]
+__all__ = ["guard_float_identities", "GuardFloatIdentities", "StripFloatBarriers"]
 
 
 def _is_float(node: Any) -> bool:
-    return tvm.DataType(dtype_of(node)).type_code in (tvm.DataTypeCode.FLOAT, tvm.DataTypeCode.BFLOAT)
+    return is_float(dtype_of(node))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -108,13 +108,14 @@ def _on_reinterpret(call: Any) -> Any:
     return value if dtype_of(value) == dtype_of(call) and _is_float(call) else call
 
 
-def strip_float_barriers(mod: tvm.IRModule) -> tvm.IRModule:
-    """``mod`` without the round trips of :func:`barrier`, right before code generation (after the
-    last simplification): TVM's C and CUDA printers evaluate a reinterpret's operand ahead of its
-    statement, outside a guard such as ``T.if_then_else(i < n, ...)``, and the code is plainer."""
+def _strip(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
+    body = checked_map(func.body, [(tvm.ir.Call, _on_reinterpret)])
+    return func if body.same_as(func.body) else func.with_body(body)
 
-    def rewrite(func: tirx.PrimFunc, _mod: Any, _ctx: Any) -> tirx.PrimFunc:
-        body = checked_map(func.body, [(tvm.ir.Call, _on_reinterpret)])
-        return func if body.same_as(func.body) else func.with_body(body)
 
-    return tirx.transform.prim_func_pass(rewrite, opt_level=0, name="tl.StripFloatBarriers")(mod)
+def StripFloatBarriers() -> tvm.transform.Pass:  # noqa: N802 - a pass, named like TVM's
+    """Remove the round trips of :func:`barrier`: the last pass of every finalize list (passes.py),
+    right before code generation and after the last simplification. TVM's C and CUDA printers
+    evaluate a reinterpret's operand ahead of its statement, outside a guard such as
+    ``T.if_then_else(i < n, ...)``, and the code is plainer."""
+    return tirx.transform.prim_func_pass(_strip, opt_level=0, name="tl.StripFloatBarriers")

@@ -20,12 +20,9 @@ import tvm
 from tvm import tirx
 
 from .atomics import checked_map
-from .math_widening import dtype_of, with_lanes
+from .math_widening import dtype_of, is_float, with_lanes
 
 __all__ = ["llvm_comparisons"]
-
-_FLOAT_CODES = (tvm.DataTypeCode.FLOAT, tvm.DataTypeCode.BFLOAT)
-
 
 def _on_compare(node: Any) -> Any:
     dtype = dtype_of(node.a)
@@ -33,7 +30,7 @@ def _on_compare(node: Any) -> Any:
     if element == tvm.DataType("bool"):
         wide = with_lanes("int8", dtype)
         return type(node)(tirx.Cast(wide, node.a), tirx.Cast(wide, node.b))
-    if isinstance(node, tirx.NE) and element.type_code in _FLOAT_CODES:
+    if isinstance(node, tirx.NE) and is_float(dtype):
         return tirx.Not(tirx.EQ(node.a, node.b))
     return node
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 import tvm
 from tvm import tirx
 
-__all__ = ["HALF", "computed_in_float32", "dtype_of", "element", "has_half_operand", "in_float32", "widened_clz",
+__all__ = ["HALF", "computed_in_float32", "dtype_of", "element", "has_half_operand", "in_float32", "is_float", "widened_clz",
            "widened_unsigned", "with_lanes"]
 
 #: The 16-bit float dtypes whose math is computed in float32 where a target has no rule for them.
@@ -25,6 +25,11 @@ HALF = ("float16", "bfloat16")
 def dtype_of(expr: Any) -> str:
     """``expr``'s dtype as a string (``"float16x4"`` for vectors)."""
     return str(expr.ty.dtype)
+
+
+def is_float(dtype: str) -> bool:
+    """Whether ``dtype``'s elements are floating point (``float*``, ``bfloat16``; vectors too)."""
+    return tvm.DataType(dtype).type_code in (tvm.DataTypeCode.FLOAT, tvm.DataTypeCode.BFLOAT)
 
 
 def element(dtype: str) -> str:

@@ -31,7 +31,7 @@ from .configs import PASS_CONFIGS, config_flag  # noqa: E402,F401 - re-exported
 from .bfloat16_rounding import ExpandBFloat16Rounding, RoundBFloat16
 from .float16_rounding import Float16RoundedPerOp
 from .gpu_math import GpuMathPass
-from .float_identities import GuardFloatIdentities
+from .float_identities import GuardFloatIdentities, StripFloatBarriers
 from .fragments import FragmentLayoutPass
 from .vectorized_locals import ExpandVectorizedLocals, InlineVectorizedScalars
 
@@ -81,6 +81,7 @@ def cpu_source_finalize_passes() -> tvm.transform.Pass:
         [
             tirx.transform.BF16StorageLegalize(),
             *_lower_intrin(),
+            StripFloatBarriers(),  # float_identities.py: after the last simplification
         ],
         name="tl.cpu_source_finalize",
     )
@@ -165,6 +166,7 @@ def gpu_device_finalize_passes() -> tvm.transform.Pass:
             tirx.transform.LowerWarpMemory(),
             tirx.transform.StmtSimplify(),
             tirx.transform.LowerIntrin(),
+            StripFloatBarriers(),  # float_identities.py: after the last simplification
         ],
         name="tl.gpu_device_finalize",
     )
@@ -188,6 +190,7 @@ def host_finalize_passes() -> tvm.transform.Pass:
         [
             tirx.transform.LowerTVMBuiltin(),
             *_lower_intrin(),
+            StripFloatBarriers(),  # float_identities.py: after the last simplification
         ],
         name="tl.host_finalize",
     )
