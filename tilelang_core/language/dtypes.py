@@ -137,7 +137,7 @@ def nearest_16bit(value: float, dtype_name: str) -> float:
     return math.copysign(math.inf if result >= 2.0 ** (max_exp + 1) else result, value)
 
 
-def _representable(expr: Any) -> Any:
+def representable_constant(expr: Any) -> Any:
     """A float16/bfloat16 constant with its value rounded to that type (``T.bfloat16(1.1)`` is
     1.1015625, as ``torch.tensor(1.1, dtype=torch.bfloat16)``): TVM keeps the double it is given,
     and folds ``X_f32 * T.bfloat16(1.1)`` into a product with 1.1 while the kernel is parsed.
@@ -174,7 +174,7 @@ class dtype(tvm_ffi.dtype):
             raise ValueError(f"unknown dtype {name!r} (given {value!r}); this TVM does not support it") from None
 
     def __call__(self, *args: Any) -> Any:
-        return _representable(self._build(*args))
+        return representable_constant(self._build(*args))
 
     def _build(self, *args: Any) -> Any:
         if len(args) > 1:

@@ -62,14 +62,13 @@ operation. Metal and ROCm are left as TVM legalizes them. See docs/pipeline.md.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Optional
 
 import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ..language.dtypes import nearest_16bit
+from ..language.dtypes import representable_constant
 from .atomics import checked_map
 from .math_widening import dtype_of, element, with_lanes
 from .signature import is_tensor_param
@@ -285,11 +284,7 @@ def _rewriter(rounding: _Rounding) -> list:
         return rounded(node, rounding.f32(tirx.Cast(with_lanes("float32", dtype_of(node)), node)))
 
     def on_float(imm: Any) -> Any:
-        if not _bf16(imm):
-            return imm
-        value = float(imm.value)
-        nearest = nearest_16bit(value, BF16)
-        return imm if nearest == value or math.isnan(value) else tirx.FloatImm(dtype_of(imm), nearest)
+        return representable_constant(imm) if _bf16(imm) else imm
 
     return [
         (tirx.Add, binary(tirx.Add)),

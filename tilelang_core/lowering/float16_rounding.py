@@ -48,13 +48,12 @@ Math functions of float16 values are computed in float32 and cast back already
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 import tvm
 from tvm import tirx
 
-from ..language.dtypes import nearest_16bit
+from ..language.dtypes import representable_constant
 from .atomics import checked_map
 from .math_widening import dtype_of, element, with_lanes
 
@@ -73,13 +72,7 @@ def _per_op(make: Callable[[Any, Any], Any]) -> Callable[[Any], Any]:
 
 
 def _constant(imm: Any) -> Any:
-    if element(dtype_of(imm)) != "float16":
-        return imm
-    value = float(imm.value)
-    rounded = nearest_16bit(value, "float16")
-    if rounded == value or (math.isnan(value) and math.isnan(rounded)):
-        return imm
-    return tirx.FloatImm(dtype_of(imm), rounded)
+    return representable_constant(imm) if element(dtype_of(imm)) == "float16" else imm
 
 
 _ENTRIES = [
