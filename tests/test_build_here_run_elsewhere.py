@@ -118,3 +118,29 @@ def test_cuda_arch_from_the_environment(monkeypatch):
     monkeypatch.setenv("TILELANG_CUDA_ARCH", "volta")
     with pytest.raises(TargetError, match=r"\$TILELANG_CUDA_ARCH='volta' is not a CUDA architecture"):
         resolve_target("cuda")
+
+
+def test_a_cuda_runtime_module_is_built_with_tvms_compile_callback_and_the_target_asked_for(monkeypatch):
+    """Where TVM's CUDA runtime is loaded, TVM 0.27 compiles the CUDA source while it creates the
+    runtime module, through ``tvm_callback_cuda_compile`` with the *current* target's arch: the
+    pipeline registers that callback (TVM's, from tvm.support.nvcc) and makes the kernel's target
+    current. Checked here with a callback that records what it sees (no CUDA runtime here)."""
+    import tvm
+    import tvm_ffi
+
+    seen = {}
+
+    def spy_build(host_mod, device_mods, target_host):
+        seen["callback"] = tvm_ffi.get_global_func("tvm_callback_cuda_compile", allow_missing=True) is not None
+        current = tvm.target.Target.current(allow_none=True)
+        seen["arch"] = None if current is None else str(current.attrs.get("arch"))
+        return "module"
+
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module("tvm.tirx.build"), "tir_to_runtime", spy_build)
+    from tilelang_core.lowering import lower
+
+    artifact = lower(add_one(8), target="cuda -arch=sm_86", consumes=["runtime_module"])
+    assert artifact.tvm_modules == "module"
+    assert seen == {"callback": True, "arch": "sm_86"}

@@ -103,8 +103,12 @@ def test_build_exports_every_kernel_with_expected_outputs(kit):
     assert {"cython", "nvrtc"} <= set(backends)
     assert manifest["archs"] == ["sm_90", "sm_80"]
     cases = {c["id"]: c for c in manifest["cases"]}
-    assert set(cases) == {"example.vector_add.static_4096", "tileop.softmax", "tileop.atomic", "dispatch.t3"}
-    wanted = {(c, b, a) for c in cases for b in backends for a in manifest["archs"]}
+    assert set(cases) == {"example.vector_add.static_4096", "tileop.softmax", "tileop.atomic",
+                          "compat.atomics_int32", "dispatch.t3"}
+    assert cases["compat.atomics_int32"]["archs"] == ["sm_90"]
+    assert cases["compat.atomics_int32"]["checks"]["P"]["name"] == "exchange_chain"
+    wanted = {(c, b, a) for c in cases for b in backends for a in manifest["archs"]
+              if cases[c]["archs"] is None or a in cases[c]["archs"]}
     have = {(e["case"], e["backend"], e["arch"]) for e in manifest["exports"]}
     assert wanted <= have
     assert any(e["arch"] == "c" for e in manifest["exports"])  # --cpu-standin
@@ -192,6 +196,7 @@ def test_run_standin_cpu_checks_the_c_kernels_through_the_worker(kit, machine_py
     assert set(report["dispatch"]) >= {"torch", "cython"}
     md = (tmp_path / "out" / "gpu-kit-report.md").read_text()
     assert "| tileop.softmax |" in md and "Per-call dispatch" in md
+    assert any(r["id"].startswith("compat.atomics_int32--") for r in results.values())  # its chain check ran
 
 
 @pytest.mark.slow
@@ -234,6 +239,41 @@ def test_inputs_are_reproducible_from_their_seeds():
     assert int(nan.min()) == int(nan.max()) == -1
     with pytest.raises(ValueError, match="init must be one of"):
         tensors.make({**spec, "init": "random"})
+
+
+def test_integer_inputs_and_nan_cells_come_from_the_spec():
+    spec = {"name": "A", "shape": [6, 4], "dtype": "float16", "init": "randint", "low": -3, "high": 4, "seed": 7,
+            "role": "in", "nan_at": [5]}
+    a = tensors.make(spec)
+    assert tensors.digest(a) == tensors.digest(tensors.make(spec))
+    finite = a.view(-1)[[i for i in range(24) if i != 5]].float()
+    assert bool(a.view(-1)[5].isnan()) and finite.min() >= -3 and finite.max() <= 3
+    assert bool((finite == finite.round()).all())
+
+
+def test_the_exchange_chain_check_accepts_any_order_and_catches_a_lost_update():
+    """return_prev values from threads in any order pass; a previous value seen twice (an add that
+    was not atomic) or a wrong final value fails, with the lane named."""
+    import torch
+
+    from gpu_kit.checks import run
+
+    a = torch.tensor([3.0, 1.0, 2.0, 5.0])
+    order = [2, 0, 3, 1]  # the order the threads got to the cell
+    prev, total = torch.zeros(4), 0.0
+    for i in order:
+        prev[i], total = total, total + a[i].item()
+    c = torch.tensor([0.0, total])
+    check = {"name": "exchange_chain", "addend": "A", "final": ["C", 1]}
+    assert run("P", check, {"A": a, "P": prev, "C": c}) is None
+    lost = prev.clone()
+    lost[3] = lost[0]  # two adds saw the same value
+    assert "P lane 0: the previous values do not chain" in run("P", check, {"A": a, "P": lost, "C": c})
+    assert "do not chain" in run("P", check, {"A": a, "P": prev, "C": torch.tensor([0.0, total + 1])})
+    lanes = torch.stack([prev, prev * 2], 1)  # two lanes, one final cell each
+    assert run("Q", {"name": "exchange_chain", "addend": "B", "final": "F"},
+               {"B": torch.stack([a, 2 * a], 1), "Q": lanes, "F": torch.tensor([total, 2 * total])}) is None
+    assert "unknown kit check" in run("P", {"name": "sorted"}, {})
 
 
 def test_references_match_the_examples_they_stand_for():

@@ -24,7 +24,7 @@ def atomics(n, dtype, dynamic=False, bitwise=True):
     ``C[0] += a``, ``C[1] = max``, ``C[2] = min`` (element form, memory orders), bitwise
     ``C[3] |= a``, ``C[4] &= a``, ``C[5] ^= a`` (int dtypes), ``P[i] = prev of C[6] += a``
     (``return_prev``), the tile form ``S += A[block]`` (region + tile), ``G[0:2]``/``G[2:6]``
-    through ``atomic_addx2``/``atomic_addx4``, and in block 0 ``E[0] = atomic_load(E[1]) + 1``
+    through ``atomic_addx2``/``atomic_addx4`` (by one lane of each block), and in block 0 ``E[0] = atomic_load(E[1]) + 1``
     through ``atomic_store``.
     """
     N = _n(n, dynamic)
@@ -50,9 +50,12 @@ def atomics(n, dtype, dynamic=False, bitwise=True):
                         T.atomic_xor(C[5], A[bx * BLOCK + i])
                     P[bx * BLOCK + i] = T.atomic_add(C[6], A[bx * BLOCK + i], return_prev=True)
             T.atomic_add(S[0:BLOCK], A[bx * BLOCK : bx * BLOCK + BLOCK])
-            if bx * BLOCK + 6 <= N:
-                T.atomic_addx2(G[0:2], A[bx * BLOCK : bx * BLOCK + 2])
-                T.atomic_addx4(G[2], A[bx * BLOCK + 2 : bx * BLOCK + 6])
+            for i in T.Parallel(BLOCK):
+                # one lane per block: outside a T.Parallel loop a statement runs once per *thread*
+                # on GPUs (64 times here) and once per block on CPUs
+                if i == 0 and bx * BLOCK + 6 <= N:
+                    T.atomic_addx2(G[0:2], A[bx * BLOCK : bx * BLOCK + 2])
+                    T.atomic_addx4(G[2], A[bx * BLOCK + 2 : bx * BLOCK + 6])
             if bx == 0:
                 T.atomic_store(E[0], T.atomic_load(E[1], memory_order="acquire") + 1, memory_order="release")
 

@@ -1,11 +1,14 @@
 """The kit's case catalogue (build half only): which kernels it carries, with their tensors.
 
-Three sources, each a list of :class:`Case`:
+Four sources, each a list of :class:`Case`:
 
 * the CUDA examples of ``examples/`` (every ``EXAMPLES`` entry; the example's own torch reference
   gives the expected outputs, a named reference of :mod:`.references` is timed on the GPU);
 * the CUDA tile-operator kernels of ``tests/tileops_kernels.py`` in their GPU style (shared tiles,
   fragments, 128 threads), as ``tests/test_tileops_cuda.py`` builds them;
+* the TileLang-compatibility operator kernels of ``tests/tileops_compat_kernels.py`` (issue 13:
+  atomics, scans, bitwise reductions, transpose/reshape/view, fast math and IEEE rounding, 16-bit
+  vector helpers, warp votes and shuffles, reducers), in :mod:`.compat_cases`;
 * the dispatch-bench kernels of ``bench/dispatch.py`` (3, 8 and 16 tensors, and ``out_idx``).
 
 ``reduced=True`` marks the few cases of the CI-sized kit (``--reduced``). Importing this module
@@ -31,7 +34,7 @@ EXAMPLE_REFERENCES = {
 }
 
 #: Cases of the CI-sized kit.
-REDUCED = ("example.vector_add.static_4096", "tileop.softmax", "tileop.atomic", "dispatch.t3")
+REDUCED = ("example.vector_add.static_4096", "tileop.softmax", "tileop.atomic", "compat.atomics_int32", "dispatch.t3")
 
 
 @dataclass
@@ -50,6 +53,8 @@ class Case:
     dispatch: Optional[str] = None
     title: str = ""
     notes: list[str] = field(default_factory=list)
+    checks: Optional[dict[str, dict[str, Any]]] = None  # output -> check instead of a comparison (checks.py)
+    archs: Optional[tuple[str, ...]] = None  # built only for these of --archs (None: all)
 
     @property
     def reduced(self) -> bool:
@@ -61,9 +66,10 @@ def seed_of(case_id: str, name: str) -> int:
     return zlib.crc32(f"{case_id}/{name}".encode()) & 0x7FFFFFFF
 
 
-def _spec(case_id: str, name: str, shape, dtype: str = "float32", init: str = "randn", role: str = "in") -> dict:
-    spec = {"name": name, "shape": [int(n) for n in shape], "dtype": dtype, "init": init, "role": role}
-    if init == "randn":
+def _spec(case_id: str, name: str, shape, dtype: str = "float32", init: str = "randn", role: str = "in",
+          **extra: Any) -> dict:
+    spec = {"name": name, "shape": [int(n) for n in shape], "dtype": dtype, "init": init, "role": role, **extra}
+    if init in ("randn", "randint"):
         spec["seed"] = seed_of(case_id, name)
     return spec
 
@@ -208,7 +214,9 @@ def dispatch_cases() -> list[Case]:
 
 def all_cases(reduced: bool = False, only: Optional[list[str]] = None) -> list[Case]:
     """The catalogue (the CI-sized part with ``reduced``; ``only``: case ids or prefixes)."""
-    cases = example_cases() + tileop_cases() + dispatch_cases()
+    from gpu_kit.compat_cases import compat_cases
+
+    cases = example_cases() + tileop_cases() + compat_cases() + dispatch_cases()
     if reduced:
         cases = [c for c in cases if c.reduced]
     if only:

@@ -5,8 +5,9 @@ A case lists every kernel parameter as a *tensor spec* (plain JSON, stored in MA
     {"name": "A", "shape": [96, 72], "dtype": "float16", "init": "randn", "seed": 1234, "role": "in"}
 
 ``init`` is ``randn`` (standard normal from ``seed``, drawn in float32 on the CPU by a private
-``torch.Generator`` and then cast), ``zeros``, ``ones`` or ``nan`` (NaN for floating types, -1 for
-integers: cells a kernel must overwrite). ``role`` is ``in`` (read by the kernel), ``out`` (passed
+``torch.Generator`` and then cast), ``randint`` (integers in [``low``, ``high``) from ``seed``,
+then cast), ``zeros``, ``ones`` or ``nan`` (NaN for floating types, -1 for integers: cells a
+kernel must overwrite); ``nan_at`` (optional) lists flat indices then set to NaN. ``role`` is ``in`` (read by the kernel), ``out`` (passed
 in and written by the kernel) or ``ret`` (allocated by the kernel through ``out_idx`` and returned;
 not passed). Values are always drawn on the CPU, so the GPU machine gets the bytes the build
 machine computed its expected outputs from; :func:`digest` proves it (the build stores it).
@@ -19,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-INITS = ("randn", "zeros", "ones", "nan")
+INITS = ("randn", "randint", "zeros", "ones", "nan")
 ROLES = ("in", "out", "ret")
 
 
@@ -43,6 +44,9 @@ def make(spec: dict[str, Any], device: Any = "cpu") -> Any:
     if init == "randn":
         generator = torch.Generator().manual_seed(int(spec["seed"]))
         tensor = torch.randn(shape, generator=generator, dtype=torch.float32).to(dtype)
+    elif init == "randint":
+        generator = torch.Generator().manual_seed(int(spec["seed"]))
+        tensor = torch.randint(int(spec["low"]), int(spec["high"]), shape, generator=generator, dtype=torch.int64).to(dtype)
     elif init == "zeros":
         tensor = torch.zeros(shape, dtype=dtype)
     elif init == "ones":
@@ -52,6 +56,8 @@ def make(spec: dict[str, Any], device: Any = "cpu") -> Any:
         tensor = torch.full(shape, fill, dtype=dtype)
     else:
         raise ValueError(f"tensor spec {spec.get('name')!r}: init must be one of {', '.join(INITS)}, got {init!r}")
+    for index in spec.get("nan_at") or ():  # flat indices set to NaN (floating types)
+        tensor.view(-1)[int(index)] = float("nan")
     return tensor.to(device) if str(device) != "cpu" else tensor
 
 

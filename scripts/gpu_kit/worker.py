@@ -21,7 +21,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -58,15 +58,29 @@ def context_ok(device: str) -> bool:
         return False
 
 
-def compare(got: dict[str, Any], expected: dict[str, Any], rtol: float, atol: float) -> tuple[bool, float, str]:
-    """(all close, max abs error, first difference) of the outputs against the expected ones."""
+def compare(got: dict[str, Any], expected: dict[str, Any], rtol: float, atol: float,
+            checks: Optional[dict[str, dict]] = None, inputs: Optional[dict[str, Any]] = None) -> tuple[bool, float, str]:
+    """(all close, max abs error, first difference) of the outputs against the expected ones.
+
+    An output named in ``checks`` is decided by its check (:mod:`gpu_kit.checks`) instead, given
+    every tensor of the call (``inputs`` and the outputs) by name."""
     import torch
 
+    from gpu_kit import checks as kit_checks
+
     worst, first = 0.0, ""
+    checks = checks or {}
+    every = {**{k: v.detach().cpu() for k, v in (inputs or {}).items()}, **{k: v.detach().cpu() for k, v in got.items()}}
     for name, want in expected.items():
         have = got[name].detach().cpu()
         if have.shape != want.shape or have.dtype != want.dtype:
             return False, float("inf"), f"{name}: got {tuple(have.shape)} {have.dtype}, expected {tuple(want.shape)} {want.dtype}"
+        if name in checks:
+            problem = kit_checks.run(name, checks[name], every)
+            first = first or (problem or "")
+            continue
+        if want.dtype in (torch.uint16, torch.uint32, torch.uint64):  # few torch ops take these
+            have, want = have.double(), want.double()
         diff = (have.double() - want.double()).abs()
         both_nan = torch.isnan(have.double()) & torch.isnan(want.double())
         diff = torch.where(both_nan, torch.zeros_like(diff), diff.nan_to_num(nan=float("inf")))
@@ -104,7 +118,7 @@ def run_export(kit: Path, work: Path, case: dict, export: dict, device: str, cap
             result["status"] = "not-for-this-device"
         return result
     got = tensors.outputs_of(case["params"], args, returned)
-    ok, worst, first = compare(got, expected, case["rtol"], case["atol"])
+    ok, worst, first = compare(got, expected, case["rtol"], case["atol"], case.get("checks"), args)
     result.update(status="ok" if ok else "wrong", max_abs_err=worst, seconds=round(time.perf_counter() - start, 3))
     if not ok:
         result["error"] = first
@@ -125,13 +139,18 @@ def run_export(kit: Path, work: Path, case: dict, export: dict, device: str, cap
 
 
 def graph_check(kernel: Any, case: dict, args: dict[str, Any], expected: dict[str, Any]) -> str:
-    """"ok" when a CUDA-graph replay of one call gives the expected outputs, else what went wrong."""
+    """"ok" when a CUDA-graph replay of one call gives the expected outputs (after a call with
+    other tensors), else what went wrong."""
     import torch
 
     try:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             returned = kernel(*args.values())
+        # a call with other tensors in between: the graph must keep the arguments it captured,
+        # not read a backend's reused argument storage when it replays
+        kernel(*[t.clone() if hasattr(t, "clone") else t for t in args.values()])
+        torch.cuda.synchronize()
         tensors.reset_outputs(case["params"], args)
         rets = returned if isinstance(returned, (list, tuple)) else ([] if returned is None else [returned])
         for t in rets:
@@ -140,7 +159,8 @@ def graph_check(kernel: Any, case: dict, args: dict[str, Any], expected: dict[st
         torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001 - reported as the graph result
         return f"error: {type(exc).__name__}: {exc}"[:1000]
-    ok, _, first = compare(tensors.outputs_of(case["params"], args, returned), expected, case["rtol"], case["atol"])
+    ok, _, first = compare(tensors.outputs_of(case["params"], args, returned), expected, case["rtol"], case["atol"],
+                           case.get("checks"), args)
     return "ok" if ok else f"wrong after replay: {first}"
 
 

@@ -702,8 +702,14 @@ def gpu_runtime_module(host_mod: tvm.IRModule, device_mods: dict, target: Any, c
     host_mod = P.host_packed_passes(configs)(host_mod)
     host_mod = P.host_finalize_passes()(host_mod)
     finalized = {t: _finalize_device(t, m) for t, m in device_mods.items()}
-    override = cuda_compile_mode_override() if target.kind.name == "cuda" else None
-    with _CODEGEN_LOCK:  # never while another thread has the compile callbacks replaced
+    cuda = target.kind.name == "cuda"
+    if cuda:
+        # registers tvm_callback_cuda_compile: without it TVM keeps the CUDA *source* in the
+        # module, which then compiles when loaded, and only where TVM itself is installed
+        import tvm.support.nvcc  # noqa: F401
+    override = cuda_compile_mode_override() if cuda else None
+    with _CODEGEN_LOCK, target:  # never while another thread has the compile callbacks replaced;
+        # the target scope gives the callback the architecture asked for (not the local device's)
         if override is None:
             return tir_to_runtime(host_mod, finalized, target.host)
         os.environ[CUDA_COMPILE_MODE_ENV] = override

@@ -109,11 +109,52 @@ def test_launch_batch_computes_sizes_from_symbols_and_packs_arguments():
     kernel = _built(scaled_add(T.dynamic("n")), out_idx=[2])
     a, b, c = torch.zeros(1000), torch.zeros(1000), torch.zeros(1000)
     batch = kernel.launch_batch({0: a, 1: b, 2: c, 3: 2.5}, {"n": 1000})
-    ((name, dims, (values, types)),) = batch
+    ((name, dims, address),) = batch
     assert name == "main_kernel" and dims == (8, 1, 1, 128, 1, 1, 0)
-    assert values[:3] == (a.data_ptr(), b.data_ptr(), c.data_ptr())
-    assert 2.5 in values and 1000 in values and len(values) == len(types) == len(kernel.plan["kernels"][0]["args"])
+    values = _arguments_at(address, kernel.plan["kernels"][0]["args"])  # what cuLaunchKernel will read
+    assert values[:3] == [a.data_ptr(), b.data_ptr(), c.data_ptr()]
+    assert 2.5 in values and 1000 in values
     assert kernel.launch_batch({0: a, 1: b, 2: c, 3: 2.5}, {"n": 0}) == []  # empty grid: nothing launched
+    a2 = torch.zeros(7)  # the next call refills the same array
+    ((_, dims, again),) = kernel.launch_batch({0: a2, 1: b, 2: c, 3: -1.0}, {"n": 7})
+    assert again == address and dims[0] == 1
+    values = _arguments_at(again, kernel.plan["kernels"][0]["args"])
+    assert values[0] == a2.data_ptr() and -1.0 in values and 7 in values
+
+
+def test_threads_fill_their_own_argument_arrays():
+    """Two threads calling one kernel never write into the array the other one launches with."""
+    import threading
+
+    kernel = _built(scaled_add(T.dynamic("n")), out_idx=[2])
+    a, b, c = torch.zeros(8), torch.zeros(8), torch.zeros(8)
+    both_filled = threading.Barrier(2)
+    seen = {}
+
+    def fill(tag):
+        ((_, _, address),) = kernel.launch_batch({0: a, 1: b, 2: c, 3: float(tag)}, {"n": 8})
+        both_filled.wait()  # the other thread has filled its array too (and both are alive)
+        seen[tag] = (address, _arguments_at(address, kernel.plan["kernels"][0]["args"]))
+
+    threads = [threading.Thread(target=fill, args=(t,)) for t in (1, 2)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert seen[1][0] != seen[2][0]
+    assert 1.0 in seen[1][1] and 2.0 not in seen[1][1] and 2.0 in seen[2][1] and 1.0 not in seen[2][1]
+
+
+def _arguments_at(address, args):
+    """The argument values behind a ``void**`` argument array, read as the plan's types."""
+    import ctypes
+
+    from tilelang_backend_nvrtc.plan import scalar_ctype
+
+    pointers = (ctypes.c_void_p * len(args)).from_address(address)
+    out = []
+    for arg, pointer in zip(args, pointers):
+        ctype = ctypes.c_void_p if arg["kind"] == "pointer" else scalar_ctype(arg["dtype"])
+        out.append(ctype.from_address(pointer).value)
+    return out
 
 
 class StandinDriver:

@@ -104,7 +104,9 @@ class Driver:
             return loaded
 
     def launch(self, module: LoadedModule, device_index: int, launches: list[tuple], stream: int) -> None:
-        """Launch ``(name, (gx, gy, gz, bx, by, bz, smem), (values, types))`` entries in order on ``stream``."""
+        """Launch ``(name, (gx, gy, gz, bx, by, bz, smem), params)`` entries in order on ``stream``;
+        ``params`` is what ``cuLaunchKernel`` takes as ``kernelParams`` (the address of an argument
+        pointer array, :mod:`.parameters`, or a ``(values, types)`` tuple)."""
         cu = self.cu
         pushed = False
         current = cu.cuCtxGetCurrent()

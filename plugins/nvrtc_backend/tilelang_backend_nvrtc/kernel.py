@@ -27,6 +27,7 @@ from tilelang_core.errors import ArtifactError, BuildError
 from . import plan as P
 from .arch import Arch, artifact_arch, device_arch
 from .cubin import CubinError, read_cubin
+from .parameters import ThreadBlocks
 
 CUBIN_FILE = "kernel.cubin"
 PLAN_FILE = "nvrtc_plan.json"
@@ -99,6 +100,7 @@ class NvrtcKernel:
         self.digest = plan["cubin_sha256"]
         self._checker = CallChecker(artifact, options.out_idx)
         self._launches = P.launches(plan)
+        self._parameters = ThreadBlocks([k.types for k in self._launches])  # parameters.py
         self._names = [k.name for k in self._launches]
         self._devices: dict[int, tuple[str, bytes]] = {}  # device index -> (digest, cubin) to run there
         self._lock = threading.Lock()
@@ -172,14 +174,16 @@ class NvrtcKernel:
         return self._checker.output_shapes(symbols)
 
     def launch_batch(self, by_param: dict, symbols: dict) -> list[tuple]:
-        """``(kernel name, (gx, gy, gz, bx, by, bz, smem), (values, ctypes))`` per device kernel, in order.
+        """``(kernel name, (gx, gy, gz, bx, by, bz, smem), arguments)`` per device kernel, in order;
+        ``arguments`` is the address of this thread's filled argument array (:mod:`.parameters`),
+        valid until the thread's next call.
 
         :param by_param: the tensor (or checked scalar value) of every kernel parameter index (a list
             or a dict).
         :param symbols: the bound symbol values. Kernels with an empty grid or block are left out.
         """
         batch = []
-        for launch in self._launches:
+        for launch, block in zip(self._launches, self._parameters.blocks()):
             dims = launch.static_dims
             if dims is None:
                 dims = tuple(int(f(symbols)) for f in (*launch.grid, *launch.block, launch.shared))
@@ -192,7 +196,7 @@ class NvrtcKernel:
                     continue
                 v = by_param[key] if source == "param" else symbols[key]
                 vals.append(packer(v) if packer is not None else v)
-            batch.append((launch.name, dims, (tuple(vals), launch.types)))
+            batch.append((launch.name, dims, block.fill(vals)))
         return batch
 
     def get_source(self) -> Optional[str]:

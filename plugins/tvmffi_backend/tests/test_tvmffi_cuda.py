@@ -102,6 +102,101 @@ def test_loading_a_saved_cuda_kernel_without_cuda_runtime_says_why(cuda_artifact
     assert (again / LIBRARY_FILE).stat().st_size == (tmp_path / LIBRARY_FILE).stat().st_size
 
 
+def _cuda_elf_sm(code: bytes) -> int:
+    """The SM version a cubin is for (ELF machine EM_CUDA; e_flags bits 8-15 hold it)."""
+    import struct
+
+    assert code[:4] == b"\x7fELF" and code[4] == 2, "not a 64-bit ELF file"
+    (machine,) = struct.unpack_from("<H", code, 18)
+    (flags,) = struct.unpack_from("<I", code, 48)
+    assert machine == 190, f"ELF machine {machine}, not EM_CUDA (190)"
+    return (flags >> 8) & 0xFF
+
+
+@pytest.mark.skipif(HAS_GPU, reason="checks a kernel built where TVM keeps CUDA source")
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_a_saved_cuda_kernel_carries_a_cubin_that_tvms_loader_is_served(cuda_artifact, tmp_path):
+    """Without a CUDA runtime TVM keeps the CUDA source in the module, and its loader compiles it
+    where the kernel loads through tvm_callback_cuda_compile (TVM's Python package): saving
+    compiles it here for the kernel's arch, and loading hands TVM's loader that code."""
+    import hashlib
+    import json
+
+    import tvm_ffi
+
+    from tilelang_backend_tvmffi import cuda_binaries
+    from tilelang_backend_tvmffi.runtime import LIBRARY_FILE, PLAN_FILE
+
+    kernel = plugin.tilelang_backend_build(artifact=cuda_artifact, options=BuildOptions())  # builds here
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    plugin.tilelang_backend_save(kernel=kernel, directory=saved)
+    plan = json.loads((saved / PLAN_FILE).read_text())
+    source = unwrap_module(cuda_artifact.tvm_modules).imports[0].inspect_source("cuda")
+    key = hashlib.sha256(str(source).encode()).hexdigest()
+    assert plan["cuda_binaries"] == [{"source_sha256": key, "file": f"cuda-{key}.cubin", "arch": _arch()}]
+    code = (saved / f"cuda-{key}.cubin").read_bytes()
+    assert _cuda_elf_sm(code) == int(_arch()[3:])
+    assert str(source).encode() in (saved / LIBRARY_FILE).read_bytes()  # what the loader will pass
+
+    # while TVM's loader reads the library, the callback it calls for the source serves the cubin
+    binaries = cuda_binaries.read_binaries(plan["cuda_binaries"], saved)
+    before = tvm_ffi.get_global_func(cuda_binaries.CALLBACK, allow_missing=True)
+    with cuda_binaries.serving(binaries):
+        assert bytes(tvm_ffi.get_global_func(cuda_binaries.CALLBACK)(str(source))) == code
+    after = tvm_ffi.get_global_func(cuda_binaries.CALLBACK, allow_missing=True)
+    assert (after is None) == (before is None)  # the earlier callback (TVM's or none) is back
+    loaded = plugin.tilelang_backend_load(artifact=cuda_artifact, directory=saved, options=BuildOptions())
+    with pytest.raises(BackendUnavailableError, match="cuda"):  # still no CUDA runtime here
+        loaded(torch.zeros(4), torch.zeros(4), torch.zeros(4))
+    again = tmp_path / "again"  # saved again from the loaded kernel: the cubin goes along
+    again.mkdir()
+    plugin.tilelang_backend_save(kernel=loaded, directory=again)
+    assert json.loads((again / PLAN_FILE).read_text())["cuda_binaries"] == plan["cuda_binaries"]
+    assert (again / f"cuda-{key}.cubin").read_bytes() == code
+
+
+@pytest.mark.skipif(HAS_GPU, reason="checks kernels built where TVM keeps CUDA source")
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_one_source_saved_for_two_archs_gets_a_cubin_for_each(cuda_artifact, tmp_path):
+    """The CUDA source does not depend on the arch: the cubin saved with a kernel built for sm_90
+    must not be the one compiled earlier for the same source's sm_80 kernel (seen on an H200:
+    CUDA_ERROR_NO_BINARY_FOR_GPU)."""
+    import json
+
+    import _tvmffi_kernels
+
+    from tilelang_backend_tvmffi.runtime import PLAN_FILE
+    from tilelang_backend_tvmffi.testing import artifact_from_prim_func, make_target
+
+    sms = {}
+    for arch in ("sm_80", "sm_90"):
+        artifact = artifact_from_prim_func(_tvmffi_kernels.vec_add_cuda, target=make_target("cuda", arch), name="vec_add")
+        kernel = plugin.tilelang_backend_build(artifact=artifact, options=BuildOptions())
+        folder = tmp_path / arch
+        folder.mkdir()
+        plugin.tilelang_backend_save(kernel=kernel, directory=folder)
+        (entry,) = json.loads((folder / PLAN_FILE).read_text())["cuda_binaries"]
+        sms[arch] = (entry["source_sha256"], _cuda_elf_sm((folder / entry["file"]).read_bytes()))
+    assert sms["sm_80"][0] == sms["sm_90"][0]  # one source
+    assert (sms["sm_80"][1], sms["sm_90"][1]) == (80, 90)
+
+
+@pytest.mark.parametrize("entries, message", [
+    ("cubin", "invalid cuda_binaries"),
+    ([{"source_sha256": "ab", "file": "cuda-ab.cubin"}], "invalid cuda_binaries entry"),
+    ([{"source_sha256": "0" * 64, "file": "../kernel.so"}], "invalid cuda_binaries entry"),
+    ([{"source_sha256": "0" * 64, "file": "cuda-" + "0" * 64 + ".cubin"}], "the saved kernel is incomplete"),
+])
+def test_a_plan_with_bad_cuda_binaries_is_refused(tmp_path, entries, message):
+    from tilelang_core.errors import ArtifactError
+
+    from tilelang_backend_tvmffi.cuda_binaries import read_binaries
+
+    with pytest.raises(ArtifactError, match=message):
+        read_binaries(entries, tmp_path)
+
+
 # --- launches (need a GPU) ------------------------------------------------------------------
 
 
@@ -165,3 +260,28 @@ def test_gpu_bad_calls_use_the_contract_messages(cuda_artifact):
     assert str(info.value) == (
         "vec_add() argument 'B' (#1): shape[0] binds symbol 'n' = 9, but argument 'A' bound it to 8"
     )
+
+
+def test_a_source_without_saved_code_fails_with_advice_where_no_compiler_is_registered():
+    """In a process without TVM (as on a GPU machine running a kit), a CUDA source the saved
+    kernel has no cubin for cannot be compiled: TVM's loader gets an error saying what to do."""
+    code = (
+        "import tvm_ffi\n"
+        "from tilelang_backend_tvmffi.cuda_binaries import CALLBACK, serving, source_key\n"
+        "assert tvm_ffi.get_global_func(CALLBACK, allow_missing=True) is None\n"
+        "with serving({source_key('known'): b'CUBIN'}):\n"
+        "    f = tvm_ffi.get_global_func(CALLBACK)\n"
+        "    assert bytes(f('known')) == b'CUBIN'\n"
+        "    try:\n"
+        "        f('__global__ void other() {}')\n"
+        "    except Exception as exc:\n"
+        "        print('ERROR', exc)\n"
+        "assert tvm_ffi.get_global_func(CALLBACK, allow_missing=True) is None\n"
+        "import sys; print('tvm' in sys.modules)\n"
+    )
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "holds CUDA source without compiled code" in out.stdout and "save the kernel again" in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "False"

@@ -2,10 +2,12 @@
 
 Saving writes ``kernel.so`` (TVM's ``export_library``: the host code plus the imported device
 modules serialised into the library) and ``tvmffi_plan.json`` (a small call plan: entry name,
-target kind, device module kinds, versions). The library also carries an identity constant
+target kind, device module kinds, versions), plus for CUDA kernels the compiled code of their
+CUDA sources (:mod:`.cuda_binaries`). The library also carries an identity constant
 (:mod:`.identity`) that loading compares with the artifact and plan before anything else runs it.
-Loading uses ``tvm_ffi.load_module`` only: no
-lowering and no TVM compiler pass runs, and TVM's Python package is not imported; the TVM runtime
+Loading uses ``tvm_ffi.load_module`` only: no lowering and no TVM compiler pass runs, and TVM's
+Python package is not imported (except, for CUDA kernels, where it is installed: its compile
+callback serves sources that have no saved code); the TVM runtime
 libraries the generated code calls into (``libtvm_runtime``, plus ``libtvm_runtime_cuda`` for CUDA
 modules) are loaded with ctypes.
 """
@@ -299,8 +301,36 @@ def save(kernel: Any, directory: Path) -> None:
         "alignment": state.alignment,
         "versions": _versions(),
         "cpu": _cpu_id() if is_cpu_only(state.module_kinds) else None,
+        "cuda_binaries": _save_cuda_binaries(state, directory),
     }
     (directory / PLAN_FILE).write_text(json.dumps(plan, indent=1))
+
+
+def _save_cuda_binaries(state: Any, directory: Path) -> list[dict[str, str]]:
+    """The cubins of the kernel's CUDA sources, written beside the library (:mod:`.cuda_binaries`)."""
+    if "cuda" not in state.module_kinds:
+        return []
+    from .cuda_binaries import save_binaries
+
+    loaded_from = state.library_path.parent if state.module is None and state.library_path is not None else None
+    arch = state.artifact.arch or _arch_of(state.artifact.target)
+    try:
+        return save_binaries(state.module, arch, directory, loaded_from)
+    except ArtifactError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - NVRTC/nvcc errors come as RuntimeError and others
+        raise BuildError(
+            f"tvm_ffi: compiling the CUDA code of kernel {state.artifact.name!r} for {arch} "
+            f"while saving it failed: {exc}"
+        ) from exc
+
+
+def _arch_of(target: str) -> Optional[str]:
+    """The ``arch`` of a target string (``cuda -arch=sm_90``) or JSON target, None if it has none."""
+    import re
+
+    found = re.search(r'(?:-arch=|"arch":\s*")(sm_[0-9]+[af]?)', target or "")
+    return found.group(1) if found else None
 
 
 def _check_identity(library: Path, artifact: Any, kinds: list[str], alignment: int) -> None:
@@ -383,6 +413,9 @@ def load(artifact: Any, directory: Path, options: Any) -> Any:
         raise ArtifactError(f"tvm_ffi: {plan_path} has invalid module kinds {kinds!r}")
     if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment < 0:
         raise ArtifactError(f"tvm_ffi: {plan_path} has an invalid alignment {alignment!r}")
+    from .cuda_binaries import read_binaries, serving
+
+    binaries = read_binaries(plan.get("cuda_binaries", []), directory)  # checked before anything loads
     try:
         ensure_tvm_runtime(kinds)
     except BackendUnavailableError as exc:  # kept whole: it can be saved again, and runs where a GPU is
@@ -401,7 +434,8 @@ def load(artifact: Any, directory: Path, options: Any) -> Any:
     import tvm_ffi
 
     try:
-        module = tvm_ffi.load_module(load_as)
+        with serving(binaries):  # TVM's CUDA loader asks for the compiled code of saved source
+            module = tvm_ffi.load_module(load_as)
     except Exception as exc:  # noqa: BLE001 - tvm-ffi raises RuntimeError for bad libraries
         raise ArtifactError(f"tvm_ffi: cannot load {library}: {exc}") from None
     from .kernel import make_kernel
