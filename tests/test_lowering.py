@@ -261,6 +261,26 @@ def test_cuda_two_kernels_with_the_same_dynamic_grid():
         assert kernel.launch.grid == ["(n + 63) // 64", 1, 1] and kernel.launch.block == [64, 1, 1]
 
 
+def bf16_scale(n=256):
+    @T.prim_func
+    def scale(A: T.Tensor((n,), "bfloat16"), s: T.bfloat16, B: T.Tensor((n,), "bfloat16")):
+        with T.Kernel(T.ceildiv(n, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i] * s
+
+    return scale
+
+
+def test_a_bfloat16_scalar_in_a_cuda_runtime_module_is_refused_with_what_to_do():
+    """TVM's packed host code stops with 'Check failed: dtype.code() == kDLFloat (4 vs. 2)'; the
+    device source (what cython and nvrtc compile) takes the scalar."""
+    with pytest.raises(LoweringError, match=r"test_lowering\.py:\d+: kernel 'scale': scalar parameter 's' is "
+                       r"bfloat16, which a cuda runtime module .* pass it as float32 and cast it"):
+        lower(bf16_scale(), target="cuda -arch=sm_90", consumes=["runtime_module"])
+    art = lower(bf16_scale(), target="cuda -arch=sm_90", consumes=["device_source"])
+    assert "nv_bfloat16 s)" in art.device_source
+
+
 def test_cuda_target_string_with_arch_and_2d_launch():
     art = lower(matmul(T.dynamic("m"), 40, 8), target="cuda -arch=sm_90")
     assert art.target == "cuda -arch=sm_90"

@@ -93,6 +93,19 @@ def _consumes(consumes: Optional[Iterable[str]]) -> list[str]:
     return items
 
 
+def _check_runtime_module_scalars(params: list, kind: str, location: str, name: str) -> None:
+    """TVM 0.27's packed host code of a GPU runtime module takes no bfloat16 scalar (it stops with
+    ``Check failed: dtype.code() == kDLFloat``): say so, and what to do, before it is asked."""
+    for p in params:
+        if p.kind == "scalar" and p.dtype == "bfloat16":
+            raise LoweringError(
+                f"{location}: kernel '{name}': scalar parameter '{p.name}' is bfloat16, which a {kind} "
+                "runtime module (TVM's packed host code, for backends that consume 'runtime_module') "
+                "cannot take; pass it as float32 and cast it in the kernel "
+                "(T.cast(s, 'bfloat16')), or use a backend that consumes 'device_source'"
+            )
+
+
 def lower(
     func: Any,
     target: Any = "auto",
@@ -274,6 +287,7 @@ def lower(
                     built = tvm.get_global_func("target.build.c")(c_host, tvm.target.Target("c"))
                     result["host_source"] = codegen.host_source_of(built)
                 if "runtime_module" in wanted:
+                    _check_runtime_module_scalars(params, kind, location, name)
                     tvm_modules = codegen.gpu_runtime_module(host_mod, device_mods, tgt, configs)
     except (LoweringError, TargetError, PassConfigError):
         raise

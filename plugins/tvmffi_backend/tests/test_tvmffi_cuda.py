@@ -102,23 +102,28 @@ def test_loading_a_saved_cuda_kernel_without_cuda_runtime_says_why(cuda_artifact
     assert (again / LIBRARY_FILE).stat().st_size == (tmp_path / LIBRARY_FILE).stat().st_size
 
 
-def _cuda_elf_sm(code: bytes) -> int:
-    """The SM version a cubin is for (ELF machine EM_CUDA; e_flags bits 8-15 hold it)."""
+def _fatbin_entries(code: bytes) -> set:
+    """``{(kind, sm)}`` of a CUDA fat binary: kind "elf" (machine code) or "ptx", for sm ``XX``."""
     import struct
 
-    assert code[:4] == b"\x7fELF" and code[4] == 2, "not a 64-bit ELF file"
-    (machine,) = struct.unpack_from("<H", code, 18)
-    (flags,) = struct.unpack_from("<I", code, 48)
-    assert machine == 190, f"ELF machine {machine}, not EM_CUDA (190)"
-    return (flags >> 8) & 0xFF
+    magic, _, header, size = struct.unpack_from("<IHHQ", code, 0)
+    assert magic == 0xBA55ED50, "not a CUDA fat binary"
+    entries, offset = set(), header
+    while offset < header + size:
+        kind, _, entry_header, entry_size = struct.unpack_from("<HHIQ", code, offset)
+        (sm,) = struct.unpack_from("<I", code, offset + 28)
+        entries.add(({1: "ptx", 2: "elf"}[kind], sm))
+        offset += entry_header + entry_size
+    return entries
 
 
 @pytest.mark.skipif(HAS_GPU, reason="checks a kernel built where TVM keeps CUDA source")
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
-def test_a_saved_cuda_kernel_carries_a_cubin_that_tvms_loader_is_served(cuda_artifact, tmp_path):
+def test_a_saved_cuda_kernel_carries_compiled_code_that_tvms_loader_is_served(cuda_artifact, tmp_path):
     """Without a CUDA runtime TVM keeps the CUDA source in the module, and its loader compiles it
     where the kernel loads through tvm_callback_cuda_compile (TVM's Python package): saving
-    compiles it here for the kernel's arch, and loading hands TVM's loader that code."""
+    compiles it here for the kernel's arch (machine code and PTX), and loading hands TVM's loader
+    that code."""
     import hashlib
     import json
 
@@ -134,12 +139,13 @@ def test_a_saved_cuda_kernel_carries_a_cubin_that_tvms_loader_is_served(cuda_art
     plan = json.loads((saved / PLAN_FILE).read_text())
     source = unwrap_module(cuda_artifact.tvm_modules).imports[0].inspect_source("cuda")
     key = hashlib.sha256(str(source).encode()).hexdigest()
-    assert plan["cuda_binaries"] == [{"source_sha256": key, "file": f"cuda-{key}.cubin", "arch": _arch()}]
-    code = (saved / f"cuda-{key}.cubin").read_bytes()
-    assert _cuda_elf_sm(code) == int(_arch()[3:])
+    assert plan["cuda_binaries"] == [{"source_sha256": key, "file": f"cuda-{key}.fatbin", "arch": _arch()}]
+    code = (saved / f"cuda-{key}.fatbin").read_bytes()
+    sm = int(_arch()[3:])
+    assert _fatbin_entries(code) == {("elf", sm), ("ptx", sm)}  # PTX: newer GPUs run it too
     assert str(source).encode() in (saved / LIBRARY_FILE).read_bytes()  # what the loader will pass
 
-    # while TVM's loader reads the library, the callback it calls for the source serves the cubin
+    # while TVM's loader reads the library, the callback it calls for the source serves that code
     binaries = cuda_binaries.read_binaries(plan["cuda_binaries"], saved)
     before = tvm_ffi.get_global_func(cuda_binaries.CALLBACK, allow_missing=True)
     with cuda_binaries.serving(binaries):
@@ -149,17 +155,17 @@ def test_a_saved_cuda_kernel_carries_a_cubin_that_tvms_loader_is_served(cuda_art
     loaded = plugin.tilelang_backend_load(artifact=cuda_artifact, directory=saved, options=BuildOptions())
     with pytest.raises(BackendUnavailableError, match="cuda"):  # still no CUDA runtime here
         loaded(torch.zeros(4), torch.zeros(4), torch.zeros(4))
-    again = tmp_path / "again"  # saved again from the loaded kernel: the cubin goes along
+    again = tmp_path / "again"  # saved again from the loaded kernel: the code goes along
     again.mkdir()
     plugin.tilelang_backend_save(kernel=loaded, directory=again)
     assert json.loads((again / PLAN_FILE).read_text())["cuda_binaries"] == plan["cuda_binaries"]
-    assert (again / f"cuda-{key}.cubin").read_bytes() == code
+    assert (again / f"cuda-{key}.fatbin").read_bytes() == code
 
 
 @pytest.mark.skipif(HAS_GPU, reason="checks kernels built where TVM keeps CUDA source")
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
-def test_one_source_saved_for_two_archs_gets_a_cubin_for_each(cuda_artifact, tmp_path):
-    """The CUDA source does not depend on the arch: the cubin saved with a kernel built for sm_90
+def test_one_source_saved_for_two_archs_gets_code_for_each(cuda_artifact, tmp_path):
+    """The CUDA source does not depend on the arch: the code saved with a kernel built for sm_90
     must not be the one compiled earlier for the same source's sm_80 kernel (seen on an H200:
     CUDA_ERROR_NO_BINARY_FOR_GPU)."""
     import json
@@ -177,16 +183,16 @@ def test_one_source_saved_for_two_archs_gets_a_cubin_for_each(cuda_artifact, tmp
         folder.mkdir()
         plugin.tilelang_backend_save(kernel=kernel, directory=folder)
         (entry,) = json.loads((folder / PLAN_FILE).read_text())["cuda_binaries"]
-        sms[arch] = (entry["source_sha256"], _cuda_elf_sm((folder / entry["file"]).read_bytes()))
+        sms[arch] = (entry["source_sha256"], _fatbin_entries((folder / entry["file"]).read_bytes()))
     assert sms["sm_80"][0] == sms["sm_90"][0]  # one source
-    assert (sms["sm_80"][1], sms["sm_90"][1]) == (80, 90)
+    assert sms["sm_80"][1] == {("elf", 80), ("ptx", 80)} and sms["sm_90"][1] == {("elf", 90), ("ptx", 90)}
 
 
 @pytest.mark.parametrize("entries, message", [
     ("cubin", "invalid cuda_binaries"),
-    ([{"source_sha256": "ab", "file": "cuda-ab.cubin"}], "invalid cuda_binaries entry"),
+    ([{"source_sha256": "ab", "file": "cuda-ab.fatbin"}], "invalid cuda_binaries entry"),
     ([{"source_sha256": "0" * 64, "file": "../kernel.so"}], "invalid cuda_binaries entry"),
-    ([{"source_sha256": "0" * 64, "file": "cuda-" + "0" * 64 + ".cubin"}], "the saved kernel is incomplete"),
+    ([{"source_sha256": "0" * 64, "file": "cuda-" + "0" * 64 + ".fatbin"}], "the saved kernel is incomplete"),
 ])
 def test_a_plan_with_bad_cuda_binaries_is_refused(tmp_path, entries, message):
     from tilelang_core.errors import ArtifactError
@@ -264,7 +270,7 @@ def test_gpu_bad_calls_use_the_contract_messages(cuda_artifact):
 
 def test_a_source_without_saved_code_fails_with_advice_where_no_compiler_is_registered():
     """In a process without TVM (as on a GPU machine running a kit), a CUDA source the saved
-    kernel has no cubin for cannot be compiled: TVM's loader gets an error saying what to do."""
+    kernel has no compiled code for cannot be compiled: TVM's loader gets an error saying what to do."""
     code = (
         "import tvm_ffi\n"
         "from tilelang_backend_tvmffi.cuda_binaries import CALLBACK, serving, source_key\n"

@@ -5,10 +5,12 @@ on a GPU machine) and otherwise keeps the *source* in the module: loading such a
 calls ``tvm_callback_cuda_compile`` (TVM's Python package registers it) to compile it there.
 A kernel built here and run elsewhere must not need TVM's Python package, NVRTC or nvcc where it
 runs, so saving such a kernel compiles each CUDA source once with nvcc, for the kernel's
-architecture (``cuda -arch=sm_90``), into a cubin written beside the library
-(``cuda-<sha256>.cubin``, named in the plan), and loading registers, while TVM's loader reads the
-library, a ``tvm_callback_cuda_compile`` that hands it the saved cubin of the source it is given
-(matched by SHA-256).
+architecture (``cuda -arch=sm_90``), into a fat binary written beside the library
+(``cuda-<sha256>.fatbin``, named in the plan): machine code for that architecture plus its PTX,
+which the driver compiles for a newer GPU (sm_80 code runs on an sm_90 GPU), as nvcc's
+``-arch=sm_XX`` gives the cython backend's libraries. Loading registers, while TVM's loader reads
+the library, a ``tvm_callback_cuda_compile`` that hands it the saved code of the source it is
+given (matched by SHA-256).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from tilelang_core.errors import ArtifactError
 
 CALLBACK = "tvm_callback_cuda_compile"
 
-#: (sha256 of a CUDA source, arch) -> the cubin this process compiled (saving twice compiles once).
+#: (sha256 of a CUDA source, arch) -> the code this process compiled (saving twice compiles once).
 _BINARIES: dict[tuple[str, str], bytes] = {}
 _LOCK = threading.Lock()
 _SERVING_LOCK = threading.Lock()
@@ -37,7 +39,7 @@ def source_key(source: str | bytes) -> str:
 
 def file_name(key: str) -> str:
     """The file a saved kernel keeps the compiled code of the source with SHA-256 ``key`` in."""
-    return f"cuda-{key}.cubin"
+    return f"cuda-{key}.fatbin"
 
 
 def cuda_sources(mod: Any) -> list[str]:
@@ -86,7 +88,8 @@ def needs_saved_code() -> bool:
 
 
 def compile_source(source: str, arch: str) -> bytes:
-    """Compile ``source`` into a cubin for ``arch`` (``sm_90``) with nvcc (once per process)."""
+    """Compile ``source`` with nvcc into a fat binary for ``arch`` (``sm_90``): its machine code
+    and PTX (once per process)."""
     import shutil
     import subprocess
     import tempfile
@@ -99,9 +102,9 @@ def compile_source(source: str, arch: str) -> bytes:
     if nvcc is None:
         raise RuntimeError("nvcc is not on PATH")
     with tempfile.TemporaryDirectory(prefix="tilelang_tvmffi_cuda_") as scratch:
-        src, out = Path(scratch) / "kernel.cu", Path(scratch) / "kernel.cubin"
+        src, out = Path(scratch) / "kernel.cu", Path(scratch) / "kernel.fatbin"
         src.write_text(source)
-        cmd = [nvcc, "--cubin", f"-arch={arch}", *NVCC_OPTIONS, "-o", str(out), str(src)]
+        cmd = [nvcc, "--fatbin", f"-arch={arch}", *NVCC_OPTIONS, "-o", str(out), str(src)]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=NVCC_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -116,11 +119,11 @@ def compile_source(source: str, arch: str) -> bytes:
 
 @contextlib.contextmanager
 def serving(binaries: dict[str, bytes]) -> Iterator[None]:
-    """Serve ``binaries`` (source SHA-256 -> cubin) to TVM's loader while the block runs.
+    """Serve ``binaries`` (source SHA-256 -> compiled code) to TVM's loader while the block runs.
 
     TVM's CUDA loader calls ``tvm_callback_cuda_compile`` while ``tvm_ffi.load_module`` reads a
     library whose device module holds source. For the duration of the block that callback
-    returns the saved cubin of a known source; any other source goes to the callback that was
+    returns the saved code of a known source (TVM hands it to ``cuModuleLoadData``); any other source goes to the callback that was
     registered before (TVM's, where its Python package was imported), else fails with advice.
     The previous callback is restored afterwards, so importing ``tvm.support.nvcc`` later
     (which registers TVM's own) still works, and loading imports no TVM.
@@ -154,15 +157,15 @@ def serving(binaries: dict[str, bytes]) -> Iterator[None]:
 
 
 def save_binaries(mod: Any, arch: Optional[str], directory: Path, loaded_from: Optional[Path]) -> list[dict[str, str]]:
-    """Write the cubin of every CUDA source of ``mod`` into ``directory``; the plan's entries.
+    """Write the compiled code of every CUDA source of ``mod`` into ``directory``; the plan's entries.
 
-    A kernel loaded from a saved directory (``loaded_from``) carries that directory's cubins
+    A kernel loaded from a saved directory (``loaded_from``) carries that directory's files
     over. Without an architecture or a compiler nothing is written (the kernel then compiles
     where it is loaded, which needs TVM there).
     """
     entries: list[dict[str, str]] = []
     if loaded_from is not None and mod is None:
-        for path in sorted(loaded_from.glob("cuda-*.cubin")):
+        for path in sorted(loaded_from.glob("cuda-*.fatbin")):
             key = path.stem[len("cuda-"):]
             (directory / path.name).write_bytes(path.read_bytes())
             entries.append({"source_sha256": key, "file": path.name, "arch": arch or ""})
@@ -178,7 +181,7 @@ def save_binaries(mod: Any, arch: Optional[str], directory: Path, loaded_from: O
 
 
 def read_binaries(entries: Any, directory: Path) -> dict[str, bytes]:
-    """The cubins a saved kernel's plan lists (source SHA-256 -> code), checked and read."""
+    """The compiled code a saved kernel's plan lists (source SHA-256 -> code), checked and read."""
     if entries is None:
         return {}
     if not isinstance(entries, list):

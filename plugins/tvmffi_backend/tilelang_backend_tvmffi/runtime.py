@@ -307,7 +307,7 @@ def save(kernel: Any, directory: Path) -> None:
 
 
 def _save_cuda_binaries(state: Any, directory: Path) -> list[dict[str, str]]:
-    """The cubins of the kernel's CUDA sources, written beside the library (:mod:`.cuda_binaries`)."""
+    """The compiled code (fat binaries) of the kernel's CUDA sources, written beside the library (:mod:`.cuda_binaries`)."""
     if "cuda" not in state.module_kinds:
         return []
     from .cuda_binaries import save_binaries
