@@ -204,6 +204,18 @@ def test_unwritable_cache_dir_falls_back_to_memory_with_a_warning(env, monkeypat
     assert len(env.builds()) == 1
 
 
+def test_a_save_hook_that_fails_to_build_leaves_the_kernel_in_memory_with_a_warning(env, monkeypatch):
+    """A backend's save step may compile (tvm_ffi runs nvcc for CUDA code) and fail with a
+    BuildError: the compile that asked still gets its kernel, and no half-written entry or
+    temporary folder stays in the cache."""
+    monkeypatch.setenv("TL_TEST_SAVE_FAIL", "1")
+    with pytest.warns(CacheWarning, match="could not be saved to the cache.*save step failed.*memory only"):
+        kernel = fresh(env).get_or_build(key_of("sf"), env.record, env.builder())
+    run(kernel)
+    assert not list((env.cache_dir / "tmp").iterdir()), "temporary directories are left behind"
+    assert not _entry(env, key_of("sf")).exists()
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
 def test_read_only_cache_dir_falls_back_to_memory(env):  # pragma: no cover - runs as non-root only
     env.cache_dir.mkdir(mode=0o500)

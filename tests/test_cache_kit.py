@@ -84,6 +84,8 @@ def tilelang_backend_build(artifact, options):
 @hookimpl
 def tilelang_backend_save(kernel, directory):
     (Path(directory) / "kernel.so").write_bytes(kernel.library)
+    if os.environ.get("TL_TEST_SAVE_FAIL"):  # as a compiler run by the save step can fail
+        raise BuildError("pyadd: the save step failed (TL_TEST_SAVE_FAIL)")
     manifest = {"library": "kernel.so", "sha256": hashlib.sha256(kernel.library).hexdigest()}
     (Path(directory) / "manifest.json").write_text(json.dumps(manifest))
 

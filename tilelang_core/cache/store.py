@@ -26,7 +26,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
-from ..errors import ArtifactError, CacheError
+from ..errors import ArtifactError, BuildError, CacheError
 from . import entry as E
 from . import trust
 from .location import cache_disabled, check_private, default_cache_dir, prepare_cache_dir, tree_place
@@ -291,7 +291,8 @@ class DiskCache:
                     # a broken entry (no metadata, or not a folder) is in the way: replace it
                     self._discard(final, f"its metadata file {E.META_FILE} is missing")
             return True  # pragma: no cover - the loop always returns
-        except (OSError, ArtifactError, ValueError, TypeError) as exc:
+        except (OSError, ArtifactError, BuildError, ValueError, TypeError) as exc:
+            # BuildError: a backend's save step may run a compiler (CUDA code with nvcc, say)
             _remove(tmp)
             warnings.warn(
                 f"kernel {kernel.name!r} could not be saved to the cache at {self.root}: {exc}; it stays in memory only",
