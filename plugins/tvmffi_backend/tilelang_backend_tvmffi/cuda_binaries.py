@@ -123,8 +123,9 @@ def serving(binaries: dict[str, bytes]) -> Iterator[None]:
 
     TVM's CUDA loader calls ``tvm_callback_cuda_compile`` while ``tvm_ffi.load_module`` reads a
     library whose device module holds source. For the duration of the block that callback
-    returns the saved code of a known source (TVM hands it to ``cuModuleLoadData``); any other source goes to the callback that was
-    registered before (TVM's, where its Python package was imported), else fails with advice.
+    returns the saved code of a known source (TVM hands it to ``cuModuleLoadData``); any other
+    source goes to the callback that was registered before (TVM's, where its Python package was
+    imported), else fails with advice.
     The previous callback is restored afterwards, so importing ``tvm.support.nvcc`` later
     (which registers TVM's own) still works, and loading imports no TVM.
     """

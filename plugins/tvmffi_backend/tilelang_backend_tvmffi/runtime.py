@@ -6,8 +6,8 @@ target kind, device module kinds, versions), plus for CUDA kernels the compiled 
 CUDA sources (:mod:`.cuda_binaries`). The library also carries an identity constant
 (:mod:`.identity`) that loading compares with the artifact and plan before anything else runs it.
 Loading uses ``tvm_ffi.load_module`` only: no lowering and no TVM compiler pass runs, and TVM's
-Python package is not imported (except, for CUDA kernels, where it is installed: its compile
-callback serves sources that have no saved code); the TVM runtime
+Python package is not imported (a CUDA source without saved code goes to a compile callback only
+where one was registered before, e.g. by an imported ``tvm.support.nvcc``); the TVM runtime
 libraries the generated code calls into (``libtvm_runtime``, plus ``libtvm_runtime_cuda`` for CUDA
 modules) are loaded with ctypes.
 """
@@ -307,13 +307,14 @@ def save(kernel: Any, directory: Path) -> None:
 
 
 def _save_cuda_binaries(state: Any, directory: Path) -> list[dict[str, str]]:
-    """The compiled code (fat binaries) of the kernel's CUDA sources, written beside the library (:mod:`.cuda_binaries`)."""
+    """The compiled code (fat binaries) of the kernel's CUDA sources, written beside the library
+    (:mod:`.cuda_binaries`); the plan's entries."""
     if "cuda" not in state.module_kinds:
         return []
     from .cuda_binaries import save_binaries
 
     loaded_from = state.library_path.parent if state.module is None and state.library_path is not None else None
-    arch = state.artifact.arch or _arch_of(state.artifact.target)
+    arch = state.artifact.arch
     try:
         return save_binaries(state.module, arch, directory, loaded_from)
     except ArtifactError:
@@ -323,14 +324,6 @@ def _save_cuda_binaries(state: Any, directory: Path) -> list[dict[str, str]]:
             f"tvm_ffi: compiling the CUDA code of kernel {state.artifact.name!r} for {arch} "
             f"while saving it failed: {exc}"
         ) from exc
-
-
-def _arch_of(target: str) -> Optional[str]:
-    """The ``arch`` of a target string (``cuda -arch=sm_90``) or JSON target, None if it has none."""
-    import re
-
-    found = re.search(r'(?:-arch=|"arch":\s*")(sm_[0-9]+[af]?)', target or "")
-    return found.group(1) if found else None
 
 
 def _check_identity(library: Path, artifact: Any, kinds: list[str], alignment: int) -> None:

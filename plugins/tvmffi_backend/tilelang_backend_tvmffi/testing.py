@@ -90,6 +90,7 @@ def artifact_from_prim_func(func: Any, target: Any = "llvm", name: Optional[str]
         name=name,
         target=str(target),
         target_kind=kind,
+        arch=str(target.attrs["arch"]) if "arch" in target.attrs else None,  # as the pipeline records it
         host_target="llvm" if kind not in ("llvm", "c") else None,
         params=params,
         symbols=symbols,
