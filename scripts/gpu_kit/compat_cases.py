@@ -247,4 +247,28 @@ def compat_cases() -> list[Case]:
     add("reducers", lambda: KS.reducers(8, 40),
         [("A", (8, 40)), ("S", (8,), _out()), ("X", (8,), _out()), ("B", (8,), _out("int32", "zeros")),
          ("I", (8, 40), {"dtype": "int32", **_ints(0, 2**20)})], _reducers)
+    _warp_cases(add)
     return cases
+
+
+def _warp_cases(add) -> None:
+    """The warp/thread-index helpers and barriers of ``tests/warp_kernels.py`` (cases
+    ``compat.warp_*``): indices, elections and exchanges through shared memory thread by thread,
+    warp reductions lane by lane (the references are that file's own)."""
+    WK = _load_module(ROOT / "tests" / "warp_kernels.py", "gpu_kit_warp_kernels")
+    n = 2 * 128
+    add("warp_indices", lambda: WK.warp_indices(2),
+        [("A", (n,), {"dtype": "int32", **_ints(-1000, 1000)}), ("I", (n, WK.INDEX_COLUMNS), _out("int32", "zeros"))],
+        WK.warp_indices_reference, rtol=0, atol=0)
+    for dtype, low, high, tol in (("int32", -(2**20), 2**20, 0), ("int8", -128, 128, 0), ("uint64", 0, 2**40, 0),
+                                  ("float32", None, None, 1e-5), ("float16", None, None, 2e-3),
+                                  ("bfloat16", None, None, 1.6e-2), ("float64", None, None, 1e-12)):
+        values = {"dtype": dtype, **_ints(low, high)} if low is not None else {"dtype": dtype}
+        if dtype == "float32":  # a NaN lane: sum NaN, max/min ignore it (fmaxf/fminf)
+            values["nan_at"] = [5]
+        cols = 5 if low is not None else 3
+        add(f"warp_reduce_{dtype}", (lambda dt=dtype: WK.warp_reduce(dt, 64)),
+            [("X", (64,), values), ("O", (64, cols), _out(dtype, "zeros"))],
+            WK.warp_reduce_reference, rtol=tol, atol=tol)
+    add("warp_barriers", lambda: WK.barriers(200, dynamic=True),
+        [("A", (200,)), ("B", (200,), _out())], WK.barriers_reference, rtol=0, atol=0)

@@ -32,6 +32,7 @@ from tvm import tirx
 
 from ..errors import LoweringError
 from .atomics import contains_atomics
+from .warp import refuse_grid_syncs, refuse_partial_warps, refuse_under_guard, resolve_thread_indices
 
 #: Marker names of the reducer operators (tilelang_core.language.tileops.reducer).
 REDUCER_FINALIZE_CALL = "tl.reducer.finalize"
@@ -220,6 +221,7 @@ class Frontend:
         """Return ``func`` with its body rewritten."""
         from .persistent import expand_persistent_loops
 
+        refuse_grid_syncs(func.body)  # T.sync_grid: no cooperative launch on any target (lowering/warp.py)
         func = expand_persistent_loops(func, self.opt.func_location)
         body = self.visit(func.body, _Ctx())
         return func.with_body(body)
@@ -348,6 +350,8 @@ class Frontend:
         new_body = self.visit(body, inner_ctx)
         bound = {str(iv.thread_tag): iv.var for iv, _ in thread_ivs}
         new_body = _bind_indices(new_body, [bound.get(tag) for tag in _TAGS_THREAD], "thread_binding")
+        refuse_partial_warps(new_body, total, loc)  # full-warp shuffles and barriers (lowering/warp.py)
+        new_body = resolve_thread_indices(new_body, tid)  # T.get_lane_idx & co. (lowering/warp.py)
         block_ivs = []
         mapping = []
         for axis, loop in enumerate(loops):
@@ -527,6 +531,7 @@ class Frontend:
         guarded = _substitute(new_body, mapping)
         needs_guard = total_int is None or total_int % threads != 0
         if needs_guard:
+            refuse_under_guard(new_body, total, threads)  # barriers, warp reductions (lowering/warp.py)
             guarded = tirx.IfThenElse(flat < _as_expr(total), guarded, None)
         if direct:
             return guarded

@@ -25,7 +25,9 @@ math, ``__fadd_rz``/``__dmul_ru``/``__fmaf_rd``/``__frcp_rn``/``__fsqrt_ru``/``_
   of float64, from the exact error of the fma (Boldo and Muller's ErrFma: TwoProduct, two
   TwoSums), correct under the same condition as the others;
 - ``dp4a``: four int8 products added to the int32 accumulator;
-- GPU-only intrinsics: a :class:`LoweringError` at the intrinsic's line.
+- GPU-only intrinsics: a :class:`LoweringError` at the intrinsic's line;
+- barriers (``T.sync_threads``, ``T.sync_warp``): dropped, a CPU block runs as one thread
+  (the warp helpers and barriers are :mod:`tilelang_core.lowering.warp`'s).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from tvm import tirx
 from ..errors import LoweringError
 from .atomics import CUDA_HELPERS_BEGIN, CUDA_HELPERS_END, checked_map
 from .source_imports import c_definitions, with_import, with_import_in_first_kernel
+from . import warp
 
 MATH_CALL = "tl.math"
 _FAST = {"__exp": "exp", "__exp10": "exp10", "__log": "log", "__log2": "log2", "__log10": "log10",
@@ -48,8 +51,8 @@ _GPU_ONLY = (
     "any_sync", "all_sync", "ballot_sync", "activemask", "syncthreads_and", "syncthreads_or",
     "syncthreads_count", "shfl_sync", "shfl_xor", "shfl_down", "shfl_up", "match_any_sync",
     "match_all_sync", "thread_binding", "block_binding", "__ldg", "__ffs", "__fns",
-)
-_PUBLIC_NAME = {"thread_binding": "get_thread_binding", "block_binding": "get_block_binding"}
+) + warp.GPU_ONLY
+_PUBLIC_NAME = {"thread_binding": "get_thread_binding", "block_binding": "get_block_binding", **warp.PUBLIC_NAME}
 
 
 @dataclass
@@ -400,12 +403,14 @@ def lower_cpu_intrinsics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
         m = parse(stmt.value)
         if m is not None and m.name == "dp4a":
             return _dp4a_store(m)
-        return stmt
+        lowered = warp.lower_cpu_statement(m, language) if m is not None else None
+        return stmt if lowered is None else lowered  # barriers: nothing to do in a one-thread CPU block
 
     def on_call(call):
         m = parse(call)
         if m is None:
             return call
+        warp.lower_cpu_call(m)
         if m.name in _GPU_ONLY:
             public = _PUBLIC_NAME.get(m.name, m.name)
             raise LoweringError(
@@ -486,7 +491,8 @@ def lower_gpu_intrinsics(body: Any, kind: str, location: str, native_bf16: bool 
             c = m.args[2].args[0]
             value = tirx.call_extern("int32", "tl_dp4a", m.args[0], m.args[1], c)
             return tirx.BufferStore(c.source, value, list(c.indices))
-        return stmt
+        lowered = warp.lower_gpu_statement(m, used) if m is not None else None
+        return stmt if lowered is None else lowered  # barriers (lowering/warp.py)
 
     def on_call(call):
         m = parse(call)
@@ -535,6 +541,9 @@ def lower_gpu_intrinsics(body: Any, kind: str, location: str, native_bf16: bool 
             return tirx.call_extern("uint32", "__fns", a[0], a[1], a[2])
         if m.name in ("thread_binding", "block_binding"):
             raise LoweringError(f"{m.loc}: T.{_PUBLIC_NAME[m.name]}() must be used inside a T.Kernel")
+        lowered = warp.lower_gpu_call(m, used)  # warp reductions (lowering/warp.py)
+        if lowered is not None:
+            return lowered
         raise LoweringError(f"{m.loc}: internal error: unknown intrinsic marker {m.name}")
 
     body = checked_map(body, [(tirx.Evaluate, on_evaluate)], order="pre")
@@ -542,6 +551,7 @@ def lower_gpu_intrinsics(body: Any, kind: str, location: str, native_bf16: bool 
     if not used:
         return body
     text = f"\n{CUDA_HELPERS_BEGIN}\n" + "".join(
-        f"#ifndef TL_INTRINSIC_{n.upper()}\n#define TL_INTRINSIC_{n.upper()}\n{_CU_HELPERS[n]}#endif\n" for n in sorted(used)
+        f"#ifndef TL_INTRINSIC_{n.upper()}\n#define TL_INTRINSIC_{n.upper()}\n{_CU_HELPERS.get(n) or warp.cuda_helper(n)}#endif\n"
+        for n in sorted(used)
     ) + f"{CUDA_HELPERS_END}\n"
     return with_import_in_first_kernel(body, text)[0]

@@ -34,6 +34,7 @@ from .gpu_math import GpuMathPass
 from .float_identities import GuardFloatIdentities, StripFloatBarriers
 from .fragments import FragmentLayoutPass
 from .vectorized_locals import ExpandVectorizedLocals, InlineVectorizedScalars
+from .warp import NamedBarriers
 
 
 def _bf16_compute() -> list:
@@ -146,6 +147,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         s_tir.transform.ThreadSync("shared"),
         s_tir.transform.ThreadSync("shared.dyn"),
         s_tir.transform.ThreadSync("warp"),
+        NamedBarriers(),  # T.sync_threads(id, count): bar.sync, once ThreadSync has counted it (lowering/warp.py)
         s_tir.transform.LowerThreadAllreduce(),
         s_tir.transform.MergeSharedMemoryAllocations(),
         tirx.transform.SplitHostDevice(),

@@ -88,6 +88,21 @@ from .reduce import (
 from .reducer import alloc_reducer, finalize_reducer, reducer_init, reducer_update
 from .scan import cummax, cumsum
 from .variables import alloc_global, alloc_var
+from .warp import (
+    get_lane_idx,
+    get_warp_group_idx,
+    get_warp_idx,
+    get_warp_idx_sync,
+    shuffle_elect,
+    sync_grid,
+    sync_threads,
+    sync_warp,
+    warp_reduce_bitand,
+    warp_reduce_bitor,
+    warp_reduce_max,
+    warp_reduce_min,
+    warp_reduce_sum,
+)
 from .vector import (
     abs2,
     add2,
@@ -187,6 +202,19 @@ __all__ = [
     "reduce_max",
     "reduce_min",
     "reduce_sum",
+    "get_lane_idx",
+    "get_warp_group_idx",
+    "get_warp_idx",
+    "get_warp_idx_sync",
+    "shuffle_elect",
+    "sync_grid",
+    "sync_threads",
+    "sync_warp",
+    "warp_reduce_bitand",
+    "warp_reduce_bitor",
+    "warp_reduce_max",
+    "warp_reduce_min",
+    "warp_reduce_sum",
 ]
 
 #: Marker keys (not kernel-language names; kept importable from here).
