@@ -28,6 +28,7 @@ from .atomic import (
 )
 from .copy import clear, copy, fill
 from .debug import device_assert
+from .debug_print import print  # noqa: A004 - TileLang's T.print
 from .safe_value import annotate_safe_value
 from .gemm import GemmWarpPolicy, gemm
 from .intrinsics import (
@@ -187,6 +188,7 @@ __all__ = [
     "reduce_max",
     "reduce_min",
     "reduce_sum",
+    "print",
 ]
 
 #: Marker keys (not kernel-language names; kept importable from here).
