@@ -7,8 +7,9 @@ text back into the dtype (bit for bit), buffers of every scope with their multi-
 indices, regions, a dynamic shape, messages, prints in branches and loops, and blocks running in
 parallel (every line present and whole). CUDA: the source calls device ``printf`` and compiles
 with ``nvcc -c``, and the emulated GPU of tests/test_tileops_cuda.py runs a kernel printing a
-fragment (its values are the real ones, read through shared memory). Errors: bad operands when
-the kernel is defined, Metal and misplaced prints when it is lowered.
+fragment (its values are the real ones, read through shared memory), as a ``gpu``-marked test
+does on a device. Errors: bad operands when the kernel is defined, Metal and misplaced prints when
+it is lowered.
 """
 
 from __future__ import annotations
@@ -488,6 +489,12 @@ def test_emulated_gpu_prints_the_real_fragment_values(m, n, dtype, tmp_path, cap
     ctypes.CDLL(None).fflush(None)
     out = capfd.readouterr().out
     torch.testing.assert_close(b, a * 2 + 1)
+    _check_fragment_lines(out, b, m, n)
+
+
+def _check_fragment_lines(out: str, b: torch.Tensor, m: int, n: int) -> None:
+    """The lines of :func:`fragment_kernel`'s two blocks: the whole fragment from thread 32, its
+    corner from thread 0, each element equal to the output ``b``."""
     lines = [LINE.fullmatch(line) for line in out.splitlines()]
     assert all(lines)
     blocks: dict = {}
@@ -495,7 +502,7 @@ def test_emulated_gpu_prints_the_real_fragment_values(m, n, dtype, tmp_path, cap
         thread = 32 if line.group(7).startswith("frag: ") else 0
         assert tuple(int(g) for g in line.groups()[3:6]) == (thread, 0, 0)
         blocks.setdefault(int(line.group(1)), []).append(line.group(7))
-    assert sorted(blocks) == [0, 1]  # the emulator runs the blocks one after the other
+    assert sorted(blocks) == [0, 1]
     for bx, texts in blocks.items():
         got = _elements(texts)
         want = [("frag", (i, j)) for i in range(m) for j in range(n)]
@@ -503,6 +510,22 @@ def test_emulated_gpu_prints_the_real_fragment_values(m, n, dtype, tmp_path, cap
         assert [(msg, idx) for msg, _, idx, _ in got] == want
         for _, name, (i, j), text in got:
             assert name == "F" and same_value(text, b[i, bx * n + j]), (i, j, text)
+
+
+@pytest.mark.gpu
+@CU.requires_gpu
+def test_gpu_prints_the_real_fragment_values(capfd):
+    import tilelang
+
+    kernel = tilelang.compile(fragment_kernel(16, 16, "float32"), target="cuda")
+    a = torch.randn(16, 32, device="cuda")
+    b = torch.zeros(16, 32, device="cuda")
+    capfd.readouterr()
+    kernel(a, b)
+    torch.cuda.synchronize()  # device printf reaches the process's stdout here
+    out = capfd.readouterr().out
+    torch.testing.assert_close(b, a * 2 + 1)
+    _check_fragment_lines(out, b.cpu(), 16, 16)
 
 
 # -- errors -------------------------------------------------------------------------------------
