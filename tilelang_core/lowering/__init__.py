@@ -257,6 +257,10 @@ def lower(
 
                 written.append(written_params(front))
                 front, helpers = lower_device_asserts(front, "cuda" if kind == "cuda" else "drop")
+                from .debug_print import lower_gpu_prints
+
+                front, print_helpers = lower_gpu_prints(front, kind)  # T.print: device printf (cuda only)
+                helpers += print_helpers
                 if helpers:  # before the first kernel, as the atomics' helpers
                     from .source_imports import with_import_in_first_kernel
 

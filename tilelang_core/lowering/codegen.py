@@ -322,7 +322,11 @@ def _postprocess_c(source: str, entry: str, n_block_loops: int = 0) -> str:
 def lower_cpu_calls(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
     """The calls of a CPU kernel (``language``: ``"c"`` or ``"llvm"``) that TVM cannot lower itself:
     atomics (``__atomic`` builtins, lowering/atomics.py), TileLang's intrinsics
-    (lowering/intrinsics.py), TVM math functions without a rule for the target (lowering/cpu_math.py)."""
+    (lowering/intrinsics.py), TVM math functions without a rule for the target (lowering/cpu_math.py),
+    ``T.print`` lines (lowering/debug_print.py)."""
+    from .debug_print import lower_cpu_prints
+
+    func = lower_cpu_prints(func, language)
     return lower_cpu_math(lower_cpu_intrinsics(lower_cpu_atomics(func, language), language), language)
 
 

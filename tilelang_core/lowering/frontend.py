@@ -77,7 +77,7 @@ class FrontendOptions:
 
 @dataclass
 class _Ctx:
-    kernel: Optional[dict] = None  # {"loc", "tid", "threads"}
+    kernel: Optional[dict] = None  # {"loc", "tid", "threads", "blocks" (grid loop vars), "thread_vars", "body" (GPU)}
     in_parallel: bool = False
     safe_values: tuple = ()  # ((buffer, value), ...) of T.annotate_safe_value in scope, innermost last
 
@@ -261,6 +261,11 @@ class Frontend:
             return tirx.While(stmt.condition, self.visit(stmt.body, ctx), stmt.span)
         if isinstance(stmt, tirx.Evaluate) and _reducer_finalize(stmt) is not None:
             return self.finalize_reducer(stmt, ctx)
+        if isinstance(stmt, tirx.Evaluate):
+            from .debug_print import expand_print, print_marker
+
+            if print_marker(stmt) is not None:  # T.print: lines naming the block and thread
+                return expand_print(self, stmt, ctx)
         if _safe_value_marker(stmt) is not None:
             return tirx.Evaluate(tirx.IntImm("int32", 0))  # alone in its scope: nothing follows it
         if _is_parallel_marker(stmt) is not None:
@@ -346,9 +351,10 @@ class Frontend:
         for iv, extent in thread_ivs[1:]:
             tid = tid + iv.var * stride
             stride *= extent
-        inner_ctx = _Ctx(kernel={"loc": loc, "tid": tid, "threads": total})
-        new_body = self.visit(body, inner_ctx)
         bound = {str(iv.thread_tag): iv.var for iv, _ in thread_ivs}
+        inner_ctx = _Ctx(kernel={"loc": loc, "tid": tid, "threads": total, "blocks": [lp.loop_var for lp in loops],
+                                 "thread_vars": [bound.get(tag) for tag in _TAGS_THREAD], "body": body})
+        new_body = self.visit(body, inner_ctx)
         new_body = _bind_indices(new_body, [bound.get(tag) for tag in _TAGS_THREAD], "thread_binding")
         refuse_partial_warps(new_body, total, loc)  # full-warp shuffles and barriers (lowering/warp.py)
         new_body = resolve_thread_indices(new_body, tid)  # T.get_lane_idx & co. (lowering/warp.py)
@@ -368,7 +374,7 @@ class Frontend:
         return new_body
 
     def _kernel_cpu(self, loops: list, threads: list, body: Any, loc: str, ctx: _Ctx) -> Any:
-        inner_ctx = _Ctx(kernel={"loc": loc, "tid": None, "threads": 1})
+        inner_ctx = _Ctx(kernel={"loc": loc, "tid": None, "threads": 1, "blocks": [lp.loop_var for lp in loops]})
         new_body = self.visit(body, inner_ctx)
         # Atomics are real atomics on CPU (lowering/atomics.py): blocks may update the same element.
         parallel = self.opt.parallel_blocks

@@ -28,6 +28,7 @@ from .atomic import (
 )
 from .copy import clear, copy, fill
 from .debug import device_assert
+from .debug_print import print  # noqa: A004 - TileLang's T.print
 from .safe_value import annotate_safe_value
 from .gemm import GemmWarpPolicy, gemm
 from .intrinsics import (
@@ -215,6 +216,7 @@ __all__ = [
     "warp_reduce_max",
     "warp_reduce_min",
     "warp_reduce_sum",
+    "print",
 ]
 
 #: Marker keys (not kernel-language names; kept importable from here).
