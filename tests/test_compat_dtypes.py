@@ -95,3 +95,25 @@ def test_dtype_values_in_allocations_annotations_and_casts():
     kernel(a, b, 3.0)
     torch.testing.assert_close(b, a.float() * 3.0 + 1.0)
     assert [p.dtype for p in kernel.params] == ["float16", "float32", "float32"]
+
+
+def test_fp8_module_picks_the_ocp_formats_off_rocm_and_refuses_unknown_formats():
+    from tilelang.language import fp8
+
+    assert torch.version.hip is None  # this suite's torch: CPU (CUDA elsewhere), never ROCm
+    assert fp8.determine_fp8_type() == "float8_e4m3fn" and fp8.determine_fp8_type("e5m2") == "float8_e5m2"
+    assert isinstance(fp8.determine_fp8_type(), D.dtype)
+    assert fp8.determine_torch_fp8_type("e4m3") is torch.float8_e4m3fn
+    assert fp8.determine_torch_fp8_type("e5m2") is torch.float8_e5m2
+    with pytest.raises(ValueError, match=r"fp8_format must be one of 'e4m3', 'e5m2'.*got 'e3m4'"):
+        fp8.determine_fp8_type("e3m4")
+
+
+def test_fp8_module_picks_fnuz_under_a_stand_in_rocm_torch_without_gfx950(monkeypatch):
+    """A stand-in for a ROCm build of torch (none can exist on this machine)."""
+    from tilelang.language import fp8
+
+    monkeypatch.setattr(torch.version, "hip", "6.2", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert fp8.determine_fp8_type("e4m3") == "float8_e4m3fnuz"
+    assert fp8.determine_torch_fp8_type("e5m2") is torch.float8_e5m2fnuz
