@@ -98,6 +98,10 @@ from .vector import (
     mul2,
     sub2,
 )
+from .logical import all_of, any_of
+from .loops import Serial, Unroll, Vectorized, loop_break
+from .launch import get_block_extent, get_block_extents, get_thread_extent, get_thread_extents
+from .indexing import index_to_coordinates
 
 __all__ = [
     "annotate_safe_value",
@@ -187,6 +191,18 @@ __all__ = [
     "reduce_max",
     "reduce_min",
     "reduce_sum",
+    # logical reductions, loop control, launch sizes, indexing (TileLang names)
+    "all_of",
+    "any_of",
+    "loop_break",
+    "Serial",
+    "Unroll",
+    "Vectorized",
+    "get_block_extent",
+    "get_block_extents",
+    "get_thread_extent",
+    "get_thread_extents",
+    "index_to_coordinates",
 ]
 
 #: Marker keys (not kernel-language names; kept importable from here).
