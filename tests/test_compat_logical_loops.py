@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
+import re
 
 import pytest
 import torch
@@ -82,8 +83,10 @@ def logical_kernel(M, N, dtype, dynamic):
 
     @T.prim_func
     def logical(X: T.Tensor((M, n), dtype), S: T.StridedTensor((M, n), (s0, 2), dtype),
-                O: T.Tensor((M, 8), "int32"), W: T.Tensor((4,), "int32")):
+                O: T.Tensor((M, 10), "int32"), W: T.Tensor((4,), "int32")):
         with T.Kernel(M, threads=1) as bx:
+            for i in T.Parallel(2):  # a loop inside each iteration
+                O[bx, 8 + i] = T.Cast("int32", T.any_of(X[bx, i * 3:n]))
             if T.any_of(X[bx, :]):
                 O[bx, 0] = 1
             else:
@@ -141,15 +144,16 @@ def _check_logical(kernel, dtype, M, N, seed):
     big[:, : 2 * N : 2] = _values(dtype, M, N, seed + 1)
     s = big[:, : 2 * N : 2]
     assert s.stride() == (2 * N + 2, 2)
-    o = torch.full((M, 8), -1, dtype=torch.int32)
+    o = torch.full((M, 10), -1, dtype=torch.int32)
     w = torch.full((4,), -1, dtype=torch.int32)
     kernel(x, s, o, w)
     xb, sb = x != 0, s != 0  # NaN != 0; -0.0 == 0
-    expect = torch.zeros(M, 8, dtype=torch.int32)
+    expect = torch.zeros(M, 10, dtype=torch.int32)
     for r in range(M):
         last = max([i + 1 for i in range(4) if xb[r, i]], default=0)
         row = [xb[r].any(), xb[r].all(), r % 2 == 0 and bool(xb[r, 1:].any()), xb[r, :4].any(), sb[r].all(),
-               xb[r, 2:].all() if r < 2 else sb[r, 2:].any(), last, sb[r].any() and not sb[r].all()]
+               xb[r, 2:].all() if r < 2 else sb[r, 2:].any(), last, sb[r].any() and not sb[r].all(),
+               xb[r].any(), xb[r, 3:].any()]
         expect[r] = torch.tensor([int(v) for v in row], dtype=torch.int32)
     assert o.tolist() == expect.tolist()
     assert w.tolist() == [int(xb.any()), int(xb.all()), int(sb.any()), int(sb.all())]
@@ -198,6 +202,11 @@ def test_any_of_tree_is_balanced_and_small_counts_are_expressions():
     assert "any_of_flag" not in src and src.count(" != 0)") == 8
     src = _lower(logical_kernel(3, N_STATIC, "int32", False)).device_source
     assert "any_of_flag" in src and "all_of_flag" in src
+    from tilelang_core.lowering.logical import lower_logical_reductions
+
+    text = lower_logical_reductions(logical_kernel(3, N_STATIC, "int32", True)).script()
+    # the second operand of `and` is computed only where the first holds
+    assert re.search(r"if bx % 2 == 0:\n\s+for any_of_k1 in range\(n - 1\):", text), text
 
 
 # -- T.loop_break / break and the capitalised loops -----------------------------------------------
@@ -297,9 +306,9 @@ def test_capitalised_loops_are_tvmscript_loops_with_tilelang_arguments():
             X[i] = 3.0
 
     text = k.script()
-    assert 'range(0, 8, 2' in text or "T.serial(0, 8, step=2" in text or "step=2" in text
-    assert "pragma_unroll_explicit" in text and "T.unroll(2" in text and "T.vectorized(4" in text
-    assert text.count('"tag"') == 2
+    assert 'T.serial(0, 8, annotations={"tag": 1}, step=2)' in text
+    assert 'T.unroll(2, annotations={"pragma_unroll_explicit": True})' in text
+    assert 'T.vectorized(4, annotations={"tag": 2})' in text
     with pytest.raises(LoweringError, match="pragma_unroll_factor") as info:
         @T.prim_func
         def bad(X: T.Tensor((8,), "float32")):
@@ -503,6 +512,8 @@ def test_only_block_uniform_conditions_are_marked_thread_invariant():
 
     text = lower_logical_reductions(conditions, gpu=True).script()
     assert text.count("tvm_thread_invariant") == 1 and text.count("T.tvm_storage_sync") == 1
+    marked = text[text.index("T.tvm_storage_sync"):].splitlines()
+    assert "T.tvm_thread_invariant(uniform_cond)" in marked[1] and "S[1] = 3" in marked[2], marked[:3]
     assert "tvm_thread_invariant" not in lower_logical_reductions(conditions, gpu=False).script()
 
 
