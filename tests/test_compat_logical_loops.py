@@ -167,6 +167,8 @@ _LOGICAL_CASES = [
     (TVMFFI_C, "bool", True),
     (TVMFFI_LLVM, "float32", True),
     (TVMFFI_LLVM, "uint8", False),
+    (CYTHON_C, "float16", True),
+    (TVMFFI_LLVM, "bfloat16", True),
 ]
 
 
