@@ -85,6 +85,10 @@ from . import python_values as _python_values  # noqa: E402
 
 _python_values.install()  # dtype = "float16", op = T.max in kernels: Python values, as in TileLang
 
+from .tileops import loops as _loops  # noqa: E402
+
+_loops.install()  # a plain break in a kernel is T.loop_break() (checked against the loop it leaves)
+
 #: ``T.PrimExpr``: the type of TIR expressions (TVM 0.27 calls it ``tvm.tirx.Expr``).
 PrimExpr = _tvm.tirx.Expr
 PrimFunc = _tvm.tirx.PrimFunc

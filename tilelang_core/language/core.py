@@ -18,6 +18,7 @@ import inspect
 import linecache
 import os
 import sys
+import threading
 from numbers import Integral
 from typing import Any, Optional, Sequence, Union
 
@@ -340,13 +341,54 @@ class Kernel:
             frame = _B.serial(0, extent, annotations=annotations)
             block_vars.append(frame.__enter__())
             self._frames.append(frame)
+        _ACTIVE_KERNELS.push(self)  # for T.get_thread_extent() & co. in the body
         if len(block_vars) == 1 and not _as_target_is_sequence():
             return block_vars[0]
         return tuple(block_vars)
 
     def __exit__(self, *exc: Any) -> None:
+        _ACTIVE_KERNELS.pop(self)
         while self._frames:
             self._frames.pop().__exit__(*exc)
+
+
+class _ActiveKernels(threading.local):
+    """The ``T.Kernel`` bodies being parsed in this thread, innermost last, each with its IR builder.
+
+    ``T.get_thread_extent()`` & co. read the innermost one. An entry whose builder is no longer
+    the one in scope (a parse that stopped with an error before leaving the kernel) is dropped.
+    """
+
+    def __init__(self) -> None:
+        self.stack: list = []
+
+    def push(self, kernel: "Kernel") -> None:
+        from tvm.script.ir_builder import IRBuilder
+
+        self.stack.append((kernel, IRBuilder.current() if IRBuilder.is_in_scope() else None))
+
+    def pop(self, kernel: "Kernel") -> None:
+        if self.stack and self.stack[-1][0] is kernel:
+            self.stack.pop()
+
+    def current(self) -> Optional["Kernel"]:
+        from tvm.script.ir_builder import IRBuilder
+
+        builder = IRBuilder.current() if IRBuilder.is_in_scope() else None
+        while self.stack:
+            kernel, owner = self.stack[-1]
+            if owner is not None and builder is not None and owner.same_as(builder):
+                return kernel
+            self.stack.pop()
+        return None
+
+
+_ACTIVE_KERNELS = _ActiveKernels()
+
+
+def current_kernel() -> Optional[Kernel]:
+    """The ``T.Kernel`` whose body is being parsed (innermost), else None."""
+    return _ACTIVE_KERNELS.current()
 
 
 def Parallel(*extents: Any):

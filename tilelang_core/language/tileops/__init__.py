@@ -114,6 +114,10 @@ from .vector import (
     mul2,
     sub2,
 )
+from .logical import all_of, any_of
+from .loops import Serial, Unroll, Vectorized, loop_break
+from .launch import get_block_extent, get_block_extents, get_thread_extent, get_thread_extents
+from .indexing import index_to_coordinates
 
 __all__ = [
     "annotate_safe_value",
@@ -217,6 +221,18 @@ __all__ = [
     "warp_reduce_min",
     "warp_reduce_sum",
     "print",
+    # logical reductions, loop control, launch sizes, indexing (TileLang names)
+    "all_of",
+    "any_of",
+    "loop_break",
+    "Serial",
+    "Unroll",
+    "Vectorized",
+    "get_block_extent",
+    "get_block_extents",
+    "get_thread_extent",
+    "get_thread_extents",
+    "index_to_coordinates",
 ]
 
 #: Marker keys (not kernel-language names; kept importable from here).

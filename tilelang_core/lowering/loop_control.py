@@ -1,0 +1,153 @@
+"""``T.loop_break()`` / ``break``: checked against the loop they would leave, then TIR's ``break``.
+
+The language emits ``call_extern("int32", "tl.loop_break", loc, spelling)`` statements
+(:mod:`tilelang_core.language.tileops.loops`). :func:`lower_loop_breaks`, run by the frontend step
+before anything rewrites a loop, finds the innermost loop around each one:
+
+* a serial loop (``T.serial``, ``range``, ``T.Pipelined``, which is serial in this pipeline) or a
+  ``while`` loop: the marker becomes ``T.break_loop()``, printed as ``break`` by the C, LLVM and
+  CUDA code generators;
+* anything else is a :class:`LoweringError` at the marker's line, because the break could not mean
+  what it says: no loop at all; the block loop of ``T.Kernel`` (blocks are not iterations of one
+  loop: they run in parallel, or as GPU blocks); a ``T.Parallel`` nest (iterations spread over
+  threads); ``T.Persistent`` (lowered into a loop over waves of tiles); ``T.parallel``,
+  ``T.vectorized``, ``T.unroll`` and thread-bound loops.
+
+TVMScript's own ``T.break_loop()`` statement, written directly, gets the same checks (located at
+the kernel's definition).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from ..errors import LoweringError
+from ..language.core import KERNEL_AXIS_KEY, PARALLEL_MARKER, PERSISTENT_MARKER
+from ..language.tileops.loops import LOOP_BREAK_CALL
+from .atomics import checked_map
+
+__all__ = ["lower_loop_breaks"]
+
+_KIND_REASON = {
+    tirx.ForKind.PARALLEL: "a T.parallel loop, whose iterations run in parallel: no iteration can end the others",
+    tirx.ForKind.VECTORIZED: "a T.vectorized loop, whose iterations are the lanes of one vector operation",
+    tirx.ForKind.UNROLLED: "a T.unroll loop, which is unrolled into copies of its body: no loop is left to leave",
+    tirx.ForKind.THREAD_BINDING: "a loop bound to GPU threads, whose iterations are threads running together",
+}
+
+
+def _marker_args(stmt: Any, name: str) -> Optional[list]:
+    if not isinstance(stmt, tirx.Evaluate) or not isinstance(stmt.value, tvm.ir.Call):
+        return None
+    args = list(stmt.value.args)
+    if not args or not isinstance(args[0], tvm.ir.StringImm) or args[0].value != name:
+        return None
+    return args[1:]
+
+
+def _break_of(stmt: Any, func_location: str) -> Optional[tuple]:
+    """``(loc, spelling)`` of a break statement (marker or TVMScript's ``T.break_loop()``), else None."""
+    if not isinstance(stmt, tirx.Evaluate) or not isinstance(stmt.value, tvm.ir.Call):
+        return None
+    if getattr(stmt.value.op, "name", "") == "tirx.break_loop":
+        return func_location, "T.break_loop()"
+    args = _marker_args(stmt, LOOP_BREAK_CALL)
+    if args is None:
+        return None
+    return args[0].value, args[1].value
+
+
+def _nest_marker(stmt: Any) -> Optional[tuple]:
+    """``(what, ndim)`` of a ``T.Parallel`` / ``T.Persistent`` marker statement, else None."""
+    for name, what in ((PARALLEL_MARKER, "T.Parallel"), (PERSISTENT_MARKER, "T.Persistent")):
+        args = _marker_args(stmt, name)
+        if args:
+            ndim = getattr(args[0], "value", None)
+            if isinstance(ndim, int):
+                return what, ndim
+    return None
+
+
+_NEST_REASON = {
+    "T.Parallel": "a T.Parallel loop, whose iterations are independent (spread over the block's threads on GPU "
+    "targets): no iteration can end the others",
+    "T.Persistent": "a T.Persistent loop, which lowering turns into a loop over waves of tiles (the break would "
+    "end this worker's remaining waves, not one tile loop)",
+}
+
+
+class _Checker:
+    def __init__(self, func_location: str) -> None:
+        self.func_location = func_location
+
+    def visit(self, stmt: Any, loops: tuple, nest: Optional[tuple] = None) -> None:
+        if stmt is None:
+            return
+        if isinstance(stmt, tirx.SeqStmt):
+            pending = None
+            for s in stmt.seq:
+                self.visit(s, loops, pending if isinstance(s, tirx.For) else None)
+                pending = _nest_marker(s)
+            return
+        if isinstance(stmt, tirx.For):
+            if KERNEL_AXIS_KEY in stmt.annotations:
+                reason = ("the block loop of T.Kernel: each block runs the kernel body once, so there is no loop of "
+                          "the kernel body to leave")
+            elif nest is not None:
+                reason = _NEST_REASON[nest[0]]
+            else:
+                reason = _KIND_REASON.get(stmt.kind)
+            inner = (nest[0], nest[1] - 1) if nest is not None and nest[1] > 1 else None
+            self.visit(stmt.body, loops + (reason,), inner)
+            return
+        if isinstance(stmt, tirx.While):
+            self.visit(stmt.body, loops + (None,))
+            return
+        if isinstance(stmt, tirx.IfThenElse):
+            self.visit(stmt.then_case, loops)
+            self.visit(stmt.else_case, loops)
+            return
+        body = getattr(stmt, "body", None)
+        if isinstance(body, tirx.Stmt):
+            self.visit(body, loops)
+            return
+        found = _break_of(stmt, self.func_location)
+        if found is None:
+            return
+        loc, spelling = found
+        if not loops:
+            raise LoweringError(
+                f"{loc}: {spelling} is not inside any loop; it leaves the innermost enclosing serial loop "
+                "(T.serial, range, T.Pipelined or while)"
+            )
+        if loops[-1] is not None:
+            raise LoweringError(
+                f"{loc}: {spelling} would leave {loops[-1]}; it can leave a serial loop only (T.serial, range, "
+                "T.Pipelined or while): put one around the code to leave"
+            )
+
+
+def lower_loop_breaks(func: tirx.PrimFunc, func_location: str) -> tirx.PrimFunc:
+    """``func`` with its break markers checked and replaced by ``T.break_loop()`` (module docstring)."""
+    found = []
+
+    def on_break(stmt: Any) -> Any:
+        if not found and _break_of(stmt, func_location) is not None:
+            found.append(stmt)
+        return stmt
+
+    tvm_ffi.structural_map(func.body, [(tirx.Evaluate, on_break)])
+    if not found:
+        return func
+    _Checker(func_location).visit(func.body, ())
+
+    def on_evaluate(stmt: Any) -> Any:
+        if _marker_args(stmt, LOOP_BREAK_CALL) is None:
+            return stmt
+        return tirx.Evaluate(tirx.break_loop(), stmt.span)
+
+    return func.with_body(checked_map(func.body, [(tirx.Evaluate, on_evaluate)]))

@@ -1,0 +1,195 @@
+"""Which values are the same in every thread of a GPU block, read from a kernel before the frontend step.
+
+TVM's ``ThreadSync`` inserts no barrier inside an ``if`` unless its condition is marked
+``T.tvm_thread_invariant`` ("Cannot insert syncs inside condition"). A condition may be marked
+only when every thread of the block evaluates it to the same value; :func:`is_uniform` proves that
+conservatively, from the kernel as the language wrote it (before ``T.Kernel`` / ``T.Parallel``
+are lowered):
+
+* per thread (never uniform): the loop variables of a ``T.Parallel`` nest and of thread-bound
+  loops, and everything inside them (:attr:`Ctx.divergent`); any call other than
+  ``T.if_then_else`` and the logical-reduction markers (thread indices, atomics, intrinsics);
+  ``let`` expressions; variables bound to per-thread values; loops whose bounds are per thread;
+  the inside of an ``if`` or ``while`` whose condition is per thread;
+* uniform: constants, the kernel's parameters and symbols, block indices, serial loop variables
+  of uniform loops, loads of global, shared and fragment memory at uniform indices (shared
+  memory is synchronised before such a read by ``ThreadSync``; a fragment read outside
+  ``T.Parallel`` lives in shared memory), and loads of a ``local`` buffer whose every store is
+  made in uniform code with uniform indices and values (:func:`uniform_local_buffers`, a
+  fixpoint: ``mask[i] = Mask[by, bx, k, i]`` in a serial loop, as TileLang kernels fill per-thread
+  copies of block-wide data).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from ..language.core import KERNEL_AXIS_KEY, PARALLEL_MARKER
+from ..language.tileops._common import static_int
+from .frontend import marker_args
+
+__all__ = ["Ctx", "is_uniform", "enter_for", "enter_if", "enter_while", "after_bind", "nest_depth",
+           "uniform_local_buffers"]
+
+_LOCAL = ("local", "local.var")
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """Where a statement is, for :func:`is_uniform`."""
+
+    divergent: bool = False  # inside a T.Parallel body, a thread-bound loop, or per-thread control flow
+    per_thread: tuple = ()  # variables whose value may differ between threads
+    uniform_locals: tuple = ()  # local buffers holding the same values in every thread
+
+
+def _contains(seq: tuple, node: Any) -> bool:
+    return any(node.same_as(x) for x in seq)
+
+
+def is_uniform(expr: Any, ctx: Ctx, allowed_call: Callable[[Any], bool] = lambda call: False) -> bool:
+    """Whether ``expr`` has the same value in every thread of the block (module docstring).
+
+    ``allowed_call(call)``: calls (besides ``T.if_then_else``) whose value depends only on their
+    arguments, which are checked like the rest of ``expr``.
+    """
+    if ctx.divergent:
+        return False
+    ok = [True]
+
+    def on_var(var: Any) -> Any:
+        if _contains(ctx.per_thread, var):
+            ok[0] = False
+        return var
+
+    def on_load(load: Any) -> Any:
+        if str(load.source.ty.storage_scope) in _LOCAL and not _contains(ctx.uniform_locals, load.source):
+            ok[0] = False
+        return load
+
+    def on_call(call: Any) -> Any:
+        if not (getattr(call.op, "name", "").endswith("if_then_else") or allowed_call(call)):
+            ok[0] = False
+        return call
+
+    def on_let(let: Any) -> Any:
+        ok[0] = False
+        return let
+
+    tvm_ffi.structural_map(expr, [(tvm.ir.TensorLoad, on_load), (tvm.ir.Call, on_call), (tvm.ir.Var, on_var),
+                                  (tirx.Let, on_let)])
+    return ok[0]
+
+
+def nest_depth(stmt: Any) -> int:
+    """ndim of a ``T.Parallel`` marker statement (the loops it announces are per thread), else 0."""
+    args = marker_args(stmt, PARALLEL_MARKER, 1)
+    return 0 if args is None else (static_int(args[0]) or 0)
+
+
+def enter_for(loop: Any, ctx: Ctx, parallel_depth: int, allowed_call: Callable = lambda call: False) -> Ctx:
+    """The context of ``loop``'s body; ``parallel_depth > 0``: the loop belongs to a ``T.Parallel`` nest."""
+    if parallel_depth or loop.kind == tirx.ForKind.THREAD_BINDING:
+        return replace(ctx, divergent=True)
+    if KERNEL_AXIS_KEY in loop.annotations:
+        return ctx  # block indices are the same in every thread of the block
+    if is_uniform(loop.min, ctx, allowed_call) and is_uniform(loop.extent, ctx, allowed_call):
+        return ctx
+    return replace(ctx, per_thread=ctx.per_thread + (loop.loop_var,), divergent=True)
+
+
+def enter_if(condition: Any, ctx: Ctx, allowed_call: Callable = lambda call: False) -> Ctx:
+    """The context of the branches of an ``if`` on ``condition``."""
+    return ctx if is_uniform(condition, ctx, allowed_call) else replace(ctx, divergent=True)
+
+
+def enter_while(condition: Any, ctx: Ctx, allowed_call: Callable = lambda call: False) -> Ctx:
+    """The context of the body of a ``while`` on ``condition``."""
+    return enter_if(condition, ctx, allowed_call)
+
+
+def after_bind(stmt: Any, ctx: Ctx, allowed_call: Callable = lambda call: False) -> Ctx:
+    """The context after a ``Bind`` statement (its variable is per thread unless its value is uniform)."""
+    if is_uniform(stmt.value, ctx, allowed_call):
+        return ctx
+    return replace(ctx, per_thread=ctx.per_thread + (stmt.var,))
+
+
+def _local_stores(stmt: Any, ctx: Ctx, depth: int, out: list, allowed_call: Callable) -> None:
+    """``(store, ctx)`` of every store into a local buffer, with the context it runs in."""
+    if stmt is None:
+        return
+    if isinstance(stmt, tirx.SeqStmt):
+        pending = 0
+        for s in stmt.seq:
+            _local_stores(s, ctx, pending if isinstance(s, tirx.For) else 0, out, allowed_call)
+            pending = nest_depth(s)
+            if isinstance(s, tirx.Bind):
+                ctx = after_bind(s, ctx, allowed_call)
+        return
+    if isinstance(stmt, tirx.For):
+        inner = enter_for(stmt, ctx, depth, allowed_call)
+        _local_stores(stmt.body, inner, depth - 1 if depth > 1 else 0, out, allowed_call)
+        return
+    if isinstance(stmt, tirx.While):
+        _local_stores(stmt.body, enter_while(stmt.condition, ctx, allowed_call), 0, out, allowed_call)
+        return
+    if isinstance(stmt, tirx.IfThenElse):
+        inner = enter_if(stmt.condition, ctx, allowed_call)
+        _local_stores(stmt.then_case, inner, 0, out, allowed_call)
+        _local_stores(stmt.else_case, inner, 0, out, allowed_call)
+        return
+    if isinstance(stmt, tirx.BufferStore):
+        if str(stmt.buffer.ty.storage_scope) in _LOCAL:
+            out.append((stmt, ctx))
+        return
+    body = getattr(stmt, "body", None)
+    if isinstance(body, tirx.Stmt):
+        _local_stores(body, ctx, 0, out, allowed_call)
+
+
+def uniform_local_buffers(body: Any, allowed_call: Callable = lambda call: False) -> tuple:
+    """The ``local`` buffers of ``body`` that hold the same values in every thread (module docstring).
+
+    Starts from every allocated local buffer and drops, until nothing changes, each one with a
+    store that is per thread (in divergent code, or with a per-thread index or value). A local
+    buffer whose address is taken (``address_of``: atomics, ``T.dp4a``) or that has views
+    (``DeclBuffer``) is per thread.
+    """
+    allocated: list = []
+    excluded: list = []
+    views: list = []
+
+    def on_alloc(stmt: Any) -> Any:
+        if str(stmt.buffer.ty.storage_scope) in _LOCAL:
+            allocated.append(stmt.buffer)
+        return stmt
+
+    def on_decl(stmt: Any) -> Any:
+        if str(stmt.buffer.ty.storage_scope) in _LOCAL:
+            views.append(stmt.buffer)  # a view of some local storage: trust none of them
+        return stmt
+
+    def on_call(call: Any) -> Any:
+        if getattr(call.op, "name", "") == "tirx.address_of" and call.args and isinstance(call.args[0], tvm.ir.TensorLoad):
+            excluded.append(call.args[0].source)
+        return call
+
+    tvm_ffi.structural_map(body, [(tirx.AllocBuffer, on_alloc), (tirx.DeclBuffer, on_decl), (tvm.ir.Call, on_call)])
+    if views:
+        return ()
+    candidates = tuple(b for b in allocated if not _contains(tuple(excluded), b))
+    while candidates:
+        stores: list = []
+        _local_stores(body, Ctx(uniform_locals=candidates), 0, stores, allowed_call)
+        bad = [s.buffer for s, c in stores if _contains(candidates, s.buffer) and not (
+            is_uniform(s.value, c, allowed_call) and all(is_uniform(i, c, allowed_call) for i in s.indices))]
+        if not bad:
+            break
+        candidates = tuple(b for b in candidates if not _contains(tuple(bad), b))
+    return candidates
