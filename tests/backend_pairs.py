@@ -24,3 +24,31 @@ def cpu_pairs() -> list:
     """:data:`CPU_PAIRS` as ``pytest.param(backend, target)``, id ``backend-target``."""
     return [pytest.param(b, t, marks=pytest.mark.skipif(not installed(b), reason=f"{b} is not installed"),
                          id=f"{b}-{t}") for b, t in CPU_PAIRS]
+
+
+#: The three CPU paths of the bundled backends, as ``(backend, target)``.
+CYTHON_C = ("cython", "c")
+TVMFFI_C = ("tvm_ffi", "c")
+TVMFFI_LLVM = ("tvm_ffi", "llvm")
+PATHS = (CYTHON_C, TVMFFI_C, TVMFFI_LLVM)
+
+
+def path_id(value) -> str:
+    """pytest id of a path (``cython-c``), ``str(value)`` of any other parameter."""
+    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, str) for v in value):
+        return "-".join(value)
+    return str(value)
+
+
+def compile_on(func, path):
+    """``func`` compiled on ``path`` (``(backend, target)``); the test is skipped, with the reason,
+    when that backend is missing or cannot run here."""
+    import tilelang_core
+    from tilelang_core.backends.selection import select_backend
+
+    backend, target = path
+    try:
+        select_backend(backend, target)
+    except Exception as exc:  # noqa: BLE001 - backend missing or unavailable here
+        pytest.skip(f"{backend} backend not available for {target}: {exc}")
+    return tilelang_core.compile(func, target=target, execution_backend=backend)

@@ -33,26 +33,11 @@ def _load(name):
 
 CU = _load("test_tileops_cuda")  # nvcc lookup, nvcc -c of sources, the emulated GPU
 
-CYTHON_C = ("cython", "c")
-TVMFFI_C = ("tvm_ffi", "c")
-TVMFFI_LLVM = ("tvm_ffi", "llvm")
-_IDS = {CYTHON_C: "cython-c", TVMFFI_C: "tvm_ffi-c", TVMFFI_LLVM: "tvm_ffi-llvm"}
+import sys
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from backend_pairs import CYTHON_C, TVMFFI_C, TVMFFI_LLVM, compile_on as _compile, path_id  # noqa: E402
 
 
-def _ids(value):
-    return _IDS.get(value, str(value))
-
-
-def _compile(func, path):
-    import tilelang_core
-    from tilelang_core.backends.selection import select_backend
-
-    backend, target = path
-    try:
-        select_backend(backend, target)
-    except Exception as exc:  # noqa: BLE001 - backend missing or unavailable here
-        pytest.skip(f"{backend} backend not available for {target}: {exc}")
-    return tilelang_core.compile(func, target=target, execution_backend=backend)
 
 
 def _lower(func, target="c"):
@@ -172,7 +157,7 @@ _LOGICAL_CASES = [
 ]
 
 
-@pytest.mark.parametrize("path,dtype,dynamic", _LOGICAL_CASES, ids=_ids)
+@pytest.mark.parametrize("path,dtype,dynamic", _LOGICAL_CASES, ids=path_id)
 def test_any_of_all_of_against_torch(path, dtype, dynamic):
     """Every form of the operand and of the use, bool / integer / float elements (NaN is true, -0.0
     false), static (tree and loop) and run-time extents, a strided tensor."""
@@ -289,7 +274,7 @@ def _check_loops(kernel, M, N, seed):
 
 
 @pytest.mark.parametrize("path,dynamic", [(CYTHON_C, True), (TVMFFI_C, False), (TVMFFI_LLVM, True),
-                                          (TVMFFI_LLVM, False)], ids=_ids)
+                                          (TVMFFI_LLVM, False)], ids=path_id)
 def test_loop_break_and_capitalised_loops_against_torch(path, dynamic):
     M, N = 5, 12
     kernel = _compile(loops_kernel(M, N, dynamic), path)
@@ -346,7 +331,7 @@ def launch_kernel():
     return launch
 
 
-@pytest.mark.parametrize("path", [CYTHON_C, TVMFFI_C, TVMFFI_LLVM], ids=_ids)
+@pytest.mark.parametrize("path", [CYTHON_C, TVMFFI_C, TVMFFI_LLVM], ids=path_id)
 def test_launch_sizes_and_index_to_coordinates(path):
     kernel = _compile(launch_kernel(), path)
     for n in (10, 17):

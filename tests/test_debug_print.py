@@ -35,8 +35,9 @@ _spec = importlib.util.spec_from_file_location("test_tileops_cuda_for_print", _H
 CU = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(CU)  # nvcc lookup, one-translation-unit merge, the GPU emulator
 
-PATHS = [("cython", "c"), ("tvm_ffi", "c"), ("tvm_ffi", "llvm")]
-PATH_IDS = ["cython-c", "tvm_ffi-c", "tvm_ffi-llvm"]
+import sys
+sys.path.insert(0, str(_HERE))
+from backend_pairs import PATHS, compile_on as _compile, path_id  # noqa: E402
 
 #: One printed line: where it came from, then what was printed.
 LINE = re.compile(r"T\.print block=\((\d+), (\d+), (\d+)\)(?: thread=\((\d+), (\d+), (\d+)\))?: (.*)")
@@ -44,16 +45,6 @@ LINE = re.compile(r"T\.print block=\((\d+), (\d+), (\d+)\)(?: thread=\((\d+), (\
 ELEMENT = re.compile(r"(?:(.*): )?(\w+)\[([-\d, ]+)\] = (\S+)")
 
 
-def _compile(func, path):
-    import tilelang_core
-    from tilelang_core.backends.selection import select_backend
-
-    backend, target = path
-    try:
-        select_backend(backend, target)
-    except Exception as exc:  # noqa: BLE001 - backend missing or unusable here
-        pytest.skip(f"{backend} backend not available for {target}: {exc}")
-    return tilelang_core.compile(func, target=target, execution_backend=backend)
 
 
 def _run(kernel, capfd, *args) -> list:
@@ -161,7 +152,7 @@ def dtypes_kernel():
     return every_dtype
 
 
-@pytest.mark.parametrize("path", PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
 def test_every_dtype_prints_its_exact_value(path, capfd):
     """Integers (int64/uint64 extremes too) exactly; float16/bfloat16/float32/float64 (infinities,
     NaN, subnormals, -0.0, the largest values) read back bit for bit from the printed text. On
@@ -215,7 +206,7 @@ def scopes_kernel():
     return scopes
 
 
-@pytest.mark.parametrize("path", PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
 def test_buffers_of_every_scope_print_once_per_block_with_their_indices(path, capfd):
     kernel = _compile(scopes_kernel(), path)
     a = torch.randn(4, 6)
@@ -246,7 +237,7 @@ def dynamic_kernel():
     return dynamic
 
 
-@pytest.mark.parametrize("path", PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
 def test_a_dynamic_shape_prints_the_elements_inside_the_buffer(path, capfd):
     kernel = _compile(dynamic_kernel(), path)
     for n in (10, 3):
@@ -283,7 +274,7 @@ def control_kernel():
     return control
 
 
-@pytest.mark.parametrize("path", PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
 def test_messages_branches_loops_and_expressions(path, capfd):
     kernel = _compile(control_kernel(), path)
     x = torch.randint(-50, 50, (3, 4), dtype=torch.int32)
@@ -316,7 +307,7 @@ def parallel_kernel(blocks: int, work: int):
     return many_blocks
 
 
-@pytest.mark.parametrize("path", PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
 def test_blocks_running_in_parallel_print_whole_lines(path, capfd):
     """Enough work for the block loop to run in parallel: lines of different blocks may interleave,
     but each is whole, and every block's lines are there, in order within the block."""

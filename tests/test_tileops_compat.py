@@ -24,27 +24,11 @@ _spec = importlib.util.spec_from_file_location("tileops_compat_kernels", _HERE /
 KS = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(KS)
 
-CYTHON_C = ("cython", "c")
-TVMFFI_C = ("tvm_ffi", "c")
-TVMFFI_LLVM = ("tvm_ffi", "llvm")
-PATHS = [CYTHON_C, TVMFFI_C, TVMFFI_LLVM]
-_IDS = {CYTHON_C: "cython-c", TVMFFI_C: "tvm_ffi-c", TVMFFI_LLVM: "tvm_ffi-llvm"}
+import sys
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from backend_pairs import CYTHON_C, PATHS, TVMFFI_C, TVMFFI_LLVM, compile_on as _compile, path_id as _path_id  # noqa: E402
 
 
-def _path_id(p):
-    return _IDS.get(p, str(p))
-
-
-def _compile(func, path):
-    import tilelang_core
-    from tilelang_core.backends.selection import select_backend
-
-    backend, target = path
-    try:
-        select_backend(backend, target)
-    except Exception as exc:  # noqa: BLE001 - backend missing or unavailable here
-        pytest.skip(f"{backend} backend not available for {target}: {exc}")
-    return tilelang_core.compile(func, target=target, execution_backend=backend)
 
 
 def _tdt(dtype):

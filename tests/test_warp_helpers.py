@@ -28,6 +28,8 @@ from tilelang_core.lowering import lower
 _HERE = pathlib.Path(__file__).resolve().parent
 _THIS = pathlib.Path(__file__).resolve()
 _LINES = _THIS.read_text().splitlines()
+sys.path.insert(0, str(_HERE))
+from backend_pairs import compile_on  # noqa: E402
 
 
 def _load(name):
@@ -87,14 +89,7 @@ def test_gpu_only_helpers_are_refused_on_cpu_at_their_line(name, target):
 
 
 def _compile(func, backend, target):
-    import tilelang_core
-    from tilelang_core.backends.selection import select_backend
-
-    try:
-        select_backend(backend, target)
-    except Exception as exc:  # noqa: BLE001 - backend missing or unavailable here
-        pytest.skip(f"{backend} backend not available for {target}: {exc}")
-    return tilelang_core.compile(func, target=target, execution_backend=backend)
+    return compile_on(func, (backend, target))
 
 
 @pytest.mark.parametrize("backend,target,dynamic", [("cython", "c", True), ("tvm_ffi", "c", False),
