@@ -556,7 +556,8 @@ def block_work(blocks: Any, body: Any, block_var: Any = None) -> Any:
 
     ``blocks`` times the number of statement executions in one block: every store or evaluated
     call counts 1, a loop multiplies its body by its extent, both branches of an ``if`` count.
-    Extents that depend on variables of the block (its index, inner loop variables) count as 1.
+    Extents that depend on variables of the block (its index, inner loop variables) or read
+    memory (a shared tile of the block, say) count as 1.
     Only the order of magnitude matters: the estimate decides between a serial and a parallel
     block loop (:data:`PARALLEL_MIN_WORK`).
     """
@@ -573,14 +574,19 @@ def block_work(blocks: Any, body: Any, block_var: Any = None) -> Any:
     tvm_ffi.structural_map(body, [(tirx.For, collect_loop), ((tirx.Bind, tirx.LetStmt), collect_bind)])
 
     def outer_only(expr) -> bool:
-        uses = []
+        uses, loads = [], []
 
         def visit(v):
             uses.append(v)
             return v
 
-        tvm_ffi.structural_map(expr, [(tvm.ir.Var, visit)])
-        return not any(u.same_as(v) for u in uses for v in local)
+        def visit_load(load):
+            loads.append(load)
+            return load
+
+        tvm_ffi.structural_map(expr, [(tvm.ir.Var, visit), (tvm.ir.TensorLoad, visit_load)])
+        # a load reads memory that may be the block's own (a shared tile), so only the block knows it
+        return not loads and not any(u.same_as(v) for u in uses for v in local)
 
     def i64(expr):
         return tirx.Cast("int64", expr) if str(expr.ty.dtype) != "int64" else expr

@@ -34,6 +34,7 @@ from .gpu_math import GpuMathPass
 from .float_identities import GuardFloatIdentities, StripFloatBarriers
 from .fragments import FragmentLayoutPass
 from .vectorized_locals import ExpandVectorizedLocals, InlineVectorizedScalars
+from .condition_loads import HoistConditionLoads
 from .warp import NamedBarriers
 
 
@@ -144,6 +145,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         tirx.transform.FP8ComputeLegalize(),
         tirx.transform.VerifyMemory(),
         tirx.transform.AnnotateEntryFunc(),
+        HoistConditionLoads(),  # shared reads in if/while conditions and loop bounds: where ThreadSync sees them (condition_loads.py)
         s_tir.transform.ThreadSync("shared"),
         s_tir.transform.ThreadSync("shared.dyn"),
         s_tir.transform.ThreadSync("warp"),
