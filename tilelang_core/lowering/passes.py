@@ -35,6 +35,7 @@ from .float_identities import GuardFloatIdentities, StripFloatBarriers
 from .fragments import FragmentLayoutPass
 from .vectorized_locals import ExpandVectorizedLocals, InlineVectorizedScalars
 from .condition_loads import HoistConditionLoads
+from .dynamic_unroll import unroll_loops
 from .warp import NamedBarriers
 
 
@@ -67,7 +68,7 @@ def cpu_source_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         tirx.transform.StmtSimplify(),
         # Vectorized loops become serial: the C source expresses SIMD with '#pragma omp simd'.
         tirx.transform.VectorizeLoop(False),
-        tirx.transform.UnrollLoop(),
+        unroll_loops(gpu=False),  # UnrollLoop, run-time extents too (dynamic_unroll.py)
         tirx.transform.StmtSimplify(),
         tirx.transform.RemoveAssume(),  # T.assume informs the simplifier above; code generators print no assume
         tirx.transform.RemoveNoOp(),
@@ -107,7 +108,7 @@ def cpu_runtime_passes(configs: Mapping[str, Any], vector_types: bool = True) ->
         GuardFloatIdentities(),  # x - x, (x + y) - x, x != x on floats: no real-number rules (float_identities.py)
         tirx.transform.StmtSimplify(),
         tirx.transform.VectorizeLoop(vectorize),
-        tirx.transform.UnrollLoop(),
+        unroll_loops(gpu=False),
         tirx.transform.StmtSimplify(),
         tirx.transform.RemoveAssume(),  # T.assume informs the simplifier above; code generators print no assume
         tirx.transform.RemoveNoOp(),
@@ -138,7 +139,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         tirx.transform.StmtSimplify(),
         tirx.transform.VectorizeLoop(not config_flag(configs, "tl.disable_vectorize")),
         tirx.transform.StorageRewrite(),
-        tirx.transform.UnrollLoop(),
+        unroll_loops(gpu=True),
         tirx.transform.StmtSimplify(),
         tirx.transform.RemoveAssume(),  # T.assume informs the simplifier above; code generators print no assume
         tirx.transform.RemoveNoOp(),
