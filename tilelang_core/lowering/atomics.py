@@ -35,6 +35,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import LoweringError
+from .markers import marker_call_args
 from .source_imports import c_definitions, with_import, with_import_in_first_kernel
 
 #: Callee name of the marker calls (same as ``tilelang_core.language.tileops.atomic.ATOMIC_CALL``).
@@ -82,18 +83,16 @@ class AtomicOp:
 
 def parse(expr: Any) -> Optional[AtomicOp]:
     """The :class:`AtomicOp` of a marker call, else None."""
-    if not isinstance(expr, tvm.ir.Call) or getattr(expr.op, "name", "") != "tirx.call_extern":
-        return None
-    args = list(expr.args)
-    if len(args) < 5 or not isinstance(args[0], tvm.ir.StringImm) or args[0].value != ATOMIC_CALL:
+    args = marker_call_args(expr, ATOMIC_CALL)
+    if args is None or len(args) < 4:
         return None
     return AtomicOp(
-        op=args[1].value,
-        order=args[2].value,
-        loc=args[3].value,
+        op=args[0].value,
+        order=args[1].value,
+        loc=args[2].value,
         dtype=str(expr.ty.dtype),
-        ptr=args[4],
-        values=args[5:],
+        ptr=args[3],
+        values=args[4:],
         call=expr,
     )
 

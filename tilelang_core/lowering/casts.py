@@ -31,6 +31,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import LoweringError, TargetFeatureError
+from .markers import marker_call_args
 
 #: dtype -> (suffix of the helper name, PTX conversion type, name in messages).
 _RS_TYPES = {
@@ -96,11 +97,10 @@ def _marker(call: Any) -> Any:
     """``(value, dtype, mode, sat, rbits, loc)`` of a rounded-cast marker call, else None."""
     from ..language.tir.ir import ROUNDED_CAST
 
-    if getattr(call.op, "name", "") != "tirx.call_extern" or not call.args:
+    args = marker_call_args(call, ROUNDED_CAST)
+    if args is None:
         return None
-    if not isinstance(call.args[0], tvm.ir.StringImm) or call.args[0].value != ROUNDED_CAST:
-        return None
-    _, value, mode, sat, loc, *rest = call.args
+    value, mode, sat, loc, *rest = args
     return value, str(call.ty.dtype), str(mode.value), bool(sat), (rest[0] if rest else None), str(loc.value)
 
 

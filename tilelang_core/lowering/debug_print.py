@@ -43,6 +43,7 @@ from ..language.core import FRAGMENT_SCOPE
 from ..language.tileops.debug_print import PRINT_CALL
 from .atomics import CUDA_HELPERS_BEGIN, CUDA_HELPERS_END, checked_map
 from .device_assert import c_string
+from .markers import marker_args
 from .source_imports import c_definitions, with_import
 
 __all__ = ["FLOAT_DIGITS", "FRAGMENT_CHUNK_BYTES", "LINE_CALL", "expand_print", "has_prints", "lower_cpu_prints",
@@ -56,22 +57,9 @@ FLOAT_DIGITS = {"float64": 17, "float32": 9, "float16": 5, "bfloat16": 4}
 _FLOAT8_DIGITS = 3
 
 
-def _marker(stmt: Any, name: str) -> Optional[list]:
-    """The arguments of an ``Evaluate(call_extern(..., name, *args))`` statement, else None."""
-    if not isinstance(stmt, tirx.Evaluate) or not isinstance(stmt.value, tvm.ir.Call):
-        return None
-    call = stmt.value
-    if getattr(call.op, "name", "") != "tirx.call_extern" or not call.args:
-        return None
-    head = call.args[0]
-    if not isinstance(head, tvm.ir.StringImm) or head.value != name:
-        return None
-    return list(call.args[1:])
-
-
 def print_marker(stmt: Any) -> Optional[list]:
     """``[kind, loc, label, *payload]`` of a ``T.print`` marker statement, else None."""
-    return _marker(stmt, PRINT_CALL)
+    return marker_args(stmt, PRINT_CALL)
 
 
 def has_prints(func: tirx.PrimFunc) -> bool:
@@ -79,7 +67,7 @@ def has_prints(func: tirx.PrimFunc) -> bool:
     found = []
 
     def on_evaluate(stmt: Any) -> Any:
-        if print_marker(stmt) is not None or _marker(stmt, LINE_CALL) is not None:
+        if print_marker(stmt) is not None or marker_args(stmt, LINE_CALL) is not None:
             found.append(stmt)
         return stmt
 
@@ -534,7 +522,7 @@ def _lower_lines(body: Any, where: str) -> tuple[Any, _Helpers]:
         if marker is not None:  # the frontend expands every marker it reaches
             raise LoweringError(f"{marker[1].value}: T.print in a place the kernel's frontend step does not reach; "
                                 "write it in the T.Kernel body, in a loop or branch of it")
-        args = _marker(stmt, LINE_CALL)
+        args = marker_args(stmt, LINE_CALL)
         return stmt if args is None else helpers.call(args)
 
     return checked_map(body, [(tirx.Evaluate, on_evaluate)]), helpers
@@ -570,7 +558,7 @@ def _first_location(func: tirx.PrimFunc) -> str:
     found: list = []
 
     def on_evaluate(stmt: Any) -> Any:
-        marker, line = print_marker(stmt), _marker(stmt, LINE_CALL)
+        marker, line = print_marker(stmt), marker_args(stmt, LINE_CALL)
         if not found and (marker or line):
             found.append((marker[1] if marker else line[0]).value)
         return stmt

@@ -24,7 +24,7 @@ from tvm import tirx
 
 from ..language.tileops.debug import DEVICE_ASSERT_CALL
 from .atomics import checked_map
-from .frontend import marker_args
+from .markers import marker_args
 
 __all__ = ["DEVICE_ASSERT_FAILED", "FORMS", "assert_message_source", "has_device_asserts", "lower_device_asserts"]
 

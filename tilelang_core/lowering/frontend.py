@@ -32,6 +32,7 @@ from tvm import tirx
 
 from ..errors import LoweringError
 from .atomics import contains_atomics
+from .markers import marker_args
 from .warp import refuse_grid_syncs, refuse_partial_warps, refuse_under_guard, resolve_thread_indices
 
 #: Marker names of the reducer operators (tilelang_core.language.tileops.reducer).
@@ -95,17 +96,6 @@ def _as_expr(value: Any, dtype: str = "int32"):
     if isinstance(value, int):
         return tirx.IntImm(dtype, value)
     return value
-
-
-def marker_args(stmt: Any, name: str, count: int) -> Optional[list]:
-    """The ``count`` arguments of a marker statement ``call_extern(dtype, name, *args)`` (what
-    ``T.Parallel``, ``T.Persistent``, ``T.device_assert``, ... emit), else None."""
-    if not isinstance(stmt, tirx.Evaluate) or not isinstance(stmt.value, tvm.ir.Call):
-        return None
-    args = list(stmt.value.args)
-    if len(args) != count + 1 or not isinstance(args[0], tvm.ir.StringImm) or args[0].value != name:
-        return None
-    return args[1:]
 
 
 def _is_parallel_marker(stmt: Any) -> Optional[int]:
@@ -356,10 +346,11 @@ class Frontend:
             tid = tid + iv.var * stride
             stride *= extent
         bound = {str(iv.thread_tag): iv.var for iv, _ in thread_ivs}
+        thread_vars = [bound.get(tag) for tag in _TAGS_THREAD]
         inner_ctx = _Ctx(kernel={"loc": loc, "tid": tid, "threads": total, "blocks": [lp.loop_var for lp in loops],
-                                 "thread_vars": [bound.get(tag) for tag in _TAGS_THREAD], "body": body})
+                                 "thread_vars": thread_vars, "body": body})
         new_body = self.visit(body, inner_ctx)
-        new_body = _bind_indices(new_body, [bound.get(tag) for tag in _TAGS_THREAD], "thread_binding")
+        new_body = _bind_indices(new_body, thread_vars, "thread_binding")
         refuse_partial_warps(new_body, total, loc)  # full-warp shuffles and barriers (lowering/warp.py)
         new_body = resolve_thread_indices(new_body, tid)  # T.get_lane_idx & co. (lowering/warp.py)
         block_ivs = []

@@ -41,6 +41,7 @@ from tvm import tirx
 
 from ..errors import LoweringError
 from .atomics import CUDA_HELPERS_BEGIN, CUDA_HELPERS_END, checked_map
+from .markers import marker_call_args
 from .source_imports import c_definitions, with_import, with_import_in_first_kernel
 from . import warp
 
@@ -68,12 +69,10 @@ class MathOp:
 
 def parse(expr: Any) -> Optional[MathOp]:
     """The :class:`MathOp` of a marker call, else None."""
-    if not isinstance(expr, tvm.ir.Call) or getattr(expr.op, "name", "") != "tirx.call_extern":
+    args = marker_call_args(expr, MATH_CALL)
+    if args is None or len(args) < 3:
         return None
-    args = list(expr.args)
-    if len(args) < 4 or not isinstance(args[0], tvm.ir.StringImm) or args[0].value != MATH_CALL:
-        return None
-    return MathOp(args[1].value, args[2].value, args[3].value, str(expr.ty.dtype), args[4:])
+    return MathOp(args[0].value, args[1].value, args[2].value, str(expr.ty.dtype), args[3:])
 
 
 def contains_intrinsics(node: Any) -> bool:

@@ -49,6 +49,7 @@ from ..errors import LoweringError
 from ..language.tileops._common import static_int
 from ..language.tileops.logical import LOGICAL_CALL, TREE_LIMIT, combine, element_test, region_elements
 from .atomics import checked_map
+from .markers import marker_call_args
 from .thread_uniform import Ctx, after_bind, enter_for, enter_if, enter_while, is_uniform, nest_depth, uniform_local_buffers
 
 __all__ = ["lower_logical_reductions", "TREE_MAX"]
@@ -59,12 +60,10 @@ TREE_MAX = 4096
 
 def _marker(expr: Any) -> Optional[tuple]:
     """``(kind, loc, load, extents)`` of a marker call, else None."""
-    if not isinstance(expr, tvm.ir.Call) or getattr(expr.op, "name", "") != "tirx.call_extern":
+    args = marker_call_args(expr, LOGICAL_CALL)
+    if args is None or len(args) < 3:
         return None
-    args = list(expr.args)
-    if len(args) < 4 or not isinstance(args[0], tvm.ir.StringImm) or args[0].value != LOGICAL_CALL:
-        return None
-    return args[1].value, args[2].value, args[3], args[4:]
+    return args[0].value, args[1].value, args[2], args[3:]
 
 
 def _has_marker(node: Any) -> bool:
@@ -302,19 +301,8 @@ def _rewrite(stmt: Any, where: _Where, parallel_depth: int = 0) -> list:
     elif isinstance(stmt, tirx.Bind):
         new = tirx.Bind(stmt.var, h.expr(stmt.value), stmt.span)
     else:  # statements that hold no expression a loop could precede (assertions, allocations, ...)
-        new = _fixed_stmt(stmt)
+        new = _fixed(stmt, f"a {type(stmt).__name__} statement")
     return [*h.before, new]
-
-
-def _fixed_stmt(stmt: Any) -> Any:
-    def on_call(call: Any) -> Any:
-        m = _marker(call)
-        if m is None:
-            return call
-        kind, loc, load, extents = m
-        return _tree(kind, loc, load, extents, f"a {type(stmt).__name__} statement")
-
-    return checked_map(stmt, [(tvm.ir.Call, on_call)])
 
 
 def lower_logical_reductions(func: tirx.PrimFunc, gpu: bool = False) -> tirx.PrimFunc:

@@ -29,6 +29,7 @@ from ..errors import LoweringError
 from ..language.core import KERNEL_AXIS_KEY, PARALLEL_MARKER, PERSISTENT_MARKER
 from ..language.tileops.loops import LOOP_BREAK_CALL
 from .atomics import checked_map
+from .markers import marker_args
 
 __all__ = ["lower_loop_breaks"]
 
@@ -40,22 +41,13 @@ _KIND_REASON = {
 }
 
 
-def _marker_args(stmt: Any, name: str) -> Optional[list]:
-    if not isinstance(stmt, tirx.Evaluate) or not isinstance(stmt.value, tvm.ir.Call):
-        return None
-    args = list(stmt.value.args)
-    if not args or not isinstance(args[0], tvm.ir.StringImm) or args[0].value != name:
-        return None
-    return args[1:]
-
-
 def _break_of(stmt: Any, func_location: str) -> Optional[tuple]:
     """``(loc, spelling)`` of a break statement (marker or TVMScript's ``T.break_loop()``), else None."""
     if not isinstance(stmt, tirx.Evaluate) or not isinstance(stmt.value, tvm.ir.Call):
         return None
     if getattr(stmt.value.op, "name", "") == "tirx.break_loop":
         return func_location, "T.break_loop()"
-    args = _marker_args(stmt, LOOP_BREAK_CALL)
+    args = marker_args(stmt, LOOP_BREAK_CALL)
     if args is None:
         return None
     return args[0].value, args[1].value
@@ -64,7 +56,7 @@ def _break_of(stmt: Any, func_location: str) -> Optional[tuple]:
 def _nest_marker(stmt: Any) -> Optional[tuple]:
     """``(what, ndim)`` of a ``T.Parallel`` / ``T.Persistent`` marker statement, else None."""
     for name, what in ((PARALLEL_MARKER, "T.Parallel"), (PERSISTENT_MARKER, "T.Persistent")):
-        args = _marker_args(stmt, name)
+        args = marker_args(stmt, name)
         if args:
             ndim = getattr(args[0], "value", None)
             if isinstance(ndim, int):
@@ -146,7 +138,7 @@ def lower_loop_breaks(func: tirx.PrimFunc, func_location: str) -> tirx.PrimFunc:
     _Checker(func_location).visit(func.body, ())
 
     def on_evaluate(stmt: Any) -> Any:
-        if _marker_args(stmt, LOOP_BREAK_CALL) is None:
+        if marker_args(stmt, LOOP_BREAK_CALL) is None:
             return stmt
         return tirx.Evaluate(tirx.break_loop(), stmt.span)
 

@@ -27,7 +27,7 @@ from tvm import tirx
 
 from ..errors import LoweringError
 from ..language.core import PERSISTENT_MARKER
-from .frontend import marker_args  # the frontend imports this module only when it runs
+from .markers import marker_args
 
 __all__ = ["expand_persistent_loops"]
 

@@ -31,7 +31,7 @@ from tvm import tirx
 
 from ..language.core import KERNEL_AXIS_KEY, PARALLEL_MARKER
 from ..language.tileops._common import static_int
-from .frontend import marker_args
+from .markers import marker_args
 
 __all__ = ["Ctx", "is_uniform", "enter_for", "enter_if", "enter_while", "after_bind", "nest_depth",
            "uniform_local_buffers"]

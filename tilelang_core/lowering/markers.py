@@ -1,0 +1,33 @@
+"""Reading the marker calls that the kernel language leaves in the IR.
+
+Tile operators, intrinsics and kernel constructs that lowering finishes later are emitted as
+``call_extern(dtype, NAME, *args)``: a call whose first argument is the marker's name
+(``T.Parallel``'s ``tl.parallel``, ``T.print``'s, the atomics', ...). These two functions are the
+one place that recognises them; each family reads its own arguments.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import tvm
+from tvm import tirx
+
+
+def marker_call_args(expr: Any, name: str) -> Optional[list]:
+    """The arguments after ``name`` of a marker call ``call_extern(dtype, name, *args)``, else None."""
+    if not isinstance(expr, tvm.ir.Call) or getattr(expr.op, "name", "") != "tirx.call_extern" or not expr.args:
+        return None
+    head = expr.args[0]
+    if not isinstance(head, tvm.ir.StringImm) or head.value != name:
+        return None
+    return list(expr.args[1:])
+
+
+def marker_args(stmt: Any, name: str, count: Optional[int] = None) -> Optional[list]:
+    """The arguments of a marker statement ``Evaluate(call_extern(dtype, name, *args))`` (``count``
+    of them when given), else None."""
+    if not isinstance(stmt, tirx.Evaluate):
+        return None
+    args = marker_call_args(stmt.value, name)
+    return None if args is None or (count is not None and len(args) != count) else args
