@@ -82,3 +82,73 @@ def test_default_cast_runs_on_cpu_and_a_directed_rounding_is_refused_when_lowere
 
     with pytest.raises(LoweringError, match="round='rz'"):  # CUDA lowers it (tests/test_compat_casts.py)
         tilelang.lower(truncating, target="c")
+
+
+def _viewed_tile_kernel(layout):
+    """A shared tile, its int8 view annotated with ``layout(view)``, read back through the view."""
+
+    @T.prim_func
+    def through_view(A: T.Tensor((8, 8), T.float16), B: T.Tensor((8, 16), T.int8)):
+        with T.Kernel(1, threads=8):
+            S = T.alloc_shared((8, 8), T.float16)
+            V = T.view(S, (8, 16), dtype=T.int8)
+            F = T.alloc_fragment((8,), T.float32)
+            T.annotate_layout({V: layout(V), F: T.Fragment((8,), forward_fn=lambda i: (i % 8, 0), replicate=1)})
+            for i, j in T.Parallel(8, 8):
+                S[i, j] = A[i, j]
+            for i, j in T.Parallel(8, 16):
+                B[i, j] = V[i, j]
+
+    return through_view
+
+
+def test_T_layout_and_fragment_are_the_layout_hints():
+    """``T.Layout(shape, fn)`` and ``T.Fragment(...)`` are upstream's spelling of the
+    ``tilelang.layout`` constructors (TVM's own ``tirx.layout.Layout`` used to sit at ``T.Layout``
+    and refused ``(shape, fn)``): the kernel runs as without them, and a many-to-one map on a
+    shared tile is still refused."""
+    assert T.Layout is tilelang.layout.Layout and T.Fragment is tilelang.layout.Fragment
+    kernel = tilelang.compile(_viewed_tile_kernel(lambda v: T.Layout((8, 16), lambda i, j: [i, j])), target="c")
+    a = torch.randn(8, 8).half()
+    b = torch.empty(8, 16, dtype=torch.int8)
+    kernel(a, b)
+    assert torch.equal(b, a.view(torch.int8))
+    with pytest.raises(LoweringError, match="must be injective"):
+        tilelang.compile(_viewed_tile_kernel(lambda v: T.Layout((8, 16), lambda i, j: [i, 0])), target="c")
+
+
+@T.macro
+def _scaled_sum(S: T.SharedBuffer([16], T.float32), F: T.FragmentBuffer([16], T.float32),
+                L: T.LocalBuffer([1], T.float32), out: T.Tensor([16], T.float32)):
+    for i in T.Parallel(16):
+        out[i] = S[i] * L[0] + F[i]
+
+
+def test_macro_buffer_annotations_take_tiles_and_are_refused_on_kernel_parameters():
+    """``T.SharedBuffer`` / ``T.FragmentBuffer`` / ``T.LocalBuffer`` annotate macro parameters that
+    are tiles; a kernel parameter declared with one is refused, naming it."""
+
+    @T.prim_func
+    def uses_macro(A: T.Tensor((16,), T.float32), B: T.Tensor((16,), T.float32)):
+        with T.Kernel(1, threads=16):
+            S = T.alloc_shared((16,), T.float32)
+            F = T.alloc_fragment((16,), T.float32)
+            L = T.alloc_local((1,), T.float32)
+            T.copy(A, S)
+            T.fill(F, 0.5)
+            L[0] = 3.0
+            _scaled_sum(S, F, L, B)
+
+    for target in ("c", "llvm"):
+        a = torch.randn(16)
+        b = torch.empty(16)
+        tilelang.compile(uses_macro, target=target)(a, b)
+        torch.testing.assert_close(b, a * 3.0 + 0.5)
+
+    @T.prim_func
+    def shared_param(A: T.SharedBuffer((16,), T.float32)):
+        with T.Kernel(1, threads=16):
+            A[0] = 1.0
+
+    with pytest.raises(LoweringError, match=r"parameter 'A' is declared in 'shared.dyn' memory.*declare it with T.Tensor"):
+        tilelang.compile(shared_param, target="c")

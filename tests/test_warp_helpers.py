@@ -357,6 +357,67 @@ def test_full_warp_operations_need_whole_warps():
                                                 target="cuda").device_source
 
 
+@pytest.mark.parametrize(
+    "name, call, needs",
+    [
+        ("syncthreads_or", lambda A, i: T.syncthreads_or(A[i] > 0), "every thread of the block"),
+        ("syncthreads_count", lambda A, i: T.syncthreads_count(A[i] > 0), "every thread of the block"),
+        ("shfl_xor", lambda A, i: T.shfl_xor(A[i], 1), "every lane of the warp"),
+        ("shfl_sync", lambda A, i: T.shfl_sync(A[i], 0), "every lane of the warp"),
+        ("any_sync", lambda A, i: T.any_sync(A[i] > 0), "every lane of the warp"),
+        ("ballot_sync", lambda A, i: T.cast(T.ballot_sync(A[i] > 0), "float32"), "every lane of the warp"),
+    ],
+)
+def test_block_votes_and_full_mask_shuffles_in_a_guarded_parallel_loop(name, call, needs):
+    """The older votes and shuffles get the same refusal as the barriers and warp reductions: in
+    T.Parallel(100) over 64 threads the guard keeps threads 36..63 of the second pass away, so a
+    block vote would hang and a full-mask shuffle or vote would name lanes that never arrive.
+    A partial mask is the kernel's own promise and lowers; so does a loop that covers every thread."""
+
+    def make(extent, which):
+        @T.prim_func
+        def guarded(A: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=64) as _:
+                for i in T.Parallel(extent):
+                    A[i] = which(A, i)  # <guarded-vote>
+
+        return guarded
+
+    with pytest.raises(LoweringError) as info:
+        lower(make(100, call), target="cuda")
+    text = str(info.value)
+    assert text.startswith(f"{_THIS}:{_line_of('guarded-vote')}: T.{name} inside a T.Parallel loop of 100 iterations "
+                           "over 64 threads"), text
+    assert needs in text and "Call it outside the T.Parallel loop" in text
+    assert ("pass a mask of the lanes that take part" in text) == name.startswith(("shfl", "any", "ballot"))
+    assert "__" in lower(make(128, call), target="cuda").device_source
+    half_mask = lower(make(100, lambda A, i: T.shfl_xor(A[i], 1, mask=0xFFFF)), target="cuda").device_source
+    assert "__shfl_xor_sync((uint)65535" in half_mask or "__shfl_xor_sync(65535" in half_mask, half_mask
+
+
+def test_full_mask_shuffles_need_whole_warps():
+    """A shuffle or vote with the full (default) mask in a block of 48 threads names lanes 16..31
+    of the second warp, which do not exist: refused; with a mask of the lanes that exist it lowers."""
+
+    def make(which):
+        @T.prim_func
+        def partial(A: T.Tensor((64,), "int32")):
+            with T.Kernel(1, threads=48) as _:
+                tx = T.get_thread_binding()
+                A[tx] = which(A, tx)  # <partial-shuffle>
+
+        return partial
+
+    with pytest.raises(LoweringError) as info:
+        lower(make(lambda A, tx: T.shfl_down(A[tx], 1)), target="cuda")
+    text = str(info.value)
+    assert text.startswith(f"{_THIS}:{_line_of('partial-shuffle')}: T.shfl_down works on whole warps"), text
+    assert "a T.shfl_down mask of the lanes that exist" in text
+    with pytest.raises(LoweringError, match="T.all_sync works on whole warps"):
+        lower(make(lambda A, tx: T.all_sync(A[tx] > 0)), target="cuda")
+    assert "__shfl_down_sync(" in lower(make(lambda A, tx: T.shfl_down(A[tx], 1, mask=0xFFFF)), target="cuda").device_source
+
+
 @pytest.mark.skipif(CU.NVCC is None, reason="nvcc is not installed")
 def test_cuda_sources_compile_with_nvcc(cuda_sources, tmp_path):
     """Every helper of every dtype, the barriers and the indices, compiled for sm_80."""

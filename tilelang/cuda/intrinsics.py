@@ -7,7 +7,7 @@ not depend on them). TileLang's intrinsic emitters (``TensorCoreIntrinEmitter`` 
 provided (docs/compatibility.md).
 """
 
-from tilelang.layout import _constructor
+from tilelang_core.language.layout_hints import _constructor
 
 __all__ = ["make_mma_swizzle_layout"]
 

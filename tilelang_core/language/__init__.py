@@ -14,9 +14,12 @@ _require("tvm", needed_by="tilelang.language")  # a clear MissingDependencyError
 from tvm.script.tirx import *  # noqa: F401,F403,E402 - the whole TVMScript tirx surface
 
 from .core import (  # noqa: F401 - public API
+    FragmentBuffer,
     Kernel,
+    LocalBuffer,
     Parallel,
     Persistent,
+    SharedBuffer,
     StridedTensor,
     Tensor,
     alloc_fragment,
@@ -101,6 +104,9 @@ from .tir.ir import cast  # noqa: E402,F401
 
 # TileLang's layout and block-order hints: accepted, no effect (docs/compatibility.md).
 from .hints import annotate_layout, annotate_pass_configs, use_swizzle  # noqa: E402,F401
+
+# TileLang's T.Layout(shape, fn) / T.Fragment(...) are layout hints here, not TVM's tirx Layout.
+from .layout_hints import Fragment, Layout, PartialFragment  # noqa: E402,F401
 
 #: The dialect of this module: the whole language (tilelang_core/language/dialects.py).
 __tilelang_dialect__ = "cuda"

@@ -173,9 +173,10 @@ class _TensorAnnotation:
     ``T.StridedTensor[(M, N), (s0, s1), T.float16]`` (strides in elements) are all accepted.
     """
 
-    def __init__(self, name: str, strided: bool) -> None:
+    def __init__(self, name: str, strided: bool, scope: Optional[str] = None) -> None:
         self._name = name
         self._strided = strided
+        self._scope = scope
 
     def __call__(self, shape: Any, *args: Any, **kwargs: Any) -> Any:
         if self._strided:
@@ -184,6 +185,8 @@ class _TensorAnnotation:
                 args = args[1:]
             if kwargs.get("strides") is None:
                 raise TypeError(f"T.{self._name}(shape, strides, dtype): strides are required")
+        if self._scope is not None:
+            kwargs.setdefault("scope", self._scope)
         return _tensor_decl(shape, *args, **kwargs)
 
     def __getitem__(self, keys: Any) -> Any:
@@ -223,6 +226,12 @@ def _tensor_decl(
 Tensor = _TensorAnnotation("Tensor", strided=False)
 #: ``A: T.StridedTensor[(M, N), (sM, sN), T.float16]``: a tensor parameter with explicit strides.
 StridedTensor = _TensorAnnotation("StridedTensor", strided=True)
+#: ``S: T.SharedBuffer([M, K], T.float16)``: a ``T.macro`` parameter that is a shared tile.
+SharedBuffer = _TensorAnnotation("SharedBuffer", strided=False, scope="shared.dyn")
+#: ``F: T.FragmentBuffer([M, N], T.float32)``: a ``T.macro`` parameter that is a fragment.
+FragmentBuffer = _TensorAnnotation("FragmentBuffer", strided=False, scope=FRAGMENT_SCOPE)
+#: ``L: T.LocalBuffer([4], T.float32)``: a ``T.macro`` parameter that is a per-thread local tile.
+LocalBuffer = _TensorAnnotation("LocalBuffer", strided=False, scope="local")
 
 
 def _caller_location() -> Optional[str]:

@@ -3,7 +3,7 @@
 In TileLang these steer how its compiler lays tiles out in memory and orders blocks; they do not
 change what a kernel computes. This pipeline chooses layouts and block order itself, so the hints
 are checked for their form and otherwise ignored (docs/compatibility.md). The layout objects they
-take come from :mod:`tilelang.layout`.
+take come from :mod:`tilelang.layout` (``T.Layout``, ``T.Fragment``: :mod:`.layout_hints`).
 """
 
 from __future__ import annotations

@@ -197,6 +197,13 @@ def describe_params(func: tirx.PrimFunc, device: str, location: str):
         if is_tensor_param(var):
             ty = var.ty
             where = f"{location}: parameter '{name}'"
+            scope = str(ty.storage_scope)
+            if scope not in ("", "global"):
+                raise LoweringError(
+                    f"{where} is declared in {scope!r} memory, but a kernel's tensor parameters are global "
+                    "memory (the caller's tensors); declare it with T.Tensor, and keep T.SharedBuffer, "
+                    "T.FragmentBuffer and T.LocalBuffer for T.macro parameters"
+                )
             shape = [expr_to_dim(d, where) for d in ty.shape]
             strides = [expr_to_dim(s, where) for s in ty.strides] if len(ty.strides) else None
             for d in list(ty.shape) + list(ty.strides):

@@ -41,6 +41,13 @@ GPU_ONLY = INDEX_MARKERS + REDUCE_MARKERS
 BARRIERS = ("sync_threads", "sync_warp")
 #: Markers every thread of a warp or block must reach together.
 COLLECTIVE = BARRIERS + REDUCE_MARKERS
+#: Block votes (``T.syncthreads_and/or/count``): barriers every thread of the block must reach.
+BLOCK_VOTES = ("syncthreads_and", "syncthreads_or", "syncthreads_count")
+#: Warp votes and shuffles whose first argument is a lane mask: with the full mask they need
+#: every lane of the warp (``T.shfl_xor``, ``T.any_sync``, ...).
+MASKED_WARP_OPS = ("any_sync", "all_sync", "ballot_sync", "shfl_sync", "shfl_xor", "shfl_down", "shfl_up",
+                   "match_any_sync", "match_all_sync")
+_FULL_MASK = 0xFFFFFFFF
 #: Marker name -> the ``T.`` name users wrote.
 PUBLIC_NAME = {"lane_idx": "get_lane_idx", "warp_idx": "get_warp_idx", "warp_idx_sync": "get_warp_idx_sync",
                "warp_group_idx": "get_warp_group_idx"}
@@ -78,13 +85,29 @@ def resolve_thread_indices(stmt: Any, tid: Any) -> Any:
     return tvm_ffi.structural_map(stmt, [(tvm.ir.Call, on_call)])
 
 
+def _full_mask(m: Any) -> bool:
+    """Whether ``m`` (a warp vote or shuffle marker) names all 32 lanes with a constant mask."""
+    mask = m.args[0] if m.args else None
+    return isinstance(mask, tirx.IntImm) and int(mask.value) & _FULL_MASK == _FULL_MASK
+
+
+def needs_whole_warp(m: Any) -> bool:
+    """Whether marker ``m`` needs every lane of its warp: a warp reduction, a full-mask
+    ``T.sync_warp``, or a warp vote or shuffle with the full mask (the default)."""
+    return m.name in REDUCE_MARKERS or (m.name in MASKED_WARP_OPS + ("sync_warp",) and _full_mask(m))
+
+
 def first_collective(stmt: Any) -> Optional[Any]:
-    """The first barrier or warp-reduction marker in ``stmt`` (a ``MathOp``), else None."""
+    """The first marker in ``stmt`` (a ``MathOp``) that every thread of the block or every lane
+    of a warp must reach: a barrier, a block vote, a warp reduction, or a full-mask warp vote or
+    shuffle; else None."""
     found = []
 
     def on_call(call):
         m = _parse(call)
-        if m is not None and m.name in COLLECTIVE and not found:
+        if found or m is None:
+            return call
+        if m.name in COLLECTIVE or m.name in BLOCK_VOTES or (m.name in MASKED_WARP_OPS and _full_mask(m)):
             found.append(m)
         return call
 
@@ -98,12 +121,14 @@ def refuse_under_guard(body: Any, total: Any, threads: int) -> None:
     m = first_collective(body)
     if m is None:
         return
-    what = "every thread of the block" if m.name == "sync_threads" else "every lane of the warp"
+    block = m.name == "sync_threads" or m.name in BLOCK_VOTES
+    what = "every thread of the block" if block else "every lane of the warp"
+    hint = "" if block or m.name in COLLECTIVE else ", or pass a mask of the lanes that take part"
     raise LoweringError(
         f"{m.loc}: T.{m.name} inside a T.Parallel loop of {total} iterations over {threads} threads: the "
         f"iterations do not cover every thread, so some would skip it, and it needs {what} (a hang or "
         "undefined results). Call it outside the T.Parallel loop, or give the loop a multiple of the "
-        "block's thread count of iterations"
+        f"block's thread count of iterations{hint}"
     )
 
 
@@ -117,10 +142,7 @@ def refuse_partial_warps(body: Any, threads: int, kernel_loc: str) -> None:
 
     def on_call(call):
         m = _parse(call)
-        if m is None or found:
-            return call
-        full = m.name == "sync_warp" and isinstance(m.args[0], tirx.IntImm) and int(m.args[0].value) == 0xFFFFFFFF
-        if m.name in REDUCE_MARKERS or full:
+        if m is not None and not found and needs_whole_warp(m):
             found.append(m)
         return call
 
@@ -130,7 +152,7 @@ def refuse_partial_warps(body: Any, threads: int, kernel_loc: str) -> None:
         raise LoweringError(
             f"{m.loc}: T.{m.name} works on whole warps (all 32 lanes), but the T.Kernel at {kernel_loc} has "
             f"{threads} threads per block, so its last warp has only {threads % 32}; give the kernel a "
-            "multiple of 32 threads" + (", or a T.sync_warp mask of the lanes that exist" if m.name == "sync_warp" else "")
+            "multiple of 32 threads" + ("" if m.name in REDUCE_MARKERS else f", or a T.{m.name} mask of the lanes that exist")
         )
 
 
