@@ -175,9 +175,10 @@ def lower(
     from .wrapping_casts import wrapping_integer_casts
 
     func = wrapping_integer_casts(func)  # casts that wrap, bounded right by the analyzer: before anything simplifies
-    from .imported_source import drop_declared_prototypes, import_for_target, take_imported_sources
+    from .imported_source import drop_declared_prototypes, extern_callees, import_for_target, take_imported_sources
 
     func, imported = take_imported_sources(func)  # T.import_source texts, put back per target below
+    callees = extern_callees(func) if imported else set()
     if imported and kind == "llvm":
         import_for_target(func, imported, kind, location, name)  # raises: no C source on llvm
     params, symbols, symbol_vars = describe_params(func, device_of(kind), location)
@@ -220,7 +221,7 @@ def lower(
                     source, kernel = codegen.c_entry_source(
                         entry_func, tvm.target.Target("c"), configs, f"{name}_kernel", symbol_vars, list(func.params)
                     )
-                    source = drop_declared_prototypes(source, imported)  # T.import_source declares its functions
+                    source = drop_declared_prototypes(source, imported, callees)  # the imported text declares them
                     c_entry = (source, replace(kernel, assert_message=assert_message))
                 if "device_source" in wanted:
                     result["device_source"] = c_entry[0]

@@ -9,9 +9,12 @@ kernel on GPU targets. Target ``llvm`` generates no C source and refuses them.
 
 TVM's C code generator declares every function a kernel calls with ``T.call_extern``, typed by the
 call's arguments (``void*`` for a ``T.access_ptr``): ``void* f(void*, void*, int32_t);``. Next to
-the user's own definition (``static void f(float *dst, const float *src, int n)``) that is a C
-error, so :func:`drop_declared_prototypes` removes TVM's declaration of each function the imported
-text names: the text declares it itself.
+the user's own definition (``static void f(float *dst, const float *src, int n)``) or a libc header
+the text includes (``string.h``'s ``memcpy``) that is a C error. So in a kernel with imported source,
+:func:`drop_declared_prototypes` removes TVM's declarations of the functions the kernel calls: the
+imported text declares them (defines them, or includes their header). And a ``T.call_extern`` of
+dtype ``handle`` used as a statement becomes a ``void`` call, since TVM prints it as
+``((void*)f(...))``, which C and C++ refuse when ``f`` returns ``void``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from ..language.tileops.extern_source import IMPORT_SOURCE_CALL
 from .markers import marker_args
 from .source_imports import with_import, with_import_in_first_kernel
 
-__all__ = ["drop_declared_prototypes", "imported_text", "import_for_target", "take_imported_sources"]
+__all__ = ["drop_declared_prototypes", "extern_callees", "imported_text", "import_for_target", "take_imported_sources"]
 
 
 def take_imported_sources(func: tirx.PrimFunc) -> tuple[tirx.PrimFunc, list[str]]:
@@ -49,24 +52,38 @@ def take_imported_sources(func: tirx.PrimFunc) -> tuple[tirx.PrimFunc, list[str]
     return (func if not texts else func.with_body(body)), texts
 
 
-def _names(text: str, name: str) -> bool:
-    return re.search(r"\b" + re.escape(name) + r"\s*\(", text) is not None
+def _callee(call: Any) -> str | None:
+    """The function name of a ``T.call_extern`` call, else None."""
+    if not (isinstance(call, tvm.ir.Call) and getattr(call.op, "name", "") == "tirx.call_extern"):
+        return None
+    if not call.args or not isinstance(call.args[0], tvm.ir.StringImm):
+        return None
+    return str(call.args[0].value)
 
 
-def _void_statement_calls(func: tirx.PrimFunc, text: str) -> tirx.PrimFunc:
-    """Statement calls ``T.call_extern("handle", f, ...)`` of a function ``f`` that ``text`` names
-    become ``void`` calls: TVM prints a ``handle`` call as ``((void*)f(...))``, which C and C++
-    refuse when ``f`` returns ``void``, and a statement drops the value anyway."""
+def extern_callees(func: tirx.PrimFunc) -> set[str]:
+    """Names of the functions ``func`` calls with ``T.call_extern``."""
+    names: set[str] = set()
+
+    def visit(call: Any) -> None:
+        name = _callee(call)
+        if name is not None:
+            names.add(name)
+
+    tvm_ffi.structural_walk(func.body, ((tvm.ir.Call,), visit), order="pre")
+    return names
+
+
+def _void_statement_calls(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """Statement calls ``T.call_extern("handle", f, ...)`` become ``void`` calls (a statement drops
+    the value; TVM prints a ``handle`` call as ``((void*)f(...))``, an error when ``f`` returns ``void``)."""
 
     def on_eval(stmt: Any) -> Any:
         call = stmt.value
-        if not (isinstance(call, tvm.ir.Call) and getattr(call.op, "name", "") == "tirx.call_extern"):
+        name = _callee(call)
+        if name is None or not isinstance(call.ty, tvm.ir.PointerType):
             return stmt
-        if not isinstance(call.ty, tvm.ir.PointerType) or not call.args or not isinstance(call.args[0], tvm.ir.StringImm):
-            return stmt
-        if not _names(text, str(call.args[0].value)):
-            return stmt
-        return tirx.Evaluate(tirx.call_extern("void", call.args[0].value, *call.args[1:]))
+        return tirx.Evaluate(tirx.call_extern("void", name, *call.args[1:]))
 
     body = tvm_ffi.structural_map(func.body, [(tirx.Evaluate, on_eval)])
     return func if body.same_as(func.body) else func.with_body(body)
@@ -86,7 +103,7 @@ def import_for_target(func: tirx.PrimFunc, texts: list[str], kind: str, location
     if not texts:
         return func
     text = imported_text(texts)
-    func = _void_statement_calls(func, text)
+    func = _void_statement_calls(func)
     if kind == "c":
         return func.with_body(with_import(func.body, "pragma_import_c", text))
     if kind == "llvm":
@@ -106,17 +123,15 @@ _PROTOTYPE = re.compile(r"^(?:TVM_DLL )?(?:[A-Za-z_]\w*[\s*]+)+([A-Za-z_]\w*)\((
 _GUARD = ["#ifdef __cplusplus", 'extern "C"', "#endif"]
 
 
-def drop_declared_prototypes(source: str, texts: list[str]) -> str:
-    """``source`` (generated C) without TVM's forward declarations of the functions ``texts`` name
-    (with the ``extern "C"`` guard before each); the source itself when there are none."""
-    if not texts:
+def drop_declared_prototypes(source: str, texts: list[str], callees: set[str]) -> str:
+    """``source`` (generated C) without TVM's forward declarations of ``callees`` (with the
+    ``extern "C"`` guard before each) when the kernel imports ``texts``; else ``source`` itself."""
+    if not texts or not callees:
         return source
-    text = imported_text(texts)
-    lines = source.split("\n")
     out: list[str] = []
-    for line in lines:
+    for line in source.split("\n"):
         match = _PROTOTYPE.match(line)
-        if match and _names(text, match.group(1)):
+        if match and match.group(1) in callees:
             if out[-3:] == _GUARD:
                 del out[-3:]
             continue
