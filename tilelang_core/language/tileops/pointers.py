@@ -60,16 +60,16 @@ def _mask(access_type: Any, operands: Sequence[Any]) -> int:
     raise AssertionError  # unreachable
 
 
-def _base(base: Any, operands: Sequence[Any]) -> tuple[Any, list, Optional[list], str]:
-    """``(buffer, first element's indices, default extents or None for one element, kind)``."""
+def _base(base: Any, operands: Sequence[Any]) -> tuple[Any, list, Optional[list]]:
+    """``(buffer, first element's indices, default extents or None for one element)``."""
     base = getattr(base, "scalar", base)  # T.alloc_var's wrapper: the variable's one element
     if is_buffer(base):
         shape = list(base.ty.shape)
         dtype = _index_dtype(base)
-        return base, [tirx.IntImm(dtype, 0) for _ in shape], shape, "buffer"
+        return base, [tirx.IntImm(dtype, 0) for _ in shape], shape
     kind = type(base).__name__
     if kind == "TensorRegion":
-        return base.source, [r.min for r in base.region], [r.extent for r in base.region], "region"
+        return base.source, [r.min for r in base.region], [r.extent for r in base.region]
     if kind == "TensorLoad":
         indices = list(base.indices)
         if any(type(i).__name__ == "Ramp" for i in indices):
@@ -78,8 +78,8 @@ def _base(base: Any, operands: Sequence[Any]) -> tuple[Any, list, Optional[list]
             for i in indices:
                 if type(i).__name__ == "Ramp" and static_int(i.stride) != 1:
                     fail(_OP, operands, f"base {describe(base)}: a vector index must have stride 1, got {i.stride}")
-            return base.source, mins, lanes, "region"
-        return base.source, indices, None, "element"
+            return base.source, mins, lanes
+        return base.source, indices, None
     fail(
         _OP,
         operands,
@@ -190,11 +190,11 @@ def access_ptr(
     ``T.alloc_local``) and GPU targets (a GPU fragment with a pointer to more than one element is
     placed in shared memory, where its elements are contiguous).
     """
-    operands = (base, access_type, *extents)
+    operands = (base, repr(access_type) if isinstance(access_type, str) else access_type, *extents)
     if len(extents) == 1 and isinstance(extents[0], (list, tuple)):
         extents = tuple(extents[0])
     mask = _mask(access_type, operands)
-    buf, indices, default, kind = _base(base, operands)
+    buf, indices, default = _base(base, operands)
     ndim = len(indices)
     dtype = _index_dtype(buf)
     if isinstance(ignore_last_ndim, bool) or not isinstance(ignore_last_ndim, Integral) or not 0 <= ignore_last_ndim <= ndim:
@@ -216,7 +216,7 @@ def access_ptr(
     if extent is not None:
         n = _as_expr(_check_extent(extent, "extent", operands), dtype)
     elif extents:
-        checked = [_check_extent(e, f"extent {k}", operands) for k, e in enumerate(extents)]
+        checked = [_check_extent(e, f"extents[{k}]", operands) for k, e in enumerate(extents)]
         n = _product([_as_expr(e, dtype) for e in checked], dtype)
     elif default is not None:
         n = _product([_as_expr(e, dtype) for e in default], dtype)
