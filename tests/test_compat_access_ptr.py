@@ -22,7 +22,7 @@ import tilelang.language as T
 from tilelang_core.errors import LoweringError
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from backend_pairs import CYTHON_C, PATHS, TVMFFI_C, TVMFFI_LLVM, compile_on, path_id  # noqa: E402
+from backend_pairs import CYTHON_C, TVMFFI_C, TVMFFI_LLVM, compile_on, path_id  # noqa: E402
 
 _THIS = pathlib.Path(__file__).resolve()
 _LINES = _THIS.read_text().splitlines()

@@ -162,3 +162,16 @@ def test_emulated_gpu_runs_the_pointer_kernels(arts, tmp_path):
     run(q, o, p)
     assert torch.equal(o, nibbles.to(torch.float16))
     assert torch.equal(p, (torch.arange(128) % 64).float() * 2)
+
+
+def test_metal_source_gets_the_imported_text_before_its_kernel():
+    @T.prim_func
+    def ones(B: T.Tensor((256,), "float32")):
+        with T.Kernel(2, threads=32) as bx:
+            T.import_source("inline void tl_user_one(device float *dst) { dst[0] = 1.0f; }\n")
+            T.call_extern("handle", "tl_user_one", T.access_ptr(B[bx * 128], "w"))
+
+    src = lower(ones, target="metal").device_source
+    assert src.count("inline void tl_user_one(device float *dst)") == 1
+    assert src.index("inline void tl_user_one") < src.index("kernel void ones_kernel")
+    assert "tl_user_one((&(B_ptr[(((int)blockIdx) * 128)])));" in src

@@ -35,5 +35,3 @@ def import_source(source: Optional[str] = None) -> None:
         fail("T.import_source", (source,), f"source must be a str of C/CUDA code, got {type(source).__name__}",
              OperandTypeError)
     _B.evaluate(tirx.call_extern("int32", IMPORT_SOURCE_CALL, tvm.ir.StringImm(source)))
-
-
