@@ -5,7 +5,8 @@
 pass objects (``tilelang.transform.Simplify``, ``LayoutInference``, ...) are internals of its
 compiler and are not provided (docs/compatibility.md), except three standalone TIR rewrites
 (``LegalizeNegativeIndex``, ``IfStmtBinding``, ``MergeIfStmt``; see
-``tilelang_core.lowering.tir_rewrites``). ``PassContext`` is TVM's.
+``tilelang_core.lowering.tir_rewrites``) and ``LowerAccessPtr`` (``tl.access_ptr`` -> ``tvm_access_ptr``,
+``tilelang_core.lowering.access_ptr``, which the pipeline also runs). ``PassContext`` is TVM's.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from tilelang_core.lowering.configs import PassConfigKey  # noqa: F401
 
-__all__ = ["IfStmtBinding", "LegalizeNegativeIndex", "MergeIfStmt", "PassConfigKey", "PassContext"]
+__all__ = ["IfStmtBinding", "LegalizeNegativeIndex", "LowerAccessPtr", "MergeIfStmt", "PassConfigKey", "PassContext"]
 
 _REWRITES = ("IfStmtBinding", "LegalizeNegativeIndex", "MergeIfStmt")
 
@@ -28,7 +29,11 @@ def __getattr__(name: str) -> Any:
         from tilelang_core.lowering import tir_rewrites
 
         return getattr(tir_rewrites, name)
+    if name == "LowerAccessPtr":
+        from tilelang_core.lowering.access_ptr import LowerAccessPtr
+
+        return LowerAccessPtr
     raise AttributeError(
         f"module 'tilelang.transform' has no attribute {name!r}: TileLang's passes are not provided "
-        "(docs/compatibility.md); only PassConfigKey, PassContext, LegalizeNegativeIndex, IfStmtBinding and MergeIfStmt are"
+        "(docs/compatibility.md); only PassConfigKey, PassContext, LegalizeNegativeIndex, IfStmtBinding, MergeIfStmt and LowerAccessPtr are"
     )

@@ -175,6 +175,12 @@ def lower(
     from .wrapping_casts import wrapping_integer_casts
 
     func = wrapping_integer_casts(func)  # casts that wrap, bounded right by the analyzer: before anything simplifies
+    from .imported_source import drop_declared_prototypes, extern_callees, import_for_target, take_imported_sources
+
+    func, imported = take_imported_sources(func)  # T.import_source texts, put back per target below
+    callees = extern_callees(func) if imported else set()
+    if imported and kind == "llvm":
+        import_for_target(func, imported, kind, location, name)  # raises: no C source on llvm
     params, symbols, symbol_vars = describe_params(func, device_of(kind), location)
     if kind in CPU_KINDS:  # a bfloat16 scalar travels as a float32 (lowering/bfloat16_rounding.py)
         from .bfloat16_rounding import float32_bfloat16_params
@@ -210,10 +216,12 @@ def lower(
                         ),
                     )
                     written.append(written_params(front))
+                    front = import_for_target(front, imported, "c", location, name)
                     entry_func, assert_message = _with_status_asserts(front, f"{name}_kernel")
                     source, kernel = codegen.c_entry_source(
                         entry_func, tvm.target.Target("c"), configs, f"{name}_kernel", symbol_vars, list(func.params)
                     )
+                    source = drop_declared_prototypes(source, imported, callees)  # the imported text declares them
                     c_entry = (source, replace(kernel, assert_message=assert_message))
                 if "device_source" in wanted:
                     result["device_source"] = c_entry[0]
@@ -238,6 +246,7 @@ def lower(
                         ),
                     )
                     written.append(written_params(front))
+                    front = import_for_target(front, imported, "c", location, name)  # llvm refused it above
                     front, _ = lower_device_asserts(front, "runtime")  # TVM's host code raises the text
                     if "runtime_module" in wanted and kind != "c":
                         tvm_modules = codegen.cpu_runtime_module(front, tgt, configs)
@@ -265,6 +274,7 @@ def lower(
                     from .source_imports import with_import_in_first_kernel
 
                     front = front.with_body(with_import_in_first_kernel(front.body, helpers)[0])
+                front = import_for_target(front, imported, kind, location, name)  # T.import_source
                 mod = tvm.IRModule({name: front})
                 mod = tirx.transform.BindTarget(tgt)(mod)
                 mod = P.gpu_passes(configs)(mod)

@@ -30,6 +30,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import LoweringError
+from .access_ptr import is_access_ptr
 from .atomics import contains_atomics, lower_gpu_atomics
 from .intrinsics import contains_intrinsics, lower_gpu_intrinsics
 from .signature import inline_binds
@@ -125,9 +126,17 @@ class FragmentLowering:
                 accesses.setdefault(stmt.buffer, []).append(list(stmt.indices))
             return stmt
 
+        def on_call(call):
+            # T.access_ptr to more than one element: the callee walks the fragment's row-major
+            # elements, which only shared memory keeps contiguous (lowering/access_ptr.py)
+            if is_access_ptr(call) and _scope(call.args[0].source) == FRAGMENT_SCOPE and _int(call.args[1]) != 1:
+                accesses.setdefault(call.args[0].source, []).append(None)
+            return call
+
         tvm_ffi.structural_map(
             body,
-            [(tirx.Bind, on_bind), (tirx.For, on_for), (tvm.ir.TensorLoad, on_load), (tirx.BufferStore, on_store)],
+            [(tirx.Bind, on_bind), (tirx.For, on_for), (tvm.ir.TensorLoad, on_load), (tirx.BufferStore, on_store),
+             (tvm.ir.Call, on_call)],
         )
         return accesses
 
@@ -139,6 +148,8 @@ class FragmentLowering:
 
     def _owned(self, kernel: _Kernel, buf: Any, indices: list) -> Optional[Any]:
         """The slot of an access when it provably touches the calling thread's element, else None."""
+        if indices is None:  # a pointer to several elements (see _collect)
+            return None
         if any(type(i).__name__ == "Ramp" for i in indices):
             return None
         flat = inline_binds(self._flat(buf, indices), self.binds)

@@ -37,6 +37,7 @@ from .vectorized_locals import ExpandVectorizedLocals, InlineVectorizedScalars
 from .condition_loads import HoistConditionLoads
 from .dynamic_unroll import unroll_loops
 from .warp import NamedBarriers
+from .access_ptr import LowerAccessPtr
 
 
 def _bf16_compute() -> list:
@@ -60,6 +61,7 @@ def _cse(configs: Mapping[str, Any]) -> list:
 def cpu_source_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
     """CPU device source: TIR -> flat, simplified TIR that TVM's C code generator prints."""
     passes = [
+        LowerAccessPtr(),  # T.access_ptr -> tvm_access_ptr (lowering/access_ptr.py)
         s_tir.transform.LowerOpaqueBlock(),
         tirx.transform.FlattenBuffer(),
         *_bf16_compute(),
@@ -99,6 +101,7 @@ def cpu_runtime_passes(configs: Mapping[str, Any], vector_types: bool = True) ->
     vectorize = vector_types and not config_flag(configs, "tl.disable_vectorize")
     passes = [
         tirx.transform.ConvertSSA(),  # the frontend may emit a block loop twice (serial/parallel)
+        LowerAccessPtr(),  # T.access_ptr -> tvm_access_ptr (lowering/access_ptr.py)
         s_tir.transform.LowerOpaqueBlock(),
         InlineVectorizedScalars(),  # lowering/vectorized_locals.py
         tirx.transform.FlattenBuffer(),
@@ -128,6 +131,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
     """GPU: TIR with thread bindings -> host function + device kernels (``SplitHostDevice``)."""
     passes = [
         FragmentLayoutPass(),  # GPU fragments spread over the block's threads, atomics (lowering/fragments.py)
+        LowerAccessPtr(),  # T.access_ptr -> tvm_access_ptr, once fragments have their place (lowering/access_ptr.py)
         GpuMathPass(),  # bit counts of every integer width, 16-bit float math without a GPU rule (lowering/gpu_math.py)
         s_tir.transform.LowerOpaqueBlock(),
         InlineVectorizedScalars(),  # one value per lane in T.vectorized loops (lowering/vectorized_locals.py)

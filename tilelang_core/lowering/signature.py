@@ -260,8 +260,8 @@ def _is_one(extent: Any) -> bool:
 
 def written_params(func: tirx.PrimFunc) -> set[int]:
     """Indices of the tensor parameters ``func`` may write: targets of buffer stores, buffers whose
-    element address is taken (``T.address_of(A[i])``, as atomics do) or whose data pointer is
-    passed to a call. Run on the frontend step's output (tile operators are loops by then)."""
+    element address is taken (``T.address_of(A[i])``, as atomics do), whose data pointer is
+    passed to a call, or that a ``T.access_ptr`` for writing (``"w"``, ``"rw"``) points into. Run on the frontend step's output (tile operators are loops by then)."""
     targets: list = []
 
     def on_store(node):
@@ -270,6 +270,8 @@ def written_params(func: tirx.PrimFunc) -> set[int]:
 
     def on_call(node):
         name = getattr(node.op, "name", "")
+        if name == "tl.access_ptr" and int(getattr(node.args[2], "value", 3)) & 2:
+            targets.append(node.args[0].source)
         for arg in node.args:
             if name == "tirx.address_of" and isinstance(arg, tvm.ir.TensorLoad):
                 targets.append(arg.source)

@@ -118,6 +118,8 @@ from .logical import all_of, any_of
 from .loops import Serial, Unroll, Vectorized, loop_break
 from .launch import get_block_extent, get_block_extents, get_thread_extent, get_thread_extents
 from .indexing import index_to_coordinates
+from .pointers import access_ptr
+from .extern_source import import_source
 
 __all__ = [
     "annotate_safe_value",
@@ -233,6 +235,9 @@ __all__ = [
     "get_thread_extent",
     "get_thread_extents",
     "index_to_coordinates",
+    # raw pointers into buffers (T.call_extern arguments)
+    "access_ptr",
+    "import_source",
 ]
 
 #: Marker keys (not kernel-language names; kept importable from here).
