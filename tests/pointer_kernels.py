@@ -93,3 +93,22 @@ def strided_view(n):
                 out[i] = X[i, 0]
 
     return main
+
+
+def two_kernels(n=8):
+    """A tensor made before two ``T.Kernel`` s, with a size read from memory (``sizes[1]``):
+    ``out[i] = 2 * X[i]`` for ``i < sizes[1]`` in two launches; each declares ``X`` itself."""
+
+    @T.prim_func
+    def main(table: T.Tensor([2], T.ptr), sizes: T.Tensor([2], T.int32), out: T.Tensor([n], "float32")):
+        X = T.make_tensor(table[1], (sizes[1],), "float32")
+        with T.Kernel(1, threads=n):
+            for i in T.Parallel(n):
+                if i < X.shape[0]:
+                    out[i] = X[i]
+        with T.Kernel(1, threads=n):
+            for i in T.Parallel(n):
+                if i < X.shape[0]:
+                    out[i] = out[i] + X[i]
+
+    return main

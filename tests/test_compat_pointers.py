@@ -58,6 +58,17 @@ def test_pointer_table_static_and_per_block_index(path):
 
 
 @pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_tensor_made_before_two_kernels(path):
+    """Made before T.Kernel with a size read from memory: declared again in each kernel."""
+    kernel = compile_on(PK.two_kernels(8), path)
+    x = torch.randn(5)
+    out = torch.full((8,), -1.0)
+    kernel(torch.tensor([0, x.data_ptr()]), torch.tensor([0, 5], dtype=torch.int32), out)
+    torch.testing.assert_close(out[:5], x * 2)
+    assert bool((out[5:] == -1).all())
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
 def test_grouped_gemm_through_pointer_tables(path):
     sizes, N, K, bm = [5, 12, 17], 16, 24, 8
     kernel = compile_on(PK.grouped_gemm(sizes, N, K, block_M=bm), path)

@@ -110,6 +110,22 @@ def _shape(shape: Any, operands: Sequence[Any]) -> list:
     return out
 
 
+def _reads_memory(expr: Any) -> bool:
+    """Whether an expression loads from a buffer (``rows[g]``)."""
+    if not isinstance(expr, tvm.ir.Expr):
+        return False
+    import tvm_ffi
+
+    found = []
+
+    def on_load(node: Any) -> Any:
+        found.append(node)
+        return node
+
+    tvm_ffi.structural_map(expr, [(tvm.ir.TensorLoad, on_load)])
+    return bool(found)
+
+
 def _value_error() -> type:
     from .tileops._common import OperandCheckError
 
@@ -156,6 +172,11 @@ def make_tensor(ptr: Any, shape: Any, dtype: Any = "float32", strides: Optional[
         if len(stride_list) != len(dims):
             _fail(f"operand 'strides': expected {len(dims)} strides (one per dimension), got {len(stride_list)}",
                   operands, _value_error())
+    # sizes that read memory (rows[g]) are read once, here: the tensor keeps the shape it was made with
+    # (and TVM's StorageRewrite refuses a buffer whose declared shape loads from another buffer)
+    dims = [_B.Bind(d) if _reads_memory(d) else d for d in dims]
+    if stride_list is not None:
+        stride_list = [_B.Bind(d) if _reads_memory(d) else d for d in stride_list]
     scope = address.ty.storage_scope if is_pointer(address) and address.ty.storage_scope else "global"
     typed = PointerType(PrimType(name), scope)
     data = _B.Bind(tirx.call_intrin(typed, "tirx.reinterpret", address), typed)
@@ -167,5 +188,8 @@ def make_tensor_from_addr(addr: Any, shape: Any, dtype: Any = "float32", strides
     """TileLang's spelling of :func:`make_tensor` for an integer address (``storage_scope``: only
     ``"global"``, the memory a pointer parameter or a table entry addresses)."""
     if storage_scope != "global":
-        _fail(f"operand 'storage_scope': expected 'global', got {storage_scope!r}", (addr, shape, dtype))
+        from .tileops._common import OperandTypeError, fail
+
+        fail("T.make_tensor_from_addr", (addr, shape, dtype),
+             f"operand 'storage_scope': expected 'global', got {storage_scope!r}", OperandTypeError)
     return make_tensor(addr, shape, dtype, strides)

@@ -116,6 +116,14 @@ def sink_address_tensors(func: tirx.PrimFunc) -> tirx.PrimFunc:
             moved.append(stmt)
     if not moved:
         return func
+    # the scalars their shapes read (T.make_tensor binds a size such as rows[0] first) go with them
+    for stmt in reversed(top):
+        if isinstance(stmt, tirx.Bind) and not any(stmt.same_as(m) for m in moved):
+            if any(_uses(m, stmt.var) for m in moved if not isinstance(m, tirx.DeclBuffer)) or any(
+                    _uses(e, stmt.var) for m in moved if isinstance(m, tirx.DeclBuffer)
+                    for e in list(m.buffer.ty.shape) + list(m.buffer.ty.strides)):
+                moved.append(stmt)
+    moved = [s for s in top if any(s.same_as(m) for m in moved)]  # in their order
     rest = [s for s in top if not any(s.same_as(m) for m in moved)]
     # a tensor used outside every kernel stays where it is (and so does its pointer)
     outside = [s for s in rest if not (isinstance(s, tirx.For) and KERNEL_AXIS_KEY in s.annotations)]
@@ -164,22 +172,25 @@ def sink_address_tensors(func: tirx.PrimFunc) -> tirx.PrimFunc:
 
 
 def _fresh_copies(decls: list, body: Any) -> tuple[list, Any]:
-    """``decls`` and ``body`` with every variable the declarations bind renamed to a new one."""
+    """``decls`` and ``body`` with every variable the declarations bind renamed to a new one.
+
+    Buffers first, then scalars: the map rebuilds a node whose children changed before it calls
+    the rule on it, so a buffer whose shape uses a renamed scalar would no longer be found."""
     from tvm.tirx import _ffi_api
 
-    mapping: list[tuple[Any, Any]] = []
-    for stmt in decls:
-        if isinstance(stmt, tirx.Bind):
-            mapping.append((stmt.var, tirx.Var(stmt.var.name, stmt.var.ty)))
-        else:
-            buf = stmt.buffer
-            mapping.append((buf, _ffi_api.BufferVar(buf.name, buf.ty, buf.span)))
+    def renaming(mapping: list) -> list:
+        def on_var(v: Any) -> Any:
+            for old, new in mapping:
+                if v.same_as(old):
+                    return new
+            return v
 
-    def on_var(v: Any) -> Any:
-        for old, new in mapping:
-            if v.same_as(old):
-                return new
-        return v
+        return [(tvm.ir.Var, on_var)]
 
-    rules = [(tvm.ir.Var, on_var)]
-    return [tvm_ffi.structural_map(s, rules) for s in decls], tvm_ffi.structural_map(body, rules)
+    scalars = [(s.var, tirx.Var(s.var.name, s.var.ty)) for s in decls if isinstance(s, tirx.Bind)]
+    buffers = [(s.buffer, _ffi_api.BufferVar(s.buffer.name, tvm_ffi.structural_map(s.buffer.ty, renaming(scalars)),
+                                             s.buffer.span)) for s in decls if isinstance(s, tirx.DeclBuffer)]
+    for rules in (renaming(buffers), renaming(scalars)):
+        decls = [tvm_ffi.structural_map(s, rules) for s in decls]
+        body = tvm_ffi.structural_map(body, rules)
+    return decls, body
