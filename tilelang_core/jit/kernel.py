@@ -23,7 +23,9 @@ class JITKernel:
     CUDA backends that declare ``cuda_streams`` accept ``stream=``.
 
     Calling goes straight to the backend's dispatcher: each kernel gets its own subclass whose
-    ``__call__`` *is* the backend's callable, so the core adds no Python frame per call.
+    ``__call__`` *is* the backend's callable, so the core adds no Python frame per call (except
+    for kernels with pointer parameters, ``a: T.ptr``, whose tensor arguments become addresses
+    first: :func:`tilelang_core.calling.pointer_arguments`).
 
     Attributes: ``params`` (the artifact's parameter list), ``out_idx``, ``backend``
     (:class:`BackendInfo`), ``target`` (target string), ``artifact``
