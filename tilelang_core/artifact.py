@@ -65,6 +65,11 @@ class ScalarParam:
     kind: Literal["scalar"] = "scalar"
     name: str
     dtype: str
+    pointer: Optional[str] = None
+    """Set for a pointer parameter (``a: T.ptr``): the device family ('cpu', 'cuda', ...) of the
+    memory its address points into. It is an int64 scalar to backends; callers may also pass a
+    torch tensor on that device, whose ``data_ptr()`` the core passes instead
+    (:func:`tilelang_core.calling.pointer_arguments`). None: a plain scalar."""
 
 
 Param = Union[TensorParam, ScalarParam]

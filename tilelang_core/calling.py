@@ -522,3 +522,54 @@ def ctypes_assert_message(library: Any, entry: Any) -> Optional[Callable[[], Any
     function = getattr(library, entry.assert_message)
     function.restype, function.argtypes = ctypes.c_char_p, []
     return function
+
+
+def pointer_arguments(artifact: KernelArtifact, out_idx: Sequence[int] = ()) -> Optional[Callable[[tuple], tuple]]:
+    """The conversion of a call's pointer arguments (``a: T.ptr`` parameters), or None when the
+    kernel has none.
+
+    A pointer parameter is an int64 scalar to backends (``ScalarParam.pointer``). The returned
+    function takes a call's positional arguments and gives them back with each pointer argument
+    as an int: a torch tensor on the parameter's device gives its ``data_ptr()``; a Python int is
+    an address and passes as given, unchecked (like ``t.data_ptr()``, the caller keeps the memory
+    alive and makes it hold what the kernel reads). Anything else raises. A call with the wrong
+    number of arguments passes unchanged, for the backend's own message.
+
+    :raises TypeError: None, a float, a string, ... for a pointer parameter.
+    :raises ValueError: a tensor on another device than the kernel's.
+    """
+    outputs = set(out_idx)
+    inputs = [i for i in range(len(artifact.params)) if i not in outputs]
+    slots = [(pos, i, artifact.params[i]) for pos, i in enumerate(inputs)
+             if getattr(artifact.params[i], "pointer", None) is not None]
+    if not slots:
+        return None
+    import torch
+
+    tensor_type = torch.Tensor
+    name = artifact.name
+    checks = [(pos, p.name, TORCH_DEVICE_TYPES.get(p.pointer, p.pointer), p.pointer) for pos, _, p in slots]
+    count = len(inputs)
+
+    def convert(args: tuple) -> tuple:
+        if len(args) != count:
+            return args
+        out = list(args)
+        for pos, pname, want, family in checks:
+            x = out[pos]
+            if type(x) is int:
+                continue
+            prefix = f"{name}() argument '{pname}' (#{pos})"
+            if isinstance(x, tensor_type):
+                if x.device.type != want:
+                    raise ValueError(f"{prefix}: expected a pointer to {family} memory (a tensor on {want} or an int "
+                                     f"address), got a tensor on {x.device}")
+                out[pos] = x.data_ptr()
+                continue
+            if isinstance(x, bool) or not isinstance(x, int):
+                raise TypeError(f"{prefix}: expected a pointer: a torch.Tensor on {want} or an int address "
+                                f"(such as t.data_ptr()), got {type_name(x)}")
+            out[pos] = int(x)
+        return tuple(out)
+
+    return convert

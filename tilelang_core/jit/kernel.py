@@ -23,7 +23,9 @@ class JITKernel:
     CUDA backends that declare ``cuda_streams`` accept ``stream=``.
 
     Calling goes straight to the backend's dispatcher: each kernel gets its own subclass whose
-    ``__call__`` *is* the backend's callable, so the core adds no Python frame per call.
+    ``__call__`` *is* the backend's callable, so the core adds no Python frame per call (except
+    for kernels with pointer parameters, ``a: T.ptr``, whose tensor arguments become addresses
+    first: :func:`tilelang_core.calling.pointer_arguments`).
 
     Attributes: ``params`` (the artifact's parameter list), ``out_idx``, ``backend``
     (:class:`BackendInfo`), ``target`` (target string), ``artifact``
@@ -64,7 +66,9 @@ class JITKernel:
         if cannot_run is not None:
             call = _refusal(artifact, backend, cannot_run)
         else:
-            call = runner if not hasattr(type(runner), "__get__") else staticmethod(runner)
+            call = _with_pointer_arguments(runner, artifact, options)
+            if call is None:
+                call = runner if not hasattr(type(runner), "__get__") else staticmethod(runner)
         kernel_type = type(cls.__name__, (cls,), {"__call__": call, "__module__": cls.__module__, "__slots__": ()})
         kernel = kernel_type(runner, artifact, backend, options)
         kernel.cannot_run = cannot_run
@@ -140,6 +144,22 @@ class JITKernel:
             f"<JITKernel {self.artifact.name} target={self.artifact.target!r} "
             f"backend={self.backend.name} {self.backend.version} out_idx={self.out_idx}>"
         )
+
+
+def _with_pointer_arguments(runner: Any, artifact: KernelArtifact, options: BuildOptions) -> Any:
+    """The ``__call__`` of a kernel with pointer parameters (``a: T.ptr``): converts them
+    (:func:`tilelang_core.calling.pointer_arguments`) and calls ``runner``; None for other kernels,
+    which keep calling ``runner`` directly."""
+    from ..calling import pointer_arguments
+
+    convert = pointer_arguments(artifact, options.out_idx or ())
+    if convert is None:
+        return None
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return runner(*convert(args), **kwargs)
+
+    return __call__
 
 
 def _refusal(artifact: KernelArtifact, backend: BackendInfo, reason: str) -> Any:

@@ -35,6 +35,10 @@ from .core import (  # noqa: F401 - public API
 
 from .tile_schedule import PersistentTileScheduler  # noqa: F401,E402 - public API
 
+# Pointer parameters and tensors at an address (language/pointers.py); T.ptr replaces TVMScript's,
+# which needs a dtype, so that a bare `a: T.ptr` annotation declares a pointer parameter.
+from .pointers import make_tensor, make_tensor_from_addr, ptr  # noqa: F401,E402 - public API
+
 # Tile operators and intrinsics (docs/tile-operators.md); their list is tileops.__all__.
 from .tileops import *  # noqa: F401,F403,E402 - public API
 

@@ -82,11 +82,17 @@ def _tvm_script_ptr() -> Any:
     return getattr(tvm_script, "ptr", None)
 
 
+def _is_pointer_annotation(value: Any) -> bool:
+    from .pointers import is_pointer_annotation
+
+    return is_pointer_annotation(value)
+
+
 def dtype_name(dtype: Any) -> str:
     """Normalise a dtype given as a string, a ``T.float32``-style constant or a torch dtype."""
     if isinstance(dtype, str):
         return dtype
-    if dtype is _tvm_script_ptr():
+    if dtype is _tvm_script_ptr() or getattr(dtype, "__name__", None) == "ptr" and _is_pointer_annotation(dtype):
         return "int64"  # T.Tensor(shape, T.ptr): a table of device addresses, as TileLang stores them
     inner = getattr(dtype, "_dtype_str", None)
     if isinstance(inner, str):

@@ -165,6 +165,13 @@ def lower(
     from .device_assert import has_device_asserts, lower_device_asserts
     from .signature import describe_params, index_plan, relax_param_alignment, widen_indices, written_params
 
+    from .pointer_params import address_params, sink_address_tensors
+
+    func, pointer_indices = address_params(func)  # a: T.ptr -> an int64 address (lowering/pointer_params.py)
+    func = sink_address_tensors(func)  # T.make_tensor before T.Kernel: declared in each kernel using it
+    if pointer_indices and kind == "metal":
+        raise LoweringError(f"{location}: kernel '{name}' has pointer parameters (T.ptr), which the metal target "
+                            "cannot address (Metal passes buffers, not device addresses); pass T.Tensor parameters")
     func = relax_param_alignment(func)  # no 64-byte assumption: offset views (x[1:]) are fine
     from .constant_casts import fold_constant_casts
 
@@ -182,6 +189,7 @@ def lower(
     if imported and kind == "llvm":
         import_for_target(func, imported, kind, location, name)  # raises: no C source on llvm
     params, symbols, symbol_vars = describe_params(func, device_of(kind), location)
+    params = [replace(p, pointer=device_of(kind)) if i in pointer_indices else p for i, p in enumerate(params)]
     if kind in CPU_KINDS:  # a bfloat16 scalar travels as a float32 (lowering/bfloat16_rounding.py)
         from .bfloat16_rounding import float32_bfloat16_params
 

@@ -75,6 +75,8 @@ def _bits_of_float(value: float, dtype: str) -> int:
 def _on_reinterpret(call: Any) -> Any:
     if getattr(call.op, "name", "") != "tirx.reinterpret" or len(call.args) != 1:
         return call
+    if not isinstance(call.ty, tvm.ir.PrimType):  # an address as a pointer (T.make_tensor): nothing to fold
+        return call
     value, target = call.args[0], str(call.ty.dtype)
     source = str(value.ty.dtype)
     if tvm.DataType(source).bits != tvm.DataType(target).bits:
