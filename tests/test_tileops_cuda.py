@@ -227,8 +227,9 @@ def _emulated(art, build_dir):
     ctypes_of = {"int32": ctypes.c_int32, "int64": ctypes.c_int64, "float32": ctypes.c_float}
 
     def run(*tensors):
-        symbols = {s.name: tensors[s.param_index].stride(s.dim) if s.stride else tensors[s.param_index].shape[s.dim]
-                   for s in art.symbols if s.dim is not None}
+        symbols = {s.name: tensors[s.param_index] if s.dim is None  # a scalar parameter
+                   else tensors[s.param_index].stride(s.dim) if s.stride else tensors[s.param_index].shape[s.dim]
+                   for s in art.symbols}
         grid = [compile_expr(g)(symbols) for g in kernel.launch.grid]
         args = [ctypes.c_int(g) for g in grid]
         for arg in kernel.args:

@@ -289,7 +289,10 @@ def lower(
                 host_mod, device_mods = codegen.split_gpu(mod)
                 result["ir"] = {"host": host_mod, "device": _merged(device_mods)}
                 host_fn = host_mod[name]
-                result["device_kernels"] = codegen.gpu_device_kernels(host_fn, device_mods, symbol_names, location)
+                result["device_kernels"], launch_symbols = codegen.gpu_device_kernels(
+                    host_fn, device_mods, symbol_names, location
+                )
+                symbols = symbols + launch_symbols  # scalar parameters that size the grid
                 if not result["device_kernels"]:
                     raise LoweringError(
                         f"{location}: kernel '{name}' launches nothing on {kind}: wrap its body in "

@@ -11,7 +11,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.ir import PointerType, PrimType
 
-from ..artifact import DeviceKernel, KernelArg, LaunchConfig
+from ..artifact import DeviceKernel, KernelArg, LaunchConfig, SymbolBinding
 from ..errors import LoweringError
 from . import passes as P
 from .atomics import lower_cpu_atomics
@@ -580,8 +580,14 @@ def _resolve_arg(expr: Any, host_fn: tirx.PrimFunc, decls: list, symbol_names: s
     raise LoweringError(f"{where}: cannot describe kernel argument {expr} to execution backends")
 
 
-def gpu_device_kernels(host_fn: tirx.PrimFunc, device_mods: dict, symbol_names: set, where: str) -> list:
-    """DeviceKernels (args + launch config) read from the host function's kernel launches."""
+def gpu_device_kernels(host_fn: tirx.PrimFunc, device_mods: dict, symbol_names: set, where: str) -> tuple[list, list]:
+    """``(kernels, launch_symbols)``: the DeviceKernels (args + launch config) read from the host
+    function's kernel launches, and a :class:`SymbolBinding` for each integer scalar parameter a
+    launch size uses that is not already a symbol (``T.Kernel(T.ceildiv(m, 64))`` with
+    ``m: T.int32``): the caller adds them to the artifact's symbols, so backends read the
+    parameter's value at call time as they read any dynamic size."""
+    launch_symbols: list = []
+    symbol_names = set(symbol_names)
     device_funcs = {}
     for _target, dmod in device_mods.items():
         for gv, fn in dmod.functions.items():
@@ -610,9 +616,14 @@ def gpu_device_kernels(host_fn: tirx.PrimFunc, device_mods: dict, symbol_names: 
             dim = expr_to_dim(extent, where)
             for v in free_vars(extent):
                 if str(v) not in symbol_names:
+                    binding = _scalar_param_binding(host_fn, v)
+                    if binding is not None:
+                        launch_symbols.append(SymbolBinding(name=str(v), param_index=binding, dim=None))
+                        symbol_names.add(str(v))
+                        continue
                     raise LoweringError(
-                        f"{where}: launch size {extent} of kernel {name} uses '{v}', which is not a dynamic "
-                        "dimension of any tensor parameter"
+                        f"{where}: launch size {extent} of kernel {name} uses '{v}', which is neither a dynamic "
+                        "dimension of a tensor parameter nor an integer scalar parameter"
                     )
             if tag.startswith("blockIdx."):
                 grid["xyz".index(tag[-1])] = dim
@@ -621,7 +632,16 @@ def gpu_device_kernels(host_fn: tirx.PrimFunc, device_mods: dict, symbol_names: 
             elif tag == "tirx.use_dyn_shared_memory":
                 shared = dim
         kernels.append(DeviceKernel(name=name, args=args, launch=LaunchConfig(grid=grid, block=block, dynamic_shared_memory=shared)))
-    return kernels
+    return kernels, launch_symbols
+
+
+def _scalar_param_binding(host_fn: tirx.PrimFunc, var: Any) -> Optional[int]:
+    """Index of the integer scalar parameter of ``host_fn`` that is ``var``, else None."""
+    for index, param in enumerate(host_fn.params):
+        if param.same_as(var) and not is_tensor_param(param):
+            dtype = str(getattr(param.ty, "dtype", ""))
+            return index if dtype.startswith(("int", "uint")) else None
+    return None
 
 
 def _printable_bf16_non_finite(mod: tvm.IRModule) -> tvm.IRModule:

@@ -355,17 +355,23 @@ class Frontend:
         new_body = resolve_thread_indices(new_body, tid)  # T.get_lane_idx & co. (lowering/warp.py)
         block_ivs = []
         mapping = []
+        grid = []
         for axis, loop in enumerate(loops):
             var = tirx.Var(_TAGS_BLOCK[axis], "int32")
-            iv = tirx.IterVar(tvm.ir.Range(0, loop.extent), var, 1, _TAGS_BLOCK[axis])
+            # CUDA grids are 32-bit: an int64 extent (a size from an int64 scalar) is narrowed, and
+            # the body keeps seeing its block index in the dtype it was written with
+            extent = loop.extent if str(loop.extent.ty.dtype) == "int32" else tirx.Cast("int32", loop.extent)
+            iv = tirx.IterVar(tvm.ir.Range(0, extent), var, 1, _TAGS_BLOCK[axis])
             block_ivs.append(iv)
-            mapping.append((loop.loop_var, var))
+            grid.append(extent)
+            index_dtype = str(loop.loop_var.ty.dtype)
+            mapping.append((loop.loop_var, var if index_dtype == "int32" else tirx.Cast(index_dtype, var)))
         new_body = _substitute(new_body, mapping)
         new_body = _bind_indices(new_body, [iv.var for iv in block_ivs] + [None] * (3 - len(block_ivs)), "block_binding")
         for iv, extent in reversed(thread_ivs):
             new_body = tirx.AttrStmt(iv, "thread_extent", _as_expr(extent), new_body)
-        for iv, loop in reversed(list(zip(block_ivs, loops))):
-            new_body = tirx.AttrStmt(iv, "thread_extent", loop.extent, new_body)
+        for iv, extent in reversed(list(zip(block_ivs, grid))):
+            new_body = tirx.AttrStmt(iv, "thread_extent", extent, new_body)
         return new_body
 
     def _kernel_cpu(self, loops: list, threads: list, body: Any, loc: str, ctx: _Ctx) -> Any:
