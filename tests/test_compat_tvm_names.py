@@ -94,6 +94,27 @@ def test_tilelang_tvm_has_the_names_before_the_language_is_imported():
     assert done.stdout.split() == ["True", "True"]
 
 
+def test_tvm_modules_upstream_code_imports_right_after_import_tilelang():
+    """``import tilelang`` then ``import tvm; from tvm import arith`` (upstream's tests do this
+    before importing the language): the alias modules resolve, and ``import tilelang`` alone
+    still imports no TVM."""
+    code = (
+        "import sys\n"
+        "import tilelang\n"
+        "print('tvm' in sys.modules)\n"
+        "import tvm\n"
+        "from tvm import arith\n"
+        "import tvm.tirx.stmt_functor as functor\n"
+        "print(arith.Analyzer is tvm.sym.Analyzer, callable(functor.post_order_visit))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "True"]
+    plain = subprocess.run([sys.executable, "-c", "import tvm\nfrom tvm import arith"], capture_output=True, text=True,
+                           timeout=120)
+    assert plain.returncode != 0 and "arith" in plain.stderr  # without tilelang, TVM 0.27 has no tvm.arith
+
+
 def test_install_adds_no_name_twice():
     from tilelang_core.language import tvm_names
 

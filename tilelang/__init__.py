@@ -107,3 +107,34 @@ class _LanguageAliasFinder(MetaPathFinder, Loader):
 
 if not any(isinstance(f, _LanguageAliasFinder) for f in sys.meta_path):
     sys.meta_path.insert(0, _LanguageAliasFinder())
+
+
+class _TvmAliasFinder(MetaPathFinder, Loader):
+    """``from tvm import arith`` (and ``import tvm.tirx.stmt_functor``) after ``import tilelang``.
+
+    Those are modules of upstream TileLang's bundled TVM that TVM 0.27 spells differently
+    (:mod:`tilelang_core.language.tvm_names`). Their aliases are installed when
+    ``tilelang.language`` or ``tilelang.tvm`` is first used; a test that imports them right after
+    ``import tilelang`` reaches here first, and this installs them then. Nothing happens until
+    such a module is imported, so ``import tilelang`` still imports no TVM.
+    """
+
+    _NAMES = ("tvm.arith", "tvm.tirx.stmt_functor")
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Optional[ModuleSpec]:
+        if fullname not in self._NAMES:
+            return None
+        from tilelang_core.language import tvm_names
+
+        tvm_names.install()
+        return ModuleSpec(fullname, self) if fullname in sys.modules else None
+
+    def create_module(self, spec: ModuleSpec) -> Any:
+        return sys.modules[spec.name]
+
+    def exec_module(self, module: Any) -> None:
+        return None  # the aliased module is TVM's own, already executed
+
+
+if not any(isinstance(f, _TvmAliasFinder) for f in sys.meta_path):
+    sys.meta_path.append(_TvmAliasFinder())
