@@ -38,6 +38,7 @@ from .condition_loads import HoistConditionLoads
 from .dynamic_unroll import unroll_loops
 from .warp import NamedBarriers
 from .access_ptr import LowerAccessPtr
+from .packed_reductions import PackHalfReductions
 
 
 def _bf16_compute() -> list:
@@ -137,6 +138,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         InlineVectorizedScalars(),  # one value per lane in T.vectorized loops (lowering/vectorized_locals.py)
         tirx.transform.FlattenBuffer(),
         ExpandVectorizedLocals(),
+        PackHalfReductions(),  # CUDA: per-thread float16/bfloat16 max/min two lanes at a time (packed_reductions.py)
         *_bf16_compute(),
         tirx.transform.NarrowDataType(32),
         GuardFloatIdentities(),  # x - x, (x + y) - x, x != x on floats: no real-number rules (float_identities.py)

@@ -125,6 +125,7 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: bool, nan_propagate:
     combine = _combine(kind, acc, bool(nan_propagate))
     absolute = kind.startswith("abs")
     red_extent = s.extents[dim]
+    packing = packable(kind, s, d, bool(nan_propagate))
 
     def body(vs: list) -> None:
         if not out:
@@ -140,7 +141,7 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: bool, nan_propagate:
             # every reduction starts from its identity (-inf for max, +inf for min, 0 for absmax),
             # as TileLang: a row of only NaN (NaN ignored) gives the identity
             _B.buffer_store(d.buffer, _identity(kind, acc), didx)
-        with _B.serial(0, red_extent) as r:
+        with _B.serial(0, red_extent, annotations=packing) as r:
             sidx = _indices(s, vs[:dim] + [r] + vs[dim:])
             x = cast(s.buffer[tuple(sidx)], acc)
             if absolute:
@@ -167,6 +168,23 @@ def _wide_sum(s: Any, d: Any, didx: list, source_index: Callable[[Any], list], e
         x = tirx.Cast(wide, s.buffer[tuple(source_index(r))])
         _B.buffer_store(slot, slot[0] + (_abs(x) if absolute else x), [0])
     _B.buffer_store(d.buffer, tirx.Cast(d.dtype, slot[0]), didx)
+
+
+#: Loop annotation on the reduction loop of a per-thread float16/bfloat16 max/min/absmax: its
+#: value names the reduction (``"max"``, ``"min"``, ``"absmax"``; ``".nan"`` appended for
+#: ``nan_propagate=True``). The CUDA lowering may pack two lanes per instruction
+#: (lowering/packed_reductions.py); every other target ignores it.
+PACKED_REDUCE = "tl.packed_reduce"
+
+
+def packable(kind: str, s: Any, d: Any, nan_propagate: bool) -> Any:
+    """The loop annotations of a reduction the CUDA lowering may pack (:data:`PACKED_REDUCE`), else None:
+    max/min/absmax of a per-thread float16/bfloat16 destination from a per-thread source of its dtype."""
+    if kind not in ("max", "min", "absmax") or d.dtype not in _HALF or s.dtype != d.dtype:
+        return None
+    if not per_thread(d) or s.scope not in ("local", "local.fragment"):
+        return None
+    return {PACKED_REDUCE: kind + (".nan" if nan_propagate else "")}
 
 
 def _indices(t: Any, point: list) -> list:
