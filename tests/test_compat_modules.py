@@ -78,6 +78,41 @@ def test_cache_switches(monkeypatch):
     assert env.TILELANG_CACHE_DIR == "/tmp/somewhere"
 
 
+def test_the_env_module_is_the_environment_too(monkeypatch, tmp_path):
+    """Upstream's ``tilelang.env`` is its environment object: ``tilelang.env.TILELANG_CACHE_DIR``
+    reads the variable and assigning to it sets it for the process (not a module attribute)."""
+    import os
+
+    import tilelang.env
+
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "a"))
+    assert tilelang.env.TILELANG_CACHE_DIR == str(tmp_path / "a")
+    tilelang.env.TILELANG_CACHE_DIR = str(tmp_path / "b")
+    assert os.environ["TILELANG_CACHE_DIR"] == str(tmp_path / "b") == tilelang.env.env.TILELANG_CACHE_DIR
+    assert "TILELANG_CACHE_DIR" not in vars(tilelang.env)
+    assert tilelang.env.is_cache_enabled() == tilelang.is_cache_enabled()
+    with pytest.raises(AttributeError, match="tilelang.env has no variable or function 'TILELANG_NOPE'; it has: CUDA_HOME"):
+        tilelang.env.TILELANG_NOPE
+
+
+def test_set_log_level_sets_the_tilelang_logger_family():
+    import logging
+
+    before = tilelang.logger.level
+    try:
+        tilelang.set_log_level("warning")
+        assert tilelang.logger is logging.getLogger("tilelang") and tilelang.logger.level == logging.WARNING
+        assert logging.getLogger("tilelang.jit.diagnostics").getEffectiveLevel() == logging.WARNING
+        tilelang.set_log_level(logging.DEBUG)
+        assert tilelang.logger.level == logging.DEBUG
+        with pytest.raises(ValueError, match="unknown level 'LOUD'"):
+            tilelang.set_log_level("LOUD")
+        with pytest.raises(ValueError, match="non-negative int, got -1"):
+            tilelang.set_log_level(-1)
+    finally:
+        tilelang.logger.setLevel(before)
+
+
 def _kernel():
     @T.prim_func
     def add_one(A: T.Tensor((16,), T.float32), B: T.Tensor((16,), T.float32)):

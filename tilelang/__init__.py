@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import os
 import sys
 from importlib.abc import Loader, MetaPathFinder
 from importlib.machinery import ModuleSpec
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import tilelang_core as _core
 from tilelang_core import PLUGIN_API_VERSION, __version__, hookimpl  # noqa: F401
@@ -51,6 +52,31 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(dir(_core)) | set(_SUBMODULES) | set(_NAMES))
+
+
+#: The ``tilelang`` logger: the parent of every logger of this package (``tilelang.autotuner``,
+#: ``tilelang.jit.diagnostics``); it has no handler of its own, so nothing prints unless the
+#: program configures logging.
+logger = logging.getLogger("tilelang")
+
+
+def set_log_level(level: Union[int, str]) -> None:
+    """Set the level of the ``tilelang`` logger (and so of every ``tilelang.*`` logger).
+
+    :param level: a ``logging`` level (``logging.INFO``) or its name (``"WARNING"``, any case).
+    :raises ValueError: ``level`` is not a level ``logging`` knows, naming the ones it does.
+    """
+    if isinstance(level, str):
+        number = logging.getLevelName(level.upper())
+        if not isinstance(number, int):
+            raise ValueError(
+                f"tilelang.set_log_level: unknown level {level!r}; use one of DEBUG, INFO, WARNING, ERROR, "
+                "CRITICAL or a logging level number"
+            )
+        level = number
+    if isinstance(level, bool) or not isinstance(level, int) or level < 0:
+        raise ValueError(f"tilelang.set_log_level: level must be a logging level name or a non-negative int, got {level!r}")
+    logger.setLevel(level)
 
 
 def disable_cache() -> None:

@@ -10,6 +10,8 @@ are not listed: nothing here reads them.
 from __future__ import annotations
 
 import os
+import sys
+import types
 from typing import Any, Optional
 
 __all__ = ["env", "Environment", "get_default_target"]
@@ -95,3 +97,29 @@ env = Environment()
 
 #: ``tilelang.env.get_default_target()``, as upstream calls it on the module.
 get_default_target = env.get_default_target
+
+
+class _EnvModule(types.ModuleType):
+    """``tilelang.env`` itself reads and sets the variables too (``tilelang.env.TILELANG_CACHE_DIR``,
+    ``tilelang.env.TILELANG_CACHE_DIR = path``, ``tilelang.env.disable_cache()``), as upstream
+    TileLang's ``tilelang.env`` is its environment object."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return getattr(env, name)
+        except AttributeError:
+            raise AttributeError(
+                f"tilelang.env has no variable or function {name!r}; it has: "
+                f"{', '.join(n for n in dir(Environment) if not n.startswith('_'))}"
+            ) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(getattr(Environment, name, None), _Variable):
+            setattr(env, name, value)
+        else:
+            super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _EnvModule
