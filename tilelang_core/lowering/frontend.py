@@ -33,6 +33,7 @@ from tvm import tirx
 from ..errors import LoweringError
 from .atomics import contains_atomics
 from .markers import marker_args
+from .store_guards import guard_global_stores
 from .warp import refuse_grid_syncs, refuse_partial_warps, refuse_under_guard, resolve_thread_indices
 
 #: Marker names of the reducer operators (tilelang_core.language.tileops.reducer).
@@ -472,6 +473,8 @@ class Frontend:
         body = loops[-1].body
         if ctx.safe_values:
             body = _guard_safe_loads(body, ctx.safe_values)
+        if not ctx.in_parallel:  # an outer T.Parallel already guarded the nested one's stores
+            body = guard_global_stores(body)  # lowering/store_guards.py
         if self.opt.gpu:
             return self._parallel_gpu(loops, body, ctx)
         return self._parallel_cpu(loops, body, ctx)
