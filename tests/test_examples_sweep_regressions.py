@@ -181,3 +181,74 @@ def test_fill_and_clear_of_one_element(path):
     expected[1, 2] = -7.0
     expected[:, 5] = 0.0
     torch.testing.assert_close(b, expected)
+
+
+# -- T.Parallel stores past the edge of a tensor --------------------------------------------------
+
+
+def _edge_tile_store(m: int, n: int, block: int = 8):
+    """Each block writes a whole ``block x block`` tile with an element loop, also past ``n``."""
+
+    @T.prim_func
+    def k(A: T.Tensor((m, n), "float32"), C: T.Tensor((m, n), "float32")):
+        with T.Kernel(T.ceildiv(n, block), T.ceildiv(m, block)) as (bx, by):
+            acc = T.alloc_fragment((block, block), "float32")
+            T.copy(A[by * block, bx * block], acc)
+            for i, j in T.Parallel(block, block):
+                C[by * block + i, bx * block + j] = acc[i, j] * 2.0
+
+    return k
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_parallel_store_past_the_edge_is_skipped(path):
+    """examples/grouped_gemm: ``C[m0 + i, n0 + j] = acc[i, j]`` in a T.Parallel over a tile that
+    crosses C's edge wrote past C (heap corruption: 'malloc_consolidate(): invalid chunk size');
+    as in TileLang, stores outside the tensor are skipped."""
+    kernel = compile_on(_edge_tile_store(12, 13), path)
+    a = torch.randn(12, 13)
+    # C is a view into a larger tensor: a store past its edge would land in the canaries
+    storage = torch.full((12 * 13 + 64,), 123.0)
+    c = storage[:12 * 13].view(12, 13)
+    kernel(a, c)
+    torch.testing.assert_close(c, a * 2.0)
+    assert torch.all(storage[12 * 13:] == 123.0)
+
+
+def _line_before_store(source: str) -> str:
+    lines = [line.strip() for line in source.splitlines()]
+    at = next(k for k, line in enumerate(lines) if line.startswith("C_ptr["))
+    return lines[at - 1]
+
+
+def test_parallel_store_guard_disappears_when_tiles_divide():
+    """The store is guarded where a tile crosses the edge, and the guard costs nothing where the
+    tiles divide the tensor (the simplifier drops it)."""
+    divides = compile_on(_edge_tile_store(16, 16), CYTHON_C).get_kernel_source()
+    crosses = compile_on(_edge_tile_store(16, 13), CYTHON_C).get_kernel_source()
+    assert not _line_before_store(divides).startswith("if (")
+    assert _line_before_store(crosses).startswith("if (") and "< 13" in _line_before_store(crosses)
+
+
+# -- 8-bit floats on CPU targets --------------------------------------------------------------------
+
+
+def _fp8_scale():
+    @T.prim_func
+    def k(A: T.Tensor((16,), "float8_e4m3fn"), B: T.Tensor((16,), "float32")):
+        with T.Kernel(1) as _:
+            for i in T.Parallel(16):
+                B[i] = T.cast(A[i], "float32") * 2.0
+
+    return k
+
+
+@pytest.mark.parametrize("target", ["c", "llvm"])
+def test_float8_kernels_are_refused_on_cpu_naming_the_tensor(target):
+    """examples/gemm_fp8, deepseek_v4: an FP8 kernel on a CPU target stopped in TVM's code
+    generators ('Cannot convert type float8_e4m3fn to C type' on c, a 'Check failed' on llvm)."""
+    from tilelang_core.errors import TargetFeatureError
+
+    with pytest.raises(TargetFeatureError, match=r"test_examples_sweep_regressions\.py:\d+: kernel 'k' uses "
+                       r"float8_e4m3fn \(tensor parameter 'A'\), which CPU targets \(c, llvm\) cannot compile"):
+        tilelang.lower(_fp8_scale(), target=target)
