@@ -252,3 +252,12 @@ def test_float8_kernels_are_refused_on_cpu_naming_the_tensor(target):
     with pytest.raises(TargetFeatureError, match=r"test_examples_sweep_regressions\.py:\d+: kernel 'k' uses "
                        r"float8_e4m3fn \(tensor parameter 'A'\), which CPU targets \(c, llvm\) cannot compile"):
         tilelang.lower(_fp8_scale(), target=target)
+
+
+def test_datatype_from_tilelang():
+    """examples/dequantize_gemm (gemv fp16 x int4): ``from tilelang import DataType`` (upstream
+    re-exports TVM's) was an ImportError."""
+    from tilelang import DataType
+
+    assert DataType("float16").bits == 16
+    assert DataType("int4").bits == 4

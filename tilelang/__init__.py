@@ -33,6 +33,7 @@ _NAMES = {
     "dtypes": ("tilelang_core.language.dtypes", None),
     # TVM, with the names TileLang code expects from its bundled TVM (tvm.tirx.Call, tvm.arith, ...)
     "tvm": ("tilelang_core.language.tvm_names", "tvm"),
+    "DataType": ("tvm", "DataType"),  # upstream re-exports its TVM's (from tilelang import DataType)
 }
 
 
