@@ -261,3 +261,90 @@ def test_datatype_from_tilelang():
 
     assert DataType("float16").bits == 16
     assert DataType("int4").bits == 4
+
+
+# -- T.reinterpret in TileLang's argument order ----------------------------------------------------
+
+
+def _bits():
+    @T.prim_func
+    def k(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "int32"), C: T.Tensor((8,), "int32"),
+          D: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as _:
+            for i in T.Parallel(8):
+                B[i] = T.reinterpret(A[i], T.int32)  # TileLang's order
+                C[i] = T.reinterpret("int32", A[i])  # TVMScript's order
+                D[i] = T.reinterpret(B[i] ^ T.int32(-2147483648), dtype=T.float32)  # flip the sign bit
+
+    return k
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_reinterpret_takes_either_argument_order(path):
+    """examples/deepseek_v32 (topk_selector): ``T.reinterpret(x, T.uint32)`` (TileLang's order) was
+    a TVM type error ('Expected ir.Expr but got DataType')."""
+    kernel = compile_on(_bits(), path)
+    a = torch.randn(8)
+    b, c, d = torch.zeros(8, dtype=torch.int32), torch.zeros(8, dtype=torch.int32), torch.zeros(8)
+    kernel(a, b, c, d)
+    assert torch.equal(b, a.view(torch.int32)) and torch.equal(c, a.view(torch.int32))
+    torch.testing.assert_close(d, -a)
+
+
+def test_reinterpret_needs_one_value_and_one_dtype():
+    from tilelang_core.language.reinterpret import reinterpret
+
+    with pytest.raises(TypeError, match=r"T\.reinterpret\(value, dtype\): expected one value and one dtype"):
+        reinterpret("int32", "float32")
+
+
+# -- GPU thread bindings in CPU kernels --------------------------------------------------------------
+
+
+def _thread_bound():
+    @T.prim_func
+    def k(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as _:
+            for tx in T.thread_binding(0, 64, thread="threadIdx.x"):
+                B[tx] = A[tx] * 2.0
+
+    return k
+
+
+@pytest.mark.parametrize("target", ["c", "llvm"])
+def test_thread_binding_on_cpu_is_refused_at_its_line(target):
+    """examples/dequantize_gemm (gemv fp16 x int4): a ``T.thread_binding`` loop in a kernel lowered
+    for a CPU target stopped in TVM's code generator with a bare 'not implemented'."""
+    from tilelang_core.errors import LoweringError
+
+    with pytest.raises(LoweringError, match=r"test_examples_sweep_regressions\.py:\d+: T\.thread_binding loop 'tx' "
+                       r"is bound to the GPU index 'threadIdx\.x', which CPU targets \(c, llvm\) do not have"):
+        tilelang.lower(_thread_bound(), target=target)
+
+
+# -- an eager function's prologue with an if -------------------------------------------------------
+
+
+@tilelang.jit(target="c")
+def _scaled_copy(x, scale=None, block: int = 16):
+    """Eager style with Python ``if`` statements before the parameter annotations."""
+    if scale is None:
+        scale = 0.5
+    else:
+        scale = scale * 2.0
+    assert block % 8 == 0, "block must be a multiple of 8"
+    N = T.const("N")
+    x: T.Tensor([N], T.float32)
+    y = T.empty([N], T.float32)
+    with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+        for i in T.Parallel(block):
+            y[bx * block + i] = x[bx * block + i] * scale
+    return y
+
+
+def test_eager_prologue_may_hold_if_statements():
+    """examples/deepseek_v32 (sparse_mla_fwd_pipelined): ``if sm_scale is None: ...`` before the
+    annotations ended the prologue, then 'annotate parameter 'Q' before the kernel body starts'."""
+    x = torch.randn(40)
+    torch.testing.assert_close(_scaled_copy(x), x * 0.5)
+    torch.testing.assert_close(_scaled_copy(x, 3.0), x * 6.0)
