@@ -348,3 +348,13 @@ def test_eager_prologue_may_hold_if_statements():
     x = torch.randn(40)
     torch.testing.assert_close(_scaled_copy(x), x * 0.5)
     torch.testing.assert_close(_scaled_copy(x, 3.0), x * 6.0)
+
+
+def test_tilelang_math_helpers():
+    """examples/deepseek_v32, deepseek_mla, ...: ``tilelang.math.next_power_of_2`` was an AttributeError."""
+    import tilelang.math as tmath
+
+    assert [tmath.next_power_of_2(x) for x in (0, 1, 2, 3, 48, 64, 65)] == [1, 1, 2, 4, 64, 64, 128]
+    assert tilelang.math.cdiv(10, 4) == 3 and tilelang.math.cdiv(8, 4) == 2
+    with pytest.raises(TypeError):
+        tmath.next_power_of_2(2.5)

@@ -24,7 +24,8 @@ import tilelang_core as _core
 from tilelang_core import PLUGIN_API_VERSION, __version__, hookimpl  # noqa: F401
 
 #: Submodules of this package, imported on first attribute access.
-_SUBMODULES = ("language", "jit", "testing", "cache", "engine", "transform", "env", "layout", "profiler", "autotuner", "ir", "errors")
+_SUBMODULES = ("language", "jit", "testing", "cache", "engine", "transform", "env", "layout", "profiler", "autotuner", "ir", "errors",
+               "math")
 
 #: Other names TileLang code uses: name -> (module, attribute).
 _NAMES = {
