@@ -358,3 +358,33 @@ def test_tilelang_math_helpers():
     assert tilelang.math.cdiv(10, 4) == 3 and tilelang.math.cdiv(8, 4) == 2
     with pytest.raises(TypeError):
         tmath.next_power_of_2(2.5)
+
+
+# -- several dynamic dimensions in one T.dynamic ------------------------------------------------------
+
+
+def _rows_times_two():
+    m, n = T.dynamic("m, n")
+
+    @T.prim_func
+    def k(A: T.Tensor((m, n), "float32"), B: T.Tensor((m, n), "float32")):
+        with T.Kernel(T.ceildiv(m, 4)) as bx:
+            for i, j in T.Parallel(4, n):
+                if bx * 4 + i < m:
+                    B[bx * 4 + i, j] = A[bx * 4 + i, j] * 2.0
+
+    return k
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_dynamic_takes_several_names(path):
+    """examples/deepseek_v32 (sparse_mla_fwd_pipelined): ``T.dynamic("batch, seq_len, seq_len_kv")``
+    was refused ('name must be a Python identifier'); as in TileLang it gives one symbol per name."""
+    kernel = compile_on(_rows_times_two(), path)
+    for shape in ((5, 3), (9, 7)):
+        a = torch.randn(*shape)
+        b = torch.zeros(*shape)
+        kernel(a, b)
+        torch.testing.assert_close(b, a * 2.0)
+    with pytest.raises(ValueError, match="must be a Python identifier"):
+        T.dynamic("m, 2n")

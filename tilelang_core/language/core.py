@@ -108,15 +108,19 @@ def dtype_name(dtype: Any) -> str:
         ) from None
 
 
-def dynamic(name: str, dtype: str = "int32") -> tirx.Var:
-    """A dynamic (symbolic) dimension, e.g. ``N = T.dynamic("n")``.
+def dynamic(name: str, dtype: str = "int32") -> Any:
+    """A dynamic (symbolic) dimension, e.g. ``N = T.dynamic("n")``; several names separated by
+    commas or spaces give a tuple of them (``b, n = T.dynamic("batch, seq_len")``, as in TileLang).
 
     Use it in ``T.Tensor`` shapes; its value is read at call time from the first tensor
     dimension that is exactly this symbol (or from a scalar parameter of the same variable).
     """
-    if not isinstance(name, str) or not name.isidentifier():
-        raise ValueError(f"T.dynamic(name): name must be a Python identifier, got {name!r}")
-    return tirx.Var(name, dtype_name(dtype))
+    parts = name.replace(",", " ").split() if isinstance(name, str) else None
+    if not parts or not all(n.isidentifier() for n in parts):
+        raise ValueError(f"T.dynamic(name): name must be a Python identifier (or several separated by commas), got {name!r}")
+    if len(parts) > 1:
+        return tuple(tirx.Var(n, dtype_name(dtype)) for n in parts)
+    return tirx.Var(parts[0], dtype_name(dtype))
 
 
 #: Alias of :func:`dynamic` (TileLang spelling).
