@@ -254,13 +254,14 @@ def test_fill_clear_and_pipelined_wrong_operands():
 
     _check(fill_dtype, "fill-dtype", "T.fill(A, 0.5)", "dtype mismatch", "int32")
 
+    # a single element, T.clear(A[3]), is a one-element region (as in TileLang); an expression is not
     def clear_elem():
         @T.prim_func
         def k(A: T.Tensor((16,), "float32")):
             with T.Kernel(1, threads=1) as _:
-                T.clear(A[3])  # <clear-elem>
+                T.clear(A[3] + 1.0)  # <clear-elem>
 
-    _check(clear_elem, "clear-elem", "T.clear(A[3])", "must be a buffer or a region")
+    _check(clear_elem, "clear-elem", "T.clear(A[3] + T.float32(1.0))", "must be a buffer, a region")
 
     def stages():
         @T.prim_func

@@ -25,7 +25,8 @@ import tilelang_core as _core
 from tilelang_core import PLUGIN_API_VERSION, __version__, hookimpl  # noqa: F401
 
 #: Submodules of this package, imported on first attribute access.
-_SUBMODULES = ("language", "jit", "testing", "cache", "engine", "transform", "env", "layout", "profiler", "autotuner", "ir", "errors")
+_SUBMODULES = ("language", "jit", "testing", "cache", "engine", "transform", "env", "layout", "profiler", "autotuner", "ir", "errors",
+               "math")
 
 #: Other names TileLang code uses: name -> (module, attribute).
 _NAMES = {
@@ -34,6 +35,7 @@ _NAMES = {
     "dtypes": ("tilelang_core.language.dtypes", None),
     # TVM, with the names TileLang code expects from its bundled TVM (tvm.tirx.Call, tvm.arith, ...)
     "tvm": ("tilelang_core.language.tvm_names", "tvm"),
+    "DataType": ("tvm", "DataType"),  # upstream re-exports its TVM's (from tilelang import DataType)
 }
 
 

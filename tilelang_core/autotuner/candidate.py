@@ -29,10 +29,12 @@ def build_candidate(
     """``func(*args, **kwargs, **config)`` compiled with ``compile_kwargs`` (a JITKernel).
 
     ``func`` returns a prim_func (compiled here with :func:`tilelang.compile`, so the kernel
-    cache applies) or a JITKernel. A ``pass_configs`` entry of the config is merged over the
+    cache applies) or a JITKernel; an eager-style function (its body is the kernel, jit/eager.py)
+    is specialised for these arguments and compiled the way ``@tilelang.jit`` does. A ``pass_configs`` entry of the config is merged over the
     compile arguments' ``pass_configs`` instead of being passed to ``func``.
     """
     from ..jit.compile import compile as tl_compile
+    from ..jit.eager import EagerFunction, is_eager_style
     from ..jit.kernel import JITKernel
 
     config = dict(config)
@@ -40,6 +42,9 @@ def build_candidate(
     extra_passes = config.pop(PASS_CONFIGS_KEY, None)
     if extra_passes:
         options["pass_configs"] = {**(options.get("pass_configs") or {}), **extra_passes}
+    if is_eager_style(func):  # the body is the kernel: calling it would run T.Kernel outside any prim_func
+        options.pop("out_idx", None)  # the eager style's outputs are its T.empty tensors
+        return EagerFunction(func, options).compile(*args, **{**kwargs, **config})
     produced = func(*args, **{**kwargs, **config})
     if isinstance(produced, JITKernel):
         return produced

@@ -208,9 +208,7 @@ class _Analysis:
                 self.outputs.append((names[0], stmt.value))
             elif isinstance(stmt, ast.Assign) and (_call_attr(stmt.value) or "").startswith("alloc_"):
                 break  # T.alloc_global & co. declare buffers of the kernel function: its body starts here
-            elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Assert, ast.Pass, ast.Import, ast.ImportFrom)) and not (
-                _names_in(stmt) & kernel_names
-            ):
+            elif _plain_python(stmt) and not (_names_in(stmt) & kernel_names):
                 self.prologue.append(stmt)
             else:
                 break
@@ -304,6 +302,21 @@ class _Analysis:
         code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
         self._factory_code = code
         return code
+
+
+_PLAIN = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Assert, ast.Pass, ast.Import, ast.ImportFrom)
+
+
+def _plain_python(stmt: ast.stmt) -> bool:
+    """Whether ``stmt`` is a prologue statement run in Python: an assignment, ``assert``, import,
+    ``pass``, or an ``if`` made only of those (``if sm_scale is None: sm_scale = ...``, as TileLang
+    runs such code before the kernel); none declaring constants, outputs or buffers."""
+    if isinstance(stmt, ast.If):
+        return all(_plain_python(s) for s in (*stmt.body, *stmt.orelse)) and not any(
+            _call_attr(getattr(s, "value", None)) in ("const", "empty") or (_call_attr(getattr(s, "value", None)) or "").startswith("alloc_")
+            for s in ast.walk(stmt) if isinstance(s, ast.Assign)
+        )
+    return isinstance(stmt, _PLAIN)
 
 
 def _names_in(node: ast.AST) -> set[str]:

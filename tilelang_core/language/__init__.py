@@ -106,6 +106,9 @@ cdiv = ceildiv
 # T.cast with TileLang's rounding arguments (round=, sat=, rbits=); the default is TVM's cast.
 from .tir.ir import cast  # noqa: E402,F401
 
+# T.reinterpret in TileLang's order (value, dtype) as well as TVMScript's (dtype, value).
+from .reinterpret import reinterpret  # noqa: E402,F401
+
 # TileLang's layout and block-order hints: accepted, no effect (docs/compatibility.md).
 from .hints import annotate_layout, annotate_pass_configs, use_swizzle  # noqa: E402,F401
 

@@ -108,15 +108,19 @@ def dtype_name(dtype: Any) -> str:
         ) from None
 
 
-def dynamic(name: str, dtype: str = "int32") -> tirx.Var:
-    """A dynamic (symbolic) dimension, e.g. ``N = T.dynamic("n")``.
+def dynamic(name: str, dtype: str = "int32") -> Any:
+    """A dynamic (symbolic) dimension, e.g. ``N = T.dynamic("n")``; several names separated by
+    commas or spaces give a tuple of them (``b, n = T.dynamic("batch, seq_len")``, as in TileLang).
 
     Use it in ``T.Tensor`` shapes; its value is read at call time from the first tensor
     dimension that is exactly this symbol (or from a scalar parameter of the same variable).
     """
-    if not isinstance(name, str) or not name.isidentifier():
-        raise ValueError(f"T.dynamic(name): name must be a Python identifier, got {name!r}")
-    return tirx.Var(name, dtype_name(dtype))
+    parts = name.replace(",", " ").split() if isinstance(name, str) else None
+    if not parts or not all(n.isidentifier() for n in parts):
+        raise ValueError(f"T.dynamic(name): name must be a Python identifier (or several separated by commas), got {name!r}")
+    if len(parts) > 1:
+        return tuple(tirx.Var(n, dtype_name(dtype)) for n in parts)
+    return tirx.Var(parts[0], dtype_name(dtype))
 
 
 #: Alias of :func:`dynamic` (TileLang spelling).
@@ -191,8 +195,13 @@ class _TensorAnnotation:
                 args = args[1:]
             if kwargs.get("strides") is None:
                 raise TypeError(f"T.{self._name}(shape, strides, dtype): strides are required")
+        elif len(args) >= 2:
+            args, kwargs = _upstream_positionals(self._name, args, kwargs)
         if self._scope is not None:
             kwargs.setdefault("scope", self._scope)
+        view = _view_of_pointer(shape, args, kwargs)
+        if view is not None:
+            return view
         return _tensor_decl(shape, *args, **kwargs)
 
     def __getitem__(self, keys: Any) -> Any:
@@ -207,6 +216,44 @@ class _TensorAnnotation:
 
     def __repr__(self) -> str:
         return f"T.{self._name}"
+
+
+def _upstream_positionals(name: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``T.Tensor(shape, dtype, data, scope)`` as TileLang orders them: a third positional
+    argument that is a pointer (``A.data``) is the buffer's data (a view of another buffer's
+    memory), a fourth one its scope; a list or tuple there stays this package's ``strides``.
+    """
+    from tvm.ir import PointerType
+
+    third = args[1]
+    if isinstance(third, tvm.ir.Expr) and isinstance(getattr(third, "ty", None), PointerType):
+        kwargs = dict(kwargs)
+        kwargs.setdefault("data", third)
+        rest = args[2:]
+        if rest:
+            kwargs.setdefault("scope", rest[0])
+            rest = rest[1:]
+        if rest:
+            raise TypeError(f"T.{name}(shape, dtype, data, scope): too many positional arguments ({len(args) + 1} given)")
+        return args[:1], kwargs
+    return args, kwargs
+
+
+def _view_of_pointer(shape: Any, args: tuple, kwargs: dict) -> Any:
+    """``T.Tensor(shape, dtype, A.data)`` in a kernel body: a tensor over ``A``'s memory
+    (``T.make_tensor``, language/pointers.py, which declares it); None for any other call."""
+    from tvm.ir import PointerType
+    from tvm.script.ir_builder import IRBuilder
+
+    data = kwargs.get("data")
+    if data is None or not isinstance(getattr(data, "ty", None), PointerType) or not IRBuilder.is_in_scope():
+        return None
+    if set(kwargs) - {"data", "strides", "scope"} or kwargs.get("scope", "global") != "global":
+        return None  # other buffer fields: TVMScript's T.Buffer decides
+    from .pointers import make_tensor
+
+    dtype = args[0] if args else "float32"
+    return make_tensor(data, shape if isinstance(shape, (list, tuple)) else (shape,), dtype, kwargs.get("strides"))
 
 
 def _tensor_decl(
@@ -447,18 +494,21 @@ def Persistent(domain: Sequence[Any], wave_size: Any, index: Any, group_size: An
     return _B.grid(*domain)
 
 
-def alloc_fragment(shape: Union[Sequence[Any], Any], dtype: Any = "float32"):
+def alloc_fragment(shape: Union[Sequence[Any], Any], dtype: Any = "float32", scope: str = FRAGMENT_SCOPE):
     """A tile held in registers: ``C_local = T.alloc_fragment((128, 128), "float32")``.
 
     CPU targets: a stack array per block (like ``T.alloc_local``). GPU targets: the tile is spread
     over the block's threads (element with row-major index ``f`` lives in thread ``f % threads``,
     slot ``f // threads``); a fragment that some statement reads or writes from another thread
     than its owner is placed in shared memory instead (docs/tile-operators.md). Storage scope
-    :data:`FRAGMENT_SCOPE` (``local.fragment``).
+    :data:`FRAGMENT_SCOPE` (``local.fragment``) unless ``scope`` names another (TileLang's third
+    argument: ``T.alloc_fragment((1,), T.int32, "local")`` is a ``T.alloc_local`` tile).
     """
     if not isinstance(shape, (list, tuple)):
         shape = (shape,)
-    return _B.alloc_buffer(tuple(shape), dtype_name(dtype), scope=FRAGMENT_SCOPE)
+    if not isinstance(scope, str):
+        raise TypeError(f"T.alloc_fragment(shape, dtype, scope): scope must be a string such as 'local.fragment', got {scope!r}")
+    return _B.alloc_buffer(tuple(shape), dtype_name(dtype), scope=scope)
 
 
 def _def_location(fn: Any) -> str:

@@ -173,6 +173,10 @@ def lower(
         raise LoweringError(f"{location}: kernel '{name}' has pointer parameters (T.ptr), which the metal target "
                             "cannot address (Metal passes buffers, not device addresses); pass T.Tensor parameters")
     func = relax_param_alignment(func)  # no 64-byte assumption: offset views (x[1:]) are fine
+    if kind in CPU_KINDS:  # float8/6/4: no C or LLVM type for them (lowering/cpu_dtypes.py)
+        from .cpu_dtypes import refuse_narrow_floats
+
+        refuse_narrow_floats(func, kind, location, name)
     from .constant_casts import fold_constant_casts
 
     func = fold_constant_casts(func)  # T.cast(T.int16(-5), "uint32") wraps (TVM's folding refused it)

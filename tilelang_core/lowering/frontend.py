@@ -33,6 +33,7 @@ from tvm import tirx
 from ..errors import LoweringError
 from .atomics import contains_atomics
 from .markers import marker_args
+from .store_guards import guard_global_stores
 from .warp import refuse_grid_syncs, refuse_partial_warps, refuse_under_guard, resolve_thread_indices
 
 #: Marker names of the reducer operators (tilelang_core.language.tileops.reducer).
@@ -220,6 +221,20 @@ class Frontend:
         body = self.visit(func.body, _Ctx())
         return func.with_body(body)
 
+    def _refuse_gpu_threads(self, what: str, tag: str, ctx: _Ctx, stmt: Any) -> None:
+        """A loop or launch bound to a GPU thread/block index in a kernel lowered for a CPU target.
+
+        TVM's C and LLVM code generators stop at them with a bare 'not implemented'.
+        """
+        from ..language.spans import span_to_location
+
+        where = span_to_location(getattr(stmt, "span", None))
+        loc = f"{where[0]}:{where[1]}" if where else (ctx.kernel["loc"] if ctx.kernel is not None else self.opt.func_location)
+        raise LoweringError(
+            f"{loc}: {what} is bound to the GPU index '{tag}', which CPU targets (c, llvm) do not have; "
+            "write the loop with T.Parallel or T.serial (T.Kernel's threads= sizes the block), or lower the kernel for cuda"
+        )
+
     # -- generic traversal -------------------------------------------------------------------
     def visit(self, stmt: Any, ctx: _Ctx) -> Any:
         """Rewrite one statement (recursing into the bodies of compound statements)."""
@@ -228,6 +243,9 @@ class Frontend:
         if isinstance(stmt, tirx.For):
             if KERNEL_AXIS_KEY in stmt.annotations:
                 return self.visit_kernel(stmt, ctx)
+            if not self.opt.gpu and stmt.thread_binding is not None:
+                self._refuse_gpu_threads(f"T.thread_binding loop '{stmt.loop_var}'",
+                                         str(stmt.thread_binding.thread_tag), ctx, stmt)
             return tirx.For(
                 stmt.loop_var,
                 stmt.min,
@@ -250,6 +268,8 @@ class Frontend:
                         "T.Parallel loop whose iterations contribute"
                     )
                 return self.visit(stmt.body, ctx)
+            if not self.opt.gpu and stmt.attr_key == "thread_extent":
+                self._refuse_gpu_threads(f"T.launch_thread '{stmt.node.var}'", str(stmt.node.thread_tag), ctx, stmt)
             return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, self.visit(stmt.body, ctx), stmt.span)
         if isinstance(stmt, tirx.While):
             return tirx.While(stmt.condition, self.visit(stmt.body, ctx), stmt.span)
@@ -472,6 +492,8 @@ class Frontend:
         body = loops[-1].body
         if ctx.safe_values:
             body = _guard_safe_loads(body, ctx.safe_values)
+        if not ctx.in_parallel:  # an outer T.Parallel already guarded the nested one's stores
+            body = guard_global_stores(body)  # lowering/store_guards.py
         if self.opt.gpu:
             return self._parallel_gpu(loops, body, ctx)
         return self._parallel_cpu(loops, body, ctx)

@@ -49,11 +49,16 @@ _CPU_DEVICE = 1  # kDLCPU
 
 
 def _helpers(dtypes: list) -> str:
+    # Guarded: every C function of a kernel (the entry and each outlined block loop) imports the
+    # helpers it uses, so one source may carry the same pair several times.
     def pair(dtype: str) -> str:
         t = _C_TYPES[dtype]
+        guard = f"TL_WORKSPACE_HELPERS_{dtype.upper()}"
         return (
+            f"#ifndef {guard}\n#define {guard}\n"
             f"static inline {t}* tl_workspace_alloc_{dtype}(int64_t bytes) {{ return ({t}*)malloc(bytes > 0 ? (size_t)bytes : 1); }}\n"
             f"static inline int32_t tl_workspace_free_{dtype}({t}* p) {{ free(p); return 0; }}\n"
+            "#endif\n"
         )
 
     return c_definitions(

@@ -216,11 +216,13 @@ def _is_var_buffer(buffer: Any) -> bool:
     return len(shape) == 1 and static_int(shape[0]) == 1 and scope == "local"
 
 
-def as_tile(op: str, operands: Sequence[Any], value: Any, role: str, allow_element: bool = True) -> Tile:
+def as_tile(op: str, operands: Sequence[Any], value: Any, role: str, allow_element: bool = True,
+            element_region: bool = False) -> Tile:
     """Turn an operator argument into a :class:`Tile`, or fail naming ``role``.
 
     Where a tile is required (``allow_element=False``), a ``T.alloc_var`` scalar stands for its
-    one-element buffer (``T.reduce_sum(src, total_var)``).
+    one-element buffer (``T.reduce_sum(src, total_var)``); with ``element_region`` any single
+    element ``A[i, j]`` is the one-element region there (``T.fill(count[0], 0)``, as in TileLang).
     """
     value = getattr(value, "scalar", value)  # TVMScript's scalar wrapper (T.alloc_var)
     if not allow_element and type(value).__name__ == "TensorLoad" and _is_var_buffer(value.source):
@@ -237,6 +239,11 @@ def as_tile(op: str, operands: Sequence[Any], value: Any, role: str, allow_eleme
                 fail(op, operands, f"{role} region {describe(value)} is empty (extent {static_int(e)})")
         return Tile(value.source, starts, extents, "region", value)
     if kind == "TensorLoad":
+        if not allow_element and element_region:
+            for idx in value.indices:
+                if type(idx).__name__ == "Ramp":
+                    fail(op, operands, f"{role} {describe(value)}: use a region (A[a:b, c:d]) instead of a vector index")
+            return Tile(value.source, list(value.indices), [1] * len(value.indices), "region", value)
         if not allow_element:
             fail(
                 op,

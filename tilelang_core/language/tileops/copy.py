@@ -153,7 +153,8 @@ def copy(
 
 
 def fill(buffer: Any, value: Any, annotations: Any = None) -> None:
-    """Set every element of a buffer or region to ``value``: ``T.fill(A_local, 0)``.
+    """Set every element of a buffer or region to ``value``: ``T.fill(A_local, 0)``; a single
+    element (``T.fill(count[0], 0)``) is a one-element region.
 
     ``value`` is a Python number or a scalar expression, converted to the buffer's dtype. Parts of
     a region outside the buffer are not written.
@@ -161,7 +162,7 @@ def fill(buffer: Any, value: Any, annotations: Any = None) -> None:
     :raises LoweringError: the operand is not a buffer or region, or ``value`` is not a scalar.
     """
     operands = (buffer, value)
-    t = as_tile("T.fill", operands, buffer, "destination", allow_element=False)
+    t = as_tile("T.fill", operands, buffer, "destination", allow_element=False, element_region=True)
     if is_buffer(value) or type(value).__name__ in ("TensorRegion",):
         fail("T.fill", operands, "value must be a scalar (a number or an expression), got a buffer or region")
     if not isinstance(value, (int, float, bool)) and getattr(getattr(value, "ty", None), "dtype", None) is None:
@@ -178,7 +179,7 @@ def fill(buffer: Any, value: Any, annotations: Any = None) -> None:
 
 def clear(buffer: Any, annotations: Any = None) -> None:
     """Set every element of a buffer or region to 0: ``T.clear(C_local)`` (same as ``T.fill(buf, 0)``)."""
-    t = as_tile("T.clear", (buffer,), buffer, "destination", allow_element=False)
+    t = as_tile("T.clear", (buffer,), buffer, "destination", allow_element=False, element_region=True)
     v = zero(t.dtype)
 
     def body(vs: list) -> None:

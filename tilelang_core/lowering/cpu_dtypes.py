@@ -1,0 +1,80 @@
+"""Float types narrower than 16 bits on CPU targets: a clear refusal before code generation.
+
+TVM 0.27's C code generator has no C type for ``float8_*`` / ``float6_*`` / ``float4_*`` values
+("Cannot convert type float8_e4m3fn to C type") and its LLVM one stops at an internal check, so
+a CPU kernel using them is refused here, naming the tensor, buffer or expression that holds one
+and saying what to do instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import tvm_ffi
+from tvm import tirx
+
+from ..errors import TargetFeatureError
+
+__all__ = ["refuse_narrow_floats"]
+
+_NARROW = ("float8_", "float6_", "float4_")  # float8_e4m3fn, float6_e2m3fn, float4_e2m1fn, ... (not float64)
+
+
+def _narrow(dtype: Any) -> bool:
+    return str(dtype).startswith(_NARROW)
+
+
+def _first_use(func: tirx.PrimFunc) -> Optional[tuple[str, str]]:
+    """``(dtype, what)`` of the first narrow float the kernel uses, else None."""
+    for param in func.params:
+        buf = func.buffer_map.get(param)
+        if buf is not None and _narrow(buf.ty.dtype):
+            return str(buf.ty.dtype), f"tensor parameter '{buf}'"
+        if buf is None and _narrow(getattr(param.ty, "dtype", "")):
+            return str(param.ty.dtype), f"scalar parameter '{param}'"
+    found: list = []
+
+    def visit(node: Any) -> None:
+        if found:
+            return
+        if isinstance(node, tirx.AllocBuffer) and _narrow(node.buffer.ty.dtype):
+            found.append((str(node.buffer.ty.dtype), f"buffer '{node.buffer}'"))
+        elif isinstance(node, tirx.Cast) and _narrow(node.ty.dtype):
+            found.append((str(node.ty.dtype), f"the conversion {node}"))
+
+    tvm_ffi.structural_walk(func.body, ((tirx.AllocBuffer, tirx.Cast), visit), order="pre")
+    return found[0] if found else None
+
+
+def _prints_narrow(func: tirx.PrimFunc) -> bool:
+    """Whether a ``T.print`` of the kernel prints a narrow float value."""
+    from ..language.tileops.debug_print import PRINT_CALL
+
+    found: list = []
+
+    def visit(node: Any) -> None:
+        op = getattr(node, "op", None)
+        if getattr(op, "name", None) == "tirx.call_extern" and node.args and getattr(node.args[0], "value", None) == PRINT_CALL:
+            if any(_narrow(getattr(getattr(a, "ty", None), "dtype", "")) for a in node.args[1:]):
+                found.append(node)
+
+    tvm_ffi.structural_walk(func.body, ((tirx.Call,), visit), order="pre")
+    return bool(found)
+
+
+def refuse_narrow_floats(func: tirx.PrimFunc, kind: str, location: str, name: str) -> None:
+    """Raise when ``func``, lowered for the CPU target ``kind``, uses a float type narrower than 16 bits.
+
+    :raises TargetFeatureError: naming the first tensor, buffer or conversion of such a type.
+    """
+    if _prints_narrow(func):
+        return  # the T.print lowering refuses it, at the T.print's own line (lowering/debug_print.py)
+    use = _first_use(func)
+    if use is None:
+        return
+    dtype, what = use
+    raise TargetFeatureError(
+        f"{location}: kernel '{name}' uses {dtype} ({what}), which CPU targets (c, llvm) cannot compile: "
+        "TVM's C and LLVM code generators have no 8-, 6- or 4-bit float types. Convert such tensors to "
+        "float16, bfloat16 or float32 before the kernel (x.to(torch.float16)), or lower the kernel for cuda"
+    )
