@@ -80,8 +80,11 @@ def test_dynamic_symbol_and_ceildiv():
     assert str(T.dynamic("m", "int64").ty.dtype) == "int64"
     assert T.ceildiv(1000, 128) == 8 and T.ceildiv(1024, 128) == 8
     assert "n" in str(T.ceildiv(n, 128))
-    with pytest.raises(ValueError, match="identifier"):
-        T.dynamic("not a name")
+    batch, seq = T.dynamic("batch, seq_len")  # several names: one symbol each, as TileLang
+    assert (str(batch), str(seq)) == ("batch", "seq_len")
+    for bad in ("1st", "a-b", "", " , "):
+        with pytest.raises(ValueError, match="identifier"):
+            T.dynamic(bad)
 
 
 def test_dtype_constants_and_strings_are_accepted():

@@ -79,7 +79,8 @@ class FrontendOptions:
 
 @dataclass
 class _Ctx:
-    kernel: Optional[dict] = None  # {"loc", "tid", "threads", "blocks" (grid loop vars), "thread_vars", "body" (GPU)}
+    kernel: Optional[dict] = None  # {"loc", "tid", "threads", "blocks" (grid loop vars), "block_loops" (their
+    #                                 For nodes), "thread_vars", "body" (GPU)}
     in_parallel: bool = False
     safe_values: tuple = ()  # ((buffer, value), ...) of T.annotate_safe_value in scope, innermost last
 
@@ -368,6 +369,7 @@ class Frontend:
         bound = {str(iv.thread_tag): iv.var for iv, _ in thread_ivs}
         thread_vars = [bound.get(tag) for tag in _TAGS_THREAD]
         inner_ctx = _Ctx(kernel={"loc": loc, "tid": tid, "threads": total, "blocks": [lp.loop_var for lp in loops],
+                                 "block_loops": list(loops),
                                  "thread_vars": thread_vars, "body": body})
         new_body = self.visit(body, inner_ctx)
         new_body = _bind_indices(new_body, thread_vars, "thread_binding")
@@ -395,7 +397,8 @@ class Frontend:
         return new_body
 
     def _kernel_cpu(self, loops: list, threads: list, body: Any, loc: str, ctx: _Ctx) -> Any:
-        inner_ctx = _Ctx(kernel={"loc": loc, "tid": None, "threads": 1, "blocks": [lp.loop_var for lp in loops]})
+        inner_ctx = _Ctx(kernel={"loc": loc, "tid": None, "threads": 1, "blocks": [lp.loop_var for lp in loops],
+                                 "block_loops": list(loops)})
         new_body = self.visit(body, inner_ctx)
         # Atomics are real atomics on CPU (lowering/atomics.py): blocks may update the same element.
         parallel = self.opt.parallel_blocks
@@ -493,7 +496,8 @@ class Frontend:
         if ctx.safe_values:
             body = _guard_safe_loads(body, ctx.safe_values)
         if not ctx.in_parallel:  # an outer T.Parallel already guarded the nested one's stores
-            body = guard_global_stores(body)  # lowering/store_guards.py
+            known = (ctx.kernel or {}).get("block_loops", []) + loops  # ranges the guards may rely on
+            body = guard_global_stores(body, known)  # lowering/store_guards.py
         if self.opt.gpu:
             return self._parallel_gpu(loops, body, ctx)
         return self._parallel_cpu(loops, body, ctx)
