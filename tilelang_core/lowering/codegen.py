@@ -568,9 +568,10 @@ def _resolve_arg(expr: Any, host_fn: tirx.PrimFunc, decls: list, symbol_names: s
                 break
             continue
         if type(expr).__name__ == "Var":
-            for index, param in enumerate(host_fn.params):
-                if param.same_as(expr) and not is_tensor_param(param):
-                    return {"name": param_name(param), "kind": "scalar", "param_index": index, "dtype": str(param.ty.dtype)}
+            index = _scalar_param_index(host_fn, expr)
+            if index is not None:
+                param = host_fn.params[index]
+                return {"name": param_name(param), "kind": "scalar", "param_index": index, "dtype": str(param.ty.dtype)}
             if str(expr) in symbol_names:
                 return {"name": str(expr), "kind": "scalar", "symbol": str(expr), "dtype": str(expr.ty.dtype)}
         if type(expr).__name__ == "Cast":
@@ -616,8 +617,8 @@ def gpu_device_kernels(host_fn: tirx.PrimFunc, device_mods: dict, symbol_names: 
             dim = expr_to_dim(extent, where)
             for v in free_vars(extent):
                 if str(v) not in symbol_names:
-                    binding = _scalar_param_binding(host_fn, v)
-                    if binding is not None:
+                    binding = _scalar_param_index(host_fn, v)
+                    if binding is not None and str(v.ty.dtype).startswith(("int", "uint")):
                         launch_symbols.append(SymbolBinding(name=str(v), param_index=binding, dim=None))
                         symbol_names.add(str(v))
                         continue
@@ -635,12 +636,11 @@ def gpu_device_kernels(host_fn: tirx.PrimFunc, device_mods: dict, symbol_names: 
     return kernels, launch_symbols
 
 
-def _scalar_param_binding(host_fn: tirx.PrimFunc, var: Any) -> Optional[int]:
-    """Index of the integer scalar parameter of ``host_fn`` that is ``var``, else None."""
+def _scalar_param_index(host_fn: tirx.PrimFunc, var: Any) -> Optional[int]:
+    """Index of the scalar (not tensor) parameter of ``host_fn`` that is ``var``, else None."""
     for index, param in enumerate(host_fn.params):
         if param.same_as(var) and not is_tensor_param(param):
-            dtype = str(getattr(param.ty, "dtype", ""))
-            return index if dtype.startswith(("int", "uint")) else None
+            return index
     return None
 
 

@@ -14,6 +14,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import TargetFeatureError
+from .markers import marker_call_args
 
 __all__ = ["refuse_narrow_floats"]
 
@@ -53,10 +54,9 @@ def _prints_narrow(func: tirx.PrimFunc) -> bool:
     found: list = []
 
     def visit(node: Any) -> None:
-        op = getattr(node, "op", None)
-        if getattr(op, "name", None) == "tirx.call_extern" and node.args and getattr(node.args[0], "value", None) == PRINT_CALL:
-            if any(_narrow(getattr(getattr(a, "ty", None), "dtype", "")) for a in node.args[1:]):
-                found.append(node)
+        args = marker_call_args(node, PRINT_CALL)
+        if args is not None and any(_narrow(getattr(getattr(a, "ty", None), "dtype", "")) for a in args):
+            found.append(node)
 
     tvm_ffi.structural_walk(func.body, ((tirx.Call,), visit), order="pre")
     return bool(found)

@@ -40,6 +40,7 @@ from tvm import tirx
 
 from ..errors import LoweringError
 from ..language.core import FRAGMENT_SCOPE
+from ..language.tileops._common import all_of, static_int
 from ..language.tileops.debug_print import PRINT_CALL
 from .atomics import CUDA_HELPERS_BEGIN, CUDA_HELPERS_END, checked_map
 from .device_assert import c_string
@@ -92,12 +93,6 @@ def _line(loc: str, parts: list) -> Any:
             text = ""
     args.append(tvm.ir.StringImm(text))
     return tirx.Evaluate(tirx.call_extern("int32", LINE_CALL, *args))
-
-
-def _int(expr: Any) -> Optional[int]:
-    if isinstance(expr, int):
-        return expr
-    return int(expr.value) if isinstance(expr, tirx.IntImm) else None
 
 
 def _as_int32(value: Any) -> Any:
@@ -256,7 +251,7 @@ def _expand_fragment(frontend: Any, ctx: Any, loc: str, label: str, origin: list
     from .frontend import _seq
 
     name, dtype = str(buffer), str(buffer.ty.dtype)
-    shape = [_int(d) for d in buffer.ty.shape]
+    shape = [static_int(d) for d in buffer.ty.shape]
     if any(d is None for d in shape):
         raise LoweringError(f"{loc}: T.print({name}): a fragment needs a static shape on GPU targets, "
                             f"got {list(buffer.ty.shape)}")
@@ -284,7 +279,7 @@ def _expand_fragment(frontend: Any, ctx: Any, loc: str, label: str, origin: list
     indices = _unravel(flat_of(p), shape)
     conds = [flat_of(p) < numel] if numel % chunk else []
     for index, start, extent, dim in zip(indices, starts, extents, shape):
-        s0, e0 = _int(start), _int(extent)
+        s0, e0 = static_int(start), static_int(extent)
         if s0 == 0 and e0 == dim:
             continue
         i, st, _ = _wider(index, start)
@@ -295,10 +290,7 @@ def _expand_fragment(frontend: Any, ctx: Any, loc: str, label: str, origin: list
         parts += [", " if k else "", _as_int64(index)]
     body = _line(loc, parts + ["] = ", staging[p]])
     if conds:
-        cond = conds[0]
-        for extra in conds[1:]:
-            cond = tirx.And(cond, extra)
-        body = tirx.IfThenElse(cond, body, None)
+        body = tirx.IfThenElse(all_of(conds), body, None)
     body = tirx.For(p, tirx.IntImm("int32", 0), tirx.IntImm("int32", chunk), tirx.ForKind.SERIAL, body)
     tid = ctx.kernel["tid"]
     body = tirx.IfThenElse(tid == tirx.IntImm(str(tid.ty.dtype), lane), body, None)
@@ -353,7 +345,7 @@ def _expand_tile(frontend: Any, stmt: Any, ctx: Any, loc: str, label: str, origi
         start, extent, dtype = _wider(start, extent)
         var = tirx.Var(f"{name}_print_i{k}", dtype)
         loop_vars.append((var, extent))
-        index = var if _int(start) == 0 else start + var
+        index = var if static_int(start) == 0 else start + var
         indices.append(index)
         index_w, dim_w, _ = _wider(start + extent, dim)
         if not analyzer.can_prove(index_w <= dim_w):
@@ -365,10 +357,7 @@ def _expand_tile(frontend: Any, stmt: Any, ctx: Any, loc: str, label: str, origi
         parts += [", " if k else "", _as_int64(index)]
     body = _line(loc, parts + ["] = ", value])
     if conds:
-        cond = conds[0]
-        for c in conds[1:]:
-            cond = tirx.And(cond, c)
-        body = tirx.IfThenElse(cond, body, None)
+        body = tirx.IfThenElse(all_of(conds), body, None)
     for var, extent in reversed(loop_vars):
         body = tirx.For(var, tirx.IntImm(str(var.ty.dtype), 0), extent, tirx.ForKind.SERIAL, body)
     if gpu:

@@ -114,7 +114,7 @@ def _safe_value_marker(stmt: Any) -> Optional[tuple]:
 
 def _guard_safe_loads(body: Any, safe_values: tuple) -> Any:
     """Loads of annotated buffers in a ``T.Parallel`` body read the annotated value outside the buffer."""
-    from ..language.tileops._common import cast, static_int
+    from ..language.tileops._common import all_of, cast, static_int
 
     def on_load(load: Any) -> Any:
         for buffer, value in reversed(safe_values):
@@ -128,10 +128,7 @@ def _guard_safe_loads(body: Any, safe_values: tuple) -> Any:
                 conds.append(tirx.And(index >= 0, index < dim))
             if not conds:
                 return load
-            cond = conds[0]
-            for c in conds[1:]:
-                cond = tirx.And(cond, c)
-            return tirx.if_then_else(cond, load, cast(value, str(buffer.dtype)))
+            return tirx.if_then_else(all_of(conds), load, cast(value, str(buffer.dtype)))
         return load
 
     return tvm_ffi.structural_map(body, [(tvm.ir.TensorLoad, on_load)])

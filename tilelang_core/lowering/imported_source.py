@@ -29,7 +29,7 @@ from tvm import tirx
 
 from ..errors import LoweringError
 from ..language.tileops.extern_source import IMPORT_SOURCE_CALL
-from .markers import marker_args
+from .markers import extern_name, marker_args
 from .source_imports import with_import, with_import_in_first_kernel
 
 __all__ = ["drop_declared_prototypes", "extern_callees", "imported_text", "import_for_target", "take_imported_sources"]
@@ -52,21 +52,12 @@ def take_imported_sources(func: tirx.PrimFunc) -> tuple[tirx.PrimFunc, list[str]
     return (func if not texts else func.with_body(body)), texts
 
 
-def _callee(call: Any) -> str | None:
-    """The function name of a ``T.call_extern`` call, else None."""
-    if not (isinstance(call, tvm.ir.Call) and getattr(call.op, "name", "") == "tirx.call_extern"):
-        return None
-    if not call.args or not isinstance(call.args[0], tvm.ir.StringImm):
-        return None
-    return str(call.args[0].value)
-
-
 def extern_callees(func: tirx.PrimFunc) -> set[str]:
     """Names of the functions ``func`` calls with ``T.call_extern``."""
     names: set[str] = set()
 
     def visit(call: Any) -> None:
-        name = _callee(call)
+        name = extern_name(call)
         if name is not None:
             names.add(name)
 
@@ -80,7 +71,7 @@ def _void_statement_calls(func: tirx.PrimFunc) -> tirx.PrimFunc:
 
     def on_eval(stmt: Any) -> Any:
         call = stmt.value
-        name = _callee(call)
+        name = extern_name(call)
         if name is None or not isinstance(call.ty, tvm.ir.PointerType):
             return stmt
         return tirx.Evaluate(tirx.call_extern("void", name, *call.args[1:]))

@@ -2,7 +2,7 @@
 
 Tile operators, intrinsics and kernel constructs that lowering finishes later are emitted as
 ``call_extern(dtype, NAME, *args)``: a call whose first argument is the marker's name
-(``T.Parallel``'s ``tl.parallel``, ``T.print``'s, the atomics', ...). These two functions are the
+(``T.Parallel``'s ``tl.parallel``, ``T.print``'s, the atomics', ...). The functions here are the
 one place that recognises them; each family reads its own arguments.
 """
 
@@ -14,12 +14,18 @@ import tvm
 from tvm import tirx
 
 
-def marker_call_args(expr: Any, name: str) -> Optional[list]:
-    """The arguments after ``name`` of a marker call ``call_extern(dtype, name, *args)``, else None."""
+def extern_name(expr: Any) -> Optional[str]:
+    """The function name of a ``call_extern(dtype, name, *args)`` call (a marker's or a real
+    external function's, such as a ``T.call_extern``), else None."""
     if not isinstance(expr, tvm.ir.Call) or getattr(expr.op, "name", "") != "tirx.call_extern" or not expr.args:
         return None
     head = expr.args[0]
-    if not isinstance(head, tvm.ir.StringImm) or head.value != name:
+    return str(head.value) if isinstance(head, tvm.ir.StringImm) else None
+
+
+def marker_call_args(expr: Any, name: str) -> Optional[list]:
+    """The arguments after ``name`` of a marker call ``call_extern(dtype, name, *args)``, else None."""
+    if extern_name(expr) != name:
         return None
     return list(expr.args[1:])
 

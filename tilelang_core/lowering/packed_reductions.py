@@ -40,6 +40,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from ..language.tileops._common import static_int
 from ..language.tileops.reduce import PACKED_REDUCE
 from .atomics import CUDA_HELPERS_BEGIN, CUDA_HELPERS_END
 from .source_imports import with_import_in_first_kernel
@@ -98,10 +99,6 @@ def _without_annotation(loop: Any, body: Any = None) -> Any:
 
 def _strip(body: Any) -> Any:
     return tvm_ffi.structural_map(body, [(tirx.For, lambda f: _without_annotation(f) if _annotation(f) else f)])
-
-
-def _int(expr: Any) -> Optional[int]:
-    return int(expr.value) if isinstance(expr, tirx.IntImm) else None
 
 
 def _scope(buf: Any) -> str:
@@ -189,8 +186,8 @@ def _pair_kept(outer: Any, analyzer: Any, used: set) -> Optional[Any]:
     if not 1 <= len(stmts) <= 2 or _annotation(stmts[-1]) is None:
         return None
     red = _Reduction(stmts[-1])
-    extent, v = _int(outer.extent), outer.loop_var
-    if not red.ok or extent is None or extent < 2 or _int(outer.min) != 0 or outer.kind != tirx.ForKind.SERIAL:
+    extent, v = static_int(outer.extent), outer.loop_var
+    if not red.ok or extent is None or extent < 2 or static_int(outer.min) != 0 or outer.kind != tirx.ForKind.SERIAL:
         return None
     init = stmts[0] if len(stmts) == 2 else None
     if init is not None:
@@ -224,8 +221,8 @@ def _pair_kept(outer: Any, analyzer: Any, used: set) -> Optional[Any]:
 def _pair_reduced(loop: Any, analyzer: Any, used: set) -> Optional[Any]:
     """Case "reduced dim last": the annotated loop ``loop`` reads adjacent elements in turn."""
     red = _Reduction(loop)
-    extent, r = _int(loop.extent), loop.loop_var
-    if not red.ok or extent is None or extent < 2 or _int(loop.min) != 0:
+    extent, r = static_int(loop.extent), loop.loop_var
+    if not red.ok or extent is None or extent < 2 or static_int(loop.min) != 0:
         return None
     if not _linear_in(analyzer, red.si, r):
         return None

@@ -19,12 +19,9 @@ from typing import Any, Optional, Sequence
 import tvm_ffi
 from tvm import tirx
 
+from ..language.tileops._common import all_of, static_int
+
 __all__ = ["guard_global_stores"]
-
-
-def _static(expr: Any) -> Optional[int]:
-    value = getattr(expr, "value", None)
-    return value if isinstance(value, int) and type(expr).__name__ == "IntImm" else None
 
 
 def _bounds(store: Any, analyzer: Any) -> Optional[Any]:
@@ -34,7 +31,7 @@ def _bounds(store: Any, analyzer: Any) -> Optional[Any]:
     for index, dim in zip(store.indices, buffer.ty.shape):
         if type(index).__name__ == "Ramp":
             return None  # vector stores come from the operators, which guard themselves
-        i, d = _static(index), _static(dim)
+        i, d = static_int(index), static_int(dim)
         if i is not None and d is not None and 0 <= i < d:
             continue
         lower = index >= tirx.IntImm(index.ty.dtype, 0)
@@ -43,12 +40,7 @@ def _bounds(store: Any, analyzer: Any) -> Optional[Any]:
             conds.append(lower)
         if not _provable(analyzer, index, dim):
             conds.append(upper)
-    if not conds:
-        return None
-    cond = conds[0]
-    for c in conds[1:]:
-        cond = tirx.And(cond, c)
-    return cond
+    return all_of(conds)
 
 
 def _narrow(expr: Any) -> Any:
@@ -72,7 +64,7 @@ def _provable(analyzer: Any, index: Any, dim: Optional[Any]) -> bool:
         return True
     i, d = _narrow(index), _narrow(dim)
     if str(i.ty.dtype) != str(d.ty.dtype):
-        static = _static(d)
+        static = static_int(d)
         if static is None or static >= 2**31 or not str(i.ty.dtype) == "int32":
             return False
         d = tirx.IntImm("int32", static)
