@@ -8,9 +8,9 @@ example does with its ``lop3`` decoder.
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 import re
+import sys
 import subprocess
 
 import pytest
@@ -20,9 +20,10 @@ import tilelang.language as T
 from tilelang_core.lowering import lower
 
 _HERE = pathlib.Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("test_tileops_cuda", _HERE / "test_tileops_cuda.py")
-CU = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(CU)
+sys.path.insert(0, str(_HERE))
+from private_modules import load_private  # noqa: E402
+
+CU = load_private("test_tileops_cuda")
 
 _COPY4 = r"""
 __device__ void tl_user_copy4(float *dst, const float *src) {

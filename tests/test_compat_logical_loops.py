@@ -11,9 +11,9 @@ and run on the emulated GPU of tests/test_tileops_cuda.py; the refused forms, wi
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 import re
+import sys
 
 import pytest
 import torch
@@ -22,22 +22,11 @@ import tilelang.language as T
 from tilelang_core.errors import LoweringError
 
 _HERE = pathlib.Path(__file__).resolve().parent
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, _HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-CU = _load("test_tileops_cuda")  # nvcc lookup, nvcc -c of sources, the emulated GPU
-
-import sys
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(_HERE))
+from private_modules import load_private  # noqa: E402
 from backend_pairs import CYTHON_C, TVMFFI_C, TVMFFI_LLVM, compile_on as _compile, path_id  # noqa: E402
 
-
+CU = load_private("test_tileops_cuda")  # nvcc lookup, nvcc -c of sources, the emulated GPU
 
 
 def _lower(func, target="c"):

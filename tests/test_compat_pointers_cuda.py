@@ -5,7 +5,6 @@ the emulated GPU of tests/test_tileops_cuda.py (a block is an OpenMP team)."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import pathlib
 import re
 import sys
@@ -15,11 +14,10 @@ import torch
 
 _HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
+from private_modules import load_private  # noqa: E402
 import pointer_kernels as PK  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("test_tileops_cuda", _HERE / "test_tileops_cuda.py")
-CU = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(CU)  # nvcc lookup, one-translation-unit merge, the GPU emulator
+CU = load_private("test_tileops_cuda")  # nvcc lookup, one-translation-unit merge, the GPU emulator
 
 SIZES, N, K, BM = [5, 12, 17], 16, 24, 8
 

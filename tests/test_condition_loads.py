@@ -9,7 +9,6 @@ shared tile used to break the block loop's work estimate, lowering/frontend.py `
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 import sys
 
@@ -22,11 +21,10 @@ from tilelang_core.lowering.condition_loads import hoist_condition_loads, reads_
 
 _HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
+from private_modules import load_private  # noqa: E402
 from backend_pairs import PATHS, compile_on, path_id  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("test_tileops_cuda_for_condition_loads", _HERE / "test_tileops_cuda.py")
-CU = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(CU)
+CU = load_private("test_tileops_cuda", "test_tileops_cuda_for_condition_loads")
 
 W = 8  # elements per row
 

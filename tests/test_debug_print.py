@@ -15,10 +15,10 @@ it is lowered.
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import math
 import pathlib
 import re
+import sys
 import types
 
 import numpy as np
@@ -31,13 +31,11 @@ from tilelang_core.language.tileops._common import OperandCheckError, OperandTyp
 from tilelang_core.lowering import lower
 
 _HERE = pathlib.Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("test_tileops_cuda_for_print", _HERE / "test_tileops_cuda.py")
-CU = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(CU)  # nvcc lookup, one-translation-unit merge, the GPU emulator
-
-import sys
 sys.path.insert(0, str(_HERE))
+from private_modules import load_private  # noqa: E402
 from backend_pairs import PATHS, compile_on as _compile, path_id  # noqa: E402
+
+CU = load_private("test_tileops_cuda", "test_tileops_cuda_for_print")  # nvcc lookup, one-translation-unit merge, the GPU emulator
 
 #: One printed line: where it came from, then what was printed.
 LINE = re.compile(r"T\.print block=\((\d+), (\d+), (\d+)\)(?: thread=\((\d+), (\d+), (\d+)\))?: (.*)")

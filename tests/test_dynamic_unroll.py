@@ -7,7 +7,6 @@ constant-extent unrolls are still unrolled.
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 import sys
 
@@ -19,11 +18,10 @@ from tilelang_core.lowering import lower
 
 _HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
+from private_modules import load_private  # noqa: E402
 from backend_pairs import CYTHON_C, PATHS, compile_on, path_id  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("test_tileops_cuda_for_unroll", _HERE / "test_tileops_cuda.py")
-CU = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(CU)
+CU = load_private("test_tileops_cuda", "test_tileops_cuda_for_unroll")
 
 
 def sums_kernel():

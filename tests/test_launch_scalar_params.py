@@ -5,7 +5,6 @@ which is not a dynamic dimension of any tensor parameter"); CPU targets already 
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 import sys
 
@@ -20,17 +19,10 @@ from tilelang_core.lowering import lower
 
 _HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
+from private_modules import load_private  # noqa: E402
 from backend_pairs import PATHS, compile_on, path_id  # noqa: E402
 
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(f"launch_scalar_{name}", _HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-CU = _load("test_tileops_cuda")  # the GPU emulator and nvcc (a private copy)
+CU = load_private("test_tileops_cuda", "launch_scalar_test_tileops_cuda")  # the GPU emulator and nvcc (a private copy)
 
 
 def _scaled_prefix():

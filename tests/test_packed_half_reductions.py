@@ -13,25 +13,19 @@ results bit for bit.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import pathlib
 import re
+import sys
 
 import pytest
 import torch
 
 _HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE))
+from private_modules import load_private  # noqa: E402
 
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, _HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-CU = _load("test_tileops_cuda")  # nvcc lookup, one-translation-unit merge, the GPU emulator
-_PAIRS = _load("backend_pairs")  # CPU (backend, target) paths
+CU = load_private("test_tileops_cuda")  # nvcc lookup, one-translation-unit merge, the GPU emulator
+_PAIRS = load_private("backend_pairs")  # CPU (backend, target) paths
 _EMU_HEADER = CU._EMU_HEADER
 
 _TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16}

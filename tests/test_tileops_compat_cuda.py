@@ -10,25 +10,19 @@ this machine). ``gpu``-marked tests run the kernels on a device (skipped without
 from __future__ import annotations
 
 import functools
-import importlib.util
 import pathlib
 import re
+import sys
 
 import pytest
 import torch
 
 _HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE))
+from private_modules import load_private  # noqa: E402
 
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, _HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-KS = _load("tileops_compat_kernels")
-CU = _load("test_tileops_cuda")  # nvcc lookup, one-translation-unit merge, the GPU emulator
+KS = load_private("tileops_compat_kernels")
+CU = load_private("test_tileops_cuda")  # nvcc lookup, one-translation-unit merge, the GPU emulator
 
 
 def _kernels():

@@ -12,7 +12,6 @@ kit uses. ``gpu``-marked tests run the kernels on a device (skipped without one)
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 import re
 import sys
@@ -29,18 +28,11 @@ _HERE = pathlib.Path(__file__).resolve().parent
 _THIS = pathlib.Path(__file__).resolve()
 _LINES = _THIS.read_text().splitlines()
 sys.path.insert(0, str(_HERE))
+from private_modules import load_private  # noqa: E402
 from backend_pairs import compile_on  # noqa: E402
 
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(f"warp_helpers_{name}", _HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-W = _load("warp_kernels")
-CU = _load("test_tileops_cuda")  # nvcc lookup and translation units, the GPU emulator (a private copy)
+W = load_private("warp_kernels", "warp_helpers_warp_kernels")
+CU = load_private("test_tileops_cuda", "warp_helpers_test_tileops_cuda")  # nvcc lookup and translation units, the GPU emulator (a private copy)
 
 
 def _line_of(marker: str) -> int:
