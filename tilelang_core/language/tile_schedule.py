@@ -109,7 +109,10 @@ class PersistentTileScheduler:
     # -- decoding ---------------------------------------------------------------------------------
 
     def coord(self, tile: Any) -> tuple[Any, Any]:
-        """``(m, n)`` of linear tile number ``tile`` (an expression; no state is read or written)."""
+        """``(m, n)`` of linear tile number ``tile`` (an expression; no state is read or written).
+
+        A ``tile`` past the last one gives a coordinate outside the grid (check ``tile <
+        total_tiles`` before using it)."""
         tile = _expr(tile)
         fast_extent, slow_extent = self.grid if self.column_major else self.grid[::-1]
         if self.swizzle_size == 1:
@@ -119,7 +122,9 @@ class PersistentTileScheduler:
             panel = tirx.floordiv(tile, width * fast_extent)
             first = panel * width
             local = tile - first * fast_extent
-            panel_width = tirx.min(width, slow_extent - first)  # the last panel may be narrower
+            # the last panel may be narrower; past the last tile (a wave loop's spare iterations)
+            # the width stays 1, so the coordinate falls outside the grid instead of dividing by 0
+            panel_width = tirx.max(tirx.min(width, slow_extent - first), tirx.IntImm("int32", 1))
             fast = tirx.floordiv(local, panel_width)
             slow = first + tirx.floormod(local, panel_width)
         return (fast, slow) if self.column_major else (slow, fast)

@@ -225,6 +225,7 @@ def lower(
                             emit_pragmas=True,
                             simd=not config_flag(configs, "tl.disable_vectorize"),
                             func_location=location,
+                            guard_accesses=not config_flag(configs, "tl.disable_safe_memory_legalize"),
                         ),
                     )
                     written.append(written_params(front))
@@ -255,6 +256,7 @@ def lower(
                             parallel_blocks=not (config_flag(configs, "tl.disable_parallel_blocks")
                                                  or has_device_asserts(func)),
                             func_location=location,
+                            guard_accesses=not config_flag(configs, "tl.disable_safe_memory_legalize"),
                         ),
                     )
                     written.append(written_params(front))
@@ -272,6 +274,7 @@ def lower(
                         gpu=True,
                         max_threads=max_threads_of(tgt),
                         func_location=location,
+                        guard_accesses=not config_flag(configs, "tl.disable_safe_memory_legalize"),
                     ),
                 )
                 from . import passes as P

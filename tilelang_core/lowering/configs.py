@@ -35,6 +35,11 @@ PASS_CONFIGS: dict[str, tuple[Any, str]] = {
         "CPU targets: run the blocks of T.Kernel in a serial loop (no '#pragma omp parallel for', "
         "no parallel loop in runtime modules).",
     ),
+    "tl.disable_safe_memory_legalize": (
+        False,
+        "Do not guard the kernel's own accesses of global memory that may leave their tensor "
+        "(stores and atomics skipped, loads giving 0 outside it); the tile operators keep their guards.",
+    ),
     "tl.config_index_bitwidth": (
         32,
         "Index arithmetic: 32 (64 bits only for tensors whose static size needs it; tensors with "
@@ -65,8 +70,6 @@ NO_EFFECT: dict[str, str] = {
     "tl.disable_data_race_check": _NO_CHECK,
     "tl.disable_prelower_semantic_check": _NO_CHECK,
     "tl.disable_out_of_bound_warning": _NO_CHECK,
-    "tl.disable_safe_memory_legalize": "upstream's guard insertion for out-of-bounds tile accesses; this pipeline "
-    "emits the bounds checks T.copy and T.Parallel need itself",
     "tl.disable_warp_specialized": _GPU_ONLY + " (warp specialization)",
     "tl.enable_auto_warp_specialization": _GPU_ONLY + " (warp specialization)",
     "tl.enable_auto_schedule": "upstream's automatic scheduling, which this pipeline does not have",

@@ -33,7 +33,7 @@ from tvm import tirx
 from ..errors import LoweringError
 from .atomics import contains_atomics
 from .markers import marker_args
-from .store_guards import guard_global_stores
+from .access_guards import guard_global_accesses, safe_value_marker
 from .warp import refuse_grid_syncs, refuse_partial_warps, refuse_under_guard, resolve_thread_indices
 
 #: Marker names of the reducer operators (tilelang_core.language.tileops.reducer).
@@ -75,6 +75,7 @@ class FrontendOptions:
     emit_pragmas: bool = False
     simd: bool = True
     func_location: str = "<unknown>"
+    guard_accesses: bool = True  # lowering/access_guards.py (off: tl.disable_safe_memory_legalize)
 
 
 @dataclass
@@ -106,18 +107,18 @@ def _is_parallel_marker(stmt: Any) -> Optional[int]:
     return None if args is None else _int(args[0])
 
 
-def _safe_value_marker(stmt: Any) -> Optional[tuple]:
-    """``(buffer, value)`` of a ``T.annotate_safe_value`` marker statement, else None."""
-    args = marker_args(stmt, SAFE_VALUE_CALL, 2)
-    return None if args is None else (args[0].args[0].source, args[1])
+_safe_value_marker = safe_value_marker  # lowering/access_guards.py
 
 
 def _guard_safe_loads(body: Any, safe_values: tuple) -> Any:
-    """Loads of annotated buffers in a ``T.Parallel`` body read the annotated value outside the buffer."""
+    """Loads of annotated buffers in a ``T.Parallel`` body read the annotated value outside the buffer
+    (global buffers: every load is guarded by lowering/access_guards.py, with the annotated value)."""
     from ..language.tileops._common import all_of, cast, static_int
 
     def on_load(load: Any) -> Any:
         for buffer, value in reversed(safe_values):
+            if (str(buffer.ty.storage_scope) or "global") == "global":
+                continue
             if not load.source.same_as(buffer):
                 continue
             conds = []
@@ -329,6 +330,8 @@ class Frontend:
                 raise LoweringError(f"{loc}: malformed T.Kernel grid (expected {ndim} nested grid loops)")
             loops.append(inner)
         body = loops[-1].body
+        if self.opt.guard_accesses:  # accesses outside a tensor are skipped (lowering/access_guards.py)
+            body = guard_global_accesses(body, loops, threads, version_loops=not self.opt.gpu)
         if self.opt.gpu:
             if _int(ann.get(KERNEL_IS_CPU_KEY, 0)):
                 raise LoweringError(
@@ -492,9 +495,6 @@ class Frontend:
         body = loops[-1].body
         if ctx.safe_values:
             body = _guard_safe_loads(body, ctx.safe_values)
-        if not ctx.in_parallel:  # an outer T.Parallel already guarded the nested one's stores
-            known = (ctx.kernel or {}).get("block_loops", []) + loops  # ranges the guards may rely on
-            body = guard_global_stores(body, known)  # lowering/store_guards.py
         if self.opt.gpu:
             return self._parallel_gpu(loops, body, ctx)
         return self._parallel_cpu(loops, body, ctx)

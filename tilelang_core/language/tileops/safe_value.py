@@ -4,7 +4,9 @@
 at the edges of a matrix). After ``T.annotate_safe_value({A: -99})`` the destination gets
 ``-99`` (converted to the destination's dtype) for the parts outside ``A``, and an element copy
 ``T.copy(A[i, j], B[i, j])`` and the loads of ``A`` in ``T.Parallel`` loops
-(``S[i] = A[i - 10]``) are guarded the same way. The annotation holds in the scope it is
+(``S[i] = A[i - 10]``) are guarded the same way; for a tensor (global memory) every load the
+kernel makes outside it gives the value, in serial loops too (lowering/access_guards.py, which
+guards such loads with 0 otherwise). The annotation holds in the scope it is
 written in (the kernel, or the ``T.sblock`` / ``with`` block around it), for ``T.copy`` calls
 that follow it; an inner annotation of the same buffer wins.
 """

@@ -1,0 +1,257 @@
+"""Accesses of global memory outside their tensor are skipped (stores, atomics) or read 0 (loads).
+
+lowering/access_guards.py: in serial loops and straight-line kernel code too, not only in
+``T.Parallel``; a store past a tensor's edge would otherwise corrupt the memory after it. Each
+tensor below is a view into a larger one whose tail holds canaries, so a stray store shows.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import sys
+
+import pytest
+import torch
+
+import tilelang.language as T
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from backend_pairs import CYTHON_C, PATHS, compile_on, path_id  # noqa: E402
+from private_modules import load_private  # noqa: E402
+
+CU = load_private("test_tileops_cuda")  # nvcc lookup, one-translation-unit merge, the GPU emulator
+
+CANARY = 123.0
+
+
+def _with_canaries(n: int, fill: float = 0.0, dtype=torch.float32):
+    """``(view of n elements, the whole storage)``: the 64 elements after the view are canaries."""
+    storage = torch.full((n + 64,), CANARY, dtype=dtype)
+    storage[:n] = fill
+    return storage[:n], storage
+
+
+def _serial_tail(n: int, block: int = 32):
+    """Each block copies ``block`` elements with a serial loop: the last block crosses the edge."""
+
+    @T.prim_func
+    def k(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block)) as bx:
+            for j in T.serial(block):
+                B[bx * block + j] = A[bx * block + j] + 1.0
+
+    return k
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_serial_loop_across_the_edge_neither_reads_nor_writes_outside(path):
+    """Before: the last block stored 28 elements past B (into the canaries) and read past A."""
+    kernel = compile_on(_serial_tail(100), path)
+    a = torch.randn(100)
+    b, storage = _with_canaries(100)
+    kernel(a, b)
+    torch.testing.assert_close(b, a + 1.0)
+    assert torch.all(storage[100:] == CANARY)
+
+
+def _dynamic_serial_tail(block: int = 16):
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def k(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block)) as bx:
+            for j in T.serial(block):
+                B[bx * block + j] = A[bx * block + j] * 3.0
+
+    return k
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+@pytest.mark.parametrize("n", [1, 16, 37])
+def test_dynamic_shape_serial_tail_stays_inside(path, n):
+    kernel = compile_on(_dynamic_serial_tail(), path)
+    a = torch.randn(n)
+    b, storage = _with_canaries(n)
+    kernel(a, b)
+    torch.testing.assert_close(b, a * 3.0)
+    assert torch.all(storage[n:] == CANARY)
+
+
+def _loads_past_the_edge(n: int, block: int = 8):
+    """Loads past A's edge read 0: the last block's sum counts only the elements inside A."""
+
+    @T.prim_func
+    def k(A: T.Tensor((n,), "float32"), S: T.Tensor((T.ceildiv(n, block),), "float32")):
+        with T.Kernel(T.ceildiv(n, block)) as bx:
+            acc = T.alloc_var("float32", init=0.0)
+            for j in T.serial(block):
+                acc = acc + A[bx * block + j]
+            S[bx] = acc
+
+    return k
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_loads_outside_a_tensor_read_zero(path):
+    n = 21
+    kernel = compile_on(_loads_past_the_edge(n), path)
+    # A is a view whose storage continues with large values: an unguarded read would add them
+    a, storage = _with_canaries(n)
+    a.copy_(torch.randn(n))
+    s = torch.zeros(3)
+    kernel(a, s)
+    expected = torch.nn.functional.pad(a, (0, 3)).view(3, 8).sum(dim=1)
+    torch.testing.assert_close(s, expected)
+
+
+def _histogram(n: int, bins: int):
+    """An atomic histogram over indices read from memory, some of them outside ``H``."""
+
+    @T.prim_func
+    def k(Idx: T.Tensor((n,), "int32"), H: T.Tensor((bins,), "float32")):
+        with T.Kernel(T.ceildiv(n, 16), threads=16) as bx:
+            for i in T.Parallel(16):
+                T.atomic_add(H[Idx[bx * 16 + i]], 1.0)
+
+    return k
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_atomics_at_indices_outside_the_tensor_are_skipped(path):
+    """``T.atomic_add(H[idx[i]], 1)`` with idx values below 0 and past the last bin: those updates
+    are skipped (before: written into the memory around H); the index is read once per element."""
+    n, bins = 48, 5
+    kernel = compile_on(_histogram(n, bins), path)
+    idx = torch.randint(-3, bins + 3, (n,), dtype=torch.int32)
+    h, storage = _with_canaries(bins)
+    kernel(idx, h)
+    inside = idx[(idx >= 0) & (idx < bins)].long()
+    torch.testing.assert_close(h, torch.bincount(inside, minlength=bins).float())
+    assert torch.all(storage[bins:] == CANARY)
+
+
+def _atomic_prev(n: int):
+    @T.prim_func
+    def k(H: T.Tensor((n,), "float32"), P: T.Tensor((n + 4,), "float32")):
+        with T.Kernel(1) as _:
+            for j in T.serial(n + 4):
+                P[j] = T.atomic_add(H[j], 1.0, return_prev=True)
+
+    return k
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_atomic_value_outside_the_tensor_is_zero(path):
+    """``return_prev=True`` outside the tensor: no update, and the returned value is 0."""
+    kernel = compile_on(_atomic_prev(6), path)
+    h, storage = _with_canaries(6, fill=2.0)
+    p = torch.full((10,), -1.0)
+    kernel(h, p)
+    assert torch.all(h == 3.0)
+    torch.testing.assert_close(p, torch.tensor([2.0] * 6 + [0.0] * 4))
+    assert torch.all(storage[6:] == CANARY)
+
+
+def _safe_value_in_serial_code(n: int):
+    @T.prim_func
+    def k(A: T.Tensor((n,), "float32"), B: T.Tensor((n + 3,), "float32")):
+        with T.Kernel(1) as _:
+            T.annotate_safe_value({A: -5.0})
+            for j in T.serial(n + 3):
+                B[j] = A[j]
+
+    return k
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_annotated_safe_value_holds_outside_parallel_loops(path):
+    kernel = compile_on(_safe_value_in_serial_code(4), path)
+    a = torch.randn(4)
+    b = torch.zeros(7)
+    kernel(a, b)
+    torch.testing.assert_close(b, torch.cat([a, torch.full((3,), -5.0)]))
+
+
+def _ifs(source: str) -> int:
+    return len(re.findall(r"\bif \(", source))
+
+
+def test_no_guard_where_the_ranges_prove_the_access_inside():
+    """Tiles that divide the shape: no condition at all (the loops keep their vectorizable form)."""
+    source = compile_on(_serial_tail(128), CYTHON_C).get_kernel_source()
+    assert _ifs(source) == 0, source
+
+
+def test_an_explicit_bounds_check_is_not_repeated():
+    """A kernel (or a tile operator) that checks the index itself gets no second condition."""
+
+    @T.prim_func
+    def k(A: T.Tensor((100,), "float32"), B: T.Tensor((100,), "float32")):
+        with T.Kernel(4) as bx:
+            for j in T.serial(32):
+                if bx * 32 + j < 100:
+                    B[bx * 32 + j] = A[bx * 32 + j]
+
+    source = compile_on(k, CYTHON_C).get_kernel_source()
+    assert _ifs(source) == 1 and "condval" not in source, source
+
+
+@pytest.fixture(scope="module")
+def cuda_sources():
+    from tilelang_core.lowering import lower
+
+    return {"histogram": lower(_histogram(48, 5), target="cuda"),
+            "dynamic_tail": lower(_dynamic_serial_tail(), target="cuda")}
+
+
+def test_cuda_sources_carry_the_guards(cuda_sources):
+    hist = cuda_sources["histogram"].device_source
+    assert re.search(r"if \(\(0 <= guarded_index\) && \(guarded_index < 5\)\)", hist), hist
+
+
+@pytest.mark.skipif(CU.NVCC is None, reason="nvcc is not installed")
+def test_cuda_sources_compile_with_nvcc(cuda_sources, tmp_path):
+    CU.compile_translation_units(cuda_sources, tmp_path)
+
+
+@CU.emulator
+def test_emulated_gpu_histogram_skips_indices_outside(cuda_sources, tmp_path):
+    """The CUDA kernel run on the emulated GPU of tests/test_tileops_cuda.py (no GPU here)."""
+    run = CU._emulated(cuda_sources["histogram"], tmp_path)
+    idx = torch.randint(-3, 8, (48,), dtype=torch.int32)
+    h, storage = _with_canaries(5)
+    run(idx, h)
+    inside = idx[(idx >= 0) & (idx < 5)].long()
+    torch.testing.assert_close(h, torch.bincount(inside, minlength=5).float())
+    assert torch.all(storage[5:] == CANARY)
+
+
+def test_the_guards_can_be_turned_off_by_the_upstream_pass_config():
+    """``tl.disable_safe_memory_legalize`` (upstream's key): the kernel's own accesses are left as
+    written, for kernels whose indices are known to be inside."""
+    import tilelang
+
+    func = _serial_tail(100)
+    guarded = tilelang.compile(func, target="c").get_kernel_source()
+    plain = tilelang.compile(func, target="c", pass_configs={"tl.disable_safe_memory_legalize": True}).get_kernel_source()
+    assert _ifs(guarded) > 0 and _ifs(plain) == 0, plain
+
+
+def test_cpu_loop_nests_get_a_guard_free_copy_for_the_blocks_inside():
+    """A dynamic shape leaves the guard in place, but the loop is versioned: blocks whose whole
+    tile is inside the tensor run a copy without it (bench/access_guards.py: LLVM vectorizes that
+    copy, the guarded loop it did not)."""
+    source = compile_on(_dynamic_serial_tail(), CYTHON_C).get_kernel_source()
+    lines = [line.strip() for line in source.splitlines()]
+    stores = [k for k, line in enumerate(lines) if line.startswith("B_ptr[")]
+    assert len(stores) == 2, source
+    guarded = [lines[k - 1].startswith("if (") for k in stores]
+    assert sorted(guarded) == [False, True], source
+    assert re.search(r"if \(\(?\w+ \+ 15\)? < n\) \{", source), source  # the whole tile is inside
+
+
+def test_no_versioning_when_a_guard_depends_on_memory():
+    """A gather index read from memory: the guard cannot be checked per tile, so one loop."""
+    source = compile_on(_histogram(48, 5), CYTHON_C).get_kernel_source()
+    assert source.count("tl_atomic_add_f32_relaxed((&(H_ptr[") == 1, source

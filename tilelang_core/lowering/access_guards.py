@@ -1,0 +1,556 @@
+"""A kernel's accesses of global memory never leave their tensor.
+
+A kernel may touch a whole tile element by element where the tile crosses the edge of a tensor
+(``C[m0 + i, n0 + j] = acc[i, j]`` with ``N`` not a multiple of ``block_N``, ``x = A[bx * 32 + j]``
+in a serial loop of the last block, ``T.atomic_add(H[idx[i]], 1)`` with an index read from
+memory). TileLang guards such accesses, so kernels written for it rely on that; on a CPU target an
+unguarded store there corrupts the heap and an unguarded load reads another allocation.
+:func:`guard_global_accesses` rewrites the body of one ``T.Kernel`` so that every access of a
+``global``-scope buffer (a tensor parameter, ``T.alloc_global``) whose indices are not known to
+lie inside the buffer is guarded by ``0 <= index < dim and ...``:
+
+* a store (``BufferStore``) becomes ``if cond: store`` and is skipped outside the buffer, as
+  ``T.copy`` skips the parts of a tile outside its destination (docs/tile-operators.md);
+* a load gives 0 outside the buffer (``T.if_then_else(cond, A[i], 0)``), or the value
+  ``T.annotate_safe_value`` set for that buffer in the enclosing scope;
+* an atomic operation (``T.atomic_add`` and the other atomic markers, ``return_prev=`` included)
+  is skipped outside the buffer and its value is then 0; the multi-lane forms
+  (``T.atomic_addx2``/``x4``) need all of their lanes inside the buffer.
+
+A condition is not added where TVM's analyzer proves it: from the ranges of the ``T.Kernel``
+block indices and of the loops around the access, from the conditions of the enclosing ``if``
+statements and ``T.if_then_else`` branches (the guards the tile operators already emit), so
+kernels whose tiles divide static shapes keep their guard-free loops. The values of per-thread
+scalars (``i = bx * 64 + j``) and the ranges of ``T.get_thread_binding`` take part in the proofs.
+On CPU targets a loop nest without inner loops whose guards are affine in its variables is
+versioned: ``if <the guards hold at the weakest corner of the iteration box>: <the nest without
+them> else: <the guarded nest>``, so only the tiles that cross an edge pay for the guards (and
+LLVM vectorizes the others; ``bench/access_guards.py``). Vector accesses (``Ramp`` indices) come
+from the operators, which guard themselves, and addresses taken with ``T.address_of`` /
+``T.access_ptr`` (for extern calls) are the caller's responsibility. ``tl.disable_safe_memory_legalize``
+turns the guards off (lowering/configs.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from typing import Any, Iterator, Optional, Sequence
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from ..language.core import PARALLEL_MARKER
+from ..language.tileops._common import all_of, cast, static_int
+from ..language.tileops.safe_value import SAFE_VALUE_CALL
+from . import atomics
+from .intrinsics import parse as parse_intrinsic
+from .markers import extern_name, marker_args
+
+__all__ = ["guard_global_accesses", "safe_value_marker"]
+
+#: Calls whose buffer-load arguments are addresses, not reads (left unguarded).
+_ADDRESS_CALLS = ("tirx.address_of", "tirx.tvm_access_ptr", "tl.access_ptr")
+_PLACEHOLDER = "tl_access_guard_placeholder_"
+
+
+def safe_value_marker(stmt: Any) -> Optional[tuple]:
+    """``(buffer, value)`` of a ``T.annotate_safe_value`` marker statement, else None."""
+    args = marker_args(stmt, SAFE_VALUE_CALL, 2)
+    return None if args is None else (args[0].args[0].source, args[1])
+
+
+def _is_global(buffer: Any) -> bool:
+    return (str(buffer.ty.storage_scope) or "global") == "global"
+
+
+def _op_name(call: Any) -> str:
+    op = getattr(call, "op", None)
+    return str(getattr(op, "name", "")) if op is not None else ""
+
+
+def _narrow(expr: Any) -> Any:
+    """``expr`` without widening integer casts (``int64(i)`` of an int32 ``i``): they keep order,
+    and TVM's analyzer does not carry a symbolic bound (``i < m``) through them."""
+    while type(expr).__name__ == "Cast" and str(expr.ty.dtype).startswith("int"):
+        inner = expr.value
+        if not str(inner.ty.dtype).startswith("int"):
+            break
+        if int(str(inner.ty.dtype)[3:] or 32) > int(str(expr.ty.dtype)[3:] or 32):
+            break
+        expr = inner
+    return expr
+
+
+def _same_dtype(expr: Any, like: Any) -> Any:
+    return expr if str(expr.ty.dtype) == str(like.ty.dtype) else tirx.Cast(str(like.ty.dtype), expr)
+
+
+def _is_scalar_local(buffer: Any) -> bool:
+    """A per-thread scalar (``T.alloc_var``, a kernel's ``i = ...``): one element in local memory."""
+    scope = str(buffer.ty.storage_scope) or "global"
+    shape = [static_int(d) for d in buffer.ty.shape]
+    return scope.startswith("local") and shape == [1]
+
+
+def _loads(expr: Any) -> list:
+    found: list = []
+    tvm_ffi.structural_map(expr, [(tvm.ir.TensorLoad, lambda load: found.append(load) or load)])
+    return found
+
+
+def _reads_memory(expr: Any) -> bool:
+    """Whether ``expr`` reads an array (not only per-thread scalars)."""
+    return any(not _is_scalar_local(load.source) for load in _loads(expr))
+
+
+def _stored_buffers(stmt: Any) -> list:
+    """The buffers ``stmt`` stores into (a conservative list: every ``BufferStore`` in it)."""
+    found: list = []
+    tvm_ffi.structural_map(stmt, [(tirx.BufferStore, lambda st: found.append(st.buffer) or st)])
+    return found
+
+
+def _address_taken(expr: Any) -> list:
+    """The buffers whose address ``expr`` passes on (``T.address_of(x[0])``, ``T.access_ptr``)."""
+    found: list = []
+
+    def on_call(call: Any) -> Any:
+        if _op_name(call) in _ADDRESS_CALLS:
+            found.extend(load.source for load in _loads(call))
+        return call
+
+    tvm_ffi.structural_map(expr, [(tvm.ir.Call, on_call)])
+    return found
+
+
+def _parallel_ndim(stmt: Any) -> Optional[int]:
+    """The loop count of a ``T.Parallel`` marker statement (the loop nest follows it), else None."""
+    args = marker_args(stmt, PARALLEL_MARKER, 1)
+    return None if args is None else static_int(args[0])
+
+
+def _contains_loops(stmt: Any) -> bool:
+    found: list = []
+    tvm_ffi.structural_map(stmt, [((tirx.For, tirx.While), lambda x: found.append(x) or x)])
+    return bool(found)
+
+
+def _defined_vars(stmt: Any) -> list:
+    found: list = []
+    tvm_ffi.structural_map(stmt, [((tirx.Bind, tirx.LetStmt), lambda b: found.append(b.var) or b)])
+    return found
+
+
+def _vars(expr: Any) -> list:
+    found: list = []
+    tvm_ffi.structural_map(expr, [(tvm.ir.Var, lambda v: found.append(v) or v)])
+    return found
+
+
+def _replace(expr: Any, mapping: list) -> Any:
+    def on_var(var: Any) -> Any:
+        for old, new in mapping:
+            if var.same_as(old):
+                return new
+        return var
+
+    return tvm_ffi.structural_map(expr, [(tvm.ir.Var, on_var)])
+
+
+def _fresh_copy(stmt: Any, defined: list) -> Any:
+    """``stmt`` with the variables it defines (``defined``) replaced by new ones of the same name:
+    the versioned copy of a loop nest defines its own (TVM's code generators need each variable
+    defined once)."""
+    return _replace(stmt, [(var, tirx.Var(str(var.name), var.ty)) for var in defined])
+
+
+def _conjuncts(cond: Any) -> list:
+    if isinstance(cond, tirx.And):
+        return _conjuncts(cond.a) + _conjuncts(cond.b)
+    return [cond]
+
+
+def _seq(binds: list, stmt: Any) -> Any:
+    return tirx.SeqStmt([*binds, stmt]) if binds else stmt
+
+
+class _Guarder:
+    """One kernel body's rewrite; the analyzer carries the ranges and conditions in scope."""
+
+    def __init__(self, loops: Sequence[Any], threads: Sequence[int] = (1, 1, 1), version_loops: bool = False) -> None:
+        self.analyzer = tvm.sym.Analyzer()
+        self.version_loops = version_loops
+        self.added: list = []  # the conditions of the guards added so far (as proved: with_known)
+        self.loops = list(loops)
+        #: stand-ins of the T.get_thread_binding(d) markers, with the block's thread ranges
+        self.thread_vars = [tirx.Var(f"thread_index_{d}", "int32") for d in range(3)]
+        for var, extent in zip(self.thread_vars, threads):
+            self.analyzer.bind(var, tvm.ir.Range.from_min_extent(0, int(extent)))
+        self.placeholders: dict = {}
+        self.counter = itertools.count()
+        #: [(scalar buffer, value)]: per-thread scalars whose current value is a pure expression of
+        #: variables (``i = bx * 64 + j``), substituted into the conditions the analyzer proves
+        self.known: list = []
+        self.facts: list = []  # the conjuncts of the conditions in scope
+        for loop in loops:
+            self._bind_loop(loop)
+
+    # -- conditions -----------------------------------------------------------------------------
+    def _bind_loop(self, loop: Any) -> None:
+        step = static_int(loop.step) if getattr(loop, "step", None) is not None else 1
+        if step == 1:
+            self.analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent), allow_override=True)
+
+    def _with_known(self, expr: Any) -> Any:
+        """``expr`` with the reads of known scalars replaced by their values and the thread/block
+        index markers by variables of known range (for proofs only)."""
+
+        def on_load(load: Any) -> Any:
+            for buffer, value in self.known:
+                if load.source.same_as(buffer):
+                    return value
+            return load
+
+        def on_call(call: Any) -> Any:
+            marker = parse_intrinsic(call)
+            if marker is None or marker.name not in ("thread_binding", "block_binding"):
+                return call
+            axis = static_int(marker.args[0])
+            if marker.name == "thread_binding" and axis is not None and 0 <= axis < 3:
+                return self.thread_vars[axis]
+            if marker.name == "block_binding" and axis is not None and 0 <= axis < len(self.loops):
+                return self.loops[axis].loop_var
+            return call
+
+        return tvm_ffi.structural_map(expr, [(tvm.ir.TensorLoad, on_load), (tvm.ir.Call, on_call)])
+
+    def _forget(self, buffers: Sequence[Any]) -> None:
+        self.known = [(b, v) for b, v in self.known if not any(b.same_as(x) for x in buffers)]
+
+    def _remember(self, store: Any) -> None:
+        """After ``store``: the scalar it wrote is known when its value reads no memory."""
+        self._forget([store.buffer])
+        value = self._with_known(store.value)
+        if _is_scalar_local(store.buffer) and not _loads(value) and str(value.ty.dtype).startswith(("int", "uint")):
+            self.known.append((store.buffer, value))
+
+    @contextlib.contextmanager
+    def _scope(self, cond: Any) -> Iterator[None]:
+        """``cond`` holds inside the block: for the analyzer, and as literal facts (the analyzer
+        loses a constraint on a complex expression under an outer one that rewrites it)."""
+        cond = self._with_known(cond)
+        facts = _conjuncts(cond)
+        self.facts.extend(facts)
+        try:
+            with self.analyzer.constraint_scope(cond):
+                yield
+        finally:
+            del self.facts[len(self.facts) - len(facts):]
+
+    def _provable(self, cond: Any) -> bool:
+        cond = self._with_known(cond)
+        if any(tvm_ffi.structural_equal(cond, fact) for fact in self.facts):
+            return True
+        return bool(self.analyzer.can_prove(cond))
+
+    def _inside(self, indices: Sequence[Any], shape: Sequence[Any], last_lanes: int = 1) -> Optional[Any]:
+        """The condition keeping ``indices`` (and ``last_lanes - 1`` more elements along the last
+        axis) inside ``shape``; None when it provably holds, or for vector indices."""
+        conds = []
+        for axis, (index, dim) in enumerate(zip(indices, shape)):
+            if type(index).__name__ == "Ramp" or int(getattr(index.ty, "lanes", 1) or 1) != 1:
+                return None  # vector accesses come from the operators, which guard themselves
+            last = index + (last_lanes - 1) if axis == len(indices) - 1 and last_lanes > 1 else index
+            i, d, j = static_int(index), static_int(dim), static_int(last)
+            if i is not None and j is not None and d is not None and 0 <= i and j < d:
+                continue
+            lower = index >= tirx.IntImm(str(index.ty.dtype), 0)
+            upper = last < _same_dtype(dim, last)
+            if (i is None or i < 0) and not self._provable(lower) and not self._provable(_narrow(self._with_known(index)) >= 0):
+                conds.append(lower)
+                self.added.append(self._with_known(lower))
+            if not self._upper_provable(last, dim):
+                conds.append(upper)
+                self.added.append(self._with_known(upper))
+        return all_of(conds)
+
+    def _upper_provable(self, index: Any, dim: Any) -> bool:
+        if self._provable(index < _same_dtype(dim, index)):
+            return True
+        i, d = _narrow(self._with_known(index)), _narrow(dim)
+        if str(i.ty.dtype) != str(d.ty.dtype):
+            static = static_int(d)
+            if static is None or static >= 2**31 or str(i.ty.dtype) != "int32":
+                return False
+            d = tirx.IntImm("int32", static)
+        return self._provable(i < d)
+
+    # -- expressions ----------------------------------------------------------------------------
+    def expr(self, e: Any, safe: tuple) -> Any:
+        """``e`` with its global loads guarded (and its atomics, see :meth:`_atomic`)."""
+        if e is None or not isinstance(e, tvm.ir.Expr):
+            return e
+        shielded = tvm_ffi.structural_map(e, [(tvm.ir.Call, lambda c: self._shield(c, safe))], order="pre")
+        guarded = tvm_ffi.structural_map(shielded, [(tvm.ir.TensorLoad, lambda load: self._load(load, safe))])
+        if not self.placeholders:
+            return guarded
+        return tvm_ffi.structural_map(guarded, [(tvm.ir.Var, self._restore)])
+
+    def _placeholder(self, value: Any) -> Any:
+        var = tirx.Var(f"{_PLACEHOLDER}{next(self.counter)}", value.ty)  # a pointer type for addresses
+        self.placeholders[str(var.name)] = value
+        return var
+
+    def _restore(self, var: Any) -> Any:
+        return self.placeholders.pop(str(var.name), var) if str(var.name).startswith(_PLACEHOLDER) else var
+
+    def _shield(self, call: Any, safe: tuple) -> Any:
+        """Calls whose parts are guarded under their own conditions, replaced by a placeholder
+        variable (so the outer walk neither enters nor re-guards them) until :meth:`_restore`."""
+        name = _op_name(call)
+        if name == "tirx.if_then_else":
+            cond = self.expr(call.args[0], safe)
+            with self._scope(cond):
+                then = self.expr(call.args[1], safe)
+            with self._scope(tirx.Not(cond)):
+                other = self.expr(call.args[2], safe)
+            return self._placeholder(tirx.if_then_else(cond, then, other))
+        if name in _ADDRESS_CALLS:
+            return self._placeholder(call)
+        if extern_name(call) == atomics.ATOMIC_CALL and atomics.parse(call) is not None:
+            _, new_call, cond = self._atomic(call, safe, bind=False)  # an expression: no binds
+            if cond is None:
+                return self._placeholder(new_call)
+            return self._placeholder(tirx.if_then_else(cond, new_call, tirx.const(0, str(call.ty.dtype))))
+        return call
+
+    def _load(self, load: Any, safe: tuple) -> Any:
+        buffer = load.source
+        if not _is_global(buffer) or int(getattr(load.ty, "lanes", 1) or 1) != 1:
+            return load
+        cond = self._inside(load.indices, buffer.ty.shape)
+        if cond is None:
+            return load
+        fallback = tirx.const(0, str(load.ty.dtype))
+        for annotated, value in reversed(safe):
+            if annotated.same_as(buffer):
+                fallback = cast(value, str(load.ty.dtype))
+                break
+        return tirx.if_then_else(cond, load, fallback)
+
+    def _guarded_indices(self, buffer: Any, indices: list, lanes: int = 1, bind: bool = True) -> tuple:
+        """``(binds, indices, condition or None)`` of an access of ``buffer`` at ``indices``: with
+        ``bind``, an index read from memory (``H[idx[i]]``) is bound once by ``binds``, so the guard
+        and the access use one read of it."""
+        cond = self._inside(indices, buffer.ty.shape, lanes)
+        if cond is None or not bind or not any(_reads_memory(i) for i in indices):
+            return [], indices, cond
+        binds, bound = [], []
+        for index in indices:
+            if _reads_memory(index):
+                var = tirx.Var("guarded_index", str(index.ty.dtype))
+                binds.append(tirx.Bind(var, index))
+                index = var
+            bound.append(index)
+        return binds, bound, self._inside(bound, buffer.ty.shape, lanes)
+
+    def _atomic(self, call: Any, safe: tuple, bind: bool = True) -> tuple:
+        """``(binds, call with guarded operands, condition of its destination or None)``."""
+        a = atomics.parse(call)
+        load = a.load
+        indices = [self.expr(i, safe) for i in load.indices]
+        binds, cond = [], None
+        if _is_global(load.source):
+            lanes = int(a.op[len("addx"):].split("_")[0]) if a.op.startswith("addx") else 1
+            binds, indices, cond = self._guarded_indices(load.source, indices, lanes, bind)
+        values = [self.expr(v, safe) for v in a.values]
+        ptr_args = list(a.ptr.args)
+        ptr_args[0] = tirx.BufferLoad(load.source, indices)
+        args = list(call.args)
+        args[4] = tvm.ir.Call(a.ptr.op, ptr_args, ret_ty=a.ptr.ty)
+        args[5:] = values
+        return binds, tvm.ir.Call(call.op, args, ret_ty=call.ty), cond
+
+    # -- loop versioning --------------------------------------------------------------------------
+    def _loop_nest(self, loop: Any, ndim: int, safe: tuple, marker: Any = None) -> Any:
+        """A loop nest (``ndim`` perfectly nested loops; a ``T.Parallel`` one after its ``marker``)
+        with its body guarded. On CPU targets, when the body holds no other loop and every guard
+        added in it is affine in the nest's variables, the nest is versioned: ``if <every guard
+        holds at the corners of the iteration box>: <nest without the guards> else: <guarded
+        nest>``, so the blocks inside the tensor run the plain (vectorizable) loop."""
+        loops = [loop]
+        while len(loops) < ndim and isinstance(loops[-1].body, tirx.For):
+            loops.append(loops[-1].body)
+        if len(loops) < ndim:  # malformed nest: the frontend reports it
+            guarded = self._plain_loop(loop, safe)
+            return guarded if marker is None else tirx.SeqStmt([marker, guarded])
+        body = loops[-1].body
+        changed = _stored_buffers(body)
+        self._forget(changed)
+        for lp in loops:
+            self._bind_loop(lp)
+        entry_known, mark = list(self.known), len(self.added)
+        guarded_body = self.stmt(body, safe)
+        conds = self.added[mark:]
+        self._forget(changed)
+        after_known = list(self.known)
+        guarded = self._rebuild(loops, guarded_body)
+        if marker is not None:
+            guarded = tirx.SeqStmt([marker, guarded])
+        cond = self._interior(conds, loops, body) if conds and self.version_loops and not _contains_loops(body) else None
+        if cond is None:
+            return guarded
+        self.known = entry_known
+        self.facts.extend(conds)
+        try:
+            fast_body = self.stmt(body, safe)
+        finally:
+            del self.facts[len(self.facts) - len(conds):]
+            del self.added[mark + len(conds):]
+            self.known = after_known
+        fast = _fresh_copy(self._rebuild(loops, fast_body), [lp.loop_var for lp in loops] + _defined_vars(body))
+        if marker is not None:
+            fast = tirx.SeqStmt([marker, fast])
+        return tirx.IfThenElse(cond, fast, guarded)
+
+    def _plain_loop(self, s: Any, safe: tuple) -> Any:
+        changed = _stored_buffers(s.body)
+        self._forget(changed)
+        self._bind_loop(s)
+        loop = tirx.For(s.loop_var, s.min, s.extent, s.kind, self.stmt(s.body, safe), s.thread_binding, s.annotations, s.step, s.span)
+        self._forget(changed)
+        return loop
+
+    @staticmethod
+    def _rebuild(loops: list, body: Any) -> Any:
+        for lp in reversed(loops):
+            body = tirx.For(lp.loop_var, lp.min, lp.extent, lp.kind, body, lp.thread_binding, lp.annotations, lp.step, lp.span)
+        return body
+
+    def _interior(self, conds: list, loops: list, body: Any) -> Optional[Any]:
+        """The condition under which every guard in ``conds`` holds for the whole iteration box of
+        ``loops`` (each guard checked at its weakest corner), None when that cannot be told: a guard
+        reading memory, naming a variable defined in the body or a thread index, or not affine."""
+        if any(getattr(lp, "step", None) is not None and static_int(lp.step) != 1 for lp in loops):
+            return None
+        inner = _defined_vars(body) + self.thread_vars
+        checks = []
+        for cond in conds:
+            if _loads(cond) or not isinstance(cond, (tirx.LT, tirx.LE, tirx.GT, tirx.GE)):
+                return None
+            if any(v.same_as(x) for v in _vars(cond) for x in inner):
+                return None
+            # affine in each loop variable: the condition is weakest at one corner of the box,
+            # where a - b is largest (a < b, a <= b) or smallest (a > b, a >= b)
+            diff = cond.a - cond.b
+            upper = isinstance(cond, (tirx.LT, tirx.LE))
+            corner = []
+            for lp in loops:
+                var = lp.loop_var
+                step = static_int(self.analyzer.simplify(_replace(diff, [(var, var + 1)]) - diff))
+                if step is None:
+                    return None
+                last = lp.min + lp.extent - 1
+                corner.append((var, last if (step > 0) == upper and step != 0 else lp.min))
+            checks.append(_replace(cond, corner))
+        unique: list = []
+        for check in (self.analyzer.simplify(c) for c in checks):
+            if static_int(check) == 1 or any(tvm_ffi.structural_equal(check, u) for u in unique):
+                continue
+            if static_int(check) == 0:
+                return None
+            unique.append(check)
+        return all_of(unique) if unique else None
+
+    # -- statements -----------------------------------------------------------------------------
+    def stmt(self, s: Any, safe: tuple) -> Any:
+        """``s`` with its global accesses guarded."""
+        if isinstance(s, tirx.SeqStmt):
+            out = []
+            seq = list(s.seq)
+            k = 0
+            while k < len(seq):
+                child = seq[k]
+                annotated = safe_value_marker(child)
+                if annotated is not None:  # holds for the rest of this scope (the frontend drops it)
+                    safe = (*safe, annotated)
+                    out.append(child)
+                elif _parallel_ndim(child) is not None and k + 1 < len(seq) and isinstance(seq[k + 1], tirx.For):
+                    out.append(self._loop_nest(seq[k + 1], _parallel_ndim(child), safe, child))  # T.Parallel
+                    k += 1
+                else:
+                    out.append(self.stmt(child, safe))
+                k += 1
+            return out[0] if len(out) == 1 else tirx.SeqStmt(out, s.span)
+        if isinstance(s, tirx.For) and not _contains_loops(s.body):
+            return self._loop_nest(s, 1, safe)
+        if isinstance(s, (tirx.For, tirx.While)):
+            changed = _stored_buffers(s.body)  # loop-carried: unknown inside the loop and after it
+            self._forget(changed)
+            if isinstance(s, tirx.While):
+                loop = tirx.While(self.expr(s.condition, safe), self.stmt(s.body, safe), s.span)
+            else:
+                self._bind_loop(s)
+                loop = tirx.For(s.loop_var, s.min, s.extent, s.kind, self.stmt(s.body, safe),
+                                s.thread_binding, s.annotations, s.step, s.span)
+            self._forget(changed)
+            return loop
+        if isinstance(s, tirx.IfThenElse):
+            cond = self.expr(s.condition, safe)
+            before = list(self.known)
+            with self._scope(cond):
+                then = self.stmt(s.then_case, safe)
+            self.known = list(before)
+            other = None
+            if s.else_case is not None:
+                with self._scope(tirx.Not(cond)):
+                    other = self.stmt(s.else_case, safe)
+            self.known = before
+            self._forget(_stored_buffers(s.then_case) + (_stored_buffers(s.else_case) if s.else_case is not None else []))
+            return tirx.IfThenElse(cond, then, other, s.span)
+        if isinstance(s, tirx.AttrStmt):
+            return tirx.AttrStmt(s.node, s.attr_key, s.value, self.stmt(s.body, safe), s.span)
+        if isinstance(s, (tirx.Bind, tirx.LetStmt)):
+            value = self.expr(s.value, safe)
+            if str(getattr(s.var.ty, "dtype", "")).startswith(("int", "uint")):
+                self.analyzer.bind(s.var, self._with_known(value), allow_override=True)
+            return type(s)(s.var, value, s.span)
+        if isinstance(s, tirx.BufferStore):
+            indices = [self.expr(i, safe) for i in s.indices]
+            if not _is_global(s.buffer):
+                store = tirx.BufferStore(s.buffer, self.expr(s.value, safe), indices, s.span)
+                self._remember(store)
+                return store
+            binds, indices, cond = self._guarded_indices(s.buffer, indices)
+            if cond is None:
+                value = self.expr(s.value, safe)
+            else:  # the value is computed inside the store's guard (A[i] += 1 reads A[i] there)
+                with self._scope(cond):
+                    value = self.expr(s.value, safe)
+            store = tirx.BufferStore(s.buffer, value, indices, s.span)
+            return _seq(binds, store if cond is None else tirx.IfThenElse(cond, store, None))
+        if isinstance(s, tirx.Evaluate):
+            value = s.value
+            if extern_name(value) == atomics.ATOMIC_CALL and atomics.parse(value) is not None:
+                binds, call, cond = self._atomic(value, safe)
+                done = tirx.Evaluate(call, s.span)
+                return _seq(binds, done if cond is None else tirx.IfThenElse(cond, done, None))
+            if extern_name(value) is not None and extern_name(value).startswith("tl."):
+                return s  # frontend markers (T.Parallel, T.print, ...): their operands are not reads
+            self._forget(_address_taken(value))  # an extern call may write through an address
+            return tirx.Evaluate(self.expr(value, safe), s.span)
+        return s
+
+
+def guard_global_accesses(body: Any, loops: Sequence[Any] = (), threads: Sequence[int] = (1, 1, 1),
+                          version_loops: bool = False) -> Any:
+    """``body`` (one ``T.Kernel``'s) with its global accesses guarded (module docstring).
+
+    :param loops: the kernel's block loops, whose ranges the guards may rely on.
+    :param threads: the block's thread counts per axis (the ranges of ``T.get_thread_binding``).
+    :param version_loops: CPU targets: a loop nest whose guards are affine gets a guard-free copy
+        for the iterations that are all inside (see :meth:`_Guarder._loop_nest`).
+    """
+    return _Guarder(loops, threads, version_loops).stmt(body, ())
