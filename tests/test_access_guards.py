@@ -255,3 +255,30 @@ def test_no_versioning_when_a_guard_depends_on_memory():
     """A gather index read from memory: the guard cannot be checked per tile, so one loop."""
     source = compile_on(_histogram(48, 5), CYTHON_C).get_kernel_source()
     assert source.count("tl_atomic_add_f32_relaxed((&(H_ptr[") == 1, source
+
+
+def _counter_index():
+    @T.prim_func
+    def k(A: T.Tensor((2,), "float32")):
+        with T.Kernel(1) as _:
+            c = T.alloc_var("int32", init=0)
+            for _j in T.serial(3):
+                T.atomic_add(c, 1)
+            A[c] = 5.0  # c is 3 here: outside A
+            c = 1
+            A[c] = 7.0  # c is known to be 1: no guard needed
+
+    return k
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_a_scalar_updated_through_its_address_is_not_taken_for_its_last_value(path):
+    """The proofs use the values of per-thread scalars (``c = 1``), but not after an atomic (or an
+    extern call) may have changed one through its address."""
+    kernel = compile_on(_counter_index(), path)
+    a, storage = _with_canaries(2)
+    kernel(a)
+    assert a.tolist() == [0.0, 7.0]
+    assert torch.all(storage[2:] == CANARY)
+    if path == CYTHON_C:
+        assert _ifs(kernel.get_kernel_source()) == 1

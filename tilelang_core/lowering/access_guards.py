@@ -106,10 +106,11 @@ def _reads_memory(expr: Any) -> bool:
 
 
 def _stored_buffers(stmt: Any) -> list:
-    """The buffers ``stmt`` stores into (a conservative list: every ``BufferStore`` in it)."""
+    """The buffers ``stmt`` may write (a conservative list: every ``BufferStore``'s, and every
+    buffer whose address it takes, atomics included)."""
     found: list = []
     tvm_ffi.structural_map(stmt, [(tirx.BufferStore, lambda st: found.append(st.buffer) or st)])
-    return found
+    return found + _address_taken(stmt)
 
 
 def _address_taken(expr: Any) -> list:
@@ -129,6 +130,18 @@ def _parallel_ndim(stmt: Any) -> Optional[int]:
     """The loop count of a ``T.Parallel`` marker statement (the loop nest follows it), else None."""
     args = marker_args(stmt, PARALLEL_MARKER, 1)
     return None if args is None else static_int(args[0])
+
+
+def _divides_by_variable(expr: Any) -> bool:
+    found: list = []
+
+    def on_division(node: Any) -> Any:
+        if not static_int(node.b):
+            found.append(node)
+        return node
+
+    tvm_ffi.structural_map(expr, [((tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod), on_division)])
+    return bool(found)
 
 
 def _contains_loops(stmt: Any) -> bool:
@@ -438,8 +451,8 @@ class _Guarder:
         inner = _defined_vars(body) + self.thread_vars
         checks = []
         for cond in conds:
-            if _loads(cond) or not isinstance(cond, (tirx.LT, tirx.LE, tirx.GT, tirx.GE)):
-                return None
+            if _loads(cond) or not isinstance(cond, (tirx.LT, tirx.LE, tirx.GT, tirx.GE)) or _divides_by_variable(cond):
+                return None  # (the check runs before the loop, also when it has no iteration)
             if any(v.same_as(x) for v in _vars(cond) for x in inner):
                 return None
             # affine in each loop variable: the condition is weakest at one corner of the box,
@@ -513,11 +526,13 @@ class _Guarder:
         if isinstance(s, tirx.AttrStmt):
             return tirx.AttrStmt(s.node, s.attr_key, s.value, self.stmt(s.body, safe), s.span)
         if isinstance(s, (tirx.Bind, tirx.LetStmt)):
+            self._forget(_address_taken(s.value))
             value = self.expr(s.value, safe)
             if str(getattr(s.var.ty, "dtype", "")).startswith(("int", "uint")):
                 self.analyzer.bind(s.var, self._with_known(value), allow_override=True)
             return type(s)(s.var, value, s.span)
         if isinstance(s, tirx.BufferStore):
+            self._forget(_address_taken(s))  # an atomic in the value may write a scalar
             indices = [self.expr(i, safe) for i in s.indices]
             if not _is_global(s.buffer):
                 store = tirx.BufferStore(s.buffer, self.expr(s.value, safe), indices, s.span)
@@ -533,13 +548,13 @@ class _Guarder:
             return _seq(binds, store if cond is None else tirx.IfThenElse(cond, store, None))
         if isinstance(s, tirx.Evaluate):
             value = s.value
+            self._forget(_address_taken(value))  # an atomic or extern call may write through an address
             if extern_name(value) == atomics.ATOMIC_CALL and atomics.parse(value) is not None:
                 binds, call, cond = self._atomic(value, safe)
                 done = tirx.Evaluate(call, s.span)
                 return _seq(binds, done if cond is None else tirx.IfThenElse(cond, done, None))
             if extern_name(value) is not None and extern_name(value).startswith("tl."):
                 return s  # frontend markers (T.Parallel, T.print, ...): their operands are not reads
-            self._forget(_address_taken(value))  # an extern call may write through an address
             return tirx.Evaluate(self.expr(value, safe), s.span)
         return s
 
