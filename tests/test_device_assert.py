@@ -9,7 +9,6 @@ text and traps, and compiles with nvcc; Metal drops the statement.
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import pathlib
 import sys
@@ -26,10 +25,9 @@ from tilelang_core.lowering import lower
 _HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
 from backend_pairs import cpu_pairs  # noqa: E402
+from private_modules import load_private  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("test_tileops_cuda_for_asserts", _HERE / "test_tileops_cuda.py")
-CU = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(CU)
+CU = load_private("test_tileops_cuda", "test_tileops_cuda_for_asserts")
 
 
 PAIRS = cpu_pairs()

@@ -12,6 +12,9 @@ import pytest
 
 from tilelang_core.errors import BackendCapabilityError
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from private_modules import load_private  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = ROOT / "examples"
 CPU_KINDS = ("c", "llvm")
@@ -52,11 +55,7 @@ def _runnable():
 
 
 def _test_module(name):
-    path = ROOT / "tests" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"differential_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_private(name, f"differential_{name}")
 
 
 def _language_cases():

@@ -4,7 +4,6 @@ were rewritten by rules of real numbers, on every target (``x * 0`` still is: do
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import pathlib
 import re
@@ -19,6 +18,7 @@ from tilelang_core.lowering import lower
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from backend_pairs import cpu_pairs  # noqa: E402
+from private_modules import load_private  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
 
@@ -82,10 +82,7 @@ def test_ordinary_float_expressions_are_not_guarded():
 
 
 def _cuda_helpers():
-    spec = importlib.util.spec_from_file_location("test_tileops_cuda", pathlib.Path(__file__).with_name("test_tileops_cuda.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_private("test_tileops_cuda")
 
 
 def test_cuda_source_keeps_the_operations_and_compiles(tmp_path):

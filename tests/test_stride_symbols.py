@@ -11,8 +11,8 @@ by the ``gpu``-marked test.
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
+import sys
 
 import pytest
 import torch
@@ -24,9 +24,10 @@ from tilelang_core.lowering import lower
 from tilelang_core.testkit import on_path, plugin_source, spec_dict, write_distribution
 
 _HERE = pathlib.Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("test_tileops_cuda_for_strides", _HERE / "test_tileops_cuda.py")
-CU = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(CU)
+sys.path.insert(0, str(_HERE))
+from private_modules import load_private  # noqa: E402
+
+CU = load_private("test_tileops_cuda", "test_tileops_cuda_for_strides")
 
 CPU_PAIRS = [("cython", "c"), ("tvm_ffi", "c"), ("tvm_ffi", "llvm")]
 BLOCK = 32

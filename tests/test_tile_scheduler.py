@@ -8,8 +8,8 @@ order), and the CUDA source must compile with nvcc.
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
+import sys
 
 import pytest
 import torch
@@ -20,9 +20,10 @@ from tilelang_core.errors import LoweringError
 from tilelang_core.lowering import lower
 
 _HERE = pathlib.Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("test_tileops_cuda_for_scheduler", _HERE / "test_tileops_cuda.py")
-CU = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(CU)
+sys.path.insert(0, str(_HERE))
+from private_modules import load_private  # noqa: E402
+
+CU = load_private("test_tileops_cuda", "test_tileops_cuda_for_scheduler")
 
 CPU_PAIRS = [("cython", "c"), ("tvm_ffi", "c"), ("tvm_ffi", "llvm")]
 

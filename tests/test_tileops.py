@@ -10,11 +10,11 @@ from __future__ import annotations
 import atexit
 import ctypes
 import hashlib
-import importlib.util
 import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -22,9 +22,10 @@ import torch
 
 
 _HERE = pathlib.Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("tileops_kernels", _HERE / "tileops_kernels.py")
-KS = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(KS)
+sys.path.insert(0, str(_HERE))
+from private_modules import load_private  # noqa: E402
+
+KS = load_private("tileops_kernels")
 
 _BUILD_DIR = pathlib.Path(tempfile.mkdtemp(prefix="tileops_tests_"))
 atexit.register(shutil.rmtree, _BUILD_DIR, True)

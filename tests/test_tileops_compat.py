@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import decimal
 import functools
-import importlib.util
 import pathlib
 from fractions import Fraction
 
@@ -20,13 +19,13 @@ import pytest
 import torch
 
 _HERE = pathlib.Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("tileops_compat_kernels", _HERE / "tileops_compat_kernels.py")
-KS = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(KS)
 
 import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from backend_pairs import CYTHON_C, PATHS, TVMFFI_C, TVMFFI_LLVM, compile_on as _compile, path_id as _path_id  # noqa: E402
+from private_modules import load_private  # noqa: E402
+
+KS = load_private("tileops_compat_kernels")
 
 
 

@@ -5,20 +5,21 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pathlib
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 import torch
 
 _HERE = pathlib.Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("tileops_kernels", _HERE / "tileops_kernels.py")
-KS = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(KS)
+sys.path.insert(0, str(_HERE))
+from private_modules import load_private  # noqa: E402
+
+KS = load_private("tileops_kernels")
 
 NVCC = os.environ.get("TILELANG_NVCC") or shutil.which("nvcc") or ("/usr/local/bin/nvcc" if os.path.exists("/usr/local/bin/nvcc") else None)
 

@@ -11,8 +11,8 @@ OpenMP threads as the block's threads), and on a device by the ``gpu``-marked te
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
+import sys
 
 import pytest
 import torch
@@ -22,9 +22,10 @@ import tilelang.language as T
 from tilelang_core.lowering import lower
 
 _HERE = pathlib.Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("test_tileops_cuda_for_vectorized", _HERE / "test_tileops_cuda.py")
-CU = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(CU)
+sys.path.insert(0, str(_HERE))
+from private_modules import load_private  # noqa: E402
+
+CU = load_private("test_tileops_cuda", "test_tileops_cuda_for_vectorized")
 #: The CUDA vector types the generated kernels use, for the emulator.
 CU._EMU_HEADER += "".join(
     f"struct {t}4 {{ {t} x, y, z, w; }};\n"
