@@ -282,3 +282,31 @@ def test_a_scalar_updated_through_its_address_is_not_taken_for_its_last_value(pa
     assert torch.all(storage[2:] == CANARY)
     if path == CYTHON_C:
         assert _ifs(kernel.get_kernel_source()) == 1
+
+
+def _tile_2d_reversed(block: int = 8):
+    """A 2-D tile across both edges of a dynamic-shape tensor, read in reverse along the rows:
+    the guards decrease in one loop variable and increase in the other (the versioned copy's
+    condition must take the right corner of the tile)."""
+    m, n = T.dynamic("m, n")
+
+    @T.prim_func
+    def k(A: T.Tensor((m, n), T.float32), B: T.Tensor((m, n), T.float32)):
+        with T.Kernel(T.ceildiv(n, block), T.ceildiv(m, block)) as (bx, by):
+            for i, j in T.Parallel(block, block):
+                B[by * block + i, bx * block + j] = A[m - 1 - (by * block + i), bx * block + j] + 1.0
+
+    return k
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+@pytest.mark.parametrize("shape", [(8, 8), (13, 21), (5, 3), (16, 9)])
+def test_two_dimensional_tiles_with_reversed_rows(path, shape):
+    m, n = shape
+    kernel = compile_on(_tile_2d_reversed(), path)
+    a = torch.randn(m, n)
+    flat, storage = _with_canaries(m * n)
+    b = flat.view(m, n)
+    kernel(a, b)
+    torch.testing.assert_close(b, a.flip(0) + 1.0)
+    assert torch.all(storage[m * n:] == CANARY)
