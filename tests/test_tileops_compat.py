@@ -12,6 +12,7 @@ from __future__ import annotations
 import decimal
 import functools
 import pathlib
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -19,15 +20,11 @@ import pytest
 import torch
 
 _HERE = pathlib.Path(__file__).resolve().parent
-
-import sys
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(_HERE))
 from backend_pairs import CYTHON_C, PATHS, TVMFFI_C, TVMFFI_LLVM, compile_on as _compile, path_id as _path_id  # noqa: E402
 from private_modules import load_private  # noqa: E402
 
 KS = load_private("tileops_compat_kernels")
-
-
 
 
 def _tdt(dtype):
