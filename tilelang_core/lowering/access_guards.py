@@ -41,28 +41,20 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ..language.core import PARALLEL_MARKER
-from ..language.tileops._common import all_of, cast, static_int
-from ..language.tileops.safe_value import SAFE_VALUE_CALL
+from ..language.tileops._common import all_of, cast, collect, is_var_buffer, scope_of, static_int, substitute
 from . import atomics
 from .intrinsics import parse as parse_intrinsic
-from .markers import extern_name, marker_args
+from .markers import extern_name, parallel_ndim, safe_value_marker
 
-__all__ = ["guard_global_accesses", "safe_value_marker"]
+__all__ = ["guard_global_accesses"]
 
 #: Calls whose buffer-load arguments are addresses, not reads (left unguarded).
 _ADDRESS_CALLS = ("tirx.address_of", "tirx.tvm_access_ptr", "tl.access_ptr")
 _PLACEHOLDER = "tl_access_guard_placeholder_"
 
 
-def safe_value_marker(stmt: Any) -> Optional[tuple]:
-    """``(buffer, value)`` of a ``T.annotate_safe_value`` marker statement, else None."""
-    args = marker_args(stmt, SAFE_VALUE_CALL, 2)
-    return None if args is None else (args[0].args[0].source, args[1])
-
-
 def _is_global(buffer: Any) -> bool:
-    return (str(buffer.ty.storage_scope) or "global") == "global"
+    return scope_of(buffer) == "global"
 
 
 def _op_name(call: Any) -> str:
@@ -83,100 +75,44 @@ def _narrow(expr: Any) -> Any:
     return expr
 
 
-def _same_dtype(expr: Any, like: Any) -> Any:
-    return expr if str(expr.ty.dtype) == str(like.ty.dtype) else tirx.Cast(str(like.ty.dtype), expr)
-
-
-def _is_scalar_local(buffer: Any) -> bool:
-    """A per-thread scalar (``T.alloc_var``, a kernel's ``i = ...``): one element in local memory."""
-    scope = str(buffer.ty.storage_scope) or "global"
-    shape = [static_int(d) for d in buffer.ty.shape]
-    return scope.startswith("local") and shape == [1]
-
-
 def _loads(expr: Any) -> list:
-    found: list = []
-    tvm_ffi.structural_map(expr, [(tvm.ir.TensorLoad, lambda load: found.append(load) or load)])
-    return found
+    return collect(expr, tvm.ir.TensorLoad)
 
 
 def _reads_memory(expr: Any) -> bool:
-    """Whether ``expr`` reads an array (not only per-thread scalars)."""
-    return any(not _is_scalar_local(load.source) for load in _loads(expr))
+    """Whether ``expr`` reads an array (not only ``T.alloc_var`` scalars)."""
+    return any(not is_var_buffer(load.source) for load in _loads(expr))
+
+
+def _address_taken(node: Any) -> list:
+    """The buffers whose address ``node`` passes on (``T.address_of(x[0])``, ``T.access_ptr``)."""
+    return [load.source for call in collect(node, tvm.ir.Call) if _op_name(call) in _ADDRESS_CALLS
+            for load in _loads(call)]
 
 
 def _stored_buffers(stmt: Any) -> list:
     """The buffers ``stmt`` may write (a conservative list: every ``BufferStore``'s, and every
     buffer whose address it takes, atomics included)."""
-    found: list = []
-    tvm_ffi.structural_map(stmt, [(tirx.BufferStore, lambda st: found.append(st.buffer) or st)])
-    return found + _address_taken(stmt)
-
-
-def _address_taken(expr: Any) -> list:
-    """The buffers whose address ``expr`` passes on (``T.address_of(x[0])``, ``T.access_ptr``)."""
-    found: list = []
-
-    def on_call(call: Any) -> Any:
-        if _op_name(call) in _ADDRESS_CALLS:
-            found.extend(load.source for load in _loads(call))
-        return call
-
-    tvm_ffi.structural_map(expr, [(tvm.ir.Call, on_call)])
-    return found
-
-
-def _parallel_ndim(stmt: Any) -> Optional[int]:
-    """The loop count of a ``T.Parallel`` marker statement (the loop nest follows it), else None."""
-    args = marker_args(stmt, PARALLEL_MARKER, 1)
-    return None if args is None else static_int(args[0])
+    return [store.buffer for store in collect(stmt, tirx.BufferStore)] + _address_taken(stmt)
 
 
 def _divides_by_variable(expr: Any) -> bool:
-    found: list = []
-
-    def on_division(node: Any) -> Any:
-        if not static_int(node.b):
-            found.append(node)
-        return node
-
-    tvm_ffi.structural_map(expr, [((tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod), on_division)])
-    return bool(found)
+    return any(not static_int(node.b) for node in collect(expr, (tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod)))
 
 
 def _contains_loops(stmt: Any) -> bool:
-    found: list = []
-    tvm_ffi.structural_map(stmt, [((tirx.For, tirx.While), lambda x: found.append(x) or x)])
-    return bool(found)
+    return bool(collect(stmt, (tirx.For, tirx.While)))
 
 
 def _defined_vars(stmt: Any) -> list:
-    found: list = []
-    tvm_ffi.structural_map(stmt, [((tirx.Bind, tirx.LetStmt), lambda b: found.append(b.var) or b)])
-    return found
-
-
-def _vars(expr: Any) -> list:
-    found: list = []
-    tvm_ffi.structural_map(expr, [(tvm.ir.Var, lambda v: found.append(v) or v)])
-    return found
-
-
-def _replace(expr: Any, mapping: list) -> Any:
-    def on_var(var: Any) -> Any:
-        for old, new in mapping:
-            if var.same_as(old):
-                return new
-        return var
-
-    return tvm_ffi.structural_map(expr, [(tvm.ir.Var, on_var)])
+    return [bind.var for bind in collect(stmt, (tirx.Bind, tirx.LetStmt))]
 
 
 def _fresh_copy(stmt: Any, defined: list) -> Any:
     """``stmt`` with the variables it defines (``defined``) replaced by new ones of the same name:
     the versioned copy of a loop nest defines its own (TVM's code generators need each variable
     defined once)."""
-    return _replace(stmt, [(var, tirx.Var(str(var.name), var.ty)) for var in defined])
+    return substitute(stmt, [(var, tirx.Var(str(var.name), var.ty)) for var in defined])
 
 
 def _conjuncts(cond: Any) -> list:
@@ -246,7 +182,7 @@ class _Guarder:
         """After ``store``: the scalar it wrote is known when its value reads no memory."""
         self._forget([store.buffer])
         value = self._with_known(store.value)
-        if _is_scalar_local(store.buffer) and not _loads(value) and str(value.ty.dtype).startswith(("int", "uint")):
+        if is_var_buffer(store.buffer) and not _loads(value) and str(value.ty.dtype).startswith(("int", "uint")):
             self.known.append((store.buffer, value))
 
     @contextlib.contextmanager
@@ -280,7 +216,7 @@ class _Guarder:
             if i is not None and j is not None and d is not None and 0 <= i and j < d:
                 continue
             lower = index >= tirx.IntImm(str(index.ty.dtype), 0)
-            upper = last < _same_dtype(dim, last)
+            upper = last < cast(dim, str(last.ty.dtype))
             if (i is None or i < 0) and not self._provable(lower) and not self._provable(_narrow(self._with_known(index)) >= 0):
                 conds.append(lower)
                 self.added.append(self._with_known(lower))
@@ -290,7 +226,7 @@ class _Guarder:
         return all_of(conds)
 
     def _upper_provable(self, index: Any, dim: Any) -> bool:
-        if self._provable(index < _same_dtype(dim, index)):
+        if self._provable(index < cast(dim, str(index.ty.dtype))):
             return True
         i, d = _narrow(self._with_known(index)), _narrow(dim)
         if str(i.ty.dtype) != str(d.ty.dtype):
@@ -429,10 +365,15 @@ class _Guarder:
         return tirx.IfThenElse(cond, fast, guarded)
 
     def _plain_loop(self, s: Any, safe: tuple) -> Any:
+        """A ``For`` or ``While`` loop with its body guarded (not versioned). The scalars it stores
+        are loop-carried: unknown inside the loop and after it."""
         changed = _stored_buffers(s.body)
         self._forget(changed)
-        self._bind_loop(s)
-        loop = tirx.For(s.loop_var, s.min, s.extent, s.kind, self.stmt(s.body, safe), s.thread_binding, s.annotations, s.step, s.span)
+        if isinstance(s, tirx.While):
+            loop = tirx.While(self.expr(s.condition, safe), self.stmt(s.body, safe), s.span)
+        else:
+            self._bind_loop(s)
+            loop = self._rebuild([s], self.stmt(s.body, safe))
         self._forget(changed)
         return loop
 
@@ -453,7 +394,7 @@ class _Guarder:
         for cond in conds:
             if _loads(cond) or not isinstance(cond, (tirx.LT, tirx.LE, tirx.GT, tirx.GE)) or _divides_by_variable(cond):
                 return None  # (the check runs before the loop, also when it has no iteration)
-            if any(v.same_as(x) for v in _vars(cond) for x in inner):
+            if any(v.same_as(x) for v in collect(cond, tvm.ir.Var) for x in inner):
                 return None
             # affine in each loop variable: the condition is weakest at one corner of the box,
             # where a - b is largest (a < b, a <= b) or smallest (a > b, a >= b)
@@ -462,12 +403,12 @@ class _Guarder:
             corner = []
             for lp in loops:
                 var = lp.loop_var
-                step = static_int(self.analyzer.simplify(_replace(diff, [(var, var + 1)]) - diff))
+                step = static_int(self.analyzer.simplify(substitute(diff, [(var, var + 1)]) - diff))
                 if step is None:
                     return None
                 last = lp.min + lp.extent - 1
                 corner.append((var, last if (step > 0) == upper and step != 0 else lp.min))
-            checks.append(_replace(cond, corner))
+            checks.append(substitute(cond, corner))
         unique: list = []
         for check in (self.analyzer.simplify(c) for c in checks):
             if static_int(check) == 1 or any(tvm_ffi.structural_equal(check, u) for u in unique):
@@ -490,8 +431,8 @@ class _Guarder:
                 if annotated is not None:  # holds for the rest of this scope (the frontend drops it)
                     safe = (*safe, annotated)
                     out.append(child)
-                elif _parallel_ndim(child) is not None and k + 1 < len(seq) and isinstance(seq[k + 1], tirx.For):
-                    out.append(self._loop_nest(seq[k + 1], _parallel_ndim(child), safe, child))  # T.Parallel
+                elif parallel_ndim(child) is not None and k + 1 < len(seq) and isinstance(seq[k + 1], tirx.For):
+                    out.append(self._loop_nest(seq[k + 1], parallel_ndim(child), safe, child))  # T.Parallel
                     k += 1
                 else:
                     out.append(self.stmt(child, safe))
@@ -500,16 +441,7 @@ class _Guarder:
         if isinstance(s, tirx.For) and not _contains_loops(s.body):
             return self._loop_nest(s, 1, safe)
         if isinstance(s, (tirx.For, tirx.While)):
-            changed = _stored_buffers(s.body)  # loop-carried: unknown inside the loop and after it
-            self._forget(changed)
-            if isinstance(s, tirx.While):
-                loop = tirx.While(self.expr(s.condition, safe), self.stmt(s.body, safe), s.span)
-            else:
-                self._bind_loop(s)
-                loop = tirx.For(s.loop_var, s.min, s.extent, s.kind, self.stmt(s.body, safe),
-                                s.thread_binding, s.annotations, s.step, s.span)
-            self._forget(changed)
-            return loop
+            return self._plain_loop(s, safe)
         if isinstance(s, tirx.IfThenElse):
             cond = self.expr(s.condition, safe)
             before = list(self.known)

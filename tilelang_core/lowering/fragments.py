@@ -30,6 +30,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import LoweringError
+from ..language.tileops._common import scope_of
 from .access_ptr import is_access_ptr
 from .atomics import contains_atomics, lower_gpu_atomics
 from .intrinsics import contains_intrinsics, lower_gpu_intrinsics
@@ -45,10 +46,6 @@ def _int(expr: Any) -> Optional[int]:
     if type(expr).__name__ == "IntImm":
         return int(expr.value)
     return None
-
-
-def _scope(buf: Any) -> str:
-    return str(buf.ty.storage_scope) or "global"
 
 
 class _Kernel:
@@ -90,7 +87,7 @@ def _walk_allocs(stmt: Any, stack: list, out: dict) -> None:
         _walk_allocs(stmt.then_case, stack, out)
         _walk_allocs(stmt.else_case, stack, out)
     elif isinstance(stmt, tirx.AllocBuffer):
-        if _scope(stmt.buffer) == FRAGMENT_SCOPE:
+        if scope_of(stmt.buffer) == FRAGMENT_SCOPE:
             out[stmt.buffer] = list(stack)
 
 
@@ -117,19 +114,19 @@ class FragmentLowering:
             return stmt
 
         def on_load(expr):
-            if _scope(expr.source) == FRAGMENT_SCOPE:
+            if scope_of(expr.source) == FRAGMENT_SCOPE:
                 accesses.setdefault(expr.source, []).append(list(expr.indices))
             return expr
 
         def on_store(stmt):
-            if _scope(stmt.buffer) == FRAGMENT_SCOPE:
+            if scope_of(stmt.buffer) == FRAGMENT_SCOPE:
                 accesses.setdefault(stmt.buffer, []).append(list(stmt.indices))
             return stmt
 
         def on_call(call):
             # T.access_ptr to more than one element: the callee walks the fragment's row-major
             # elements, which only shared memory keeps contiguous (lowering/access_ptr.py)
-            if is_access_ptr(call) and _scope(call.args[0].source) == FRAGMENT_SCOPE and _int(call.args[1]) != 1:
+            if is_access_ptr(call) and scope_of(call.args[0].source) == FRAGMENT_SCOPE and _int(call.args[1]) != 1:
                 accesses.setdefault(call.args[0].source, []).append(None)
             return call
 

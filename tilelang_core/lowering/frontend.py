@@ -32,13 +32,13 @@ from tvm import tirx
 
 from ..errors import LoweringError
 from .atomics import contains_atomics
-from .markers import marker_args
-from .access_guards import guard_global_accesses, safe_value_marker
+from ..language.tileops._common import collect, scope_of, substitute
+from .access_guards import guard_global_accesses
+from .markers import parallel_ndim, safe_value_marker
 from .warp import refuse_grid_syncs, refuse_partial_warps, refuse_under_guard, resolve_thread_indices
 
 #: Marker names of the reducer operators (tilelang_core.language.tileops.reducer).
 REDUCER_FINALIZE_CALL = "tl.reducer.finalize"
-from ..language.tileops.safe_value import SAFE_VALUE_CALL  # noqa: E402
 REDUCER_UPDATE_KEY = "tl.reducer_update"
 from ..language.core import (
     KERNEL_AXIS_KEY,
@@ -46,7 +46,6 @@ from ..language.core import (
     KERNEL_LOC_KEY,
     KERNEL_NDIM_KEY,
     KERNEL_THREADS_KEY,
-    PARALLEL_MARKER,
 )
 
 #: Name of the extern call the C source path uses to mark where a ``#pragma`` goes.
@@ -101,15 +100,6 @@ def _as_expr(value: Any, dtype: str = "int32"):
     return value
 
 
-def _is_parallel_marker(stmt: Any) -> Optional[int]:
-    """ndim of a ``T.Parallel`` marker statement, else None."""
-    args = marker_args(stmt, PARALLEL_MARKER, 1)
-    return None if args is None else _int(args[0])
-
-
-_safe_value_marker = safe_value_marker  # lowering/access_guards.py
-
-
 def _guard_safe_loads(body: Any, safe_values: tuple) -> Any:
     """Loads of annotated buffers in a ``T.Parallel`` body read the annotated value outside the buffer
     (global buffers: every load is guarded by lowering/access_guards.py, with the annotated value)."""
@@ -117,7 +107,7 @@ def _guard_safe_loads(body: Any, safe_values: tuple) -> Any:
 
     def on_load(load: Any) -> Any:
         for buffer, value in reversed(safe_values):
-            if (str(buffer.ty.storage_scope) or "global") == "global":
+            if scope_of(buffer) == "global":
                 continue
             if not load.source.same_as(buffer):
                 continue
@@ -159,20 +149,6 @@ def _seq(stmts: list):
     return tirx.SeqStmt(stmts)
 
 
-def _substitute(stmt: Any, mapping: list) -> Any:
-    """Replace variables (``[(old_var, new_expr)]``) everywhere in ``stmt``."""
-    if not mapping:
-        return stmt
-
-    def on_var(var):
-        for old, new in mapping:
-            if var.same_as(old):
-                return new
-        return var
-
-    return tvm_ffi.structural_map(stmt, [(tvm.ir.Var, on_var)])
-
-
 def _bind_indices(stmt: Any, variables: list, which: str) -> Any:
     """Replace ``T.get_thread_binding(d)``/``T.get_block_binding(d)`` markers (``which``) by the
     GPU index variable of axis ``d`` (0 for an axis the kernel does not launch)."""
@@ -190,14 +166,7 @@ def _bind_indices(stmt: Any, variables: list, which: str) -> Any:
 
 def contains(stmt: Any, kinds: tuple) -> bool:
     """Whether ``stmt`` holds a node of one of the classes ``kinds``."""
-    found = []
-
-    def visit(node):
-        found.append(node)
-        return node
-
-    tvm_ffi.structural_map(stmt, [(kinds, visit)])
-    return bool(found)
+    return bool(collect(stmt, kinds))
 
 
 class Frontend:
@@ -279,9 +248,9 @@ class Frontend:
 
             if print_marker(stmt) is not None:  # T.print: lines naming the block and thread
                 return expand_print(self, stmt, ctx)
-        if _safe_value_marker(stmt) is not None:
+        if safe_value_marker(stmt) is not None:
             return tirx.Evaluate(tirx.IntImm("int32", 0))  # alone in its scope: nothing follows it
-        if _is_parallel_marker(stmt) is not None:
+        if parallel_ndim(stmt) is not None:
             raise LoweringError(
                 f"{self.opt.func_location}: T.Parallel must be used as the iterator "
                 "of a for statement ('for i in T.Parallel(n):')"
@@ -293,12 +262,12 @@ class Frontend:
         out = []
         i = 0
         while i < len(stmts):
-            annotated = _safe_value_marker(stmts[i])
+            annotated = safe_value_marker(stmts[i])
             if annotated is not None:  # T.annotate_safe_value: holds for the rest of this scope
                 ctx = _Ctx(kernel=ctx.kernel, in_parallel=ctx.in_parallel, safe_values=(*ctx.safe_values, annotated))
                 i += 1
                 continue
-            ndim = _is_parallel_marker(stmts[i])
+            ndim = parallel_ndim(stmts[i])
             if ndim is not None:
                 if i + 1 >= len(stmts) or not isinstance(stmts[i + 1], tirx.For):
                     raise LoweringError(
@@ -388,7 +357,7 @@ class Frontend:
             grid.append(extent)
             index_dtype = str(loop.loop_var.ty.dtype)
             mapping.append((loop.loop_var, var if index_dtype == "int32" else tirx.Cast(index_dtype, var)))
-        new_body = _substitute(new_body, mapping)
+        new_body = substitute(new_body, mapping)
         new_body = _bind_indices(new_body, [iv.var for iv in block_ivs] + [None] * (3 - len(block_ivs)), "block_binding")
         for iv, extent in reversed(thread_ivs):
             new_body = tirx.AttrStmt(iv, "thread_extent", _as_expr(extent), new_body)
@@ -419,7 +388,7 @@ class Frontend:
                     value = tirx.floormod(value, loop.extent)
                 mapping.append((loop.loop_var, value))
                 stride = loop.extent if stride is None else stride * loop.extent
-            new_body = _substitute(new_body, mapping)
+            new_body = substitute(new_body, mapping)
         return self._cpu_block_loop(block_var, extent, new_body, parallel)
 
     def _cpu_block_loop(self, block_var: Any, extent: Any, body: Any, parallel: bool) -> Any:
@@ -558,7 +527,7 @@ class Frontend:
             if _int(loop.min) != 0:
                 value = value + loop.min
             mapping.append((loop.loop_var, value))
-        guarded = _substitute(new_body, mapping)
+        guarded = substitute(new_body, mapping)
         needs_guard = total_int is None or total_int % threads != 0
         if needs_guard:
             refuse_under_guard(new_body, total, threads)  # barriers, warp reductions (lowering/warp.py)

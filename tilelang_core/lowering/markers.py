@@ -13,6 +13,10 @@ from typing import Any, Optional
 import tvm
 from tvm import tirx
 
+from ..language.core import PARALLEL_MARKER
+from ..language.tileops._common import static_int
+from ..language.tileops.safe_value import SAFE_VALUE_CALL
+
 
 def extern_name(expr: Any) -> Optional[str]:
     """The function name of a ``call_extern(dtype, name, *args)`` call (a marker's or a real
@@ -37,3 +41,15 @@ def marker_args(stmt: Any, name: str, count: Optional[int] = None) -> Optional[l
         return None
     args = marker_call_args(stmt.value, name)
     return None if args is None or (count is not None and len(args) != count) else args
+
+
+def parallel_ndim(stmt: Any) -> Optional[int]:
+    """The loop count of a ``T.Parallel`` marker statement (its loop nest follows it), else None."""
+    args = marker_args(stmt, PARALLEL_MARKER, 1)
+    return None if args is None else static_int(args[0])
+
+
+def safe_value_marker(stmt: Any) -> Optional[tuple]:
+    """``(buffer, value)`` of a ``T.annotate_safe_value`` marker statement, else None."""
+    args = marker_args(stmt, SAFE_VALUE_CALL, 2)
+    return None if args is None else (args[0].args[0].source, args[1])

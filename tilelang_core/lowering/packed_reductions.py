@@ -40,7 +40,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ..language.tileops._common import static_int
+from ..language.tileops._common import scope_of, static_int
 from ..language.tileops.reduce import PACKED_REDUCE
 from .atomics import CUDA_HELPERS_BEGIN, CUDA_HELPERS_END
 from .source_imports import with_import_in_first_kernel
@@ -101,10 +101,6 @@ def _strip(body: Any) -> Any:
     return tvm_ffi.structural_map(body, [(tirx.For, lambda f: _without_annotation(f) if _annotation(f) else f)])
 
 
-def _scope(buf: Any) -> str:
-    return str(buf.ty.storage_scope) or "global"
-
-
 class _Reduction:
     """One annotated reduction loop ``for r: d[di] = combine(d[di], f(s[si]))``."""
 
@@ -131,8 +127,8 @@ class _Reduction:
             and not self.s.same_as(self.d)
             and dtype in _C_TYPE
             and str(self.s.ty.dtype) == dtype
-            and _scope(self.d) == "local"
-            and _scope(self.s) == "local"
+            and scope_of(self.d) == "local"
+            and scope_of(self.s) == "local"
             and self.kind in ("max", "min", "absmax")
         )
         self.dtype = dtype

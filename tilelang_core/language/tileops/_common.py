@@ -209,11 +209,36 @@ class Tile:
         return all_of(conds)
 
 
-def _is_var_buffer(buffer: Any) -> bool:
+def scope_of(buffer: Any) -> str:
+    """The storage scope of ``buffer`` (``"global"`` when it has none)."""
+    return str(buffer.ty.storage_scope) or "global"
+
+
+def is_var_buffer(buffer: Any) -> bool:
     """Whether ``buffer`` is a one-element local buffer (what ``T.alloc_var`` allocates)."""
     shape = list(buffer.ty.shape)
-    scope = str(buffer.ty.storage_scope) or "global"
-    return len(shape) == 1 and static_int(shape[0]) == 1 and scope == "local"
+    return len(shape) == 1 and static_int(shape[0]) == 1 and scope_of(buffer) == "local"
+
+
+def collect(node: Any, kinds: Any) -> list:
+    """The nodes of the classes ``kinds`` (a class or a tuple) in ``node``, a statement or expression."""
+    found: list = []
+    tvm_ffi.structural_walk(node, (kinds if isinstance(kinds, tuple) else (kinds,), found.append), order="pre")
+    return found
+
+
+def substitute(node: Any, mapping: Sequence[tuple]) -> Any:
+    """``node`` with variables replaced (``[(old_var, new_expr)]``) everywhere."""
+    if not mapping:
+        return node
+
+    def on_var(var: Any) -> Any:
+        for old, new in mapping:
+            if var.same_as(old):
+                return new
+        return var
+
+    return tvm_ffi.structural_map(node, [(tvm.ir.Var, on_var)])
 
 
 def as_tile(op: str, operands: Sequence[Any], value: Any, role: str, allow_element: bool = True,
@@ -225,7 +250,7 @@ def as_tile(op: str, operands: Sequence[Any], value: Any, role: str, allow_eleme
     element ``A[i, j]`` is the one-element region there (``T.fill(count[0], 0)``, as in TileLang).
     """
     value = getattr(value, "scalar", value)  # TVMScript's scalar wrapper (T.alloc_var)
-    if not allow_element and type(value).__name__ == "TensorLoad" and _is_var_buffer(value.source):
+    if not allow_element and type(value).__name__ == "TensorLoad" and is_var_buffer(value.source):
         value = value.source
     if is_buffer(value):
         shape = list(value.ty.shape)
@@ -274,11 +299,7 @@ def per_thread(*tiles: Tile) -> bool:
 
 
 def _reads_memory(expr: Any) -> bool:
-    if not isinstance(expr, tvm.ir.Expr):
-        return False
-    found: list = []
-    tvm_ffi.structural_walk(expr, ((tvm.ir.TensorLoad,), found.append), order="pre")
-    return bool(found)
+    return isinstance(expr, tvm.ir.Expr) and bool(collect(expr, tvm.ir.TensorLoad))
 
 
 def loop_nest(extents: Sequence[Any], parallel: bool, body: Callable[[list], None]) -> None:
