@@ -81,6 +81,27 @@ def grouped_gemm(sizes, N, K, block_M=8, block_N=8, block_K=8, dtype="float32"):
     return main
 
 
+def grouped_gemm_operands(sizes, N, K, block_M=8):
+    """``(a, b, c, args)`` for :func:`grouped_gemm`: the groups' random ``A_g``/``B_g``, their
+    NaN-filled ``C_g``, and the kernel's arguments (the three address tables, each group's first
+    M tile, the groups' row counts)."""
+    import torch
+
+    a = [torch.randn(s, K) for s in sizes]
+    b = [torch.randn(K, N) for _ in sizes]
+    c = [torch.full((s, N), float("nan")) for s in sizes]
+    offsets, total = [], 0
+    for s in sizes:
+        offsets.append(total)
+        total += -(-s // block_M)
+
+    def table(ts):
+        return torch.tensor([t.data_ptr() for t in ts], dtype=torch.int64)
+
+    args = (table(a), table(b), table(c), torch.tensor(offsets, dtype=torch.int32), torch.tensor(sizes, dtype=torch.int32))
+    return a, b, c, args
+
+
 def strided_view(n):
     """``out[i] = X[i, 0]``: a column of an ``(n, 3)`` tensor viewed through explicit strides ``(3, 1)``
     at a typed pointer parameter (``T.ptr(T.float32)``)."""

@@ -72,19 +72,8 @@ def test_tensor_made_before_two_kernels(path):
 def test_grouped_gemm_through_pointer_tables(path):
     sizes, N, K, bm = [5, 12, 17], 16, 24, 8
     kernel = compile_on(PK.grouped_gemm(sizes, N, K, block_M=bm), path)
-    a = [torch.randn(s, K) for s in sizes]
-    b = [torch.randn(K, N) for _ in sizes]
-    c = [torch.full((s, N), float("nan")) for s in sizes]
-    offsets, total = [], 0
-    for s in sizes:
-        offsets.append(total)
-        total += -(-s // bm)
-
-    def table(ts):
-        return torch.tensor([t.data_ptr() for t in ts], dtype=torch.int64)
-
-    kernel(table(a), table(b), table(c), torch.tensor(offsets, dtype=torch.int32),
-           torch.tensor(sizes, dtype=torch.int32))
+    a, b, c, args = PK.grouped_gemm_operands(sizes, N, K, block_M=bm)
+    kernel(*args)
     for got, x, y in zip(c, a, b):
         torch.testing.assert_close(got, x @ y, rtol=1e-4, atol=1e-4)
 

@@ -75,17 +75,7 @@ def test_emulated_gpu_pointer_kernels(cuda_sources):
     assert bool((b[m:] == -1).all())
 
     gemm = CU._emulated(cuda_sources["grouped_gemm"], _build_dir())
-    a = [torch.randn(s, K) for s in SIZES]
-    w = [torch.randn(K, N) for _ in SIZES]
-    c = [torch.full((s, N), float("nan")) for s in SIZES]
-    offsets, total = [], 0
-    for s in SIZES:
-        offsets.append(total)
-        total += -(-s // BM)
-
-    def table(ts):
-        return torch.tensor([t.data_ptr() for t in ts], dtype=torch.int64)
-
-    gemm(table(a), table(w), table(c), torch.tensor(offsets, dtype=torch.int32), torch.tensor(SIZES, dtype=torch.int32))
+    a, w, c, args = PK.grouped_gemm_operands(SIZES, N, K, block_M=BM)
+    gemm(*args)
     for got, x, y in zip(c, a, w):
         torch.testing.assert_close(got, x @ y, rtol=1e-4, atol=1e-4)
