@@ -23,6 +23,8 @@ from .core import (  # noqa: F401 - public API
     StridedTensor,
     Tensor,
     alloc_fragment,
+    alloc_local,
+    alloc_shared,
     ceildiv,
     const,
     dtype_name,

@@ -169,11 +169,12 @@ def empty(*shape: Any, dtype: Any = "float32") -> Any:
     return _tensor_decl(dims, dtype)
 
 
-def ceildiv(a: Any, b: Any) -> Any:
-    """``ceil(a / b)`` for non-negative ints or TIR expressions (stays an int for ints)."""
-    if isinstance(a, Integral) and isinstance(b, Integral):
-        return -(-int(a) // int(b))
-    return tirx.ceildiv(a, b)
+def ceildiv(lhs: Any, rhs: Any, span: Any = None) -> Any:
+    """``ceil(lhs / rhs)`` for non-negative ints or TIR expressions (stays an int for ints);
+    TileLang's parameter names (``span`` is accepted and unused)."""
+    if isinstance(lhs, Integral) and isinstance(rhs, Integral):
+        return -(-int(lhs) // int(rhs))
+    return tirx.ceildiv(lhs, rhs)
 
 
 class _TensorAnnotation:
@@ -358,13 +359,26 @@ class Kernel:
     blocks become one loop (OpenMP-parallel unless ``tl.disable_parallel_blocks``; atomics are
     real CPU atomics) and the body runs once per block.
 
+    ``prelude`` (TileLang's keyword) is C/CUDA source placed before the kernel, as
+    ``T.import_source(prelude)`` at the start of the body. ``cluster_dims`` is accepted only as
+    ``None`` or 1 (no thread block clusters).
+
     ``is_cpu=True`` (TileLang's spelling for CPU kernels) is accepted: on CPU targets it changes
     nothing (that is already how CPU targets run a kernel); lowering such a kernel for a GPU
     target is a ``LoweringError`` pointing at the ``with T.Kernel`` line, because a kernel
     written for one thread per block would run once per thread there.
     """
 
-    def __init__(self, *grid: Any, threads: Union[int, Sequence[int], None] = 128, is_cpu: bool = False):
+    def __init__(self, *grid: Any, threads: Union[int, Sequence[int], None] = 128, is_cpu: bool = False,
+                 prelude: Optional[str] = None, cluster_dims: Any = None):
+        if prelude is not None and not isinstance(prelude, str):
+            raise TypeError(f"T.Kernel prelude must be a str of C/CUDA source (or None), got {type(prelude).__name__}")
+        clusters = cluster_dims if isinstance(cluster_dims, (list, tuple)) else [cluster_dims]
+        if cluster_dims is not None and any(c != 1 or isinstance(c, bool) for c in clusters):
+            raise TypeError(
+                f"T.Kernel cluster_dims={cluster_dims!r}: thread block clusters (CUDA sm_90+) are not supported by this "
+                "compiler; leave cluster_dims out (or 1) and exchange data between blocks through global memory")
+        self.prelude = prelude
         if len(grid) == 1 and isinstance(grid[0], (list, tuple)):
             grid = tuple(grid[0])  # T.Kernel((gx, gy)) as TileLang also accepts
         if not grid:
@@ -404,6 +418,10 @@ class Kernel:
             block_vars.append(frame.__enter__())
             self._frames.append(frame)
         _ACTIVE_KERNELS.push(self)  # for T.get_thread_extent() & co. in the body
+        if self.prelude is not None:
+            from .tileops.extern_source import import_source
+
+            import_source(self.prelude)
         if len(block_vars) == 1 and not _as_target_is_sequence():
             return block_vars[0]
         return tuple(block_vars)
@@ -453,20 +471,34 @@ def current_kernel() -> Optional[Kernel]:
     return _ACTIVE_KERNELS.current()
 
 
-def Parallel(*extents: Any):
+def Parallel(*extents: Any, coalesced_width: Any = None, loop_layout: Any = None, prefer_async: Any = None,
+             annotations: Any = None):
     """``for i, j in T.Parallel(M, N)``: a loop nest whose iterations are independent.
 
     CPU targets keep the loop nest (the innermost loop is marked for SIMD vectorization);
     GPU targets spread the ``M * N`` iterations over the block's threads (strided, with a
     bounds guard when the count is not a multiple of the thread count).
+    TileLang's hints ``coalesced_width`` (an int >= 1), ``loop_layout`` (a ``T.Fragment``),
+    ``prefer_async`` (a bool: cp.async copies) and ``annotations`` (a dict) are accepted and do
+    not change the loop.
+
+    :raises TypeError: no extent, or a hint of the wrong kind.
     """
     if not extents:
         raise ValueError("T.Parallel needs at least one extent")
+    if coalesced_width is not None and (isinstance(coalesced_width, bool) or not isinstance(coalesced_width, int)
+                                        or coalesced_width < 1):
+        raise TypeError(f"T.Parallel(..., coalesced_width=): an int >= 1 or None, got {coalesced_width!r}")
+    if prefer_async is not None and not isinstance(prefer_async, bool):
+        raise TypeError(f"T.Parallel(..., prefer_async=): True, False or None, got {prefer_async!r}")
+    if annotations is not None and not isinstance(annotations, dict):
+        raise TypeError(f"T.Parallel(..., annotations=): a dict or None, got {type(annotations).__name__}")
     _B.evaluate(tirx.call_extern("int32", PARALLEL_MARKER, len(extents)))
     return _B.grid(*extents)
 
 
-def Persistent(domain: Sequence[Any], wave_size: Any, index: Any, group_size: Any = 8):
+def Persistent(domain: Sequence[Any], wave_size: Any, index: Any, group_size: Any = 8, num_stages: Any = None, *,
+               annotations: Any = None):
     """``for bx, by in T.Persistent([MB, NB], num_workers, block_id)``: a persistent-kernel loop.
 
     Visits every coordinate of ``domain`` (one extent per loop variable) exactly once, spread
@@ -477,8 +509,13 @@ def Persistent(domain: Sequence[Any], wave_size: Any, index: Any, group_size: An
     group running over all the other dimensions before the next one starts, so the workers of a
     wave share operands (the L2 swizzle of persistent GEMMs). The body runs inside a loop over
     the waves, guarded by ``domain[-1]``, so domains that are not a multiple of the group or the
-    wave size are fine. Every target; the extents may be dynamic.
+    wave size are fine. Every target; the extents may be dynamic. TileLang's ``num_stages`` (an
+    int >= 0) and ``annotations`` (a dict) are accepted and do not change the loop.
     """
+    if num_stages is not None and (isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 0):
+        raise ValueError(f"T.Persistent: num_stages must be an int >= 0 or None, got {num_stages!r}")
+    if annotations is not None and not isinstance(annotations, dict):
+        raise TypeError(f"T.Persistent: annotations must be a dict or None, got {type(annotations).__name__}")
     if isinstance(domain, (int, tvm.ir.Expr)):
         domain = [domain]
     if not isinstance(domain, (list, tuple)) or not domain:
@@ -509,6 +546,37 @@ def alloc_fragment(shape: Union[Sequence[Any], Any], dtype: Any = "float32", sco
     if not isinstance(scope, str):
         raise TypeError(f"T.alloc_fragment(shape, dtype, scope): scope must be a string such as 'local.fragment', got {scope!r}")
     return _B.alloc_buffer(tuple(shape), dtype_name(dtype), scope=scope)
+
+
+def _alloc_tile(op: str, shape: Any, dtype: Any, scope: Any, scopes: tuple) -> Any:
+    if not isinstance(shape, (list, tuple)):
+        shape = (shape,)
+    if not isinstance(scope, str) or scope not in scopes:
+        raise TypeError(
+            f"{op}(shape, dtype, scope): scope must be one of {', '.join(repr(s) for s in scopes)}, got {scope!r} "
+            "(the third positional argument is the scope, as in TileLang)"
+        )
+    return _B.alloc_buffer(tuple(shape), dtype_name(dtype), scope=scope)
+
+
+def alloc_shared(shape: Union[Sequence[Any], Any], dtype: Any = "float32", scope: str = "shared"):
+    """A tile in memory shared by the block's threads: ``A_s = T.alloc_shared((64, 32), "float16")``.
+
+    CPU targets: a stack array per block. GPU targets: ``__shared__`` memory. The third argument
+    is the scope, as in TileLang: ``"shared"`` (default) or ``"shared.dyn"`` (TileLang's default;
+    the same storage here).
+    """
+    return _alloc_tile("T.alloc_shared", shape, dtype, scope, ("shared", "shared.dyn"))
+
+
+def alloc_local(shape: Union[Sequence[Any], Any], dtype: Any = "float32", scope: str = "local"):
+    """A tile private to each thread: ``acc = T.alloc_local((8,), "float32")``.
+
+    Every GPU thread (every CPU block) has its own copy. The third argument is the scope, as in
+    TileLang: ``"local"`` (default), ``"local.var"`` or ``"local.fragment"``
+    (:func:`alloc_fragment`).
+    """
+    return _alloc_tile("T.alloc_local", shape, dtype, scope, ("local", "local.var", FRAGMENT_SCOPE))
 
 
 def _def_location(fn: Any) -> str:

@@ -121,7 +121,7 @@ def use_swizzle(panel_size: int = 8, order: str = "row", enable: bool = True, de
 PASS_CONFIGS_ATTR = "tilelang_pass_configs"
 
 
-def annotate_pass_configs(pass_configs: Mapping[Any, Any]) -> None:
+def annotate_pass_configs(configs: Mapping[Any, Any]) -> None:
     """``T.annotate_pass_configs({key: value})`` in a kernel body: pass configs that travel with the kernel.
 
     They are validated now (as ``tilelang.compile(..., pass_configs=...)`` validates them) and
@@ -134,8 +134,8 @@ def annotate_pass_configs(pass_configs: Mapping[Any, Any]) -> None:
 
     from ..lowering import validate_pass_configs
 
-    configs = validate_pass_configs({str(k.value if hasattr(k, "value") else k): v for k, v in dict(pass_configs).items()})
-    _B.func_attr({PASS_CONFIGS_ATTR: configs})
+    checked = validate_pass_configs({str(k.value if hasattr(k, "value") else k): v for k, v in dict(configs).items()})
+    _B.func_attr({PASS_CONFIGS_ATTR: checked})
 
 
 def declared_pass_configs(func: Any) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from .atomic import (
     atomic_store,
     atomic_xor,
 )
-from .copy import clear, copy, fill
+from .copy import async_copy, clear, copy, fill, ptx_commit_group, ptx_wait_group
 from .debug import device_assert
 from .debug_print import print  # noqa: A004 - TileLang's T.print
 from .safe_value import annotate_safe_value
@@ -66,6 +66,7 @@ from .intrinsics import (
     ieee_sub,
     match_all_sync,
     match_any_sync,
+    round,
     shfl_down,
     shfl_sync,
     shfl_up,
@@ -115,7 +116,7 @@ from .vector import (
     sub2,
 )
 from .logical import all_of, any_of
-from .loops import Serial, Unroll, Vectorized, loop_break
+from .loops import Serial, Unroll, Vectorized, loop_break, unroll
 from .launch import get_block_extent, get_block_extents, get_thread_extent, get_thread_extents
 from .indexing import index_to_coordinates
 from .pointers import access_ptr
@@ -148,6 +149,7 @@ __all__ = [
     "ballot",
     "ballot_sync",
     "clamp",
+    "round",
     "cummax",
     "cumsum",
     "dp4a",
@@ -197,6 +199,9 @@ __all__ = [
     "atomic_xor",
     "clear",
     "copy",
+    "async_copy",
+    "ptx_commit_group",
+    "ptx_wait_group",
     "fill",
     "gemm",
     "GemmWarpPolicy",
@@ -229,6 +234,7 @@ __all__ = [
     "loop_break",
     "Serial",
     "Unroll",
+    "unroll",
     "Vectorized",
     "get_block_extent",
     "get_block_extents",

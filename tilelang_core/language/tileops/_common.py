@@ -71,6 +71,18 @@ def static_int(expr: Any) -> Optional[int]:
     return None
 
 
+def check_options(op: str, operands: Any, annotations: Any = None, **flags: Any) -> None:
+    """Refuse options of the wrong kind: each of ``flags`` (``clear=...``) must be a bool (or the
+    int 0 or 1), ``annotations`` a dict or None. An argument given in another position than
+    TileLang's (``T.reduce_sum(A, B, 1, 4)``, where 4 is the batch width elsewhere) is then an
+    error, not a silently different operation."""
+    for name, value in flags.items():
+        if not isinstance(value, bool) and not (isinstance(value, Integral) and value in (0, 1)):
+            fail(op, operands, f"{name} must be True or False, got {value!r}", OperandTypeError)
+    if annotations is not None and not isinstance(annotations, dict):
+        fail(op, operands, f"annotations must be a dict or None, got {type(annotations).__name__}", OperandTypeError)
+
+
 def check_batch(op: str, operands: Any, batch: Any, extents: Sequence[Any], name: str) -> None:
     """TileLang's all-reduce ``batch=``: an int >= 1 that divides the output's element count
     (checked where the count is static). The result does not depend on it."""

@@ -1,4 +1,4 @@
-"""``T.copy``, ``T.fill`` and ``T.clear``."""
+"""``T.copy``, ``T.async_copy`` (with ``T.ptx_commit_group`` / ``T.ptx_wait_group``), ``T.fill`` and ``T.clear``."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from tvm import tirx
 
 from .safe_value import safe_value
 from ._common import (
+    OperandTypeError,
     Tile,
     all_of,
     as_tile,
     cast,
+    check_options,
     fail,
     guarded,
     is_buffer,
@@ -150,6 +152,57 @@ def copy(
         guarded(dst_ok, lambda: _B.buffer_store(d.buffer, value, d.indices(vs)))
 
     loop_nest(extents, parallel=not per_thread(d), body=body)
+
+
+#: Scopes ``T.async_copy`` may write (TileLang's cp.async destinations).
+ASYNC_COPY_DESTINATIONS = ("shared", "shared.dyn")
+
+
+def async_copy(src: Any, dst: Any, *, coalesced_width: Any = None, annotations: Any = None, loop_layout: Any = None) -> None:
+    """TileLang's explicitly asynchronous copy from global to shared memory: ``T.async_copy(A[by * 64, k * 32], A_s)``.
+
+    TileLang issues cp.async instructions and leaves the wait to the kernel
+    (``T.ptx_commit_group()``, ``T.ptx_wait_group(n)``). Here the copy is a :func:`copy`
+    that has completed when the next statement runs, on every target, so a kernel that waits
+    where TileLang needs it gets the same values (without the overlap of copy and compute),
+    and the commit and wait statements have nothing left to do. Tiles, extents, guards and
+    hints as :func:`copy`.
+
+    :raises LoweringError: the source is not in global memory or the destination not in shared
+        memory (use :func:`copy`), or what :func:`copy` refuses.
+    """
+    operands = (src, dst)
+    s = as_tile("T.async_copy", operands, src, "source")
+    d = as_tile("T.async_copy", operands, dst, "destination")
+    if s.scope != "global" or d.scope not in ASYNC_COPY_DESTINATIONS:
+        fail("T.async_copy", operands,
+             f"T.async_copy only supports global->shared/shared.dyn copies, got {s.scope} '{s.name}' -> {d.scope} "
+             f"'{d.name}'; use T.copy for this copy")
+    check_options("T.async_copy", operands, annotations=annotations)
+    copy(src, dst, coalesced_width=coalesced_width, annotations=annotations, loop_layout=loop_layout)
+
+
+def ptx_commit_group() -> None:
+    """TileLang's ``cp.async.commit_group``: closes a group of :func:`async_copy` copies.
+
+    The copies have completed already here (see :func:`async_copy`), so this adds nothing to the
+    kernel; accepted on every target.
+    """
+
+
+def ptx_wait_group(num: Any) -> None:
+    """TileLang's ``cp.async.wait_group num``: waits until at most ``num`` groups of
+    :func:`async_copy` copies are in flight. None are here (see :func:`async_copy`), so this adds
+    nothing to the kernel; accepted on every target.
+
+    :raises LoweringError: (a ``TypeError``) ``num`` is not an int >= 0 or an integer expression.
+    """
+    num = getattr(num, "scalar", num)  # T.alloc_var's wrapper
+    dtype = str(getattr(getattr(num, "ty", None), "dtype", ""))
+    value = None if isinstance(num, bool) else static_int(num)
+    if (value is None and not dtype.startswith(("int", "uint"))) or (value is not None and value < 0):
+        fail("T.ptx_wait_group", (num,), f"num must be an int >= 0 (the groups that may stay in flight), got {num!r}",
+             OperandTypeError)
 
 
 def fill(buffer: Any, value: Any, annotations: Any = None) -> None:

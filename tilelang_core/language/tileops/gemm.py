@@ -11,7 +11,9 @@ from ._common import (
     ON_CHIP_SCOPES,
     as_tile,
     cast,
+    OperandTypeError,
     fail,
+    guarded,
     is_float,
     is_unit,
     loop_nest,
@@ -21,6 +23,31 @@ from ._common import (
     static_int,
     zero,
 )
+
+
+def _check_options(A: Any, B: Any, C: Any, policy: Any, clear_accum: Any, mbar: Any, annotations: Any) -> Any:
+    """``clear_accum`` as a bool or a boolean expression, after refusing ``T.gemm`` options of the
+    wrong kind: an argument in the wrong position (``T.gemm(A, B, C, False, False, True)`` written
+    for another argument order) is an error instead of a silently different product."""
+    operands = (A, B, C)
+    if policy is not None and (isinstance(policy, bool) or not isinstance(policy, (GemmWarpPolicy, int))):
+        fail("T.gemm", operands, f"policy must be a T.GemmWarpPolicy (or None), got {policy!r}; the positional order is "
+             "(A, B, C, transpose_A, transpose_B, policy, clear_accum) as in TileLang, so pass clear_accum= by keyword",
+             OperandTypeError)
+    if isinstance(policy, int) and not isinstance(policy, bool) and policy not in {int(p) for p in GemmWarpPolicy}:
+        fail("T.gemm", operands, f"policy must be one of {', '.join(p.name for p in GemmWarpPolicy)}, got {policy!r}",
+             OperandTypeError)
+    if isinstance(clear_accum, int) and not isinstance(clear_accum, GemmWarpPolicy):
+        clear_accum = bool(clear_accum)
+    elif isinstance(clear_accum, GemmWarpPolicy) or str(getattr(clear_accum, "dtype", "")) != "bool":
+        fail("T.gemm", operands, f"clear_accum must be a bool or a boolean expression (ko == 0), got {clear_accum!r}",
+             OperandTypeError)
+    if mbar is not None:
+        fail("T.gemm", operands, "mbar= (a Blackwell TCGEN5MMA barrier) is not supported: this T.gemm completes "
+             "before the next statement, so leave it out", OperandTypeError)
+    if annotations is not None and not isinstance(annotations, dict):
+        fail("T.gemm", operands, f"annotations must be a dict or None, got {type(annotations).__name__}", OperandTypeError)
+    return clear_accum
 
 
 class GemmWarpPolicy(enum.IntEnum):
@@ -42,10 +69,12 @@ def gemm(
     C: Any,
     transpose_A: bool = False,
     transpose_B: bool = False,
-    clear_accum: bool = False,
     policy: Any = None,
+    clear_accum: Any = False,
     k_pack: int = 1,
     wg_wait: int = 0,
+    mbar: Any = None,
+    annotations: Any = None,
 ) -> None:
     """Tile matrix multiply-accumulate: ``C += op(A) @ op(B)``, accumulating in ``C``'s dtype.
 
@@ -53,11 +82,17 @@ def gemm(
     ``transpose_B``) and ``C`` is ``(M, N)``; each is a buffer or region (dimensions of size 1
     ignored) in ``shared``, ``local`` or fragment memory. Inputs are converted to ``C``'s dtype
     before multiplying, so float16 inputs with a float32 ``C`` accumulate in float32.
-    ``clear_accum=True`` sets ``C`` to 0 first. ``policy``, ``k_pack`` and ``wg_wait`` are accepted
-    for TileLang compatibility and ignored.
+    ``clear_accum=True`` sets ``C`` to 0 first; a boolean expression (``clear_accum=ko == 0``)
+    clears it where the expression holds at run time.
+    The positional order is TileLang's: ``policy`` (a ``T.GemmWarpPolicy``) comes before
+    ``clear_accum``. ``policy``, ``k_pack``, ``wg_wait`` and ``annotations`` are accepted for
+    TileLang compatibility and do not change the product; ``mbar`` (a Blackwell TCGEN5MMA barrier)
+    must be None.
 
-    :raises LoweringError: wrong scope (global memory), rank, shapes or dtypes.
+    :raises LoweringError: wrong scope (global memory), rank, shapes or dtypes; an argument of
+        the wrong kind (``OperandTypeError``), e.g. ``True`` in the ``policy`` position.
     """
+    clear_accum = _check_options(A, B, C, policy, clear_accum, mbar, annotations)
     operands = (A, B, C)
     a = as_tile("T.gemm", operands, A, "A", allow_element=False)
     b = as_tile("T.gemm", operands, B, "B", allow_element=False)
@@ -124,8 +159,12 @@ def gemm(
         ci = idx(c, i, j)
         _B.buffer_store(c.buffer, c.buffer[ci] + cast(av, acc) * cast(bv, acc), list(ci))
 
-    if clear_accum:
-        loop_nest([M, N], parallel=not per_thread(c), body=lambda v: _B.buffer_store(c.buffer, zero(acc), list(idx(c, v[0], v[1]))))
+    if clear_accum is not False:
+
+        def clear() -> None:
+            loop_nest([M, N], parallel=not per_thread(c), body=lambda v: _B.buffer_store(c.buffer, zero(acc), list(idx(c, v[0], v[1]))))
+
+        guarded(None if clear_accum is True else clear_accum, clear)
     if per_thread(c):
         # Whole product in every thread; i-k-j order keeps the innermost loop contiguous in B and C.
         with _B.serial(0, M) as i:

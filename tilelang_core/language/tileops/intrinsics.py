@@ -210,9 +210,36 @@ def clamp(dst: Any, min_val: Any, max_val: Any) -> Any:
     return tirx.Select(nan, x + lo + hi, clamped)
 
 
-def align_up(x: Any, alignment: Any) -> Any:
-    """``x`` rounded up to a multiple of ``alignment`` (ints stay ints)."""
-    return ceildiv(x, alignment) * alignment
+def align_up(x: Any, y: Any) -> Any:
+    """``x`` rounded up to a multiple of ``y`` (ints stay ints); TileLang's parameter names."""
+    return ceildiv(x, y) * y
+
+
+#: ``T.round``'s rounding modes (TileLang's names).
+ROUND_MODES = ("ties-to-even", "ties-away-from-zero")
+
+
+def round(x: Any, rounding_mode: str = "ties-to-even", span: Any = None) -> Any:  # noqa: A001 - TileLang's name
+    """``x`` rounded to the nearest integer value, in ``x``'s float dtype.
+
+    ``rounding_mode="ties-to-even"`` (default; TIR's ``round``: ``nearbyint``, as ``torch.round``)
+    or ``"ties-away-from-zero"`` (C's ``round``: 2.5 gives 3, -0.5 gives -1). Every target: the
+    second mode is ``trunc(x)`` moved one unit away from zero where ``|x - trunc(x)| >= 0.5``
+    (exact in every float dtype; NaN and infinities are returned unchanged).
+
+    :raises LoweringError: (a ``ValueError``) an unknown ``rounding_mode``.
+    """
+    if rounding_mode not in ROUND_MODES:
+        fail("T.round", (x,), f"rounding_mode must be one of {', '.join(repr(m) for m in ROUND_MODES)}, "
+             f"got {rounding_mode!r}")
+    value = _expr(x)
+    dtype = _dtype(value)
+    if rounding_mode == "ties-to-even" or not is_float(dtype):
+        return tirx.round(value, span)
+    whole = tirx.trunc(value)
+    one = cast(1, dtype)
+    away = whole + tirx.Select(value < cast(0, dtype), -one, one)
+    return tirx.Select(tirx.abs(value - whole) >= cast(0.5, dtype), away, whole)
 
 
 def _dp4a_operand(value: Any, role: str, operands: tuple):

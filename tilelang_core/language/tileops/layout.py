@@ -17,6 +17,7 @@ from tvm.tirx.script.builder import ir as _B
 from ._common import (
     OperandCheckError,
     all_of,
+    check_options,
     as_tile,
     analyzer,
     cast,
@@ -50,17 +51,19 @@ def _in_bounds(indices: list, shape: list) -> Optional[Any]:
     return all_of(conds)
 
 
-def transpose(src: Any, dst: Any) -> None:
+def transpose(src: Any, dst: Any, annotations: Any = None) -> None:
     """``dst = src`` with the last two axes swapped (``dst[..., j, i] = src[..., i, j]``).
 
     Both sides are buffers or regions of the same rank (>= 2); ``dst``'s extents are ``src``'s
     with the last two exchanged (dimensions of size 1 included). Parts of the tile outside the
     destination buffer are not written; parts outside the source give 0 (as ``T.copy``).
+    ``annotations`` (a dict, as in TileLang) is accepted and does not change the copy.
 
-    :raises LoweringError: rank below 2, ranks or extents that do not fit.
+    :raises LoweringError: rank below 2, ranks or extents that do not fit, ``annotations`` not a dict.
     """
     op = "T.transpose"
     operands = (src, dst)
+    check_options(op, operands, annotations=annotations)
     s = as_tile(op, operands, src, "source", allow_element=False)
     d = as_tile(op, operands, dst, "destination", allow_element=False)
     rank = len(s.extents)

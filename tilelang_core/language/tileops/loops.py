@@ -20,10 +20,14 @@ from tvm.tirx.script.builder import ir as _B
 from ...errors import LoweringError
 from ._common import location
 
-__all__ = ["Serial", "Unroll", "Vectorized", "loop_break", "LOOP_BREAK_CALL", "install"]
+__all__ = ["Serial", "Unroll", "unroll", "Vectorized", "loop_break", "LOOP_BREAK_CALL", "install"]
 
 #: Callee name of the marker statement of ``T.loop_break()`` / ``break`` (lowering/loop_control.py).
 LOOP_BREAK_CALL = "tl.loop_break"
+
+
+#: Loop annotation of ``T.Unroll(..., unroll_factor=k)``: the loop stays a serial loop.
+UNROLL_FACTOR_KEY = "tl.unroll_factor"
 
 
 class _ValueLoweringError(LoweringError, ValueError):
@@ -37,24 +41,38 @@ def Serial(start: Any, stop: Any = None, step: Any = None, *, annotations: Optio
 
 
 def Unroll(start: Any, stop: Any = None, step: Any = None, *, explicit: bool = False,  # noqa: N802
-           annotations: Optional[dict] = None):
-    """``for i in T.Unroll(n)``: TileLang's name of ``T.unroll`` (the loop is unrolled).
+           unroll_factor: Any = None, annotations: Optional[dict] = None, dtype: Any = None):
+    """``for i in T.Unroll(n)`` (also ``T.unroll``): TileLang's unrolled loop.
 
     ``explicit=True`` asks for the unrolling in the IR (annotation ``pragma_unroll_explicit``, which
-    TVM's unroller reads); loops of a static extent are unrolled that way here anyway. It cannot be
-    combined with an ``annotations`` entry ``pragma_unroll_factor``.
+    TVM's unroller reads); loops of a static extent are unrolled that way here anyway.
+    ``unroll_factor=k`` (an int >= 1; TileLang's ``#pragma unroll k``) keeps the loop: it runs as a
+    serial loop annotated :data:`UNROLL_FACTOR_KEY` (the C, LLVM and CUDA compilers unroll small
+    loops by themselves), with the same result. ``explicit=True`` and an unroll factor
+    (``unroll_factor=`` or the annotation ``pragma_unroll_factor``) cannot be combined.
 
-    :raises LoweringError: (a ``ValueError``) both ``explicit=True`` and ``pragma_unroll_factor``.
+    :raises LoweringError: (a ``ValueError``) both ``explicit=True`` and an unroll factor, or a
+        factor that is not an int >= 1.
     """
     annotations = dict(annotations) if annotations else {}
     if explicit:
         annotations["pragma_unroll_explicit"] = True
-    if annotations.get("pragma_unroll_explicit") and "pragma_unroll_factor" in annotations:
+    if unroll_factor is not None:
+        if isinstance(unroll_factor, bool) or not isinstance(unroll_factor, int) or unroll_factor < 1:
+            raise _ValueLoweringError(f"{location()}: T.Unroll: unroll_factor must be an int >= 1, got {unroll_factor!r}")
+        annotations[UNROLL_FACTOR_KEY] = unroll_factor
+    if annotations.get("pragma_unroll_explicit") and ("pragma_unroll_factor" in annotations or UNROLL_FACTOR_KEY in annotations):
         raise _ValueLoweringError(
-            f"{location()}: T.Unroll: explicit=True (pragma_unroll_explicit) and the annotation pragma_unroll_factor "
+            f"{location()}: T.Unroll: explicit=True (pragma_unroll_explicit) and an unroll factor (unroll_factor= or pragma_unroll_factor) "
             "cannot be combined: an explicitly unrolled loop has no unroll factor"
         )
-    return _B.unroll(start, stop, annotations=annotations or None, step=step)
+    if UNROLL_FACTOR_KEY in annotations:
+        return _B.serial(start, stop, annotations=annotations, step=step, dtype=dtype)
+    return _B.unroll(start, stop, annotations=annotations or None, step=step, dtype=dtype)
+
+
+#: TileLang spells the unrolled loop both ways.
+unroll = Unroll
 
 
 def Vectorized(start: Any, stop: Any = None, *, annotations: Optional[dict] = None):  # noqa: N802

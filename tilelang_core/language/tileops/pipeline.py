@@ -17,6 +17,7 @@ def Pipelined(
     num_stages: int = 0,
     order: Optional[Sequence[int]] = None,
     stage: Optional[Sequence[int]] = None,
+    annotations: Any = None,
     sync: Any = None,
     group: Any = None,
 ):
@@ -25,10 +26,13 @@ def Pipelined(
     CPU targets run it as a plain serial loop. GPU targets accept ``num_stages`` (recorded on the
     loop as the ``tl.pipelined_num_stages`` annotation) and currently also run the loop serially;
     overlapping copies with compute may be added later without changing kernels. ``order``,
-    ``stage``, ``sync`` and ``group`` are accepted for TileLang compatibility.
+    ``stage``, ``annotations`` (TileLang's sixth argument; a dict), ``sync`` and ``group`` are
+    accepted for TileLang compatibility.
 
-    :raises LoweringError: ``num_stages`` is not a non-negative int.
+    :raises LoweringError: ``num_stages`` is not a non-negative int, ``annotations`` not a dict.
     """
+    if annotations is not None and not isinstance(annotations, dict):
+        raise LoweringError(f"{location()}: T.Pipelined: annotations must be a dict or None, got {type(annotations).__name__}")
     if isinstance(num_stages, bool) or not isinstance(num_stages, Integral) or num_stages < 0:
         raise LoweringError(f"{location()}: T.Pipelined: num_stages must be an int >= 0, got {num_stages!r}")
     if stop is None:

@@ -14,6 +14,7 @@ from ._common import (
     as_tile,
     cast,
     check_batch,
+    check_options,
     fail,
     is_float,
     is_unit,
@@ -68,9 +69,11 @@ def _combine(kind: str, dtype: str, nan_propagate: bool) -> Callable[[Any, Any],
     return lambda acc, x: tirx.Select(tirx.Or(better(acc, x), isnan(acc)), x, acc)
 
 
-def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: bool, nan_propagate: bool = False, batch: Any = 1) -> None:
+def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: Any = False, batch: Any = 1,
+            annotations: Any = None) -> None:
     op = f"T.reduce_{kind}"
     operands = (src, dst)
+    check_options(op, operands, clear=clear, nan_propagate=nan_propagate, annotations=annotations)
     s = as_tile(op, operands, src, "source", allow_element=False)
     d = as_tile(op, operands, dst, "destination", allow_element=False)
     check_batch(op, operands, batch, d.extents, d.name)
@@ -191,55 +194,62 @@ def _indices(t: Any, point: list) -> list:
     return [p if static_int(st) == 0 else st + p for st, p in zip(t.starts, point)]
 
 
-def reduce_sum(src: Any, dst: Any, dim: int = -1, clear: bool = True, batch: int = 1, annotations: Any = None) -> None:
-    """``dst = sum(src, dim)`` (``dst += ...`` with ``clear=False``), accumulating in dst's dtype.
+def reduce_sum(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batch: int = 1, annotations: Any = None) -> None:
+    """``out = sum(buffer, dim)`` (``out += ...`` with ``clear=False``), accumulating in out's dtype.
 
-    ``dst`` has ``src``'s shape without ``dim`` (or with ``dim`` of size 1). Operands are tiles in
-    fragment, local or shared memory. ``batch`` (TileLang's batched all-reduce width) and
-    ``annotations`` are accepted and do not change the result.
+    ``out`` has ``buffer``'s shape without ``dim`` (or with ``dim`` of size 1). Operands are tiles
+    in fragment, local or shared memory. ``batch`` (TileLang's batched all-reduce width) and
+    ``annotations`` are accepted and do not change the result. Parameter names and positional
+    order are TileLang's, for every ``T.reduce_*``.
 
-    :raises LoweringError: wrong scope, ``dim`` out of range, shape, rank or dtype mismatch.
+    :raises LoweringError: wrong scope, ``dim`` out of range, shape, rank or dtype mismatch, an
+        option of the wrong kind (``clear``/``nan_propagate`` not a bool, ``batch`` not an int).
     """
-    _reduce("sum", src, dst, dim, clear, batch=batch)
+    _reduce("sum", buffer, out, dim, clear, batch=batch, annotations=annotations)
 
 
-def reduce_max(src: Any, dst: Any, dim: int = -1, clear: bool = True, nan_propagate: bool = False,
-               batch: int = 1, annotations: Any = None) -> None:
-    """``dst = max(src, dim)`` (``dst = max(dst, ...)`` with ``clear=False``); see :func:`reduce_sum`.
+def reduce_max(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batch: int = 1,
+               nan_propagate: bool = False, annotations: Any = None) -> None:
+    """``out = max(buffer, dim)`` (``out = max(out, ...)`` with ``clear=False``); see :func:`reduce_sum`.
 
     Floats: NaN elements are ignored (as CUDA's ``fmaxf``; a row of only NaN gives ``-inf``, the
     identity), unless ``nan_propagate=True``: then any NaN makes the result NaN.
     """
-    _reduce("max", src, dst, dim, clear, nan_propagate, batch)
+    _reduce("max", buffer, out, dim, clear, nan_propagate, batch, annotations)
 
 
-def reduce_min(src: Any, dst: Any, dim: int = -1, clear: bool = True, nan_propagate: bool = False,
-               batch: int = 1, annotations: Any = None) -> None:
-    """``dst = min(src, dim)`` (``dst = min(dst, ...)`` with ``clear=False``); NaN as :func:`reduce_max`."""
-    _reduce("min", src, dst, dim, clear, nan_propagate, batch)
+def reduce_min(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batch: int = 1,
+               nan_propagate: bool = False, annotations: Any = None) -> None:
+    """``out = min(buffer, dim)`` (``out = min(out, ...)`` with ``clear=False``); NaN as :func:`reduce_max`."""
+    _reduce("min", buffer, out, dim, clear, nan_propagate, batch, annotations)
 
 
-def reduce_abssum(src: Any, dst: Any, dim: int = -1, clear: bool = True, batch: int = 1, annotations: Any = None) -> None:
-    """``dst = sum(|src|, dim)`` (``dst += ...`` with ``clear=False``); see :func:`reduce_sum`."""
-    _reduce("abssum", src, dst, dim, clear, batch=batch)
+def reduce_abssum(buffer: Any, out: Any, dim: int = -1, batch: int = 1, annotations: Any = None, *,
+                  clear: bool = True) -> None:
+    """``out = sum(|buffer|, dim)`` (``out += ...`` with ``clear=False``); see :func:`reduce_sum`.
+
+    TileLang's ``reduce_abssum`` has no ``clear``: its fourth positional argument is ``batch``, so
+    ``clear`` is keyword-only here.
+    """
+    _reduce("abssum", buffer, out, dim, clear, batch=batch, annotations=annotations)
 
 
-def reduce_absmax(src: Any, dst: Any, dim: int = -1, clear: bool = True, nan_propagate: bool = False,
-                  batch: int = 1, annotations: Any = None) -> None:
-    """``dst = max(|src|, dim)`` (``dst = max(dst, ...)`` with ``clear=False``); NaN as :func:`reduce_max`."""
-    _reduce("absmax", src, dst, dim, clear, nan_propagate, batch)
+def reduce_absmax(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batch: int = 1,
+                  nan_propagate: bool = False, annotations: Any = None) -> None:
+    """``out = max(|buffer|, dim)`` (``out = max(out, ...)`` with ``clear=False``); NaN as :func:`reduce_max`."""
+    _reduce("absmax", buffer, out, dim, clear, nan_propagate, batch, annotations)
 
 
-def reduce_bitand(src: Any, dst: Any, dim: int = -1, clear: bool = True, batch: int = 1, annotations: Any = None) -> None:
-    """``dst = src[0] & src[1] & ...`` over ``dim`` (``dst &= ...`` with ``clear=False``), integer tiles."""
-    _reduce("bitand", src, dst, dim, clear, batch=batch)
+def reduce_bitand(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batch: int = 1, annotations: Any = None) -> None:
+    """``out = buffer[0] & buffer[1] & ...`` over ``dim`` (``out &= ...`` with ``clear=False``), integer tiles."""
+    _reduce("bitand", buffer, out, dim, clear, batch=batch, annotations=annotations)
 
 
-def reduce_bitor(src: Any, dst: Any, dim: int = -1, clear: bool = True, batch: int = 1, annotations: Any = None) -> None:
-    """``dst = src[0] | src[1] | ...`` over ``dim`` (``dst |= ...`` with ``clear=False``), integer tiles."""
-    _reduce("bitor", src, dst, dim, clear, batch=batch)
+def reduce_bitor(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batch: int = 1, annotations: Any = None) -> None:
+    """``out = buffer[0] | buffer[1] | ...`` over ``dim`` (``out |= ...`` with ``clear=False``), integer tiles."""
+    _reduce("bitor", buffer, out, dim, clear, batch=batch, annotations=annotations)
 
 
-def reduce_bitxor(src: Any, dst: Any, dim: int = -1, clear: bool = True, batch: int = 1, annotations: Any = None) -> None:
-    """``dst = src[0] ^ src[1] ^ ...`` over ``dim`` (``dst ^= ...`` with ``clear=False``), integer tiles."""
-    _reduce("bitxor", src, dst, dim, clear, batch=batch)
+def reduce_bitxor(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batch: int = 1, annotations: Any = None) -> None:
+    """``out = buffer[0] ^ buffer[1] ^ ...`` over ``dim`` (``out ^= ...`` with ``clear=False``), integer tiles."""
+    _reduce("bitxor", buffer, out, dim, clear, batch=batch, annotations=annotations)

@@ -47,7 +47,7 @@ def _in_scope(builder: Any, frame: Any) -> bool:
     return frame is None or any(f.same_as(frame) for f in current.frames)
 
 
-def annotate_safe_value(safe_values: Mapping[Any, Any]) -> None:
+def annotate_safe_value(safe_value_map: Mapping[Any, Any]) -> None:
     """``T.annotate_safe_value({buffer: value, ...})``: the value of reads outside each buffer (see the module docstring).
 
     :raises KernelDefinitionError: not a dict of buffers to scalar values (a ``TypeError``).
@@ -56,11 +56,11 @@ def annotate_safe_value(safe_values: Mapping[Any, Any]) -> None:
     from tvm.tirx.buffer import is_buffer_var
     from tvm.tirx.script.builder import ir as _B
 
-    if not isinstance(safe_values, Mapping):
-        raise KernelDefinitionError(f"T.annotate_safe_value expects a dict {{buffer: value}}, got {type(safe_values).__name__}")
+    if not isinstance(safe_value_map, Mapping):
+        raise KernelDefinitionError(f"T.annotate_safe_value expects a dict {{buffer: value}}, got {type(safe_value_map).__name__}")
     builder, frame = _scope()
     _ACTIVE[:] = [entry for entry in _ACTIVE if _in_scope(entry[0], entry[1])]
-    for buffer, value in safe_values.items():
+    for buffer, value in safe_value_map.items():
         if not is_buffer_var(buffer):
             raise KernelDefinitionError(f"T.annotate_safe_value: keys must be buffers (kernel parameters, T.alloc_*), got {buffer!r}")
         if not isinstance(value, (int, float, bool)) and getattr(getattr(value, "ty", None), "dtype", None) is None:
