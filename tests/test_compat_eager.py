@@ -3,12 +3,18 @@
 
 from __future__ import annotations
 
+import pathlib
+import sys
+
 import pytest
 import torch
 
 import tilelang
 import tilelang.language as T
 from tilelang_core.errors import KernelDefinitionError
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from backend_pairs import PATHS, compile_on  # noqa: E402
 
 
 @tilelang.jit
@@ -136,12 +142,20 @@ def test_eager_errors_are_clear():
         with T.Kernel(1):
             A[0] = T.float32(0)
 
+    with pytest.raises(KernelDefinitionError, match=r"T.prim_func unreturned_output: T.empty output\(s\) B are never returned"):
+
+        @T.prim_func
+        def unreturned_output(A: T.Tensor((4,), T.float32)):
+            B = T.empty((4,), T.float32)  # noqa: F841
+            with T.Kernel(1):
+                A[0] = T.float32(0)
+
     with pytest.raises(Exception, match="T.empty declares an output"):
 
         @T.prim_func
         def inside(A: T.Tensor((4,), T.float32)):
-            B = T.empty((4,), T.float32)  # noqa: F841
             with T.Kernel(1):
+                B = T.empty((4,), T.float32)  # noqa: F841
                 A[0] = T.float32(0)
 
 
@@ -167,3 +181,98 @@ def test_const_outside_eager_is_a_symbol():
     assert (M.name, N.name) == ("M", "N")
     with pytest.raises(ValueError):
         T.const("1x")
+
+
+# -- TileLang's lazy style with outputs: a T.prim_func that declares T.empty and returns it ------
+
+
+def test_prim_func_returning_empty_outputs_allocates_them_on_every_path():
+    """Outputs become trailing parameters in the order of the return; tilelang.compile takes the
+    attribute tilelang_out_idx as out_idx (dynamic shapes and a scalar parameter included)."""
+
+    @T.prim_func
+    def stats(A, scale: T.float32):
+        m = T.dynamic("m")
+        A: T.Tensor[[m, 16], T.float32]
+        Scaled = T.empty([m, 16], T.float32)
+        Sums = T.empty([m], T.float32)
+        with T.Kernel(m, threads=1) as bx:
+            Sums[bx] = 0.0
+            for j in T.serial(16):
+                Scaled[bx, j] = A[bx, j] * scale
+                Sums[bx] = Sums[bx] + A[bx, j]
+        return Sums, Scaled
+
+    assert [int(i) for i in stats.attrs["tilelang_out_idx"]] == [-2, -1]
+    assert [p.name for p in stats.params][-2:] == ["Sums", "Scaled"]
+    a = torch.randn(5, 16)
+    for path in PATHS:
+        sums, scaled = compile_on(stats, path)(a, 2.5)
+        torch.testing.assert_close(sums, a.sum(1), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(scaled, a * 2.5)
+
+
+def test_prim_func_outputs_inside_a_lazy_jit_function():
+    @tilelang.jit
+    def plus(n: int, k: float):
+        @T.prim_func
+        def main(A: T.Tensor((n,), T.float32)):
+            B = T.empty((n,), T.float32)
+            with T.Kernel(1, threads=1):
+                for i in T.serial(n):
+                    B[i] = A[i] + k
+            return B
+
+        return main
+
+    a = torch.randn(9)
+    torch.testing.assert_close(plus(9, 0.5)(a), a + 0.5)
+
+
+def test_prim_func_outputs_and_out_idx_conflict():
+    @T.prim_func
+    def copy(A):
+        A: T.Tensor[[8], T.float32]
+        B = T.empty([8], T.float32)
+        with T.Kernel(1):
+            for i in T.serial(8):
+                B[i] = A[i]
+        return B
+
+    with pytest.raises(ValueError, match=r"Out index conflict: kernel 'copy' returns its T.empty outputs \(out_idx \[-1\]\)"):
+        tilelang.compile(copy, out_idx=[-1], target="c")
+    a = torch.randn(8)
+    torch.testing.assert_close(tilelang.compile(copy, target="c")(a), a)
+
+
+def test_prim_func_outputs_need_typed_parameters_and_no_const():
+    with pytest.raises(KernelDefinitionError, match=r"T.prim_func untyped: parameter\(s\) n have no type"):
+
+        @T.prim_func
+        def untyped(A, n):
+            A: T.Tensor[[8], T.float32]
+            B = T.empty([8], T.float32)
+            with T.Kernel(1):
+                B[0] = A[0]
+            return B
+
+    with pytest.raises(KernelDefinitionError, match=r"T.prim_func with_const: T.const \(N\) takes its value from the arguments"):
+
+        @T.prim_func
+        def with_const(A):
+            N = T.const("N")
+            A: T.Tensor[[N], T.float32]
+            B = T.empty([N], T.float32)
+            with T.Kernel(1):
+                B[0] = A[0]
+            return B
+
+    with pytest.raises(KernelDefinitionError, match=r"T.prim_func partial: T.empty output\(s\) C are not returned"):
+
+        @T.prim_func
+        def partial(A: T.Tensor((4,), T.float32)):
+            B = T.empty((4,), T.float32)
+            C = T.empty((4,), T.float32)  # noqa: F841
+            with T.Kernel(1):
+                B[0] = A[0]
+            return B

@@ -22,7 +22,7 @@ from ..errors import (
     KernelNotSupportedError,
 )
 from .kernel import BackendInfo, JITKernel
-from .outputs import OutIdx, bind_symbols_from_inputs, normalize_out_idx
+from .outputs import OutIdx, bind_symbols_from_inputs, declared_out_idx, normalize_out_idx
 
 
 def compile(  # noqa: A001 - the public name is tilelang.compile
@@ -72,6 +72,7 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
     from ..lowering import resolve_target
 
     prim_func = _check_prim_func(func)
+    out_idx = declared_out_idx(prim_func, out_idx)
     flags = _flags(compile_flags)
     _check_pass_configs(pass_configs)
     resolved = resolve_target(target, target_host)

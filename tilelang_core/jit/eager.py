@@ -45,7 +45,11 @@ from typing import Any, Callable, Optional, Sequence
 from ..ast_lock import AST_LOCK
 from ..errors import KernelDefinitionError
 
-__all__ = ["is_eager_style", "EagerFunction"]
+__all__ = ["is_eager_style", "EagerFunction", "declares_outputs", "prim_func_with_outputs", "OUT_IDX_ATTR"]
+
+#: Attribute of a ``T.prim_func`` that returns its ``T.empty`` outputs: their parameter indices,
+#: negative (TileLang's name and form); ``tilelang.compile`` takes them as ``out_idx``.
+OUT_IDX_ATTR = "tilelang_out_idx"
 
 _ENV = "__tl_env"
 _TENSOR = "__tl_tensor"
@@ -156,7 +160,8 @@ def _is_kernel_annotation(value: Any) -> bool:
 class _Analysis:
     """What the prologue declares and where the kernel body is."""
 
-    def __init__(self, func: Callable[..., Any]) -> None:
+    def __init__(self, func: Callable[..., Any], kind: str = "@tilelang.jit") -> None:
+        self.kind = kind  # how the function is used, for messages: "@tilelang.jit" or "T.prim_func"
         fdef, lines, _ = _function_def(func)
         self.def_line = fdef.lineno
         self.func = func
@@ -234,7 +239,7 @@ class _Analysis:
             if unknown:
                 raise self._error(
                     fdef,
-                    f"an eager @tilelang.jit function returns its T.empty outputs by name; {', '.join(unknown)} is not one "
+                    f"the function returns its T.empty outputs by name; {', '.join(unknown)} is not one "
                     f"(outputs: {', '.join(output_names) or 'none'})",
                 )
         self.body_start = kernel[0].lineno
@@ -245,7 +250,7 @@ class _Analysis:
         self._factory_code: Optional[types.CodeType] = None
 
     def _error(self, node: Any, message: str) -> KernelDefinitionError:
-        return KernelDefinitionError(f"{self.filename}:{getattr(node, 'lineno', '?')}: @tilelang.jit {self.name}: {message}")
+        return KernelDefinitionError(f"{self.filename}:{getattr(node, 'lineno', '?')}: {self.kind} {self.name}: {message}")
 
     def _target_names(self, stmt: ast.Assign) -> list[str]:
         names = []
@@ -263,7 +268,7 @@ class _Analysis:
             return []
         elts = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]
         if not all(isinstance(e, ast.Name) for e in elts):
-            raise self._error(ret, "an eager @tilelang.jit function returns its T.empty outputs by name ('return Y' or 'return Y, Z')")
+            raise self._error(ret, "the function returns its T.empty outputs by name ('return Y' or 'return Y, Z')")
         return [e.id for e in elts]
 
     # -- the generated factory ------------------------------------------------------------------
@@ -342,13 +347,13 @@ def _tensor_decl(*args: Any, dtype: Any = "float32", **kwargs: Any) -> Any:
 class EagerFunction:
     """An eager-style ``@tilelang.jit`` function (see the module docstring)."""
 
-    def __init__(self, func: Callable[..., Any], options: dict[str, Any]) -> None:
+    def __init__(self, func: Callable[..., Any], options: dict[str, Any], kind: str = "@tilelang.jit") -> None:
         if options.get("out_idx") is not None:
             raise KernelDefinitionError(
                 f"@tilelang.jit {func.__name__}: out_idx is for functions that return a prim_func; in the eager style "
                 "declare outputs with T.empty(...) and return them"
             )
-        self.analysis = _Analysis(func)
+        self.analysis = _Analysis(func, kind)
         self.func = func
         self.options = options
         self._kernels: dict[Any, Any] = {}
@@ -563,3 +568,63 @@ def _freeze(value: Any) -> Any:
         return freeze(value)
     except TypeError:
         return ("id", id(value))
+
+
+# -- TileLang's lazy style with outputs: a T.prim_func that returns T.empty tensors -----------------
+
+
+def declares_outputs(func: Callable[..., Any]) -> bool:
+    """Whether ``func`` (about to become a ``T.prim_func``) assigns ``T.empty(...)`` at its top level.
+
+    Cheap for every other kernel: the source is read only when the function's code names ``empty``.
+    """
+    if "empty" not in func.__code__.co_names:
+        return False
+    try:
+        fdef, _, _ = _function_def(func)
+    except (OSError, TypeError, SyntaxError, KernelDefinitionError):
+        return False
+    return any(isinstance(s, ast.Assign) and _call_attr(s.value) == "empty" for s in fdef.body)
+
+
+def prim_func_with_outputs(func: Callable[..., Any]) -> Any:
+    """The ``T.prim_func`` of a function written in TileLang's lazy style with outputs::
+
+        @T.prim_func
+        def add_one(A):
+            A: T.Tensor[(128,), T.float32]
+            B = T.empty((128,), T.float32)
+            with T.Kernel(1):
+                ...
+            return B
+
+    Each ``T.empty`` output becomes a parameter after the function's own, in the order of the
+    ``return`` (the compiled kernel returns its outputs in parameter order, so ``c, b = kernel(a)``
+    after ``return C, B``), and the attribute :data:`OUT_IDX_ATTR` holds their indices, negative
+    (``[-2, -1]``), so ``tilelang.compile(add_one)`` allocates and returns them.
+
+    :raises KernelDefinitionError: a parameter without a tensor or scalar type, ``T.const``
+        (which needs the arguments of an ``@tilelang.jit`` call), an output that is not returned,
+        or what the eager style refuses.
+    """
+    kernel = EagerFunction(func, {}, kind="T.prim_func")
+    a = kernel.analysis
+    fdef = _function_def(func)[0]
+    unreturned = [name for name, _ in a.outputs if name not in (a.returns or [])]
+    if unreturned:
+        raise a._error(fdef, f"T.empty output(s) {', '.join(unreturned)} are not returned; a T.prim_func returns every "
+                             f"output it declares ('return {', '.join(n for n, _ in a.outputs)}')")
+    a.outputs.sort(key=lambda output: a.returns.index(output[0]))
+    if a.compile_params:
+        raise a._error(fdef, f"parameter(s) {', '.join(a.compile_params)} have no type: annotate every parameter of a "
+                             "T.prim_func as a tensor (A: T.Tensor[...]) or a scalar (n: T.int32); compile-time values "
+                             "need @tilelang.jit")
+    if a.const_names:
+        raise a._error(fdef, f"T.const ({', '.join(a.const_names)}) takes its value from the arguments of an "
+                             "@tilelang.jit call; in a T.prim_func use T.dynamic or a Python int")
+    _, env, _ = kernel._specialise((), {})
+    prim = kernel._prim_func(env)
+    total = len(a.kernel_params) + len(a.outputs)
+    position = {name: len(a.kernel_params) + k for k, (name, _) in enumerate(a.outputs)}
+    out_idx = [position[name] - total for name in a.returns or []]
+    return prim.with_attr(OUT_IDX_ATTR, out_idx)

@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 from ..artifact import KernelArtifact, ScalarParam, SymbolBinding, TensorParam
 from ..errors import OutIdxError
 from ..symbolic import free_symbols
 
 OutIdx = Union[None, int, Sequence[int]]
+
+
+def declared_out_idx(prim_func: Any, out_idx: OutIdx) -> OutIdx:
+    """``out_idx`` for compiling ``prim_func``: the indices of the ``T.empty`` outputs a
+    ``T.prim_func`` returns (its attribute ``tilelang_out_idx``, jit/eager.py), else ``out_idx``.
+
+    :raises OutIdxError: (a ``ValueError``) both: the kernel already says which parameters are
+        outputs, so an ``out_idx`` as well is a conflict (TileLang's rule).
+    """
+    from .eager import OUT_IDX_ATTR
+
+    attrs = getattr(prim_func, "attrs", None)
+    if attrs is None or OUT_IDX_ATTR not in attrs:
+        return out_idx
+    declared = [int(i) for i in attrs[OUT_IDX_ATTR]]
+    if out_idx is not None:
+        name = getattr(prim_func, "__name__", None) or "kernel"
+        raise OutIdxError(
+            f"Out index conflict: kernel {name!r} returns its T.empty outputs (out_idx {declared}) and "
+            f"out_idx={out_idx!r} was given as well; leave out_idx out"
+        )
+    return declared
 
 
 def normalize_out_idx(out_idx: OutIdx, artifact: KernelArtifact) -> list[int]:

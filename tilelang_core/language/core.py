@@ -146,13 +146,15 @@ def const(names: str, dtype: str = "int32") -> Any:
 
 
 def empty(*shape: Any, dtype: Any = "float32") -> Any:
-    """An output of an eager ``@tilelang.jit`` function: ``Y = T.empty((M, N), T.float16)``.
+    """An output of an eager ``@tilelang.jit`` function or a ``T.prim_func``: ``Y = T.empty((M, N), T.float16)``.
 
-    Write it before the kernel body and return it (``return Y``); calling the function then
-    allocates ``Y``, runs the kernel and returns it (docs/jit.md, "The eager style"). ``shape``
-    is a tuple or the dimensions themselves (``T.empty(M, N, dtype=T.float16)``); a dtype may
-    also be the last positional argument. Outside that place (inside a ``T.prim_func`` or a
-    macro) it is an error: declare outputs as parameters there.
+    Write it at the top of the function, before the kernel body, and return it (``return Y``);
+    calling the eager function then allocates ``Y``, runs the kernel and returns it (docs/jit.md,
+    "The eager style"); a ``T.prim_func`` gets ``Y`` as a trailing parameter and the attribute
+    ``tilelang_out_idx``, so ``tilelang.compile`` allocates and returns it. ``shape`` is a tuple
+    or the dimensions themselves (``T.empty(M, N, dtype=T.float16)``); a dtype may also be the
+    last positional argument. Anywhere else (inside the kernel body, in a macro) it is an error:
+    declare outputs as parameters there.
     """
     from tvm.script.ir_builder import IRBuilder
 
@@ -160,8 +162,9 @@ def empty(*shape: Any, dtype: Any = "float32") -> Any:
         from ..errors import KernelDefinitionError
 
         raise KernelDefinitionError(
-            "T.empty declares an output of an eager @tilelang.jit function and belongs before its kernel body; "
-            "inside a T.prim_func (or a macro) declare the output as a parameter and use out_idx"
+            "T.empty declares an output of an eager @tilelang.jit function or a T.prim_func and belongs at the top of "
+            "the function, before its kernel body ('B = T.empty(shape, dtype)', then 'return B'); inside a kernel "
+            "body or a macro declare the output as a parameter and use out_idx"
         )
     if len(shape) >= 2 and isinstance(shape[-1], str):
         dtype, shape = shape[-1], shape[:-1]
@@ -649,6 +652,12 @@ def prim_func(func: Any = None, *, private: bool = False, check_well_formed: boo
         if _parser_utils.is_defined_in_class(outer_stack, fn):
             return fn
         ensure_source(fn, "kernel")
+        from ..jit.eager import declares_outputs, prim_func_with_outputs
+
+        if declares_outputs(fn):  # TileLang's lazy style with T.empty outputs (jit/eager.py)
+            result = prim_func_with_outputs(fn)
+            setattr(result, "__name__", fn.__name__)
+            return result
         try:
             # what TVMScript's own T.prim_func does, with the cheap frame list above
             # (``private`` is read from the decorator's source by the parser)
