@@ -310,3 +310,54 @@ def test_two_dimensional_tiles_with_reversed_rows(path, shape):
     kernel(a, b)
     torch.testing.assert_close(b, a.flip(0) + 1.0)
     assert torch.all(storage[m * n:] == CANARY)
+
+
+def _assumed_gather():
+    """``T.assume`` on a scalar read from memory, then a store into that scalar and into the
+    index tensor: the promise covers the statements before each write, not after."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def k(A: T.Tensor((n,), "float32"), Idx: T.Tensor((4,), "int32"), Out: T.Tensor((4, 3), "float32"),
+          lo: T.int32):
+        with T.Kernel(1):
+            for i in T.serial(4):
+                x = T.alloc_var("int32")
+                x = Idx[i]
+                T.assume(0 <= x and x < n)
+                Out[i, 0] = A[x]                  # promised inside: no guard
+                x = x + 1
+                Out[i, 1] = A[x]                  # x changed: guarded
+            for j in T.serial(4):
+                T.assume(0 <= lo + j and lo + j < n)
+                A[lo + j] = A[lo + j] * 2.0       # promised inside: no guard
+            T.assume(Idx[0] < n and Idx[0] >= 0)
+            Out[0, 2] = A[Idx[0]]                 # promised inside: no guard
+            Idx[0] = Idx[0] + 1000
+            Out[1, 2] = A[Idx[0]]                 # Idx changed: guarded
+
+    return k
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_assume_removes_the_guards_it_promises(path):
+    """The kernel's T.assume drops the guards it proves (TileLang's use of it), until a store
+    writes what the condition reads; results stay right where the promise is kept."""
+    kernel = compile_on(_assumed_gather(), path)
+    a, storage = _with_canaries(10)
+    a.copy_(torch.arange(10, dtype=torch.float32))
+    idx = torch.tensor([0, 3, 9, 5], dtype=torch.int32)
+    out = torch.zeros(4, 3)
+    kernel(a, idx, out, 2)
+    want_a = torch.arange(10, dtype=torch.float32)
+    want_a[2:6] *= 2
+    torch.testing.assert_close(a, want_a)
+    base = torch.arange(10, dtype=torch.float32)
+    torch.testing.assert_close(out[:, 0], base[[0, 3, 9, 5]])
+    torch.testing.assert_close(out[:, 1], torch.tensor([1.0, 4.0, 0.0, 6.0]))  # x = 10 is outside: 0
+    assert out[0, 2] == 0.0 and out[1, 2] == 0.0  # Idx[0] + 1000 is outside: 0
+    assert torch.all(storage[10:] == CANARY)
+    if path == CYTHON_C:
+        source = kernel.get_kernel_source()
+        # one guard for x + 1 and one for Idx[0] + 1000; none where the promises hold
+        assert len(re.findall(r"\(0 <= ", source)) == 2, source

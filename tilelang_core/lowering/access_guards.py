@@ -21,7 +21,10 @@ A condition is not added where TVM's analyzer proves it: from the ranges of the 
 block indices and of the loops around the access, from the conditions of the enclosing ``if``
 statements and ``T.if_then_else`` branches (the guards the tile operators already emit), so
 kernels whose tiles divide static shapes keep their guard-free loops. The values of per-thread
-scalars (``i = bx * 64 + j``) and the ranges of ``T.get_thread_binding`` take part in the proofs.
+scalars (``i = bx * 64 + j``) and the ranges of ``T.get_thread_binding`` take part in the proofs,
+and so does ``T.assume(cond)``: the kernel's promise holds for the statements after it in its
+block, up to the first one that writes a buffer the condition reads (``x = T.alloc_var(...)``,
+``x = l``, ``T.assume(0 <= x and x < N)``: ``A[x]`` is not guarded).
 On CPU targets a loop nest without inner loops whose guards are affine in its variables is
 versioned: ``if <the guards hold at the weakest corner of the iteration box>: <the nest without
 them> else: <the guarded nest>``, so only the tiles that cross an edge pay for the guards (and
@@ -55,6 +58,14 @@ _PLACEHOLDER = "tl_access_guard_placeholder_"
 
 def _is_global(buffer: Any) -> bool:
     return scope_of(buffer) == "global"
+
+
+def _assumption(stmt: Any) -> Optional[Any]:
+    """The condition of a ``T.assume(cond)`` statement, else None."""
+    value = getattr(stmt, "value", None) if isinstance(stmt, tirx.Evaluate) else None
+    if isinstance(value, tvm.ir.Call) and _op_name(value) == "tirx.assume" and len(value.args) == 1:
+        return value.args[0]
+    return None
 
 
 def _op_name(call: Any) -> str:
@@ -419,6 +430,20 @@ class _Guarder:
         return all_of(unique) if unique else None
 
     # -- statements -----------------------------------------------------------------------------
+    def _assumption_end(self, cond: Any, seq: list, start: int) -> int:
+        """Where the promise of ``T.assume(cond)`` before ``seq[start]`` stops: the index of the
+        first statement that writes a buffer ``cond`` reads (its value then may differ), stores
+        through an address, or the end of ``seq``. A condition on the current value of a known
+        scalar (``x = l``) is about ``l`` and outlives stores into ``x``."""
+        read = [load.source for load in _loads(self._with_known(cond))]
+        end = start
+        while end < len(seq):
+            stmt = seq[end]
+            if any(b.same_as(r) for b in _stored_buffers(stmt) for r in read):
+                break
+            end += 1
+        return end
+
     def stmt(self, s: Any, safe: tuple) -> Any:
         """``s`` with its global accesses guarded."""
         if isinstance(s, tirx.SeqStmt):
@@ -428,9 +453,19 @@ class _Guarder:
             while k < len(seq):
                 child = seq[k]
                 annotated = safe_value_marker(child)
+                assumed = _assumption(child)
                 if annotated is not None:  # holds for the rest of this scope (the frontend drops it)
                     safe = (*safe, annotated)
                     out.append(child)
+                elif assumed is not None:
+                    out.append(child)
+                    end = self._assumption_end(assumed, seq, k + 1)
+                    if end > k + 1:  # the statements the promise covers, under it
+                        rest = seq[k + 1:end]
+                        with self._scope(assumed):
+                            covered = self.stmt(rest[0] if len(rest) == 1 else tirx.SeqStmt(rest), safe)
+                        out.extend(list(covered.seq) if isinstance(covered, tirx.SeqStmt) else [covered])
+                        k = end - 1
                 elif parallel_ndim(child) is not None and k + 1 < len(seq) and isinstance(seq[k + 1], tirx.For):
                     out.append(self._loop_nest(seq[k + 1], parallel_ndim(child), safe, child))  # T.Parallel
                     k += 1
