@@ -4,7 +4,9 @@ Each kernel is compiled twice in this process, once as it is and once with
 ``tl.disable_safe_memory_legalize`` (no guards on the kernel's own global accesses), and both are
 timed against the same torch operation. The kernels use dynamic shapes, so no guard can be proven
 away at compile time; on CPU targets the loop nests are versioned (a guard-free copy for the
-blocks inside the tensors). Ratios only; run ``python bench/access_guards.py``.
+blocks inside the tensors). The gather reads its index from memory, which versioning cannot check
+before the loop; its ``T.assume`` variant promises the index is inside and drops the guard
+(the row ``gather + T.assume``). Ratios only; run ``python bench/access_guards.py``.
 """
 
 from __future__ import annotations
@@ -45,6 +47,24 @@ def matmul(block_m: int = 16, n: int = 128, kk: int = 128):
     return k
 
 
+def gather(assume: bool = False, block: int = 256):
+    """``C[i] = A[Idx[i]]``; with ``assume``, ``T.assume(0 <= Idx[i] < n)`` first."""
+    n = T.dynamic("n")
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def k(A: T.Tensor((n,), T.float32), Idx: T.Tensor((m,), T.int32), C: T.Tensor((m,), T.float32)):
+        with T.Kernel(T.ceildiv(m, block)) as bx:
+            for i in T.serial(block):
+                j = T.alloc_var(T.int32)
+                j = Idx[bx * block + i]
+                if assume:
+                    T.assume(0 <= j and j < n)
+                C[bx * block + i] = A[j]
+
+    return k
+
+
 def _time(fn, reps: int) -> float:
     fn()
     best = float("inf")
@@ -65,9 +85,13 @@ def main() -> None:
     size = 1_000_192
     a, b, c = torch.randn(size), torch.randn(size), torch.empty(size)
     ma, mb, mc = torch.randn(1008, 128), torch.randn(128, 128), torch.empty(1008, 128)
+    idx = torch.randint(0, size, (size,), dtype=torch.int32)
+    idx64, gc = idx.long(), torch.empty(size)
     cases = [
         ("elementwise n=1000192", elementwise, (a, b, c), lambda: torch.add(a * 2.0, b, out=c)),
         ("matmul 1008x128x128", matmul, (ma, mb, mc), lambda: torch.matmul(ma, mb, out=mc)),
+        ("gather n=1000192", gather, (a, idx, gc), lambda: torch.index_select(a, 0, idx64, out=gc)),
+        ("gather + T.assume", lambda: gather(assume=True), (a, idx, gc), lambda: torch.index_select(a, 0, idx64, out=gc)),
     ]
     print(f"{'kernel':24} {'path':12} {'guarded/torch':>14} {'unguarded/torch':>16} {'guarded/unguarded':>18}")
     for name, make, operands, reference in cases:

@@ -361,3 +361,33 @@ def test_assume_removes_the_guards_it_promises(path):
         source = kernel.get_kernel_source()
         # one guard for x + 1 and one for Idx[0] + 1000; none where the promises hold
         assert len(re.findall(r"\(0 <= ", source)) == 2, source
+
+
+def _scalar_in_loop_body():
+    """A loop body that allocates a scalar (``T.alloc_var``) and has affine guards: the versioned
+    copy must declare its own scalar (C code generation stopped with "Need input to be in SSA
+    form dup acc" when both copies declared the same buffer)."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def k(A: T.Tensor((n,), "float32"), C: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, 32)) as bx:
+            for i in T.serial(32):
+                acc = T.alloc_var("float32")
+                acc = A[bx * 32 + i] * 2.0
+                C[bx * 32 + i] = acc + 1.0
+
+    return k
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_versioned_loop_with_a_scalar_in_its_body(path):
+    kernel = compile_on(_scalar_in_loop_body(), path)
+    a = torch.randn(70)
+    c, storage = _with_canaries(70)
+    kernel(a, c)
+    torch.testing.assert_close(c, a * 2.0 + 1.0)
+    assert torch.all(storage[70:] == CANARY)
+    if path == CYTHON_C:
+        source = kernel.get_kernel_source()
+        assert len(re.findall(r"float acc_ptr\w*\[1\];", source)) == 2, source  # one scalar per copy of the loop

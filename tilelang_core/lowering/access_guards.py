@@ -116,13 +116,16 @@ def _contains_loops(stmt: Any) -> bool:
 
 
 def _defined_vars(stmt: Any) -> list:
-    return [bind.var for bind in collect(stmt, (tirx.Bind, tirx.LetStmt))]
+    """The variables ``stmt`` defines: bound scalars and the buffers it allocates (``T.alloc_var``,
+    ``T.alloc_local``, ... in a loop body)."""
+    return [bind.var for bind in collect(stmt, (tirx.Bind, tirx.LetStmt))] + [
+        alloc.buffer for alloc in collect(stmt, (tirx.AllocBuffer, tirx.DeclBuffer))]
 
 
 def _fresh_copy(stmt: Any, defined: list) -> Any:
-    """``stmt`` with the variables it defines (``defined``) replaced by new ones of the same name:
-    the versioned copy of a loop nest defines its own (TVM's code generators need each variable
-    defined once)."""
+    """``stmt`` with the variables it defines (``defined``) replaced by new ones of the same name
+    and type: the versioned copy of a loop nest defines its own (TVM's code generators need each
+    variable, and each buffer, defined once)."""
     return substitute(stmt, [(var, tirx.Var(str(var.name), var.ty)) for var in defined])
 
 
