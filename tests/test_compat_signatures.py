@@ -44,6 +44,7 @@ TILELANG_POSITIONAL = {
     "reduce_bitor": ["buffer", "out", "dim", "clear", "batch", "annotations"],
     "reduce_bitxor": ["buffer", "out", "dim", "clear", "batch", "annotations"],
     "alloc_shared": ["shape", "dtype", "scope"],
+    "alloc_buffer": ["shape", "dtype", "scope", "annotations"],
     "alloc_local": ["shape", "dtype", "scope"],
     "alloc_fragment": ["shape", "dtype", "scope"],
     "round": ["x", "rounding_mode"],
@@ -313,6 +314,31 @@ def test_round_modes_in_narrow_and_wide_floats(dtype):
         compile_on(kernel, path)(a, even, away)
         assert torch.equal(even.nan_to_num(7), torch.round(a).nan_to_num(7)), path
         assert torch.equal(away.nan_to_num(7), _round_away(a).nan_to_num(7)), path
+
+
+def alloc_buffer_positional():
+    """``T.alloc_buffer`` with the scope third (it was TVMScript's data pointer there) and
+    TVMScript's options by keyword."""
+
+    @T.prim_func
+    def kernel(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=16):
+            S = T.alloc_buffer((16,), "float32", "shared", {"note": 1})
+            L = T.alloc_buffer([16], T.float32, scope="local", align=16)
+            for i in T.Parallel(16):
+                S[i] = A[15 - i]
+            T.copy(S, L)
+            T.copy(L, B)
+
+    return kernel
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_alloc_buffer_takes_the_scope_third(path):
+    a, b = torch.randn(16), torch.zeros(16)
+    compile_on(alloc_buffer_positional(), path)(a, b)
+    assert torch.equal(b, a.flip(0))
+    assert "__shared__" in lower(alloc_buffer_positional(), target="cuda").device_source
 
 
 def test_unroll_factor_keeps_the_loop_in_the_c_source():

@@ -22,6 +22,7 @@ from .core import (  # noqa: F401 - public API
     SharedBuffer,
     StridedTensor,
     Tensor,
+    alloc_buffer,
     alloc_fragment,
     alloc_local,
     alloc_shared,

@@ -562,6 +562,23 @@ def _alloc_tile(op: str, shape: Any, dtype: Any, scope: Any, scopes: tuple) -> A
     return _B.alloc_buffer(tuple(shape), dtype_name(dtype), scope=scope)
 
 
+def alloc_buffer(shape: Union[Sequence[Any], Any], dtype: Any = "float32", scope: str = "global",
+                 annotations: Optional[dict] = None, **options: Any):
+    """A buffer of ``scope`` in the kernel: ``T.alloc_buffer((64,), "float32", "shared")``.
+
+    TileLang's positional order (``shape, dtype, scope, annotations``); TVMScript's other options
+    (``data=``, ``strides=``, ``elem_offset=``, ``align=``, ``offset_factor=``, ...) are keywords.
+    Prefer ``T.alloc_shared`` / ``T.alloc_local`` / ``T.alloc_fragment``.
+    """
+    if not isinstance(scope, str):
+        raise TypeError(f"T.alloc_buffer(shape, dtype, scope): scope must be a string such as 'shared', got {scope!r} "
+                        "(the third positional argument is the scope, as in TileLang)")
+    if not isinstance(shape, (list, tuple)) and not isinstance(shape, tvm.ir.Expr) and not isinstance(shape, Integral):
+        raise TypeError(f"T.alloc_buffer(shape, ...): shape must be a tuple of extents, got {type(shape).__name__}")
+    shape = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
+    return _B.alloc_buffer(shape, dtype_name(dtype), scope=scope, annotations=annotations, **options)
+
+
 def alloc_shared(shape: Union[Sequence[Any], Any], dtype: Any = "float32", scope: str = "shared"):
     """A tile in memory shared by the block's threads: ``A_s = T.alloc_shared((64, 32), "float16")``.
 
