@@ -16,6 +16,7 @@ import inspect
 import pathlib
 import re
 import sys
+from typing import Optional
 
 import pytest
 import torch
@@ -127,21 +128,29 @@ def test_gemm_policy_by_position_keeps_the_accumulator(path):
     torch.testing.assert_close(d, a @ b, rtol=1e-4, atol=1e-4)  # cleared at ko == 0 only
 
 
-def _gemm_call(call: str):
-    """A kernel whose one ``T.gemm`` is ``call`` (an expression over As, Bs, Cf), defined from source
-    so that the error location is a real line."""
-    src = f'''
-import tilelang.language as T
+def refused(tmp_path: pathlib.Path, body: str, message: str, params: str = 'A: T.Tensor((8,), "float32")',
+            error: type = Exception, kernel: str = "with T.Kernel(1, threads=32):", at: Optional[int] = None) -> str:
+    """Define a kernel from source (so that errors name a real file and line): ``params``, then
+    ``kernel`` opening a block whose statements are ``body``; assert that defining it raises
+    ``error`` matching ``message``, and return the message. A ``LoweringError`` must name the line
+    of the ``at``-th line of ``body`` (1-based; default the last one)."""
+    import importlib.util
 
-@T.prim_func
-def kernel(A: T.Tensor((8, 8), "float32")):
-    with T.Kernel(1, threads=32):
-        As = T.alloc_shared((8, 8), "float32")
-        Bs = T.alloc_shared((8, 8), "float32")
-        Cf = T.alloc_fragment((8, 8), "float32")
-        {call}
-'''
-    return src
+    lines = [line for line in body.splitlines() if line.strip()]
+    text = "import tilelang.language as T\n\n@T.prim_func\n" f"def kernel({params}):\n    {kernel}\n"
+    text += "".join(f"        {line}\n" for line in lines) if lines else "        A[0] = 1.0\n"
+    module = tmp_path / "refused_kernel.py"
+    module.write_text(text)
+    spec = importlib.util.spec_from_file_location(f"_refused_{abs(hash(str(module)))}", module)
+    with pytest.raises(error, match=message) as info:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    if isinstance(info.value, LoweringError):
+        where = 5 + (at or len(lines))
+        assert f"{module}:{where}" in str(info.value), str(info.value)
+    return str(info.value)
+
+
+_TILES = "As = T.alloc_shared((8, 8), 'float32')\nBs = T.alloc_shared((8, 8), 'float32')\nCf = T.alloc_fragment((8, 8), 'float32')\n"
 
 
 @pytest.mark.parametrize(
@@ -154,22 +163,7 @@ def kernel(A: T.Tensor((8, 8), "float32")):
     ],
 )
 def test_gemm_options_of_the_wrong_kind_are_refused(call, message, tmp_path):
-    module = tmp_path / "gemm_options.py"
-    module.write_text(_gemm_call(call))
-    with pytest.raises(LoweringError, match=message) as info:
-        load_private_file(module)
-    assert f"{module}:10" in str(info.value)
-    assert "T.gemm(As, Bs, Cf)" in str(info.value)
-
-
-def load_private_file(path: pathlib.Path):
-    """Import the module at ``path`` under a private name (its kernels are built on import)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(f"_sig_{path.stem}_{abs(hash(str(path)))}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    assert "T.gemm(As, Bs, Cf)" in refused(tmp_path, _TILES + call, message, error=LoweringError)
 
 
 def reductions_positional(rows: int, M: int, N: int, dynamic: bool):
@@ -224,20 +218,8 @@ def test_reductions_take_tilelang_positions_and_names(path, dynamic):
     ],
 )
 def test_reduction_options_of_the_wrong_kind_are_refused(call, message, tmp_path):
-    module = tmp_path / "reduce_options.py"
-    module.write_text(f'''
-import tilelang.language as T
-
-@T.prim_func
-def kernel(A: T.Tensor((8, 8), "float32")):
-    with T.Kernel(1, threads=32):
-        S = T.alloc_fragment((8, 8), "float32")
-        D = T.alloc_fragment((8,), "float32")
-        {call}
-''')
-    with pytest.raises(LoweringError, match=message) as info:
-        load_private_file(module)
-    assert f"{module}:9" in str(info.value)
+    tiles = "S = T.alloc_fragment((8, 8), 'float32')\nD = T.alloc_fragment((8,), 'float32')\n"
+    refused(tmp_path, tiles + call, message, error=LoweringError)
 
 
 def scopes_and_hints(N: int, dynamic: bool):
@@ -375,46 +357,26 @@ def test_kernel_prelude_is_placed_before_the_kernel(path):
     ],
 )
 def test_kernel_options_that_cannot_be_honoured_are_refused(call, message, tmp_path):
-    module = tmp_path / "kernel_options.py"
-    module.write_text(f'''
-import tilelang.language as T
-
-@T.prim_func
-def kernel(A: T.Tensor((8,), "float32")):
-    with {call}:
-        A[0] = 1.0
-''')
-    with pytest.raises(Exception, match=message):
-        load_private_file(module)
+    refused(tmp_path, "", message, kernel=f"with {call}:")
 
 
 @pytest.mark.parametrize(
-    "line, message",
+    "line, message, at",
     [
-        ('S = T.alloc_shared((8,), "float32", "global")', r"T.alloc_shared\(shape, dtype, scope\): scope must be one of 'shared', 'shared.dyn', got 'global'"),
-        ('S = T.alloc_local((8,), "float32", "shared")', r"T.alloc_local\(shape, dtype, scope\): scope must be one of 'local'"),
-        ("for i in T.Parallel(8, coalesced_width=0):\n            A[i] = 0.0", r"coalesced_width=\): an int >= 1 or None, got 0"),
-        ("for i in T.Parallel(8, annotations=[1]):\n            A[i] = 0.0", r"annotations=\): a dict or None, got list"),
-        ("for i in T.unroll(8, unroll_factor=0):\n            A[i] = 0.0", r"unroll_factor must be an int >= 1, got 0"),
-        ("for i in T.unroll(8, explicit=True, unroll_factor=2):\n            A[i] = 0.0", r"explicit=True .* cannot be combined"),
-        ("for i in T.Pipelined(8, 2, annotations=1):\n            A[i] = 0.0", r"T.Pipelined: annotations must be a dict or None"),
-        ('for i in T.Parallel(8):\n            A[i] = T.round(A[i], "up")', r"rounding_mode must be one of 'ties-to-even', 'ties-away-from-zero', got 'up'"),
-        ("T.ptx_wait_group(-1)", r"T.ptx_wait_group\(-1\): num must be an int >= 0"),
-        ("T.ptx_wait_group(1.5)", r"num must be an int >= 0"),
+        ('S = T.alloc_shared((8,), "float32", "global")', r"T.alloc_shared\(shape, dtype, scope\): scope must be one of 'shared', 'shared.dyn', got 'global'", 1),
+        ('S = T.alloc_local((8,), "float32", "shared")', r"T.alloc_local\(shape, dtype, scope\): scope must be one of 'local'", 1),
+        ("for i in T.Parallel(8, coalesced_width=0):\n            A[i] = 0.0", r"coalesced_width=\): an int >= 1 or None, got 0", 1),
+        ("for i in T.Parallel(8, annotations=[1]):\n            A[i] = 0.0", r"annotations=\): a dict or None, got list", 1),
+        ("for i in T.unroll(8, unroll_factor=0):\n            A[i] = 0.0", r"unroll_factor must be an int >= 1, got 0", 1),
+        ("for i in T.unroll(8, explicit=True, unroll_factor=2):\n            A[i] = 0.0", r"explicit=True .* cannot be combined", 1),
+        ("for i in T.Pipelined(8, 2, annotations=1):\n            A[i] = 0.0", r"T.Pipelined: annotations must be a dict or None", 1),
+        ('for i in T.Parallel(8):\n            A[i] = T.round(A[i], "up")', r"rounding_mode must be one of 'ties-to-even', 'ties-away-from-zero', got 'up'", 2),
+        ("T.ptx_wait_group(-1)", r"T.ptx_wait_group\(-1\): num must be an int >= 0", 1),
+        ("T.ptx_wait_group(1.5)", r"num must be an int >= 0", 1),
     ],
 )
-def test_hints_of_the_wrong_kind_are_refused(line, message, tmp_path):
-    module = tmp_path / "hint_options.py"
-    module.write_text(f'''
-import tilelang.language as T
-
-@T.prim_func
-def kernel(A: T.Tensor((8,), "float32")):
-    with T.Kernel(1, threads=8):
-        {line}
-''')
-    with pytest.raises(Exception, match=message):
-        load_private_file(module)
+def test_hints_of_the_wrong_kind_are_refused(line, message, at, tmp_path):
+    refused(tmp_path, line, message, kernel="with T.Kernel(1, threads=8):", at=at)
 
 
 def async_copy_gemm(M: int, N: int, K: int, bm: int, bn: int, bk: int, dynamic: bool, b_scope: str = "shared.dyn"):
@@ -456,21 +418,10 @@ def test_async_copy_gemm_matches_torch(path, dynamic):
 
 
 def test_async_copy_is_global_to_shared_only(tmp_path):
-    module = tmp_path / "async_scopes.py"
-    module.write_text('''
-import tilelang.language as T
-
-@T.prim_func
-def kernel(A: T.Tensor((8,), "float32")):
-    with T.Kernel(1, threads=8):
-        S0 = T.alloc_shared((8,), "float32")
-        S1 = T.alloc_shared((8,), "float32")
-        T.async_copy(S0, S1)
-''')
-    with pytest.raises(LoweringError, match=r"T\.async_copy only supports global->shared/shared\.dyn copies, got "
-                                            r"shared 'S0' -> shared 'S1'; use T\.copy") as info:
-        load_private_file(module)
-    assert f"{module}:9" in str(info.value)
+    tiles = "S0 = T.alloc_shared((8,), 'float32')\nS1 = T.alloc_shared((8,), 'float32')\n"
+    refused(tmp_path, tiles + "T.async_copy(S0, S1)",
+            r"T\.async_copy only supports global->shared/shared\.dyn copies, got shared 'S0' -> shared 'S1'; use T\.copy",
+            error=LoweringError)
 
 
 @pytest.fixture(scope="module")
