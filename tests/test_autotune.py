@@ -23,6 +23,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("tilelang_core.lowering")
 
 import tilelang  # noqa: E402
+import tilelang.language as T  # noqa: E402
 from tilelang.autotuner import (  # noqa: E402
     AutotuneConfigError,
     AutotuneError,
@@ -335,6 +336,24 @@ def test_tuning_on_given_inputs_and_the_direct_form(kit):
     assert torch.equal(out, x + y)
     assert only_result(tuned_direct).config == {"speed": 1}
     assert tuned_direct.compile(x, y).name == "vadd_s1"
+
+
+def test_an_explicit_lazy_mode_is_kept_when_tuning(kit):
+    """``@tilelang.jit(mode="lazy")`` on a function whose source alone looks eager (a parameter
+    annotated with a dtype, as a kernel scalar would be): the tuner calls it for its prim_func, as
+    the decorator does (it used to specialise it as an eager body and fail)."""
+    from tilelang_core.jit.eager import is_eager_style
+
+    @tilelang.jit(out_idx=-1, execution_backend=K.TUNEKIT, target="c", mode="lazy")
+    def lazy(n, speed: T.int32 = 1):
+        return K.vadd_func(f"vadd_s{speed}", n)
+
+    assert is_eager_style(lazy.func)
+    tuned = tilelang.autotune(configs=[{"speed": 10}, {"speed": 1}], warmup=0, rep=2)(lazy)
+    kernel = tuned(16)
+    assert kernel.config == {"speed": 1} and kernel.name == "vadd_s1"
+    x, y = torch.ones(16), torch.full((16,), 2.0)
+    assert torch.equal(kernel(x, y), x + y)
 
 
 def test_an_executor_runs_the_candidates_and_the_best_kernel_comes_from_the_cache(kit):

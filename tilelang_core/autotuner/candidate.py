@@ -24,13 +24,16 @@ PASS_CONFIGS_KEY = "pass_configs"
 
 
 def build_candidate(
-    func: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], config: dict[str, Any], compile_kwargs: dict[str, Any]
+    func: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], config: dict[str, Any], compile_kwargs: dict[str, Any],
+    mode: str = "auto",
 ) -> Any:
     """``func(*args, **kwargs, **config)`` compiled with ``compile_kwargs`` (a JITKernel).
 
     ``func`` returns a prim_func (compiled here with :func:`tilelang.compile`, so the kernel
     cache applies) or a JITKernel; an eager-style function (its body is the kernel, jit/eager.py)
-    is specialised for these arguments and compiled the way ``@tilelang.jit`` does. A ``pass_configs`` entry of the config is merged over the
+    is specialised for these arguments and compiled the way ``@tilelang.jit`` does. ``mode`` is
+    the ``@tilelang.jit(mode=...)`` of the function: ``"lazy"`` / ``"eager"`` decide the style,
+    ``"auto"`` tells it from the source. A ``pass_configs`` entry of the config is merged over the
     compile arguments' ``pass_configs`` instead of being passed to ``func``.
     """
     from ..jit.compile import compile as tl_compile
@@ -42,7 +45,7 @@ def build_candidate(
     extra_passes = config.pop(PASS_CONFIGS_KEY, None)
     if extra_passes:
         options["pass_configs"] = {**(options.get("pass_configs") or {}), **extra_passes}
-    if is_eager_style(func):  # the body is the kernel: calling it would run T.Kernel outside any prim_func
+    if mode == "eager" or (mode == "auto" and is_eager_style(func)):  # the body is the kernel: calling it would run T.Kernel outside any prim_func
         options.pop("out_idx", None)  # the eager style's outputs are its T.empty tensors
         return EagerFunction(func, options).compile(*args, **{**kwargs, **config})
     produced = func(*args, **{**kwargs, **config})
@@ -263,6 +266,7 @@ class CandidateJob:
     timeout: Optional[float]
     inputs: Optional[list[Any]] = None
     cache_dir: str = ""
+    mode: str = "auto"  # the function's @tilelang.jit(mode=...)
 
 
 @dataclass
@@ -302,7 +306,7 @@ def _build_with_timeout(job: CandidateJob) -> Any:
     def target() -> None:
         try:
             box["kernel"] = build_candidate(resolve_function(job.func), job.args, job.kwargs, job.config,
-                                            job.compile_kwargs)
+                                            job.compile_kwargs, job.mode)
         except BaseException as exc:  # noqa: BLE001 - reported for this config
             box["error"] = exc
 

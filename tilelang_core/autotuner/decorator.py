@@ -181,7 +181,7 @@ class AutoTuneImpl:
 
     def _compile_direct(self, args: tuple, kwargs: dict[str, Any], target: Any) -> Any:
         from .candidate import build_candidate
-        from .tuner import unwrap_jit
+        from .tuner import jit_mode, unwrap_jit
 
         options = _jit_options(self.jit_impl)
         if target is not None:
@@ -190,7 +190,7 @@ class AutoTuneImpl:
         if "pass_configs" in kwargs:
             kwargs = dict(kwargs)
             config["pass_configs"] = kwargs.pop("pass_configs")
-        return build_candidate(unwrap_jit(self.jit_impl), args, kwargs, config, options)
+        return build_candidate(unwrap_jit(self.jit_impl), args, kwargs, config, options, jit_mode(self.jit_impl))
 
     def __repr__(self) -> str:
         return f"<tilelang.autotune {self.func.__qualname__} ({len(self._tuner_cache)} tuned)>"

@@ -447,7 +447,8 @@ class AutoTuner:
         return resolve_timer(self.profile_args.timer, family)
 
     def _build(self, config: dict[str, Any], compile_kwargs: dict[str, Any]) -> Any:
-        return build_candidate(unwrap_jit(self.fn), self._kernel_args, self._kernel_kwargs, config, compile_kwargs)
+        return build_candidate(unwrap_jit(self.fn), self._kernel_args, self._kernel_kwargs, config, compile_kwargs,
+                               jit_mode(self.fn))
 
     def _tune_here(self, configs, compile_kwargs, inputs, num_workers, progress, early_stop_factor):
         from ..jit.parallel import par_compile
@@ -519,6 +520,7 @@ class AutoTuner:
                 timeout=p.timeout or None,
                 inputs=inputs,
                 cache_dir=str(default_cache_dir()),
+                mode=jit_mode(self.fn),
             )
             for i, c in enumerate(configs)
         ]
@@ -681,6 +683,14 @@ def unwrap_jit(fn: Any) -> Callable[..., Any]:
     from ..jit.decorator import JitFunction
 
     return fn.func if isinstance(fn, JitFunction) else fn
+
+
+def jit_mode(fn: Any) -> str:
+    """The style a ``@tilelang.jit`` function was given (``mode=``, or decided on its first call);
+    ``"auto"`` for a plain function."""
+    from ..jit.decorator import JitFunction
+
+    return fn.mode if isinstance(fn, JitFunction) else "auto"
 
 
 def _jit_options(fn: Any) -> dict[str, Any]:
