@@ -470,5 +470,10 @@ def test_emulated_gpu_async_copy_and_positional_gemm(cuda_artifacts, tmp_path):
 
 
 def test_keyword_names_follow_tilelang():
+    import tilelang
+
     assert T.align_up(x=10, y=8) == 16
     assert T.ceildiv(lhs=10, rhs=4) == 3 and T.cdiv(lhs=9, rhs=3) == 3
+    assert tilelang.cdiv(a=10, b=4) == 3  # upstream's tilelang.cdiv(a, b), the same as tilelang.math's
+    n = T.dynamic("n")
+    assert str(tilelang.cdiv(n, 128)) == str(T.ceildiv(n, 128))

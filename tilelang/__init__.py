@@ -31,7 +31,7 @@ _SUBMODULES = ("language", "jit", "testing", "cache", "engine", "transform", "en
 #: Other names TileLang code uses: name -> (module, attribute).
 _NAMES = {
     "PassConfigKey": ("tilelang_core.lowering.configs", "PassConfigKey"),
-    "cdiv": ("tilelang_core.language.core", "ceildiv"),
+    "cdiv": ("tilelang.math", "cdiv"),
     "dtypes": ("tilelang_core.language.dtypes", None),
     # TVM, with the names TileLang code expects from its bundled TVM (tvm.tirx.Call, tvm.arith, ...)
     "tvm": ("tilelang_core.language.tvm_names", "tvm"),

@@ -1,12 +1,15 @@
 """``tilelang.math``: integer helpers TileLang kernels use while choosing tile sizes in Python.
 
 ``next_power_of_2(x)`` is the smallest power of two that is at least ``x`` (1 for ``x <= 1``);
-``cdiv(a, b)`` is ``a / b`` rounded up, for Python ints (``T.ceildiv`` is the kernel-side one).
+``cdiv(a, b)`` is ``a / b`` rounded up: an int for Python ints, ``T.ceildiv`` for kernel
+expressions (``tilelang.cdiv`` is this function, as upstream).
 """
 
 from __future__ import annotations
 
+import numbers
 import operator
+from typing import Any
 
 __all__ = ["cdiv", "next_power_of_2"]
 
@@ -20,6 +23,11 @@ def next_power_of_2(x: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
-def cdiv(a: int, b: int) -> int:
-    """``a / b`` rounded up, for Python ints: ``cdiv(10, 4) == 3``."""
-    return -(operator.index(a) // -operator.index(b))
+def cdiv(a: Any, b: Any) -> Any:
+    """``a / b`` rounded up: ``cdiv(10, 4) == 3`` for Python ints; for kernel expressions
+    (``cdiv(n, 128)`` with a dynamic ``n``) the expression ``T.ceildiv(a, b)``."""
+    if isinstance(a, numbers.Integral) and isinstance(b, numbers.Integral):
+        return -(operator.index(a) // -operator.index(b))
+    from tilelang_core.language.core import ceildiv
+
+    return ceildiv(a, b)
