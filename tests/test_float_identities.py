@@ -1,6 +1,7 @@
 """Float expressions keep IEEE semantics through TVM's simplifier (lowering/float_identities.py):
 ``x - x``, ``(x + y) - x``, ``x - (x + y)``, ``(x + 1) - 1``, ``x == x`` and ``x != x``
-were rewritten by rules of real numbers, on every target (``x * 0`` still is: documented there)."""
+were rewritten by rules of real numbers, on every target; ``x * 0``, ``0 * x`` and ``0 / x`` were
+folded to 0 already when TVM built them (language/literals.py), dropping any call in ``x``."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from private_modules import load_private  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
 
-COLUMNS = 9
+COLUMNS = 12
 
 
 def _kernel(n, dtype):
@@ -41,6 +42,9 @@ def _kernel(n, dtype):
                     Out[g, 6] = (Y[g] + T.cast(2, dtype)) - T.cast(2, dtype)
                     Out[g, 7] = T.exp(X[g]) - T.exp(X[g])
                     Out[g, 8] = (Y[g] + X[g]) - X[g]
+                    Out[g, 9] = X[g] * 0.0
+                    Out[g, 10] = 0 * X[g]
+                    Out[g, 11] = 0.0 / X[g]
 
     return identities
 
@@ -49,7 +53,7 @@ def _reference(x, y):
     one = torch.ones_like(x)
     return torch.stack(
         [x - x, (x + y) - x, x - (x + y), (x + one) - one, (x == x).to(x.dtype), (x != x).to(x.dtype), (y + 2) - 2,
-         x.exp() - x.exp(), (y + x) - x],
+         x.exp() - x.exp(), (y + x) - x, x * 0.0, 0 * x, 0.0 / x],
         dim=1,
     )
 
@@ -68,6 +72,23 @@ def test_float_identities_keep_ieee_results(backend, target, dtype, dynamic):
     want = _reference(x, y)
     same = (out == want) | (out.isnan() & want.isnan())
     assert bool(same.all()), [(r, c, float(out[r, c]), float(want[r, c])) for r, c in (~same).nonzero().tolist()]
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+def test_a_product_with_zero_keeps_the_call_inside_it(backend, target):
+    """``T.atomic_add(..., return_prev=True) * 0.0``: the atomic update still happens (TVM folded
+    the product to 0 and the update with it)."""
+
+    @T.prim_func
+    def counted(X: T.Tensor((37,), "float32"), Total: T.Tensor((1,), "float32"), Out: T.Tensor((37,), "float32")):
+        with T.Kernel(3) as bx:
+            for i in T.serial(16):
+                if bx * 16 + i < 37:
+                    Out[bx * 16 + i] = T.atomic_add(Total[0], X[bx * 16 + i], return_prev=True) * 0.0 + 1.0
+
+    x, total, out = torch.ones(37), torch.zeros(1), torch.zeros(37)
+    tilelang.compile(counted, target=target, execution_backend=backend)(x, total, out)
+    assert total.item() == 37.0 and bool((out == 1.0).all())
 
 
 def test_ordinary_float_expressions_are_not_guarded():

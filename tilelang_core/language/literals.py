@@ -27,6 +27,12 @@ unsigned subtraction as never wrapping (LLVM's ``nuw``). Both are the two's comp
 written ``(x ^ max) + 1``. (The LLVM path now wraps unsigned ``+ - *`` around anyway,
 :mod:`tilelang_core.lowering.wrapping_unsigned`.)
 
+**Float products and quotients with a zero.** TVM folds ``x * 0.0``, ``0.0 * x`` and ``0.0 / x``
+to ``0.0`` when it builds them, for float ``x`` too, where IEEE gives NaN for an infinite or NaN
+``x`` (and for ``0 / 0``); a call in ``x`` went with it (``T.atomic_add(..., return_prev=True) *
+0.0`` lost the update). Such a product or quotient is built as the node itself, and
+:mod:`tilelang_core.lowering.float_identities` keeps the simplifier from folding it later.
+
 Everything else (two expressions, mixed int and float) goes to TVM unchanged. The operators are
 TVM's functions in ``tvm.ir.prim._ffi_api``, which both the Python operators of expressions and
 ``tvm.tirx``'s functions call; :func:`install` wraps them there (once). See
@@ -174,6 +180,60 @@ def _wrap(name: str, ffi_function: Callable[..., Any], convert: Callable[[str, t
     return operator
 
 
+def _float_expression(value: Any) -> bool:
+    """Whether ``value`` is a float TIR expression that is not a constant."""
+    if isinstance(value, (bool, int, float)) or not tvm.ir.is_prim_expr(value):
+        return False
+    if isinstance(value, tirx.Broadcast):
+        value = value.value
+    if isinstance(value, (tirx.FloatImm, tirx.IntImm)):
+        return False
+    return str(getattr(getattr(value, "ty", None), "dtype", "")).startswith(("float", "bfloat"))
+
+
+def _zero_value(value: Any) -> Any:
+    """The float value of a zero operand (a Python number or a constant), else None."""
+    if isinstance(value, tirx.Broadcast):
+        value = value.value
+    if isinstance(value, (tirx.FloatImm, tirx.IntImm)):
+        value = value.value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if value == 0 else None
+
+
+def _unfolded_zero(name: str, ffi_op: Callable[..., Any]) -> Callable[..., Any]:
+    """TVM's ``_OpMul`` / ``_OpDiv``, building ``x * 0``, ``0 * x`` and ``0 / x`` of a float ``x``
+    as the node itself instead of the constant TVM folds it to (module docstring)."""
+    node = tirx.Mul if name == "_OpMul" else tirx.Div
+
+    def operator(a: Any, b: Any, *rest: Any) -> Any:
+        result = ffi_op(a, b, *rest)
+        if not isinstance(result, (tirx.FloatImm, tirx.Broadcast)):
+            return result
+        if _float_expression(a) and name == "_OpMul":
+            expr, zero = a, _zero_value(b)
+        elif _float_expression(b):
+            expr, zero = b, _zero_value(a)
+        else:
+            return result
+        if zero is None:
+            return result
+        dtype = expr.ty.dtype
+        const = tirx.FloatImm(str(dtype.with_lanes(1)) if dtype.lanes != 1 else str(dtype), zero)
+        if dtype.lanes != 1:
+            const = tirx.Broadcast(const, dtype.lanes)
+        return node(expr, const) if expr is a else node(const, expr)
+
+    operator.__name__ = name
+    setattr(operator, _ZERO_MARK, ffi_op)
+    setattr(operator, _WRAPPED_MARK, getattr(ffi_op, _WRAPPED_MARK, ffi_op))
+    return operator
+
+
+_ZERO_MARK = "_tilelang_unfolded_float_zero"
+
+
 def _unsigned_negation(x: Any, dtype: Any) -> Any:
     """``-x`` of an unsigned ``x`` as C computes it (two's complement), written ``(x ^ max) + 1``.
 
@@ -250,3 +310,7 @@ def install() -> None:
                 setattr(module, name, _wrap(name, current, convert))
     if getattr(_prim_ffi_api._OpSub, _ZERO_MINUS_MARK, None) is None:
         _prim_ffi_api._OpSub = _zero_minus(_prim_ffi_api._OpSub)  # around the float64 rule's wrapper
+    for name in ("_OpMul", "_OpDiv"):
+        current = getattr(_prim_ffi_api, name)
+        if getattr(current, _ZERO_MARK, None) is None:
+            setattr(_prim_ffi_api, name, _unfolded_zero(name, current))  # around the float64 rule's wrapper

@@ -9,20 +9,21 @@ target, without an error:
   (IEEE: ``x + y`` is rounded first; ``1e8 - (1e8 + 1)`` is 0 in float32, not -1). This is the
   error term of TwoSum/Fast2Sum, which compensated sums and the pipeline's own correctly rounded
   16-bit ``T.ieee_fmaf`` compute;
-- ``x == x`` becomes true and ``x != x`` false (IEEE: not for NaN, the usual NaN test).
+- ``x == x`` becomes true and ``x != x`` false (IEEE: not for NaN, the usual NaN test);
+- ``x * 0`` and ``0 * x`` become 0, ``0 / x`` becomes 0 (IEEE: NaN for an infinite or NaN ``x``,
+  and for ``0 / 0``); a call in ``x`` was dropped with it (``T.atomic_add(..., return_prev=True)
+  * 0.0`` lost the atomic update).
 
 Those rules fire only on the operands' own structure: one operand equal to the other, or to an
-operand of the other when that is a sum. :func:`guard_float_identities` hides one operand of each
-such float operation (the right one; the sum when the right one is a constant, whose bits code
-generators cannot take) behind a bit-level round trip (``reinterpret`` to the unsigned integer of
+operand of the other when that is a sum, or a constant zero. :func:`guard_float_identities` hides
+one operand of each such float operation (the right one; the sum when the right one is a
+constant; the zero of a product or a quotient) behind a bit-level round trip (``reinterpret`` to the unsigned integer of
 the same width and back), which the simplifier does not see through and code generators emit as
 nothing. It runs right before the first simplification of every pass list, and
 :func:`StripFloatBarriers`, the last pass of every finalize list, removes the round trips again
 right before code generation, after the last simplification; other float expressions, and all integer ones, are untouched.
 
-Not guarded: ``x * 0`` becoming 0 (IEEE: NaN for an infinite or NaN ``x``; the rule takes any
-``x``, so only a non-constant zero would stop it), and ``x + 0``, ``x - 0`` becoming ``x`` (only
-the sign of a zero differs).
+Not guarded: ``x + 0``, ``x - 0`` becoming ``x`` (only the sign of a zero differs).
 """
 
 from __future__ import annotations
@@ -76,13 +77,37 @@ def _on_sub(node: Any) -> Any:
     return tirx.Sub(a, barrier(b))
 
 
+def _is_zero(node: Any) -> bool:
+    if isinstance(node, tirx.Broadcast):
+        node = node.value
+    return isinstance(node, tirx.FloatImm) and float(node.value) == 0.0
+
+
+def _on_mul(node: Any) -> Any:
+    """``x * 0`` / ``0 * x``: the zero is hidden (a product with a zero is NaN for an infinite or NaN ``x``)."""
+    if not _is_float(node):
+        return node
+    if _is_zero(node.b) and not _is_constant(node.a):
+        return tirx.Mul(node.a, barrier(node.b))
+    if _is_zero(node.a) and not _is_constant(node.b):
+        return tirx.Mul(barrier(node.a), node.b)
+    return node
+
+
+def _on_div(node: Any) -> Any:
+    """``0 / x``: the zero is hidden (NaN for ``x`` zero or NaN)."""
+    if _is_float(node) and _is_zero(node.a) and not _is_constant(node.b):
+        return tirx.Div(barrier(node.a), node.b)
+    return node
+
+
 def _on_compare(node: Any) -> Any:
     if not _is_float(node.a) or _is_constant(node.a) or not _same(node.a, node.b):
         return node
     return type(node)(node.a, barrier(node.b))
 
 
-_ENTRIES = [(tirx.Sub, _on_sub), ((tirx.EQ, tirx.NE), _on_compare)]
+_ENTRIES = [(tirx.Sub, _on_sub), ((tirx.EQ, tirx.NE), _on_compare), (tirx.Mul, _on_mul), (tirx.Div, _on_div)]
 
 
 def guard_float_identities(func: tirx.PrimFunc) -> tirx.PrimFunc:
