@@ -9,9 +9,9 @@ from tvm.tirx.script.builder import ir as _B
 
 from ._common import (
     ON_CHIP_SCOPES,
+    OperandTypeError,
     as_tile,
     cast,
-    OperandTypeError,
     fail,
     guarded,
     is_float,
