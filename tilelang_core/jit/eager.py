@@ -163,6 +163,7 @@ class _Analysis:
     def __init__(self, func: Callable[..., Any], kind: str = "@tilelang.jit") -> None:
         self.kind = kind  # how the function is used, for messages: "@tilelang.jit" or "T.prim_func"
         fdef, lines, _ = _function_def(func)
+        self.def_node = fdef  # for errors at the ``def`` line
         self.def_line = fdef.lineno
         self.func = func
         self.name = func.__name__
@@ -609,7 +610,7 @@ def prim_func_with_outputs(func: Callable[..., Any]) -> Any:
     """
     kernel = EagerFunction(func, {}, kind="T.prim_func")
     a = kernel.analysis
-    fdef = _function_def(func)[0]
+    fdef = a.def_node
     unreturned = [name for name, _ in a.outputs if name not in (a.returns or [])]
     if unreturned:
         raise a._error(fdef, f"T.empty output(s) {', '.join(unreturned)} are not returned; a T.prim_func returns every "

@@ -544,22 +544,24 @@ def alloc_fragment(shape: Union[Sequence[Any], Any], dtype: Any = "float32", sco
     :data:`FRAGMENT_SCOPE` (``local.fragment``) unless ``scope`` names another (TileLang's third
     argument: ``T.alloc_fragment((1,), T.int32, "local")`` is a ``T.alloc_local`` tile).
     """
-    if not isinstance(shape, (list, tuple)):
-        shape = (shape,)
-    if not isinstance(scope, str):
-        raise TypeError(f"T.alloc_fragment(shape, dtype, scope): scope must be a string such as 'local.fragment', got {scope!r}")
-    return _B.alloc_buffer(tuple(shape), dtype_name(dtype), scope=scope)
+    return _alloc_tile("T.alloc_fragment", shape, dtype, scope, example=FRAGMENT_SCOPE)
 
 
-def _alloc_tile(op: str, shape: Any, dtype: Any, scope: Any, scopes: tuple) -> Any:
-    if not isinstance(shape, (list, tuple)):
-        shape = (shape,)
-    if not isinstance(scope, str) or scope not in scopes:
-        raise TypeError(
-            f"{op}(shape, dtype, scope): scope must be one of {', '.join(repr(s) for s in scopes)}, got {scope!r} "
-            "(the third positional argument is the scope, as in TileLang)"
-        )
-    return _B.alloc_buffer(tuple(shape), dtype_name(dtype), scope=scope)
+def _alloc_tile(op: str, shape: Any, dtype: Any, scope: Any, scopes: Optional[tuple] = None,
+                example: Optional[str] = None, **options: Any) -> Any:
+    """The buffer of one ``T.alloc_*`` call: ``shape`` an extent or a sequence of them, ``scope``
+    one of ``scopes`` (any string when None; ``example`` names one in the message)."""
+    if scopes is not None and (not isinstance(scope, str) or scope not in scopes):
+        expected = f"one of {', '.join(repr(s) for s in scopes)}"
+    elif not isinstance(scope, str):
+        expected = f"a string such as {example!r}"
+    else:
+        expected = None
+    if expected is not None:
+        raise TypeError(f"{op}(shape, dtype, scope): scope must be {expected}, got {scope!r} "
+                        "(the third positional argument is the scope, as in TileLang)")
+    shape = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
+    return _B.alloc_buffer(shape, dtype_name(dtype), scope=scope, **options)
 
 
 def alloc_buffer(shape: Union[Sequence[Any], Any], dtype: Any = "float32", scope: str = "global",
@@ -570,13 +572,9 @@ def alloc_buffer(shape: Union[Sequence[Any], Any], dtype: Any = "float32", scope
     (``data=``, ``strides=``, ``elem_offset=``, ``align=``, ``offset_factor=``, ...) are keywords.
     Prefer ``T.alloc_shared`` / ``T.alloc_local`` / ``T.alloc_fragment``.
     """
-    if not isinstance(scope, str):
-        raise TypeError(f"T.alloc_buffer(shape, dtype, scope): scope must be a string such as 'shared', got {scope!r} "
-                        "(the third positional argument is the scope, as in TileLang)")
     if not isinstance(shape, (list, tuple)) and not isinstance(shape, tvm.ir.Expr) and not isinstance(shape, Integral):
         raise TypeError(f"T.alloc_buffer(shape, ...): shape must be a tuple of extents, got {type(shape).__name__}")
-    shape = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
-    return _B.alloc_buffer(shape, dtype_name(dtype), scope=scope, annotations=annotations, **options)
+    return _alloc_tile("T.alloc_buffer", shape, dtype, scope, example="shared", annotations=annotations, **options)
 
 
 def alloc_shared(shape: Union[Sequence[Any], Any], dtype: Any = "float32", scope: str = "shared"):

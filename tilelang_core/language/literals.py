@@ -182,13 +182,11 @@ def _wrap(name: str, ffi_function: Callable[..., Any], convert: Callable[[str, t
 
 def _float_expression(value: Any) -> bool:
     """Whether ``value`` is a float TIR expression that is not a constant."""
-    if isinstance(value, (bool, int, float)) or not tvm.ir.is_prim_expr(value):
+    dtype = _element_dtype(value)
+    if dtype is None:
         return False
-    if isinstance(value, tirx.Broadcast):
-        value = value.value
-    if isinstance(value, (tirx.FloatImm, tirx.IntImm)):
-        return False
-    return str(getattr(getattr(value, "ty", None), "dtype", "")).startswith(("float", "bfloat"))
+    scalar = value.value if isinstance(value, tirx.Broadcast) else value
+    return not isinstance(scalar, (tirx.FloatImm, tirx.IntImm)) and str(dtype).startswith(("float", "bfloat"))
 
 
 def _zero_value(value: Any) -> Any:
@@ -219,10 +217,10 @@ def _unfolded_zero(name: str, ffi_op: Callable[..., Any]) -> Callable[..., Any]:
             return result
         if zero is None:
             return result
-        dtype = expr.ty.dtype
-        const = tirx.FloatImm(str(dtype.with_lanes(1)) if dtype.lanes != 1 else str(dtype), zero)
-        if dtype.lanes != 1:
-            const = tirx.Broadcast(const, dtype.lanes)
+        const = tirx.FloatImm(str(_element_dtype(expr)), zero)
+        lanes = expr.ty.dtype.lanes
+        if lanes != 1:
+            const = tirx.Broadcast(const, lanes)
         return node(expr, const) if expr is a else node(const, expr)
 
     operator.__name__ = name

@@ -435,9 +435,9 @@ class _Guarder:
     # -- statements -----------------------------------------------------------------------------
     def _assumption_end(self, cond: Any, seq: list, start: int) -> int:
         """Where the promise of ``T.assume(cond)`` before ``seq[start]`` stops: the index of the
-        first statement that writes a buffer ``cond`` reads (its value then may differ), stores
-        through an address, or the end of ``seq``. A condition on the current value of a known
-        scalar (``x = l``) is about ``l`` and outlives stores into ``x``."""
+        first statement that may write a buffer ``cond`` reads (a store, or its address passed on;
+        the value then may differ), or the end of ``seq``. A condition on the current value of a
+        known scalar (``x = l``) is about ``l`` and outlives stores into ``x``."""
         read = [load.source for load in _loads(self._with_known(cond))]
         end = start
         while end < len(seq):

@@ -12,6 +12,7 @@ from ._common import (
     OperandTypeError,
     as_tile,
     cast,
+    check_options,
     fail,
     guarded,
     is_float,
@@ -45,8 +46,7 @@ def _check_options(A: Any, B: Any, C: Any, policy: Any, clear_accum: Any, mbar: 
     if mbar is not None:
         fail("T.gemm", operands, "mbar= (a Blackwell TCGEN5MMA barrier) is not supported: this T.gemm completes "
              "before the next statement, so leave it out", OperandTypeError)
-    if annotations is not None and not isinstance(annotations, dict):
-        fail("T.gemm", operands, f"annotations must be a dict or None, got {type(annotations).__name__}", OperandTypeError)
+    check_options("T.gemm", operands, annotations=annotations)
     return clear_accum
 
 
