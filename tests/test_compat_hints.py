@@ -152,3 +152,37 @@ def test_macro_buffer_annotations_take_tiles_and_are_refused_on_kernel_parameter
 
     with pytest.raises(LoweringError, match=r"parameter 'A' is declared in 'shared.dyn' memory.*declare it with T.Tensor"):
         tilelang.compile(shared_param, target="c")
+
+
+def _register_hint_kernel(hinted: bool, producer: int = 24, consumer: int = 240):
+    @T.prim_func
+    def scale(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(2, threads=32) as bx:
+            if hinted:
+                T.disable_warp_group_reg_alloc()
+                T.no_set_max_nreg()
+                T.annotate_producer_reg_dealloc(producer)
+                T.annotate_consumer_reg_alloc(consumer)
+            for i in T.Parallel(32):
+                B[bx * 32 + i] = A[bx * 32 + i] * 2.0
+
+    return scale
+
+
+@pytest.mark.parametrize("target", ["c", "cuda"])
+def test_register_reallocation_hints_change_nothing(target):
+    """The warp-specialization register hints (gdn's and flash attention's examples) leave the source as it was."""
+    plain = tilelang.lower(_register_hint_kernel(False), target=target).kernel_source
+    assert tilelang.lower(_register_hint_kernel(True), target=target).kernel_source == plain
+    if target == "c":
+        kernel = tilelang.compile(_register_hint_kernel(True), target="c", execution_backend="cython")
+        a, b = torch.randn(64), torch.empty(64)
+        kernel(a, b)
+        assert torch.equal(b, a * 2)
+
+
+@pytest.mark.parametrize("producer, consumer, bad", [(20, 240, 20), (24, 241, 241), (24, 264, 264), (True, 240, True)])
+def test_register_counts_are_checked(producer, consumer, bad):
+    with pytest.raises(LoweringError, match=rf"reg_count must be an int from 24 to 256 in steps of 8 .*got {bad}") as info:
+        _register_hint_kernel(True, producer, consumer)
+    assert "test_compat_hints.py:" in str(info.value)

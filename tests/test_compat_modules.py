@@ -185,3 +185,30 @@ def test_compatibility_doc_lists_every_key_without_effect():
             value = CHOICE_CONFIGS.get(member.value, (True,))[-1]  # tl.config_index_bitwidth takes 32 or 64
             assert tilelang.lower(_kernel(), target="c", pass_configs={member: value}).kernel_source
         assert member.value in NO_EFFECT or member.value.startswith(("tl.", "tirx.")), member
+
+
+def test_utils_tensor_supplies_inputs_for_kernel_parameters():
+    """``tilelang.utils.tensor`` (TileLang's block-sparse GEMM example imports it at module level)."""
+    from tilelang.utils import TensorSupplyType as Kind
+    from tilelang.utils.tensor import get_tensor_supply, torch_assert_close
+    from tilelang_core.profiler.supply import TensorSupplyError
+
+    assert Kind is tilelang.TensorSupplyType
+    assert torch_assert_close is tilelang.testing.torch_assert_close
+
+    @T.prim_func
+    def kernel(A: T.Tensor((4, 8), "float16"), I: T.Tensor((5,), "uint8"), B: T.Tensor((T.dynamic("n"),), "float32")):
+        with T.Kernel(1):
+            B[0] = T.cast(A[0, 0], "float32") + T.cast(I[0], "float32")
+
+    params = tilelang.compile(kernel, target="c").params
+    half = get_tensor_supply(Kind.Auto)(params[0])
+    assert half.dtype == torch.float16 and half.shape == (4, 8) and half.device.type == "cpu"
+    assert bool(((half >= -1) & (half <= 1)).all()) and half.unique().numel() > 2
+    small = get_tensor_supply(Kind.Integer)(params[1])
+    assert small.dtype == torch.uint8 and small.shape == (5,) and int(small.max()) <= 2
+    assert torch.equal(get_tensor_supply("One")(params[0]), torch.ones(4, 8, dtype=torch.float16))
+    with pytest.raises(TensorSupplyError, match=r"parameter 'B': a supplied tensor needs a static shape"):
+        get_tensor_supply(Kind.Randn)(params[2])
+    with pytest.raises(TensorSupplyError, match=r"tensor_supply_type must be a TensorSupplyType"):
+        get_tensor_supply("gaussian")

@@ -113,7 +113,15 @@ from .tir.ir import cast  # noqa: E402,F401
 from .reinterpret import reinterpret  # noqa: E402,F401
 
 # TileLang's layout and block-order hints: accepted, no effect (docs/compatibility.md).
-from .hints import annotate_layout, annotate_pass_configs, use_swizzle  # noqa: E402,F401
+from .hints import (  # noqa: E402,F401
+    annotate_consumer_reg_alloc,
+    annotate_layout,
+    annotate_pass_configs,
+    annotate_producer_reg_dealloc,
+    disable_warp_group_reg_alloc,
+    no_set_max_nreg,
+    use_swizzle,
+)
 
 # TileLang's T.Layout(shape, fn) / T.Fragment(...) are layout hints here, not TVM's tirx Layout.
 from .layout_hints import Fragment, Layout, PartialFragment  # noqa: E402,F401

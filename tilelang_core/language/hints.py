@@ -117,6 +117,47 @@ def use_swizzle(panel_size: int = 8, order: str = "row", enable: bool = True, de
     return None
 
 
+def _register_count(op: str, reg_count: Any) -> None:
+    if isinstance(reg_count, bool) or not isinstance(reg_count, int) or not 24 <= reg_count <= 256 or reg_count % 8:
+        from .tileops._common import fail
+
+        fail(op, (reg_count,), f"reg_count must be an int from 24 to 256 in steps of 8 (PTX setmaxnreg), got {reg_count!r}")
+
+
+def no_set_max_nreg() -> None:
+    """``T.no_set_max_nreg()``: TileLang's request not to emit ``setmaxnreg`` in a warp-specialized kernel.
+
+    This pipeline never emits ``setmaxnreg`` (it has no warp specialization), so the request is
+    already met: accepted on every target, no effect.
+    """
+    return None
+
+
+def disable_warp_group_reg_alloc() -> None:
+    """``T.disable_warp_group_reg_alloc()``: TileLang's other name of :func:`no_set_max_nreg`; no effect."""
+    return None
+
+
+def annotate_producer_reg_dealloc(reg_count: int = 24) -> None:
+    """``T.annotate_producer_reg_dealloc(24)``: the registers TileLang's warp specialization leaves the
+    producer warps; no effect here (no warp specialization, no ``setmaxnreg``).
+
+    :raises LoweringError: (a ``ValueError``) ``reg_count`` is not a ``setmaxnreg`` count (24..256, a
+        multiple of 8); the message names the kernel line.
+    """
+    _register_count("T.annotate_producer_reg_dealloc", reg_count)
+
+
+def annotate_consumer_reg_alloc(reg_count: int = 240) -> None:
+    """``T.annotate_consumer_reg_alloc(240)``: the registers TileLang's warp specialization gives the
+    consumer warps; no effect here (see :func:`annotate_producer_reg_dealloc`).
+
+    :raises LoweringError: (a ``ValueError``) ``reg_count`` is not a ``setmaxnreg`` count (24..256, a
+        multiple of 8); the message names the kernel line.
+    """
+    _register_count("T.annotate_consumer_reg_alloc", reg_count)
+
+
 #: PrimFunc attribute holding the pass configs a kernel declares (``T.annotate_pass_configs``).
 PASS_CONFIGS_ATTR = "tilelang_pass_configs"
 

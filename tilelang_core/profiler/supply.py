@@ -122,4 +122,34 @@ def make_tensor(shape: Sequence[int], dtype: str, supply_type: TensorSupplyType,
     return torch.randn(shape, device=device).to(tdtype)  # Randn
 
 
-__all__ = ["TensorSupplyError", "TensorSupplyType", "as_supply_type", "make_tensor", "torch_dtype"]
+def tensor_supply(supply_type: Any = TensorSupplyType.Integer, device: Any = None) -> Any:
+    """A function that makes an input tensor for a kernel parameter, filled as ``supply_type`` says
+    (TileLang's ``tilelang.utils.tensor.get_tensor_supply``).
+
+    The function takes a parameter with a static ``shape`` and a ``dtype`` (this package's
+    ``TensorParam``, e.g. ``kernel.params[0]``, or any object with those attributes) and returns a
+    new tensor on ``device`` (default: the parameter's own device, else CUDA when torch has one,
+    else the CPU).
+
+    :raises TensorSupplyError: an unknown supply type (now), or a parameter whose shape is not a
+        list of ints (dynamic dimensions have no size to draw: pass the tensor yourself), or whose
+        dtype has no torch equivalent (when the function is called).
+    """
+    kind = as_supply_type(supply_type)
+
+    def get_tensor(param: Any) -> Any:
+        import torch
+
+        shape = list(getattr(param, "shape", None) or [])
+        if not shape or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+            raise TensorSupplyError(
+                f"parameter {getattr(param, 'name', param)!r}: a supplied tensor needs a static shape (ints), got "
+                f"{getattr(param, 'shape', None)!r}; dynamic dimensions have no size to draw, so make that tensor yourself"
+            )
+        where = device or getattr(param, "device", None) or ("cuda" if torch.cuda.is_available() else "cpu")
+        return make_tensor(shape, str(param.dtype), kind, where)
+
+    return get_tensor
+
+
+__all__ = ["TensorSupplyError", "TensorSupplyType", "as_supply_type", "make_tensor", "tensor_supply", "torch_dtype"]

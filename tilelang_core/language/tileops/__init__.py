@@ -27,6 +27,7 @@ from .atomic import (
     atomic_xor,
 )
 from .copy import async_copy, clear, copy, fill, ptx_commit_group, ptx_wait_group
+from .im2col import c2d_im2col, im2col
 from .debug import device_assert
 from .debug_print import print  # noqa: A004 - TileLang's T.print
 from .safe_value import annotate_safe_value
@@ -124,6 +125,8 @@ from .extern_source import import_source
 
 __all__ = [
     "annotate_safe_value",
+    "c2d_im2col",
+    "im2col",
     "device_assert",
     "__cos",
     "__exp",
