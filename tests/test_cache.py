@@ -344,7 +344,9 @@ def test_threads_call_one_kernel_while_compiling_others(env):
 
 def test_leftovers_of_killed_writers_are_removed_after_a_day(env):
     fresh(env).get_or_build(key_of("a"), env.record, env.builder())
-    old, recent = env.cache_dir / "tmp" / "old.123.abcd", env.cache_dir / "tmp" / "recent.456.ef01"
+    # named as the cache names what it writes there (<key>.<pid>.<8 hex>); other names are left alone
+    old = env.cache_dir / "tmp" / f"{key_of('old')}.123.0000abcd"
+    recent = env.cache_dir / "tmp" / f"{key_of('recent')}.456.0000ef01"
     for d in (old, recent):
         d.mkdir()
         (d / "backend").mkdir()

@@ -24,6 +24,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
         return 0
     state = " (disabled by TILELANG_DISABLE_CACHE)" if data["disabled"] else ""
     print(f"location: {data['location']}{state}")
+    if data.get("not_a_cache"):
+        print(f"warning:  {data['not_a_cache']}")
     print(f"entries:  {data['entries']}")
     print(f"size:     {_human(data['bytes'])}")
     for name, row in sorted(data["backends"].items()):
@@ -52,7 +54,7 @@ def _cmd_clear(args: argparse.Namespace) -> int:
     for path in report["removed_junk"]:
         print(f"  unlinked {path} (not made by the cache; not followed)")
     for path in report["kept"]:
-        print(f"  kept {path} (a folder the cache did not make)")
+        print(f"  kept {path} (the cache did not make it)")
     return 0
 
 

@@ -27,12 +27,19 @@ def cache_disabled() -> bool:
 def default_cache_dir() -> Path:
     """``$TILELANG_CACHE_DIR``, else the platform's user cache directory plus ``tilelang``.
 
+    Raises :class:`CacheError` when ``$TILELANG_CACHE_DIR`` starts with a ``~`` that cannot be
+    expanded (an unknown user).
+
     Linux and other Unix: ``$XDG_CACHE_HOME/tilelang`` (``~/.cache/tilelang``); macOS:
     ``~/Library/Caches/tilelang``; Windows: ``%LOCALAPPDATA%\\tilelang\\Cache``.
     """
     explicit = os.environ.get(CACHE_DIR_ENV)
     if explicit:
-        return Path(explicit).expanduser()
+        try:
+            return Path(explicit).expanduser()
+        except RuntimeError as exc:  # ~user that does not exist, or no home directory
+            raise CacheError(f"{CACHE_DIR_ENV}={explicit!r}: cannot expand '~' ({exc}); set it to an absolute "
+                             f"path") from None
     home = Path.home()
     if sys.platform == "darwin":
         return home / "Library" / "Caches" / "tilelang"
@@ -74,7 +81,7 @@ def check_private(directory: Path) -> None:
     replace it (through a directory on the way to it, or a symbolic link on the way, that they
     can write to without the sticky bit) could make this process run code of theirs. See
     :mod:`tilelang_core.cache.trust`. Raises :class:`~tilelang_core.errors.CacheError` saying
-    which path, why, and how to fix it.
+    which path, why, and how to fix it, and :class:`NotADirectoryError` when the path is a file.
     """
     if not trust.enforced():  # POSIX permission bits do not apply
         return
@@ -82,7 +89,8 @@ def check_private(directory: Path) -> None:
     trust.check_path(directory, place)
     st = os.stat(directory)  # the way there is checked: following the link is safe now
     if not stat.S_ISDIR(st.st_mode):
-        raise CacheError(f"kernel cache location {directory} is not a directory; set {CACHE_DIR_ENV} to a directory")
+        # not a safety problem, so an OSError: the cache works in memory only, with a CacheWarning
+        raise NotADirectoryError(f"{directory} is not a directory")
     trust.check_owned(directory, st, place)
 
 

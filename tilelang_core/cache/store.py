@@ -2,6 +2,7 @@
 
 Disk layout under the cache directory (mode 0700)::
 
+    CACHEDIR.TAG             marks the directory as the cache's own (:mod:`tilelang_core.cache.ownership`)
     kernels/<k[:2]>/<key>/   one entry per key (see :mod:`tilelang_core.cache.entry`)
     tmp/                     entries being written; renamed into kernels/ when complete
     locks/<key>.lock         fcntl locks: one process builds a key, the others wait and load it
@@ -9,7 +10,8 @@ Disk layout under the cache directory (mode 0700)::
 A backend that does not implement both ``tilelang_backend_save`` and ``tilelang_backend_load``
 is cached in memory only. The cache never makes a symbolic link, never follows one when it
 removes things, and loads only from folders and files that this user alone can write
-(:mod:`tilelang_core.cache.trust`).
+(:mod:`tilelang_core.cache.trust`). It uses, cleans and clears only a directory that is its own
+(tagged, empty, or laid out as an older cache): a user's folder named by mistake is left alone.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from ..errors import ArtifactError, BuildError, CacheError
 from . import entry as E
-from . import trust
+from . import ownership, trust
 from .location import cache_disabled, check_private, default_cache_dir, prepare_cache_dir, tree_place
 
 if TYPE_CHECKING:
@@ -148,6 +150,7 @@ class DiskCache:
                     return
                 self._prepared = False
             prepare_cache_dir(self.root)
+            ownership.claim(self.root)  # ForeignDirectoryError (an OSError): memory only, nothing touched
             for sub in _SUBDIRS:
                 with contextlib.suppress(FileExistsError):
                     (self.root / sub).mkdir(mode=0o700)
@@ -156,7 +159,10 @@ class DiskCache:
             self._prepared = True
 
     def _remove_stale_tmp(self, max_age: float = 24 * 3600) -> None:
-        """Remove what interrupted writers (killed processes) left in tmp/ more than a day ago."""
+        """Remove what interrupted writers (killed processes) left in tmp/ more than a day ago.
+
+        Only names the cache gives what it writes there are removed; anything else is left.
+        """
         import time
 
         now = time.time()
@@ -165,6 +171,8 @@ class DiskCache:
         except OSError:
             return
         for child in children:
+            if not ownership.is_cache_tmp_name(child.name):
+                continue
             try:
                 if now - child.lstat().st_mtime > max_age:
                     _remove(child)
@@ -355,9 +363,16 @@ class DiskCache:
 
         Never follows a link: a ``kernels/`` or shard that is a link, and files or links among
         the entries, are unlinked (what they point to is untouched). Folders the cache did not
-        create (other names) are kept and reported. The autotuner's stored results go too.
+        create (other names) are kept and reported, and so is anything in ``tmp/`` that the cache
+        did not write. The autotuner's stored results go too.
         Returns ``{"entries": n, "tuning_records": n, "removed_junk": [paths], "kept": [paths]}``.
+
+        :raises CacheError: the directory is not the cache's own
+            (:func:`~tilelang_core.cache.ownership.foreign_reason`); nothing is removed.
         """
+        reason = ownership.foreign_reason(self.root)
+        if reason is not None:
+            raise CacheError(reason)
         entries, junk = self.scan()
         for directory in entries:
             _remove(directory)
@@ -384,7 +399,10 @@ class DiskCache:
             removed.append(str(tmp))
         elif st is not None:
             for child, _ in _children(tmp):
-                _remove(child)
+                if ownership.is_cache_tmp_name(child.name):
+                    _remove(child)
+                else:
+                    kept.append(str(child))
         return {"entries": len(entries), "tuning_records": tuning, "removed_junk": removed, "kept": kept}
 
     def _clear_tuning_records(self, removed: list[str], kept: list[str]) -> int:
@@ -482,9 +500,13 @@ class KernelCache:
             raise
         except OSError as exc:
             self._disk_error = str(exc)
+            if isinstance(exc, ownership.ForeignDirectoryError):
+                why = f"{exc} (until then, kernels are cached in memory only)"
+            else:
+                why = (f"kernel cache directory {self.root} is not usable ({exc}); kernels are cached in memory only. "
+                       f"Set TILELANG_CACHE_DIR to a writable directory")
             warnings.warn(
-                f"kernel cache directory {self.root} is not usable ({exc}); kernels are cached in memory only. "
-                f"Set TILELANG_CACHE_DIR to a writable directory",
+                why,
                 CacheWarning,
                 stacklevel=4,
             )
@@ -530,7 +552,7 @@ class KernelCache:
         """:meth:`clear`, returning what :meth:`DiskCache.clear` reports.
 
         Raises :class:`CacheError` (and removes nothing) when the cache directory itself is one
-        others could write to.
+        others could write to, or not the cache's own (a user's folder named by mistake).
         """
         self.memory.clear()
         if not self.root.is_dir():
@@ -560,6 +582,7 @@ class KernelCache:
         return {
             "location": str(self.root),
             "exists": self.root.is_dir(),
+            "not_a_cache": ownership.foreign_reason(self.root) if self.root.is_dir() else None,
             "disabled": cache_disabled(),
             "entries": len(entries),
             "bytes": total,
