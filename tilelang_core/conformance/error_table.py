@@ -155,6 +155,16 @@ ROWS: tuple[ErrorRow, ...] = (
              "colmajor(X of shape (5, 4), row-major) for strides (1, n)",
              lambda m: _args(m.t(5, 4)),
              "ValueError", "colmajor() argument 'X' (#0): expected strides (1, 5), got strides (4, 1)"),
+    ErrorRow("negative_view", "a real tensor with torch's lazy negative bit (as `z.conj().imag` has) for declared strides",
+             "rowstride", "rowstride(zeros(3, 8)[:, :4]._neg_view())",
+             lambda m: _args(m.t(3, 8)[:, :4]._neg_view()),
+             "ValueError", "rowstride() argument 'X' (#0): expected a tensor with its data materialized, got a lazy "
+             "negative view; call .resolve_neg()"),
+    ErrorRow("negative_view_one_element", "a one-element tensor with the lazy negative bit (contiguous)", "vadd_dyn",
+             "vadd_dyn(zeros(1)._neg_view(), B) with out_idx=[2]",
+             lambda m: _args(m.t(1)._neg_view(), m.t(1)),
+             "ValueError", "vadd_dyn() argument 'A' (#0): expected a tensor with its data materialized, got a lazy "
+             "negative view; call .resolve_neg()"),
     ErrorRow("overlap_same", "a written tensor passed again as another argument", "vadd", "vadd(A, B, A)",
              _same,
              "ValueError", "vadd() arguments 'A' (#0) and 'C' (#2) overlap in memory, and the kernel writes 'C'; "

@@ -453,9 +453,14 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
     return -1;
   }
   if (k->device_type != TL_DL_CPU && *dev_id < 0) *dev_id = t->device.device_id;
-  /* lazy conjugate/negative views: DLPack cannot describe them; checked for complex dtypes only,
-     where they occur (a real tensor with the negative bit, from z.conj().imag, is not detected) */
-  if (p->code == 5 && tl_check_lazy_views(k, p, obj) != 0) return -1;
+  /* lazy conjugate/negative views: DLPack cannot describe them (the data is read un-negated).
+     Complex tensors are checked always. A real tensor has the negative bit when it is .imag of a
+     conjugate view, which has stride 2 and so is contiguous only with at most one element: real
+     tensors are checked for parameters with declared strides and for tensors of <= 1 element, and
+     the compact-stride check below refuses the others (a Python call per tensor would cost the
+     common call about half of its per-tensor time). */
+  if ((p->code == 5 || p->strides_mode != TL_STRIDES_COMPACT || n <= 1) && tl_check_lazy_views(k, p, obj) != 0)
+    return -1;
   /* strides */
   if (TL_LIKELY(p->strides_mode == TL_STRIDES_COMPACT)) {
     long long expect = 1;

@@ -484,6 +484,14 @@ class _CallPlan:
         if any(isinstance(p, TensorParam) and p.strides is not None for _, p in self.inputs):
             conds.append("_M is None")  # explicit strides: always the general path (see slow_call)
         for j, (_, p) in enumerate(self.inputs):
+            # A real tensor with torch's negative bit (.imag of a conjugate view) has stride 2, so
+            # the C entry's compact-stride check refuses it, unless it has at most one element:
+            # such tensors take the general path, which refuses it with the fix (.resolve_neg()).
+            if isinstance(p, TensorParam) and p.strides is None:
+                static = _static_nbytes(p)
+                if static is None or static <= _element_bytes(p.dtype):
+                    conds.append(f"(a{j}.numel() > 1 or not a{j}.is_neg())")
+        for j, (_, p) in enumerate(self.inputs):
             if isinstance(p, ScalarParam):  # exact Python types only; others are converted by _slow
                 conds.append(_scalar_fast_condition(f"a{j}", p.dtype))
         aligned_check = None
@@ -601,6 +609,10 @@ class _CallPlan:
                     ), symbols
             else:
                 deferred.append((j, pre, -1, p.strides, tuple(x.stride())))
+            if x.is_conj() or x.is_neg():  # DLPack cannot describe lazy views: the data would be read as stored
+                view, fix = ("conjugate", "resolve_conj") if x.is_conj() else ("negative", "resolve_neg")
+                return ValueError(f"{pre}: expected a tensor with its data materialized, got a lazy {view} view; "
+                                  f"call .{fix}()"), symbols
         err = self._overlap(args)
         if err is not None:
             return err, symbols
@@ -743,6 +755,14 @@ class _CallPlan:
 
         s = stream if isinstance(stream, torch.cuda.Stream) else torch.cuda.ExternalStream(handle, device=device)
         return tvm_ffi.use_torch_stream(torch.cuda.stream(s))
+
+
+def _element_bytes(dtype: str) -> int:
+    """Bytes of one element of ``dtype`` (1 for sub-byte and unknown dtypes)."""
+    import re
+
+    m = re.fullmatch(r"[a-z_]*?(\d+)(?:_\w+)?(?:x(\d+))?", dtype)
+    return 1 if m is None else max(1, (int(m.group(1)) * int(m.group(2) or 1) + 7) // 8)
 
 
 def _static_nbytes(p: TensorParam) -> Optional[int]:
