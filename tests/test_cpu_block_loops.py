@@ -152,3 +152,64 @@ def test_c_block_launcher_contract(tmp_path):
         slot.value = None
     blocks = (4 * PARALLEL_MIN_WORK + 3 + 127) // 128
     assert len(calls) == 1 and calls[0][0] == blocks and calls[0][1] >= 4 * PARALLEL_MIN_WORK, calls
+
+
+# -- grids of more than 2**31 - 1 blocks ----------------------------------------------------------
+
+import pathlib  # noqa: E402
+import sys  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from backend_pairs import CYTHON_C, TVMFFI_C, TVMFFI_LLVM, compile_on, path_id  # noqa: E402
+
+
+def _corner_blocks():
+    """Marks whether the first and the last block of an ``n x m`` grid ran."""
+
+    @T.prim_func
+    def corners(A: T.Tensor((2,), "int64"), n: T.int32, m: T.int32):
+        with T.Kernel(n, m) as (bx, by):
+            if bx == 0 and by == 0:
+                A[0] = 1
+            if bx == n - 1 and by == m - 1:
+                A[1] = 1
+
+    return corners
+
+
+@pytest.mark.parametrize("path", [CYTHON_C, TVMFFI_LLVM], ids=path_id)
+def test_a_2d_grid_of_more_than_int32_blocks_runs_every_block(path):
+    """65536 x 32769 blocks (each axis fine, the product over 2**31 - 1): the CPU block loop used
+    an int32 flat index and ran no block at all, without an error."""
+    kernel = compile_on(_corner_blocks(), path)
+    for n, m in [(7, 5), (65536, 32769)]:
+        marks = torch.zeros(2, dtype=torch.int64)
+        kernel(marks, n, m)
+        assert marks.tolist() == [1, 1], (n, m)
+
+
+def _last_block(block):
+    @T.prim_func
+    def last(A: T.Tensor((2,), "int64"), n: T.int32):
+        with T.Kernel(T.ceildiv(n, block)) as bx:
+            if bx == 0:
+                A[0] = 1
+            if T.Cast("int64", bx) * block + block >= T.Cast("int64", n):
+                A[1] = T.Cast("int64", bx)
+
+    return last
+
+
+@pytest.mark.parametrize("path", [CYTHON_C, TVMFFI_C, TVMFFI_LLVM], ids=path_id)
+def test_grid_extent_near_int32_max_does_not_overflow(path):
+    """``T.ceildiv(n, 64)`` with ``n = 2**31 - 1`` is ``(n + 63) // 64``: the sum overflowed int32
+    on llvm and no block ran; the count (33554432) fits and every block runs."""
+    kernel = compile_on(_last_block(64), path)
+    marks = torch.full((2,), -7, dtype=torch.int64)
+    kernel(marks, 2**31 - 1)
+    assert marks.tolist() == [1, (2**31 - 1 + 63) // 64 - 1]
+
+
+def test_small_static_grids_keep_an_int32_block_index():
+    source = lower(matmul(64, 64, 16), target="c").kernel_source
+    assert "int64_t block_idx" not in source and "int32_t block_idx" in source

@@ -155,8 +155,9 @@ def test_matmul_2d_grid_and_fragment_in_c():
     src = art.device_source
     assert art.params[0].shape == ["m", 8] and art.params[2].shape == ["m", 24]
     assert "float acc_ptr[256];" in src  # the fragment is a per-block stack array
-    # one loop over the blocks of both grid axes, outlined into a block-range function
-    assert "for (int32_t block_idx = tl_block_begin; block_idx < tl_block_end; ++block_idx)" in src
+    # one loop over the blocks of both grid axes, outlined into a block-range function; a dynamic
+    # grid's flat block index is int64 (the product of the axes may exceed int32)
+    assert "for (int64_t block_idx = tl_block_begin; block_idx < tl_block_end; ++block_idx)" in src
     assert art.device_kernels[0].block_launcher == art.device_kernels[0].name + "_block_launcher"
 
 

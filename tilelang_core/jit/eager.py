@@ -134,7 +134,8 @@ def _runtime_annotations(func: Callable[..., Any]) -> dict[str, Any]:
     namespace: Optional[dict[str, Any]] = None
     result: dict[str, Any] = {}
     for name, value in (getattr(func, "__annotations__", {}) or {}).items():
-        if isinstance(value, str):
+        # only a real str is annotation text (PEP 563): T.float32 is a str subclass, a dtype value
+        if type(value) is str:
             if namespace is None:
                 namespace = dict(func.__globals__)
                 namespace.update(_closure_values(func))

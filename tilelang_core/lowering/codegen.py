@@ -247,7 +247,9 @@ def _block_launch_code(source_lines: list[str], entry: str, n_loops: int) -> tup
     for k in range(n_loops):
         fn = f"{entry}_blocks{k}"
         fields = " ".join(f"{p};" for p in params) or "char unused;"
-        call = ", ".join([f"a->{n}" for n in names] + ["(int32_t)begin", "(int32_t)end"])
+        # begin/end convert to the blocks function's index type (its prototype is in scope):
+        # int32, or int64 for a grid of more than 2**31 - 1 blocks (frontend._kernel_cpu)
+        call = ", ".join([f"a->{n}" for n in names] + ["begin", "end"])
         defs.append(
             f"struct {fn}_args {{ {fields} }};\n"
             f"static int32_t {fn}_thunk(void *args, int64_t begin, int64_t end) {{\n"

@@ -35,6 +35,7 @@ from .atomics import contains_atomics
 from ..language.tileops._common import collect, scope_of, substitute
 from .access_guards import guard_global_accesses
 from .markers import parallel_ndim, safe_value_marker
+from .signature import _to_int64
 from .warp import refuse_grid_syncs, refuse_partial_warps, refuse_under_guard, resolve_thread_indices
 
 #: Marker names of the reducer operators (tilelang_core.language.tileops.reducer).
@@ -83,6 +84,19 @@ class _Ctx:
     #                                 For nodes), "thread_vars", "body" (GPU)}
     in_parallel: bool = False
     safe_values: tuple = ()  # ((buffer, value), ...) of T.annotate_safe_value in scope, innermost last
+
+
+#: Largest int32: block counts up to it fit the int32 index of one grid axis.
+INT32_MAX = 2**31 - 1
+
+
+def _int32_safe(extent: Any) -> Any:
+    """An int32 grid extent computed without int32 overflow on the way: ``T.ceildiv(n, 64)`` is
+    ``(n + 63) // 64``, whose sum overflows for ``n`` near 2**31 although the block count fits, and
+    then no block ran. The expression is evaluated in int64 and the count narrowed back."""
+    if _int(extent) is not None or str(extent.ty.dtype) != "int32" or isinstance(extent, (tirx.Var, tirx.IntImm)):
+        return extent
+    return tirx.Cast("int32", _to_int64(extent))
 
 
 def _int(expr: Any) -> Optional[int]:
@@ -374,20 +388,32 @@ class Frontend:
         if len(loops) == 1:
             loop = loops[0]
             block_var = loop.loop_var
-            extent = loop.extent
+            extent = _int32_safe(loop.extent)
         else:
-            block_var = tirx.Var("block_idx", "int32")
-            extent = loops[0].extent
-            for loop in loops[1:]:
-                extent = extent * loop.extent
+            # The blocks of a 2-D/3-D grid are one flat loop. Its extent, the product of the
+            # axes', exceeds int32 for valid grids (65536 x 32769): unless the product is a
+            # small constant, the flat index is int64 and each axis index is narrowed from it.
+            extents = [loop.extent for loop in loops]
+            product = 1
+            for e in extents:
+                product = None if product is None or _int(e) is None else product * _int(e)
+            wide = product is None or product > INT32_MAX
+            if wide:
+                extents = [_to_int64(e) for e in extents]
+            block_var = tirx.Var("block_idx", "int64" if wide else "int32")
+            extent = extents[0]
+            for e in extents[1:]:
+                extent = extent * e
             mapping = []
             stride = None
-            for loop in loops:
+            for loop, e in zip(loops, extents):
                 value = block_var if stride is None else tirx.floordiv(block_var, stride)
                 if loop is not loops[-1]:
-                    value = tirx.floormod(value, loop.extent)
+                    value = tirx.floormod(value, e)
+                if wide:
+                    value = tirx.Cast(str(loop.loop_var.ty.dtype), value)
                 mapping.append((loop.loop_var, value))
-                stride = loop.extent if stride is None else stride * loop.extent
+                stride = e if stride is None else stride * e
             new_body = substitute(new_body, mapping)
         return self._cpu_block_loop(block_var, extent, new_body, parallel)
 

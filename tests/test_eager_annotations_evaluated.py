@@ -1,0 +1,51 @@
+"""Eager kernels in a module *without* ``from __future__ import annotations``.
+
+There, ``factor: T.float32`` in a signature is the dtype object itself, not annotation text.
+T.float32 is a ``str`` subclass, so it was taken for a postponed annotation, evaluated as the
+name ``float32`` (which fails) and dropped: the parameter became a compile-time value, baked into
+the source, one new kernel (and disk cache entry) per value, and a str argument stopped inside
+TVMScript instead of with the calling convention's ``TypeError``. The other test modules of the
+eager style use the future import, which is why this one must not.
+"""
+
+import torch
+
+import tilelang
+import tilelang.language as T
+
+
+def test_a_scalar_typed_in_the_signature_is_a_kernel_parameter():
+    @tilelang.jit(target="c", execution_backend="cython")
+    def scale(X, factor: T.float32, block: int = 128):
+        N = T.const("N")
+        X: T.Tensor[(N,), T.float32]
+        Y = T.empty((N,), T.float32)
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < N:
+                    Y[bx * block + i] = X[bx * block + i] * factor
+        return Y
+
+    x = torch.randn(300)
+    for factor in (0.5, 1.5, -2.0):
+        torch.testing.assert_close(scale(x, factor), x * factor)
+    assert len(scale.kernels) == 1
+    try:
+        scale(x, "2")
+    except TypeError as exc:
+        assert str(exc) == "scale() argument 'factor' (#1): expected a float, got str"
+    else:
+        raise AssertionError("a str factor was accepted")
+
+
+def test_a_prim_func_with_outputs_and_a_typed_scalar():
+    @T.prim_func
+    def shift(A: T.Tensor((4,), T.float32), s: T.float32):
+        B = T.empty((4,), T.float32)
+        with T.Kernel(1) as bx:
+            for i in T.serial(4):
+                B[i] = A[i] + s
+        return B
+
+    kernel = tilelang.compile(shift, target="c")
+    torch.testing.assert_close(kernel(torch.ones(4), 2.0), torch.full((4,), 3.0))
