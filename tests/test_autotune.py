@@ -467,3 +467,56 @@ def test_an_executor_stops_tuning_a_kernel_whose_inputs_cannot_be_generated(tmp_
     with ThreadPoolExecutor(max_workers=1) as pool:
         with pytest.raises(MissingTuningInputs, match=r"scalar parameter\(s\) s .*set_autotune_inputs"):
             tuner.run(executor=pool)
+
+
+_HELPER = """
+import tilelang.language as T
+
+@T.macro
+def body(A, B, i):
+    B[i] = A[i] * {factor}
+"""
+
+_TUNED = """
+import tilelang, tilelang.language as T
+from helper import body
+
+@tilelang.autotune(configs=[{"block": 8}, {"block": 16}], warmup=1, rep=2, skip_check=True, cache_key="v1")
+@tilelang.jit(out_idx=-1, target="c", execution_backend="cython")
+def scaled(N, block=8):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block)) as bx:
+            for i in T.serial(block):
+                if bx * block + i < N:
+                    body(A, B, bx * block + i)
+    return main
+"""
+
+_RUN = """
+import json, torch, tuned
+kernel = tuned.scaled(64)
+result, = tuned.scaled._tuner_cache.values()
+print(json.dumps({"value": kernel(torch.ones(64))[0].item(), "from_cache": result.from_cache}))
+"""
+
+
+@pytest.mark.slow
+def test_a_stored_result_notices_a_changed_helper_of_the_tuned_kernel(tmp_path):
+    """The stored result maps a call to the kernel cache key of its best kernel. A later process
+    loaded that kernel by the key, so when a T.macro in another module (outside the tuning key)
+    changed, it ran the old kernel: x2.0 after the helper said x3.0."""
+    (tmp_path / "tuned.py").write_text(_TUNED)
+    env = dict(os.environ, TILELANG_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(tmp_path))
+
+    def run(factor: str) -> dict:
+        (tmp_path / "helper.py").write_text(_HELPER.format(factor=factor))
+        done = subprocess.run([sys.executable, "-c", _RUN], env=env, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    assert run("2.0") == {"value": 2.0, "from_cache": False}
+    assert run("2.0") == {"value": 2.0, "from_cache": True}  # unchanged: the stored result is used
+    assert run("3.0") == {"value": 3.0, "from_cache": False}  # changed: tuned again, the new kernel
+    assert run("3.0") == {"value": 3.0, "from_cache": True}

@@ -8,8 +8,9 @@
 
 The directory, its privacy check, the ``tmp/`` staging area and the per-key ``fcntl`` locks are
 the kernel cache's own (:class:`~tilelang_core.cache.store.DiskCache`). A record names the kernel
-cache key of the best kernel; a later process loads that kernel from the kernel cache without
-tuning, lowering or compiling. Nothing is pickled: a record is JSON validated by pydantic, and a
+cache key of the best kernel; a later process defines that config's kernel again and finds it in
+the kernel cache without tuning, lowering or compiling (a different key means the kernel changed
+since it was tuned: the configs are tuned again). Nothing is pickled: a record is JSON validated by pydantic, and a
 record that does not validate is removed with a :class:`~tilelang_core.cache.CacheWarning` (the
 configs are then tuned again).
 """

@@ -622,23 +622,25 @@ class AutoTuner:
         store.save(doc)
 
     def _from_record(self, store: Any, key: str, configs: list[dict[str, Any]]) -> Optional[AutotuneResult]:
-        from .records import decode_config, load_cached_kernel
+        from .records import decode_config
 
         doc = store.load(key)
         if doc is None:
             return None
         config = decode_config(doc.best_config)
-        kernel = None
-        if doc.kernel_cache_key:
-            kernel = load_cached_kernel(doc.kernel_cache_key, doc.backend_name, doc.backend_version)
-        if kernel is None:
-            logger.info("tuned config %s of %s found, its kernel is not cached: compiling that config only", config,
-                        _name(self.fn))
-            resolved, record, _ = self._resolve()
-            kernel = self._build(config, self._compile_kwargs(resolved, record))
-            if kernel.cache_key and kernel.cache_key != doc.kernel_cache_key:
-                doc.kernel_cache_key = kernel.cache_key
-                store.save(doc)
+        # The kernel of the best config is defined again, not loaded by the stored kernel cache
+        # key: the key hashes the kernel's TIR, so code the tuned function calls (a T.macro or
+        # helper in another module, which the tuning key cannot see) is noticed when it changed.
+        # Unchanged, this is a kernel cache hit (no lowering, no compiling).
+        resolved, record, _ = self._resolve()
+        kernel = self._build(config, self._compile_kwargs(resolved, record))
+        if doc.kernel_cache_key and kernel.cache_key and kernel.cache_key != doc.kernel_cache_key:
+            logger.info("the kernel of %s's tuned config %s changed since it was tuned (code it calls, the compiler "
+                        "or the backend): tuning again", _name(self.fn), config)
+            return None
+        if kernel.cache_key and kernel.cache_key != doc.kernel_cache_key:
+            doc.kernel_cache_key = kernel.cache_key
+            store.save(doc)
         trials = [TrialResult(t.index, decode_config(t.config), t.status, t.latency, t.reason, t.worker) for t in doc.trials]
         best = TrialResult(doc.best_index, config, "ok", doc.latency)
         _annotate(kernel, best, doc.ref_latency)
