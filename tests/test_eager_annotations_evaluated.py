@@ -1,4 +1,4 @@
-"""Eager kernels in a module *without* ``from __future__ import annotations``.
+"""Eager kernels in a module *without* ``from __future__ import annotations``, and their call errors.
 
 There, ``factor: T.float32`` in a signature is the dtype object itself, not annotation text.
 T.float32 is a ``str`` subclass, so it was taken for a postponed annotation, evaluated as the
@@ -49,3 +49,26 @@ def test_a_prim_func_with_outputs_and_a_typed_scalar():
 
     kernel = tilelang.compile(shift, target="c")
     torch.testing.assert_close(kernel(torch.ones(4), 2.0), torch.full((4,), 3.0))
+
+
+def test_a_list_for_a_tensor_parameter_is_the_calling_conventions_type_error():
+    """It was an AttributeError ('list' object has no attribute 'shape') from reading T.const sizes."""
+
+    @tilelang.jit(target="c", execution_backend="cython")
+    def twice(X):
+        N = T.const("N")
+        X: T.Tensor[(N,), T.float32]
+        Y = T.empty((N,), T.float32)
+        with T.Kernel(1) as bx:
+            for i in T.serial(N):
+                Y[i] = X[i] * 2.0
+        return Y
+
+    for value, kind in (([1.0, 2.0], "list"), (3.0, "float")):
+        try:
+            twice(value)
+        except TypeError as exc:
+            assert str(exc) == f"twice() argument 'X' (#0): expected a torch.Tensor, got {kind}"
+        else:
+            raise AssertionError("accepted")
+    torch.testing.assert_close(twice(torch.ones(3)), torch.full((3,), 2.0))

@@ -77,6 +77,11 @@ def test_assert_allclose_passes_for_the_right_reference_and_catches_a_wrong_one(
         profiler.assert_allclose(few_wrong, max_mismatched_ratio=0.0)
     with pytest.raises(AssertionError, match="returned 1 output.*reference returned 2"):
         profiler.assert_allclose(lambda a, b: (a @ b, a))
+    with pytest.raises(AssertionError, match=r"C: kernel gave a tensor of shape \(64, 64\), reference gave 3 \(int, "
+                                             r"not a tensor\); the reference must return what the kernel returns"):
+        profiler.assert_allclose(lambda a, b: 3)
+    with pytest.raises(ValueError, match=r"max_mismatched_ratio must be a number in \[0, 1\].*got -1"):
+        profiler.assert_allclose(K.matmul_reference, max_mismatched_ratio=-1)
 
 
 def test_given_inputs_manual_check_consistency_and_run_once(mm):
@@ -167,6 +172,12 @@ def test_dynamic_dimensions_need_their_sizes():
     profiler.assert_allclose(K.matmul_reference, atol=1e-3)
     with pytest.raises(TensorSupplyError, match=r"dynamic_sizes\['m'\] must be a number"):
         kernel.get_profiler(dynamic_sizes={"m": "24"})
+    # a size no tensor can have: named, before torch is asked for it
+    for bad in (-5, 5.5):
+        with pytest.raises(TensorSupplyError, match=rf"tensor parameter 'A': dimension m has m = {bad} from the sizes "
+                                                    rf"given; sizes of tensor dimensions must be ints >= 0"):
+            kernel.get_profiler(dynamic_sizes={"m": bad}).do_bench(n_repeat=1)
+    assert kernel.get_profiler(dynamic_sizes={"m": 8.0})._get_inputs()[0].shape == (8, 16)
 
 
 def test_timer_selection_by_device_family():
@@ -205,6 +216,12 @@ def test_do_bench_argument_errors():
         do_bench(lambda: None, device="cpu", backend="event")
     with pytest.raises(BenchmarkError, match="device must be"):
         do_bench(lambda: None, device="quantum")
+    for name, value in (("warmup", float("nan")), ("rep", -1), ("warmup", float("inf")), ("rep", "100")):
+        with pytest.raises(BenchmarkError, match=rf"{name} must be a number of milliseconds >= 0, got"):
+            do_bench(lambda: None, device="cpu", **{name: value})
+    for name, value in (("n_repeat", -3), ("n_warmup", 2.5), ("_n_repeat", True)):
+        with pytest.raises(BenchmarkError, match=rf"{name} must be an int >= 0 \(0: from the milliseconds\), got"):
+            do_bench(lambda: None, device="cpu", **{name: value})
 
 
 def test_deadline_stops_benchmarking_between_calls():

@@ -428,6 +428,10 @@ class EagerFunction:
             value = bound.get(p)
             if value is None or not hasattr(decl, "shape"):
                 continue
+            if not hasattr(value, "shape"):  # a list or a number for a tensor: the calling convention's error
+                position = list(a.kernel_params).index(p)  # numbered as the kernel call numbers it
+                raise TypeError(f"{a.name}() argument '{p}' (#{position}): expected a torch.Tensor, got "
+                                f"{type(value).__name__}")
             _bind_consts(a.name, p, decl, value, symbols, consts)
         missing = [c for c in a.const_names if c not in consts]
         if missing:

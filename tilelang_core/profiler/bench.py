@@ -123,7 +123,8 @@ def do_bench(
         the estimate without the full measurement (the autotuner's ``early_stop``).
     :param deadline: a ``time.monotonic()`` value; past it :class:`BenchmarkTimeout` is raised
         between calls (a call that never returns cannot be interrupted).
-    :raises BenchmarkError: bad ``timer``, ``return_mode`` or ``quantiles``.
+    :raises BenchmarkError: bad ``timer``, ``return_mode`` or ``quantiles``; ``warmup``/``rep`` not
+        finite numbers >= 0, or call counts not ints >= 0.
     """
     if backend is not None:
         if timer != "auto" and timer != backend:
@@ -135,6 +136,13 @@ def do_bench(
         quantiles = list(quantiles)
         if not quantiles or not all(isinstance(q, (int, float)) and 0 <= q <= 1 for q in quantiles):
             raise BenchmarkError(f"quantiles must be numbers in [0, 1], got {quantiles!r}")
+    for name, value in (("warmup", warmup), ("rep", rep)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise BenchmarkError(f"{name} must be a number of milliseconds >= 0, got {value!r}")
+    for name, value in (("n_warmup", n_warmup), ("n_repeat", n_repeat), ("_n_warmup", _n_warmup),
+                        ("_n_repeat", _n_repeat)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise BenchmarkError(f"{name} must be an int >= 0 (0: from the milliseconds), got {value!r}")
     family, index = _family_and_index(device)
     kind = resolve_timer(timer, family)
     n_warmup = n_warmup or _n_warmup

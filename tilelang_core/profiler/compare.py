@@ -29,11 +29,29 @@ def assert_tensors_close(
 
     An element matches when ``|actual - expected| <= atol + rtol * |expected|`` (NaNs match
     NaNs). Shapes must be equal; dtypes and devices may differ (both sides are compared in a
-    common dtype on the CPU). float8 tensors are compared as float32.
+    common dtype on the CPU). float8 tensors are compared as float32. A tensor on one side and
+    something else on the other is an ``AssertionError`` saying so.
+
+    :raises ValueError: ``rtol``/``atol`` not numbers >= 0, or ``max_mismatched_ratio`` outside [0, 1].
     """
     import torch
 
-    if not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor):
+    for option, value in (("rtol", rtol), ("atol", atol)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise ValueError(f"{option} must be a number >= 0, got {value!r}")
+    if isinstance(max_mismatched_ratio, bool) or not isinstance(max_mismatched_ratio, (int, float)) or not (
+            0 <= max_mismatched_ratio <= 1):
+        raise ValueError(f"max_mismatched_ratio must be a number in [0, 1] (the share of elements allowed to differ), "
+                         f"got {max_mismatched_ratio!r}")
+    if isinstance(actual, torch.Tensor) != isinstance(expected, torch.Tensor):
+        def what(value: Any) -> str:
+            if isinstance(value, torch.Tensor):
+                return f"a tensor of shape {tuple(value.shape)}"
+            return f"{value!r} ({type(value).__name__}, not a tensor)"
+
+        raise AssertionError(f"{name}: {actual_name} gave {what(actual)}, {expected_name} gave {what(expected)}; "
+                             f"the reference must return what the kernel returns")
+    if not isinstance(actual, torch.Tensor):
         if actual != expected:
             raise AssertionError(f"{name}: {actual_name} gave {actual!r}, {expected_name} gave {expected!r}")
         return

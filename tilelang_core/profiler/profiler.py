@@ -167,7 +167,18 @@ class Profiler:
                 name = bound_by_scalar.get(index, param.name)
                 inputs.append(sizes[name] if name in sizes else sizes[param.name])
                 continue
+            for dim in param.shape:
+                for sym in sorted(free_symbols(dim)):
+                    size = sizes.get(sym)
+                    if size is not None and (not float(size).is_integer() or size < 0):  # numbers (checked above)
+                        raise TensorSupplyError(
+                            f"tensor parameter {param.name!r}: dimension {dim} has {sym} = {size!r} from the sizes "
+                            f"given; sizes of tensor dimensions must be ints >= 0"
+                        )
             shape = [evaluate(d, sizes) for d in param.shape]
+            if any(size < 0 for size in shape):
+                raise TensorSupplyError(f"tensor parameter {param.name!r}: shape {shape} from the sizes given has a "
+                                        f"negative dimension ({', '.join(f'{k}={v!r}' for k, v in sorted(sizes.items()))})")
             tensor = make_tensor(shape, param.dtype, self.supply_type, device)
             if param.strides is not None:
                 tensor = _with_strides(tensor, [evaluate(s, sizes) for s in param.strides])
