@@ -72,3 +72,21 @@ def test_a_list_for_a_tensor_parameter_is_the_calling_conventions_type_error():
         else:
             raise AssertionError("accepted")
     torch.testing.assert_close(twice(torch.ones(3)), torch.full((3,), 2.0))
+
+
+def test_an_output_shaped_by_a_scalar_parameter():
+    """TileLang's ``def kernel(m: T.int32)`` with ``B = T.empty([m + 1], ...)``: one kernel, its
+    output allocated for each call's ``m`` (before, ``m`` was a compile-time value by accident,
+    and with the annotation read as a scalar the prologue stopped with NameError: m)."""
+
+    @tilelang.jit(target="c", execution_backend="cython")
+    def iota(m: T.int32):
+        B = T.empty([m + 1], T.float32)
+        with T.Kernel(1, threads=1):
+            for i in T.serial(m + 1):
+                B[i] = T.cast(i, T.float32)
+        return B
+
+    for m in (23, 0, 5):
+        torch.testing.assert_close(iota(m), torch.arange(m + 1, dtype=torch.float32))
+    assert len(iota.kernels) == 1

@@ -287,6 +287,12 @@ class _Analysis:
         env_names = list(self.func.__code__.co_freevars) + self.compile_params + self.const_names
         if env_names:
             header.append(pad + "; ".join(f"{n} = {_ENV}[{n!r}]" for n in dict.fromkeys(env_names)))
+        # scalar kernel parameters the prologue or an output's shape reads (T.empty([m + 1], ...)):
+        # their variables, for the Python run here; the kernel's signature declares the parameters
+        read = set().union(set(), *(_names_in(stmt) for stmt in self.prologue), *(_names_in(call) for _, call in self.outputs))
+        scalars = [p for p in self.kernel_params if p in read and p not in env_names]
+        if scalars:
+            header.append(pad + "; ".join(f"{n} = {_ENV}.get({n!r})" for n in scalars))
         for stmt in self.prologue:
             if isinstance(stmt, ast.Assign) and _call_attr(stmt.value) == "const":
                 continue
@@ -447,10 +453,21 @@ class EagerFunction:
         """Run the prologue with each constant a symbol; the declarations of the kernel params."""
         from tvm import tirx
 
+        from ..language.dtypes import dtype
+
         a = self.analysis
         namespace = dict(self.func.__globals__)
         namespace.update(env)
         namespace[_TENSOR] = _tensor_decl
+        # A scalar kernel parameter (m: T.int32) is a variable: outputs may be shaped by it
+        # (B = T.empty([m + 1], ...)), and the kernel then allocates them for each call's m.
+        for p in a.kernel_params:
+            try:
+                declared = eval(compile(ast.Expression(a.annotations[p]), a.filename, "eval", dont_inherit=True), namespace)  # noqa: S307
+            except Exception:  # noqa: BLE001 - a tensor annotation over constants not bound yet
+                continue
+            if isinstance(declared, dtype):
+                env[p] = namespace[p] = tirx.Var(p, str(declared))
         symbols: dict[str, Any] = {}
         for stmt in a.prologue:
             if isinstance(stmt, ast.Assign) and _call_attr(stmt.value) == "const":

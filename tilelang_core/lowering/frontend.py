@@ -35,7 +35,7 @@ from .atomics import contains_atomics
 from ..language.tileops._common import collect, scope_of, substitute
 from .access_guards import guard_global_accesses
 from .markers import parallel_ndim, safe_value_marker
-from .signature import _to_int64
+from .signature import to_int64
 from .warp import refuse_grid_syncs, refuse_partial_warps, refuse_under_guard, resolve_thread_indices
 
 #: Marker names of the reducer operators (tilelang_core.language.tileops.reducer).
@@ -96,7 +96,7 @@ def _int32_safe(extent: Any) -> Any:
     then no block ran. The expression is evaluated in int64 and the count narrowed back."""
     if _int(extent) is not None or str(extent.ty.dtype) != "int32" or isinstance(extent, (tirx.Var, tirx.IntImm)):
         return extent
-    return tirx.Cast("int32", _to_int64(extent))
+    return tirx.Cast("int32", to_int64(extent))
 
 
 def _int(expr: Any) -> Optional[int]:
@@ -399,7 +399,7 @@ class Frontend:
                 product = None if product is None or _int(e) is None else product * _int(e)
             wide = product is None or product > INT32_MAX
             if wide:
-                extents = [_to_int64(e) for e in extents]
+                extents = [to_int64(e) for e in extents]
             block_var = tirx.Var("block_idx", "int64" if wide else "int32")
             extent = extents[0]
             for e in extents[1:]:

@@ -338,7 +338,7 @@ def index_plan(params: list, bits: int) -> tuple[set[int], dict[int, int]]:
     return widened, limits
 
 
-def _to_int64(expr: Any) -> Any:
+def to_int64(expr: Any) -> Any:
     """``expr`` computed in int64 from its leaves (not just cast at the end, which would overflow first)."""
     dtype = str(expr.ty.dtype)
     if dtype == "int64" or not (dtype.startswith("int") or dtype.startswith("uint")):
@@ -347,9 +347,9 @@ def _to_int64(expr: Any) -> Any:
     if kind == "IntImm":
         return tirx.IntImm("int64", int(expr.value))
     if kind in ("Add", "Sub", "Mul", "FloorDiv", "FloorMod", "Div", "Mod", "Min", "Max"):
-        return getattr(tirx, kind)(_to_int64(expr.a), _to_int64(expr.b))
+        return getattr(tirx, kind)(to_int64(expr.a), to_int64(expr.b))
     if kind == "Select":
-        return tirx.Select(expr.condition, _to_int64(expr.true_value), _to_int64(expr.false_value))
+        return tirx.Select(expr.condition, to_int64(expr.true_value), to_int64(expr.false_value))
     return tirx.Cast("int64", expr)
 
 
@@ -365,12 +365,12 @@ def widen_indices(func: tirx.PrimFunc, widened: set[int]) -> tirx.PrimFunc:
     def on_load(node):
         if not hit(node.source):
             return node
-        return tirx.BufferLoad(node.source, [_to_int64(i) for i in node.indices])
+        return tirx.BufferLoad(node.source, [to_int64(i) for i in node.indices])
 
     def on_store(node):
         if not hit(node.buffer):
             return node
-        return tirx.BufferStore(node.buffer, node.value, [_to_int64(i) for i in node.indices])
+        return tirx.BufferStore(node.buffer, node.value, [to_int64(i) for i in node.indices])
 
     import tvm_ffi
 
