@@ -67,7 +67,10 @@ class JITKernel:
             call = _refusal(artifact, backend, cannot_run)
         else:
             call = _with_pointer_arguments(runner, artifact, options)
-            if call is None:
+            listed = _outputs_in_listed_order(call, runner, options.out_idx)
+            if listed is not None:
+                call = listed
+            elif call is None:
                 call = runner if not hasattr(type(runner), "__get__") else staticmethod(runner)
         kernel_type = type(cls.__name__, (cls,), {"__call__": call, "__module__": cls.__module__, "__slots__": ()})
         kernel = kernel_type(runner, artifact, backend, options)
@@ -158,6 +161,29 @@ def _with_pointer_arguments(runner: Any, artifact: KernelArtifact, options: Buil
 
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
         return runner(*convert(args), **kwargs)
+
+    return __call__
+
+
+def _outputs_in_listed_order(call: Any, runner: Any, out_idx: Any) -> Any:
+    """The ``__call__`` of a kernel whose ``out_idx`` lists several outputs out of parameter order
+    (``out_idx=[-1, -2]``): backends return outputs in parameter order (docs/backend-conventions.md),
+    and this returns them in the order listed, as TileLang does (``c, b = kernel(a)``); None for
+    every other kernel, which keeps calling ``runner`` (or ``call``) directly."""
+    order = list(out_idx or ())
+    if len(order) < 2 or order == sorted(order):
+        return None
+    ranks = [sorted(order).index(i) for i in order]
+
+    if call is None:
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN202 - the plain call
+            return runner(*args, **kwargs)
+
+    inner = call
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        outputs = inner(self, *args, **kwargs)
+        return [outputs[r] for r in ranks]
 
     return __call__
 
