@@ -194,9 +194,11 @@ class Frontend:
         """Return ``func`` with its body rewritten."""
         from .logical import lower_logical_reductions
         from .loop_control import lower_loop_breaks
+        from .loop_steps import normalize_loop_steps
         from .persistent import expand_persistent_loops
 
         refuse_grid_syncs(func.body)  # T.sync_grid: no cooperative launch on any target (lowering/warp.py)
+        func = normalize_loop_steps(func, self.opt.func_location)  # range(start, stop, step) as Python runs it
         func = lower_loop_breaks(func, self.opt.func_location)  # before any loop is rewritten
         func = lower_logical_reductions(func, self.opt.gpu)  # T.any_of/T.all_of: trees, or loops before their statements
         func = expand_persistent_loops(func, self.opt.func_location)

@@ -117,7 +117,7 @@ from .vector import (
     sub2,
 )
 from .logical import all_of, any_of
-from .loops import Serial, Unroll, Vectorized, loop_break, unroll
+from .loops import Serial, Unroll, Vectorized, loop_break, serial, unroll
 from .launch import get_block_extent, get_block_extents, get_thread_extent, get_thread_extents
 from .indexing import index_to_coordinates
 from .pointers import access_ptr
@@ -236,6 +236,7 @@ __all__ = [
     "any_of",
     "loop_break",
     "Serial",
+    "serial",
     "Unroll",
     "unroll",
     "Vectorized",

@@ -40,6 +40,14 @@ def Serial(start: Any, stop: Any = None, step: Any = None, *, annotations: Optio
     return _B.serial(start, stop, annotations=annotations, step=step)
 
 
+def serial(start: Any, stop: Any = None, step: Any = None, *, annotations: Optional[dict] = None, unroll: Any = None,
+           dtype: Any = None):
+    """``for i in T.serial(start, stop, step)``: TVMScript's serial loop with TileLang's positional
+    ``step`` (TVMScript takes it by keyword only); ``range``'s meaning for every step, negative
+    ones included (lowering/loop_steps.py)."""
+    return _B.serial(start, stop, annotations=annotations, step=step, unroll=unroll, dtype=dtype)
+
+
 def Unroll(start: Any, stop: Any = None, step: Any = None, *, explicit: bool = False,  # noqa: N802
            unroll_factor: Any = None, annotations: Optional[dict] = None, dtype: Any = None):
     """``for i in T.Unroll(n)`` (also ``T.unroll``): TileLang's unrolled loop.
