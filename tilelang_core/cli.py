@@ -91,7 +91,12 @@ def _cmd_backends(args: argparse.Namespace) -> int:
 def _cmd_explain(args: argparse.Namespace) -> int:
     from .backends import explain_selection, get_registry
 
-    candidates = explain_selection(args.target, get_registry())
+    kind = _target_kind(args.target)
+    if kind is None:
+        print(f"tilelang: error: --target {args.target!r} is not a TVM target (a kind such as c, llvm, cuda, metal, "
+              f"rocm, or a target string such as 'cuda -arch=sm_90')", file=sys.stderr)
+        return 2
+    candidates = explain_selection(kind, get_registry())
     chosen = candidates[0].name if candidates and candidates[0].verdict == "chosen" else None
     if args.json:
         print(json.dumps({"target": args.target, "chosen": chosen, "candidates": [c.to_dict() for c in candidates]}, indent=2))
@@ -102,6 +107,18 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             print(f"  {c.name:<12} {c.verdict:<12} {prio:<13} {c.reason}")
     broken = any(c.verdict in ("broken", "incompatible") for c in candidates)
     return 1 if broken else 0
+
+
+def _target_kind(text: str) -> Optional[str]:
+    """The target kind of ``text`` (``"cuda -arch=sm_90"`` -> ``"cuda"``), or None when TVM knows no such target."""
+    try:
+        from tvm.target import Target
+
+        from .lowering.target import parse_target_string
+
+        return str(Target(parse_target_string(text)).kind.name)
+    except Exception:  # noqa: BLE001 - TVM's error for an unknown kind; the caller says what is wrong
+        return None
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
@@ -147,7 +164,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     try:
         code = int(args.func(args))
-    except TileLangError as exc:
+    except (TileLangError, OSError) as exc:  # OSError: a path that cannot be written or read
         print(f"tilelang: error: {exc}", file=sys.stderr)
         code = 1
     except BrokenPipeError:  # output piped into a pager or `head` that closed early

@@ -63,6 +63,11 @@ class FileDigest:
             raise ValueError(f"field 'sha256': must be 64 lowercase hex digits, got {self.sha256!r}")
 
 
+_BACKEND_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_DIST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")
+_VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}")
+
+
 @dataclass(kw_only=True, frozen=True)
 class BackendRef:
     """The backend that built (and can load) a saved kernel."""
@@ -73,6 +78,14 @@ class BackendRef:
     distribution: Optional[str] = None
     version: str
     plugin_api_version: int
+
+    def __post_init__(self) -> None:
+        # these reach messages such as "install it with: pip install <distribution>==<version>":
+        # only what a backend's real names and versions look like (PEP 508 names, PEP 440 versions)
+        for field, value, pattern in (("name", self.name, _BACKEND_NAME), ("distribution", self.distribution, _DIST_NAME),
+                                      ("version", self.version, _VERSION)):
+            if value is not None and not pattern.fullmatch(value):
+                raise ValueError(f"field 'backend.{field}': not a valid {field}, got {value!r}")
 
 
 @dataclass(kw_only=True, frozen=True)

@@ -47,6 +47,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 continue
             reason = f"  {result.reason}" if result.reason else ""
             print(f"{result.status.upper():<5} {result.check}{reason}", flush=True)
+    if args.check and not results:
+        print(f"tilelang: error: no check of {args.name} matches --check {' '.join(args.check)!r}; checks are named like "
+              f"'c:error:dtype' (all of them: tilelang backends check {args.name} --json)", file=sys.stderr)
+        return 2
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}
     if args.json:
         print(json.dumps({"backend": args.name, "counts": counts, "results": [r.to_dict() for r in results]}, indent=1))
@@ -62,6 +66,11 @@ def _cmd_new(args: argparse.Namespace) -> int:
 
     project = write_backend(args.name, args.path)
     print(f"wrote {project}")
+    from ..backends import get_registry
+
+    if get_registry().get(args.name) is not None:
+        print(f"note: a backend named {args.name!r} is installed already; two distributions with one name cannot be "
+              f"installed together (rename this one before installing it)")
     print(f"next: pip install {project} && tilelang backends check {args.name}")
     return 0
 

@@ -20,8 +20,10 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+import types
 from typing import Any, Callable, Optional, Sequence, Union
 
+from ..errors import TileLangError
 from .kernel import JITKernel
 from .outputs import OutIdx
 
@@ -143,6 +145,13 @@ class JitFunction:
             else:
                 return kernel(*args)
         return self._call_slow(args, kwargs)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        """On a class, ``@tilelang.jit`` methods bind like functions: ``m.k(4)`` calls ``k(m, 4)``
+        (the instance is then a compile-time value: one kernel per instance and arguments)."""
+        if obj is None:
+            return self
+        return types.MethodType(self, obj)
 
     @property
     def kernels(self) -> dict[Any, JITKernel]:
@@ -274,7 +283,19 @@ class JitFunction:
             target = self.options.get("target", "auto")
             if target == "auto":
                 target = DEVICE_TARGETS.get(device or "cpu", "auto")
-            kernel = self._build(tuple(specs), kwargs, target)
+            try:
+                kernel = self._build(tuple(specs), kwargs, target)
+            except TileLangError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - TVM's own error for a spec where a number was meant
+                given = ", ".join(f"#{i} ({s.dtype} tensor {tuple(s.shape)})" for i, s in enumerate(specs)
+                                  if isinstance(s, TensorSpec))
+                raise TypeError(
+                    f"{self.func.__name__}() was called with tensors (arguments {given}): the direct form passes "
+                    f"each as a T.Tensor spec to the function, and building its kernel failed ({type(exc).__name__}: "
+                    f"{exc}). If those parameters are sizes or other compile-time values, call "
+                    f"{self.func.__name__}(...) with them to get the kernel, then call the kernel with the tensors"
+                ) from exc
             with self._lock:
                 kernel = self._by_args.setdefault(key, kernel)
         if not kwargs and len(tensors) == len(args):

@@ -369,8 +369,12 @@ class EagerFunction:
 
     # the three entry points
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        kernel, bound = self._kernel_for(args, kwargs)
         a = self.analysis
+        kernel, bound = self._kernel_for(args, kwargs)
+        missing = [p for p in a.kernel_params if p not in bound]
+        if missing:  # Python's own wording (bind_partial lets the kernel's parameters be left out for compile())
+            raise TypeError(f"{a.name}() missing {len(missing)} required argument{'s' if len(missing) > 1 else ''}: "
+                            f"{', '.join(repr(p) for p in missing)}")
         inputs = [bound[p] for p in a.kernel_params]
         result = kernel(*inputs)
         if not a.returns:
@@ -445,6 +449,11 @@ class EagerFunction:
                 f"{a.name}(): cannot tell the value of T.const {', '.join(missing)}: pass tensors whose shapes give it, "
                 f"or give it by name ({a.name}.compile({missing[0]}=...))"
             )
+        for c in a.const_names:
+            value = consts[c]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise TypeError(f"{a.name}(): T.const {c} must be an int >= 0 (a size), got {type(value).__name__} "
+                                f"{value!r}")
         env.update({c: int(consts[c]) for c in a.const_names})
         key = (_freeze(tuple(bound.get(p) for p in a.compile_params)), tuple(env[c] for c in a.const_names))
         return key, env, bound
@@ -536,6 +545,9 @@ def _bind_consts(fname: str, param: str, decl: Any, value: Any, symbols: dict[st
     """Read each constant used as a dimension (or stride) of ``param`` from the argument ``value``."""
     from tvm import tirx
 
+    want, got = _dtype_text(decl), _dtype_text(value)
+    if want and got and want != got:  # a T.Tensor spec (f.compile) or a tensor of another dtype
+        raise ValueError(f"{fname}() argument '{param}': expected dtype {want}, got {got}")
     shape = [int(d) for d in value.shape] if not hasattr(value, "buffer_type") else [_int_or_none(d) for d in value.shape]
     strides = _strides_of(value)
     for what, dims, actual in (("dimension", list(decl.shape), shape), ("stride", list(decl.strides or []), strides)):
@@ -554,6 +566,15 @@ def _bind_consts(fname: str, param: str, decl: Any, value: Any, symbols: dict[st
                     )
             elif isinstance(dim, (int, tirx.IntImm)) and int(dim) != got:
                 raise TypeError(f"{fname}(): {param}'s {what} {i} is {got}, its annotation says {int(dim)}")
+
+
+def _dtype_text(x: Any) -> Optional[str]:
+    """The element dtype of a buffer, T.Tensor spec or torch tensor as text (``float32``), or None."""
+    ty = getattr(x, "ty", None)
+    if ty is not None and getattr(ty, "dtype", None) is not None:
+        return str(ty.dtype)
+    dtype = getattr(x, "dtype", None)
+    return None if dtype is None else str(dtype).replace("torch.", "")
 
 
 def _int_or_none(d: Any) -> Optional[int]:

@@ -48,8 +48,8 @@ def export_kernel(kernel: JITKernel, path: Union[str, os.PathLike], *, overwrite
         if not overwrite:
             raise FileExistsError(f"cannot export kernel {kernel.name!r} to {target}: it exists (pass overwrite=True)")
         _refuse_unless_export(kernel, target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    _make_parents(target.parent)
+    tmp = target.parent / f".{target.name[:64]}.tmp-{uuid.uuid4().hex[:8]}"  # short: a long name still fits
     tmp.mkdir(mode=0o755)
     try:
         E.write_entry(tmp, kernel.runner, kernel.artifact, kernel.options, record, kind="export")
@@ -90,6 +90,23 @@ def _why_not_an_export(target: Path) -> Optional[str]:
     return None
 
 
+def _make_parents(directory: Path) -> None:
+    """Create the missing folders of ``directory`` with mode 0755 whatever the umask: under umask
+    0002 they were group-writable, and ``tilelang.load`` then refused the export it had just made
+    (a folder others can write to on the way to native code, cache/trust.py)."""
+    missing = []
+    current = directory
+    while not os.path.lexists(current):
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir()
+            os.chmod(folder, 0o755)
+
+
 def _refuse_unless_export(kernel: JITKernel, target: Path) -> None:
     why = _why_not_an_export(target)
     if why is not None:
@@ -109,7 +126,7 @@ def _move_into_place(kernel: JITKernel, tmp: Path, target: Path) -> None:
     if not os.path.lexists(target):
         os.rename(tmp, target)
         return
-    old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+    old = target.parent / f".{target.name[:64]}.old-{uuid.uuid4().hex[:8]}"
     os.rename(target, old)
     why = _why_not_an_export(old)
     if why is not None:  # it changed between the first check and the move: put it back untouched

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import collections
+import functools
 import os
+import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Literal, Optional, Sequence, Union
 
 from ..errors import TileLangError
@@ -75,6 +78,11 @@ def par_compile(
 
     if errors not in ("raise", "return"):
         raise ValueError(f"errors must be 'raise' or 'return', got {errors!r}")
+    if _is_prim_func(funcs) or callable(funcs) or isinstance(funcs, (str, bytes)) or not hasattr(funcs, "__iter__"):
+        raise TypeError(f"par_compile: funcs must be a list of prim_funcs or of callables returning kernels, got "
+                        f"{type(funcs).__name__}; for one kernel use tilelang.compile, or pass [func]")
+    if num_workers is not None and (isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1):
+        raise ValueError(f"par_compile: num_workers must be an int >= 1 or None (the usable cores), got {num_workers!r}")
     items = list(funcs)
     options = dict(
         out_idx=out_idx,
@@ -107,10 +115,10 @@ def par_compile(
         if bar is not None:
             bar.update(1)
 
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tilelang-par-compile")
     abandoned = False
     try:
-        futures = {pool.submit(job, i, item): i for i, item in enumerate(items)}
+        submitted = _start_daemon_jobs([functools.partial(job, i, item) for i, item in enumerate(items)], workers)
+        futures = {future: i for i, future in enumerate(submitted)}
         pending = set(futures)
         while pending:
             done, pending = wait(pending, timeout=None if timeout is None else min(0.05, timeout), return_when=FIRST_COMPLETED)
@@ -132,13 +140,45 @@ def par_compile(
                         abandoned = True
                         fail(index, CompileTimeout(f"kernel {index} was still compiling after the timeout of {timeout} s"))
     finally:
-        pool.shutdown(wait=not abandoned, cancel_futures=abandoned)
+        if abandoned:  # jobs not started yet are dropped; those running finish in the background
+            for future in futures:
+                future.cancel()
         if bar is not None:
             bar.close()
     failures.sort(key=lambda f: f[0])
     if failures and errors == "raise":
         raise ParCompileError(failures, results)
     return results
+
+
+def _start_daemon_jobs(jobs: list, workers: int) -> list[Future]:
+    """Run ``jobs`` (callables) on ``workers`` daemon threads; one :class:`Future` per job.
+
+    Daemon threads, unlike a ``ThreadPoolExecutor``'s (joined when the interpreter exits), do not
+    keep the process alive: a build abandoned for its ``timeout`` cannot hold the program's exit.
+    A job whose future was cancelled before it started is skipped.
+    """
+    futures = [Future() for _ in jobs]
+    queue: "collections.deque[int]" = collections.deque(range(len(jobs)))
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                index = queue.popleft()
+            future = futures[index]
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(jobs[index]())
+            except BaseException as exc:  # noqa: BLE001 - delivered through the future
+                future.set_exception(exc)
+
+    for n in range(max(1, min(workers, len(jobs)))):
+        threading.Thread(target=worker, name=f"tilelang-par-compile-{n}", daemon=True).start()
+    return futures
 
 
 def _is_prim_func(item: Any) -> bool:

@@ -57,12 +57,18 @@ def plugin_source(name: str) -> str:
 def write_backend(name: str, path: Union[str, os.PathLike] = ".") -> Path:
     """Write the distribution of backend ``name`` under ``path``; returns its directory.
 
-    :raises ScaffoldError: ``name`` is not a lowercase identifier, or the directory exists.
+    :raises ScaffoldError: ``name`` is not a lowercase identifier or is ``auto``, ``path`` is a file,
+        or the directory exists.
     """
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name or "") or len(name) > 64:
         raise ScaffoldError(
             f"backend name must be a lowercase identifier (a letter, then letters, digits or underscores), got {name!r}"
         )
+    if name == "auto":
+        raise ScaffoldError("backend name 'auto' is reserved: execution_backend='auto' means the automatic choice, so a "
+                            "backend of that name could never be selected; choose another name")
+    if Path(path).exists() and not Path(path).is_dir():
+        raise ScaffoldError(f"--path {path} is a file; give a directory to write the distribution in")
     fields = _fields(name)
     project = Path(path) / fields["distribution"]
     if project.exists():
