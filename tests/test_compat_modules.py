@@ -212,3 +212,15 @@ def test_utils_tensor_supplies_inputs_for_kernel_parameters():
         get_tensor_supply(Kind.Randn)(params[2])
     with pytest.raises(TensorSupplyError, match=r"tensor_supply_type must be a TensorSupplyType"):
         get_tensor_supply("gaussian")
+
+
+def test_engine_callback_registrations_import_and_refuse():
+    """Upstream's gdn examples import register_cuda_postproc_callback unused: the import works;
+    a registration, which nothing here would honour, is refused."""
+    from tilelang.engine.callback import register_c_postproc, register_cuda_postproc_callback
+
+    with pytest.raises(NotImplementedError, match=r"register_cuda_postproc_callback: post-processing generated source "
+                                                  r"is not provided"):
+        register_cuda_postproc_callback(lambda code, target: code)
+    with pytest.raises(NotImplementedError, match="register_c_postproc"):
+        register_c_postproc(lambda code, target: code)

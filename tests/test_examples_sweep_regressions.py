@@ -48,6 +48,21 @@ def test_autotune_of_an_eager_jit_function_given_and_tuned():
     torch.testing.assert_close(tuned, x.max(dim=1).values)
 
 
+def test_autotuned_eager_function_compiles_with_its_constants_by_name():
+    """examples/blocksparse_gemm: ``f.compile(M=..., N=..., block_M=...)`` of an autotuned eager
+    function names its ``T.const`` values, as the eager ``compile`` does; the autotuner bound the
+    call to the signature alone ("got an unexpected keyword argument 'M'")."""
+    x = torch.randn(24, 12)
+    given = _row_max.compile(M=24, N=12, block=8)  # a config given: compiled directly
+    torch.testing.assert_close(given(x), x.max(dim=1).values)
+    tuned = _row_max.compile(M=24, N=12)  # tuned for these constants
+    torch.testing.assert_close(tuned(x), x.max(dim=1).values)
+    other = _row_max.compile(M=40, N=12)  # other constants: another tuning key, another kernel
+    assert other is not tuned
+    x = torch.randn(40, 12)
+    torch.testing.assert_close(other(x), x.max(dim=1).values)
+
+
 # -- workspace helpers of several C functions in one source ---------------------------------------
 
 

@@ -58,7 +58,7 @@ class AutoTuneImpl:
         self._tuned_call: dict[Any, str] = {}
         self._lock = threading.Lock()
         self.func = getattr(jit_impl, "func", jit_impl)
-        self.signature = inspect.signature(self.func)
+        self.signature = _with_const_keywords(inspect.signature(self.func), jit_impl)
         unknown = [n for n in self.do_not_specialize if n not in self.signature.parameters]
         if unknown:
             raise AutotuneConfigError(
@@ -288,3 +288,21 @@ def autotune(
 
 
 __all__ = ["AutoTuneImpl", "autotune"]
+
+
+def _with_const_keywords(signature: inspect.Signature, jit_impl: Any) -> inspect.Signature:
+    """``signature`` plus a keyword-only parameter per ``T.const`` of an eager-style function that
+    the signature does not take: ``f.compile(M=1024, N=1024, K=1024, block_M=...)`` names the
+    constants as the eager ``compile`` does, and they are part of the tuning key."""
+    eager = getattr(jit_impl, "_eager_function", None)
+    try:
+        analysis = eager().analysis if callable(eager) and eager() is not None else None
+    except Exception:  # noqa: BLE001 - not an eager function after all: the plain signature
+        analysis = None
+    params = list(signature.parameters.values())
+    if analysis is None or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return signature
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY) for name in analysis.const_names
+             if name not in signature.parameters]
+    return signature.replace(parameters=params + extra) if extra else signature
+
