@@ -6,6 +6,7 @@ covered by the tests marked `gpu`, skipped when torch.cuda.is_available() is Fal
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -128,3 +129,11 @@ def test_cuda_builds_here_and_exports_without_a_driver(tmp_path, monkeypatch):
     with pytest.raises(BackendUnavailableError, match="no CUDA driver on this machine.*export the kernel"):
         kernel(torch.zeros(256))
     assert (kernel.export(tmp_path / "k") / "backend" / "kernel.so").is_file()
+    # loaded back here, it refuses calls the same way (it said "expected a tensor on cuda, got cpu"),
+    # and it can be exported again
+    os.chmod(tmp_path, 0o755)
+    loaded = tilelang.load(tmp_path / "k")
+    with pytest.raises(BackendUnavailableError, match=r"main\(\) cannot run on this machine: no CUDA driver on this "
+                                                      r"machine .*load this export on a machine with an NVIDIA GPU"):
+        loaded(torch.zeros(256))
+    assert (loaded.export(tmp_path / "again") / "backend" / "kernel.so").is_file()

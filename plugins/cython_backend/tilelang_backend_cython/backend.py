@@ -189,6 +189,40 @@ def load(artifact: KernelArtifact, directory: Path, options: BuildOptions) -> An
                             f"({expected[:12]}...) as saved with it; recompile the kernel")
     source = directory / record["source"] if record.get("source") else None
     try:
-        return kernel_from_plan(plan, library, source, load_as=load_as)
+        kernel = kernel_from_plan(plan, library, source, load_as=load_as)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ArtifactError(f"cannot load cython kernel from {directory}: {exc}; recompile the kernel") from None
+    if plan.get("device") == "cuda":
+        problem = cuda_run_problem()
+        if problem is not None:  # an export loaded where it cannot run: say so, not "expected a tensor on cuda"
+            return _RefusesCalls(kernel, f"{artifact.name}() cannot run on this machine: {problem}; load this "
+                                         f"export on a machine with an NVIDIA GPU and its driver")
+    return kernel
+
+
+def cuda_run_problem() -> Optional[str]:
+    """Why CUDA kernels cannot run here (no driver, no device), or None when they can."""
+    import ctypes
+
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return "no CUDA driver on this machine (libcuda.so.1 cannot be loaded)"
+    count = ctypes.c_int(0)
+    if libcuda.cuInit(0) != 0 or libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+        return "no CUDA device on this machine (the CUDA driver reports none)"
+    return None
+
+
+class _RefusesCalls:
+    """A loaded kernel that cannot run here: calls raise ``BackendUnavailableError``; ``meta``
+    (what :func:`save` reads) is the real kernel's, so it can still be exported again."""
+
+    def __init__(self, kernel: Any, message: str) -> None:
+        self.meta = getattr(kernel, "meta", None)
+        self._message = message
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from tilelang_core.errors import BackendUnavailableError
+
+        raise BackendUnavailableError(self._message)

@@ -79,15 +79,11 @@ def tilelang_backend_probe(target_kind: str) -> Any:
     if not _torch_has_exchange_api():
         return Availability.no("torch is too old: the cython backend needs torch.Tensor.__dlpack_c_exchange_api__ (torch>=2.10)")
     if target_kind == "cuda":
-        import ctypes
+        from .backend import cuda_run_problem
 
-        try:
-            libcuda = ctypes.CDLL("libcuda.so.1")
-        except OSError:
-            return Availability.build_only_because("no CUDA driver on this machine (libcuda.so.1 cannot be loaded)")
-        count = ctypes.c_int(0)
-        if libcuda.cuInit(0) != 0 or libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
-            return Availability.build_only_because("no CUDA device on this machine (the CUDA driver reports none)")
+        problem = cuda_run_problem()
+        if problem is not None:
+            return Availability.build_only_because(problem)
     return Availability.yes()
 
 
