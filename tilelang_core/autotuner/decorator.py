@@ -296,7 +296,7 @@ def _with_const_keywords(signature: inspect.Signature, jit_impl: Any) -> inspect
     constants as the eager ``compile`` does, and they are part of the tuning key."""
     eager = getattr(jit_impl, "_eager_function", None)
     try:
-        analysis = eager().analysis if callable(eager) and eager() is not None else None
+        analysis = getattr(eager(), "analysis", None) if callable(eager) else None
     except Exception:  # noqa: BLE001 - not an eager function after all: the plain signature
         analysis = None
     params = list(signature.parameters.values())

@@ -34,9 +34,10 @@ TAG_TEXT = (TAG_SIGNATURE.decode() + "\n# This file is a cache directory tag cre
 _LEGACY_REQUIRED = frozenset({"kernels", "tmp", "locks"})
 _LEGACY_OPTIONAL = frozenset({"autotune"})
 
+#: A tag another process is writing under a temporary name (:func:`claim` renames it into place).
+_TAG_BEING_WRITTEN = re.compile(r"\.CACHEDIR\.TAG\.\d+\.[0-9a-f]{8}")
 #: Names the cache gives what it writes in ``tmp/``: an entry being saved (``<key>.<pid>.<8 hex>``),
 #: an entry being discarded (``trash.<32 hex>``), a tuning record being saved.
-_TAG_BEING_WRITTEN = re.compile(r"\.CACHEDIR\.TAG\.\d+\.[0-9a-f]{8}")
 _TMP_NAMES = re.compile(r"(?:[0-9a-f]{64}\.\d+\.[0-9a-f]{8}|trash\.[0-9a-f]{32}|autotune-[0-9a-f]{64}\.\d+\.[0-9a-f]{8}\.json)")
 
 

@@ -365,16 +365,13 @@ class EagerFunction:
         self.func = func
         self.options = options
         self._kernels: dict[Any, Any] = {}
+        self._annotation_codes: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     # the three entry points
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         a = self.analysis
-        kernel, bound = self._kernel_for(args, kwargs)
-        missing = [p for p in a.kernel_params if p not in bound]
-        if missing:  # Python's own wording (bind_partial lets the kernel's parameters be left out for compile())
-            raise TypeError(f"{a.name}() missing {len(missing)} required argument{'s' if len(missing) > 1 else ''}: "
-                            f"{', '.join(repr(p) for p in missing)}")
+        kernel, bound = self._kernel_for(args, kwargs, calling=True)
         inputs = [bound[p] for p in a.kernel_params]
         result = kernel(*inputs)
         if not a.returns:
@@ -398,8 +395,14 @@ class EagerFunction:
         return dict(self._kernels)
 
     # the work
-    def _kernel_for(self, args: tuple, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    def _kernel_for(self, args: tuple, kwargs: dict[str, Any], calling: bool = False) -> tuple[Any, dict[str, Any]]:
+        """The kernel for these arguments and the bound arguments; ``calling``: every kernel
+        parameter must be given (``compile()`` may leave them out), checked before compiling."""
         key, env, bound = self._specialise(args, kwargs)
+        missing = [p for p in self.analysis.kernel_params if p not in bound] if calling else []
+        if missing:  # Python's own wording (bind_partial lets the kernel's parameters be left out for compile())
+            raise TypeError(f"{self.analysis.name}() missing {len(missing)} required argument"
+                            f"{'s' if len(missing) > 1 else ''}: {', '.join(repr(p) for p in missing)}")
         kernel = self._kernels.get(key)
         if kernel is None:
             from .compile import compile as tl_compile
@@ -470,12 +473,14 @@ class EagerFunction:
         namespace[_TENSOR] = _tensor_decl
         # A scalar kernel parameter (m: T.int32) is a variable: outputs may be shaped by it
         # (B = T.empty([m + 1], ...)), and the kernel then allocates them for each call's m.
+        decls: dict[str, Any] = {}
         for p in a.kernel_params:
             try:
-                declared = eval(compile(ast.Expression(a.annotations[p]), a.filename, "eval", dont_inherit=True), namespace)  # noqa: S307
+                declared = eval(self._annotation_code(p), namespace)  # noqa: S307 - the user's own annotation
             except Exception:  # noqa: BLE001 - a tensor annotation over constants not bound yet
                 continue
             if isinstance(declared, dtype):
+                decls[p] = declared
                 env[p] = namespace[p] = tirx.Var(p, str(declared))
         symbols: dict[str, Any] = {}
         for stmt in a.prologue:
@@ -484,10 +489,19 @@ class EagerFunction:
                     symbols[name] = namespace[name] = tirx.Var(name, "int32")
                 continue
             exec(compile(ast.Module([stmt], []), a.filename, "exec", dont_inherit=True), namespace)  # noqa: S102 - the user's own prologue
-        decls = {}
         for p in a.kernel_params:
-            decls[p] = eval(compile(ast.Expression(a.annotations[p]), a.filename, "eval", dont_inherit=True), namespace)  # noqa: S307
+            if p not in decls:  # tensors: their annotations may use the constants and symbols just bound
+                decls[p] = eval(self._annotation_code(p), namespace)  # noqa: S307 - the user's own annotation
         return symbols, decls
+
+    def _annotation_code(self, param: str) -> Any:
+        """The compiled annotation of kernel parameter ``param`` (compiled once per function)."""
+        code = self._annotation_codes.get(param)
+        if code is None:
+            a = self.analysis
+            code = self._annotation_codes[param] = compile(ast.Expression(a.annotations[param]), a.filename, "eval",
+                                                           dont_inherit=True)
+        return code
 
     def _prim_func(self, env: dict[str, Any]) -> Any:
         from ..language.core import SOURCE_LOCATION_ATTR, prim_func

@@ -23,6 +23,7 @@ Output: ordinary TIR that TVM's passes understand:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -396,10 +397,8 @@ class Frontend:
             # axes', exceeds int32 for valid grids (65536 x 32769): unless the product is a
             # small constant, the flat index is int64 and each axis index is narrowed from it.
             extents = [loop.extent for loop in loops]
-            product = 1
-            for e in extents:
-                product = None if product is None or _int(e) is None else product * _int(e)
-            wide = product is None or product > INT32_MAX
+            statics = [_int(e) for e in extents]
+            wide = None in statics or math.prod(statics) > INT32_MAX
             if wide:
                 extents = [to_int64(e) for e in extents]
             block_var = tirx.Var("block_idx", "int64" if wide else "int32")

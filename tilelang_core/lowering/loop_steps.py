@@ -22,11 +22,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import LoweringError
-from ..language.tileops._common import substitute
-
-
-def _constant(expr: Any) -> Any:
-    return int(expr.value) if isinstance(expr, tirx.IntImm) else None
+from ..language.tileops._common import static_int, substitute
 
 
 def _count(extent: Any, step: Any) -> Any:
@@ -34,7 +30,7 @@ def _count(extent: Any, step: Any) -> Any:
     dtype = str(extent.ty.dtype)
     one = tirx.IntImm(dtype, 1)
     zero = tirx.IntImm(dtype, 0)
-    s = _constant(step)
+    s = static_int(step)
     if s is not None:
         if s > 0:
             return tirx.max(tirx.floordiv(extent + (s - 1), tirx.IntImm(dtype, s)), zero)
@@ -56,11 +52,11 @@ def normalize_loop_steps(func: tirx.PrimFunc, location: str) -> tirx.PrimFunc:
 
     def on_for(loop: Any) -> Any:
         step = loop.step
-        stepped = step is not None and _constant(step) != 1
-        shifted = loop.kind == tirx.ForKind.PARALLEL and _constant(loop.min) != 0
+        stepped = step is not None and static_int(step) != 1
+        shifted = loop.kind == tirx.ForKind.PARALLEL and static_int(loop.min) != 0
         if not stepped and not shifted:
             return loop
-        if stepped and _constant(step) == 0:
+        if stepped and static_int(step) == 0:
             raise LoweringError(f"{location}: the loop over '{loop.loop_var.name}' has step 0; a step must not be 0 "
                                 "(as in Python's range)")
         dtype = str(loop.loop_var.ty.dtype)

@@ -64,8 +64,10 @@ def write_backend(name: str, path: Union[str, os.PathLike] = ".") -> Path:
         raise ScaffoldError(
             f"backend name must be a lowercase identifier (a letter, then letters, digits or underscores), got {name!r}"
         )
-    if name == "auto":
-        raise ScaffoldError("backend name 'auto' is reserved: execution_backend='auto' means the automatic choice, so a "
+    from ..backends.selection import AUTO
+
+    if name == AUTO:
+        raise ScaffoldError(f"backend name {AUTO!r} is reserved: execution_backend='auto' means the automatic choice, so a "
                             "backend of that name could never be selected; choose another name")
     if Path(path).exists() and not Path(path).is_dir():
         raise ScaffoldError(f"--path {path} is a file; give a directory to write the distribution in")

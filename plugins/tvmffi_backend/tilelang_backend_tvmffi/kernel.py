@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import math
 import operator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -488,8 +489,8 @@ class _CallPlan:
             # the C entry's compact-stride check refuses it, unless it has at most one element:
             # such tensors take the general path, which refuses it with the fix (.resolve_neg()).
             if isinstance(p, TensorParam) and p.strides is None:
-                static = _static_nbytes(p)
-                if static is None or static <= _element_bytes(p.dtype):
+                static = math.prod(p.shape) if all(isinstance(d, int) for d in p.shape) else None
+                if static is None or static <= 1:
                     conds.append(f"(a{j}.numel() > 1 or not a{j}.is_neg())")
         for j, (_, p) in enumerate(self.inputs):
             if isinstance(p, ScalarParam):  # exact Python types only; others are converted by _slow
@@ -755,14 +756,6 @@ class _CallPlan:
 
         s = stream if isinstance(stream, torch.cuda.Stream) else torch.cuda.ExternalStream(handle, device=device)
         return tvm_ffi.use_torch_stream(torch.cuda.stream(s))
-
-
-def _element_bytes(dtype: str) -> int:
-    """Bytes of one element of ``dtype`` (1 for sub-byte and unknown dtypes)."""
-    import re
-
-    m = re.fullmatch(r"[a-z_]*?(\d+)(?:_\w+)?(?:x(\d+))?", dtype)
-    return 1 if m is None else max(1, (int(m.group(1)) * int(m.group(2) or 1) + 7) // 8)
 
 
 def _static_nbytes(p: TensorParam) -> Optional[int]:

@@ -34,18 +34,17 @@ class _ValueLoweringError(LoweringError, ValueError):
     """A bad argument that TileLang reports with ``ValueError``."""
 
 
-def Serial(start: Any, stop: Any = None, step: Any = None, *, annotations: Optional[dict] = None):  # noqa: N802
-    """``for i in T.Serial(n)``: TileLang's name of ``T.serial`` (``range(start, stop, step)``, one
-    iteration after the other on every target)."""
-    return _B.serial(start, stop, annotations=annotations, step=step)
-
-
 def serial(start: Any, stop: Any = None, step: Any = None, *, annotations: Optional[dict] = None, unroll: Any = None,
            dtype: Any = None):
-    """``for i in T.serial(start, stop, step)``: TVMScript's serial loop with TileLang's positional
-    ``step`` (TVMScript takes it by keyword only); ``range``'s meaning for every step, negative
-    ones included (lowering/loop_steps.py)."""
+    """``for i in T.serial(start, stop, step)`` (also ``T.Serial``, TileLang's capitalised name):
+    TVMScript's serial loop with TileLang's positional ``step`` (TVMScript takes it by keyword
+    only), one iteration after the other on every target; ``range``'s meaning for every step,
+    negative ones included (lowering/loop_steps.py)."""
     return _B.serial(start, stop, annotations=annotations, step=step, unroll=unroll, dtype=dtype)
+
+
+#: TileLang's capitalised name of :func:`serial`.
+Serial = serial
 
 
 def Unroll(start: Any, stop: Any = None, step: Any = None, *, explicit: bool = False,  # noqa: N802
