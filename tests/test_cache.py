@@ -354,3 +354,16 @@ def test_leftovers_of_killed_writers_are_removed_after_a_day(env):
     os.utime(old, (two_days_ago, two_days_ago))
     fresh(env).get_or_build(key_of("b"), env.record, env.builder())
     assert not old.exists() and recent.exists()
+
+
+def test_info_says_which_entries_belong_to_a_backend_that_is_not_installed(env):
+    import tilelang
+
+    fresh(env).get_or_build(key_of("gone"), env.record, env.builder())
+    assert tilelang.cache.info()["backends"]["pyadd 1.0.0"]["installed"] == "1.0.0"
+    tl = [sys.executable, "-m", "tilelang", "cache", "info"]
+    penv = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # pyadd's site is not on this path
+    text = subprocess.run(tl, capture_output=True, text=True, env=penv, check=True).stdout
+    assert "pyadd 1.0.0" in text and "(not installed: never loaded; `tilelang cache clear` removes them)" in text, text
+    data = json.loads(subprocess.run([*tl, "--json"], capture_output=True, text=True, env=penv, check=True).stdout)
+    assert data["backends"]["pyadd 1.0.0"]["installed"] is None

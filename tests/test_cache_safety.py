@@ -117,7 +117,8 @@ def test_info_reports_junk_apart_from_entries_and_clear_unlinks_it(env):
     (kernels / "mine" / "data.bin").write_bytes(b"a folder the cache did not make")
 
     data = tilelang.cache.info()
-    assert data["entries"] == 1 and data["backends"] == {"pyadd 1.0.0": {"entries": 1, "bytes": data["bytes"], "compiled_at_load": 0}}
+    assert data["entries"] == 1 and data["backends"] == {"pyadd 1.0.0": {"entries": 1, "bytes": data["bytes"], "compiled_at_load": 0,
+                                                                      "installed": "1.0.0"}}
     kinds = {Path(j["path"]).name: j["kind"] for j in data["junk"]}
     assert kinds == {
         "README": "a regular file",
@@ -417,3 +418,38 @@ def test_disk_full_while_cython_saves_warns_and_keeps_the_backend(tmp_path, monk
     assert result["saved"] is False and result["status"] == "ok" and result["ok"], result
     assert any(w.startswith("CacheWarning") and "File too large" in w for w in result["warnings"]), result
     assert not list((tmp_path / "cache" / "tmp").iterdir())
+
+
+def lock_path(env, name="k") -> Path:
+    return env.cache_dir / "locks" / f"{key_of(name)}.lock"
+
+
+def test_a_link_in_place_of_a_lock_file_is_replaced_never_followed(env, tmp_path):
+    fresh(env).disk.prepare()
+    outside = tmp_path / "user" / "notes.txt"
+    outside.parent.mkdir()
+    lock_path(env).symlink_to(outside)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a link in locks/ is replaced quietly
+        run(fresh(env).get_or_build(key_of("k"), env.record, env.builder()))
+    assert not outside.exists(), "the lock was created through the link, outside the cache"
+    assert lock_path(env).is_file() and not lock_path(env).is_symlink()
+    outside.write_text("mine")
+    lock_path(env).unlink()
+    lock_path(env).symlink_to(outside)
+    run(fresh(env).get_or_build(key_of("k2"), env.record, env.builder()))  # another key: this link stays
+    with fresh(env).disk.lock(key_of("k")):
+        pass
+    assert outside.read_text() == "mine"
+
+
+def test_a_lock_file_that_cannot_be_made_warns_and_the_kernel_still_builds_and_saves(env):
+    fresh(env).disk.prepare()
+    lock_path(env).mkdir()  # a folder where the lock file goes (a tool's leftover)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run(fresh(env).get_or_build(key_of("k"), env.record, env.builder()))
+    texts = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    assert len(texts) == 1 and "lock file for key" in texts[0] and "Is a directory" in texts[0], texts
+    assert (fresh(env).disk.entry_dir(key_of("k")) / E.META_FILE).is_file()
+    assert lock_path(env).is_dir()

@@ -78,3 +78,16 @@ def test_a_dtype_torch_does_not_have_is_refused_when_the_checker_is_made():
     odd = art.replace(params=[dataclasses.replace(art.params[0], dtype="float13"), *art.params[1:]])
     with pytest.raises(BuildError, match=r"^main: parameter 'A' has dtype 'float13', which has no torch equivalent"):
         CallChecker(odd)
+
+
+def test_check_status_takes_a_function_for_the_assertion_text_and_says_so_when_given_text():
+    art = lower(vadd(16), target="c")
+    call = CallChecker(art).bind((torch.zeros(16), torch.zeros(16), torch.zeros(16)))
+    call.check_status(0, "ignored: the status is 0")
+    with pytest.raises(RuntimeError, match=r"^main\(\) failed: T.device_assert failed at x.py:3: no$"):
+        call.check_status(-3, lambda: b"T.device_assert failed at x.py:3: no")
+    with pytest.raises(RuntimeError, match=r"^main\(\) failed: the kernel returned error code -3$"):
+        call.check_status(-3)
+    with pytest.raises(TypeError, match=r"check_status: assert_message must be a function that returns the "
+                                        r"assertion's text .* got str 'main_assert_message'; this is a bug in the backend"):
+        call.check_status(-3, "main_assert_message")

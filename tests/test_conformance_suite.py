@@ -30,6 +30,11 @@ BUGS = {
     # a backend that trusts 32-bit indices: it would read 2**31 elements and allocate 8 GiB
     "kitindex": {CALL: "        self.checker._limit = {}\n" + CALL},
     "kitheavy": {"from tilelang_core.hookspecs import hookimpl\n": "import torch\nfrom tilelang_core.hookspecs import hookimpl\n"},
+    # value-changing flags: NaN no longer compares unequal to itself
+    "kitfastmath": {'"-O2", "-fPIC"': '"-O2", "-ffast-math", "-fPIC"'},
+    # a failed T.device_assert's text is dropped: the status -3 alone is reported
+    "kitnoassert": {"call.check_status(self.function(*values), self.assert_message)":
+                    "call.check_status(self.function(*values))"},
 }
 
 
@@ -194,9 +199,11 @@ def test_command_line(installed):
 def test_pytest_plugin(installed, tmp_path):
     cmd = [sys.executable, "-m", "pytest", "-p", "tilelang_core.conformance", "-q", "-p", "no:cacheprovider",
            "--tilelang-check", "declaration"]
+    (tmp_path / "test_unrelated.py").write_text("raise SystemExit('collected a test file of the folder')\n")
     good = subprocess.run([*cmd, "--tilelang-check", "error:count", "--tilelang-backend", "kitok"],
                           capture_output=True, text=True, cwd=tmp_path)
     assert good.returncode == 0 and "3 passed" in good.stdout, good.stdout[-2000:]  # + count_outputs
+    assert "error" not in good.stdout, good.stdout[-2000:]  # the folder's test files are not collected
     bad = subprocess.run([*cmd, "--tilelang-backend", "kitheavy"], capture_output=True, text=True, cwd=tmp_path)
     assert bad.returncode == 1 and "1 failed" in bad.stdout and "torch: import them inside the hooks" in bad.stdout, (
         bad.stdout[-2000:])
@@ -229,3 +236,29 @@ def test_expected_device_messages_name_the_torch_device_type():
     row = next(r for r in error_table.ROWS if r.id == "device")
     assert [_param_device(k) for k in ("c", "llvm", "cuda", "metal")] == ["cpu", "cpu", "cuda", "mps"]
     assert row.expected(_param_device("metal")).endswith("expected a tensor on mps, got cpu")
+
+
+@pytest.mark.slow
+def test_value_changing_flags_fail_the_ieee_check(installed):
+    assert run("kitok", "kernel:ieee")["c:kernel:ieee"].status == "pass"
+    bad = run("kitfastmath", "kernel:ieee")["c:kernel:ieee"]
+    assert bad.status == "fail" and "NaN compares unequal to itself" in bad.reason and "-ffast-math" in bad.reason, bad
+
+
+@pytest.mark.slow
+def test_a_dropped_assertion_message_fails_the_device_assert_check(installed):
+    assert run("kitok", "kernel:device_assert")["c:kernel:device_assert"].status == "pass"
+    bad = run("kitnoassert", "kernel:device_assert")["c:kernel:device_assert"]
+    assert bad.status == "fail", bad
+    assert "a failed T.device_assert raised RuntimeError('positive() failed: the kernel returned error code -3')" in bad.reason
+
+
+def test_fresh_processes_load_the_installed_backend_not_a_source_folder_in_the_working_directory(
+        installed, tmp_path, monkeypatch):
+    shadow = tmp_path / "tilelang_backend_kitok"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise ImportError('the source folder was imported')\n")
+    (shadow / "plugin.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    result = run("kitok", "declaration")["declaration"]
+    assert result.status == "pass", result.reason

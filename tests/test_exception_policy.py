@@ -265,3 +265,41 @@ def test_auto_reraises_the_best_backends_error_with_its_cause(site):
             tilelang.compile(kernel(), target="c")
     assert isinstance(info.value.__cause__, AttributeError)
     assert not isinstance(info.value.__context__, BuildError)
+
+
+def test_a_hook_function_without_the_hookimpl_decorator_is_named_in_the_reason(site):
+    undecorated = """
+def tilelang_backend_build(artifact, options):
+    return None
+"""
+    install(site, "plain", undecorated, 900, build_hook=False)
+    reason = get_registry().get("plain").reason
+    assert "does not implement the required hook tilelang_backend_build" in reason
+    assert "tilelang_backend_build is defined, but without the @hookimpl decorator" in reason
+
+
+def test_a_misspelled_hook_is_broken_with_the_nearest_hook_name(site):
+    misspelled = """
+@hookimpl
+def tilelang_backend_laod(artifact, directory, options):
+    return None
+"""
+    install(site, "typo", misspelled, 900)
+    record = get_registry().get("typo")
+    assert record.status == "broken"
+    assert "unknown hook 'tilelang_backend_laod' (did you mean 'tilelang_backend_load'?)" in record.reason
+    assert "\n" not in record.reason
+
+
+def test_a_hook_with_an_argument_the_specification_lacks_names_the_specification(site):
+    renamed = """
+@hookimpl
+def tilelang_backend_build(artifact, opts):
+    return None
+"""
+    install(site, "renamed", renamed, 900, build_hook=False)
+    record = get_registry().get("renamed")
+    assert record.status == "broken"
+    assert ("tilelang_backend_build(artifact, opts): argument(s) {'opts'} are not in the specification; "
+            "the specification is tilelang_backend_build(artifact, options)") in record.reason
+    assert "\n" not in record.reason

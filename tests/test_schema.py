@@ -89,6 +89,7 @@ CASES = [
     (BackendSpec, {**SPEC, "targets": {"quantum": {"priority": 1, "consumes": ["device_source"]}}}),
     (BackendSpec, {**SPEC, "targets": {"c": {"priority": 1, "consumes": []}}}),
     (BackendSpec, {**SPEC, "plugin_api_version": 0}),
+    (BackendSpec, _with(SPEC, "targets.c.dtypes", ["fp32", "float32"])),
     (Availability, {"available": False, "reason": "no driver"}),
     (Availability, {"available": "perhaps"}),
 ]
@@ -135,6 +136,10 @@ def test_errors_name_the_field_and_what_was_given():
     with pytest.raises(ValidationError) as info:
         schema.validate_python(BackendSpec, {**SPEC, "name": "Bad-Name"})
     assert "field 'name': must be a lowercase identifier" in schema.error_summary(info.value)
+    with pytest.raises(ValidationError) as info:
+        schema.validate_python(BackendSpec, _with(SPEC, "targets.c.dtypes", ["float32", "fp32", "float16x2"]))
+    assert "field 'dtypes': unknown dtype name(s) ['fp32']; use TVM's names" in schema.error_summary(info.value)
+    assert schema.validate_python(BackendSpec, _with(SPEC, "targets.c.dtypes", ["float16x2", "bool"])).targets["c"].dtypes
 
 
 def test_json_round_trip_and_direct_construction_checks():

@@ -173,6 +173,11 @@ class BoundCall:
         if not status:
             return
         if status == DEVICE_ASSERT_FAILED and assert_message is not None:
+            if not callable(assert_message):
+                raise TypeError(
+                    f"check_status: assert_message must be a function that returns the assertion's "
+                    f"text (calling.ctypes_assert_message(library, entry) makes one for a ctypes library), "
+                    f"got {type(assert_message).__name__} {assert_message!r:.80}; this is a bug in the backend")
             text = assert_message()
             if isinstance(text, bytes):
                 text = text.decode("utf-8", "replace")

@@ -16,6 +16,8 @@ from typing import Annotated, Literal, Optional, Union
 
 from annotated_types import Ge, MaxLen, MinLen
 
+from .dtype_names import SCALAR_DTYPES, is_canonical_dtype
+
 #: TVM target kinds a backend may declare (``tvm.target.Target(...).kind.name``), kept here so
 #: validating a declaration does not import TVM. ``hip`` is accepted as a synonym of ``rocm``.
 KNOWN_TARGET_KINDS: tuple[str, ...] = (
@@ -132,7 +134,7 @@ class TargetCapability:
     allocates_outputs: bool = True
     """Supports out_idx (allocates outputs)."""
     dtypes: Union[Literal["all"], list[str]] = "all"
-    """Tensor and scalar dtypes accepted; tilelang.compile refuses a parameter of another dtype (BackendCapabilityError), before lowering when the kernel declares it."""
+    """Tensor and scalar dtypes accepted, by TVM's names ('float32', 'bfloat16', 'float16x2'; another name makes the declaration invalid); tilelang.compile refuses a parameter of another dtype (BackendCapabilityError), before lowering when the kernel declares it."""
     platforms: Union[Literal["all"], list[Platform]] = "all"
     """sys.platform values."""
     build_platforms: Union[Literal["all"], list[Platform], None] = None
@@ -146,6 +148,15 @@ class TargetCapability:
     """The in-process compiler library the backend builds with (part of the kernel cache key)."""
     loads_without_tvm: bool = False
     """Loading a saved kernel (a disk cache hit, tilelang.load) imports no TVM Python package (the conformance suite checks it)."""
+
+    def __post_init__(self) -> None:
+        if self.dtypes != "all":
+            unknown = [d for d in self.dtypes if not is_canonical_dtype(d)]
+            if unknown:
+                raise ValueError(
+                    f"field 'dtypes': unknown dtype name(s) {unknown}; use TVM's names "
+                    f"({', '.join(SCALAR_DTYPES[:14])}, ..., or a vector form such as 'float16x2'), or 'all'"
+                )
 
 
 @dataclass(kw_only=True, frozen=True)

@@ -130,10 +130,16 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``tilelang`` command."""
-    parser = argparse.ArgumentParser(prog="tilelang", description="TileLang-Core command line")
+    parser = argparse.ArgumentParser(
+        prog="tilelang", description="TileLang-Core command line",
+        epilog="exit status: 0 when all is well; 1 when an installed backend is broken or incompatible "
+               "(`tilelang backends` lists it with the reason) or a command failed; 2 on usage errors. "
+               "A backend that is only unavailable here (a missing dependency, no device) is not a failure.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    backends = sub.add_parser("backends", help="list installed execution backends")
+    backends = sub.add_parser(
+        "backends", help="list installed execution backends",
+        epilog="exit status: 1 when an installed backend is broken or incompatible (its row says why), else 0.")
     backends.add_argument("--json", action="store_true", help="machine-readable output")
     backends.set_defaults(func=_cmd_backends)
     bsub = backends.add_subparsers(dest="backends_command")

@@ -21,6 +21,9 @@ None of these affects other backends or ``import tilelang``.
 from __future__ import annotations
 
 import contextlib
+import difflib
+import inspect
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal, Optional
@@ -342,10 +345,10 @@ def _load_plugin(record: BackendRecord, ep: BackendEntryPoint, step: list[str]) 
         manager.register(plugin, name=ep.name)
         manager.check_pending()
     except pluggy.PluginValidationError as exc:
-        record.mark_broken(f"plugin {ep.name!r} ({ep.distribution}) has an invalid hook: {exc}")
+        record.mark_broken(f"plugin {ep.name!r} ({ep.distribution}) has an invalid hook: {_invalid_hook(plugin, exc)}")
         return
     record._manager = manager
-    lacking = _lacking_hooks(record)
+    lacking = _lacking_hooks(record, plugin)
     if lacking:
         record.mark_broken(f"plugin {ep.name!r} ({ep.distribution}) {lacking}", advice=(
             f"Install a complete version of {ep.distribution or ep.name}, or uninstall it."
@@ -370,17 +373,59 @@ def _load_plugin(record: BackendRecord, ep: BackendEntryPoint, step: list[str]) 
         record.mark_broken(str(exc))
 
 
-def _lacking_hooks(record: BackendRecord) -> str:
+def _lacking_hooks(record: BackendRecord, plugin: Any) -> str:
     """What the plugin lacks of :data:`~tilelang_core.hookspecs.REQUIRED_HOOKS` and the hook pairs, or ''."""
     missing = [h for h in hookspecs.REQUIRED_HOOKS if not record.implements(h)]
     if missing:
-        return f"does not implement the required hook{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+        return (f"does not implement the required hook{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+                + _undecorated(plugin, missing))
     for pair in hookspecs.PAIRED_HOOKS:
         present = [h for h in pair if record.implements(h)]
         if present and len(present) != len(pair):
             absent = [h for h in pair if h not in present]
-            return f"implements {', '.join(present)} but not {', '.join(absent)}; they go together"
+            return f"implements {', '.join(present)} but not {', '.join(absent)}; they go together" + _undecorated(plugin, absent)
     return ""
+
+
+def _undecorated(plugin: Any, hooks: list[str]) -> str:
+    """A hint for hooks the plugin defines as plain functions (without the ``@hookimpl`` marker)."""
+    plain = [h for h in hooks if callable(getattr(plugin, h, None))]
+    if not plain:
+        return ""
+    return (f" ({', '.join(plain)} {'is' if len(plain) == 1 else 'are'} defined, but without the "
+            f"@hookimpl decorator: from tilelang_core.hookspecs import hookimpl)")
+
+
+def _hook_signature(name: str) -> str:
+    """``name(arg, ...)`` as the hook specification declares it."""
+    spec = getattr(hookspecs, name)
+    return f"{name}({', '.join(inspect.signature(spec).parameters)})"
+
+
+def _invalid_hook(plugin: Any, exc: Exception) -> str:
+    """One line for pluggy's validation error: the unknown or mis-declared hook and what is expected."""
+    text = str(exc)
+    hook = getattr(exc, "hookimpl", None)
+    name = getattr(hook, "name", None) if hook is not None else None
+    if name is None:
+        found = re.search(r"hook '(\w+)'", text)
+        name = found.group(1) if found else None
+    known = [h for h in dir(hookspecs) if h.startswith("tilelang_backend_")]
+    if name is not None and name not in known:
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"unknown hook {name!r}{hint}; the hooks are {', '.join(known)}"
+    if name is not None:
+        impl = getattr(plugin, name, None)
+        try:
+            declared = f"{name}({', '.join(inspect.signature(impl).parameters)})"
+        except (TypeError, ValueError):
+            declared = name
+        extra = re.search(r"Argument\(s\) (\{.*?\})", text)
+        what = f"argument(s) {extra.group(1)} are not in the specification" if extra else " ".join(text.split())
+        return (f"{declared}: {what}; the specification is {_hook_signature(name)} "
+                f"(an implementation may take fewer of these arguments, not others)")
+    return " ".join(text.split())
 
 
 _default: Optional[BackendRegistry] = None

@@ -32,6 +32,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
         note = ""
         if row.get("compiled_at_load"):
             note = f"  ({row['compiled_at_load']} saved as source: compiled again when loaded)"
+        version = name.rsplit(" ", 1)[-1]
+        if name != "(unreadable)" and row.get("installed") is None:
+            note += "  (not installed: never loaded; `tilelang cache clear` removes them)"
+        elif name != "(unreadable)" and row.get("installed") != version:
+            note += f"  (version {row['installed']} is installed: never loaded; `tilelang cache clear` removes them)"
         print(f"  {name:<24} {row['entries']:>6} entries  {_human(row['bytes']):>10}{note}")
     junk = data.get("junk", [])
     if junk:

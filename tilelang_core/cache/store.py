@@ -185,25 +185,53 @@ class DiskCache:
     # -- locking ------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def lock(self, key: str) -> Iterator[None]:
-        """Hold an exclusive file lock for ``key`` (blocks while another process builds it)."""
+    def lock(self, key: str) -> Iterator[bool]:
+        """Hold an exclusive file lock for ``key`` (blocks while another process builds it).
+
+        Yields True when the lock is held. A lock file that cannot be made (a full disk, a
+        directory or other junk in its place) yields False with a :class:`CacheWarning`: the
+        caller builds without waiting for other processes, as a cache miss would. A symbolic
+        link in its place is removed, never followed (the link's target is not touched).
+        """
         if fcntl is None:  # pragma: no cover
-            yield
+            yield False
             return
-        path = self.root / "locks" / f"{key}.lock"
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        except FileNotFoundError:  # the directory was removed under us: recreate it
-            self.prepare()
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            fd = self._open_lock(self.root / "locks" / f"{key}.lock")
+        except OSError as exc:
+            warnings.warn(
+                f"kernel cache lock file for key {key[:16]}... could not be opened ({exc}); building without "
+                f"waiting for other processes. Remove {self.root / 'locks' / (key + '.lock')} if it is not a file",
+                CacheWarning,
+                stacklevel=5,
+            )
+            yield False
+            return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            yield True
         finally:
             try:
                 fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
+
+    def _open_lock(self, path: Path) -> int:
+        """A descriptor of the lock file ``path`` (created if missing; a symlink there is replaced)."""
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        for attempt in (1, 2, 3):
+            try:
+                return os.open(path, flags, 0o600)
+            except FileNotFoundError:  # the directory was removed under us: recreate it
+                if attempt == 3:
+                    raise
+                self.prepare()
+            except OSError:
+                if attempt == 3 or not path.is_symlink():
+                    raise
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()  # the link itself, in the cache's own locks/ directory
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # -- load / save --------------------------------------------------------------------------
 
@@ -565,7 +593,9 @@ class KernelCache:
 
         Each backend's row counts its entries, their bytes, and how many of them hold source
         that loading compiles again (``compiled_at_load``: the backend declares
-        ``compiles_at_load``, so a disk hit saves the lowering but not that compile).
+        ``compiles_at_load``, so a disk hit saves the lowering but not that compile), and names
+        the backend distribution's installed version (``installed``: None when it is not
+        installed; entries of another version are never loaded).
         """
         per_backend: dict[str, dict[str, int]] = {}
         total = 0
@@ -575,7 +605,10 @@ class KernelCache:
             size = _dir_size(directory)
             total += size
             name = f"{meta.backend.name} {meta.backend.version}" if meta else "(unreadable)"
-            row = per_backend.setdefault(name, {"entries": 0, "bytes": 0, "compiled_at_load": 0})
+            row = per_backend.get(name)
+            if row is None:
+                row = per_backend[name] = {"entries": 0, "bytes": 0, "compiled_at_load": 0,
+                                           "installed": _installed_version(meta.backend) if meta else None}
             row["entries"] += 1
             row["bytes"] += size
             row["compiled_at_load"] += bool(meta and meta.compiled_at_load)
@@ -590,6 +623,19 @@ class KernelCache:
             "memory_entries": len(self.memory),
             "junk": [{"path": str(path), "kind": kind} for path, kind in junk],
         }
+
+
+def _installed_version(backend: Any) -> Optional[str]:
+    """The installed version of the distribution of an entry's backend (``BackendRef``), or None
+    when it is not installed (an entry that names no distribution: its own version)."""
+    from importlib import metadata
+
+    if not backend.distribution:
+        return backend.version
+    try:
+        return metadata.version(backend.distribution)
+    except (metadata.PackageNotFoundError, ValueError):
+        return None
 
 
 _caches: dict[str, KernelCache] = {}

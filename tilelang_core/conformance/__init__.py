@@ -88,6 +88,12 @@ def pytest_addoption(parser: Any) -> None:
                     help="only the checks whose name contains TEXT (repeatable)")
 
 
+def pytest_ignore_collect(collection_path: Any, config: Any) -> Optional[bool]:
+    """With ``--tilelang-backend``, collect no test files: the run is the conformance checks only
+    (whatever folder it starts in, its test files are neither imported nor reported)."""
+    return True if config.getoption("--tilelang-backend", default=[]) else None
+
+
 def pytest_collection_modifyitems(session: Any, config: Any, items: list) -> None:
     names = config.getoption("--tilelang-backend", default=[])
     if not names:

@@ -189,6 +189,44 @@ def copy(dtype: str) -> Any:
     return copy
 
 
+def ieee() -> Any:
+    """IEEE float semantics that value-changing flags (``-ffast-math``) break: ``Clean = A`` with
+    NaN replaced by 0 (``A != A`` is true only for NaN), and ``Zeroed = A * 0`` (NaN for an
+    infinite or NaN ``A``, ``-0.0`` for a negative one)."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def ieee(A: T.Tensor((n,), "float32"), Clean: T.Tensor((n,), "float32"), Zeroed: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, BLOCK), threads=BLOCK) as bx:
+            for i in T.Parallel(BLOCK):
+                if bx * BLOCK + i < n:
+                    Clean[bx * BLOCK + i] = T.if_then_else(A[bx * BLOCK + i] != A[bx * BLOCK + i], T.float32(0),
+                                                           A[bx * BLOCK + i])
+                    Zeroed[bx * BLOCK + i] = A[bx * BLOCK + i] * T.float32(0)
+
+    return ieee
+
+
+#: The message of :func:`positive`'s assertion.
+POSITIVE_MESSAGE = "A must be positive"
+
+
+def positive() -> Any:
+    """``B = A`` after ``T.device_assert(A[i] > 0, ...)`` for each element (a failed assertion
+    stops the call: status -3 from a C entry point)."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def positive(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, BLOCK), threads=BLOCK) as bx:
+            for i in T.Parallel(BLOCK):
+                if bx * BLOCK + i < n:
+                    T.device_assert(A[bx * BLOCK + i] > 0, POSITIVE_MESSAGE)
+                    B[bx * BLOCK + i] = A[bx * BLOCK + i]
+
+    return positive
+
+
 #: Kernel id -> (factory, out_idx). Ids with a dtype are ``"fill:<dtype>"`` / ``"copy:<dtype>"``.
 FACTORIES: dict[str, tuple[Callable[[], Any], Any]] = {
     "vadd": (vadd, None),
@@ -205,6 +243,8 @@ FACTORIES: dict[str, tuple[Callable[[], Any], Any]] = {
     "iota_out": (iota, [0]),
     "sumdiff": (sumdiff, [2, 3]),
     "scalars": (scalars, [0]),
+    "ieee": (ieee, [1, 2]),
+    "positive": (positive, [1]),
 }
 
 

@@ -7,13 +7,15 @@ are skipped with that reason, except ``build_only`` of a GPU target whose probe 
 here (the kernels build, export and load without the device, and their calls refuse). Kernels are compiled with ``tilelang.compile`` through the real
 pipeline into a private kernel cache (a temporary directory, removed by ``close``); the error
 table, the fresh-process load and the cache checks run in subprocesses so that a crash is
-reported, not suffered.
+reported, not suffered. The subprocesses start in the suite's temporary directory, so that a
+backend's source folder in the current directory does not shadow the installed backend.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -261,7 +263,8 @@ class Suite:
         spec = {"backend": self.name, "target": kind, "device": self.device(kind), **spec}
         cmd = [sys.executable, "-m", "tilelang_core.conformance._child", job, json.dumps(spec)]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=env or dict(os.environ))
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=env or dict(os.environ),
+                                  cwd=self._tmp)
             out, err, code = proc.stdout, proc.stderr, proc.returncode
         except subprocess.TimeoutExpired as exc:
             out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
@@ -300,7 +303,8 @@ def _check_declaration(suite: Suite, _target: None, _id: str) -> Optional[str]:
     _expect(record.status == "ok", f"the backend is {record.status}: {record.reason}")
     module = record.entry_point.split(":")[0]
     code = _DECLARATION_CHILD.format(heavy=HEAVY_MODULES, module=module)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=CHILD_TIMEOUT)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=CHILD_TIMEOUT,
+                          cwd=suite._tmp)
     _expect(proc.returncode == 0, f"importing {module} in a fresh interpreter failed: {proc.stderr.strip()[-500:]}")
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     _expect(not seen["import"], f"importing {module} imports {', '.join(seen['import'])}: import them inside the hooks")
@@ -481,6 +485,51 @@ def _k_scalars(suite: Suite, kind: str) -> None:
     _close(torch, out.cpu(), torch.tensor([want], dtype=torch.float64), f"scalars{values}")
 
 
+def _k_ieee(suite: Suite, kind: str) -> None:
+    """NaN, infinities and signed zeros as IEEE 754 defines them (no value-changing flags)."""
+    torch, dev = _torch(), suite.device(kind)
+    inf, nan = float("inf"), float("nan")
+    a = torch.tensor([1.5, -2.0, nan, inf, -inf, 0.0, -0.0, 3.0], device=dev)
+    clean, zeroed = suite.compile(kind, "ieee")(a)
+    want = torch.tensor([1.5, -2.0, 0.0, inf, -inf, 0.0, -0.0, 3.0], device=dev)
+    _expect(torch.equal(clean, want),
+            f"Clean = (A != A ? 0 : A) gave {clean.tolist()} for A = {a.tolist()}, expected {want.tolist()}: "
+            f"NaN compares unequal to itself in IEEE 754; was the kernel built with value-changing flags "
+            f"such as -ffast-math or -ffinite-math-only?")
+    got = [(math.isnan(v), math.copysign(1.0, v)) for v in zeroed.tolist()]
+    expect = [(math.isnan(v), math.copysign(1.0, v)) for v in (a * 0).tolist()]
+    _expect(got == expect,
+            f"Zeroed = A * 0 gave {zeroed.tolist()} for A = {a.tolist()}, expected {(a * 0).tolist()} (NaN for "
+            f"infinities and NaN, -0.0 for negative A): was the kernel built with value-changing flags such as "
+            f"-ffast-math or -fno-signed-zeros?")
+
+
+def _k_device_assert(suite: Suite, kind: str) -> None:
+    """A kernel with ``T.device_assert``: runs when it holds; on CPU targets a failed one raises the text."""
+    from .kernels import POSITIVE_MESSAGE
+
+    torch, dev = _torch(), suite.device(kind)
+    k = suite.compile(kind, "positive")
+    a = torch.rand(100, device=dev) + 0.5
+    _close(torch, k(a), a, "positive(A) with every A > 0")
+    if kind in GPU_KINDS:
+        return  # a failed assertion traps on a GPU: the process's device context is lost
+    a[70] = -1.0
+    try:
+        k(a)
+    except RuntimeError as exc:
+        text = str(exc)
+        _expect(text.startswith("positive() failed: T.device_assert failed at ") and text.endswith(f": {POSITIVE_MESSAGE}"),
+                f"a failed T.device_assert raised RuntimeError({text!r}); expected the assertion's text, "
+                f"'positive() failed: T.device_assert failed at <file>:<line>: {POSITIVE_MESSAGE}' (the entry "
+                f"returned status -3: CallChecker.check_status(status, assert_message) with a callable that "
+                f"returns the text, see docs/backend-conventions.md)")
+    except Exception as exc:  # noqa: BLE001 - reported as the failure
+        raise Fail(f"a failed T.device_assert raised {type(exc).__name__}: {exc}; expected RuntimeError") from None
+    else:
+        raise Fail("positive(A) with A[70] = -1 returned: the failed T.device_assert did not stop the call")
+
+
 KERNEL_CHECKS: dict[str, Callable] = {
     "static": _k_static,
     "dynamic": _k_dynamic,
@@ -496,6 +545,8 @@ KERNEL_CHECKS: dict[str, Callable] = {
     "strided_output": _k_strided_output,
     "autograd_inputs": _k_autograd_inputs,
     "scalars": _k_scalars,
+    "ieee": _k_ieee,
+    "device_assert": _k_device_assert,
 }
 KERNEL_CHECKS = {name: (lambda fn: lambda suite, kind, _id: fn(suite, kind))(fn) for name, fn in KERNEL_CHECKS.items()}
 #: Kernel checks listed only for targets whose capability declares the named field.

@@ -21,6 +21,8 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from ..dtype_names import SCALAR_DTYPES, VECTOR_LANES
+
 __all__ = [
     "dtype",
     "AnyDType",
@@ -301,34 +303,7 @@ def is_f8f6f4_family(value: Any) -> bool:
 
 # -- the dtype names -------------------------------------------------------------------------
 
-_SCALARS = (
-    "bool",
-    "int4",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "bfloat16",
-    "float32",
-    "float64",
-    "float8_e3m4",
-    "float8_e4m3",
-    "float8_e4m3b11fnuz",
-    "float8_e4m3fn",
-    "float8_e4m3fnuz",
-    "float8_e5m2",
-    "float8_e5m2fnuz",
-    "float8_e8m0fnu",
-    "float6_e2m3fn",
-    "float6_e3m2fn",
-    "float4_e2m1fn",
-)
-_LANES = (2, 4, 8, 16, 32, 64)
+_SCALARS, _LANES = SCALAR_DTYPES, VECTOR_LANES
 _SHORT = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "f64": "float64", "i8": "int8", "i16": "int16",
           "i32": "int32", "i64": "int64", "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64"}
 

@@ -133,10 +133,17 @@ def tilelang_backend_load(artifact: Any, directory: Path, options: Any) -> Kerne
 
     from tilelang_core.errors import ArtifactError
 
+    missing = [name for name in (LIBRARY, SOURCE) if not (Path(directory) / name).is_file()]
+    if missing:  # a damaged entry: the cache removes it and builds the kernel again
+        raise ArtifactError(f"cannot load the ctypes kernel in {directory}: {', '.join(missing)} missing; recompile the kernel")
+    private = Path(tempfile.mkdtemp(prefix=f"tilelang-ctypes-{artifact.name[:40]}-"))
     try:
-        private = Path(tempfile.mkdtemp(prefix=f"tilelang-ctypes-{artifact.name[:40]}-"))
         for name in (LIBRARY, SOURCE):
-            shutil.copy2(Path(directory) / name, private / name)
-        return Kernel(artifact, options, private)
-    except (OSError, AttributeError, ValueError) as exc:
-        raise ArtifactError(f"cannot load the ctypes kernel in {directory}: {exc}; recompile the kernel") from None
+            shutil.copy2(Path(directory) / name, private / name)  # an OSError here is the environment's (a full disk)
+        try:
+            return Kernel(artifact, options, private)
+        except (OSError, AttributeError, ValueError) as exc:  # not a library, or not this kernel's
+            raise ArtifactError(f"cannot load the ctypes kernel in {directory}: {exc}; recompile the kernel") from None
+    except BaseException:
+        shutil.rmtree(private, ignore_errors=True)
+        raise
