@@ -114,8 +114,11 @@ class Suite:
         self.registry = get_registry()
         self.record = self.registry.get(name)
         if self.record is None:
+            from ..backends.discovery import pip_name_for
+
             raise BackendNotInstalledError(
-                f"execution backend {name!r} is not installed; installed backends: {', '.join(self.registry.names()) or 'none'}"
+                f"execution backend {name!r} is not installed; installed backends: {', '.join(self.registry.names()) or 'none'}; "
+                f"install it with: pip install {pip_name_for(name)}"
             )
         declared = list(self.record.spec.targets) if self.record.spec else []
         unknown = [t for t in targets or [] if t not in declared]
