@@ -99,6 +99,14 @@ def site(tmp_path_factory):
     for name, (decl, load) in BUILD_ONLY_VARIANTS.items():
         write_distribution(root, name, BUILD_ONLY.replace("NAME", name).replace("DECL", decl).replace("LOAD", load),
                            package=f"tilelang_backend_{name}")
+    probe = """
+@hookimpl
+def tilelang_backend_probe(target_kind):
+    return Availability.build_only_because("no CUDA driver (a test backend)")
+"""
+    assert probe in BUILD_ONLY
+    no_probe = BUILD_ONLY.replace(probe, "").replace("NAME", "kitnoprobe").replace("DECL", "").replace("LOAD", "pass")
+    write_distribution(root, "kitnoprobe", no_probe, package="tilelang_backend_kitnoprobe")
     return root
 
 
@@ -262,3 +270,9 @@ def test_fresh_processes_load_the_installed_backend_not_a_source_folder_in_the_w
     monkeypatch.chdir(tmp_path)
     result = run("kitok", "declaration")["declaration"]
     assert result.status == "pass", result.reason
+
+
+def test_a_gpu_target_without_a_probe_fails_the_probe_check(installed):
+    assert run("kitbuildonly", "probe")["cuda:probe"].status == "skip"  # it says why it cannot run here
+    result = run("kitnoprobe", "probe")["cuda:probe"]
+    assert result.status == "fail" and "implements no tilelang_backend_probe" in result.reason, result

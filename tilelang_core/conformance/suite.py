@@ -319,7 +319,13 @@ def _check_declaration(suite: Suite, _target: None, _id: str) -> Optional[str]:
 
 
 def _check_probe(suite: Suite, kind: str, _id: str) -> Optional[str]:
-    return None  # _require_available already probed (and failed a broken probe)
+    # _require_available already probed (and failed a broken probe)
+    _expect(kind not in GPU_KINDS or suite.record.implements("tilelang_backend_probe"),
+            f"target {kind!r} needs a device, but the backend implements no tilelang_backend_probe: it is "
+            f"listed as available on every machine, and 'auto' picks it where it cannot run; implement the probe "
+            f"(Availability.no(reason), or Availability.build_only_because(reason) when the compiler is here but "
+            f"the driver or device is not)")
+    return None
 
 
 # -- reference kernels against torch ----------------------------------------------------------
