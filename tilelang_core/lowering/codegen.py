@@ -19,7 +19,7 @@ from .c_constants import exact_cuda_float64_constants, exact_float_constants, ma
 from .cpu_math import lower_cpu_math
 from .stack_buffers import stack_arrays, stack_small_buffers
 from .llvm_comparisons import llvm_comparisons
-from .narrow_unsigned import narrow_unsigned_arithmetic
+from .narrow_integers import narrow_integer_arithmetic
 from .wrapping_casts import integer_reinterprets_as_casts
 from .wrapping_unsigned import wrapping_unsigned_arithmetic
 from .intrinsics import lower_cpu_intrinsics
@@ -382,10 +382,10 @@ def c_entry_source(
 def c_integer_semantics(mod: tvm.IRModule) -> tvm.IRModule:
     """``mod``, right before TVM's C or CUDA code generator, with TIR's integer semantics spelled
     out for C's: reinterprets between integers of one width as casts (lowering/wrapping_casts.py:
-    TVM prints a reinterpret by evaluating its operand ahead of the statement), then uint8/uint16
-    ``+ - * << ~`` computed in uint32 and cast back (lowering/narrow_unsigned.py: C computes them
+    TVM prints a reinterpret by evaluating its operand ahead of the statement), then 8/16-bit
+    ``+ - * << ~`` computed in uint32 and cast back (lowering/narrow_integers.py: C computes them
     in ``int``, without wrapping)."""
-    return narrow_unsigned_arithmetic(integer_reinterprets_as_casts(mod))
+    return narrow_integer_arithmetic(integer_reinterprets_as_casts(mod))
 
 
 def min_max_as_selects(mod: tvm.IRModule) -> tvm.IRModule:

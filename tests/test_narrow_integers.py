@@ -1,8 +1,9 @@
-"""uint8 and uint16 arithmetic wraps around on target c and in CUDA sources (lowering/narrow_unsigned.py).
+"""8- and 16-bit integer arithmetic wraps around on target c and in CUDA sources (lowering/narrow_integers.py).
 
 TVM's C and CUDA code generators printed uint8/uint16 ``+ - * << ~`` as they are, and C's integer
 promotion computed them in ``int``: ``(X[i] + Y[i]) >> 1`` of 200 and 100 gave 150 instead of 22
-on cython/c, tvm_ffi/c and ctypes/c (llvm was right). Each kernel here runs on every CPU pair, with
+on cython/c, tvm_ffi/c and ctypes/c (llvm was right); for int8, ``T.cast(a + b, "int32")`` of 100
+and 100 gave 200 instead of -56. Each kernel here runs on every CPU pair, with
 a static and a dynamic size, and is compared with NumPy's wrapping arithmetic; the CUDA source is
 checked for the narrowing casts and compiled with nvcc (no GPU here).
 """
@@ -113,7 +114,7 @@ def test_uint8_and_uint16_arithmetic_wraps_like_numpy(backend, target, size):
             assert v[:, column].tolist() == ref(a, b).astype(np.uint32).tolist(), (text, backend, target, size)
 
 
-def test_the_c_source_narrows_only_scalar_uint8_and_uint16_results():
+def test_the_c_source_narrows_only_scalar_8_and_16_bit_results():
     @T.prim_func
     def mixed(X: T.Tensor((8,), T.uint8), S: T.Tensor((8,), T.int8), U: T.Tensor((8,), T.uint32),
               Z: T.Tensor((8,), T.uint8), R: T.Tensor((8,), T.int8), Q: T.Tensor((8,), T.uint32)):
@@ -126,7 +127,7 @@ def test_the_c_source_narrows_only_scalar_uint8_and_uint16_results():
     source = lower(mixed, target="c").device_source
     # one narrowing for the chain x + x + 1 (its inner sum is not narrowed twice)
     assert "(((uint8_t)((((uint32_t)X_ptr[i]) + ((uint32_t)X_ptr[i])) + (uint32_t)1)) >> (uint8_t)1)" in source, source
-    assert "R_ptr[i] = (S_ptr[i] + S_ptr[i]);" in source, source  # int8: overflow is undefined in TIR
+    assert "R_ptr[i] = ((int8_t)(((uint32_t)S_ptr[i]) + ((uint32_t)S_ptr[i])));" in source, source
     assert "Q_ptr[i] = (U_ptr[i] + U_ptr[i]);" in source, source  # uint32 wraps in C as it is
 
 
@@ -158,3 +159,54 @@ def test_uint8_and_uint16_arithmetic_wraps_on_a_cuda_device():
             assert w[:, column].cpu().tolist() == ref(x, y).astype(np.uint16).tolist(), text
         for column, (text, ref) in enumerate(U16_COLUMNS):
             assert v[:, column].cpu().tolist() == ref(a, b).astype(np.uint32).tolist(), text
+
+
+#: (expression on int8 x, y or int16 a, b, NumPy reference): two's complement, as torch and llvm compute them
+SIGNED_COLUMNS = [
+    ("int32(x + y)", lambda x, y, a, b: (x + y).astype(np.int32)),
+    ("int32((x * y) >> 1)", lambda x, y, a, b: ((x * y) >> np.int8(1)).astype(np.int32)),
+    ("int32(abs(x))", lambda x, y, a, b: np.abs(x).astype(np.int32)),
+    ("int32(-x)", lambda x, y, a, b: (-x).astype(np.int32)),
+    ("int32(x - y < x)", lambda x, y, a, b: ((x - y) < x).astype(np.int32)),
+    ("int32(a * b)", lambda x, y, a, b: (a * b).astype(np.int32)),
+    ("int32((a + b) // 3)", lambda x, y, a, b: ((a + b) // np.int16(3)).astype(np.int32)),
+    ("int32(a << 4)", lambda x, y, a, b: (a << np.int16(4)).astype(np.int32)),
+]
+
+
+def signed_kernel(n):
+    @T.prim_func
+    def signed_wraps(X: T.Tensor((n,), T.int8), Y: T.Tensor((n,), T.int8), A: T.Tensor((n,), T.int16),
+                     B: T.Tensor((n,), T.int16), W: T.Tensor((n, len(SIGNED_COLUMNS)), T.int32)):
+        with T.Kernel(T.ceildiv(n, BLOCK), threads=BLOCK) as bx:
+            for k in T.Parallel(BLOCK):
+                if bx * BLOCK + k < n:
+                    i = bx * BLOCK + k
+                    x, y, a, b = X[i], Y[i], A[i], B[i]
+                    W[i, 0] = T.Cast("int32", x + y)
+                    W[i, 1] = T.Cast("int32", (x * y) >> T.int8(1))
+                    W[i, 2] = T.Cast("int32", T.abs(x))
+                    W[i, 3] = T.Cast("int32", -x)
+                    W[i, 4] = T.if_then_else(x - y < x, 1, 0)
+                    W[i, 5] = T.Cast("int32", a * b)
+                    W[i, 6] = T.Cast("int32", (a + b) // T.int16(3))
+                    W[i, 7] = T.Cast("int32", a << T.int16(4))
+
+    return signed_wraps
+
+
+@pytest.mark.parametrize("size", ["static", "dynamic"])
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+def test_int8_and_int16_arithmetic_wraps_like_numpy(backend, target, size):
+    kernel = tilelang.compile(signed_kernel(N if size == "static" else T.dynamic("n")), target=target,
+                              execution_backend=backend)
+    rng = np.random.default_rng(7)
+    x, y = rng.integers(-128, 128, N, dtype=np.int8), rng.integers(-128, 128, N, dtype=np.int8)
+    a, b = rng.integers(-(1 << 15), 1 << 15, N, dtype=np.int16), rng.integers(-(1 << 15), 1 << 15, N, dtype=np.int16)
+    x[:5], y[:5] = [100, -128, 127, -100, -128], [100, 1, 1, -100, -1]
+    a[:4], b[:4] = [30000, -32768, 32767, 300], [30000, -1, 1, 300]
+    w = torch.zeros((N, len(SIGNED_COLUMNS)), dtype=torch.int32)
+    kernel(*(torch.from_numpy(t) for t in (x, y, a, b)), w)
+    with np.errstate(over="ignore"):
+        for column, (text, ref) in enumerate(SIGNED_COLUMNS):
+            assert w[:, column].tolist() == ref(x, y, a, b).tolist(), (text, backend, target, size)
