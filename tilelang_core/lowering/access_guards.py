@@ -273,7 +273,7 @@ class _Guarder:
         """Calls whose parts are guarded under their own conditions, replaced by a placeholder
         variable (so the outer walk neither enters nor re-guards them) until :meth:`_restore`."""
         name = _op_name(call)
-        if name == "tirx.if_then_else":
+        if name == "prim.if_then_else":
             cond = self.expr(call.args[0], safe)
             with self._scope(cond):
                 then = self.expr(call.args[1], safe)

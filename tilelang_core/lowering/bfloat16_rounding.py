@@ -87,7 +87,7 @@ ROUND, ROUND_OP, ROUND_F64 = "tl_bf16_round", "tl_bf16_round_op", "tl_bf16_round
 QUIET_NAN = 0x7FC00000
 
 #: Calls with a bfloat16 result that make no new value: left unrounded.
-_EXACT_CALLS = frozenset(("tirx.reinterpret", "tirx.if_then_else", "tirx.likely"))
+_EXACT_CALLS = frozenset(("tirx.reinterpret", "prim.if_then_else", "prim.likely"))
 
 _NEAREST = "(b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u"
 _WITH_NAN = f"(b & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : {_NEAREST}"

@@ -198,7 +198,10 @@ class Frontend:
         from .loop_steps import normalize_loop_steps
         from .persistent import expand_persistent_loops
 
+        from .atomic_values import bind_atomic_values
+
         refuse_grid_syncs(func.body)  # T.sync_grid: no cooperative launch on any target (lowering/warp.py)
+        func = bind_atomic_values(func)  # an atomic's previous value used as an operand: evaluated once
         func = normalize_loop_steps(func, self.opt.func_location)  # range(start, stop, step) as Python runs it
         func = lower_loop_breaks(func, self.opt.func_location)  # before any loop is rewritten
         func = lower_logical_reductions(func, self.opt.gpu)  # T.any_of/T.all_of: trees, or loops before their statements

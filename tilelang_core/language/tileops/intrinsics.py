@@ -186,6 +186,29 @@ def ieee_fdiv(x: Any, y: Any, rounding_mode: str = "rn") -> Any:
     return _ieee("ieee_fdiv", (x, y), rounding_mode)
 
 
+def abs(x: Any, span: Any = None) -> Any:  # noqa: A001 - T.abs
+    """``|x|`` (TVM's ``T.abs``). An operand with a side effect (an atomic's previous value) is
+    bound once (``Let``) instead of being repeated in the select an integer ``|x|`` is made of."""
+    from tvm.tirx import op as tir_op
+
+    value = _expr(x)
+    if _dtype(value) and not is_float(_dtype(value)):
+        return _evaluated_once(value, lambda v: tir_op.abs(v, span))
+    return tir_op.abs(x, span)
+
+
+def _evaluated_once(value: Any, build: Any) -> Any:
+    """``build(value)``, whose result repeats its operand; an operand with a side effect (an
+    atomic's previous value) is bound once by a ``Let`` instead (lowering/atomic_values.py turns
+    it into a statement)."""
+    from ...lowering.atomics import contains_atomics
+
+    if not contains_atomics(value):
+        return build(value)
+    operand = tirx.Var("operand", _dtype(value))
+    return tirx.Let(operand, value, build(operand))
+
+
 def clamp(dst: Any, min_val: Any, max_val: Any) -> Any:
     """``min(max(dst, min_val), max_val)``; for floats a NaN operand gives NaN (as ``torch.clamp``).
 
@@ -201,13 +224,15 @@ def clamp(dst: Any, min_val: Any, max_val: Any) -> Any:
         lo = cast(lo, dtype)
     if _dtype(hi) != dtype:
         hi = cast(hi, dtype)
-    clamped = tirx.min(tirx.max(x, lo), hi)
     if not is_float(dtype):
-        return clamped
+        return tirx.min(tirx.max(x, lo), hi)
     from .reduce import isnan
 
-    nan = tirx.Or(tirx.Or(isnan(x), isnan(lo)), isnan(hi))
-    return tirx.Select(nan, x + lo + hi, clamped)
+    def float_clamp(v: Any) -> Any:
+        nan = tirx.Or(tirx.Or(isnan(v), isnan(lo)), isnan(hi))
+        return tirx.Select(nan, v + lo + hi, tirx.min(tirx.max(v, lo), hi))
+
+    return _evaluated_once(x, float_clamp)
 
 
 def align_up(x: Any, y: Any) -> Any:

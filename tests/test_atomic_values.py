@@ -1,0 +1,83 @@
+"""An atomic's previous value used inside another operation runs the atomic exactly once
+(lowering/atomic_values.py, and ``T.abs`` in language/tileops/intrinsics.py).
+
+``T.max``, ``T.clamp``, ``T.abs``, ``//`` and ``%`` repeat their operand in the code they become:
+ten blocks each adding 1 with ``return_prev=True`` ended at 20, 30 or 40 on the CPU targets. Here
+each form runs on every CPU pair, and the counter and the previous values are checked exactly; an
+atomic in an arm that does not run must not run.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from backend_pairs import cpu_pairs  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
+
+BLOCKS = 10
+#: form -> the stored value as a function of the previous counter value p
+FORMS = {
+    "max": lambda p: max(p, -1),
+    "min": lambda p: min(p, 100),
+    "clamp": lambda p: min(max(p, -5), 1000),
+    "abs": lambda p: p,
+    "floordiv": lambda p: p // 3,
+    "floormod": lambda p: p % 3,
+    "float_clamp": lambda p: p,
+}
+
+
+def counter_kernel(form):
+    @T.prim_func
+    def count(C: T.Tensor((1,), "int32"), F: T.Tensor((1,), "float32"), P: T.Tensor((BLOCKS,), "int32")):
+        with T.Kernel(BLOCKS, threads=1) as bx:
+            if form == "max":
+                P[bx] = T.max(T.atomic_add(C[0], 1, return_prev=True), -1)
+            elif form == "min":
+                P[bx] = T.min(T.atomic_add(C[0], 1, return_prev=True), 100)
+            elif form == "clamp":
+                P[bx] = T.clamp(T.atomic_add(C[0], 1, return_prev=True), -5, 1000)
+            elif form == "abs":
+                P[bx] = T.abs(T.atomic_add(C[0], 1, return_prev=True))
+            elif form == "floordiv":
+                P[bx] = T.atomic_add(C[0], 1, return_prev=True) // 3
+            elif form == "floormod":
+                P[bx] = T.atomic_add(C[0], 1, return_prev=True) % 3
+            else:
+                P[bx] = T.Cast("int32", T.clamp(T.atomic_add(F[0], T.float32(1), return_prev=True), -5.0, 1000.0))
+
+    return count
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+def test_an_atomic_inside_an_operation_runs_once(backend, target, form):
+    kernel = tilelang.compile(counter_kernel(form), target=target, execution_backend=backend)
+    c, f, p = torch.zeros(1, dtype=torch.int32), torch.zeros(1), torch.full((BLOCKS,), -7, dtype=torch.int32)
+    kernel(c, f, p)
+    counter = int(f[0]) if form == "float_clamp" else int(c[0])
+    assert counter == BLOCKS, (form, backend, target, counter)
+    assert sorted(p.tolist()) == sorted(FORMS[form](q) for q in range(BLOCKS)), (form, p.tolist())
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+def test_an_atomic_in_an_arm_that_does_not_run_does_not_run(backend, target):
+    @T.prim_func
+    def guarded(C: T.Tensor((1,), "int32"), D: T.Tensor((1,), "int32"), P: T.Tensor((BLOCKS,), "int32")):
+        with T.Kernel(BLOCKS, threads=1) as bx:
+            P[bx] = T.if_then_else(bx < 4, T.atomic_add(C[0], 1, return_prev=True) + 100,
+                                   T.atomic_add(D[0], 1, return_prev=True) * 2)
+
+    c, d, p = torch.zeros(1, dtype=torch.int32), torch.zeros(1, dtype=torch.int32), torch.zeros(BLOCKS, dtype=torch.int32)
+    tilelang.compile(guarded, target=target, execution_backend=backend)(c, d, p)
+    assert (int(c[0]), int(d[0])) == (4, BLOCKS - 4), (backend, target)
+    assert sorted(p[:4].tolist()) == [100, 101, 102, 103] and sorted(p[4:].tolist()) == [0, 2, 4, 6, 8, 10]

@@ -1,0 +1,137 @@
+"""Atomic operations whose previous value is used inside a larger expression run exactly once.
+
+``T.atomic_add(dst, v, return_prev=True)`` is an expression with a side effect. Inside another
+operation TVM's code generators and the pipeline's own rewrites may evaluate an operand more than
+once or not at all: C prints ``T.max(x, -1)`` as ``(x > -1 ? x : -1)``, ``//`` and ``%`` use their
+left operand twice, ``T.abs`` and ``T.clamp`` become selects, and ``x * 0`` folds to 0. With an
+atomic as ``x``, ten blocks each adding 1 ended at 20, 30 or 40, or at 0, with no error.
+
+:func:`bind_atomic_values` runs first in the frontend, before any rewrite, and binds each such
+atomic (one that is an operand, not the whole value of a store or statement) to a variable
+(``LetStmt``, which binds in the enclosing scope) right before its statement, in evaluation order; the statement then reads the
+variable. An atomic in a branch that may not run (the arms of ``T.if_then_else`` and of a
+select, the right operand of ``and``/``or``) is left where it is: binding it in front would run it
+unconditionally.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from .atomics import parse
+
+__all__ = ["bind_atomic_values"]
+
+
+def _atomics_in(node: Any) -> list:
+    found: list = []
+
+    def on_call(call: Any) -> Any:
+        if parse(call) is not None:
+            found.append(call)
+        return call
+
+    tvm_ffi.structural_map(node, [(tvm.ir.Call, on_call)])
+    return found
+
+
+def _zero(node: Any) -> Any:
+    return tirx.const(0, node.ty.dtype) if str(node.ty.dtype) != "bool" else tirx.const(True, "bool")
+
+
+def _unconditional(expr: Any) -> Any:
+    """``expr`` with every part that may not be evaluated (the arms of a select and of
+    ``T.if_then_else``, the right operand of ``and``/``or``) replaced by a constant."""
+
+    def on_select(node: Any) -> Any:
+        return tirx.Select(node.condition, _zero(node.true_value), _zero(node.false_value))
+
+    def on_logical(node: Any) -> Any:
+        return type(node)(node.a, tirx.const(isinstance(node, tirx.And), "bool"))
+
+    def on_call(node: Any) -> Any:
+        if isinstance(node.op, tvm.ir.Op) and node.op.name == "prim.if_then_else":
+            return tirx.Select(node.args[0], _zero(node.args[1]), _zero(node.args[2]))
+        return node
+
+    return tvm_ffi.structural_map(expr, [(tirx.Select, on_select), (tirx.And, on_logical), (tirx.Or, on_logical),
+                                         (tvm.ir.Call, on_call)])
+
+
+def _bind(expr: Any, lets: list) -> Any:
+    """``expr`` with each atomic operand that is always evaluated (not ``expr`` itself) replaced by
+    a variable, wherever the pipeline's operators repeated it; a ``T.abs`` operand bound by a
+    ``Let`` (language/tileops/intrinsics.py) is bound the same way. The bindings are appended to
+    ``lets`` in evaluation order."""
+    if not _atomics_in(expr) or parse(expr) is not None and len(_atomics_in(expr)) == 1:
+        return expr
+    hoisted = [a for a in _atomics_in(_unconditional(expr)) if not a.same_as(expr) and len(_atomics_in(a)) == 1]
+    bound: list = []  # (atomic, var)
+
+    def on_call(call: Any) -> Any:
+        if parse(call) is None:
+            return call
+        for atomic, var in bound:
+            if call.same_as(atomic):
+                return var
+        if not any(call.same_as(a) for a in hoisted):
+            return call
+        var = tirx.Var(f"atomic_prev{len(lets)}", call.ty.dtype)
+        bound.append((call, var))
+        lets.append((var, call))
+        return var
+
+    def on_let(node: Any) -> Any:
+        mine = [var for _, var in bound]
+        if not any(v.same_as(m) for v in _vars(node.value) for m in mine):
+            return node
+        lets.append((node.var, node.value))
+        return node.body
+
+    return tvm_ffi.structural_map(expr, [(tvm.ir.Call, on_call), (tirx.Let, on_let)])
+
+
+def _vars(node: Any) -> list:
+    found: list = []
+    tvm_ffi.structural_map(node, [(tirx.Var, lambda v: found.append(v) or v)])
+    return found
+
+
+def _wrap(stmt: Any, lets: list) -> Any:
+    return tirx.SeqStmt([*(tirx.LetStmt(var, value) for var, value in lets), stmt])
+
+
+def _store(node: Any) -> Any:
+    lets: list = []
+    indices = [_bind(i, lets) for i in node.indices]
+    value = _bind(node.value, lets)
+    if not lets:
+        return node
+    return _wrap(tirx.BufferStore(node.buffer, value, indices), lets)
+
+
+def _evaluate(node: Any) -> Any:
+    lets: list = []
+    value = _bind(node.value, lets)
+    return _wrap(tirx.Evaluate(value), lets) if lets else node
+
+
+def _if(node: Any) -> Any:
+    lets: list = []
+    condition = _bind(node.condition, lets)
+    if not lets:
+        return node
+    return _wrap(tirx.IfThenElse(condition, node.then_case, node.else_case), lets)
+
+
+def bind_atomic_values(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with every atomic used as an operand evaluated once, in front of its statement."""
+    if not _atomics_in(func.body):
+        return func
+    body = tvm_ffi.structural_map(func.body, [(tirx.BufferStore, _store), (tirx.Evaluate, _evaluate),
+                                              (tirx.IfThenElse, _if)])
+    return func if body.same_as(func.body) else func.with_body(body)
