@@ -212,9 +212,12 @@ def test_overwrite_refuses_an_export_holding_other_files(site, tmp_path):
             hand_kernel().export(path, overwrite=True)
 
 
-def test_overwrite_replaces_a_previous_export_and_survives_a_failure_half_way(site, tmp_path, monkeypatch):
+@pytest.mark.parametrize("swap", ["exchange", "renames"])
+def test_overwrite_replaces_a_previous_export_and_survives_a_failure_half_way(site, tmp_path, monkeypatch, swap):
     from tilelang_core.jit import export as X
 
+    if swap == "renames":  # a system without renameat2(RENAME_EXCHANGE)
+        monkeypatch.setattr(X, "exchange", lambda a, b: False)
     with on_path(site):
         path = hand_kernel(name="first").export(tmp_path / "k")
         hand_kernel(name="second").export(path, overwrite=True)
@@ -228,13 +231,49 @@ def test_overwrite_replaces_a_previous_export_and_survives_a_failure_half_way(si
                 raise OSError(28, "No space left on device")
             return real_rename(src, dst)
 
+        def exchange_failing(a, b):
+            raise OSError(28, "No space left on device")
+
         monkeypatch.setattr(X.os, "rename", rename_failing_on_the_new_export)
+        if swap == "exchange":
+            monkeypatch.setattr(X, "exchange", exchange_failing)
         with pytest.raises(OSError, match="No space left"):
             hand_kernel(name="third").export(path, overwrite=True)
         monkeypatch.undo()
         assert json.loads((path / "tilelang-kernel.json").read_text())["name"] == "second"
         assert tilelang.load(path).name == "second"
         assert _leftovers(tmp_path, "k") == [], "no hidden .k.old-* or .k.tmp-* is left"
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_previous_export_moved_aside_by_a_killed_process_is_put_back_by_load(site, tmp_path):
+    with on_path(site):
+        path = hand_kernel(name="first").export(tmp_path / "k")
+        aside = tmp_path / f".k.old-{_dead_pid()}-0123abcd"
+        os.rename(path, aside)  # where a kill between the two renames left it
+        with pytest.warns(UserWarning, match="an export into it was interrupted; the previous export was put back"):
+            assert tilelang.load(path).name == "first"
+        assert _leftovers(tmp_path, "k") == []
+
+
+def test_export_removes_what_killed_exports_left_and_keeps_what_running_ones_write(site, tmp_path):
+    with on_path(site):
+        path = hand_kernel(name="first").export(tmp_path / "k")
+        dead, alive = _dead_pid(), os.getppid()
+        for name in (f".k.tmp-{dead}-0123abcd", f".k.old-{dead}-4567abcd", f".k.tmp-{alive}-89abcdef"):
+            (tmp_path / name).mkdir()
+        (tmp_path / f".k.tmp-{dead}-aaaabbbb").write_text("a file of that name is not ours")
+        hand_kernel(name="second").export(path, overwrite=True)
+        assert tilelang.load(path).name == "second"
+        assert _leftovers(tmp_path, "k") == sorted([f".k.tmp-{alive}-89abcdef", f".k.tmp-{dead}-aaaabbbb"])
 
 
 # --- tilelang.load runs native code: who may have written it (#11 §2) ----------------------------
@@ -375,3 +414,12 @@ def test_cython_export_reloaded_after_overwrite_runs_the_new_kernel(tmp_path):
     tilelang.compile(KIT["make_prim_func"]("again", 256, "-"), out_idx=-1, execution_backend="cython",
                      target="c").export(path, overwrite=True)
     assert torch.equal(tilelang.load(path)(a, a), a - a)
+
+
+def test_export_below_a_file_names_the_file(site, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    with on_path(site):
+        with pytest.raises(NotADirectoryError, match=f"cannot export kernel 'vadd' to {notes}/sub/k: {notes} is a file, not a folder"):
+            hand_kernel().export(notes / "sub" / "k")
+    assert notes.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "site"]

@@ -14,11 +14,11 @@ import gc
 import os
 import shutil
 import stat
-import uuid
 from pathlib import Path
 from typing import Any, Optional, Union
 
 from ..errors import ArtifactError, BackendNotInstalledError
+from .export_swap import exchange, recover_leftovers, side_name
 from .kernel import BackendInfo, JITKernel
 
 
@@ -44,12 +44,18 @@ def export_kernel(kernel: JITKernel, path: Union[str, os.PathLike], *, overwrite
             f"execution backend {record.name!r} cannot export kernels: it does not implement the "
             f"tilelang_backend_save and tilelang_backend_load hooks"
         )
+    blocker = _file_on_the_way(target.parent)
+    if blocker is not None:
+        raise NotADirectoryError(
+            f"cannot export kernel {kernel.name!r} to {target}: {blocker} is a file, not a folder; choose another path"
+        )
+    recover_leftovers(target, lambda p: _why_not_an_export(p) is None)
     if os.path.lexists(target):
         if not overwrite:
             raise FileExistsError(f"cannot export kernel {kernel.name!r} to {target}: it exists (pass overwrite=True)")
         _refuse_unless_export(kernel, target)
     _make_parents(target.parent)
-    tmp = target.parent / f".{target.name[:64]}.tmp-{uuid.uuid4().hex[:8]}"  # short: a long name still fits
+    tmp = side_name(target, "tmp")  # short: a long name still fits
     tmp.mkdir(mode=0o755)
     try:
         E.write_entry(tmp, kernel.runner, kernel.artifact, kernel.options, record, kind="export")
@@ -90,6 +96,14 @@ def _why_not_an_export(target: Path) -> Optional[str]:
     return None
 
 
+def _file_on_the_way(directory: Path) -> Optional[Path]:
+    """The nearest existing ancestor of ``directory`` (itself included) when it is not a folder."""
+    current = directory
+    while not os.path.lexists(current) and current.parent != current:
+        current = current.parent
+    return None if current.is_dir() else current
+
+
 def _make_parents(directory: Path) -> None:
     """Create the missing folders of ``directory`` with mode 0755 whatever the umask: under umask
     0002 they were group-writable, and ``tilelang.load`` then refused the export it had just made
@@ -119,14 +133,26 @@ def _refuse_unless_export(kernel: JITKernel, target: Path) -> None:
 def _move_into_place(kernel: JITKernel, tmp: Path, target: Path) -> None:
     """Rename the finished ``tmp`` to ``target``, replacing a previous export there.
 
-    The previous export is first moved aside (and checked again once it can no longer change
-    under the check), then the new one is renamed in; if that fails the previous one is put
-    back. The moved-aside copy never outlives this call.
+    Where the system can, the two are exchanged in one step (jit/export_swap.py), so ``target``
+    always holds a whole export; the previous one, now at ``tmp``, is checked again once it can
+    no longer change under the check (and swapped back if it is not an export) and removed by
+    the caller. Elsewhere the previous export is first moved aside (and checked), then the new
+    one is renamed in; if that fails the previous one is put back. The moved-aside copy never
+    outlives this call (a killed process's is put back or removed by the next export or load).
     """
     if not os.path.lexists(target):
         os.rename(tmp, target)
         return
-    old = target.parent / f".{target.name[:64]}.old-{uuid.uuid4().hex[:8]}"
+    if stat.S_ISDIR(os.lstat(target).st_mode) and exchange(tmp, target):
+        why = _why_not_an_export(tmp)
+        if why is not None:  # it changed between the first check and the swap: put it back untouched
+            exchange(tmp, target)
+            raise ArtifactError(
+                f"cannot export kernel {kernel.name!r} to {target} with overwrite=True: {why} (it changed while "
+                f"exporting); nothing was replaced"
+            )
+        return
+    old = side_name(target, "old")
     os.rename(target, old)
     why = _why_not_an_export(old)
     if why is not None:  # it changed between the first check and the move: put it back untouched
@@ -213,6 +239,11 @@ def _load(directory: Path, *, trusted: bool = False) -> JITKernel:
     from ..hookspecs import PLUGIN_API_VERSION
 
     check = None
+    if not os.path.lexists(directory) and recover_leftovers(directory, lambda p: _why_not_an_export(p) is None):
+        import warnings
+
+        warnings.warn(f"{directory} was missing: an export into it was interrupted; the previous export was put back",
+                      stacklevel=3)
     if not trusted:
         from ..cache import trust
 

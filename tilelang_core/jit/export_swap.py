@@ -1,0 +1,106 @@
+"""Replacing an export directory without a moment where its path is empty, and recovering from a
+process killed while replacing one.
+
+``export(path, overwrite=True)`` writes the new export beside ``path`` (``.<name>.tmp-<pid>-<id>``)
+and then swaps the two with one ``renameat2(RENAME_EXCHANGE)`` (Linux): ``path`` always holds a
+whole export, the previous or the new one. Where the exchange is not available (another system,
+a file system without it) the previous export is renamed aside (``.<name>.old-<pid>-<id>``) and the
+new one renamed in: a process killed between the two renames leaves ``path`` empty, with the
+previous export beside it. :func:`recover_leftovers` (called by export and load) puts such an
+export back, and removes what killed processes left beside ``path``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import shutil
+import stat
+import uuid
+from pathlib import Path
+from typing import Callable, Optional
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_renameat2: Optional[Callable] = None
+_looked_up = False
+
+
+def _libc_renameat2() -> Optional[Callable]:
+    global _renameat2, _looked_up
+    if not _looked_up:
+        _looked_up = True
+        try:
+            function = ctypes.CDLL(None, use_errno=True).renameat2
+        except (AttributeError, OSError):
+            function = None
+        if function is not None:
+            function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+            function.restype = ctypes.c_int
+        _renameat2 = function
+    return _renameat2
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap the directories ``a`` and ``b`` atomically; False when this system cannot."""
+    function = _libc_renameat2()
+    if function is None:
+        return False
+    if function(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    errno = ctypes.get_errno()
+    if errno in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: not on this file system or kernel
+        return False
+    raise OSError(errno, os.strerror(errno), str(b))
+
+
+def side_name(target: Path, kind: str) -> Path:
+    """A fresh name beside ``target`` for a new (``tmp``) or a previous (``old``) export of this process."""
+    return target.parent / f".{target.name[:64]}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def recover_leftovers(target: Path, is_export: Callable[[Path], bool]) -> Optional[Path]:
+    """Put back a previous export a killed process left beside an empty ``target``, and remove
+    the other folders killed processes left there; returns the export put back, if any.
+
+    Only folders named as :func:`side_name` names them, of a process that no longer runs, are
+    touched; a link or a file of such a name is left alone.
+    """
+    pattern = re.compile(re.escape(f".{target.name[:64]}.") + r"(tmp|old)-(\d+)-[0-9a-f]{8}")
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return None
+    restored = None
+    for name in sorted(names):
+        found = pattern.fullmatch(name)
+        if found is None or _alive(int(found.group(2))):
+            continue
+        leftover = target.parent / name
+        try:
+            if not stat.S_ISDIR(os.lstat(leftover).st_mode):
+                continue
+            if found.group(1) == "old" and not os.path.lexists(target) and is_export(leftover):
+                os.rename(leftover, target)
+                restored = target
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(leftover, ignore_errors=True)
+    return restored
+
+
+__all__ = ["exchange", "recover_leftovers", "side_name"]
