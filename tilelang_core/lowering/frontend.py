@@ -199,9 +199,11 @@ class Frontend:
         from .persistent import expand_persistent_loops
 
         from .atomic_values import bind_atomic_values
+        from .float_negations import keep_float_negations
 
         refuse_grid_syncs(func.body)  # T.sync_grid: no cooperative launch on any target (lowering/warp.py)
         func = bind_atomic_values(func)  # an atomic's previous value used as an operand: evaluated once
+        func = keep_float_negations(func)  # not (a < b) of floats: true for NaN, before any simplification
         func = normalize_loop_steps(func, self.opt.func_location)  # range(start, stop, step) as Python runs it
         func = lower_loop_breaks(func, self.opt.func_location)  # before any loop is rewritten
         func = lower_logical_reductions(func, self.opt.gpu)  # T.any_of/T.all_of: trees, or loops before their statements
