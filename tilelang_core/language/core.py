@@ -647,6 +647,30 @@ def _caller_frames() -> list[inspect.FrameInfo]:
     return frames
 
 
+def _resolve_annotation_names(fn: Any, names: dict, outer_stack: list) -> None:
+    """Bind the names the parameter annotations use as Python resolves them: a local of an
+    enclosing function first, then a module global.
+
+    TVMScript evaluates the annotations again from the source, with the function's globals and
+    the names its closure captured; a name used only in annotations is not captured (Python
+    evaluated it when the ``def`` ran), so an unrelated module global of that name won:
+    ``def scale(N, M, out_dtype)`` building ``B: T.Tensor((M,), out_dtype)`` compiled B with the
+    global ``out_dtype`` and ``M``, and the kernel returned a tensor of the wrong dtype and shape,
+    without an error. TVMScript's own lookup of such names covers only string annotations
+    (PEP 563) and lets a global shadow the local.
+    """
+    wanted = _parser_utils._collect_annotation_names(fn) - set(_parser_utils.get_func_nonlocals(fn))
+    if not wanted:
+        return
+    enclosing = _parser_utils._get_enclosing_scope_names(fn.__qualname__)
+    for name in wanted:
+        for frame_info in outer_stack[1:]:
+            frame = frame_info.frame
+            if frame.f_code.co_name in enclosing and name in frame.f_locals:
+                names[name] = frame.f_locals[name]
+                break
+
+
 def prim_func(func: Any = None, *, private: bool = False, check_well_formed: bool = True):
     """Parse a Python function into a TIR ``PrimFunc`` (TVMScript), remembering where it was written.
 
@@ -678,7 +702,7 @@ def prim_func(func: Any = None, *, private: bool = False, check_well_formed: boo
             # (``private`` is read from the decorator's source by the parser)
             with AST_LOCK:  # one parse at a time (tilelang_core/ast_lock.py)
                 names = _parser_utils.inspect_function_capture(fn)
-                _parser_utils.resolve_closure_vars(fn, names, outer_stack)
+                _resolve_annotation_names(fn, names, outer_stack)
                 parsed = _parse_tvmscript(fn, names, check_well_formed=check_well_formed)
         except Exception as exc:  # noqa: BLE001 - re-raised below, unwrapped when it is ours
             inner = _wrapped_tilelang_error(exc)
