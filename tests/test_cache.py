@@ -367,3 +367,54 @@ def test_info_says_which_entries_belong_to_a_backend_that_is_not_installed(env):
     assert "pyadd 1.0.0" in text and "(not installed: never loaded; `tilelang cache clear` removes them)" in text, text
     data = json.loads(subprocess.run([*tl, "--json"], capture_output=True, text=True, env=penv, check=True).stdout)
     assert data["backends"]["pyadd 1.0.0"]["installed"] is None
+
+
+def test_clear_unlinks_idle_lock_files_and_keeps_a_held_one(env):
+    import fcntl
+
+    cache = fresh(env)
+    for i in range(3):
+        cache.get_or_build(key_of(f"l{i}"), env.record, env.builder(f"l{i}"))
+    locks = env.cache_dir / "locks"
+    assert len(list(locks.glob("*.lock"))) == 3
+    held = locks / f"{key_of('l0')}.lock"
+    fd = os.open(held, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another process building that key now
+    try:
+        assert fresh(env).clear() == 3
+    finally:
+        os.close(fd)
+    assert sorted(p.name for p in locks.iterdir()) == [held.name]
+
+
+def test_an_interrupted_clear_leaves_whole_entries_and_the_next_clear_finishes(env, monkeypatch):
+    from tilelang_core.cache import store
+
+    cache = fresh(env)
+    for i in range(3):
+        cache.get_or_build(key_of(f"i{i}"), env.record, env.builder(f"i{i}"))
+    real_remove, calls = store._remove, []
+
+    def interrupted(path):
+        calls.append(path)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        real_remove(path)
+
+    monkeypatch.setattr(store, "_remove", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        fresh(env).clear()
+    monkeypatch.undo()
+    assert all(p.parent.name == "tmp" and p.name.startswith("trash.") for p in calls)
+    info = fresh(env).info()
+    assert "(unreadable)" not in info["backends"] and info["entries"] == 1, info
+    assert fresh(env).clear() == 1
+    assert not list((env.cache_dir / "tmp").iterdir())
+
+
+def test_ctrl_c_in_a_cache_command_is_one_line_and_status_130(env):
+    code = ("import tilelang_core.cache as c, tilelang_core.cli as cli\n"
+            "def stop(*a, **k):\n    raise KeyboardInterrupt\n"
+            "c.info = stop\nraise SystemExit(cli.main(['cache', 'info']))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 130 and out.stderr.strip() == "tilelang: interrupted", out.stderr

@@ -75,7 +75,7 @@ def test_timeout_setting_parser(monkeypatch):
     for text, expected in (("", None), ("0", None), ("2.5", 2.5)):
         monkeypatch.setenv("TILELANG_COMPILE_TIMEOUT_SECONDS", text)
         assert nvcc._get_compile_timeout_seconds() == expected
-    for bad in ("soon", "-1", "nan", "inf"):
+    for bad in ("soon", "-1", "nan", "inf", "1e300"):
         monkeypatch.setenv("TILELANG_COMPILE_TIMEOUT_SECONDS", bad)
         with pytest.raises(SettingError, match="TILELANG_COMPILE_TIMEOUT_SECONDS"):
             nvcc._get_compile_timeout_seconds()

@@ -176,6 +176,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except BrokenPipeError:  # output piped into a pager or `head` that closed early
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's status for SIGINT
+        print("\ntilelang: interrupted", file=sys.stderr)
+        return 130
     return code
 
 

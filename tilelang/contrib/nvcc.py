@@ -38,7 +38,7 @@ def _get_compile_timeout_seconds() -> Optional[float]:
     """The nvcc time limit from ``$TILELANG_COMPILE_TIMEOUT_SECONDS``: None (no limit) when it is
     unset, empty or 0, else a positive finite number of seconds.
 
-    :raises SettingError: (a ``ValueError``) the value is not a number, negative, or infinite.
+    :raises SettingError: (a ``ValueError``) the value is not a number, negative, or over 1000000.
     """
     text = os.environ.get(_TIMEOUT_ENV, "").strip()
     if not text:
@@ -47,9 +47,9 @@ def _get_compile_timeout_seconds() -> Optional[float]:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value < 0:
+    if not 0 <= value <= 1e6:
         raise SettingError(
-            f"${_TIMEOUT_ENV}={text!r} is not a time limit: use a positive number of seconds, "
+            f"${_TIMEOUT_ENV}={text!r} is not a time limit: use a positive number of seconds (at most 1000000), "
             "or 0 / empty for no limit"
         )
     return value or None

@@ -39,6 +39,9 @@ TIMEOUT_ENV = "TILELANG_PLUGIN_TIMEOUT"
 #: Default for :data:`TIMEOUT_ENV`: generous, since a probe may import TVM and torch on a busy machine.
 DEFAULT_TIMEOUT = 60.0
 
+#: The largest :data:`TIMEOUT_ENV` (about 11.6 days): a thread's wait cannot take much more.
+MAX_TIMEOUT = 1e6
+
 #: Modules an entry-point module must not pull in at import time.
 HEAVY_MODULES = ("torch", "tvm", "tvm_ffi", "cuda", "numpy")  # module names, not backend names
 
@@ -46,7 +49,8 @@ HEAVY_MODULES = ("torch", "tvm", "tvm_ffi", "cuda", "numpy")  # module names, no
 def plugin_timeout() -> float:
     """Seconds one loading step (import and declaration, or one probe) of a plugin may take.
 
-    :raises SettingError: ``TILELANG_PLUGIN_TIMEOUT`` is set but not a number of seconds > 0.
+    :raises SettingError: ``TILELANG_PLUGIN_TIMEOUT`` is set but not a number of seconds in
+        (0, :data:`MAX_TIMEOUT`].
     """
     raw = os.environ.get(TIMEOUT_ENV, "").strip()
     if not raw:
@@ -55,10 +59,10 @@ def plugin_timeout() -> float:
         value = float(raw)
     except ValueError:
         value = float("nan")
-    if not value > 0 or value == float("inf"):
+    if not 0 < value <= MAX_TIMEOUT:
         raise SettingError(
-            f"{TIMEOUT_ENV} must be a number of seconds greater than 0 (for example 30), got {raw!r}; "
-            f"unset it for the default of {DEFAULT_TIMEOUT:g} s"
+            f"{TIMEOUT_ENV} must be a number of seconds greater than 0 and at most {MAX_TIMEOUT:g} (for example "
+            f"30), got {raw!r}; unset it for the default of {DEFAULT_TIMEOUT:g} s"
         )
     return value
 

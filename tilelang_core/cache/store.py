@@ -403,7 +403,7 @@ class DiskCache:
             raise CacheError(reason)
         entries, junk = self.scan()
         for directory in entries:
-            _remove(directory)
+            self._trash(directory)
         removed, kept = [], []
         for path, kind in junk:
             if kind == "a directory":
@@ -431,7 +431,41 @@ class DiskCache:
                     _remove(child)
                 else:
                     kept.append(str(child))
+        self._clear_idle_locks()
         return {"entries": len(entries), "tuning_records": tuning, "removed_junk": removed, "kept": kept}
+
+    def _trash(self, directory: Path) -> None:
+        """Remove an entry: renamed into ``tmp/`` first (one step), so that an interrupted clear
+        leaves whole entries or trash (removed by the next clear), never a half-deleted entry."""
+        trash = self.root / "tmp" / f"trash.{uuid.uuid4().hex}"
+        try:
+            os.rename(directory, trash)
+        except OSError:
+            trash = directory
+        _remove(trash)
+
+    def _clear_idle_locks(self) -> None:
+        """Unlink the lock files of ``locks/`` that no process holds (one per key ever built)."""
+        if fcntl is None:  # pragma: no cover
+            return
+        locks = self.root / "locks"
+        for path, st in _children(locks):
+            if not (stat.S_ISREG(st.st_mode) and path.name.endswith(".lock")):
+                continue
+            try:
+                fd = os.open(path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # a process is building this key now
+                os.close(fd)
+                continue
+            try:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            finally:
+                os.close(fd)
 
     def _clear_tuning_records(self, removed: list[str], kept: list[str]) -> int:
         """Remove the autotuner's records (``autotune/<k[:2]>/<key>.json``) without following links.
