@@ -418,3 +418,33 @@ def test_ctrl_c_in_a_cache_command_is_one_line_and_status_130(env):
             "c.info = stop\nraise SystemExit(cli.main(['cache', 'info']))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 130 and out.stderr.strip() == "tilelang: interrupted", out.stderr
+
+
+def test_a_process_holding_a_build_lock_too_long_is_not_waited_for_forever(env, monkeypatch):
+    import fcntl
+    import time
+    import warnings
+
+    from tilelang_core.errors import SettingError
+
+    cache = fresh(env)
+    cache.disk.prepare()
+    lock = env.cache_dir / "locks" / f"{key_of('stuck')}.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a process stopped (Ctrl-Z) while building this key
+    monkeypatch.setenv("TILELANG_CACHE_LOCK_TIMEOUT", "0.5")
+    try:
+        start = time.monotonic()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run(cache.get_or_build(key_of("stuck"), env.record, env.builder("stuck")))
+        assert time.monotonic() - start < 30
+        texts = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+        assert len(texts) == 1 and "another process has been building the kernel of key" in texts[0], texts
+        assert "for over 0.5 s" in texts[0] and "TILELANG_CACHE_LOCK_TIMEOUT" in texts[0]
+    finally:
+        os.close(fd)
+    for bad in ("soon", "-1", "1e300"):
+        monkeypatch.setenv("TILELANG_CACHE_LOCK_TIMEOUT", bad)
+        with pytest.raises(SettingError, match="TILELANG_CACHE_LOCK_TIMEOUT must be a number of seconds"):
+            fresh(env).get_or_build(key_of(f"bad{bad}"), env.record, env.builder("bad"))

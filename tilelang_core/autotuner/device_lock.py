@@ -26,6 +26,7 @@ from typing import Iterator, Optional
 
 from ..cache.trust import Place, check_owned_dir
 from ..errors import CacheError
+from ..flock_wait import flock_within
 
 try:
     import fcntl
@@ -111,18 +112,11 @@ def exclusive_timing(family: str, wait_s: float = DEFAULT_WAIT_S) -> Iterator[fl
     start = time.monotonic()
     held = False
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                held = True
-                break
-            except BlockingIOError:
-                if time.monotonic() - start >= wait_s:
-                    logger.warning(
-                        "another process has been timing on device %s for over %.0f s; timing this candidate "
-                        "alongside it (its latency may be inflated)", slot, wait_s)
-                    break
-                time.sleep(_POLL_S)
+        held = flock_within(fd, wait_s, _POLL_S) is not None
+        if not held:
+            logger.warning(
+                "another process has been timing on device %s for over %.0f s; timing this candidate "
+                "alongside it (its latency may be inflated)", slot, wait_s)
         yield time.monotonic() - start
     finally:
         try:

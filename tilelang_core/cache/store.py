@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from ..errors import ArtifactError, BuildError, CacheError
+from ..flock_wait import flock_within
 from . import entry as E
 from . import ownership, trust
 from .location import cache_disabled, check_private, default_cache_dir, prepare_cache_dir, tree_place
@@ -94,6 +95,31 @@ def _remove(path: Path) -> None:
     else:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
+
+
+#: Environment variable: seconds a process waits for another one building the same kernel.
+LOCK_WAIT_ENV = "TILELANG_CACHE_LOCK_TIMEOUT"
+DEFAULT_LOCK_WAIT_S = 600.0
+
+
+def lock_wait_s() -> float:
+    """Seconds to wait for another process building the same kernel (:data:`LOCK_WAIT_ENV`).
+
+    :raises SettingError: the variable is set but not a number of seconds in [0, 1000000].
+    """
+    from ..errors import SettingError
+
+    raw = os.environ.get(LOCK_WAIT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_LOCK_WAIT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 1e6:
+        raise SettingError(f"{LOCK_WAIT_ENV} must be a number of seconds from 0 to 1000000, got {raw!r}; unset it "
+                           f"for the default of {DEFAULT_LOCK_WAIT_S:g} s")
+    return value
 
 
 _SHARD_NAME = re.compile(r"[0-9a-f]{2}")
@@ -186,9 +212,12 @@ class DiskCache:
 
     @contextlib.contextmanager
     def lock(self, key: str) -> Iterator[bool]:
-        """Hold an exclusive file lock for ``key`` (blocks while another process builds it).
+        """Hold an exclusive file lock for ``key`` (waits while another process builds it).
 
-        Yields True when the lock is held. A lock file that cannot be made (a full disk, a
+        Yields True when the lock is held. A process that has held it for more than
+        :func:`lock_wait_s` seconds (``$TILELANG_CACHE_LOCK_TIMEOUT``, default 600: stopped with
+        Ctrl-Z, or hung) is not waited for longer: a :class:`CacheWarning` says so and this
+        process builds the kernel itself (yields False). A lock file that cannot be made (a full disk, a
         directory or other junk in its place) yields False with a :class:`CacheWarning`: the
         caller builds without waiting for other processes, as a cache miss would. A symbolic
         link in its place is removed, never followed (the link's target is not touched).
@@ -207,12 +236,22 @@ class DiskCache:
             )
             yield False
             return
+        held = False
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield True
+            held = flock_within(fd, lock_wait_s()) is not None
+            if not held:
+                warnings.warn(
+                    f"another process has been building the kernel of key {key[:16]}... for over {lock_wait_s():g} s "
+                    f"(it holds {self.root / 'locks' / (key + '.lock')}: stopped, or hung?); building it here without "
+                    f"waiting. Set {LOCK_WAIT_ENV} to wait longer",
+                    CacheWarning,
+                    stacklevel=5,
+                )
+            yield held
         finally:
             try:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+                if held:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
 
