@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes.util
 import importlib.util
+import os
 import shutil
 import sys
 from typing import TYPE_CHECKING, Optional
@@ -17,15 +18,21 @@ if TYPE_CHECKING:
     from .registry import BackendRecord
 
 
-def check_requirements(requires: Requirements, distribution: Optional[str] = None) -> Availability:
+def check_requirements(requires: Requirements, distribution: Optional[str] = None,
+                       native_env: Optional[str] = None) -> Availability:
     """Check declared executables, shared libraries and Python modules, without importing them.
 
     A missing Python module's reason says how to install it, from ``distribution``'s declared
-    requirements when it lists one (``pip install 'torch>=2.10'``).
+    requirements when it lists one (``pip install 'torch>=2.10'``). A missing executable's reason
+    quotes ``$native_env`` (the native compiler's variable, ``CC``) when it is set: the program
+    usually came from there.
     """
     for exe in requires.executables:
         if shutil.which(exe) is None:
-            return Availability.no(f"{exe} not found on PATH")
+            setting = os.environ.get(native_env, "") if native_env else ""
+            where = f" (it is ${native_env}={setting!r}; set {native_env} to an installed compiler or unset it)" if (
+                setting.strip()) else ""
+            return Availability.no(f"{exe} not found on PATH{where}")
     for lib in requires.shared_libraries:
         if ctypes.util.find_library(lib) is None:
             return Availability.no(f"shared library '{lib}' not found")
@@ -71,7 +78,8 @@ def _probe(record: "BackendRecord", target_kind: str, cap: TargetCapability) -> 
     runs_here = _on(cap.platforms)
     if not runs_here and (cap.build_platforms is None or not _on(cap.build_platforms)):
         return Availability.no(f"{', '.join(cap.platforms)} only (this is {sys.platform})")
-    declared = check_requirements(cap.requires, record.distribution)
+    declared = check_requirements(cap.requires, record.distribution,
+                                  cap.native_compiler.env if cap.native_compiler is not None else None)
     if not declared.available:
         return declared
     if not record.implements("tilelang_backend_probe"):

@@ -16,13 +16,13 @@ import hashlib
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import threading
 from typing import Any, Optional, Sequence
 
 from ..capabilities import TargetCapability
+from ..env_commands import command_from_env
 
 #: Bumped when what goes into a key, or how entries are laid out, changes.
 CACHE_KEY_VERSION = 3
@@ -140,7 +140,7 @@ def native_compiler_identity(capability: TargetCapability) -> str:
     nc = capability.native_compiler
     if nc is not None:
         override = os.environ.get(nc.env, "") if nc.env else ""
-        words = shlex.split(override) if override.strip() else [nc.program]
+        words = command_from_env(nc.env, nc.program) if override.strip() else [nc.program]
         parts.append(_version_output(words, nc.version_args))
     lib = getattr(capability, "library_toolchain", None)
     if lib is not None:

@@ -14,6 +14,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from tilelang_core.env_commands import command_from_env, program_from_env
 from tilelang_core.hookspecs import hookimpl
 
 #: Plugin API version this backend was written for.
@@ -26,7 +27,7 @@ DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"
 
 def compiler() -> list[str]:
     """The C compiler command: ``$CC`` (shell-split, may carry flags) or ``cc``."""
-    return shlex.split(os.environ.get("CC") or "cc")
+    return command_from_env("CC", "cc")
 
 
 @hookimpl
@@ -47,7 +48,7 @@ def tilelang_backend_spec() -> dict[str, Any]:
                 "platforms": ["linux", "darwin"],
                 "dtypes": DTYPES,
                 "loads_without_tvm": True,
-                "requires": {"executables": [compiler()[0]], "python_modules": ["torch"]},
+                "requires": {"executables": [program_from_env("CC", "cc")], "python_modules": ["torch"]},
                 "native_compiler": {"program": "cc", "env": "CC"},
             }
         },

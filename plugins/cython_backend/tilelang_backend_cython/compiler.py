@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+from tilelang_core.env_commands import command_from_env
 from tilelang_core.errors import BuildError
 
 #: Base flags of CPU kernels. No OpenMP runtime is linked: parallel block loops run on the
@@ -75,14 +76,14 @@ class BuiltLibrary:
 
 def c_compiler() -> list[str]:
     """The C compiler command: ``$CC`` (may hold flags, shell-split) or ``cc``."""
-    return shlex.split(os.environ.get("CC") or "cc")
+    return command_from_env("CC", "cc")
 
 
 def nvcc_compiler() -> list[str]:
     """``$TILELANG_NVCC`` (shell-split) or ``nvcc`` found on PATH (or /usr/local/cuda/bin)."""
     env = os.environ.get("TILELANG_NVCC")
-    if env:
-        return shlex.split(env)
+    if env and env.strip():
+        return command_from_env("TILELANG_NVCC", "nvcc")
     found = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
     return [found or "nvcc"]
 

@@ -6,8 +6,6 @@ inside the hooks. See :mod:`tilelang_backend_cython.backend` for the work itself
 
 from __future__ import annotations
 
-import os
-import shlex
 from typing import Any
 
 from tilelang_core.hookspecs import hookimpl
@@ -17,8 +15,9 @@ TILELANG_PLUGIN_API = 1
 
 
 def _cc_executable() -> str:
-    parts = shlex.split(os.environ.get("CC") or "cc")
-    return parts[0] if parts else "cc"
+    from tilelang_core.env_commands import program_from_env
+
+    return program_from_env("CC", "cc")
 
 
 @hookimpl

@@ -18,7 +18,6 @@ import functools
 import importlib.util
 import json
 import os
-import shlex
 import shutil
 import sys
 import tempfile
@@ -26,6 +25,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Optional
 
+from tilelang_core.env_commands import command_from_env
 from tilelang_core.errors import ArtifactError, BackendUnavailableError, BuildError
 
 #: File names inside a saved kernel directory.
@@ -54,14 +54,15 @@ CPU_C_FLAGS = ["-march=native", "-fopenmp-simd", "-DTL_OPENMP_SIMD"]
 def c_compiler() -> list[str]:
     """The C compiler command of CPU-only modules: ``$CC`` (may hold flags, shell-split) or ``cc``
     (what the declaration's ``native_compiler`` names, so the cache key follows it)."""
-    return shlex.split(os.environ.get("CC") or "cc")
+    return command_from_env("CC", "cc")
 
 
 def host_compiler() -> Optional[list[str]]:
     """The system compiler of modules with device code (TVM's choice: ``$CXX``, else ``$CC``,
     shell-split here), or None when neither is set (TVM then finds ``g++``, ``gcc``, ...)."""
-    text = os.environ.get("CXX") or os.environ.get("CC")
-    return shlex.split(text) if text and text.strip() else None
+    variable = "CXX" if os.environ.get("CXX") else "CC"
+    text = os.environ.get(variable)
+    return command_from_env(variable, "c++") if text and text.strip() else None
 
 
 def _fcompile(compiler: list[str]) -> Any:
