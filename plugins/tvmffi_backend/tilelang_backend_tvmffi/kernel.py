@@ -516,7 +516,7 @@ class _CallPlan:
             lines.append(f"                return _slow({given}, stream)  # misaligned: staged copies")
         lines.extend("            " + b.replace("_GIVEN", given) for b in body)
         lines.append("        except Exception as exc:")
-        lines.append(f"            _reraise({given}, exc)")
+        lines.append(f"            return _reraise({given}, exc)")
         lines.append(f"        return {ret}")
         lines.append("    if kw:")
         lines.append("        _bad_kw(kw)")
@@ -656,11 +656,15 @@ class _CallPlan:
                     )
         return None
 
-    def reraise(self, args: Sequence[Any], exc: BaseException) -> None:
-        """Raise the contract error for a call TVM refused, or re-raise TVM's error as is."""
+    def reraise(self, args: Sequence[Any], exc: BaseException) -> Any:
+        """Raise the contract error for a call TVM refused, or re-raise TVM's error as is; a call
+        TVM refused only for an empty tensor's strides runs on the general path instead."""
         err, _ = self.check(args)
         if err is not None:
             raise err from None
+        if any(isinstance(p, TensorParam) and p.strides is None and args[j].numel() == 0
+               and not _compact(args[j]) for j, (_, p) in enumerate(self.inputs)):
+            return self.slow_call(args, None)  # TVM checks strides before running anything
         failed = _device_assert_text(exc)
         if failed is not None:
             raise RuntimeError(f"{self.name}() failed: {failed}") from None
@@ -701,6 +705,11 @@ class _CallPlan:
                 x, want = call_args[pi], [symbolic.evaluate(s, symbols) for s in p.strides]
                 if list(x.stride()) != want:  # check() allowed it: only size-1 dims differ, same addresses
                     call_args[pi] = x.as_strided(x.shape, want, x.storage_offset())
+            elif isinstance(p, TensorParam) and call_args[pi].numel() == 0 and not _compact(call_args[pi]):
+                # torch calls an empty tensor contiguous whatever its strides ((1, 1) for shape (3, 0));
+                # TVM wants the compact ones: no element is read through them
+                x = call_args[pi]
+                call_args[pi] = x.as_strided(x.shape, _compact_strides(x.shape), x.storage_offset())
         outs = []
         context = self._stream_context(stream, device)
         with context:
@@ -809,6 +818,20 @@ def _byte_range(x: Any) -> tuple[int, int]:
         return x.data_ptr(), 0
     last = sum((n - 1) * abs(st) for n, st in zip(x.shape, x.stride()))
     return x.data_ptr(), (last + 1) * x.element_size()
+
+
+def _compact_strides(shape: Sequence[int]) -> tuple:
+    """Row-major strides of ``shape`` as TVM computes them (a size-0 dimension makes the strides before it 0)."""
+    strides, step = [], 1
+    for size in reversed(tuple(shape)):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+def _compact(x: Any) -> bool:
+    """Whether the tensor ``x`` has the compact strides TVM checks (size-1 dimensions: any stride)."""
+    return all(s == w or n == 1 for n, s, w in zip(x.shape, x.stride(), _compact_strides(x.shape)))
 
 
 def _scalar_fast_condition(var: str, dtype: str) -> str:

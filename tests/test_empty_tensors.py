@@ -1,0 +1,46 @@
+"""Empty tensors are valid arguments whatever strides torch gives them.
+
+torch calls any empty tensor contiguous: ``torch.randn(3, 0)`` has strides ``(1, 1)``, not the
+compact ``(0, 1)`` TVM checks, so tvm_ffi refused it ("Mismatched A.strides ... expected to be
+compact array") while cython ran the kernel. Every CPU pair runs a row sum over ``(m, n)``
+inputs with ``n == 0`` or ``m == 0``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from backend_pairs import cpu_pairs  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
+
+
+def row_sums():
+    m, n = T.dynamic("m"), T.dynamic("n")
+
+    @T.prim_func
+    def row_sum(A: T.Tensor((m, n), "float32"), B: T.Tensor((m,), "float32")):
+        with T.Kernel(T.ceildiv(m, 4), threads=4) as bx:
+            for i in T.Parallel(4):
+                if bx * 4 + i < m:
+                    B[bx * 4 + i] = 0.0
+                    for j in T.serial(n):
+                        B[bx * 4 + i] = B[bx * 4 + i] + A[bx * 4 + i, j]
+
+    return row_sum
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+def test_empty_inputs_with_any_strides_run(backend, target):
+    kernel = tilelang.compile(row_sums(), out_idx=-1, target=target, execution_backend=backend)
+    for a in (torch.randn(3, 0), torch.randn(0, 5), torch.randn(0, 3).t(), torch.randn(5, 4)[:, 4:]):
+        assert a.is_contiguous()  # torch's view of every empty tensor
+        assert torch.equal(kernel(a), a.sum(dim=1)), (backend, target, tuple(a.shape), a.stride())
