@@ -448,3 +448,34 @@ def test_a_process_holding_a_build_lock_too_long_is_not_waited_for_forever(env, 
         monkeypatch.setenv("TILELANG_CACHE_LOCK_TIMEOUT", bad)
         with pytest.raises(SettingError, match="TILELANG_CACHE_LOCK_TIMEOUT must be a number of seconds"):
             fresh(env).get_or_build(key_of(f"bad{bad}"), env.record, env.builder("bad"))
+
+
+def test_prune_removes_entries_not_used_lately_and_a_disk_hit_marks_one_used(env):
+    import time
+
+    import tilelang
+
+    cache = fresh(env)
+    for name in ("old", "used", "new"):
+        cache.get_or_build(key_of(name), env.record, env.builder(name))
+    long_ago = time.time() - 40 * 86400
+    for name in ("old", "used"):
+        os.utime(cache.disk.entry_dir(key_of(name)), (long_ago, long_ago))
+    fresh(env).get_or_build(key_of("used"), env.record, env.builder("used"))  # a disk hit in a new process
+    assert len(env.builds()) == 3
+    assert tilelang.cache.prune(30) == {"unused": 1, "not_installed": 0, "unreadable": 0}
+    assert not cache.disk.entry_dir(key_of("old")).exists()
+    assert cache.disk.entry_dir(key_of("used")).is_dir() and cache.disk.entry_dir(key_of("new")).is_dir()
+    assert not list((env.cache_dir / "tmp").iterdir())
+    for bad in (-1, float("nan"), "30", True):
+        with pytest.raises(ValueError, match="older_than_days must be a number of days >= 0"):
+            tilelang.cache.prune(bad)
+
+
+def test_prune_removes_entries_of_a_backend_that_is_not_installed(env):
+    fresh(env).get_or_build(key_of("gone"), env.record, env.builder())
+    penv = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # pyadd's site is not on this path
+    out = subprocess.run([sys.executable, "-m", "tilelang", "cache", "prune"], capture_output=True, text=True,
+                         env=penv, check=True).stdout
+    assert "removed 1 cached kernel from" in out and "1 of a backend not installed" in out, out
+    assert fresh(env).info()["entries"] == 0

@@ -59,6 +59,25 @@ def clear_report(directory: Optional[Path] = None) -> dict[str, Any]:
     return get_cache(directory).clear_report()
 
 
+def prune(older_than_days: float = 30.0, directory: Optional[Path] = None) -> dict[str, int]:
+    """Remove the disk entries that will not be loaded again or were not used lately.
+
+    Goes: entries of a backend that is not installed or installed in another version, entries
+    whose metadata cannot be read, and entries neither saved nor loaded from disk in the last
+    ``older_than_days`` days. Returns ``{"unused": n, "not_installed": n, "unreadable": n}``.
+    Kernels this process holds in memory stay usable. Raises
+    :class:`~tilelang_core.errors.CacheError` when the directory is not the cache's own.
+    """
+    import math
+
+    if isinstance(older_than_days, bool) or not isinstance(older_than_days, (int, float)) or not (
+            math.isfinite(older_than_days) and older_than_days >= 0):
+        raise ValueError(f"prune: older_than_days must be a number of days >= 0, got {older_than_days!r}")
+    from .store import get_cache
+
+    return get_cache(directory).prune(float(older_than_days))
+
+
 def info(directory: Optional[Path] = None) -> dict[str, Any]:
     """Location, entry count, total size and size per backend of the kernel cache.
 
@@ -82,4 +101,5 @@ __all__ = [
     "clear_report",
     "get_cache",
     "info",
+    "prune",
 ]

@@ -63,8 +63,31 @@ def _cmd_clear(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_prune(args: argparse.Namespace) -> int:
+    from . import cache_dir, prune
+
+    counts = prune(args.days)
+    total = sum(counts.values())
+    print(f"removed {total} cached kernel{'s' if total != 1 else ''} from {cache_dir()}: {counts['unused']} not used "
+          f"in {args.days:g} days, {counts['not_installed']} of a backend not installed (or of another version), "
+          f"{counts['unreadable']} unreadable")
+    return 0
+
+
+def _days(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"expected a number of days >= 0, got {text!r}")
+    return value
+
+
 def add_cache_commands(subparsers: "argparse._SubParsersAction") -> None:
-    """Register ``tilelang cache info [--json]`` and ``tilelang cache clear``."""
+    """Register ``tilelang cache info [--json]``, ``tilelang cache clear`` and ``tilelang cache prune [--days N]``."""
     cache = subparsers.add_parser("cache", help="inspect or clear the kernel cache")
     csub = cache.add_subparsers(dest="cache_command", required=True)
     info = csub.add_parser("info", help="location, number of entries, size per backend")
@@ -72,3 +95,7 @@ def add_cache_commands(subparsers: "argparse._SubParsersAction") -> None:
     info.set_defaults(func=_cmd_info)
     clear = csub.add_parser("clear", help="remove every cached kernel")
     clear.set_defaults(func=_cmd_clear)
+    prune = csub.add_parser("prune", help="remove cached kernels not used lately or of backends not installed")
+    prune.add_argument("--days", type=_days, default=30.0, metavar="N",
+                       help="remove entries neither saved nor loaded in the last N days (default 30)")
+    prune.set_defaults(func=_cmd_prune)

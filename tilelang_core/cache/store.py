@@ -22,6 +22,7 @@ import re
 import shutil
 import stat
 import threading
+import time
 import uuid
 import warnings
 from collections import OrderedDict
@@ -317,6 +318,8 @@ class DiskCache:
         except (ArtifactError, OSError, UnicodeDecodeError, ValueError, TypeError) as exc:
             self._discard(directory, str(exc))
             return None
+        with contextlib.suppress(OSError):
+            os.utime(directory)  # last use, for prune()
         return JITKernel.create(runner, artifact, BackendInfo(record.name, record.version or "0"), meta.options)
 
     def _checked_entry_dir(self, key: str) -> Optional[Path]:
@@ -472,6 +475,39 @@ class DiskCache:
                     kept.append(str(child))
         self._clear_idle_locks()
         return {"entries": len(entries), "tuning_records": tuning, "removed_junk": removed, "kept": kept}
+
+    def prune(self, older_than_days: float) -> dict[str, int]:
+        """Remove the entries no process will load again or none has used for a while.
+
+        An entry goes when its backend's distribution is not installed, or installed in another
+        version (such entries are never loaded), when its metadata cannot be read, or when it was
+        neither saved nor loaded in the last ``older_than_days`` days (a disk hit marks it used).
+        Idle lock files go too. Returns how many entries went, per reason.
+
+        :raises CacheError: the directory is not the cache's own; nothing is removed.
+        """
+        reason = ownership.foreign_reason(self.root)
+        if reason is not None:
+            raise CacheError(reason)
+        cutoff = time.time() - older_than_days * 86400
+        counts = {"unused": 0, "not_installed": 0, "unreadable": 0}
+        for directory, meta in self.entries():
+            if meta is None:
+                why = "unreadable"
+            elif _installed_version(meta.backend) != meta.backend.version:
+                why = "not_installed"
+            else:
+                try:
+                    used = os.lstat(directory).st_mtime
+                except FileNotFoundError:
+                    continue
+                if used >= cutoff:
+                    continue
+                why = "unused"
+            self._trash(directory)
+            counts[why] += 1
+        self._clear_idle_locks()
+        return counts
 
     def _trash(self, directory: Path) -> None:
         """Remove an entry: renamed into ``tmp/`` first (one step), so that an interrupted clear
@@ -660,6 +696,17 @@ class KernelCache:
             return {"entries": 0, "tuning_records": 0, "removed_junk": [], "kept": []}
         check_private(self.root)
         return self.disk.clear()
+
+    def prune(self, older_than_days: float) -> dict[str, int]:
+        """:meth:`DiskCache.prune` (the memory layer is kept: what this process holds stays usable).
+
+        Raises :class:`CacheError` (and removes nothing) when the directory is one others could
+        write to, or not the cache's own.
+        """
+        if not self.root.is_dir():
+            return {"unused": 0, "not_installed": 0, "unreadable": 0}
+        check_private(self.root)
+        return self.disk.prune(older_than_days)
 
     def info(self) -> dict[str, Any]:
         """Location, number of entries, size per backend, and junk (for ``tilelang cache info``).
