@@ -6,10 +6,11 @@ once or not at all: C prints ``T.max(x, -1)`` as ``(x > -1 ? x : -1)``, ``//`` a
 left operand twice, ``T.abs`` and ``T.clamp`` become selects, and ``x * 0`` folds to 0. With an
 atomic as ``x``, ten blocks each adding 1 ended at 20, 30 or 40, or at 0, with no error.
 
-:func:`bind_atomic_values` runs first in the frontend, before any rewrite, and binds each such
-atomic (one that is an operand, not the whole value of a store or statement) to a variable
-(``LetStmt``, which binds in the enclosing scope) right before its statement, in evaluation order; the statement then reads the
-variable. An atomic in a branch that may not run (the arms of ``T.if_then_else`` and of a
+:func:`bind_atomic_values` runs first in the frontend, before any rewrite, and stores each such
+atomic's value (one that is an operand, not the whole value of a store or statement) into a
+one-element local buffer right before its statement, in evaluation order; the statement then
+reads the buffer. (A buffer rather than a ``Bind``: TVM's bfloat16 legalization does not
+convert ``Bind`` values, lowering/atomics.py.) An atomic in a branch that may not run (the arms of ``T.if_then_else`` and of a
 select, the right operand of ``and``/``or``) is left where it is: binding it in front would run it
 unconditionally.
 """
@@ -22,6 +23,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from ..language.tileops._common import substitute
 from .atomics import parse
 
 __all__ = ["bind_atomic_values"]
@@ -63,13 +65,17 @@ def _unconditional(expr: Any) -> Any:
 
 
 def _bind(expr: Any, lets: list) -> Any:
-    """``expr`` with each atomic operand that is always evaluated (not ``expr`` itself) replaced by
-    a variable, wherever the pipeline's operators repeated it; a ``T.abs`` operand bound by a
+    """``expr`` with each atomic operand that is always evaluated (not ``expr`` itself, not one
+    inside another atomic's operands: ``T.atomic_store(E[0], T.atomic_load(E[1]) + 1)`` evaluates
+    it once already) replaced by a variable, wherever the pipeline's operators repeated it; a ``T.abs`` operand bound by a
     ``Let`` (language/tileops/intrinsics.py) is bound the same way. The bindings are appended to
     ``lets`` in evaluation order."""
     if not _atomics_in(expr) or parse(expr) is not None and len(_atomics_in(expr)) == 1:
         return expr
-    hoisted = [a for a in _atomics_in(_unconditional(expr)) if not a.same_as(expr) and len(_atomics_in(a)) == 1]
+    atoms = _atomics_in(expr)
+    nested = [inner for outer in atoms for inner in _atomics_in(outer)[:-1]]  # post-order: the outer one is last
+    hoisted = [a for a in _atomics_in(_unconditional(expr))
+               if not a.same_as(expr) and len(_atomics_in(a)) == 1 and not any(a.same_as(n) for n in nested)]
     bound: list = []  # (atomic, var)
 
     def on_call(call: Any) -> Any:
@@ -80,29 +86,44 @@ def _bind(expr: Any, lets: list) -> Any:
                 return var
         if not any(call.same_as(a) for a in hoisted):
             return call
-        var = tirx.Var(f"atomic_prev{len(lets)}", call.ty.dtype)
-        bound.append((call, var))
-        lets.append((var, call))
-        return var
+        slot = _slot("atomic_prev", call.ty.dtype, lets)
+        bound.append((call, slot))
+        lets.append((slot, call))
+        return slot
 
     def on_let(node: Any) -> Any:
-        mine = [var for _, var in bound]
-        if not any(v.same_as(m) for v in _vars(node.value) for m in mine):
+        if not any(_reads(node.value, slot) for _, slot in bound):
             return node
-        lets.append((node.var, node.value))
-        return node.body
+        slot = _slot("operand", node.var.ty.dtype, lets)
+        lets.append((slot, node.value))
+        return substitute(node.body, [(node.var, slot)])
 
     return tvm_ffi.structural_map(expr, [(tvm.ir.Call, on_call), (tirx.Let, on_let)])
 
 
-def _vars(node: Any) -> list:
+def _slot(name: str, dtype: Any, lets: list) -> Any:
+    """A load of a new one-element local buffer (allocated and stored by :func:`_wrap`)."""
+    buffer = tirx.decl_buffer([1], str(dtype), name=f"{name}{len(lets)}", scope="local")
+    return tirx.BufferLoad(buffer, [0])
+
+
+def _reads(node: Any, load: Any) -> bool:
     found: list = []
-    tvm_ffi.structural_map(node, [(tirx.Var, lambda v: found.append(v) or v)])
-    return found
+
+    def on_load(x: Any) -> Any:
+        if x.source.same_as(load.source):
+            found.append(x)
+        return x
+
+    tvm_ffi.structural_map(node, [(tvm.ir.TensorLoad, on_load)])
+    return bool(found)
 
 
 def _wrap(stmt: Any, lets: list) -> Any:
-    return tirx.SeqStmt([*(tirx.LetStmt(var, value) for var, value in lets), stmt])
+    prefix: list = []
+    for load, value in lets:
+        prefix += [tirx.AllocBuffer(load.source), tirx.BufferStore(load.source, value, [0])]
+    return tirx.SeqStmt([*prefix, stmt])
 
 
 def _store(node: Any) -> Any:
