@@ -41,3 +41,20 @@ def test_parsing_a_kernel_holds_the_lock(parses):
 def test_parsing_a_symbolic_expression_holds_the_lock(parses):
     assert free_symbols("n * 2 + mm_unique") == {"n", "mm_unique"}  # lru_cache: a fresh expression
     assert parses == [True]
+
+
+def test_tvmscripts_own_prim_func_holds_the_lock_too(parses):
+    """A kernel factory may use TVM's ``T.prim_func`` directly (test_jit.py's direct form does):
+    its parses, the locally imported ``ast`` of its annotation scan included, hold the lock."""
+    from tvm.script import tirx as TVM_T
+
+    def factory(n):
+        @TVM_T.prim_func
+        def copy(a: TVM_T.Buffer((n,), "float32"), b: TVM_T.Buffer((n,), "float32")):
+            for i in range(n):
+                b[i] = a[i]
+
+        return copy
+
+    factory(4)
+    assert parses and all(parses), parses

@@ -13,6 +13,10 @@ _require("tvm", needed_by="tilelang.language")  # a clear MissingDependencyError
 
 from tvm.script.tirx import *  # noqa: F401,F403,E402 - the whole TVMScript tirx surface
 
+from ..ast_lock import lock_tvmscript_parsing as _lock_tvmscript_parsing  # noqa: E402
+
+_lock_tvmscript_parsing()  # TVMScript's own parse holds the core's AST lock too (ast_lock.py)
+
 from .core import (  # noqa: F401 - public API
     FragmentBuffer,
     Kernel,

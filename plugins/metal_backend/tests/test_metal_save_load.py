@@ -123,7 +123,7 @@ def test_the_cache_keeps_metal_kernels_as_source_compiled_again_when_loaded(tmp_
     tilelang.compile(MK.scaled("int32"), out_idx=[1], execution_backend="metal", target="metal")
     info = tilelang.cache.info()
     (row,) = [r for name, r in info["backends"].items() if name.startswith("metal ")]
-    assert row == {"entries": 1, "bytes": row["bytes"], "compiled_at_load": 1}
+    assert row == {"entries": 1, "bytes": row["bytes"], "compiled_at_load": 1, "installed": "0.1.0"}
     import argparse
     import contextlib
     import io
