@@ -520,3 +520,88 @@ def test_a_stored_result_notices_a_changed_helper_of_the_tuned_kernel(tmp_path):
     assert run("2.0") == {"value": 2.0, "from_cache": True}  # unchanged: the stored result is used
     assert run("3.0") == {"value": 3.0, "from_cache": False}  # changed: tuned again, the new kernel
     assert run("3.0") == {"value": 3.0, "from_cache": True}
+
+
+# -- from an adversarial round on the tuner ------------------------------------------------------
+
+
+def test_configs_from_a_generator_are_read_once(kit):
+    tuner = AutoTuner.from_kernel(K.kit_vadd, (c for c in K.KIT_CONFIGS[:2])).set_kernel_parameters(((64,), {}))
+    tuner.set_profile_args(warmup=1, rep=2, ref_prog=K.kit_reference)
+    assert tuner.generate_cache_key() is None or isinstance(tuner.generate_cache_key(), str)
+    assert tuner.run(progress=False).config == {"speed": 4}  # was 'configs is empty': the key had used it up
+
+
+def test_profile_argument_mistakes_are_refused_before_tuning(kit):
+    tuner = AutoTuner.from_kernel(K.kit_vadd, K.KIT_CONFIGS[:2])
+    with pytest.raises(AutotuneConfigError, match="manual_check_prog.* give ref_prog too"):
+        tuner.set_profile_args(manual_check_prog=lambda outs, refs: None)
+    for option, value in (("rtol", -1), ("atol", float("nan")), ("max_mismatched_ratio", 5)):
+        with pytest.raises(AutotuneConfigError, match=f"{option} must be a number in"):
+            tuner.set_profile_args(**{option: value})
+
+
+def test_tuning_after_cache_clear_in_the_same_process_tunes_again(kit):
+    def tuner():
+        return (AutoTuner.from_kernel(K.kit_vadd, K.KIT_CONFIGS[:2], cache_key="clear-v1")
+                .set_kernel_parameters(((64,), {})).set_profile_args(warmup=1, rep=2, ref_prog=K.kit_reference))
+
+    first = tuner().run(progress=False)
+    assert tuner().run(progress=False) is first
+    tilelang.cache.clear()
+    again = tuner().run(progress=False)
+    assert again is not first and not again.from_cache and len(kit.records()) == 1
+
+
+def test_a_stored_best_config_that_no_longer_builds_is_tuned_again(kit, monkeypatch):
+    def tuner():
+        return (AutoTuner.from_kernel(K.kit_vadd, K.KIT_CONFIGS[:2], cache_key="gone-v1")
+                .set_kernel_parameters(((64,), {})).set_profile_args(warmup=1, rep=2, ref_prog=K.kit_reference))
+
+    assert tuner().run(progress=False).config == {"speed": 4}
+    AutoTuner.clear_memory()
+    jit_function = K.kit_vadd
+    real = jit_function.func
+
+    def refuses_speed_4(n, speed=1, variant=""):
+        if speed == 4:
+            raise ValueError("speed 4 is not supported any more")
+        return real(n, speed, variant)
+
+    monkeypatch.setattr(jit_function, "func", refuses_speed_4)
+    monkeypatch.setattr(jit_function, "_kernel_cache", {})
+    monkeypatch.setattr(jit_function, "_call_form_cache", {})
+    result = tuner().run(progress=False)  # the record stays; only its best kernel no longer builds
+    assert result.config == {"speed": 40} and not result.from_cache
+
+
+def test_the_direct_form_tunes_on_copies_of_the_callers_tensors():
+    @tilelang.autotune(configs=[{"block": 8}, {"block": 16}], warmup=1, rep=3, skip_check=True)
+    @tilelang.jit(target="c", execution_backend="cython")
+    def add_one_(A, block=8):
+        (n,) = A.shape
+
+        @T.prim_func
+        def main(X: T.Tensor(A.shape, A.dtype)):
+            with T.Kernel(T.ceildiv(n, block)) as bx:
+                for i in T.serial(block):
+                    if bx * block + i < n:
+                        X[bx * block + i] = X[bx * block + i] + 1.0
+
+        return main
+
+    x = torch.zeros(32)
+    add_one_(x)
+    assert x.tolist() == [1.0] * 32  # tuning ran the candidates many times, on copies
+    add_one_(x)
+    assert x.tolist() == [2.0] * 32
+
+
+def test_numpy_arrays_among_the_arguments_are_keyed_by_their_contents():
+    import numpy as np
+
+    from tilelang_core.autotuner.key import describe_value
+
+    a, b = np.ones(5000), np.ones(5000)
+    b[2500] = 3.0
+    assert describe_value(a) != describe_value(b) and describe_value(a) == describe_value(np.ones(5000))

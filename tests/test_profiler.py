@@ -310,3 +310,19 @@ def test_event_timer_with_standin_cuda_driver(monkeypatch):
     assert 1.5 <= lo <= hi
     # the measurement: per repeat a flush, then events around the call; one synchronisation at the end
     assert log.count("record") == 8 and log[-13:] == ["flush", "record", "record"] * 4 + ["sync"]
+
+
+def test_integer_outputs_are_compared_exactly_and_messages_point_at_a_differing_element():
+    import torch
+
+    from tilelang_core.profiler.compare import assert_tensors_close
+
+    big = torch.full((4,), 2**60, dtype=torch.int64)
+    with pytest.raises(AssertionError, match=r"4 of 4 elements .* kernel 1152921504606846977, reference 1152921504606846976"):
+        assert_tensors_close(big + 1, big, atol=0, rtol=0, max_mismatched_ratio=0)
+    assert_tensors_close(big + 1, big, atol=1, rtol=0, max_mismatched_ratio=0)
+    assert_tensors_close(torch.tensor([3, 5], dtype=torch.int8), torch.tensor([3, 5]), atol=0, rtol=0)
+    actual, expected = torch.arange(8.0), torch.arange(8.0)
+    expected[5] = float("nan")
+    with pytest.raises(AssertionError, match=r"largest difference inf at \(5,\): kernel 5, reference nan"):
+        assert_tensors_close(actual, expected, max_mismatched_ratio=0)

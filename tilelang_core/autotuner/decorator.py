@@ -10,7 +10,8 @@
     kernel = matmul(1024, 1024, 1024)   # tunes block_M/block_N (or reads the stored result)
     kernel = matmul(1024, 1024, 1024)   # same arguments: the same kernel, no work
 
-Called with torch tensors (``matmul_direct(a, b)``), the tensors are the tuning inputs and the
+Called with torch tensors (``matmul_direct(a, b)``), copies of the tensors are the tuning inputs (a kernel
+that writes its arguments changes them once) and the
 call runs the best kernel on them, as ``@tilelang.jit``'s direct form does.
 """
 
@@ -24,7 +25,7 @@ from typing import Any, Callable, Optional, Sequence
 from ..profiler.supply import TensorSupplyType
 from .key import describe_value
 from .param import AutotuneConfigError, AutotuneResult
-from .tuner import AutoTuner, _jit_options
+from .tuner import AutoTuner, _jit_options, materialize_configs
 
 
 def _freeze(value: Any) -> Any:
@@ -43,7 +44,7 @@ class AutoTuneImpl:
 
     def __init__(self, jit_impl: Any, configs: Any, **options: Any) -> None:
         self.jit_impl = jit_impl
-        self.configs = configs
+        self.configs = materialize_configs(configs)
         self.warmup = options.pop("warmup")
         self.rep = options.pop("rep")
         self.timeout = options.pop("timeout")
@@ -111,7 +112,7 @@ class AutoTuneImpl:
     # -- pieces ----------------------------------------------------------------------------------
 
     def _specs(self, args: tuple) -> tuple[tuple, list[Any], Any]:
-        """The direct form: tensors become TensorSpecs for the function, and tuning inputs."""
+        """The direct form: tensors become TensorSpecs for the function, and copies of them the tuning inputs."""
         import torch
 
         from ..devices import family_of_torch_device
@@ -121,7 +122,9 @@ class AutoTuneImpl:
         for a in args:
             if isinstance(a, torch.Tensor):
                 specs.append(TensorSpec(a.shape, str(a.dtype).replace("torch.", ""), a.device.type))
-                inputs.append(a)
+                # tuned on a copy: candidates run many times, and a kernel that writes its
+                # arguments (A += 1) must change the caller's tensor once, by the real call
+                inputs.append(a.detach().clone())
                 device = device or a.device
             else:
                 specs.append(a)

@@ -25,7 +25,8 @@ def describe_value(value: Any, _depth: int = 0) -> Any:
 
     ints, floats, strings, bools and None are themselves; containers are described item by item
     (tuples tagged, so ``(1, 2)`` and ``[1, 2]`` differ); tensors by shape, dtype and device;
-    functions by their source; anything else by type and ``repr``.
+    functions by their source; NumPy arrays by shape, dtype and a hash of their bytes; anything
+    else by type and ``repr``.
     """
     if _depth > 32:
         return "<deep>"
@@ -45,6 +46,11 @@ def describe_value(value: Any, _depth: int = 0) -> Any:
         return {"module": value.__name__}
     if isinstance(value, (types.FunctionType, types.MethodType)) or hasattr(value, "__wrapped__"):
         return {"function": function_identity(value, _depth + 1)}
+    if hasattr(value, "__array_interface__") and hasattr(value, "tobytes"):
+        # a NumPy array: its repr shortens large arrays ("1., 1., ..., 1."), so two different
+        # tables would share a tuning result; its bytes do not
+        digest = hashlib.sha256(value.tobytes()).hexdigest()
+        return {"array": [list(value.shape), str(value.dtype), digest]}
     if hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "device"):  # a TensorSpec
         return {"spec": [list(value.shape), str(value.dtype), str(value.device)]}
     return {"object": f"{type(value).__module__}.{type(value).__qualname__}", "repr": repr(value)}

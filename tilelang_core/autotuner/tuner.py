@@ -27,6 +27,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import math
 import threading
 import warnings
 from typing import Any, Callable, Optional, Sequence, Union
@@ -64,13 +65,19 @@ class AutoTuner:
     _memory_cache: dict[str, AutotuneResult] = {}
     _memory_lock = threading.Lock()
 
+    @classmethod
+    def clear_memory(cls) -> None:
+        """Forget the results tuned in this process (``tilelang.cache.clear()`` calls it)."""
+        with cls._memory_lock:
+            cls._memory_cache.clear()
+
     def __init__(self, fn: Callable[..., Any], configs: Any, *, cache_key: Optional[str] = None) -> None:
         if not callable(fn):
             raise AutotuneConfigError(f"AutoTuner tunes a function that returns a prim_func, got {type(fn).__name__}")
         if cache_key is not None and not isinstance(cache_key, str):
             raise AutotuneConfigError(f"cache_key must be a string, got {type(cache_key).__name__}")
         self.fn = fn
-        self.configs = configs
+        self.configs = materialize_configs(configs)
         self.cache_key = cache_key
         self.compile_args = CompileArgs(**_jit_options(fn))
         self.profile_args = ProfileArgs()
@@ -163,6 +170,14 @@ class AutoTuner:
         for name, value in (("ref_prog", ref_prog), ("supply_prog", supply_prog), ("manual_check_prog", manual_check_prog)):
             if value is not None and not callable(value):
                 raise AutotuneConfigError(f"{name} must be callable, got {type(value).__name__}")
+        if manual_check_prog is not None and ref_prog is None:
+            raise AutotuneConfigError(
+                "manual_check_prog(kernel_outputs, ref_outputs) compares with the reference's outputs: give ref_prog "
+                "too (without it nothing would be checked)")
+        for name, value, low, high in (("rtol", rtol, 0, math.inf), ("atol", atol, 0, math.inf),
+                                       ("max_mismatched_ratio", max_mismatched_ratio, 0, 1)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+                raise AutotuneConfigError(f"{name} must be a number in [{low}, {high}], got {value!r}")
         self.profile_args = ProfileArgs(
             warmup=_count(warmup, "warmup"),
             rep=_count(rep, "rep", minimum=1),
@@ -633,7 +648,12 @@ class AutoTuner:
         # helper in another module, which the tuning key cannot see) is noticed when it changed.
         # Unchanged, this is a kernel cache hit (no lowering, no compiling).
         resolved, record, _ = self._resolve()
-        kernel = self._build(config, self._compile_kwargs(resolved, record))
+        try:
+            kernel = self._build(config, self._compile_kwargs(resolved, record))
+        except Exception as exc:  # noqa: BLE001 - the stored best config no longer builds: tune again
+            logger.info("%s's tuned config %s no longer builds (%s: %s): tuning again", _name(self.fn), config,
+                        type(exc).__name__, exc)
+            return None
         if doc.kernel_cache_key and kernel.cache_key and kernel.cache_key != doc.kernel_cache_key:
             logger.info("the kernel of %s's tuned config %s changed since it was tuned (code it calls, the compiler "
                         "or the backend): tuning again", _name(self.fn), config)
@@ -730,6 +750,14 @@ def _count(value: Any, name: str, minimum: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise AutotuneConfigError(f"{name} must be an int >= {minimum} (a number of calls), got {value!r}")
     return value
+
+
+def materialize_configs(configs: Any) -> Any:
+    """``configs`` as given, except an iterator or generator, read once into a list here (it
+    was used up by the first look, and tuning then said 'configs is empty')."""
+    if callable(configs) or isinstance(configs, (dict, list, tuple, str, bytes)) or not hasattr(configs, "__iter__"):
+        return configs
+    return list(configs)
 
 
 def _timeout(value: Any) -> float:

@@ -54,6 +54,9 @@ def clear_report(directory: Optional[Path] = None) -> dict[str, Any]:
     compile_module = sys.modules.get("tilelang_core.jit.compile")
     if compile_module is not None:
         compile_module.clear_memory()
+    tuner_module = sys.modules.get("tilelang_core.autotuner.tuner")
+    if tuner_module is not None:  # results tuned in this process go with the stored ones
+        tuner_module.AutoTuner.clear_memory()
     from .store import get_cache
 
     return get_cache(directory).clear_report()

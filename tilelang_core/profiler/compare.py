@@ -59,32 +59,54 @@ def assert_tensors_close(
         raise AssertionError(
             f"{name}: {actual_name} has shape {tuple(actual.shape)}, {expected_name} has shape {tuple(expected.shape)}"
         )
-    a, e = _comparable(actual), _comparable(expected)
-    if a.dtype != e.dtype:
-        common = torch.promote_types(a.dtype, e.dtype)
-        a, e = a.to(common), e.to(common)
-    close = torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
+    if _integral(actual) and _integral(expected):
+        # exactly: as float64, int64 values past 2**53 that differ by 1 would compare equal
+        a, e = _cpu(actual).to(torch.int64), _cpu(expected).to(torch.int64)
+        gap = (a - e).abs().to(torch.float64)
+        close = gap <= atol + rtol * e.abs().to(torch.float64)
+    else:
+        a, e = _comparable(actual), _comparable(expected)
+        if a.dtype != e.dtype:
+            common = torch.promote_types(a.dtype, e.dtype)
+            a, e = a.to(common), e.to(common)
+        close = torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
     total = close.numel()
     bad = int((~close).sum().item()) if total else 0
     if total and bad / total > max_mismatched_ratio:
-        diff = (a - e).abs()
-        diff = torch.where(torch.isnan(diff), torch.zeros_like(diff), diff)
+        diff = (a - e).abs().to(torch.float64)
+        diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)  # NaN against a number
+        diff = torch.where(close, torch.full_like(diff, -1.0), diff)  # report an element that differs
         worst = int(torch.argmax(diff.reshape(-1)).item())
         where = tuple(int(i) for i in _unravel(worst, tuple(actual.shape)))
         raise AssertionError(
             f"{name}: {bad} of {total} elements ({bad / total:.2%}) differ between {actual_name} and {expected_name} "
             f"beyond atol={atol}, rtol={rtol} (allowed: {max_mismatched_ratio:.2%}); largest difference "
-            f"{float(diff.reshape(-1)[worst]):.6g} at {where}: {actual_name} {float(a.reshape(-1)[worst]):.6g}, "
-            f"{expected_name} {float(e.reshape(-1)[worst]):.6g}"
+            f"{float(diff.reshape(-1)[worst]):.6g} at {where}: {actual_name} {_show(a.reshape(-1)[worst])}, "
+            f"{expected_name} {_show(e.reshape(-1)[worst])}"
         )
+
+
+def _show(value: Any) -> str:
+    number = value.item()
+    return str(number) if isinstance(number, int) else f"{number:.6g}"
+
+
+def _cpu(t: Any) -> Any:
+    t = t.detach()
+    return t.cpu() if t.device.type != "cpu" else t
+
+
+def _integral(t: Any) -> bool:
+    """An integer or bool tensor that int64 holds exactly (uint64 past 2**63 does not)."""
+    import torch
+
+    return not (t.dtype.is_floating_point or t.dtype.is_complex) and t.dtype != getattr(torch, "uint64", None)
 
 
 def _comparable(t: Any) -> Any:
     import torch
 
-    t = t.detach()
-    if t.device.type != "cpu":
-        t = t.cpu()
+    t = _cpu(t)
     if t.dtype == torch.bool or not (t.dtype.is_floating_point or t.dtype.is_complex) or "float8" in str(t.dtype):
         return t.to(torch.float64)
     if t.dtype in (torch.float16, torch.bfloat16):
