@@ -98,3 +98,20 @@ def test_timeout_per_kernel_reports_the_slow_one_and_keeps_the_others(pyadd):
     assert "kernel 1 was still compiling after the timeout of 0.5 s" in str(out[1])
     with pytest.raises(ValueError, match="timeout must be a positive number"):
         tilelang.par_compile([fast], timeout=0)
+
+
+def test_a_build_abandoned_for_its_timeout_does_not_hold_up_the_queued_ones():
+    import threading
+    import time
+
+    from tilelang_core.jit.parallel import CompileTimeout
+
+    release = threading.Event()  # the stuck build ends when the test does
+    try:
+        start = time.monotonic()
+        results = tilelang.par_compile([lambda: release.wait(60) or "stuck", lambda: "second", lambda: "third"],
+                                       num_workers=1, timeout=0.5, errors="return", progress=False)
+        assert time.monotonic() - start < 20  # the queued builds waited for the stuck one's thread before
+        assert isinstance(results[0], CompileTimeout) and results[1:] == ["second", "third"]
+    finally:
+        release.set()

@@ -117,8 +117,8 @@ def par_compile(
 
     abandoned = False
     try:
-        submitted = _start_daemon_jobs([functools.partial(job, i, item) for i, item in enumerate(items)], workers)
-        futures = {future: i for i, future in enumerate(submitted)}
+        running = _DaemonJobs([functools.partial(job, i, item) for i, item in enumerate(items)], workers)
+        futures = {future: i for i, future in enumerate(running.futures)}
         pending = set(futures)
         while pending:
             done, pending = wait(pending, timeout=None if timeout is None else min(0.05, timeout), return_when=FIRST_COMPLETED)
@@ -139,8 +139,9 @@ def par_compile(
                         pending.discard(future)
                         abandoned = True
                         fail(index, CompileTimeout(f"kernel {index} was still compiling after the timeout of {timeout} s"))
+                        running.add_worker()  # its thread is lost to the queue: the others still get built
     finally:
-        if abandoned:  # jobs not started yet are dropped; those running finish in the background
+        if abandoned:  # jobs not started yet (an interrupted call) are dropped; those running finish in the background
             for future in futures:
                 future.cancel()
         if bar is not None:
@@ -151,34 +152,47 @@ def par_compile(
     return results
 
 
-def _start_daemon_jobs(jobs: list, workers: int) -> list[Future]:
-    """Run ``jobs`` (callables) on ``workers`` daemon threads; one :class:`Future` per job.
+class _DaemonJobs:
+    """Run jobs (callables) on daemon threads; one :class:`Future` per job, in :attr:`futures`.
 
     Daemon threads, unlike a ``ThreadPoolExecutor``'s (joined when the interpreter exits), do not
     keep the process alive: a build abandoned for its ``timeout`` cannot hold the program's exit.
-    A job whose future was cancelled before it started is skipped.
+    A job whose future was cancelled before it started is skipped. :meth:`add_worker` starts one
+    more thread: the caller does so for each job it abandons, so that the jobs still queued do not
+    wait for a thread that may never come back.
     """
-    futures = [Future() for _ in jobs]
-    queue: "collections.deque[int]" = collections.deque(range(len(jobs)))
-    lock = threading.Lock()
 
-    def worker() -> None:
+    def __init__(self, jobs: list, workers: int) -> None:
+        self.jobs = jobs
+        self.futures = [Future() for _ in jobs]
+        self._queue: "collections.deque[int]" = collections.deque(range(len(jobs)))
+        self._lock = threading.Lock()
+        self._threads = 0
+        for _ in range(max(1, min(workers, len(jobs)))):
+            self.add_worker()
+
+    def add_worker(self) -> None:
+        """Start one more worker thread (it ends when the queue is empty)."""
+        with self._lock:
+            if not self._queue:
+                return
+            self._threads += 1
+            number = self._threads
+        threading.Thread(target=self._work, name=f"tilelang-par-compile-{number}", daemon=True).start()
+
+    def _work(self) -> None:
         while True:
-            with lock:
-                if not queue:
+            with self._lock:
+                if not self._queue:
                     return
-                index = queue.popleft()
-            future = futures[index]
+                index = self._queue.popleft()
+            future = self.futures[index]
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                future.set_result(jobs[index]())
+                future.set_result(self.jobs[index]())
             except BaseException as exc:  # noqa: BLE001 - delivered through the future
                 future.set_exception(exc)
-
-    for n in range(max(1, min(workers, len(jobs)))):
-        threading.Thread(target=worker, name=f"tilelang-par-compile-{n}", daemon=True).start()
-    return futures
 
 
 def _is_prim_func(item: Any) -> bool:
