@@ -605,3 +605,10 @@ def test_numpy_arrays_among_the_arguments_are_keyed_by_their_contents():
     a, b = np.ones(5000), np.ones(5000)
     b[2500] = 3.0
     assert describe_value(a) != describe_value(b) and describe_value(a) == describe_value(np.ones(5000))
+
+
+def test_a_call_giving_a_tuned_parameter_is_not_tuned_with_callable_configs_too(kit):
+    tuned = tilelang.autotune(configs=lambda n, **kw: [{"speed": 4}, {"speed": 40}], warmup=1, rep=2,
+                              ref_prog=K.kit_reference, cache_key="callable-v1")(K.kit_vadd)
+    kernel = tuned(64, speed=40)
+    assert kernel.name == "vadd_s40" and kit.records() == [], (kernel.name, kit.log("builds"), getattr(kernel, "config", None))

@@ -96,7 +96,7 @@ class AutoTuneImpl:
             bound = self.signature.bind_partial(*call_args, **kwargs)
         except TypeError as exc:
             raise TypeError(f"{self.func.__qualname__}(): {exc}") from None
-        configs_given = self._explicit_tunables(bound)
+        configs_given = self._explicit_tunables(bound, (call_args, kwargs))
         if configs_given:
             kernel = self._compile_direct(call_args, kwargs, target)
         else:
@@ -134,19 +134,24 @@ class AutoTuneImpl:
             target = DEVICE_TARGETS.get(device.type)
         return tuple(specs), inputs, target
 
-    def _config_keys(self) -> set[str]:
+    def _config_keys(self, call: Optional[tuple] = None) -> set[str]:
         configs = self.configs
         if callable(configs):
-            return set()
+            if call is None:
+                return set()
+            try:  # the configs of this call: the tuner calls it with the same arguments
+                configs = configs(*call[0], **call[1])
+            except Exception:  # noqa: BLE001 - the tuner reports it when it calls the function
+                return set()
         keys: set[str] = set()
         for config in configs or ():
             if isinstance(config, dict):
                 keys.update(k for k in config if k != "pass_configs")
         return keys
 
-    def _explicit_tunables(self, bound: inspect.BoundArguments) -> bool:
-        """Whether the call already gives a value to a tuned parameter (then it is not tuned)."""
-        return bool(self._config_keys() & set(bound.arguments))
+    def _explicit_tunables(self, bound: inspect.BoundArguments, call: tuple) -> bool:
+        """Whether the call (``(args, kwargs)``) already gives a value to a tuned parameter (then it is not tuned)."""
+        return bool(self._config_keys(call) & set(bound.arguments))
 
     def _key(self, bound: inspect.BoundArguments) -> Any:
         args = {k: v for k, v in bound.arguments.items() if k not in self.do_not_specialize}
