@@ -24,6 +24,23 @@ KS = load_private("tileops_kernels")
 NVCC = os.environ.get("TILELANG_NVCC") or shutil.which("nvcc") or ("/usr/local/bin/nvcc" if os.path.exists("/usr/local/bin/nvcc") else None)
 
 
+def _block_sum():
+    """``C[0] += sum(B)`` through a shared tile and a one-element fragment (``clear=False``)."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def block_sum(B: T.Tensor((100,), "float32"), C: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=32) as _:
+            S = T.alloc_shared((100,), "float32")
+            O = T.alloc_fragment((1,), "float32")
+            T.copy(B, S)
+            T.copy(C, O)
+            T.reduce_sum(S, O, dim=0, clear=False)
+            T.copy(O, C)
+
+    return block_sum
+
+
 def _kernels():
     """(name, prim_func) of every GPU-style test kernel."""
     return [
@@ -41,6 +58,7 @@ def _kernels():
         *[(f"reduce_{op}", KS.reduce_both(12, 20, op, "gpu")) for op in KS.REDUCERS],
         ("atomic", KS.atomic_sum(1000, 64, "gpu")),
         ("softmax", KS.softmax(37, 64, 8, "gpu")),
+        ("block_sum", _block_sum()),
     ]
 
 
@@ -249,7 +267,8 @@ def _gxx_openmp_ok() -> bool:
 
 emulator = pytest.mark.skipif(not _gxx_openmp_ok(), reason="g++ is not installed")
 
-_EMULATED = ("matmul_f16", "matmul_tA", "matmul_tB", "copy_edges", "copy_dynamic", "reduce_absmax", "reduce_sum", "softmax", "atomic")
+_EMULATED = ("matmul_f16", "matmul_tA", "matmul_tB", "copy_edges", "copy_dynamic", "reduce_absmax", "reduce_sum", "softmax", "atomic",
+             "block_sum")
 
 
 @pytest.fixture(scope="module")
@@ -442,3 +461,20 @@ def test_fragment_layout_with_2d_threads_and_shared_fallback():
 
     with pytest.raises(LoweringError, match="fragment 'F' has the dynamic shape"):
         lower(dynamic_fragment, target="cuda")
+
+
+def test_a_reduction_into_one_shared_element_is_accumulated_per_thread(cuda_sources):
+    """Every thread of the block reduces the whole tile: each accumulates in a register of its own
+    and stores the same value; accumulating in the shared element made all 32 threads
+    read-modify-write one word at once (a race)."""
+    src = cuda_sources["block_sum"].device_source
+    body = src[src.rindex("__global__"):]
+    assert not re.search(r"(O\w*_ptr)\[0\] = \(\1\[0\] \+", body), body
+    assert re.search(r"block_acc_ptr\[0\] = \(block_acc_ptr\[0\] \+ S_ptr\[v\]\)", body), body
+
+
+@emulator
+def test_emulated_gpu_reduction_into_one_element(emulated):
+    b, c = torch.randn(100), torch.tensor([0.5])
+    emulated["block_sum"](b, c)
+    torch.testing.assert_close(c, (b.sum() + 0.5).reshape(1), rtol=1e-5, atol=1e-5)

@@ -7,6 +7,7 @@ from numbers import Integral
 from typing import Any, Callable
 
 from tvm import tirx
+from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script.builder import ir as _B
 
 from ._common import (
@@ -139,6 +140,17 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
             didx = _indices(d, vs)
         if kind in _WIDE_SUMS and acc in _HALF:
             _wide_sum(s, d, didx, lambda r: _indices(s, vs[:dim] + [r] + vs[dim:]), red_extent, clear, absolute)
+            return
+        if not out and not per_thread(d):
+            # the whole tile into one element the block shares: every thread (of a GPU block)
+            # runs this, so each accumulates in a register of its own and stores the same value
+            # once; accumulating in the shared element made every thread read-modify-write it at once
+            slot = IRBuilder.name("block_acc", _B.alloc_buffer((1,), acc, scope="local"))
+            _B.buffer_store(slot, _identity(kind, acc) if clear else d.buffer[tuple(didx)], [0])
+            with _B.serial(0, red_extent) as r:
+                x = cast(s.buffer[tuple(_indices(s, [r]))], acc)
+                _B.buffer_store(slot, combine(slot[0], _abs(x) if absolute else x), [0])
+            _B.buffer_store(d.buffer, slot[0], didx)
             return
         if clear:
             # every reduction starts from its identity (-inf for max, +inf for min, 0 for absmax),
