@@ -180,3 +180,22 @@ def test_16bit_math_on_a_cuda_device_matches_torch(tmp_path, dtype):
     module = kernel_module(tmp_path, f"gpu_half_{dtype}", [e for e, _ in ops])
     kernel = tilelang.compile(module.make(len(ops), dtype), target="cuda")
     check_float_ops(kernel, ops, dtype, "cuda device", device="cuda")
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("name", ["tan", "atan", "erf", "pow"])
+def test_float16_math_of_tvms_half_prelude_compiles_with_nvcc(name):
+    """hpow/htan/hatan/herf were defined for nvcc's device pass only: a whole .cu file (cython's
+    nvcc build) failed its host pass with 'identifier "htan" is undefined'."""
+    import tilelang
+
+    fn = getattr(T, name)
+
+    @T.prim_func
+    def half_math(A: T.Tensor((256,), "float16"), B: T.Tensor((256,), "float16")):
+        with T.Kernel(2, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = fn(A[bx * 128 + i]) if name != "pow" else fn(A[bx * 128 + i], B[bx * 128 + i])
+
+    kernel = tilelang.compile(half_math, target="cuda", execution_backend="cython")
+    assert "tilelang: the host pass too" in kernel.get_kernel_source()

@@ -688,8 +688,20 @@ def gpu_device_source(device_mods: dict) -> tuple[str, dict]:
             build = tvm.get_global_func("target.build." + target.kind.name)
             with target:
                 module = build(dmod, target)
-            sources.append(module.inspect_source())
+            sources.append(_half_math_on_host_too(module.inspect_source()))
     return "\n".join(sources), finalized
+
+
+#: TVM 0.27's CUDA half prelude defines ``hpow``, ``htan``, ``hatan``, ``herf`` (float16 math
+#: that cuda_fp16.h lacks) for the device pass only; a kernel calling one (float16 ``T.tan``)
+#: then failed nvcc's host pass of a whole .cu file ('identifier "htan" is undefined'), while
+#: NVRTC (device pass only) built it. The functions are ``__device__ __host__``: defined for both.
+_HALF_MATH_DEVICE_ONLY = "#if defined(__CUDA_ARCH__)\n#if (__CUDA_ARCH__ >= 530)\nCUDA_UNSUPPORTED_HALF_MATH"
+_HALF_MATH_BOTH = "#if 1  /* tilelang: the host pass too */\n#if !defined(__CUDA_ARCH__) || (__CUDA_ARCH__ >= 530)\nCUDA_UNSUPPORTED_HALF_MATH"
+
+
+def _half_math_on_host_too(source: str) -> str:
+    return source.replace(_HALF_MATH_DEVICE_ONLY, _HALF_MATH_BOTH)
 
 
 #: Environment variable TVM's CUDA compile callback reads: ``nvrtc`` (default) or ``nvcc``.
