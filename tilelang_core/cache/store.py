@@ -381,13 +381,7 @@ class DiskCache:
 
     def _discard(self, directory: Path, why: str) -> None:
         warnings.warn(f"removed unusable kernel cache entry {directory}: {why}; rebuilding it", CacheWarning, stacklevel=5)
-        # rename first, so a concurrent reader never sees a half-deleted entry
-        trash = self.root / "tmp" / f"trash.{uuid.uuid4().hex}"
-        try:
-            os.rename(directory, trash)
-        except OSError:
-            trash = directory
-        _remove(trash)
+        self._trash(directory)  # renamed first: a concurrent reader never sees a half-deleted entry
 
     # -- inspection ---------------------------------------------------------------------------
 

@@ -58,22 +58,6 @@ ATOMIC_ADD_KEY = "tl.atomic_add"
 #: Storage scope of ``T.alloc_fragment`` tiles (spread over the block's threads on GPU targets).
 FRAGMENT_SCOPE = "local.fragment"
 
-_DTYPE_NAMES = (
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "bfloat16",
-    "float32",
-    "float64",
-)
-
 
 def _tvm_script_ptr() -> Any:
     """TVMScript's ``T.ptr`` (which TileLang code also uses as the element type of pointer tables)."""
