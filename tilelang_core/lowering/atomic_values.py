@@ -23,22 +23,10 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ..language.tileops._common import substitute
-from .atomics import parse
+from ..language.tileops._common import collect, substitute
+from .atomics import atomic_calls, parse
 
 __all__ = ["bind_atomic_values"]
-
-
-def _atomics_in(node: Any) -> list:
-    found: list = []
-
-    def on_call(call: Any) -> Any:
-        if parse(call) is not None:
-            found.append(call)
-        return call
-
-    tvm_ffi.structural_map(node, [(tvm.ir.Call, on_call)])
-    return found
 
 
 def _zero(node: Any) -> Any:
@@ -67,23 +55,24 @@ def _unconditional(expr: Any) -> Any:
 def _bind(expr: Any, lets: list) -> Any:
     """``expr`` with each atomic operand that is always evaluated (not ``expr`` itself, not one
     inside another atomic's operands: ``T.atomic_store(E[0], T.atomic_load(E[1]) + 1)`` evaluates
-    it once already) replaced by a variable, wherever the pipeline's operators repeated it; a ``T.abs`` operand bound by a
-    ``Let`` (language/tileops/intrinsics.py) is bound the same way. The bindings are appended to
-    ``lets`` in evaluation order."""
-    if not _atomics_in(expr) or parse(expr) is not None and len(_atomics_in(expr)) == 1:
+    it once already) replaced by a load of a one-element buffer, wherever the pipeline's
+    operators repeated it; a ``T.abs``/``T.clamp`` operand bound by a ``Let``
+    (language/tileops/intrinsics.py) is stored the same way. ``(slot, value)`` pairs are appended
+    to ``lets`` in evaluation order."""
+    atoms = atomic_calls(expr)
+    if not atoms or (len(atoms) == 1 and atoms[0].same_as(expr)):
         return expr
-    atoms = _atomics_in(expr)
-    nested = [inner for outer in atoms for inner in _atomics_in(outer)[:-1]]  # post-order: the outer one is last
-    hoisted = [a for a in _atomics_in(_unconditional(expr))
-               if not a.same_as(expr) and len(_atomics_in(a)) == 1 and not any(a.same_as(n) for n in nested)]
-    bound: list = []  # (atomic, var)
+    nested = [n for a in atoms for n in atomic_calls(a)[1:]]  # atomics in another atomic's operands
+    hoisted = [a for a in atomic_calls(_unconditional(expr))
+               if not a.same_as(expr) and len(atomic_calls(a)) == 1 and not any(a.same_as(n) for n in nested)]
+    bound: list = []  # (atomic, the load of its slot)
 
     def on_call(call: Any) -> Any:
         if parse(call) is None:
             return call
-        for atomic, var in bound:
+        for atomic, slot in bound:
             if call.same_as(atomic):
-                return var
+                return slot
         if not any(call.same_as(a) for a in hoisted):
             return call
         slot = _slot("atomic_prev", call.ty.dtype, lets)
@@ -108,15 +97,7 @@ def _slot(name: str, dtype: Any, lets: list) -> Any:
 
 
 def _reads(node: Any, load: Any) -> bool:
-    found: list = []
-
-    def on_load(x: Any) -> Any:
-        if x.source.same_as(load.source):
-            found.append(x)
-        return x
-
-    tvm_ffi.structural_map(node, [(tvm.ir.TensorLoad, on_load)])
-    return bool(found)
+    return any(x.source.same_as(load.source) for x in collect(node, tvm.ir.TensorLoad))
 
 
 def _wrap(stmt: Any, lets: list) -> Any:
@@ -151,7 +132,7 @@ def _if(node: Any) -> Any:
 
 def bind_atomic_values(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """``func`` with every atomic used as an operand evaluated once, in front of its statement."""
-    if not _atomics_in(func.body):
+    if not atomic_calls(func.body):
         return func
     body = tvm_ffi.structural_map(func.body, [(tirx.BufferStore, _store), (tirx.Evaluate, _evaluate),
                                               (tirx.IfThenElse, _if)])

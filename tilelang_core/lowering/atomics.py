@@ -35,6 +35,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import LoweringError
+from ..language.tileops._common import collect
 from .markers import marker_call_args
 from .source_imports import c_definitions, with_import, with_import_in_first_kernel
 
@@ -120,17 +121,14 @@ def checked_map(node: Any, entries: list, order: str = "post") -> Any:
     return result
 
 
+def atomic_calls(node: Any) -> list:
+    """The atomic marker calls in a statement or expression, outer ones before the ones in their operands."""
+    return [call for call in collect(node, tvm.ir.Call) if parse(call) is not None]
+
+
 def contains_atomics(node: Any) -> bool:
     """Whether a statement or expression contains an atomic marker call."""
-    found = []
-
-    def on_call(call):
-        if parse(call) is not None:
-            found.append(call)
-        return call
-
-    tvm_ffi.structural_map(node, [(tvm.ir.Call, on_call)])
-    return bool(found)
+    return bool(atomic_calls(node))
 
 
 def _vector_prev_lanes(a: AtomicOp) -> int:

@@ -193,13 +193,12 @@ class Frontend:
     # -- entry -------------------------------------------------------------------------------
     def run(self, func: tirx.PrimFunc) -> tirx.PrimFunc:
         """Return ``func`` with its body rewritten."""
+        from .atomic_values import bind_atomic_values
+        from .float_negations import keep_float_negations
         from .logical import lower_logical_reductions
         from .loop_control import lower_loop_breaks
         from .loop_steps import normalize_loop_steps
         from .persistent import expand_persistent_loops
-
-        from .atomic_values import bind_atomic_values
-        from .float_negations import keep_float_negations
 
         refuse_grid_syncs(func.body)  # T.sync_grid: no cooperative launch on any target (lowering/warp.py)
         func = bind_atomic_values(func)  # an atomic's previous value used as an operand: evaluated once
