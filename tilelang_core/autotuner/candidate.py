@@ -155,12 +155,13 @@ def check_and_time(
     baseline = None
     if early_stop_factor is not None and state.best_latency is not None:
         baseline = state.best_latency * early_stop_factor
+    n_warmup, n_repeat = max(warmup, 1), max(rep, 1)  # counts of calls: 0 would mean "from milliseconds" to do_bench
     with exclusive_timing(profiler.family) as waited:
         if deadline is not None:
             deadline += waited  # waiting for another process's timing is not this candidate's time
         latency = profiler.do_bench(
-            n_warmup=max(warmup, 1),  # counts of calls: 0 would mean "from milliseconds" to do_bench
-            n_repeat=max(rep, 1),
+            n_warmup=n_warmup,
+            n_repeat=n_repeat,
             input_tensors=ins,
             timer=profile.timer,
             return_mode=profile.return_mode,
@@ -169,7 +170,7 @@ def check_and_time(
         )
         if profile.ref_prog is not None and state.ref_latency is None:
             state.ref_latency = profiler.do_bench(
-                profile.ref_prog, n_warmup=max(warmup, 1), n_repeat=max(rep, 1), input_tensors=ins, timer=profile.timer,
+                profile.ref_prog, n_warmup=n_warmup, n_repeat=n_repeat, input_tensors=ins, timer=profile.timer,
                 return_mode=profile.return_mode
             )
     if state.best_latency is None or latency < state.best_latency:

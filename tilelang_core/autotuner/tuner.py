@@ -27,11 +27,11 @@ import contextlib
 import functools
 import inspect
 import logging
-import math
 import threading
 import warnings
 from typing import Any, Callable, Optional, Sequence, Union
 
+from ..profiler.compare import check_tolerances
 from ..profiler.supply import TensorSupplyType, as_supply_type
 from .candidate import (
     PASS_CONFIGS_KEY,
@@ -174,10 +174,7 @@ class AutoTuner:
             raise AutotuneConfigError(
                 "manual_check_prog(kernel_outputs, ref_outputs) compares with the reference's outputs: give ref_prog "
                 "too (without it nothing would be checked)")
-        for name, value, low, high in (("rtol", rtol, 0, math.inf), ("atol", atol, 0, math.inf),
-                                       ("max_mismatched_ratio", max_mismatched_ratio, 0, 1)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-                raise AutotuneConfigError(f"{name} must be a number in [{low}, {high}], got {value!r}")
+        check_tolerances(rtol, atol, max_mismatched_ratio, error=AutotuneConfigError)
         self.profile_args = ProfileArgs(
             warmup=_count(warmup, "warmup"),
             rep=_count(rep, "rep", minimum=1),

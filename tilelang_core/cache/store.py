@@ -226,12 +226,13 @@ class DiskCache:
         if fcntl is None:  # pragma: no cover
             yield False
             return
+        path = self.root / "locks" / f"{key}.lock"
         try:
-            fd = self._open_lock(self.root / "locks" / f"{key}.lock")
+            fd = self._open_lock(path)
         except OSError as exc:
             warnings.warn(
                 f"kernel cache lock file for key {key[:16]}... could not be opened ({exc}); building without "
-                f"waiting for other processes. Remove {self.root / 'locks' / (key + '.lock')} if it is not a file",
+                f"waiting for other processes. Remove {path} if it is not a file",
                 CacheWarning,
                 stacklevel=5,
             )
@@ -239,11 +240,12 @@ class DiskCache:
             return
         held = False
         try:
-            held = flock_within(fd, lock_wait_s()) is not None
+            wait_s = lock_wait_s()
+            held = flock_within(fd, wait_s) is not None
             if not held:
                 warnings.warn(
-                    f"another process has been building the kernel of key {key[:16]}... for over {lock_wait_s():g} s "
-                    f"(it holds {self.root / 'locks' / (key + '.lock')}: stopped, or hung?); building it here without "
+                    f"another process has been building the kernel of key {key[:16]}... for over {wait_s:g} s "
+                    f"(it holds {path}: stopped, or hung?); building it here without "
                     f"waiting. Set {LOCK_WAIT_ENV} to wait longer",
                     CacheWarning,
                     stacklevel=5,
@@ -485,10 +487,13 @@ class DiskCache:
             raise CacheError(reason)
         cutoff = time.time() - older_than_days * 86400
         counts = {"unused": 0, "not_installed": 0, "unreadable": 0}
+        installed: dict[Any, Optional[str]] = {}  # one metadata lookup per backend, not per entry
         for directory, meta in self.entries():
+            if meta is not None and meta.backend not in installed:
+                installed[meta.backend] = _installed_version(meta.backend)
             if meta is None:
                 why = "unreadable"
-            elif _installed_version(meta.backend) != meta.backend.version:
+            elif installed[meta.backend] != meta.backend.version:
                 why = "not_installed"
             else:
                 try:
@@ -526,13 +531,11 @@ class DiskCache:
             except OSError:
                 continue
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:  # a process is building this key now
-                os.close(fd)
-                continue
-            try:
-                with contextlib.suppress(OSError):
-                    path.unlink()
+                if flock_within(fd, 0) is not None:  # else a process is building this key now
+                    with contextlib.suppress(OSError):
+                        path.unlink()
+            except OSError:  # no lock to be had: left alone
+                pass
             finally:
                 os.close(fd)
 

@@ -96,25 +96,28 @@ def _why_not_an_export(target: Path) -> Optional[str]:
     return None
 
 
-def _file_on_the_way(directory: Path) -> Optional[Path]:
-    """The nearest existing ancestor of ``directory`` (itself included) when it is not a folder."""
+def _missing_ancestors(directory: Path) -> tuple[list[Path], Path]:
+    """The folders of ``directory`` (itself included) that do not exist, innermost first, and the
+    nearest one that does."""
+    missing = []
     current = directory
     while not os.path.lexists(current) and current.parent != current:
+        missing.append(current)
         current = current.parent
-    return None if current.is_dir() else current
+    return missing, current
+
+
+def _file_on_the_way(directory: Path) -> Optional[Path]:
+    """The nearest existing ancestor of ``directory`` (itself included) when it is not a folder."""
+    existing = _missing_ancestors(directory)[1]
+    return None if existing.is_dir() else existing
 
 
 def _make_parents(directory: Path) -> None:
     """Create the missing folders of ``directory`` with mode 0755 whatever the umask: under umask
     0002 they were group-writable, and ``tilelang.load`` then refused the export it had just made
     (a folder others can write to on the way to native code, cache/trust.py)."""
-    missing = []
-    current = directory
-    while not os.path.lexists(current):
-        missing.append(current)
-        if current.parent == current:
-            break
-        current = current.parent
+    missing = _missing_ancestors(directory)[0]
     for folder in reversed(missing):
         with contextlib.suppress(FileExistsError):
             folder.mkdir()

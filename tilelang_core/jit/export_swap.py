@@ -13,6 +13,8 @@ export back, and removes what killed processes left beside ``path``.
 from __future__ import annotations
 
 import ctypes
+import errno
+import functools
 import os
 import re
 import shutil
@@ -23,23 +25,19 @@ from typing import Callable, Optional
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
-_renameat2: Optional[Callable] = None
-_looked_up = False
+#: What ``renameat2`` sets when this kernel or file system cannot exchange: fall back to renames.
+_UNSUPPORTED = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP)
 
 
+@functools.lru_cache(maxsize=None)
 def _libc_renameat2() -> Optional[Callable]:
-    global _renameat2, _looked_up
-    if not _looked_up:
-        _looked_up = True
-        try:
-            function = ctypes.CDLL(None, use_errno=True).renameat2
-        except (AttributeError, OSError):
-            function = None
-        if function is not None:
-            function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-            function.restype = ctypes.c_int
-        _renameat2 = function
-    return _renameat2
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
 
 
 def exchange(a: Path, b: Path) -> bool:
@@ -49,10 +47,10 @@ def exchange(a: Path, b: Path) -> bool:
         return False
     if function(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
         return True
-    errno = ctypes.get_errno()
-    if errno in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: not on this file system or kernel
+    code = ctypes.get_errno()
+    if code in _UNSUPPORTED:
         return False
-    raise OSError(errno, os.strerror(errno), str(b))
+    raise OSError(code, os.strerror(code), str(b))
 
 
 def side_name(target: Path, kind: str) -> Path:

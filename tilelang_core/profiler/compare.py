@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 
@@ -36,13 +37,7 @@ def assert_tensors_close(
     """
     import torch
 
-    for option, value in (("rtol", rtol), ("atol", atol)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise ValueError(f"{option} must be a number >= 0, got {value!r}")
-    if isinstance(max_mismatched_ratio, bool) or not isinstance(max_mismatched_ratio, (int, float)) or not (
-            0 <= max_mismatched_ratio <= 1):
-        raise ValueError(f"max_mismatched_ratio must be a number in [0, 1] (the share of elements allowed to differ), "
-                         f"got {max_mismatched_ratio!r}")
+    check_tolerances(rtol, atol, max_mismatched_ratio)
     if isinstance(actual, torch.Tensor) != isinstance(expected, torch.Tensor):
         def what(value: Any) -> str:
             if isinstance(value, torch.Tensor):
@@ -86,6 +81,16 @@ def assert_tensors_close(
         )
 
 
+def check_tolerances(rtol: Any, atol: Any, max_mismatched_ratio: Any, error: type = ValueError) -> None:
+    """Raise ``error`` unless ``rtol`` and ``atol`` are numbers >= 0 and ``max_mismatched_ratio``
+    one in [0, 1] (what :func:`assert_tensors_close` takes; the autotuner checks them up front)."""
+    for name, value, high in (("rtol", rtol, math.inf), ("atol", atol, math.inf), ("max_mismatched_ratio",
+                                                                                 max_mismatched_ratio, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= high:
+            share = " (the share of elements allowed to differ)" if high == 1 else ""
+            raise error(f"{name} must be a number in [0, {high:g}]{share}, got {value!r}")
+
+
 def _show(value: Any) -> str:
     number = value.item()
     return str(number) if isinstance(number, int) else f"{number:.6g}"
@@ -122,4 +127,4 @@ def _unravel(flat: int, shape: Sequence[int]) -> list[int]:
     return list(reversed(out))
 
 
-__all__ = ["as_output_list", "assert_tensors_close"]
+__all__ = ["as_output_list", "assert_tensors_close", "check_tolerances"]
