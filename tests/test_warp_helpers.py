@@ -210,7 +210,7 @@ def test_barrier_arguments_may_be_expressions():
             I[tx] = tx
 
     src = lower(computed, target="cuda").device_source
-    assert re.search(r"tl_named_barrier_sync\(\(\(tx_ptr\[0\] >> 6\) \+ 1\), 64\);", src), src
+    assert re.search(r"tl_named_barrier_sync\(\(\(tx\[0\] >> 6\) \+ 1\), 64\);", src), src
     assert "tl_named_barrier_sync_all(1);" in src and "__syncwarp(" in src
 
 
@@ -233,8 +233,8 @@ def test_cuda_source_of_the_helpers(cuda_sources):
     src = cuda_sources["indices"].device_source
     body = src[src.index('extern "C" __global__'):]
     # indices from tid = x + 16*y + 64*z, simplified by TVM with the thread extents (16, 4, 2)
-    assert "I_ptr[(g_ptr[0] * 10)] = (((((int)threadIdx.y) & 1) * 16) + ((int)threadIdx.x));" in body, body
-    assert "I_ptr[((g_ptr[0] * 10) + 4)] = 0;" in body  # 128 threads: all in warp group 0
+    assert "I_ptr[(g[0] * 10)] = (((((int)threadIdx.y) & 1) * 16) + ((int)threadIdx.x));" in body, body
+    assert "I_ptr[((g[0] * 10) + 4)] = 0;" in body  # 128 threads: all in warp group 0
     assert "/ ((((int)blockIdx.x) * 8) + 8))" in body  # warp size given by an expression
     assert body.count("__syncthreads()") == 1 and "tl_named_barrier_sync(1, 128);" in body
     assert "tl_named_barrier_sync_all(2);" in body and "__syncwarp((uint)4294967295);" in body

@@ -23,6 +23,7 @@ from .narrow_integers import narrow_integer_arithmetic
 from .wrapping_casts import integer_reinterprets_as_casts
 from .wrapping_unsigned import wrapping_unsigned_arithmetic
 from .intrinsics import lower_cpu_intrinsics
+from .local_names import scalars_by_kernel_name
 from .workspaces import heap_workspaces, release_workspaces_on_assert
 from .frontend import BLOCK_LOOP_KEY, PARALLEL_MIN_WORK, PRAGMA_MARKER
 from .signature import expr_to_dim, free_vars, inline_binds, is_tensor_param, param_name
@@ -318,7 +319,7 @@ def _postprocess_c(source: str, entry: str, n_block_loops: int = 0) -> str:
             i += 1
     text = _c_non_finite("\n".join(out).lstrip("\n") + "\n")
     text = re.sub(r'(#ifdef __cplusplus\nextern "C"\n#endif\n)(?=#ifdef __cplusplus\nextern "C"\n#endif\n)', "", text)
-    return C_PREAMBLE + text
+    return scalars_by_kernel_name(C_PREAMBLE + text)
 
 
 def lower_cpu_calls(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
@@ -688,7 +689,10 @@ def gpu_device_source(device_mods: dict) -> tuple[str, dict]:
             build = tvm.get_global_func("target.build." + target.kind.name)
             with target:
                 module = build(dmod, target)
-            sources.append(_half_math_on_host_too(module.inspect_source()))
+            text = module.inspect_source()
+            if target.kind.name == "cuda":
+                text = scalars_by_kernel_name(_half_math_on_host_too(text))
+            sources.append(text)
     return "\n".join(sources), finalized
 
 
