@@ -390,4 +390,4 @@ def test_versioned_loop_with_a_scalar_in_its_body(path):
     assert torch.all(storage[70:] == CANARY)
     if path == CYTHON_C:
         source = kernel.get_kernel_source()
-        assert len(re.findall(r"float acc_ptr\w*\[1\];", source)) == 2, source  # one scalar per copy of the loop
+        assert len(re.findall(r"float acc\w*\[1\];", source)) == 2, source  # one scalar per copy of the loop

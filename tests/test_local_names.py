@@ -111,10 +111,14 @@ def test_taken_names_in_cuda_compile_with_nvcc(tmp_path):
         ("__shared__ alignas(16) float s_ptr[1];", "__shared__ alignas(16) float s[1];"),
         # member names do not take a name: threadIdx.x
         ("int x_ptr[1];\nx_ptr[0] = threadIdx.x + p->x;", "int x[1];\nx[0] = threadIdx.x + p->x;"),
-        # arrays of more than one element, and names followed by more text, are left alone
-        ("float a_ptr[2];\nfloat b_ptr_1[1];", "float a_ptr[2];\nfloat b_ptr_1[1];"),
+        # arrays of more than one element are left alone
+        ("float a_ptr[2];\nfloat a_ptr_1[1];", "float a_ptr[2];\nfloat a_1[1];"),
         # the name is taken: by a variable, a comment word, a keyword, a macro-style name
         ("int x_ptr[1];\nint x = 0;", "int x_ptr[1];\nint x = 0;"),
+        # TVM's second x (x_ptr_1) becomes x_1, unless a buffer x_1 wants that name too
+        ("int x_ptr[1];\nint x_ptr_1[1];", "int x[1];\nint x_1[1];"),
+        ("int x_ptr_1[1];\nint x_1_ptr[1];", "int x_ptr_1[1];\nint x_1_ptr[1];"),
+        ("int a_ptr_ptr[1];", "int a_ptr[1];"),
         ("int n_ptr[1]; // n blocks", "int n_ptr[1]; // n blocks"),
         ("int int_ptr[1];", "int int_ptr[1];"),
         ("int stdout_ptr[1];", "int stdout_ptr[1];"),

@@ -469,8 +469,8 @@ def test_a_reduction_into_one_shared_element_is_accumulated_per_thread(cuda_sour
     read-modify-write one word at once (a race)."""
     src = cuda_sources["block_sum"].device_source
     body = src[src.rindex("__global__"):]
-    assert not re.search(r"(O\w*_ptr)\[0\] = \(\1\[0\] \+", body), body
-    assert re.search(r"block_acc_ptr\[0\] = \(block_acc_ptr\[0\] \+ S_ptr\[v\]\)", body), body
+    assert not re.search(r"\b(O\w*)\[0\] = \(\1\[0\] \+", body), body
+    assert re.search(r"block_acc\[0\] = \(block_acc\[0\] \+ S_ptr\[v\]\)", body), body
 
 
 @emulator

@@ -19,9 +19,11 @@ import re
 #: A declaration of a one-element array: ``float x_ptr[1];``, ``alignas(64) half x_ptr[1];``,
 #: ``__shared__ alignas(64) float x_ptr[1];``.
 _ONE_ELEMENT_DECL = re.compile(
-    r"^[ \t]*(?:__shared__[ \t]+)?(?:alignas\(\d+\)[ \t]+)?(?:[A-Za-z_]\w*[ \t]+)+([A-Za-z]\w*)_ptr\[1\];[ \t]*$",
+    r"^[ \t]*(?:__shared__[ \t]+)?(?:alignas\(\d+\)[ \t]+)?(?:[A-Za-z_]\w*[ \t]+)+([A-Za-z]\w*?_ptr(?:_\d+)?)\[1\];[ \t]*$",
     re.M,
 )
+#: ``x_ptr`` -> ``x``; ``x_ptr_1`` (TVM's second ``x``) -> ``x_1``.
+_UNSUFFIXED = re.compile(r"^(\w+?)_ptr(_\d+)?$")
 #: Identifiers, except member names after ``.`` / ``->`` (``threadIdx.x`` does not take ``x``).
 _IDENTIFIER = re.compile(r"(?<![\w.])(?<!->)[A-Za-z_]\w*")
 
@@ -52,17 +54,21 @@ def _renamable(name: str, identifiers: set[str]) -> bool:
 
 
 def scalars_by_kernel_name(source: str) -> str:
-    """``source`` with each one-element array ``<name>_ptr`` renamed ``<name>`` where that is safe.
+    """``source`` with each one-element array ``<name>_ptr`` renamed ``<name>`` (and TVM's
+    ``<name>_ptr_<k>`` of a second ``<name>``, ``<name>_<k>``) where that is safe.
 
     See the module docstring for when a name is kept. The result compiles exactly as ``source``
     does: the rename is a consistent one-to-one change of identifiers that did not exist before.
     """
-    names = set(_ONE_ELEMENT_DECL.findall(source))
-    if not names:
+    declared = set(_ONE_ELEMENT_DECL.findall(source))
+    if not declared:
         return source
     identifiers = set(_IDENTIFIER.findall(source))
-    names = sorted(name for name in names if _renamable(name, identifiers))
-    if not names:
+    renames = {old: _UNSUFFIXED.sub(r"\1\2", old) for old in declared}
+    wanted = list(renames.values())
+    renames = {old: new for old, new in renames.items()
+               if wanted.count(new) == 1 and _renamable(new, identifiers)}  # x_ptr_1 and x_1_ptr: neither
+    if not renames:
         return source
-    pattern = re.compile(r"\b(" + "|".join(re.escape(name) for name in names) + r")_ptr\b")
-    return pattern.sub(lambda m: m.group(1), source)
+    pattern = re.compile(r"\b(" + "|".join(re.escape(old) for old in sorted(renames)) + r")\b")
+    return pattern.sub(lambda m: renames[m.group(1)], source)
