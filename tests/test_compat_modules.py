@@ -45,6 +45,17 @@ def test_transform_pass_context_is_tvms():
         assert ctx.config["tirx.noalias"]
 
 
+def test_top_level_profiler_names():
+    """docs/compatibility.md lists ``tilelang.Profiler`` as provided (upstream exports it); it was an
+    AttributeError."""
+    from tilelang import Profiler, TensorSupplyType
+    from tilelang_core.profiler import Profiler as core_profiler
+    from tilelang_core.profiler import TensorSupplyType as core_supply
+
+    assert Profiler is core_profiler and tilelang.Profiler is core_profiler
+    assert TensorSupplyType is core_supply and "Profiler" in dir(tilelang)
+
+
 def test_jit_module_is_still_the_decorator():
     import tilelang.jit as jit_module
 
