@@ -54,7 +54,7 @@ def hooks_markdown() -> str:
     for name in names:
         func = getattr(hookspecs, name)
         sig = str(inspect.signature(func)).replace("'", "")
-        out += ["", f"## {name}", "", "```python", f"def {name}{sig}", "```", "", inspect.cleandoc(func.__doc__ or "")]
+        out += ["", f"## {name}", "", "```python", f"def {name}{sig}: ...", "```", "", inspect.cleandoc(func.__doc__ or "")]
     return "\n".join(out) + "\n"
 
 

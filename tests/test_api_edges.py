@@ -126,6 +126,15 @@ def test_cli_new_into_a_file_path_and_explain_of_a_target_string(tmp_path):
     assert done.stdout.startswith("target 'cuda -arch=sm_90': "), done.stderr
 
 
+def test_cli_new_hint_installs_the_folder_not_an_index_package(tmp_path):
+    """`pip install tilelang-backend-mine` (no path separator) asks the package index for a package of
+    that name; the hint must name the folder just written, as docs/writing-a-backend.md does."""
+    done = subprocess.run([*CLI, "backends", "new", "mine"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "next: pip install ./tilelang-backend-mine && tilelang backends check mine" in done.stdout, done.stdout
+    assert (tmp_path / "tilelang-backend-mine" / "pyproject.toml").is_file()
+
+
 def test_exports_under_umask_0002_load_and_long_names_fit(tmp_path):
     kernel = tilelang.compile(double, out_idx=-1, target="c", execution_backend="cython")
     os.chmod(tmp_path, 0o755)

@@ -31,6 +31,31 @@ def test_submodules_import_without_tvm_or_torch():
     assert done.stdout.strip() == "[]"
 
 
+def test_transform_pass_context_is_tvms():
+    """docs/compatibility.md: ``tilelang.transform.PassContext`` is TVM's. It raised
+    ``ModuleNotFoundError: No module named 'tvm.transform'`` (TVM 0.27 has no such module)."""
+    import tvm
+
+    import tilelang.transform
+
+    assert tilelang.transform.PassContext is tvm.ir.transform.PassContext
+    from tilelang.transform import PassContext
+
+    with PassContext(config={"tirx.noalias": True}) as ctx:
+        assert ctx.config["tirx.noalias"]
+
+
+def test_top_level_profiler_names():
+    """docs/compatibility.md lists ``tilelang.Profiler`` as provided (upstream exports it); it was an
+    AttributeError."""
+    from tilelang import Profiler, TensorSupplyType
+    from tilelang_core.profiler import Profiler as core_profiler
+    from tilelang_core.profiler import TensorSupplyType as core_supply
+
+    assert Profiler is core_profiler and tilelang.Profiler is core_profiler
+    assert TensorSupplyType is core_supply and "Profiler" in dir(tilelang)
+
+
 def test_jit_module_is_still_the_decorator():
     import tilelang.jit as jit_module
 

@@ -22,9 +22,9 @@ _REWRITES = ("IfStmtBinding", "LegalizeNegativeIndex", "MergeIfStmt")
 
 def __getattr__(name: str) -> Any:
     if name == "PassContext":
-        from tvm.transform import PassContext
+        import tvm  # tvm.transform is an attribute of tvm (tvm.ir.transform), not an importable module
 
-        return PassContext
+        return tvm.ir.transform.PassContext
     if name in _REWRITES:
         from tilelang_core.lowering import tir_rewrites
 

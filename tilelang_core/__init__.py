@@ -31,6 +31,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "autotuner": ("tilelang_core.autotuner", None),
     "autotune": ("tilelang_core.autotuner", "autotune"),
     "TensorSupplyType": ("tilelang_core.profiler.supply", "TensorSupplyType"),
+    "Profiler": ("tilelang_core.profiler", "Profiler"),  # tilelang.Profiler, as upstream exports it
     "devices": ("tilelang_core.devices", None),
 }
 

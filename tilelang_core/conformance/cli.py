@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import sys
-from typing import Any
+from typing import Any, Union
 
 
 def add_backend_kit_commands(backends_subparsers: Any) -> None:
@@ -71,8 +73,21 @@ def _cmd_new(args: argparse.Namespace) -> int:
     if get_registry().get(args.name) is not None:
         print(f"note: a backend named {args.name!r} is installed already; two distributions with one name cannot be "
               f"installed together (rename this one before installing it)")
-    print(f"next: pip install {project} && tilelang backends check {args.name}")
+    print(f"next: pip install {pip_path(project)} && tilelang backends check {args.name}")
     return 0
+
+
+def pip_path(project: Union[str, os.PathLike]) -> str:
+    """``project`` as a ``pip install`` argument that pip reads as a local folder.
+
+    pip takes an argument without a path separator (``tilelang-backend-mine``) for a package name
+    to download from the index, so a relative path gets a leading ``./``; the result is quoted
+    for the shell.
+    """
+    text = os.fspath(project)
+    if not os.path.isabs(text) and not text.startswith((os.curdir + os.sep, os.pardir + os.sep)):
+        text = os.path.join(os.curdir, text)
+    return shlex.quote(text)
 
 
 if __name__ == "__main__":  # pragma: no cover

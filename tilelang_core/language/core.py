@@ -337,9 +337,9 @@ def _as_target_is_sequence() -> bool:
 
 
 class Kernel:
-    """``with T.Kernel(gx, gy=1, gz=1, threads=128) as (bx, by, ...)``: launch a grid of blocks.
+    """``with T.Kernel(gx[, gy[, gz]], threads=128) as (bx, by, ...)``: launch a grid of blocks.
 
-    ``threads`` is an int or a tuple ``(tx, ty, tz)`` of static extents. The ``as`` target
+    The grid extents are positional (one to three; a missing one is 1). ``threads`` is an int or a tuple ``(tx, ty, tz)`` of static extents. The ``as`` target
     receives one block index per grid extent given (``as bx`` or ``as (bx,)`` for one extent).
     Without grid extents (``T.Kernel(threads=128)``, ``T.Kernel()``) the grid is one block. On GPU targets the block indices are
     ``blockIdx.x/y/z`` and the body runs once per thread of the block; on CPU targets the

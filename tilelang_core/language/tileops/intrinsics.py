@@ -116,7 +116,7 @@ def fast_rcp(x: Any) -> Any:
 
 def _mode(name: str, rounding_mode: Any) -> str:
     if not isinstance(rounding_mode, str) or rounding_mode not in ROUNDING_MODES:
-        fail(f"T.{name}", (rounding_mode,), f"Invalid rounding mode '{rounding_mode}'. Must be one of: {set(ROUNDING_MODES)}")
+        fail(f"T.{name}", (rounding_mode,), f"Invalid rounding mode '{rounding_mode}'. Must be one of: {', '.join(ROUNDING_MODES)}")
     return rounding_mode
 
 
