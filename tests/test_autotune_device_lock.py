@@ -90,3 +90,28 @@ def test_a_gpu_family_names_a_slot_with_or_without_a_gpu():
     # without a CUDA device the timing itself reports that: the lock must not fail first
     slot = device_slot("cuda")
     assert slot.startswith("cuda-") and "/" not in slot
+
+
+def test_a_nested_timing_on_the_holding_thread_runs_at_once_and_other_threads_still_wait(caplog):
+    """A ref_prog timed under the lock that tunes another kernel on its first call times inside
+    the holder's lock: it used to wait for its own thread's lock (300 s) and then warn."""
+    import threading
+
+    with caplog.at_level(logging.WARNING, logger="tilelang.autotuner"):
+        with exclusive_timing("cpu", wait_s=60):
+            start = time.monotonic()
+            with exclusive_timing("cpu", wait_s=5) as waited:
+                assert waited == 0.0
+            assert time.monotonic() - start < 1.0
+            box = {}
+
+            def other():  # another thread of this process is another timing: it waits
+                with exclusive_timing("cpu", wait_s=0.3) as other_waited:
+                    box["waited"] = other_waited
+
+            thread = threading.Thread(target=other)
+            thread.start()
+            thread.join(30)
+        assert box["waited"] >= 0.3
+    assert "timing this candidate alongside it" in caplog.text  # the other thread's, not the nested one's
+    assert caplog.text.count("alongside it") == 1

@@ -21,6 +21,7 @@ from .param import (
     AutotuneResult,
     CompileArgs,
     MissingTuningInputs,
+    NestedTuningError,
     ProfileArgs,
     TrialResult,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "AutotuneResult",
     "CompileArgs",
     "MissingTuningInputs",
+    "NestedTuningError",
     "ProfileArgs",
     "TrialResult",
     "autotune",

@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..errors import TileLangError
 from .device_lock import exclusive_timing
-from .param import MissingTuningInputs, ProfileArgs, Status
+from .param import MissingTuningInputs, NestedTuningError, ProfileArgs, Status
 
 #: Config key that carries per-config ``pass_configs`` instead of a function argument.
 PASS_CONFIGS_KEY = "pass_configs"
@@ -323,7 +323,8 @@ def _build_with_timeout(job: CandidateJob) -> Any:
 
 def run_candidate(job: CandidateJob) -> CandidateOutcome:
     """Build, check and time one configuration here. Failures are outcomes, except
-    :class:`MissingTuningInputs`, raised: every configuration would meet it."""
+    :class:`MissingTuningInputs` and :class:`NestedTuningError`, raised: every configuration
+    would meet them."""
     from ..cache.location import default_cache_dir
     from ..devices import device_identity
     from ..profiler.bench import resolve_timer
@@ -358,7 +359,7 @@ def run_candidate(job: CandidateJob) -> CandidateOutcome:
             worker=worker,
             timer=resolve_timer(job.profile.timer, family),
         )
-    except MissingTuningInputs:
+    except (MissingTuningInputs, NestedTuningError):
         raise
     except Exception as exc:  # noqa: BLE001
         status, reason = classify(exc)

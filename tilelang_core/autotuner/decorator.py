@@ -23,6 +23,7 @@ import threading
 from typing import Any, Callable, Optional, Sequence
 
 from ..profiler.supply import TensorSupplyType
+from .capture import get_autotune_inputs
 from .key import describe_value
 from .param import AutotuneConfigError, AutotuneResult
 from .tuner import AutoTuner, _jit_options, materialize_configs
@@ -57,7 +58,9 @@ class AutoTuneImpl:
         self._tuner_cache: dict[Any, AutotuneResult] = {}
         self._kernels: dict[Any, Any] = {}
         self._tuned_call: dict[Any, str] = {}
-        self._lock = threading.Lock()
+        # re-entrant: a ref_prog/supply_prog may call this function with other arguments while it
+        # is being tuned (a plain Lock hung for ever); the same arguments are refused by the tuner
+        self._lock = threading.RLock()
         self.func = getattr(jit_impl, "func", jit_impl)
         self.signature = _with_const_keywords(inspect.signature(self.func), jit_impl)
         unknown = [n for n in self.do_not_specialize if n not in self.signature.parameters]
@@ -153,9 +156,19 @@ class AutoTuneImpl:
         """Whether the call (``(args, kwargs)``) already gives a value to a tuned parameter (then it is not tuned)."""
         return bool(self._config_keys(call) & set(bound.arguments))
 
+    def _arguments(self, bound: inspect.BoundArguments) -> dict[str, Any]:
+        """The call's arguments with the signature's defaults filled in: ``f()`` and
+        ``f(<the default>)`` are one call."""
+        full = inspect.BoundArguments(bound.signature, dict(bound.arguments))
+        full.apply_defaults()
+        return dict(full.arguments)
+
     def _key(self, bound: inspect.BoundArguments) -> Any:
-        args = {k: v for k, v in bound.arguments.items() if k not in self.do_not_specialize}
-        return _freeze(args)
+        """The in-process key of a call: its arguments (defaults filled in, ``do_not_specialize``
+        ones left out) and the inputs of an enclosing ``set_autotune_inputs`` (by shape, dtype and
+        device, as in the stored result's key)."""
+        args = {k: v for k, v in self._arguments(bound).items() if k not in self.do_not_specialize}
+        return _freeze({"arguments": args, "inputs": get_autotune_inputs()})
 
     def _tuned_kernel(self, args: tuple, kwargs: dict[str, Any], bound: inspect.BoundArguments, inputs: Any, target: Any) -> Any:
         key = self._key(bound)
@@ -170,14 +183,15 @@ class AutoTuneImpl:
                         options["target"] = target
                         tuner.set_compile_args(**options)
                     tuner.set_kernel_parameters((args, kwargs))
-                    tuner.set_key_arguments({k: v for k, v in bound.arguments.items() if k not in self.do_not_specialize})
+                    arguments = self._arguments(bound)
+                    tuner.set_key_arguments({k: v for k, v in arguments.items() if k not in self.do_not_specialize})
                     if inputs is not None:
                         tuner.set_inputs(inputs)
                     result = tuner.run(executor=self.executor, early_stop=self.early_stop,
                                        early_stop_factor=self.early_stop_factor)
-                    self._tuned_call[key] = _freeze(bound.arguments)
+                    self._tuned_call[key] = _freeze(arguments)
                     self._tuner_cache[key] = result
-        exact = _freeze(bound.arguments)
+        exact = _freeze(self._arguments(bound))
         if self._tuned_call.get(key) == exact:
             return result.kernel
         # a do_not_specialize argument differs from the tuned call: same config, this call's kernel

@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Iterator, Optional
@@ -92,15 +93,44 @@ def _not_private(path: Path) -> Optional[str]:
 def exclusive_timing(family: str, wait_s: float = DEFAULT_WAIT_S) -> Iterator[float]:
     """Hold the timing lock of this machine's ``family`` device; yields the seconds spent waiting.
 
-    Re-entrant use in one process is not supported (a second ``flock`` on a new descriptor of the
-    same file would wait for the first). When the lock cannot be had within ``wait_s`` seconds, or
-    the lock directory is not private to this user (others could hold or remove its locks), the
-    body runs without it and a warning says so; on Windows (no ``fcntl``) it always runs without.
+    Re-entrant on one thread: a timing started while this thread already holds the device (a
+    ``ref_prog`` timed under the lock that tunes another kernel on its first call) runs at once
+    under the holder's lock (a second ``flock`` on a new descriptor of the same file waited for
+    the first, 300 s). Other threads of the process wait as other processes do. When the lock
+    cannot be had within ``wait_s`` seconds, or the lock directory is not private to this user
+    (others could hold or remove its locks), the body runs without it and a warning says so; on
+    Windows (no ``fcntl``) it always runs without.
     """
     if fcntl is None:  # pragma: no cover
         yield 0.0
         return
     slot = device_slot(family)
+    held_here = _held_slots()
+    if slot in held_here:  # this thread holds it already: a nested timing inside the holder's
+        yield 0.0
+        return
+    held_here.add(slot)
+    try:
+        with _flock_slot(slot, wait_s) as waited:
+            yield waited
+    finally:
+        held_here.discard(slot)
+
+
+_held = threading.local()
+
+
+def _held_slots() -> set[str]:
+    """The device slots this thread holds."""
+    slots = getattr(_held, "slots", None)
+    if slots is None:
+        slots = _held.slots = set()
+    return slots
+
+
+@contextlib.contextmanager
+def _flock_slot(slot: str, wait_s: float) -> Iterator[float]:
+    """The cross-process part of :func:`exclusive_timing`: the ``flock`` of ``slot``'s file."""
     directory = lock_dir()
     problem = _not_private(directory)
     if problem is not None:

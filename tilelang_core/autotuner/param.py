@@ -28,6 +28,11 @@ class MissingTuningInputs(AutotuneConfigError):
     size): the same for every configuration, so tuning stops at the first candidate."""
 
 
+class NestedTuningError(AutotuneConfigError):
+    """Tuning a call was started again from inside its own tuning run (a ``ref_prog`` that calls
+    the function being tuned with the same arguments); it stops the run at once."""
+
+
 @dataclass(frozen=True)
 class CompileArgs:
     """How every candidate is compiled: the arguments of :func:`tilelang.compile`.
@@ -156,6 +161,7 @@ __all__ = [
     "AutotuneResult",
     "CompileArgs",
     "MissingTuningInputs",
+    "NestedTuningError",
     "ProfileArgs",
     "TrialResult",
 ]

@@ -74,6 +74,9 @@ class TuningRecord:
     backend_version: str
     kernel_cache_key: Optional[str] = None
     """Kernel cache key of the best kernel; None when it could not be cached."""
+    call: str = ""
+    """Digest of the tuned call's complete arguments: a call with other ``do_not_specialize``
+    values shares the record but not ``kernel_cache_key`` ("" in records written before)."""
     trials: list[TrialRecord] = field(default_factory=list)
     core_version: str = ""
     created: float = 0.0

@@ -46,7 +46,16 @@ from .candidate import (
 )
 from .capture import get_autotune_inputs
 from .key import describe_value, tuning_key, unwrap
-from .param import AutotuneConfigError, AutotuneError, AutotuneResult, CompileArgs, MissingTuningInputs, ProfileArgs, TrialResult
+from .param import (
+    AutotuneConfigError,
+    AutotuneError,
+    AutotuneResult,
+    CompileArgs,
+    MissingTuningInputs,
+    NestedTuningError,
+    ProfileArgs,
+    TrialResult,
+)
 
 logger = logging.getLogger("tilelang.autotuner")
 
@@ -61,9 +70,12 @@ class AutoTuner:
     ``manual_check_prog``): without it, results of a tuner given one are not stored on disk.
     """
 
-    #: Results of this process by tuning key.
-    _memory_cache: dict[str, AutotuneResult] = {}
+    #: Results of this process by (tuning key, call): calls that differ only in arguments left
+    #: out of the key (``do_not_specialize``) share the key but not the kernel.
+    _memory_cache: dict[tuple[str, str], AutotuneResult] = {}
     _memory_lock = threading.Lock()
+    #: Tuning runs in progress on each thread (a ref_prog that tunes the same call again).
+    _running = threading.local()
 
     @classmethod
     def clear_memory(cls) -> None:
@@ -356,11 +368,18 @@ class AutoTuner:
         device = self._device(family, executor)
         key = self._key(configs, resolved, record, device)
 
+        with self._not_nested(key):
+            return self._run_keyed(configs, resolved, record, family, device, key, executor, num_workers, progress,
+                                   early_stop, early_stop_factor)
+
+    def _run_keyed(self, configs, resolved, record, family, device, key, executor, num_workers, progress, early_stop,
+                   early_stop_factor) -> AutotuneResult:
         if key is None:
             return self._tune(configs, resolved, record, family, device, None, executor, num_workers, progress, early_stop,
                               early_stop_factor)
+        memory_key = (key, self._call_digest())
         with self._memory_lock:
-            cached = self._memory_cache.get(key)
+            cached = self._memory_cache.get(memory_key)
         if cached is not None and cached.kernel is not None:
             return cached
         from .records import TuningStore
@@ -372,15 +391,43 @@ class AutoTuner:
                 stored = self._from_record(store, key, configs)
                 if stored is not None:
                     with self._memory_lock:
-                        self._memory_cache[key] = stored
+                        self._memory_cache[memory_key] = stored
                     return stored
             result = self._tune(configs, resolved, record, family, device, key, executor, num_workers, progress,
                                 early_stop, early_stop_factor)
             if store is not None:
                 self._save(store, key, result, resolved, record)
         with self._memory_lock:
-            self._memory_cache[key] = result
+            self._memory_cache[memory_key] = result
         return result
+
+    @contextlib.contextmanager
+    def _not_nested(self, key: Optional[str]) -> Any:
+        """Refuse to tune a call again while this thread is tuning it (a ``ref_prog`` or
+        ``supply_prog`` that calls the tuned function with the arguments being tuned): it would
+        wait for its own lock, or recurse without end."""
+        ident = key or f"{id(unwrap(self.fn))}:{self._call_digest()}"
+        running = getattr(self._running, "idents", None)
+        if running is None:
+            running = self._running.idents = set()
+        if ident in running:
+            raise NestedTuningError(
+                f"{_name(self.fn)} is being tuned for these arguments, and tuning it was started again from "
+                f"inside that run (its ref_prog, supply_prog or manual_check_prog calls it with the same "
+                f"arguments): a reference must not be the kernel being tuned; give a reference that computes the "
+                f"result another way, or call it with a fixed config (f(..., block_M=64) is not tuned)"
+            )
+        running.add(ident)
+        try:
+            yield
+        finally:
+            running.discard(ident)
+
+    def _call_digest(self) -> str:
+        """A digest of this call's complete arguments (``set_kernel_parameters``)."""
+        import hashlib
+
+        return hashlib.sha256(describe_key((self._kernel_args, self._kernel_kwargs)).encode()).hexdigest()
 
     def __call__(self) -> AutotuneResult:
         return self.run()
@@ -487,7 +534,7 @@ class AutoTuner:
                                              inputs=inputs, early_stop_factor=early_stop_factor)
                     trials[i] = TrialResult(i, configs[i], "ok", latency=latency)
                     logger.info("config %d %s: %.4f ms", i, configs[i], latency)
-                except MissingTuningInputs:
+                except (MissingTuningInputs, NestedTuningError):
                     raise  # every configuration would fail the same way
                 except Exception as exc:  # noqa: BLE001 - one config never aborts the run
                     status, reason = classify(exc)
@@ -545,7 +592,7 @@ class AutoTuner:
                 index = futures[future]
                 try:
                     outcome = future.result()
-                except MissingTuningInputs:
+                except (MissingTuningInputs, NestedTuningError):
                     for other in futures:
                         other.cancel()
                     raise  # every configuration would fail the same way
@@ -625,6 +672,7 @@ class AutoTuner:
                 backend_name=record.name,
                 backend_version=record.version or "0",
                 kernel_cache_key=result.kernel_cache_key,
+                call=self._call_digest(),
                 trials=trials,
             )
         except NotEncodable as exc:
@@ -651,11 +699,15 @@ class AutoTuner:
             logger.info("%s's tuned config %s no longer builds (%s: %s): tuning again", _name(self.fn), config,
                         type(exc).__name__, exc)
             return None
-        if doc.kernel_cache_key and kernel.cache_key and kernel.cache_key != doc.kernel_cache_key:
+        # The stored kernel key is that of the tuned call; a call differing from it only in arguments
+        # left out of the tuning key (do_not_specialize) has a kernel of its own, not comparable.
+        # (Comparing it tuned again in every process whose first such value differed.)
+        same_call = not doc.call or doc.call == self._call_digest()
+        if same_call and doc.kernel_cache_key and kernel.cache_key and kernel.cache_key != doc.kernel_cache_key:
             logger.info("the kernel of %s's tuned config %s changed since it was tuned (code it calls, the compiler "
                         "or the backend): tuning again", _name(self.fn), config)
             return None
-        if kernel.cache_key and kernel.cache_key != doc.kernel_cache_key:
+        if same_call and kernel.cache_key and kernel.cache_key != doc.kernel_cache_key:
             doc.kernel_cache_key = kernel.cache_key
             store.save(doc)
         trials = [TrialResult(t.index, decode_config(t.config), t.status, t.latency, t.reason, t.worker) for t in doc.trials]

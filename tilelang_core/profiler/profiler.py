@@ -16,6 +16,7 @@ from ..errors import TileLangError
 from ..symbolic import evaluate, free_symbols
 from .bench import BenchmarkError, do_bench, resolve_timer
 from .compare import as_output_list, assert_tensors_close
+from .poison import poisoned_allocations, unwritten_elements
 from .supply import TensorSupplyError, TensorSupplyType, as_supply_type, make_tensor
 
 
@@ -230,8 +231,9 @@ class Profiler:
 
         ref_outs = as_output_list(reference_program(*ins))
         synchronize(self.family)
-        lib_outs = as_output_list(self.func(*ins))
-        synchronize(self.family)
+        with poisoned_allocations():  # outputs start as NaN, never as a freed right answer (poison.py)
+            lib_outs = as_output_list(self.func(*ins))
+            synchronize(self.family)
         if len(lib_outs) != len(ref_outs):
             hint = (
                 " (the kernel has no out_idx, so it returns nothing: compile it with out_idx, or compare "
@@ -256,7 +258,9 @@ class Profiler:
 
         The reference runs first, then the kernel; each returned output must match within
         ``atol + rtol * |ref|`` on all but ``max_mismatched_ratio`` of its elements (outputs
-        that either side returns as None are skipped).
+        that either side returns as None are skipped). The outputs the kernel allocates start
+        as NaN (integers: their largest value), so elements it does not write never pass on
+        values left in reused memory (:mod:`tilelang_core.profiler.poison`).
 
         :raises AssertionError: with the share of mismatches and the largest difference.
         """
@@ -266,14 +270,24 @@ class Profiler:
         for i, (lhs, rhs) in enumerate(zip(lib_outs, ref_outs)):
             if lhs is None or rhs is None:
                 continue
-            assert_tensors_close(
-                lhs,
-                rhs,
-                rtol=rtol,
-                atol=atol,
-                max_mismatched_ratio=max_mismatched_ratio,
-                name=names[i] if i < len(names) else f"output {i}",
-            )
+            try:
+                assert_tensors_close(
+                    lhs,
+                    rhs,
+                    rtol=rtol,
+                    atol=atol,
+                    max_mismatched_ratio=max_mismatched_ratio,
+                    name=names[i] if i < len(names) else f"output {i}",
+                )
+            except AssertionError as exc:
+                unwritten = unwritten_elements(lhs, rhs)
+                if not unwritten:
+                    raise
+                raise AssertionError(
+                    f"{exc}; {unwritten} element(s) of the kernel's output still hold the value outputs are filled "
+                    f"with before the checked call (NaN; integers: their largest value): the kernel did not write "
+                    f"them"
+                ) from None
 
     def manual_assert_close(
         self,
