@@ -177,6 +177,10 @@ def lower(
         from .cpu_dtypes import refuse_narrow_floats
 
         refuse_narrow_floats(func, kind, location, name)
+    if kind == "cuda":  # float8 formats without a cuda_fp8.h type (lowering/float8_cuda.py)
+        from .float8_cuda import refuse_float8_without_cuda_type
+
+        refuse_float8_without_cuda_type(func, location, name)
     from .constant_casts import fold_constant_casts
 
     func = fold_constant_casts(func)  # T.cast(T.int16(-5), "uint32") wraps (TVM's folding refused it)

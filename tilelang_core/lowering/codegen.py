@@ -17,6 +17,7 @@ from . import passes as P
 from .atomics import lower_cpu_atomics
 from .c_constants import exact_cuda_float64_constants, exact_float_constants, map_float_constants
 from .cpu_math import lower_cpu_math
+from .float8_cuda import cuda_fp8_on_every_arch
 from .stack_buffers import stack_arrays, stack_small_buffers
 from .llvm_comparisons import llvm_comparisons
 from .narrow_integers import narrow_integer_arithmetic
@@ -691,7 +692,7 @@ def gpu_device_source(device_mods: dict) -> tuple[str, dict]:
                 module = build(dmod, target)
             text = module.inspect_source()
             if target.kind.name == "cuda":
-                text = scalars_by_kernel_name(_half_math_on_host_too(text))
+                text = _cuda_source_fixes(text)
             sources.append(text)
     return "\n".join(sources), finalized
 
@@ -706,6 +707,27 @@ _HALF_MATH_BOTH = "#if 1  /* tilelang: the host pass too */\n#if !defined(__CUDA
 
 def _half_math_on_host_too(source: str) -> str:
     return source.replace(_HALF_MATH_DEVICE_ONLY, _HALF_MATH_BOTH)
+
+
+def _cuda_source_fixes(source: str) -> str:
+    """TVM's CUDA source, fixed: float16 math helpers for nvcc's host pass too (above),
+    cuda_fp8.h for every architecture (lowering/float8_cuda.py), scalars under the kernel's
+    names (lowering/local_names.py)."""
+    return scalars_by_kernel_name(cuda_fp8_on_every_arch(_half_math_on_host_too(source)))
+
+
+#: TVM's hook on the CUDA source it builds into a runtime module, before compiling it.
+_CUDA_POSTPROC = "tvm_callback_cuda_postproc"
+
+
+def _cuda_postproc(previous: Any) -> Any:
+    """The ``tvm_callback_cuda_postproc`` of a runtime module's build: ``previous`` (one registered
+    before, or None), then cuda_fp8.h on every architecture (lowering/float8_cuda.py)."""
+
+    def postproc(code: str, *rest: Any) -> str:
+        return cuda_fp8_on_every_arch(str(previous(code, *rest)) if previous is not None else code)
+
+    return postproc
 
 
 #: Environment variable TVM's CUDA compile callback reads: ``nvrtc`` (default) or ``nvcc``.
@@ -752,13 +774,20 @@ def gpu_runtime_module(host_mod: tvm.IRModule, device_mods: dict, target: Any, c
     override = cuda_compile_mode_override() if cuda else None
     with _CODEGEN_LOCK, target:  # never while another thread has the compile callbacks replaced;
         # the target scope gives the callback the architecture asked for (not the local device's)
-        if override is None:
-            return tir_to_runtime(host_mod, finalized, target.host)
-        os.environ[CUDA_COMPILE_MODE_ENV] = override
+        saved = tvm_ffi.get_global_func(_CUDA_POSTPROC, allow_missing=True) if cuda else None
+        if cuda:  # the source TVM compiles: cuda_fp8.h on every architecture (float8_cuda.py)
+            tvm_ffi.register_global_func(_CUDA_POSTPROC, _cuda_postproc(saved), override=True)
+        if override is not None:
+            os.environ[CUDA_COMPILE_MODE_ENV] = override
         try:
             return tir_to_runtime(host_mod, finalized, target.host)
         finally:
-            os.environ.pop(CUDA_COMPILE_MODE_ENV, None)
+            if override is not None:
+                os.environ.pop(CUDA_COMPILE_MODE_ENV, None)
+            if saved is not None:
+                tvm_ffi.register_global_func(_CUDA_POSTPROC, saved, override=True)
+            elif cuda:
+                tvm_ffi.remove_global_func(_CUDA_POSTPROC)
 
 
 def _printable_non_finite(mod: tvm.IRModule) -> tvm.IRModule:

@@ -8,7 +8,7 @@ and saying what to do instead.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import tvm_ffi
 from tvm import tirx
@@ -16,7 +16,7 @@ from tvm import tirx
 from ..errors import TargetFeatureError
 from .markers import marker_call_args
 
-__all__ = ["refuse_narrow_floats"]
+__all__ = ["first_use", "refuse_narrow_floats"]
 
 _NARROW = ("float8_", "float6_", "float4_")  # float8_e4m3fn, float6_e2m3fn, float4_e2m1fn, ... (not float64)
 
@@ -25,22 +25,23 @@ def _narrow(dtype: Any) -> bool:
     return str(dtype).startswith(_NARROW)
 
 
-def _first_use(func: tirx.PrimFunc) -> Optional[tuple[str, str]]:
-    """``(dtype, what)`` of the first narrow float the kernel uses, else None."""
+def first_use(func: tirx.PrimFunc, matches: Callable[[Any], bool] = _narrow) -> Optional[tuple[str, str]]:
+    """``(dtype, what)`` of the first tensor parameter, scalar parameter, buffer or conversion of
+    ``func`` whose dtype passes ``matches`` (default: a float narrower than 16 bits), else None."""
     for param in func.params:
         buf = func.buffer_map.get(param)
-        if buf is not None and _narrow(buf.ty.dtype):
+        if buf is not None and matches(buf.ty.dtype):
             return str(buf.ty.dtype), f"tensor parameter '{buf}'"
-        if buf is None and _narrow(getattr(param.ty, "dtype", "")):
+        if buf is None and matches(getattr(param.ty, "dtype", "")):
             return str(param.ty.dtype), f"scalar parameter '{param}'"
     found: list = []
 
     def visit(node: Any) -> None:
         if found:
             return
-        if isinstance(node, tirx.AllocBuffer) and _narrow(node.buffer.ty.dtype):
+        if isinstance(node, tirx.AllocBuffer) and matches(node.buffer.ty.dtype):
             found.append((str(node.buffer.ty.dtype), f"buffer '{node.buffer}'"))
-        elif isinstance(node, tirx.Cast) and _narrow(node.ty.dtype):
+        elif isinstance(node, tirx.Cast) and matches(node.ty.dtype):
             found.append((str(node.ty.dtype), f"the conversion {node}"))
 
     tvm_ffi.structural_walk(func.body, ((tirx.AllocBuffer, tirx.Cast), visit), order="pre")
@@ -69,7 +70,7 @@ def refuse_narrow_floats(func: tirx.PrimFunc, kind: str, location: str, name: st
     """
     if _prints_narrow(func):
         return  # the T.print lowering refuses it, at the T.print's own line (lowering/debug_print.py)
-    use = _first_use(func)
+    use = first_use(func)
     if use is None:
         return
     dtype, what = use

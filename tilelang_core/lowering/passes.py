@@ -39,6 +39,7 @@ from .dynamic_unroll import unroll_loops
 from .warp import NamedBarriers
 from .access_ptr import LowerAccessPtr
 from .packed_reductions import PackHalfReductions
+from .float8_cuda import Float8ComputeLegalize, Float8StorageLegalize
 
 
 def _bf16_compute() -> list:
@@ -149,7 +150,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         tirx.transform.StmtSimplify(),
         tirx.transform.RemoveAssume(),  # T.assume informs the simplifier above; code generators print no assume
         tirx.transform.RemoveNoOp(),
-        tirx.transform.FP8ComputeLegalize(),
+        Float8ComputeLegalize(),  # CUDA: __nv_fp8_* on every arch, arithmetic in float32 (float8_cuda.py); TVM's elsewhere
         tirx.transform.VerifyMemory(),
         tirx.transform.AnnotateEntryFunc(),
         HoistConditionLoads(),  # shared reads in if/while conditions and loop bounds: where ThreadSync sees them (condition_loads.py)
@@ -172,7 +173,7 @@ def gpu_device_finalize_passes() -> tvm.transform.Pass:
     """GPU device functions, right before source code generation."""
     return tvm.transform.Sequential(
         [
-            tirx.transform.FP8StorageLegalize(),
+            Float8StorageLegalize(),
             tirx.transform.BF16StorageLegalize(),
             tirx.transform.LowerWarpMemory(),
             tirx.transform.StmtSimplify(),
@@ -187,7 +188,7 @@ def host_packed_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
     """GPU host function of a runtime module: TVM's packed calling convention."""
     passes = [
         tirx.transform.MakePackedAPI(),
-        tirx.transform.FP8StorageLegalize(),
+        Float8StorageLegalize(),
         tirx.transform.BF16StorageLegalize(),
     ]
     if config_flag(configs, "tl.disable_bounds_assert"):
