@@ -126,3 +126,26 @@ def test_a_source_of_another_shape_is_a_lowering_error(old, new, message):
 def test_split_items_keeps_top_level_blocks_whole():
     items = split_items("#include <a>\n\nunion U {\n int x;\n};\n// note\nkernel void k(int a,\n int b) {\n  if (a) {\n  }\n}\n")
     assert items == ["#include <a>", "union U {\n int x;\n};", "// note", "kernel void k(int a,\n int b) {\n  if (a) {\n  }\n}"]
+
+
+def _float8_round_trip(dtype):
+    @T.prim_func
+    def round_trip(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                Y[i] = T.Cast("float32", T.Cast(dtype, X[i]))
+
+    return round_trip
+
+
+@pytest.mark.parametrize("target", ["metal", "opencl"])
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2"])
+def test_float8_is_refused_where_tvm_only_emulates_it_wrongly(target, dtype):
+    """TVM emulated float8 for Metal (and OpenCL) with bit tricks that read the e4m3fn byte 0x00 as
+    0.0078125 and a NaN as 480: a silently wrong kernel. Lowering now refuses it, naming the conversion."""
+    from tilelang_core.errors import TargetFeatureError
+
+    with pytest.raises(TargetFeatureError, match=rf"uses {dtype} \(the conversion .*\), which the {target} target "
+                                                 r"cannot compute correctly.*float16, bfloat16 or float32"):
+        lower(_float8_round_trip(dtype), target=target)
+    assert "__nv_fp8" in lower(_float8_round_trip(dtype), target="cuda").device_source  # CUDA has its own types

@@ -16,6 +16,7 @@ from ..artifact import KernelArtifact, TensorParam
 from ..errors import KernelDefinitionError, LoweringError, PassConfigError, TargetError
 from .configs import CHOICE_CONFIGS, NO_EFFECT, PASS_CONFIGS, config_flag, config_key, unknown_key_message
 from .target import CPU_KINDS, GPU_KINDS, auto_target_kind, device_of, parse_target_string, resolve_target
+from .cpu_dtypes import NARROW_FLOAT_EMULATED_KINDS
 
 __all__ = [
     "lower",
@@ -173,7 +174,7 @@ def lower(
         raise LoweringError(f"{location}: kernel '{name}' has pointer parameters (T.ptr), which the metal target "
                             "cannot address (Metal passes buffers, not device addresses); pass T.Tensor parameters")
     func = relax_param_alignment(func)  # no 64-byte assumption: offset views (x[1:]) are fine
-    if kind in CPU_KINDS:  # float8/6/4: no C or LLVM type for them (lowering/cpu_dtypes.py)
+    if kind in CPU_KINDS + NARROW_FLOAT_EMULATED_KINDS:  # float8/6/4: no C/LLVM/MSL/OpenCL type (lowering/cpu_dtypes.py)
         from .cpu_dtypes import refuse_narrow_floats
 
         refuse_narrow_floats(func, kind, location, name)

@@ -1,4 +1,4 @@
-"""Float types narrower than 16 bits on CPU targets: a clear refusal before code generation.
+"""Float types narrower than 16 bits on CPU, Metal and OpenCL targets: a clear refusal before code generation.
 
 TVM 0.27's C code generator has no C type for ``float8_*`` / ``float6_*`` / ``float4_*`` values
 ("Cannot convert type float8_e4m3fn to C type") and its LLVM one stops at an internal check, so
@@ -16,7 +16,11 @@ from tvm import tirx
 from ..errors import TargetFeatureError
 from .markers import marker_call_args
 
-__all__ = ["first_use", "refuse_narrow_floats"]
+__all__ = ["NARROW_FLOAT_EMULATED_KINDS", "first_use", "refuse_narrow_floats"]
+
+#: GPU targets whose TVM code generators emulate float8 with bit tricks that are wrong for zero,
+#: subnormals, NaN and overflow (checked in their generated source): refused like CPU targets.
+NARROW_FLOAT_EMULATED_KINDS = ("metal", "opencl")
 
 _NARROW = ("float8_", "float6_", "float4_")  # float8_e4m3fn, float6_e2m3fn, float4_e2m1fn, ... (not float64)
 
@@ -64,7 +68,13 @@ def _prints_narrow(func: tirx.PrimFunc) -> bool:
 
 
 def refuse_narrow_floats(func: tirx.PrimFunc, kind: str, location: str, name: str) -> None:
-    """Raise when ``func``, lowered for the CPU target ``kind``, uses a float type narrower than 16 bits.
+    """Raise when ``func``, lowered for ``kind`` (a CPU target or one of
+    :data:`NARROW_FLOAT_EMULATED_KINDS`), uses a float type narrower than 16 bits.
+
+    CPU targets have no such types at all. Metal and OpenCL have none either, and TVM emulates
+    float8 there with integer bit tricks that ignore zero, subnormals, NaN and overflow (the
+    float8_e4m3fn byte 0x00 reads as 0.0078125): a silently wrong kernel, refused instead. CUDA
+    has its own handling (lowering/float8_cuda.py).
 
     :raises TargetFeatureError: naming the first tensor, buffer or conversion of such a type.
     """
@@ -74,8 +84,12 @@ def refuse_narrow_floats(func: tirx.PrimFunc, kind: str, location: str, name: st
     if use is None:
         return
     dtype, what = use
+    if kind in ("c", "llvm"):
+        why = "which CPU targets (c, llvm) cannot compile: TVM's C and LLVM code generators have no 8-, 6- or 4-bit float types"
+    else:
+        why = (f"which the {kind} target cannot compute correctly: it has no 8-, 6- or 4-bit float types, and TVM's "
+               "emulation of them gets zero, subnormals and NaN wrong")
     raise TargetFeatureError(
-        f"{location}: kernel '{name}' uses {dtype} ({what}), which CPU targets (c, llvm) cannot compile: "
-        "TVM's C and LLVM code generators have no 8-, 6- or 4-bit float types. Convert such tensors to "
+        f"{location}: kernel '{name}' uses {dtype} ({what}), {why}. Convert such tensors to "
         "float16, bfloat16 or float32 before the kernel (x.to(torch.float16)), or lower the kernel for cuda"
     )
