@@ -80,6 +80,14 @@ def test_the_cuda_source_prints_an_alloc_var_under_its_name():
     assert "float tmp[1];" in source and "tmp[0] = " in source and "tmp_ptr" not in source, source
 
 
+def test_a_cuda_runtime_module_builds_the_same_names():
+    """tvm_ffi's CUDA kernels are TVM runtime modules, whose source TVM generates again: the same
+    fixes apply to it (through TVM's CUDA post-processing hook)."""
+    kernel = tilelang.compile(add_scalar(256, 64), out_idx=[1], target="cuda", execution_backend="tvm_ffi")
+    source = kernel.get_kernel_source()
+    assert "float tmp[1];" in source and "tmp[0] = " in source and "tmp_ptr" not in source, source
+
+
 @pytest.mark.parametrize("backend,target", cpu_pairs())
 def test_taken_names_keep_their_suffix_and_the_kernel_is_right(backend, target):
     kernel = tilelang.compile(taken_names(128, 64), out_idx=[1], target=target, execution_backend=backend)

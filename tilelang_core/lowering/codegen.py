@@ -722,10 +722,11 @@ _CUDA_POSTPROC = "tvm_callback_cuda_postproc"
 
 def _cuda_postproc(previous: Any) -> Any:
     """The ``tvm_callback_cuda_postproc`` of a runtime module's build: ``previous`` (one registered
-    before, or None), then cuda_fp8.h on every architecture (lowering/float8_cuda.py)."""
+    before, or None), then the fixes of :func:`_cuda_source_fixes`, so that a runtime module
+    compiles the same device source :func:`gpu_device_source` shows."""
 
     def postproc(code: str, *rest: Any) -> str:
-        return cuda_fp8_on_every_arch(str(previous(code, *rest)) if previous is not None else code)
+        return _cuda_source_fixes(str(previous(code, *rest)) if previous is not None else code)
 
     return postproc
 
