@@ -31,8 +31,8 @@ Here every CUDA architecture takes the native path, so sm_80 gives bit for bit w
 
 float8 formats CUDA has no type for (the ``fnuz`` ones, ``float8_e3m4``, ``float8_e4m3``) are
 refused when lowering starts (:func:`refuse_float8_without_cuda_type`; TVM's legalization gave
-them wrong values below sm_89 and its code generator refused them from sm_89 on). Other targets
-(Metal, ROCm) keep TVM's passes.
+them wrong values below sm_89 and its code generator refused them from sm_89 on). Metal and
+OpenCL refuse float8 altogether (lowering/cpu_dtypes.py); ROCm keeps TVM's passes.
 """
 
 from __future__ import annotations
