@@ -46,6 +46,12 @@ C_PREAMBLE = """\
 #elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
 #endif
+/* T.view with another dtype reads and writes one array through two pointer types
+   (((int64_t*)S_ptr)[i] after S_ptr[i] = x): no type-based alias analysis, which let GCC reorder or
+   drop those accesses (-fno-strict-aliasing). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-strict-aliasing")
+#endif
 #ifndef TVM_DLL
 #define TVM_DLL __attribute__((visibility("default")))
 #endif

@@ -28,7 +28,7 @@ from tvm import tirx
 
 from .atomics import checked_map
 
-__all__ = ["fold_constant_casts", "wrapped"]
+__all__ = ["FoldConstantReinterprets", "fold_constant_casts", "wrapped"]
 
 
 def wrapped(value: int, dtype: str) -> int:
@@ -97,3 +97,20 @@ def fold_constant_casts(func: tirx.PrimFunc) -> tirx.PrimFunc:
     of a constant between an integer and a float type, folded (see module doc)."""
     body = checked_map(func.body, [(tirx.Cast, _on_cast), (tvm.ir.Call, _on_reinterpret)])
     return func if body.same_as(func.body) else func.with_body(body)
+
+
+def _fold_reinterprets(func: tirx.PrimFunc, _mod: Any = None, _ctx: Any = None) -> tirx.PrimFunc:
+    body = checked_map(func.body, [(tvm.ir.Call, _on_reinterpret)])
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
+def FoldConstantReinterprets() -> tvm.transform.Pass:  # noqa: N802 - a pass, named like TVM's
+    """The reinterpretations of constants that TVM's ``BF16StorageLegalize`` makes, folded (a pass
+    that runs right after it).
+
+    A store of a bfloat16 constant (``T.clear(O[0:8])``, ``O[i] = T.bfloat16(0)`` into a bfloat16
+    tensor) becomes the rounding of the float32 constant's bits, ``reinterpret(uint32, 0.0f)``, and
+    TVM's C code generator prints that as ``*(uint32_t *)(&(0.000000e+00f))``: the kernel did not
+    compile on target ``c`` ("lvalue required as unary '&' operand").
+    """
+    return tirx.transform.prim_func_pass(_fold_reinterprets, opt_level=0, name="tl.FoldConstantReinterprets")

@@ -40,6 +40,7 @@ from .warp import NamedBarriers
 from .access_ptr import LowerAccessPtr
 from .packed_reductions import PackHalfReductions
 from .float8_cuda import Float8ComputeLegalize, Float8StorageLegalize
+from .constant_casts import FoldConstantReinterprets
 
 
 def _bf16_compute() -> list:
@@ -87,6 +88,7 @@ def cpu_source_finalize_passes() -> tvm.transform.Pass:
     return tvm.transform.Sequential(
         [
             tirx.transform.BF16StorageLegalize(),
+            FoldConstantReinterprets(),  # bfloat16 constants stored: no address of a constant (constant_casts.py)
             *_lower_intrin(),
             StripFloatBarriers(),  # float_identities.py: after the last simplification
         ],
@@ -123,6 +125,7 @@ def cpu_runtime_passes(configs: Mapping[str, Any], vector_types: bool = True) ->
         tirx.transform.SplitHostDevice(),
         tirx.transform.MakePackedAPI(),
         tirx.transform.BF16StorageLegalize(),
+        FoldConstantReinterprets(),  # bfloat16 constants stored: no address of a constant (constant_casts.py)
     ]
     if config_flag(configs, "tl.disable_bounds_assert"):
         passes.append(tirx.transform.SkipAssert())
@@ -175,6 +178,7 @@ def gpu_device_finalize_passes() -> tvm.transform.Pass:
         [
             Float8StorageLegalize(),
             tirx.transform.BF16StorageLegalize(),
+            FoldConstantReinterprets(),  # bfloat16 constants stored: no address of a constant (constant_casts.py)
             tirx.transform.LowerWarpMemory(),
             tirx.transform.StmtSimplify(),
             tirx.transform.LowerIntrin(),

@@ -110,6 +110,17 @@ def _check_dtype(op: str, operands: Any, name: str, dtype: str, allowed: tuple) 
         fail(op, operands, f"dtype mismatch: no {op} for {dtype} '{name}'; use one of {', '.join(allowed)}")
 
 
+def _tile_nest(extents: list, body: Any) -> None:
+    """The ``T.Parallel`` nest of a tile update over ``extents``. A one-element tile
+    (``T.atomic_add(C[0:1], v)``, no extent left after dropping the unit ones) is a ``T.Parallel(1)``
+    loop too: on GPU targets one thread of the block does the update. As a plain statement every
+    thread of the block did it (``C[0]`` grew by ``threads * v`` per block)."""
+    if extents:
+        loop_nest(extents, parallel=True, body=body)
+    else:
+        loop_nest([1], parallel=True, body=lambda _vs: body([]))
+
+
 def _rmw(kind: str, dst: Any, value: Any, memory_order: Any, return_prev: bool, use_tma: bool = False) -> Any:
     """Shared body of the read-modify-write atomics (``kind``: add, max, min, or, and, xor)."""
     op = f"T.atomic_{kind}"
@@ -152,7 +163,7 @@ def _rmw(kind: str, dst: Any, value: Any, memory_order: Any, return_prev: bool, 
             ptr = tirx.address_of(d.buffer[tuple(d.indices(vs))])
             guarded(cond, lambda: _B.evaluate(atomic_call(d.dtype, call_op, order, ptr, x, loc=loc)))
 
-        loop_nest(d.squeezed, parallel=True, body=body)
+        _tile_nest(d.squeezed, body)
         return None
     x = _scalar(op, operands, value, d.dtype)
 
@@ -160,7 +171,7 @@ def _rmw(kind: str, dst: Any, value: Any, memory_order: Any, return_prev: bool, 
         ptr = tirx.address_of(d.buffer[tuple(d.indices(vs))])
         guarded(d.bounds_condition(vs), lambda: _B.evaluate(atomic_call(d.dtype, call_op, order, ptr, x, loc=loc)))
 
-    loop_nest(d.squeezed, parallel=True, body=body_scalar)
+    _tile_nest(d.squeezed, body_scalar)
     return None
 
 
