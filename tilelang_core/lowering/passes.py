@@ -35,6 +35,7 @@ from .float_identities import GuardFloatIdentities, StripFloatBarriers
 from .fragments import FragmentLayoutPass
 from .vectorized_locals import ExpandVectorizedLocals, InlineVectorizedScalars
 from .condition_loads import HoistConditionLoads
+from .shared_hazards import PlanSharedBarriers
 from .dynamic_unroll import unroll_loops
 from .warp import NamedBarriers
 from .access_ptr import LowerAccessPtr
@@ -157,6 +158,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         tirx.transform.VerifyMemory(),
         tirx.transform.AnnotateEntryFunc(),
         HoistConditionLoads(),  # shared reads in if/while conditions and loop bounds: where ThreadSync sees them (condition_loads.py)
+        PlanSharedBarriers(),  # barriers ThreadSync misses: write after write, views of another dtype size (shared_hazards.py)
         s_tir.transform.ThreadSync("shared"),
         s_tir.transform.ThreadSync("shared.dyn"),
         s_tir.transform.ThreadSync("warp"),
