@@ -178,9 +178,21 @@ def test_float8_formats_cuda_has_no_type_for_are_refused():
         tilelang.lower(_cast("float8_e4m3fnuz", "float32", 256), target="cuda")
 
 
-def test_float8_vectors_of_more_than_four_lanes_are_refused():
+def test_float8_vector_values_of_more_than_four_lanes_are_refused():
+    @T.prim_func
+    def cast8(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "float8_e4m3fn")):
+        with T.Kernel(1, threads=32):
+            tx = T.get_thread_binding()
+            B[T.Ramp(tx * 8, 1, 8)] = T.Cast("float8_e4m3fnx8", A[T.Ramp(tx * 8, 1, 8)])
+
     with pytest.raises(LoweringError, match=r"float8 vector conversion float32x8 -> float8_e4m3fnx8 .*T\.vectorized\(4\)"):
-        tilelang.lower(_cast("float32", "float8_e4m3fn", 256, lanes=8), target="cuda")
+        tilelang.lower(cast8, target="cuda")
+
+
+def test_a_float8_vectorized_loop_of_eight_lanes_converts_four_at_a_time():
+    """lowering/vector_lanes.py splits it (it was refused like the vector value above)."""
+    source = tilelang.lower(_cast("float32", "float8_e4m3fn", 256, lanes=8), target="cuda").device_source
+    assert source.count("(__nv_fp8x4_e4m3)(*(float4*)") == 2, source
 
 
 # -- values on the emulated GPU ----------------------------------------------------------------
@@ -227,7 +239,7 @@ def test_every_16_bit_float_encodes_as_cuda_rounds(run, dtype, src):
 
 
 @emulated
-@pytest.mark.parametrize("lanes", [2, 4])
+@pytest.mark.parametrize("lanes", [2, 4, 8])  # 8: two vectors of 4 (lowering/vector_lanes.py)
 @pytest.mark.parametrize("other", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("dtype", FP8)
 def test_vector_conversions_give_the_scalar_ones(run, dtype, other, lanes):

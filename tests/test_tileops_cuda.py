@@ -243,7 +243,9 @@ def _emulated(art, build_dir):
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}\n{code}"
     dll = ctypes.CDLL(str(lib))
-    ctypes_of = {"int32": ctypes.c_int32, "int64": ctypes.c_int64, "float32": ctypes.c_float}
+    ctypes_of = {"int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
+                 "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
+                 "float32": ctypes.c_float, "float64": ctypes.c_double}
 
     def run(*tensors):
         symbols = {s.name: tensors[s.param_index] if s.dim is None  # a scalar parameter

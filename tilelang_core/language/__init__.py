@@ -79,6 +79,14 @@ from . import bfloat16_math as _bfloat16_math  # noqa: E402
 
 _bfloat16_math.install()  # T.pow / T.isnan / T.isinf / T.isfinite of bfloat16 (TVM 0.27 refuses them)
 
+from . import float_modulo as _float_modulo  # noqa: E402
+
+_float_modulo.install()  # x % y of floats: Python's floor remainder (TVM 0.27 builds integer floormod only)
+
+from . import mixed_comparisons as _mixed_comparisons  # noqa: E402
+
+_mixed_comparisons.install()  # i < m of an int32 i and an int16 m (TVMScript refused two dtypes in a comparison)
+
 from . import uncaught_diagnostics as _uncaught_diagnostics  # noqa: E402
 
 _uncaught_diagnostics.install()  # an uncaught kernel DiagnosticError shows its message, not only TVM's note

@@ -191,6 +191,9 @@ def lower(
     from .wrapping_casts import wrapping_integer_casts
 
     func = wrapping_integer_casts(func)  # casts that wrap, bounded right by the analyzer: before anything simplifies
+    from .narrow_float_math import lower_narrow_float_math
+
+    func = lower_narrow_float_math(func, location)  # truncmod/nextafter of 16- and 8-bit floats, every target alike
     from .imported_source import drop_declared_prototypes, extern_callees, import_for_target, take_imported_sources
 
     func, imported = take_imported_sources(func)  # T.import_source texts, put back per target below

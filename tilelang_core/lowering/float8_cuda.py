@@ -21,7 +21,8 @@ Here every CUDA architecture takes the native path, so sm_80 gives bit for bit w
   functions (``T.exp`` and the like), a conversion between two float8 formats and one from a
   float8 vector to a bfloat16 vector (both exact in float32, then one rounding). TVM did not
   legalize any of these from sm_89 on, so a float8 ``A + A`` did not compile there ("no operator
-  "+" matches these operands"). float8 conversions of more than 4 lanes (``T.vectorized(8)``)
+  "+" matches these operands"). float8 conversions of more than 4 lanes (a ``T.vectorized(8)``
+  loop is split into 4 lanes before, lowering/vector_lanes.py; vector values written out remain)
   are refused (:class:`LoweringError`): TVM prints them as a C cast between unrelated storage
   types, which no CUDA compiler accepts.
 * :func:`Float8StorageLegalize` (in place of TVM's ``FP8StorageLegalize``) keeps the storage of

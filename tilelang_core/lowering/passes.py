@@ -34,6 +34,7 @@ from .gpu_math import GpuMathPass
 from .float_identities import GuardFloatIdentities, StripFloatBarriers
 from .fragments import FragmentLayoutPass
 from .vectorized_locals import ExpandVectorizedLocals, InlineVectorizedScalars
+from .vector_lanes import SplitWideVectors
 from .condition_loads import HoistConditionLoads
 from .shared_hazards import PlanSharedBarriers
 from .dynamic_unroll import unroll_loops
@@ -148,6 +149,8 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         tirx.transform.NarrowDataType(32),
         GuardFloatIdentities(),  # x - x, (x + y) - x, x != x on floats: no real-number rules (float_identities.py)
         tirx.transform.StmtSimplify(),
+        # CUDA: vectorized loops split into vectors its code generator prints right (vector_lanes.py)
+        *([] if config_flag(configs, "tl.disable_vectorize") else [SplitWideVectors()]),
         tirx.transform.VectorizeLoop(not config_flag(configs, "tl.disable_vectorize")),
         tirx.transform.StorageRewrite(),
         unroll_loops(gpu=True),

@@ -1,0 +1,68 @@
+"""Comparisons of expressions of two dtypes in kernels: ``i < m`` of an int32 ``i`` and an int16 ``m``.
+
+TVMScript's parser builds a comparison in a kernel body (``==``, ``!=``, ``<``, ``<=``, ``>``,
+``>=``) as the node itself, and TVM 0.27 refuses the node when its operands' dtypes differ:
+``if bx * 64 + i < m:`` with an int16 scalar parameter ``m`` stopped the parse with "mismatched
+types. int32 vs. int16", while ``bx * 64 + i + m`` was fine, because arithmetic goes through
+TVM's operator functions, which first bring both operands to one dtype. :func:`install` makes the
+six comparisons of two expressions of different dtypes go through the same functions
+(``tvm.ir.prim._ffi_api._OpLT`` and the others), so they follow the rules of arithmetic: the
+narrower integer is widened (``int16`` next to ``int32`` -> ``int32``), signed next to unsigned of
+the same width is unsigned, as in C, and an integer next to a float, or a narrower float next to
+a wider one, becomes the float. Comparisons with a Python number, and of two expressions of the
+same dtype, keep TVMScript's handling.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["install"]
+
+_INSTALLED = False
+
+#: TVMScript's comparison node -> TVM's operator function that matches the operands' dtypes.
+_OPERATORS = {"Eq": "_OpEQ", "NotEq": "_OpNE", "Lt": "_OpLT", "LtE": "_OpLE", "Gt": "_OpGT", "GtE": "_OpGE"}
+
+
+def _element_dtype(value: Any) -> Any:
+    """The element dtype of a TIR expression (``None`` for anything else, a Python number too)."""
+    import tvm
+    from tvm.ir import PrimType
+
+    if not tvm.ir.is_prim_expr(value):
+        return None
+    ty = value.ty
+    if not isinstance(ty, PrimType):
+        return None
+    return ty.dtype.with_lanes(1)
+
+
+def _matching(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    from tvm.ir.prim import _ffi_api
+
+    def compare(a: Any, b: Any) -> Any:
+        left, right = _element_dtype(a), _element_dtype(b)
+        if left is None or right is None or left == right:
+            return original(a, b)
+        return getattr(_ffi_api, name)(a, b, None)  # looked up per call: literals.py may wrap it
+
+    compare.__doc__ = f"TVMScript's comparison, operands of two dtypes matched as by {name}."
+    return compare
+
+
+def install() -> None:
+    """Make kernels' comparisons of expressions of two dtypes match the dtypes first (idempotent)."""
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    from tvm import tirx
+    from tvm.script.parser.core import dispatch, doc
+
+    for operand_type in (tirx.Expr, tirx.IterVar):
+        for node, name in _OPERATORS.items():
+            for index in (0, 1):
+                original = dispatch.get_op(operand_type, getattr(doc, node), index)
+                if original is not None:
+                    dispatch.register_op(operand_type, getattr(doc, node), index)(_matching(name, original))
+    _INSTALLED = True
