@@ -15,8 +15,8 @@ from dataclasses import replace
 from ..artifact import KernelArtifact, TensorParam
 from ..errors import KernelDefinitionError, LoweringError, PassConfigError, TargetError
 from .configs import CHOICE_CONFIGS, NO_EFFECT, PASS_CONFIGS, config_flag, config_key, unknown_key_message
-from .target import CPU_KINDS, GPU_KINDS, auto_target_kind, device_of, parse_target_string, resolve_target
-from .cpu_dtypes import NARROW_FLOAT_EMULATED_KINDS
+from .target import (CPU_KINDS, GPU_KINDS, NARROW_FLOAT_EMULATED_KINDS, auto_target_kind, device_of,
+                     parse_target_string, resolve_target)
 
 __all__ = [
     "lower",

@@ -15,12 +15,10 @@ from tvm import tirx
 
 from ..errors import TargetFeatureError
 from .markers import marker_call_args
+from .target import NARROW_FLOAT_EMULATED_KINDS
 
 __all__ = ["NARROW_FLOAT_EMULATED_KINDS", "first_use", "refuse_narrow_floats"]
 
-#: GPU targets whose TVM code generators emulate float8 with bit tricks that are wrong for zero,
-#: subnormals, NaN and overflow (checked in their generated source): refused like CPU targets.
-NARROW_FLOAT_EMULATED_KINDS = ("metal", "opencl")
 
 _NARROW = ("float8_", "float6_", "float4_")  # float8_e4m3fn, float6_e2m3fn, float4_e2m1fn, ... (not float64)
 

@@ -10,6 +10,10 @@ from ..errors import TargetError
 #: Target families by TVM target kind.
 GPU_KINDS = ("cuda", "rocm", "metal", "opencl", "vulkan", "webgpu", "nvptx")
 CPU_KINDS = ("c", "llvm")
+#: GPU targets whose TVM code generators emulate float8 with bit tricks that are wrong for zero,
+#: subnormals, NaN and overflow (checked in their generated source): float8/6/4 is refused there as
+#: on CPU targets (lowering/cpu_dtypes.py).
+NARROW_FLOAT_EMULATED_KINDS = ("metal", "opencl")
 
 #: DLPack device family of the tensors a target's kernels take.
 DEVICE_OF_KIND = {
