@@ -57,7 +57,8 @@ class Environment:
     )
     TILELANG_COMPILE_TIMEOUT_SECONDS = _Variable(
         "TILELANG_COMPILE_TIMEOUT_SECONDS", None,
-        "Seconds a ``tilelang.contrib.nvcc.compile_cuda`` call may run nvcc (unset, empty or 0: no limit).",
+        "Seconds a ``tilelang.contrib.nvcc.compile_cuda`` call may run nvcc (unset, empty or 0: no limit), and a "
+        "backend's compiler run (unset or empty: 600; 0: no limit).",
     )
 
     def get_default_target(self) -> Any:

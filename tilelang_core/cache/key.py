@@ -17,11 +17,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import threading
 from typing import Any, Optional, Sequence
 
 from ..capabilities import TargetCapability
+from ..compiler_process import probe_timeout_s, run_compiler
 from ..env_commands import command_from_env
 
 #: Bumped when what goes into a key, or how entries are laid out, changes.
@@ -107,6 +107,10 @@ def _exe_identity(path: Optional[str]) -> str:
     return f"{real} size={st.st_size} mtime={st.st_mtime_ns}"
 
 
+#: Seconds a compiler may take to print its version for the key (then its identity records the timeout).
+VERSION_TIMEOUT_S = 30.0
+
+
 def _version_output(words: Sequence[str], version_args: Sequence[str]) -> str:
     path = shutil.which(words[0])
     ident = _exe_identity(path)
@@ -117,12 +121,10 @@ def _version_output(words: Sequence[str], version_args: Sequence[str]) -> str:
     if path is None:
         result = f"{words[0]}: not found"
     else:
-        try:
-            out = subprocess.run(
-                [path, *words[1:], *version_args], capture_output=True, text=True, timeout=30, check=False
-            )
-            result = f"{ident}\n{' '.join(words[1:])}\n{out.stdout.strip()}\n{out.stderr.strip()}"
-        except (OSError, subprocess.SubprocessError) as exc:
+        try:  # in a process group of its own, killed whole past the limit (no orphan keeps running)
+            out = run_compiler([path, *words[1:], *version_args], timeout=probe_timeout_s(VERSION_TIMEOUT_S))
+            result = f"{ident}\n{' '.join(words[1:])}\n{out.output}" + ("" if out.ok else f"\n({out.failure})")
+        except OSError as exc:
             result = f"{ident}: {type(exc).__name__}: {exc}"
     with _compiler_lock:
         _compiler_ids[memo] = result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
@@ -40,7 +41,7 @@ def default_cache_dir() -> Path:
         except RuntimeError as exc:  # ~user that does not exist, or no home directory
             raise CacheError(f"{CACHE_DIR_ENV}={explicit!r}: cannot expand '~' ({exc}); set it to an absolute "
                              f"path") from None
-    home = Path.home()
+    home = _home()
     if sys.platform == "darwin":
         return home / "Library" / "Caches" / "tilelang"
     if sys.platform == "win32":
@@ -49,6 +50,30 @@ def default_cache_dir() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg) if xdg and os.path.isabs(xdg) else home / ".cache"
     return base / "tilelang"
+
+
+def _home() -> Path:
+    """The user's home directory: ``$HOME`` when it is an absolute path, else the password
+    database's. An empty ``HOME`` made ``Path.home()`` answer ``/`` (a cache at ``/.cache``, created
+    there when running as root), a relative one put the cache under the working directory.
+
+    :raises CacheError: neither gives an absolute path (set ``TILELANG_CACHE_DIR``).
+    """
+    value = os.environ.get("HOME")
+    if value is not None and os.path.isabs(value):
+        return Path(value)
+    if value is None and sys.platform == "win32":
+        return Path.home()
+    try:
+        import pwd
+
+        found = pwd.getpwuid(os.getuid()).pw_dir
+    except (ImportError, KeyError, OSError):
+        found = ""
+    if not os.path.isabs(found):
+        raise CacheError(f"no home directory for the kernel cache: HOME={value!r} is not an absolute path and the "
+                         f"user database names none; set {CACHE_DIR_ENV} (or HOME) to an absolute path")
+    return Path(found)
 
 
 def root_place(directory: Path) -> trust.Place:
@@ -102,6 +127,7 @@ def prepare_cache_dir(directory: Path) -> Path:
     written (the caller then works without a disk cache).
     """
     directory = Path(directory)
+    _check_path_length(directory)
     if trust.check_path(directory, root_place(directory)) is None:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         try:
@@ -112,6 +138,33 @@ def prepare_cache_dir(directory: Path) -> Path:
     if not os.access(directory, os.W_OK | os.X_OK):
         raise PermissionError(f"kernel cache directory {directory} is not writable")
     return directory
+
+
+#: Bytes the cache adds to its directory's path at most (``tmp/<key>.<pid>.<id>/backend/<file>``).
+ENTRY_PATH_ROOM = 256
+
+
+def _check_path_length(directory: Path) -> None:
+    """Refuse a directory so deep that the paths of entries under it would pass the system's
+    limit (``PATH_MAX``, 4096 bytes on Linux): every compile then failed with a raw "File name
+    too long" instead of caching in memory.
+
+    :raises OSError: (``ENAMETOOLONG``) saying how long the path is and what the limit is.
+    """
+    path = os.path.abspath(directory)
+    limit = 4096
+    probe = path
+    while probe and not os.path.isdir(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    try:
+        limit = os.pathconf(probe or "/", "PC_PATH_MAX")
+    except (OSError, ValueError, AttributeError):  # Windows, or no answer: Linux's limit
+        pass
+    length = len(os.fsencode(path))
+    if length + ENTRY_PATH_ROOM > limit:
+        raise OSError(errno.ENAMETOOLONG, f"the kernel cache directory's path is {length} bytes long: the files of "
+                      f"entries under it would pass the system's limit of {limit} bytes for a path; set "
+                      f"{CACHE_DIR_ENV} to a shorter path", str(directory))
 
 
 def describe(directory: Optional[Path] = None) -> str:

@@ -373,7 +373,8 @@ class DiskCache:
             return True  # pragma: no cover - the loop always returns
         except (OSError, ArtifactError, BuildError, ValueError, TypeError) as exc:
             # BuildError: a backend's save step may run a compiler (CUDA code with nvcc, say)
-            _remove(tmp)
+            with contextlib.suppress(OSError):  # the cause may forbid this too (ENAMETOOLONG, EIO)
+                _remove(tmp)
             warnings.warn(
                 f"kernel {kernel.name!r} could not be saved to the cache at {self.root}: {exc}; it stays in memory only",
                 CacheWarning,

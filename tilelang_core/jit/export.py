@@ -10,6 +10,7 @@ module imports no TVM: only the backend's load hook runs, and it imports what it
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import os
 import shutil
@@ -49,21 +50,68 @@ def export_kernel(kernel: JITKernel, path: Union[str, os.PathLike], *, overwrite
         raise NotADirectoryError(
             f"cannot export kernel {kernel.name!r} to {target}: {blocker} is a file, not a folder; choose another path"
         )
+    _refuse_long_names(kernel, target)
     recover_leftovers(target, lambda p: _why_not_an_export(p) is None)
-    if os.path.lexists(target):
+    replacing = os.path.lexists(target)
+    if replacing:
         if not overwrite:
             raise FileExistsError(f"cannot export kernel {kernel.name!r} to {target}: it exists (pass overwrite=True)")
         _refuse_unless_export(kernel, target)
-    _make_parents(target.parent)
+    made: list[Path] = []
     tmp = side_name(target, "tmp")  # short: a long name still fits
-    tmp.mkdir(mode=0o755)
     try:
-        E.write_entry(tmp, kernel.runner, kernel.artifact, kernel.options, record, kind="export")
-        _move_into_place(kernel, tmp, target)
-    finally:
-        if os.path.lexists(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
+        _make_parents(target.parent, made)
+        tmp.mkdir(mode=0o755)
+        try:
+            E.write_entry(tmp, kernel.runner, kernel.artifact, kernel.options, record, kind="export")
+            _move_into_place(kernel, tmp, target)
+        finally:
+            if os.path.lexists(tmp):
+                shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as exc:
+        _remove_made(made)
+        kept = "the previous export there is unchanged" if replacing else "nothing was left there"
+        raise type(exc)(exc.errno, f"cannot export kernel {kernel.name!r} to {target}: {exc.strerror or exc}; "
+                        f"{kept}") from exc
+    except BaseException:
+        _remove_made(made)
+        raise
     return target
+
+
+def _refuse_long_names(kernel: JITKernel, target: Path) -> None:
+    """Refuse, before anything is written, a path the file system cannot hold: a name longer than
+    it allows (``NAME_MAX``, 255 bytes on most) or a path longer than ``PATH_MAX`` with the
+    export's own files under it. Before, the whole export was written beside the path and the
+    final rename failed; a path too deep also left the folders made on the way.
+
+    :raises OSError: (``ENAMETOOLONG``) naming the part that is too long and the limit.
+    """
+    existing = _missing_ancestors(target)[1]
+    name_max, path_max = 255, 4096
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # Windows, or no answer: the usual limits
+        name_max = os.pathconf(existing, "PC_NAME_MAX")
+        path_max = os.pathconf(existing, "PC_PATH_MAX")
+    absolute = os.path.abspath(target)
+    for part in Path(absolute).parts:
+        if len(os.fsencode(part)) > name_max:
+            shown = part if len(part) <= 40 else part[:40] + "..."
+            raise OSError(errno.ENAMETOOLONG, f"cannot export kernel {kernel.name!r} to {target}: the name {shown!r} "
+                          f"is {len(os.fsencode(part))} bytes long, and this file system allows {name_max}; choose a "
+                          f"shorter name")
+    room = 96  # the longest path the export writes under it: backend/<file>, the hidden side names
+    if len(os.fsencode(absolute)) + room > path_max:
+        raise OSError(errno.ENAMETOOLONG, f"cannot export kernel {kernel.name!r} to {target}: the path is "
+                      f"{len(os.fsencode(absolute))} bytes long, and the files under it would pass the system's limit "
+                      f"of {path_max} bytes for a path; choose a shorter path")
+
+
+def _remove_made(made: list[Path]) -> None:
+    """Remove the folders :func:`_make_parents` made for a failed export (innermost first, only
+    while empty: never anything someone put there meanwhile)."""
+    for folder in made:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def _why_not_an_export(target: Path) -> Optional[str]:
@@ -113,14 +161,16 @@ def _file_on_the_way(directory: Path) -> Optional[Path]:
     return None if existing.is_dir() else existing
 
 
-def _make_parents(directory: Path) -> None:
+def _make_parents(directory: Path, made: list[Path]) -> None:
     """Create the missing folders of ``directory`` with mode 0755 whatever the umask: under umask
     0002 they were group-writable, and ``tilelang.load`` then refused the export it had just made
-    (a folder others can write to on the way to native code, cache/trust.py)."""
+    (a folder others can write to on the way to native code, cache/trust.py). Each folder made
+    is put at the front of ``made`` (so that a failed export can remove them, innermost first)."""
     missing = _missing_ancestors(directory)[0]
     for folder in reversed(missing):
         with contextlib.suppress(FileExistsError):
             folder.mkdir()
+            made.insert(0, folder)
             os.chmod(folder, 0o755)
 
 

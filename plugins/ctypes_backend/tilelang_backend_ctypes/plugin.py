@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -90,27 +91,31 @@ class Kernel:
 @hookimpl
 def tilelang_backend_build(artifact: Any, options: Any) -> Kernel:
     """Compile the device source into a shared library in a kept temporary directory."""
-    import subprocess
     import tempfile
 
+    from tilelang_core.compiler_process import run_compiler
     from tilelang_core.errors import BuildError
 
     directory = Path(tempfile.mkdtemp(prefix=f"tilelang-ctypes-{artifact.name[:40]}-"))
-    (directory / SOURCE).write_text(artifact.device_source or "")
+    try:
+        (directory / SOURCE).write_text(artifact.device_source or "")
+    except OSError as exc:  # a full temporary folder: say where, leave nothing behind
+        shutil.rmtree(directory, ignore_errors=True)
+        raise type(exc)(exc.errno, f"cannot write {directory / SOURCE} while building kernel '{artifact.name}': "
+                        f"{exc.strerror or exc}; free space there or set TMPDIR to a folder with room") from None
     cmd = [*compiler(), "-O2", "-fPIC", "-shared", *options.compile_flags, "-o", str(directory / LIBRARY),
            str(directory / SOURCE)]
     if options.verbose:
         print(f"[tilelang ctypes] {shlex.join(cmd)}")
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+    try:  # bounded in time ($TILELANG_COMPILE_TIMEOUT_SECONDS) and in the output kept
+        run = run_compiler(cmd)
     except OSError as exc:
         raise BuildError(f"cannot run the C compiler {cmd[0]!r}: {exc}; set $CC to a working compiler",
                          command=cmd, output=str(exc), source=directory / SOURCE) from None
-    if proc.returncode != 0:
-        output = (proc.stdout + proc.stderr).strip()
-        raise BuildError(f"compiling kernel '{artifact.name}' failed (exit code {proc.returncode})\n"
+    if not run.ok:
+        raise BuildError(f"compiling kernel '{artifact.name}' failed ({run.failure})\n"
                          f"command: {shlex.join(cmd)}\nsource kept at: {directory / SOURCE}\n"
-                         f"compiler output:\n{output}", command=cmd, output=output, source=directory / SOURCE)
+                         f"compiler output:\n{run.output}", command=cmd, output=run.output, source=directory / SOURCE)
     return Kernel(artifact, options, directory)
 
 

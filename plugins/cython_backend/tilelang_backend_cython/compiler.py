@@ -11,18 +11,19 @@ Identical builds in one process compile once (the bytes are kept in memory).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import shlex
 import shutil
-import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+from tilelang_core.compiler_process import probe_timeout_s, run_compiler
 from tilelang_core.env_commands import command_from_env
 from tilelang_core.errors import BuildError
 
@@ -31,6 +32,10 @@ from tilelang_core.errors import BuildError
 #: when the compiler takes them, so the ``#pragma omp simd`` loops of the source count.
 C_FLAGS = ["-O3", "-march=native", "-fPIC", "-shared"]
 SIMD_FLAGS = ["-fopenmp-simd", "-DTL_OPENMP_SIMD"]
+
+#: Seconds the check whether the compiler takes ``SIMD_FLAGS`` may take (less if
+#: ``$TILELANG_COMPILE_TIMEOUT_SECONDS`` says so); past it the flags are left out.
+PROBE_TIMEOUT_S = 60.0
 
 #: Environment variable: keep every build directory (source and library) in the temp dir.
 KEEP_BUILD_ENV = "TILELANG_CYTHON_KEEP_BUILD"
@@ -92,9 +97,17 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", name)[:64] or "kernel"
 
 
+#: File of a build directory holding everything the compiler printed (kept with the source when it fails).
+OUTPUT_FILE = "compiler-output.txt"
+
+
 def _run(cmd: Sequence[str], *, what: str, source: Path, cwd: Path) -> None:
+    """Run the compiler (bounded in time and output: :func:`tilelang_core.compiler_process.run_compiler`).
+
+    :raises BuildError: it could not be started, failed, was killed or ran past the time limit.
+    """
     try:
-        proc = subprocess.run(list(cmd), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        run = run_compiler(cmd, cwd=cwd, output_file=cwd / OUTPUT_FILE)
     except OSError as exc:
         raise BuildError(
             f"cannot run the compiler for {what}: {exc}\n"
@@ -103,15 +116,16 @@ def _run(cmd: Sequence[str], *, what: str, source: Path, cwd: Path) -> None:
             f"set $CC (C) or $TILELANG_NVCC (CUDA) to a working compiler",
             command=cmd, output=str(exc), source=source,
         ) from None
-    if proc.returncode != 0:
-        output = proc.stdout.strip()
+    if not run.ok:
         raise BuildError(
-            f"compiling {what} failed (exit code {proc.returncode})\n"
+            f"compiling {what} failed ({run.failure})\n"
             f"command: {shlex.join(cmd)}\n"
             f"source kept at: {source}\n"
-            f"compiler output:\n{output}",
-            command=cmd, output=output, source=source,
+            + (f"compiler output:\n{run.output}" if run.output else "the compiler printed nothing"),
+            command=cmd, output=run.output, source=source,
         )
+    with contextlib.suppress(OSError):
+        (cwd / OUTPUT_FILE).unlink()
 
 
 def simd_flags_work(cc: Sequence[str]) -> bool:
@@ -124,9 +138,8 @@ def simd_flags_work(cc: Sequence[str]) -> bool:
     try:
         src = d / "simd.c"
         src.write_text("void f(float *a, int n) {\n#pragma omp simd\n for (int i = 0; i < n; ++i) a[i] += 1.0f;\n}\n")
-        proc = subprocess.run([*cc, "-fPIC", "-shared", "-Werror", *SIMD_FLAGS, "-o", str(d / "simd.so"), str(src)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        ok = proc.returncode == 0
+        ok = run_compiler([*cc, "-fPIC", "-shared", "-Werror", *SIMD_FLAGS, "-o", str(d / "simd.so"), str(src)],
+                          timeout=probe_timeout_s(PROBE_TIMEOUT_S)).ok
     except OSError:
         ok = False
     finally:
@@ -157,17 +170,19 @@ def _compile_shared_library(compiler: list[str], flags: list[str], source: str, 
     """
     key = hashlib.sha256("\0".join([shlex.join(compiler), *flags, source]).encode()).hexdigest()
     keep = keep_builds(verbose)
-    d = Path(tempfile.mkdtemp(prefix=f"tilelang-cython-{_safe_name(name)}-"))
+    d = _build_dir(name)
     src = d / f"{_safe_name(name)}{suffix}"
     lib = d / f"{_safe_name(name)}.so"
     with _lock:
         data = _built.get(key)
     if data is not None:  # compiled before in this process: a fresh file to load the bytes from
-        lib.write_bytes(data)
-        if keep:
-            src.write_text(source)
+        with _written(d, lib, name):
+            lib.write_bytes(data)
+            if keep:
+                src.write_text(source)
         return BuiltLibrary(data=data, source=source, path=lib, directory=d, kept=keep)
-    src.write_text(source)
+    with _written(d, src, name):
+        src.write_text(source)
     cmd = [*compiler, *flags, "-o", str(lib), str(src)]
     if verbose:
         print(f"[tilelang cython] {shlex.join(cmd)}")
@@ -181,6 +196,31 @@ def _compile_shared_library(compiler: list[str], flags: list[str], source: str, 
     else:
         src.unlink()
     return BuiltLibrary(data=data, source=source, path=lib, directory=d, kept=keep)
+
+
+def _build_dir(name: str) -> Path:
+    """A fresh private build directory in the temporary folder.
+
+    :raises OSError: none can be made (no writable temporary folder), saying so and what to do.
+    """
+    try:
+        return Path(tempfile.mkdtemp(prefix=f"tilelang-cython-{_safe_name(name)}-"))
+    except OSError as exc:
+        raise type(exc)(exc.errno, f"cannot make a build folder for kernel '{name}' in the temporary folder "
+                        f"{tempfile.gettempdir()}: {exc.strerror or exc}; set TMPDIR to a writable folder with "
+                        f"free space") from None
+
+
+@contextlib.contextmanager
+def _written(directory: Path, path: Path, name: str):
+    """Writing ``path`` into the build ``directory``: on an ``OSError`` (a full disk, a file-size
+    limit) the directory is removed and the error names the file and what to do."""
+    try:
+        yield
+    except OSError as exc:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise type(exc)(exc.errno, f"cannot write {path} while building kernel '{name}': "
+                        f"{exc.strerror or exc}; free space there or set TMPDIR to a folder with room") from None
 
 
 def cuda_arch(target: str) -> str:

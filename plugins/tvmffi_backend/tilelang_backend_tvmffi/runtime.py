@@ -18,6 +18,7 @@ import functools
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -69,27 +70,62 @@ def _fcompile(compiler: list[str]) -> Any:
     """An ``export_library`` compile function running ``compiler`` (a command that may hold
     flags, ``["gcc", "-g0"]``) for both the build and the target-triple probe. TVM's own default
     runs ``$CC``/``$CXX`` as one program name in both, so ``CC="gcc -g0"`` failed with
-    "No such file or directory: 'gcc -g0'"."""
-    import subprocess
-
+    "No such file or directory: 'gcc -g0'". On Linux and macOS the compiler runs through
+    :func:`tilelang_core.compiler_process.run_compiler`: killed past
+    ``$TILELANG_COMPILE_TIMEOUT_SECONDS`` (TVM's own run waits forever on a compiler that hangs)
+    and with its output bounded (a compiler printing megabytes made an error of as many)."""
     from tvm.support import cc as tvm_cc
 
     program, leading = compiler[0], compiler[1:]
 
     def compile_shared(output: str, objects: list[str], options: Optional[list[str]] = None, **kwargs: Any) -> None:
         kwargs.pop("cc", None)
-        tvm_cc.create_shared(output, objects, options=leading + list(options or []), cc=program, **kwargs)
+        if sys.platform == "win32" or kwargs.get("ccache_env") is not None:  # TVM's own way there
+            tvm_cc.create_shared(output, objects, options=leading + list(options or []), cc=program, **kwargs)
+            return
+        _link_shared(compiler, output, objects, list(options or []), cwd=kwargs.get("cwd"))
 
     def target_triple() -> Optional[str]:
+        from tilelang_core.compiler_process import probe_timeout_s, run_compiler
+
+        cmd = [*compiler, "-dumpmachine"]
         try:
-            done = subprocess.run([*compiler, "-dumpmachine"], capture_output=True, text=True, timeout=60, check=False)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return done.stdout.strip() or None if done.returncode == 0 else None
+            done = run_compiler(cmd, timeout=probe_timeout_s(60.0))
+        except OSError as exc:  # TVM would only say "Target triple should not be empty"
+            raise BuildError(f"cannot run `{shlex.join(cmd)}` to learn the target triple: {exc}", command=cmd,
+                             output=str(exc)) from None
+        if not done.ok or not done.output.strip():
+            why = done.failure if not done.ok else "it printed nothing"
+            raise BuildError(f"`{shlex.join(cmd)}` did not print the target triple ({why})"
+                             + (f"; it printed:\n{done.output}" if done.output else ""), command=cmd, output=done.output)
+        return done.output.strip()
 
     compile_shared.output_format = tvm_cc.create_shared.output_format  # type: ignore[attr-defined]
     compile_shared.get_target_triple = target_triple  # type: ignore[attr-defined]
     return compile_shared
+
+
+def _link_shared(compiler: list[str], output: str, objects: Any, options: list[str], cwd: Optional[str]) -> None:
+    """``compiler -shared -fPIC -o output options objects`` (the command TVM's ``create_shared``
+    runs on Linux and macOS), bounded by :func:`~tilelang_core.compiler_process.run_compiler`.
+
+    :raises BuildError: the compiler could not be started, failed, was killed or timed out.
+    """
+    from tilelang_core.compiler_process import probe_timeout_s, run_compiler
+
+    cmd = [*compiler, "-shared", "-fPIC"]
+    if sys.platform == "darwin":
+        cmd += ["-undefined", "dynamic_lookup"]
+    cmd += ["-o", str(output), *options, *([objects] if isinstance(objects, str) else [str(o) for o in objects])]
+    try:
+        run = run_compiler(cmd, cwd=cwd)
+    except OSError as exc:
+        raise BuildError(f"cannot run the compiler {cmd[0]!r}: {exc}; set $CC (or $CXX) to a working compiler",
+                         command=cmd, output=str(exc)) from None
+    if not run.ok:
+        raise BuildError(f"compiling {Path(output).name} failed ({run.failure})\ncommand: {shlex.join(cmd)}\n"
+                         + (f"compiler output:\n{run.output}" if run.output else "the compiler printed nothing"),
+                         command=cmd, output=run.output)
 
 
 def is_cpu_only(kinds: list[str]) -> bool:
@@ -100,7 +136,7 @@ def is_cpu_only(kinds: list[str]) -> bool:
 @functools.lru_cache(maxsize=None)
 def cpu_c_flags(compiler: tuple[str, ...]) -> list[str]:
     """:data:`CPU_C_FLAGS`, or the part of them ``compiler`` takes (tried once per process)."""
-    import subprocess
+    from tilelang_core.compiler_process import probe_timeout_s, run_compiler
 
     with tempfile.TemporaryDirectory(prefix="tilelang_tvmffi_flags_") as scratch:
         src = Path(scratch) / "probe.c"
@@ -108,9 +144,9 @@ def cpu_c_flags(compiler: tuple[str, ...]) -> list[str]:
         usable: list[str] = []
         for flags in (CPU_C_FLAGS[:1], CPU_C_FLAGS[1:]):
             cmd = [*compiler, *usable, *flags, "-fPIC", "-shared", "-o", str(Path(scratch) / "probe.so"), str(src)]
-            try:
-                ok = subprocess.run(cmd, capture_output=True, timeout=60, check=False).returncode == 0
-            except (OSError, subprocess.SubprocessError):
+            try:  # killed whole past the limit: subprocess.run waited on a grandchild holding its pipe
+                ok = run_compiler(cmd, timeout=probe_timeout_s(60.0)).ok
+            except OSError:
                 ok = False
             if ok:
                 usable += flags
@@ -225,6 +261,15 @@ class _LibraryDir:
         self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.path), True)
 
 
+def _tvm_default_compiler() -> Optional[list[str]]:
+    """The compiler TVM's ``export_library`` would pick (``g++``, ``gcc``, ... on PATH), as a
+    command, so that it runs bounded too (:func:`_fcompile`); None where TVM finds none."""
+    from tvm.support import cc as tvm_cc
+
+    found = tvm_cc.get_cc()
+    return [found] if found else None
+
+
 def export(mod: Any, file_name: Path, compile_flags: Optional[list[str]] = None,
            identity: Optional[str] = None, compiler: Optional[list[str]] = None) -> None:
     """``export_library`` with compiler failures turned into :class:`BuildError`.
@@ -239,7 +284,7 @@ def export(mod: Any, file_name: Path, compile_flags: Optional[list[str]] = None,
     kwargs: dict[str, Any] = {}
     if compile_flags:
         kwargs["options"] = list(compile_flags)
-    compiler = compiler or host_compiler()
+    compiler = compiler or host_compiler() or _tvm_default_compiler()
     if compiler:
         kwargs["fcompile"] = _fcompile(compiler)
     with tempfile.TemporaryDirectory(prefix="tilelang_tvmffi_id_") as scratch:

@@ -1,0 +1,255 @@
+"""Running a native compiler (``cc``, ``nvcc``, a linker) for a backend, bounded in time and output.
+
+:func:`run_compiler` is what backends use instead of ``subprocess.run``:
+
+* **Time.** The compiler runs in a process group of its own; past :func:`compile_timeout_s`
+  seconds (``$TILELANG_COMPILE_TIMEOUT_SECONDS``, default 600, ``0``: no limit) the whole group
+  (the driver and the ``cc1``/``as``/``ld`` it started) is killed and the run reports it. A
+  compiler that hangs (a wrapper script waiting on a lock, a network file system that stopped
+  answering) no longer hangs ``tilelang.compile``. Ctrl-C kills the group as well.
+* **Output.** Standard output and error are read through a pipe (no disk needed: a full
+  temporary folder cannot hide the compiler's message) and kept bounded: the first and last
+  :data:`OUTPUT_HEAD` / :data:`OUTPUT_TAIL` bytes, with a line saying how much was left out. A
+  compiler printing megabytes of warnings once made a ``BuildError`` of as many megabytes. With
+  ``output_file`` the whole output is written there too (where the backend keeps its build
+  folder), as long as the disk takes it.
+* **Ends.** :attr:`CompilerRun.failure` says how the compiler ended in words: an exit code, a
+  signal by name (``SIGKILL``: often the kernel's out-of-memory killer; ``SIGXFSZ``: a file grew
+  past ``ulimit -f``), or the time limit.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Optional, Sequence
+
+from .errors import SettingError
+
+#: Environment variable: seconds a compiler run may take (shared with ``tilelang.contrib.nvcc``).
+TIMEOUT_ENV = "TILELANG_COMPILE_TIMEOUT_SECONDS"
+#: Seconds a compiler run may take when ``$TILELANG_COMPILE_TIMEOUT_SECONDS`` is unset or empty.
+DEFAULT_TIMEOUT_S = 600.0
+#: Bytes of the start and of the end of a compiler's output kept in :attr:`CompilerRun.output`.
+OUTPUT_HEAD = 32 << 10
+OUTPUT_TAIL = 32 << 10
+
+_CHUNK = 1 << 16
+_SIGNAL_HINTS = {
+    "SIGKILL": "the kernel's out-of-memory killer, or someone, stopped it",
+    "SIGXFSZ": "a file it wrote grew past the file-size limit (ulimit -f)",
+    "SIGSEGV": "it crashed",
+    "SIGBUS": "it crashed (often a full disk under a memory-mapped file)",
+    "SIGABRT": "it aborted",
+    "SIGTERM": "it was stopped",
+}
+
+
+def compile_timeout_s() -> Optional[float]:
+    """Seconds a compiler run may take: ``$TILELANG_COMPILE_TIMEOUT_SECONDS``, default
+    :data:`DEFAULT_TIMEOUT_S`; ``0`` means no limit (None).
+
+    :raises SettingError: the value is not a number of seconds from 0 to 1000000.
+    """
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1e6:
+        raise SettingError(
+            f"${TIMEOUT_ENV}={text!r} is not a time limit: use a number of seconds from 0 to 1000000 (0: no limit), "
+            f"or unset it for the default of {DEFAULT_TIMEOUT_S:g} s"
+        )
+    return value or None
+
+
+def probe_timeout_s(default: float = 60.0) -> float:
+    """Seconds a quick probe of the compiler (``--version``, a flag check) may take: ``default``,
+    or less when ``$TILELANG_COMPILE_TIMEOUT_SECONDS`` is lower."""
+    limit = compile_timeout_s()
+    return min(default, limit) if limit else default
+
+
+@dataclass
+class CompilerRun:
+    """How a compiler run ended and what it printed (bounded, see the module docstring)."""
+
+    command: list[str]
+    returncode: Optional[int]
+    """The exit status (negative: killed by that signal); None when it timed out."""
+    output: str
+    """Standard output and error together: all of it, or its start and end with a line saying
+    how many bytes were left out in between."""
+    output_bytes: int
+    """How many bytes the compiler printed in all."""
+    output_file: Optional[Path]
+    """Where the whole output was written (None: not asked for, or the disk did not take it all)."""
+    timeout: Optional[float]
+    seconds: float
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def failure(self) -> str:
+        """How the run ended, in words (``"exit code 1"``, ``"killed by signal SIGKILL (...)"``, ...)."""
+        if self.returncode is None:
+            return (f"stopped after {self.timeout:g} s: it ran longer than ${TIMEOUT_ENV} allows (default "
+                    f"{DEFAULT_TIMEOUT_S:g} s; set it higher, or 0 for no limit, if the compiler is merely slow)")
+        if self.returncode < 0:
+            try:
+                name = signal.Signals(-self.returncode).name
+            except ValueError:
+                name = f"signal {-self.returncode}"
+            hint = _SIGNAL_HINTS.get(name)
+            return f"killed by signal {name}" + (f" ({hint})" if hint else "")
+        return f"exit code {self.returncode}"
+
+
+class _Collector:
+    """Reads a pipe to its end, keeping the first and last bytes (and, optionally, a full copy)."""
+
+    def __init__(self, pipe: IO[bytes], copy: Optional[Path]) -> None:
+        self.pipe = pipe
+        self.head = bytearray()
+        self.tail: deque[bytes] = deque()
+        self.tail_size = 0
+        self.total = 0
+        self.copy_path = copy
+        self.copy: Optional[IO[bytes]] = None
+        self.copy_complete = copy is not None
+        if copy is not None:
+            try:
+                self.copy = open(copy, "wb")
+            except OSError:
+                self.copy_complete = False
+
+    def run(self) -> None:
+        try:
+            while True:
+                chunk = self.pipe.read1(_CHUNK) if hasattr(self.pipe, "read1") else self.pipe.read(_CHUNK)
+                if not chunk:
+                    break
+                self._keep(chunk)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._close_copy()
+
+    def _keep(self, chunk: bytes) -> None:
+        if self.copy is not None:
+            try:
+                self.copy.write(chunk)
+            except OSError:  # the disk is full: the excerpt still says what matters
+                self._close_copy()
+                self.copy_complete = False
+        self.total += len(chunk)
+        room = OUTPUT_HEAD - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail.append(chunk)
+            self.tail_size += len(chunk)
+            while self.tail and self.tail_size - len(self.tail[0]) >= OUTPUT_TAIL:
+                self.tail_size -= len(self.tail.popleft())
+
+    def _close_copy(self) -> None:
+        if self.copy is not None:
+            try:
+                self.copy.close()
+            except OSError:
+                self.copy_complete = False
+            self.copy = None
+
+    def text(self) -> str:
+        tail = b"".join(self.tail)[-OUTPUT_TAIL:]
+        left_out = self.total - len(self.head) - len(tail)
+        head = bytes(self.head).decode("utf-8", errors="replace")
+        if left_out <= 0:
+            return head + tail.decode("utf-8", errors="replace")
+        where = f"; all of it is in {self.copy_path}" if self.copy_complete else ""
+        return (head + f"\n[... {left_out} bytes of compiler output left out here{where} ...]\n"
+                + tail.decode("utf-8", errors="replace"))
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        if os.name == "posix":
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:  # pragma: no cover - Windows
+            proc.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_compiler(command: Sequence[str], *, cwd: Optional[os.PathLike] = None, timeout: Optional[float] = -1.0,
+                 output_file: Optional[os.PathLike] = None, env: Optional[dict] = None) -> CompilerRun:
+    """Run ``command`` (a compiler) and wait for it, at most ``timeout`` seconds.
+
+    :param timeout: seconds; the default (-1) means :func:`compile_timeout_s`, None no limit.
+    :param output_file: also write the whole output there (kept by the caller).
+    :raises OSError: the program cannot be started (not found, not executable, no memory or
+        descriptors for a new process).
+    :raises SettingError: ``$TILELANG_COMPILE_TIMEOUT_SECONDS`` is not a time limit.
+    """
+    if timeout is not None and timeout < 0:
+        timeout = compile_timeout_s()
+    cmd = [str(word) for word in command]
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=(os.name == "posix"))
+    assert proc.stdout is not None
+    collector = _Collector(proc.stdout, Path(output_file) if output_file is not None else None)
+    reader = threading.Thread(target=collector.run, name="tilelang-compiler-output", daemon=True)
+    returncode: Optional[int]
+    try:
+        try:
+            reader.start()
+        except RuntimeError:  # no thread to be had (address space or thread limit): collect it all at the end
+            reader = None
+            try:
+                out, _ = proc.communicate(timeout=timeout)
+                returncode = proc.returncode
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                out, _ = proc.communicate()
+                returncode = None
+            collector._keep(out or b"")
+            collector._close_copy()
+        else:
+            try:
+                returncode = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                proc.wait()
+                returncode = None
+    except BaseException:  # Ctrl-C: the compiler and what it started go too
+        _kill_group(proc)
+        proc.wait()
+        raise
+    finally:
+        if reader is not None:
+            reader.join(5.0)  # a process that escaped the group may hold the pipe: do not wait on it
+        proc.stdout.close()
+    return CompilerRun(command=cmd, returncode=returncode, output=collector.text().strip(), output_bytes=collector.total,
+                       output_file=collector.copy_path if collector.copy_complete else None, timeout=timeout,
+                       seconds=time.monotonic() - start)
+
+
+__all__ = ["DEFAULT_TIMEOUT_S", "TIMEOUT_ENV", "CompilerRun", "compile_timeout_s", "probe_timeout_s", "run_compiler"]
