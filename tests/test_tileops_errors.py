@@ -237,6 +237,38 @@ def test_atomic_wrong_operands():
     _check(dtype, "atomic-dtype", "T.atomic_add(C[0], 1)", "dtype mismatch", "int8")
 
 
+def test_fill_value_outside_the_dtype_range():
+    """A literal that the tile's dtype cannot hold (a negative value for an unsigned tile, 300 for
+    uint8, 1e10 for float16) names T.fill, the dtype and the value, not TVM's literal check."""
+
+    def build(dtype, value):
+        @T.prim_func
+        def k(A: T.Tensor((16,), dtype)):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((16,), dtype)
+                T.fill(S, value)  # <fill-range>
+                T.copy(S, A)
+
+    text = _check(lambda: build("uint8", -5), "fill-range", "T.fill(S, -5)", "-5 is negative for the unsigned type uint8", "0..255", "251")
+    assert "Check failed" not in text, text
+    _check(lambda: build("uint16", -1), "fill-range", "T.fill(S, -1)", "negative for the unsigned type uint16")
+    _check(lambda: build("uint8", 300), "fill-range", "300 is out of range for uint8")
+    _check(lambda: build("int8", 200), "fill-range", "200 is out of range for int8", "-128..127")
+    _check(lambda: build("float16", 1e10), "fill-range", "T.fill(S, 10000000000.0)", "does not fit float16", "exceeds maximum of float16")
+    # the extremes of the range are accepted
+    build("uint8", 255)
+    build("int8", -128)
+
+    def alloc_var():
+        @T.prim_func
+        def k(A: T.Tensor((16,), "uint8")):
+            with T.Kernel(1, threads=1) as _:
+                x = T.alloc_var(T.uint8, init=-1)  # <var-range>
+                A[0] = x
+
+    _check(alloc_var, "var-range", "T.alloc_var", "initializer -1 is negative for the unsigned type uint8")
+
+
 def test_fill_clear_and_pipelined_wrong_operands():
     def fill_buf():
         @T.prim_func
