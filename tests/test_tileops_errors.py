@@ -566,3 +566,42 @@ def test_reducer_update_outside_parallel_is_refused_when_lowering():
         with pytest.raises(LoweringError) as info:
             lower(k, target=target)
         assert f"{_THIS}:{_line_of('reducer-outside')}" in str(info.value) and "outside any T.Parallel" in str(info.value)
+
+
+def test_gpu_kernel_whose_only_statement_writes_nothing():
+    """A T.Kernel whose only statement fills or clears a region entirely outside its tensor writes
+    nothing (a no-op on CPU targets); on CUDA the simplifier removes the whole kernel, which was
+    refused as "launches nothing ... wrap its body in T.Kernel" although the body is in one."""
+    import torch
+
+    import tilelang
+    from tilelang_core.lowering import lower
+
+    def build(op):
+        @T.prim_func
+        def k(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                if op == "clear":
+                    T.clear(A[16:20])
+                else:
+                    T.fill(A[16:20], 1.0)
+
+        return k
+
+    for op in ("clear", "fill"):
+        with pytest.raises(LoweringError) as info:
+            lower(build(op), target="cuda")
+        text = str(info.value)
+        assert "does nothing on cuda" in text and "entirely outside its tensor" in text, text
+        assert "wrap its body" not in text, text
+        a = torch.arange(16, dtype=torch.float32)
+        tilelang.compile(build(op), target="c", execution_backend="cython")(a)
+        assert torch.equal(a, torch.arange(16, dtype=torch.float32))
+
+    @T.prim_func
+    def no_kernel(A: T.Tensor((16,), "float32")):
+        for i in T.serial(16):
+            A[i] = 0.0
+
+    with pytest.raises(LoweringError, match="launches nothing on cuda: wrap its body"):
+        lower(no_kernel, target="cuda")
