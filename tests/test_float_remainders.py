@@ -1,9 +1,11 @@
-"""``%`` of floats, ``T.truncmod`` and ``T.nextafter`` of 16-bit and 8-bit floats, on every target.
+"""``%`` and ``//`` of floats, ``T.truncmod`` and ``T.nextafter`` of 16-bit and 8-bit floats, on every target.
 
 Before: ``A[i] % B[i]`` of floats stopped the kernel's definition with TVM's "MatchesCode(kDLInt,
 kDLUInt) is false" (every target); ``T.truncmod`` of float16 failed on ``c`` and CUDA, of
 bfloat16 on every target, of float8 on CUDA, with bare TVM check failures; ``T.nextafter`` of
-float16/bfloat16 failed on CUDA ("Unresolved call") and gave ``x`` itself on the CPU targets.
+float16/bfloat16 failed on CUDA ("Unresolved call") and gave ``x`` itself on the CPU targets;
+``A[i] // B[i]`` of floats stopped the definition like ``%`` (now Python's and torch's floor
+quotient, checked against ``torch.div(..., rounding_mode="floor")``).
 Now ``%`` is Python's floor remainder (language/float_modulo.py), ``truncmod`` C's ``fmod``
 computed in float32 for narrow floats and ``nextafter`` steps on the value's bits
 (lowering/narrow_float_math.py). References: Python's ``math.fmod`` in float64 (exact), NumPy's
@@ -54,7 +56,7 @@ struct nv_bfloat16 {
 
 N = 64
 CPU = [("cython", "c"), ("tvm_ffi", "c"), ("tvm_ffi", "llvm")]
-OPS = ("percent", "truncmod", "nextafter")
+OPS = ("percent", "truncmod", "nextafter", "floordiv")
 
 
 def kernel(op: str, dtype: str):
@@ -66,6 +68,8 @@ def kernel(op: str, dtype: str):
                     C[i] = A[i] % B[i]
                 elif op == "truncmod":
                     C[i] = T.truncmod(A[i], B[i])
+                elif op == "floordiv":
+                    C[i] = A[i] // B[i]
                 else:
                     C[i] = T.nextafter(A[i], B[i])
 
@@ -136,6 +140,13 @@ def expected(op: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         else:
             steps = _bits_nextafter(a, b)
         return torch.where(a == b, b, steps)  # C: y when x == y (nextafter(0.0, -0.0) is -0.0; NumPy gives x)
+    if op == "floordiv":  # torch's floor division; 16-bit and 8-bit floats through float32, as the kernels
+        wide = a.to(torch.float32) if a.element_size() < 4 else a
+        exact = torch.div(wide, b.to(wide.dtype), rounding_mode="floor")
+        if a.element_size() == 1:  # CUDA's float8 conversion saturates, an infinity too
+            big = float(torch.finfo(a.dtype).max)
+            exact = exact.clamp(-big, big)
+        return exact.to(a.dtype)
     rule = _python_floor_remainder if op == "percent" else _fmod
     exact = torch.tensor([rule(x, y) for x, y in zip(a.double().tolist(), b.double().tolist())], dtype=torch.float64)
     if a.element_size() == 1:  # CUDA's float8 conversion saturates, an infinity too (lowering/float8_cuda.py)
@@ -219,3 +230,25 @@ def test_percent_of_a_float_and_a_python_number():
 def test_nextafter_of_a_float8_without_ieee_encodings_is_refused():
     with pytest.raises(LoweringError, match=r"T\.nextafter of float8_e8m0fnu is not supported.*float32"):
         lower(kernel("nextafter", "float8_e8m0fnu"), target="cuda")
+
+
+def test_floor_quotient_and_remainder_of_floats_agree():
+    """``x == (x // y) * y + x % y`` up to rounding, and ``T.floordiv`` is ``//``."""
+
+    @T.prim_func
+    def both(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32"), Q: T.Tensor((N,), "float32"),
+             Q2: T.Tensor((N,), "float32"), R: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=N) as _:
+            for i in T.Parallel(N):
+                Q[i] = A[i] // B[i]
+                Q2[i] = T.floordiv(A[i], 0.75)
+                R[i] = A[i] % B[i]
+
+    k = tilelang.compile(both, target="llvm", execution_backend="tvm_ffi")
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(N, generator=g) * 50
+    b = torch.randn(N, generator=g) * 2
+    q, q2, r = torch.zeros(N), torch.zeros(N), torch.zeros(N)
+    k(a, b, q, q2, r)
+    torch.testing.assert_close(q * b + r, a, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(q2, torch.div(a, 0.75, rounding_mode="floor"), rtol=0, atol=0)

@@ -237,6 +237,38 @@ def test_atomic_wrong_operands():
     _check(dtype, "atomic-dtype", "T.atomic_add(C[0], 1)", "dtype mismatch", "int8")
 
 
+def test_fill_value_outside_the_dtype_range():
+    """A literal that the tile's dtype cannot hold (a negative value for an unsigned tile, 300 for
+    uint8, 1e10 for float16) names T.fill, the dtype and the value, not TVM's literal check."""
+
+    def build(dtype, value):
+        @T.prim_func
+        def k(A: T.Tensor((16,), dtype)):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((16,), dtype)
+                T.fill(S, value)  # <fill-range>
+                T.copy(S, A)
+
+    text = _check(lambda: build("uint8", -5), "fill-range", "T.fill(S, -5)", "-5 is negative for the unsigned type uint8", "0..255", "251")
+    assert "Check failed" not in text, text
+    _check(lambda: build("uint16", -1), "fill-range", "T.fill(S, -1)", "negative for the unsigned type uint16")
+    _check(lambda: build("uint8", 300), "fill-range", "300 is out of range for uint8")
+    _check(lambda: build("int8", 200), "fill-range", "200 is out of range for int8", "-128..127")
+    _check(lambda: build("float16", 1e10), "fill-range", "T.fill(S, 10000000000.0)", "does not fit float16", "exceeds maximum of float16")
+    # the extremes of the range are accepted
+    build("uint8", 255)
+    build("int8", -128)
+
+    def alloc_var():
+        @T.prim_func
+        def k(A: T.Tensor((16,), "uint8")):
+            with T.Kernel(1, threads=1) as _:
+                x = T.alloc_var(T.uint8, init=-1)  # <var-range>
+                A[0] = x
+
+    _check(alloc_var, "var-range", "T.alloc_var", "initializer -1 is negative for the unsigned type uint8")
+
+
 def test_fill_clear_and_pipelined_wrong_operands():
     def fill_buf():
         @T.prim_func
@@ -534,3 +566,42 @@ def test_reducer_update_outside_parallel_is_refused_when_lowering():
         with pytest.raises(LoweringError) as info:
             lower(k, target=target)
         assert f"{_THIS}:{_line_of('reducer-outside')}" in str(info.value) and "outside any T.Parallel" in str(info.value)
+
+
+def test_gpu_kernel_whose_only_statement_writes_nothing():
+    """A T.Kernel whose only statement fills or clears a region entirely outside its tensor writes
+    nothing (a no-op on CPU targets); on CUDA the simplifier removes the whole kernel, which was
+    refused as "launches nothing ... wrap its body in T.Kernel" although the body is in one."""
+    import torch
+
+    import tilelang
+    from tilelang_core.lowering import lower
+
+    def build(op):
+        @T.prim_func
+        def k(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                if op == "clear":
+                    T.clear(A[16:20])
+                else:
+                    T.fill(A[16:20], 1.0)
+
+        return k
+
+    for op in ("clear", "fill"):
+        with pytest.raises(LoweringError) as info:
+            lower(build(op), target="cuda")
+        text = str(info.value)
+        assert "does nothing on cuda" in text and "entirely outside its tensor" in text, text
+        assert "wrap its body" not in text, text
+        a = torch.arange(16, dtype=torch.float32)
+        tilelang.compile(build(op), target="c", execution_backend="cython")(a)
+        assert torch.equal(a, torch.arange(16, dtype=torch.float32))
+
+    @T.prim_func
+    def no_kernel(A: T.Tensor((16,), "float32")):
+        for i in T.serial(16):
+            A[i] = 0.0
+
+    with pytest.raises(LoweringError, match="launches nothing on cuda: wrap its body"):
+        lower(no_kernel, target="cuda")

@@ -81,7 +81,7 @@ _bfloat16_math.install()  # T.pow / T.isnan / T.isinf / T.isfinite of bfloat16 (
 
 from . import float_modulo as _float_modulo  # noqa: E402
 
-_float_modulo.install()  # x % y of floats: Python's floor remainder (TVM 0.27 builds integer floormod only)
+_float_modulo.install()  # x % y and x // y of floats: Python's floor remainder and quotient (TVM 0.27 builds integer floormod only)
 
 from . import mixed_comparisons as _mixed_comparisons  # noqa: E402
 

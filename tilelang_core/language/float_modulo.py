@@ -13,13 +13,21 @@ same in float64). Differences from Python: a zero remainder keeps the sign C's `
 The remainder of 16-bit and 8-bit floats is computed in float32 and rounded to its dtype once at
 the end: ``fmod`` is exact, and float32 holds more than twice their precision, so the one rounding
 of ``r + y`` gives the correctly rounded sum. Integer ``floormod`` is TVM's.
+
+``//`` and ``T.floordiv`` of floats (TVM 0.27 stopped them with the same bare check) are Python's
+floor quotient, computed from the same ``fmod`` as Python and ``torch.div(..., rounding_mode=
+"floor")`` do, so that ``x == (x // y) * y + x % y`` up to rounding: ``m = T.truncmod(x, y)``,
+``d = (x - m) / y``, ``d - 1`` where ``m`` is not zero and its sign differs from ``y``'s, then
+``floor(d)``, plus 1 where ``d - floor(d) > 0.5`` (``d`` is an integer up to rounding); a zero
+quotient has the sign of ``x / y``. ``y == 0`` gives ``x / y`` (an infinity or NaN, as torch;
+Python raises). 16-bit and 8-bit floats are computed in float32 and rounded once at the end.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["install", "float_floormod"]
+__all__ = ["install", "float_floormod", "float_floordiv"]
 
 _MARK = "_tilelang_float_floormod"
 
@@ -55,6 +63,48 @@ def float_floormod(a: Any, b: Any, span: Any = None) -> Any:
     return tirx.Select(tirx.And(tirx.NE(r, zero), differs), tirx.Add(r, y), r)
 
 
+def _constant(value: float, dtype: Any) -> Any:
+    from tvm import tirx
+
+    scalar = tirx.const(value, str(dtype).split("x")[0])
+    return tirx.Broadcast(scalar, dtype.lanes) if dtype.lanes > 1 else scalar
+
+
+def float_floordiv(a: Any, b: Any, span: Any = None) -> Any:
+    """Python's floor quotient of ``a`` and ``b``, at least one of them a float (module docstring)."""
+    from tvm import tirx
+    from tvm.ir.prim import _ffi_api
+
+    m = _ffi_api._OpTruncMod(a, b, span)  # both operands in one dtype (TVM folds no float Mod)
+    if not isinstance(m, tirx.Mod):
+        return tirx.floor(_ffi_api._OpDiv(a, b, span))
+    x, y, ty = m.a, m.b, m.ty.dtype
+    dtype = str(ty)
+    if ty.bits < 32:  # float16/bfloat16/float8: in float32, rounded once at the end
+        wide = dtype.replace(dtype.split("x")[0], "float32")
+        return tirx.Cast(dtype, float_floordiv(tirx.Cast(wide, x), tirx.Cast(wide, y)))
+    zero, one, half = (_constant(v, ty) for v in (0.0, 1.0, 0.5))
+    # No Let bindings: the bfloat16 legalization of TVM 0.27 leaves their values' casts raw; the
+    # repeated subexpressions are merged by CSE (TVM's own integer floordiv repeats its operands too).
+    quotient = tirx.Div(tirx.Sub(x, m), y)
+    d = tirx.Select(tirx.And(tirx.NE(m, zero), tirx.NE(tirx.LT(m, zero), tirx.LT(y, zero))), tirx.Sub(quotient, one), quotient)
+    f = tirx.floor(d)
+    rounded = tirx.Select(tirx.GT(tirx.Sub(d, f), half), tirx.Add(f, one), f)
+    nonzero = tirx.Select(tirx.NE(d, zero), rounded, tirx.copysign(zero, tirx.Div(x, y)))
+    return tirx.Select(tirx.EQ(y, zero), tirx.Div(x, y), nonzero)
+
+
+def _floordiv(ffi_floordiv: Callable[..., Any]) -> Callable[..., Any]:
+    def floordiv(a: Any, b: Any, *rest: Any) -> Any:
+        if _is_float(a) or _is_float(b):
+            return float_floordiv(a, b, *rest)
+        return ffi_floordiv(a, b, *rest)
+
+    floordiv.__name__ = "_OpFloorDiv"
+    setattr(floordiv, _MARK, ffi_floordiv)
+    return floordiv
+
+
 def _floormod(ffi_floormod: Callable[..., Any]) -> Callable[..., Any]:
     def floormod(a: Any, b: Any, *rest: Any) -> Any:
         if _is_float(a) or _is_float(b):
@@ -67,8 +117,11 @@ def _floormod(ffi_floormod: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def install() -> None:
-    """Wrap TVM's ``_OpFloorMod`` (behind ``%`` and ``T.floormod``) for float operands (idempotent)."""
+    """Wrap TVM's ``_OpFloorMod`` and ``_OpFloorDiv`` (behind ``%``, ``//``, ``T.floormod`` and
+    ``T.floordiv``) for float operands (idempotent)."""
     from tvm.ir.prim import _ffi_api
 
     if getattr(_ffi_api._OpFloorMod, _MARK, None) is None:
         _ffi_api._OpFloorMod = _floormod(_ffi_api._OpFloorMod)
+    if getattr(_ffi_api._OpFloorDiv, _MARK, None) is None:
+        _ffi_api._OpFloorDiv = _floordiv(_ffi_api._OpFloorDiv)

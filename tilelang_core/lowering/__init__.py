@@ -70,6 +70,25 @@ def validate_pass_configs(pass_configs: Optional[Mapping[str, Any]]) -> dict[str
     return result
 
 
+def _launches_nothing(front: Any, location: str, name: str, kind: str) -> str:
+    """Why a GPU kernel has no device kernel: no ``T.Kernel`` at all, or a ``T.Kernel`` body that
+    the simplifier removed because it can never write anything."""
+    from tvm import tirx
+
+    launched = []
+    tirx.stmt_functor.post_order_visit(
+        front.body, lambda n: launched.append(n) if isinstance(n, tirx.AttrStmt) and n.attr_key == "thread_extent" else None
+    )
+    if not launched:
+        return (f"{location}: kernel '{name}' launches nothing on {kind}: wrap its body in "
+                "'with T.Kernel(...)' (or bind loops to blockIdx/threadIdx)")
+    return (f"{location}: kernel '{name}' does nothing on {kind}: its T.Kernel body never writes memory "
+            "once the statements that can never run are removed (a T.fill/T.clear/T.copy of a region that "
+            "lies entirely outside its tensor, such as A[N:N + 4] of a tensor of N elements, or code under a "
+            "condition that is always false), so there is no GPU kernel to launch; fix the region or "
+            "condition, or drop the statement")
+
+
 def _merged(device_mods: Any) -> Any:
     """The device functions of every device module in one ``IRModule`` (for ``artifact.device_mod``)."""
     import tvm
@@ -309,10 +328,7 @@ def lower(
                 )
                 symbols = symbols + launch_symbols  # scalar parameters that size the grid
                 if not result["device_kernels"]:
-                    raise LoweringError(
-                        f"{location}: kernel '{name}' launches nothing on {kind}: wrap its body in "
-                        "'with T.Kernel(...)' (or bind loops to blockIdx/threadIdx)"
-                    )
+                    raise LoweringError(_launches_nothing(front, location, name, kind))
                 if "device_source" in wanted:
                     result["device_source"], _ = codegen.gpu_device_source(device_mods)
                     if _DEVICE_LANGUAGE.get(kind) == "metal":  # one library, every union member, scalar layouts

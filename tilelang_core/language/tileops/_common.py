@@ -371,6 +371,33 @@ def cast(value: Any, dtype: str) -> Any:
     return tirx.Cast(dtype, value)
 
 
+def integer_range(dtype: str) -> Optional[tuple]:
+    """``(lowest, highest)`` of an integer ``dtype`` (``int8``, ``uint32``, ...), else None."""
+    for prefix, signed in (("uint", False), ("int", True)):
+        if dtype.startswith(prefix) and dtype[len(prefix):].isdigit():
+            bits = int(dtype[len(prefix):])
+            return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    return None
+
+
+def number_constant(op: str, operands: Sequence[Any], value: Any, dtype: str, what: str = "value") -> Any:
+    """The Python number ``value`` as a constant of ``dtype``, or a clear error naming ``op`` when
+    it does not fit (``T.fill(S, -5)`` with ``S`` uint8), instead of TVM's raw literal check."""
+    if not isinstance(value, bool) and isinstance(value, Integral):
+        limits = integer_range(dtype)
+        if limits is not None and not limits[0] <= int(value) <= limits[1]:
+            low, high = limits
+            kind = "negative for the unsigned type" if int(value) < 0 and low == 0 else "out of range for"
+            wrapped = (int(value) - low) % (high - low + 1) + low
+            fail(op, operands, f"the {what} {int(value)} is {kind} {dtype} (range {low}..{high}); "
+                 f"give a value in that range ({int(value)} wrapped to {dtype} is {wrapped})")
+    try:
+        return cast(value, dtype)
+    except Exception as err:  # noqa: BLE001 - TVM refuses values outside the dtype's range
+        reason = str(err).strip().splitlines()[-1].split(" : ")[-1].split("is false: ")[-1]
+        fail(op, operands, f"the {what} {value!r} does not fit {dtype} ({reason})")
+
+
 def zero(dtype: str) -> Any:
     """The constant 0 of ``dtype``."""
     return cast(0, dtype)

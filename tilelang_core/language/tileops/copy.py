@@ -15,6 +15,7 @@ from ._common import (
     as_tile,
     cast,
     check_options,
+    number_constant,
     fail,
     guarded,
     is_buffer,
@@ -222,7 +223,7 @@ def fill(buffer: Any, value: Any, annotations: Any = None) -> None:
         fail("T.fill", operands, f"value must be a scalar (a number or an expression), got {type(value).__name__}")
     if isinstance(value, float) and not is_float(t.dtype):
         fail("T.fill", operands, f"dtype mismatch: cannot fill {t.dtype} '{t.name}' with the float {value!r}")
-    v = cast(value, t.dtype)
+    v = number_constant("T.fill", operands, value, t.dtype) if isinstance(value, (int, float)) else cast(value, t.dtype)
 
     def body(vs: list) -> None:
         guarded(t.bounds_condition(vs), lambda: _B.buffer_store(t.buffer, v, t.indices(vs)))

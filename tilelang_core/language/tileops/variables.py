@@ -9,7 +9,7 @@ import tvm
 from tvm import tirx
 from tvm.tirx.script.builder import ir as _B
 
-from ._common import OperandTypeError, cast, fail, is_float, shape_text
+from ._common import OperandTypeError, cast, fail, is_float, number_constant, shape_text
 from ..core import dtype_name
 
 _VAR_SCOPES = {"local.var": "local", "local": "local", "shared": "shared", "shared.dyn": "shared"}
@@ -26,7 +26,7 @@ def _initial(op: str, value: Any, dtype: str) -> Any:
                 return tirx.FloatImm(dtype, float(value))
             except Exception:  # noqa: BLE001 - TVM refuses values outside the dtype's range
                 fail(op, (dtype, value), f"the initializer {value!r} exceeds maximum of {dtype}")
-        return tirx.IntImm(dtype, int(value))
+        return number_constant(op, (dtype, value), int(value), dtype, "initializer")
     vdtype = getattr(getattr(value, "ty", None), "dtype", None)
     if vdtype is None:
         fail(op, (dtype, value), f"init must be a number or a scalar expression, got {type(value).__name__}", OperandTypeError)
