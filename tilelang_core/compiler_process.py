@@ -67,8 +67,7 @@ def compile_timeout_s() -> Optional[float]:
         value = math.nan
     if not 0 <= value <= 1e6:
         raise SettingError(
-            f"${TIMEOUT_ENV}={text!r} is not a time limit: use a number of seconds from 0 to 1000000 (0: no limit), "
-            f"or unset it for the default of {DEFAULT_TIMEOUT_S:g} s"
+            f"${TIMEOUT_ENV}={text!r} is not a time limit: use a number of seconds from 0 to 1000000 (0: no limit)"
         )
     return value or None
 

@@ -9,7 +9,6 @@ attributes so that a caller (or a test) can replace one of them.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import shutil
@@ -18,7 +17,8 @@ import tempfile
 from typing import Any, Optional, Sequence, Union
 
 from tilelang.env import env
-from tilelang_core.errors import BuildError, SettingError, TargetError
+from tilelang_core.compiler_process import TIMEOUT_ENV as _TIMEOUT_ENV, compile_timeout_s
+from tilelang_core.errors import BuildError, TargetError
 
 __all__ = [
     "compile_cuda",
@@ -29,30 +29,21 @@ __all__ = [
     "get_target_compute_version",
 ]
 
-_TIMEOUT_ENV = "TILELANG_COMPILE_TIMEOUT_SECONDS"
 _FORMATS = ("ptx", "cubin", "fatbin")
 _CODE_RE = re.compile(r"sm_\d+[af]?")
 
 
 def _get_compile_timeout_seconds() -> Optional[float]:
     """The nvcc time limit from ``$TILELANG_COMPILE_TIMEOUT_SECONDS``: None (no limit) when it is
-    unset, empty or 0, else a positive finite number of seconds.
+    unset, empty or 0, else a positive finite number of seconds (parsed as the backends' compiler
+    runs parse it, :func:`tilelang_core.compiler_process.compile_timeout_s`, whose default of
+    600 s applies to them only).
 
     :raises SettingError: (a ``ValueError``) the value is not a number, negative, or over 1000000.
     """
-    text = os.environ.get(_TIMEOUT_ENV, "").strip()
-    if not text:
+    if not os.environ.get(_TIMEOUT_ENV, "").strip():
         return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value <= 1e6:
-        raise SettingError(
-            f"${_TIMEOUT_ENV}={text!r} is not a time limit: use a positive number of seconds (at most 1000000), "
-            "or 0 / empty for no limit"
-        )
-    return value or None
+    return compile_timeout_s()
 
 
 def get_target_code_list(code: Optional[Sequence[str]]) -> list[str]:

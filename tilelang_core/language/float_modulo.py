@@ -94,26 +94,17 @@ def float_floordiv(a: Any, b: Any, span: Any = None) -> Any:
     return tirx.Select(tirx.EQ(y, zero), tirx.Div(x, y), nonzero)
 
 
-def _floordiv(ffi_floordiv: Callable[..., Any]) -> Callable[..., Any]:
-    def floordiv(a: Any, b: Any, *rest: Any) -> Any:
+def _float_aware(ffi_op: Callable[..., Any], float_op: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """TVM's ``ffi_op`` (``_OpFloorDiv``/``_OpFloorMod``) with float operands sent to ``float_op``."""
+
+    def op(a: Any, b: Any, *rest: Any) -> Any:
         if _is_float(a) or _is_float(b):
-            return float_floordiv(a, b, *rest)
-        return ffi_floordiv(a, b, *rest)
+            return float_op(a, b, *rest)
+        return ffi_op(a, b, *rest)
 
-    floordiv.__name__ = "_OpFloorDiv"
-    setattr(floordiv, _MARK, ffi_floordiv)
-    return floordiv
-
-
-def _floormod(ffi_floormod: Callable[..., Any]) -> Callable[..., Any]:
-    def floormod(a: Any, b: Any, *rest: Any) -> Any:
-        if _is_float(a) or _is_float(b):
-            return float_floormod(a, b, *rest)
-        return ffi_floormod(a, b, *rest)
-
-    floormod.__name__ = "_OpFloorMod"
-    setattr(floormod, _MARK, ffi_floormod)
-    return floormod
+    op.__name__ = name
+    setattr(op, _MARK, ffi_op)
+    return op
 
 
 def install() -> None:
@@ -122,6 +113,6 @@ def install() -> None:
     from tvm.ir.prim import _ffi_api
 
     if getattr(_ffi_api._OpFloorMod, _MARK, None) is None:
-        _ffi_api._OpFloorMod = _floormod(_ffi_api._OpFloorMod)
+        _ffi_api._OpFloorMod = _float_aware(_ffi_api._OpFloorMod, float_floormod, "_OpFloorMod")
     if getattr(_ffi_api._OpFloorDiv, _MARK, None) is None:
-        _ffi_api._OpFloorDiv = _floordiv(_ffi_api._OpFloorDiv)
+        _ffi_api._OpFloorDiv = _float_aware(_ffi_api._OpFloorDiv, float_floordiv, "_OpFloorDiv")
