@@ -40,6 +40,8 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from ..language.tileops._common import collect, substitute
+
 __all__ = ["PlanSharedBarriers", "plan_shared_barriers"]
 
 _SHARED = "shared"
@@ -79,21 +81,11 @@ def _buffer_of(data: Any) -> Any:
 
 
 def _uses(expr: Any, var: Any) -> bool:
-    found = []
-
-    def on_var(v: Any) -> Any:
-        if v.same_as(var):
-            found.append(v)
-        return v
-
-    tvm_ffi.structural_map(expr, [(tvm.ir.Var, on_var)])
-    return bool(found)
+    return any(v.same_as(var) for v in collect(expr, tvm.ir.Var))
 
 
 def _has_load(expr: Any) -> bool:
-    found = []
-    tvm_ffi.structural_walk(expr, ((tvm.ir.TensorLoad,), found.append), order="pre")
-    return bool(found)
+    return bool(collect(expr, tvm.ir.TensorLoad))
 
 
 def _same_key(a: Any, b: Any) -> bool:
@@ -143,17 +135,7 @@ class _Planner:
 
     # -- expressions --------------------------------------------------------------------
     def _subst(self, expr: Any) -> Any:
-        if not self.binds:
-            return expr
-        binds = self.binds
-
-        def on_var(var: Any) -> Any:
-            for old, new in reversed(binds):
-                if var.same_as(old):
-                    return new
-            return var
-
-        return tvm_ffi.structural_map(expr, [(tvm.ir.Var, on_var)])
+        return substitute(expr, self.binds[::-1])  # the innermost binding of a variable first
 
     def _points(self, indices: Any) -> Optional[tuple]:
         out = []
@@ -274,7 +256,7 @@ class _Planner:
             if a.points is not None and any(_uses(p, stmt.loop_var) for p in a.points):
                 if one:
                     m = [(stmt.loop_var, self._subst(stmt.min))]
-                    a.points = tuple(_subst_pairs(p, m) for p in a.points)
+                    a.points = tuple(substitute(p, m) for p in a.points)
                 else:
                     a.points = None  # relaxed over the loop: a range
         self._record(stmt, acc)
@@ -367,16 +349,6 @@ class _Planner:
                 else:
                     (tail if count else head).append(_Access(a.kind, a.key, a.bits, a.points, a.threads))
         return head + tail
-
-
-def _subst_pairs(expr: Any, pairs: list) -> Any:
-    def on_var(var: Any) -> Any:
-        for old, new in pairs:
-            if var.same_as(old):
-                return new
-        return var
-
-    return tvm_ffi.structural_map(expr, [(tvm.ir.Var, on_var)])
 
 
 def _insert(stmt: Any, marks: dict) -> Any:
