@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 import tvm
 from tvm import tirx
 
-__all__ = ["HALF", "computed_in_float32", "dtype_of", "element", "has_half_operand", "in_float32", "is_float", "widened_clz",
+__all__ = ["HALF", "computed_in_float32", "constant", "dtype_of", "element", "has_half_operand", "in_float32", "is_float", "widened_clz",
            "widened_unsigned", "with_lanes"]
 
 #: The 16-bit float dtypes whose math is computed in float32 where a target has no rule for them.
@@ -41,6 +41,13 @@ def with_lanes(base: str, like: str) -> str:
     """``base`` with the lanes of the dtype ``like``."""
     lanes = tvm.DataType(like).lanes
     return base if lanes == 1 else f"{base}x{lanes}"
+
+
+def constant(value: Any, dtype: str) -> Any:
+    """``value`` as a constant of ``dtype`` (a broadcast for vector dtypes)."""
+    scalar = tirx.const(value, element(dtype))
+    lanes = tvm.DataType(dtype).lanes
+    return scalar if lanes == 1 else tirx.Broadcast(scalar, lanes)
 
 
 def in_float32(call: Any) -> Any:

@@ -28,6 +28,7 @@ from tvm import tirx
 
 from ..errors import LoweringError
 from .atomics import checked_map
+from .math_widening import constant, with_lanes
 
 __all__ = ["lower_narrow_float_math", "NEXTAFTER_DTYPES"]
 
@@ -41,19 +42,9 @@ def _narrow_float(dtype: Any) -> bool:
     return element.is_float and element.bits < 32  # bfloat16 and the float8/6/4 formats too
 
 
-def _with_element(dtype: Any, element: str) -> str:
-    return element if dtype.lanes == 1 else f"{element}x{dtype.lanes}"
-
-
-def _const(value: Any, dtype: str) -> Any:
-    t = tvm.DataType(dtype)
-    scalar = tirx.const(value, str(t.with_lanes(1)))
-    return scalar if t.lanes == 1 else tirx.Broadcast(scalar, t.lanes)
-
-
 def _truncmod(mod: Any) -> Any:
     dtype = mod.ty.dtype
-    wide = _with_element(dtype, "float32")
+    wide = with_lanes("float32", str(dtype))
     return tirx.Cast(str(dtype), tirx.Mod(tirx.Cast(wide, mod.a), tirx.Cast(wide, mod.b)))
 
 
@@ -71,16 +62,16 @@ def _nextafter(call: Any, where: str) -> Any:
             "Cast the operands to float32 for float32's neighbour"
         )
     bits = dtype.bits
-    unsigned = _with_element(dtype, f"uint{bits}")
-    wide = _with_element(dtype, "float32")
+    unsigned = with_lanes(f"uint{bits}", str(dtype))
+    wide = with_lanes("float32", str(dtype))
     x, y = call.args
     xf, yf = tirx.Cast(wide, x), tirx.Cast(wide, y)  # exact; compared in float32 on every target
-    zero = _const(0.0, wide)
+    zero = constant(0.0, wide)
     x_bits, y_bits = _reinterpret(unsigned, x), _reinterpret(unsigned, y)
-    one = _const(1, unsigned)
+    one = constant(1, unsigned)
     away = tirx.EQ(tirx.GT(yf, xf), tirx.GT(xf, zero))  # towards y is away from zero
     step = tirx.Select(away, tirx.Add(x_bits, one), tirx.Sub(x_bits, one))
-    from_zero = tirx.bitwise_or(tirx.bitwise_and(y_bits, _const(1 << (bits - 1), unsigned)), one)
+    from_zero = tirx.bitwise_or(tirx.bitwise_and(y_bits, constant(1 << (bits - 1), unsigned)), one)
     nan = tirx.Or(tirx.NE(xf, xf), tirx.NE(yf, yf))
     result = tirx.Select(tirx.EQ(xf, zero), _reinterpret(str(dtype), from_zero), _reinterpret(str(dtype), step))
     result = tirx.Select(tirx.EQ(xf, yf), y, result)

@@ -58,7 +58,7 @@ from tvm import tirx
 from tvm.ir import PrimType
 
 from .atomics import checked_map
-from .math_widening import dtype_of, element, with_lanes
+from .math_widening import constant, dtype_of, element, with_lanes
 
 __all__ = ["integer_reinterprets_as_casts", "wrapping_integer_casts"]
 
@@ -80,16 +80,9 @@ def _integer_of(expr: Any) -> Optional[tuple[bool, int]]:
     return _integer(str(ty.dtype)) if isinstance(ty, PrimType) else None
 
 
-def _const(value: int, dtype: str) -> Any:
-    """``value`` as a constant of ``dtype`` (a broadcast for vector dtypes)."""
-    scalar = tirx.const(value, element(dtype))
-    lanes = tvm.DataType(dtype).lanes
-    return scalar if lanes == 1 else tirx.Broadcast(scalar, lanes)
-
-
 def _masked(value: Any, bits: int) -> Any:
     """``value & (2**bits - 1)``: its low ``bits`` bits, with bounds ``[0, 2**bits - 1]``."""
-    return tirx.BitwiseAnd(value, _const((1 << bits) - 1, dtype_of(value)))
+    return tirx.BitwiseAnd(value, constant((1 << bits) - 1, dtype_of(value)))
 
 
 def _is_reinterpret(node: Any) -> bool:
@@ -126,8 +119,8 @@ def _as_unsigned(value: Any, to: str) -> Any:
         low = tirx.Cast(with_lanes("int32", to), x)
         return tirx.Cast(to, tirx.reinterpret(with_lanes("uint32", to), low))
 
-    high = tirx.FloorDiv(wide, _const(1 << 32, dtype_of(wide)))
-    return tirx.BitwiseOr(tirx.LShift(half(high), _const(32, to)), half(wide))
+    high = tirx.FloorDiv(wide, constant(1 << 32, dtype_of(wide)))
+    return tirx.BitwiseOr(tirx.LShift(half(high), constant(32, to)), half(wide))
 
 
 def _rewrite_cast(node: tirx.Cast) -> Any:
