@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import signal
 import subprocess
 import threading
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Optional, Sequence
 
-from .errors import SettingError
+from .errors import BuildError, SettingError
 
 #: Environment variable: seconds a compiler run may take (shared with ``tilelang.contrib.nvcc``).
 TIMEOUT_ENV = "TILELANG_COMPILE_TIMEOUT_SECONDS"
@@ -118,6 +119,17 @@ class CompilerRun:
             hint = _SIGNAL_HINTS.get(name)
             return f"killed by signal {name}" + (f" ({hint})" if hint else "")
         return f"exit code {self.returncode}"
+
+    def build_error(self, what: str, source: Optional[os.PathLike] = None) -> "BuildError":
+        """The :class:`~tilelang_core.errors.BuildError` of this failed run of the compiler building
+        ``what`` (``"kernel 'vadd'"``): how it ended, the command, where ``source`` is kept, and what
+        it printed."""
+        return BuildError(
+            f"compiling {what} failed ({self.failure})\ncommand: {shlex.join(self.command)}\n"
+            + (f"source kept at: {source}\n" if source is not None else "")
+            + (f"compiler output:\n{self.output}" if self.output else "the compiler printed nothing"),
+            command=self.command, output=self.output, source=source,
+        )
 
 
 class _Collector:

@@ -113,9 +113,7 @@ def tilelang_backend_build(artifact: Any, options: Any) -> Kernel:
         raise BuildError(f"cannot run the C compiler {cmd[0]!r}: {exc}; set $CC to a working compiler",
                          command=cmd, output=str(exc), source=directory / SOURCE) from None
     if not run.ok:
-        raise BuildError(f"compiling kernel '{artifact.name}' failed ({run.failure})\n"
-                         f"command: {shlex.join(cmd)}\nsource kept at: {directory / SOURCE}\n"
-                         f"compiler output:\n{run.output}", command=cmd, output=run.output, source=directory / SOURCE)
+        raise run.build_error(f"kernel '{artifact.name}'", directory / SOURCE)
     return Kernel(artifact, options, directory)
 
 

@@ -117,13 +117,7 @@ def _run(cmd: Sequence[str], *, what: str, source: Path, cwd: Path) -> None:
             command=cmd, output=str(exc), source=source,
         ) from None
     if not run.ok:
-        raise BuildError(
-            f"compiling {what} failed ({run.failure})\n"
-            f"command: {shlex.join(cmd)}\n"
-            f"source kept at: {source}\n"
-            + (f"compiler output:\n{run.output}" if run.output else "the compiler printed nothing"),
-            command=cmd, output=run.output, source=source,
-        )
+        raise run.build_error(what, source)
     with contextlib.suppress(OSError):
         (cwd / OUTPUT_FILE).unlink()
 

@@ -123,9 +123,7 @@ def _link_shared(compiler: list[str], output: str, objects: Any, options: list[s
         raise BuildError(f"cannot run the compiler {cmd[0]!r}: {exc}; set $CC (or $CXX) to a working compiler",
                          command=cmd, output=str(exc)) from None
     if not run.ok:
-        raise BuildError(f"compiling {Path(output).name} failed ({run.failure})\ncommand: {shlex.join(cmd)}\n"
-                         + (f"compiler output:\n{run.output}" if run.output else "the compiler printed nothing"),
-                         command=cmd, output=run.output)
+        raise run.build_error(Path(output).name)
 
 
 def is_cpu_only(kinds: list[str]) -> bool:
