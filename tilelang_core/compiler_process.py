@@ -20,9 +20,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import threading
@@ -30,7 +32,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Optional, Sequence
+from typing import IO, Iterator, Optional, Sequence
 
 from .errors import BuildError, SettingError
 
@@ -199,6 +201,19 @@ class _Collector:
                 + tail.decode("utf-8", errors="replace"))
 
 
+@contextlib.contextmanager
+def writing_build_file(directory: os.PathLike, path: os.PathLike, kernel: str) -> Iterator[None]:
+    """Writing ``path`` into a backend's build ``directory`` for ``kernel``: on an ``OSError`` (a
+    full disk, a file-size limit) the directory is removed and the error names the file and what
+    to do (same errno)."""
+    try:
+        yield
+    except OSError as exc:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise type(exc)(exc.errno, f"cannot write {path} while building kernel '{kernel}': "
+                        f"{exc.strerror or exc}; free space there or set TMPDIR to a folder with room") from None
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         if os.name == "posix":
@@ -263,4 +278,4 @@ def run_compiler(command: Sequence[str], *, cwd: Optional[os.PathLike] = None, t
                        seconds=time.monotonic() - start)
 
 
-__all__ = ["DEFAULT_TIMEOUT_S", "TIMEOUT_ENV", "CompilerRun", "compile_timeout_s", "probe_timeout_s", "run_compiler"]
+__all__ = ["DEFAULT_TIMEOUT_S", "TIMEOUT_ENV", "CompilerRun", "compile_timeout_s", "probe_timeout_s", "run_compiler", "writing_build_file"]

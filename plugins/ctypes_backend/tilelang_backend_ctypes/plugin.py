@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -93,16 +92,12 @@ def tilelang_backend_build(artifact: Any, options: Any) -> Kernel:
     """Compile the device source into a shared library in a kept temporary directory."""
     import tempfile
 
-    from tilelang_core.compiler_process import run_compiler
+    from tilelang_core.compiler_process import run_compiler, writing_build_file
     from tilelang_core.errors import BuildError
 
     directory = Path(tempfile.mkdtemp(prefix=f"tilelang-ctypes-{artifact.name[:40]}-"))
-    try:
+    with writing_build_file(directory, directory / SOURCE, artifact.name):  # a full disk: say where, leave nothing
         (directory / SOURCE).write_text(artifact.device_source or "")
-    except OSError as exc:  # a full temporary folder: say where, leave nothing behind
-        shutil.rmtree(directory, ignore_errors=True)
-        raise type(exc)(exc.errno, f"cannot write {directory / SOURCE} while building kernel '{artifact.name}': "
-                        f"{exc.strerror or exc}; free space there or set TMPDIR to a folder with room") from None
     cmd = [*compiler(), "-O2", "-fPIC", "-shared", *options.compile_flags, "-o", str(directory / LIBRARY),
            str(directory / SOURCE)]
     if options.verbose:

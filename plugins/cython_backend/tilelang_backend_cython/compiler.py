@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from tilelang_core.compiler_process import probe_timeout_s, run_compiler
+from tilelang_core.compiler_process import probe_timeout_s, run_compiler, writing_build_file
 from tilelang_core.env_commands import command_from_env
 from tilelang_core.errors import BuildError
 
@@ -170,12 +170,12 @@ def _compile_shared_library(compiler: list[str], flags: list[str], source: str, 
     with _lock:
         data = _built.get(key)
     if data is not None:  # compiled before in this process: a fresh file to load the bytes from
-        with _written(d, lib, name):
+        with writing_build_file(d, lib, name):
             lib.write_bytes(data)
             if keep:
                 src.write_text(source)
         return BuiltLibrary(data=data, source=source, path=lib, directory=d, kept=keep)
-    with _written(d, src, name):
+    with writing_build_file(d, src, name):
         src.write_text(source)
     cmd = [*compiler, *flags, "-o", str(lib), str(src)]
     if verbose:
@@ -203,18 +203,6 @@ def _build_dir(name: str) -> Path:
         raise type(exc)(exc.errno, f"cannot make a build folder for kernel '{name}' in the temporary folder "
                         f"{tempfile.gettempdir()}: {exc.strerror or exc}; set TMPDIR to a writable folder with "
                         f"free space") from None
-
-
-@contextlib.contextmanager
-def _written(directory: Path, path: Path, name: str):
-    """Writing ``path`` into the build ``directory``: on an ``OSError`` (a full disk, a file-size
-    limit) the directory is removed and the error names the file and what to do."""
-    try:
-        yield
-    except OSError as exc:
-        shutil.rmtree(directory, ignore_errors=True)
-        raise type(exc)(exc.errno, f"cannot write {path} while building kernel '{name}': "
-                        f"{exc.strerror or exc}; free space there or set TMPDIR to a folder with room") from None
 
 
 def cuda_arch(target: str) -> str:
