@@ -151,15 +151,10 @@ def _check_path_length(directory: Path) -> None:
 
     :raises OSError: (``ENAMETOOLONG``) saying how long the path is and what the limit is.
     """
+    from ..path_limits import path_limits
+
     path = os.path.abspath(directory)
-    limit = 4096
-    probe = path
-    while probe and not os.path.isdir(probe) and os.path.dirname(probe) != probe:
-        probe = os.path.dirname(probe)
-    try:
-        limit = os.pathconf(probe or "/", "PC_PATH_MAX")
-    except (OSError, ValueError, AttributeError):  # Windows, or no answer: Linux's limit
-        pass
+    limit = path_limits(path)[1]
     length = len(os.fsencode(path))
     if length + ENTRY_PATH_ROOM > limit:
         raise OSError(errno.ENAMETOOLONG, f"the kernel cache directory's path is {length} bytes long: the files of "

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from ..errors import ArtifactError, BackendNotInstalledError
+from ..path_limits import path_limits
 from .export_swap import exchange, recover_leftovers, side_name
 from .kernel import BackendInfo, JITKernel
 
@@ -87,11 +88,7 @@ def _refuse_long_names(kernel: JITKernel, target: Path) -> None:
 
     :raises OSError: (``ENAMETOOLONG``) naming the part that is too long and the limit.
     """
-    existing = _missing_ancestors(target)[1]
-    name_max, path_max = 255, 4096
-    with contextlib.suppress(OSError, ValueError, AttributeError):  # Windows, or no answer: the usual limits
-        name_max = os.pathconf(existing, "PC_NAME_MAX")
-        path_max = os.pathconf(existing, "PC_PATH_MAX")
+    name_max, path_max = path_limits(target)
     absolute = os.path.abspath(target)
     for part in Path(absolute).parts:
         if len(os.fsencode(part)) > name_max:
