@@ -32,7 +32,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ..language.tileops._common import substitute
+from ..language.tileops._common import collect, substitute
 
 __all__ = ["SplitWideVectors", "printable", "split_lanes"]
 
@@ -131,15 +131,7 @@ def _vectorized(stmt: Any) -> Optional[Any]:
 
 
 def _has_inner_vector(body: Any) -> bool:
-    found: list = []
-
-    def on_for(loop: Any) -> Any:
-        if loop.kind == tirx.ForKind.VECTORIZED:
-            found.append(loop)
-        return loop
-
-    tvm_ffi.structural_map(body, [(tirx.For, on_for)])
-    return bool(found)
+    return any(loop.kind == tirx.ForKind.VECTORIZED for loop in collect(body, tirx.For))
 
 
 def _split_if_needed(loop: Any) -> Any:
