@@ -6,6 +6,10 @@
 * A ``T.view`` of a shared tile with another element size: ``ThreadSync`` compared ``S[t]`` and
   ``V[t]`` as one element of each thread, and put no barrier between the writes into ``S`` and the
   reads through ``V`` (23 of 64 elements wrong on the emulated GPU).
+* A write inside an ``if`` on the thread index against a write before or after the ``if``: a
+  barrier the pass needed inside the ``if`` (where none can go) was counted as placed, so the
+  write after it looked ordered, and no barrier went before/after the ``if`` (30 and 29 of 30
+  launches wrong on the emulated GPU).
 
 Each kernel runs on the emulated GPU (tests/test_tileops_cuda.py: one block = one OpenMP team)
 against torch, several launches (the race shows up in some of them only), and its CUDA source is
@@ -84,7 +88,40 @@ def _view_of_shared():
     return view_shared, inputs, want
 
 
-CASES = {"fill_region": _fill_then_fill_region, "copy_region": _fill_then_copy_region, "view_shared": _view_of_shared}
+def _single_thread_section(writes_s_first: bool):
+    """Thread 0 alone writes ``S`` inside ``if tx == 0`` (besides two serial passes over ``S2``,
+    which this pass counts as a hazard it cannot order there); the other threads fill ``S``
+    before (``writes_s_first=False``) or after the ``if``. The barrier goes before / after the
+    ``if``: the missed one inside it used to count as placed, and hid this write after write."""
+
+    @T.prim_func
+    def single_thread(O: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            S = T.alloc_shared((64,), "float32")
+            S2 = T.alloc_shared((64,), "float32")
+            tx = T.get_thread_binding()
+            if not writes_s_first:
+                T.fill(S, 1)
+            if tx == 0:
+                if writes_s_first:
+                    for i in T.serial(64):
+                        S[i] = 2.0
+                for i in T.serial(64):
+                    S2[i] = 0.0
+                for i in T.serial(64):
+                    S2[i] = 1.0
+                if not writes_s_first:
+                    for i in T.serial(64):
+                        S[i] = 2.0
+            if writes_s_first:
+                T.fill(S, 1)
+            T.copy(S, O)
+
+    return single_thread, (lambda: (torch.zeros(64),)), (lambda O: torch.full((64,), 1.0 if writes_s_first else 2.0))
+
+
+CASES = {"fill_region": _fill_then_fill_region, "copy_region": _fill_then_copy_region, "view_shared": _view_of_shared,
+         "fill_then_if": lambda: _single_thread_section(False), "if_then_fill": lambda: _single_thread_section(True)}
 
 
 def _body(func):
@@ -115,6 +152,13 @@ def test_fill_then_region_copy_has_a_barrier_between():
 def test_view_reads_come_after_a_barrier():
     _, body = _body(_view_of_shared()[0])
     assert "__syncthreads()" in _between(body, r"S_ptr\[.*\] = A_ptr", r"\(\(float\*\)S_ptr\)"), body
+
+
+def test_a_write_inside_a_thread_dependent_if_is_ordered_from_outside():
+    _, body = _body(CASES["fill_then_if"]()[0])
+    assert "__syncthreads()" in _between(body, r"S_ptr\[.*\] = 0x1p\+0f", r"if \("), body
+    _, body = _body(CASES["if_then_fill"]()[0])
+    assert "__syncthreads()" in _between(body, r"S2_ptr\[.*\] = 0x1p\+0f", r"S_ptr\[.*\] = 0x1p\+0f"), body
 
 
 def test_one_thread_per_element_gets_no_extra_barrier():

@@ -27,8 +27,11 @@ count as one storage (they share one allocation later), as in ``ThreadSync``.
 A barrier is placed only where every thread of the block reaches it: never inside an ``if`` or
 ``while`` whose condition is not marked ``T.tvm_thread_invariant``, nor inside a loop whose bounds
 depend on the thread (thread index, per-thread values, loads). A hazard there is left as before
-(``ThreadSync`` itself refuses read/write hazards inside such an ``if``). ``ThreadSync`` still runs
-afterwards: it counts these barriers and adds none where they already order the accesses.
+(``ThreadSync`` itself refuses read/write hazards inside such an ``if``), and the missing barrier
+does not count as one for the code around it: every access inside the ``if`` is still checked
+against the code before the ``if`` (a barrier before it) and after it (a barrier after it).
+``ThreadSync`` still runs afterwards: it counts these barriers and adds none where they already
+order the accesses.
 """
 
 from __future__ import annotations
@@ -309,10 +312,10 @@ class _Planner:
             if sync:
                 reads.clear()
                 writes.clear()
-                synced.add(i)
-                # a barrier where every thread passes (or the state ThreadSync assumes)
                 if stmt not in self.marks:
                     self._mark(stmt)
+                if stmt in self.marks:  # placed: a barrier where every thread passes
+                    synced.add(i)
             for a in acc:
                 if a.kind == "R":
                     reads.append(a)
@@ -327,7 +330,8 @@ class _Planner:
                     break
                 if self._needs_sync(acc, reads, writes):
                     self._mark(stmt)
-                    synced.add(i)
+                    if stmt in self.marks:
+                        synced.add(i)
                     break
         head: list = []
         tail: list = []
