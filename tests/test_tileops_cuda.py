@@ -174,6 +174,8 @@ static inline float max(float a, float b) { return fmaxf(a, b); }
 static inline float min(float a, float b) { return fminf(a, b); }
 static inline int max(int a, int b) { return a > b ? a : b; }
 static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int64_t max(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t min(int64_t a, int64_t b) { return a < b ? a : b; }
 template <class T> static inline T atomicAdd(T* p, T v) {
   T old;
   _Pragma("omp critical(tl_atomic)")

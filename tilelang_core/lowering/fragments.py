@@ -15,6 +15,14 @@ row maximum read by a whole row, a gemm operand read along K, serial code outsid
 ``T.Parallel``) is placed in shared memory instead, where every thread sees every element and
 ``ThreadSync`` later inserts the barriers. docs/tile-operators.md describes it for kernel authors.
 
+**Views.** ``T.reshape``/``T.view`` of a fragment declare another buffer on its storage. The
+layout only depends on an element's offset in that storage, so a view with the fragment's dtype
+keeps every element in its thread and slot: its accesses are checked (and rewritten to the
+register slot) with the offset the view computes (row-major in its shape, or its explicit
+strides). A view with another dtype reinterprets bits across elements, which only the row-major
+storage of shared memory keeps: the fragment goes there. Views of a fragment placed in shared
+(or per-thread) memory are declared again on the new storage.
+
 **Atomics.** The atomic operators leave marker calls (``tl.atomic``); once the fragments have
 their final scope, :func:`tilelang_core.lowering.atomics.lower_gpu_atomics` turns them into CUDA
 atomics (plain updates for per-thread ``local`` destinations). Other GPU kinds reject them.
@@ -64,13 +72,21 @@ class _Kernel:
                     self.threads *= extent
 
 
-def _walk_allocs(stmt: Any, stack: list, out: dict) -> None:
-    """Map each fragment AllocBuffer's buffer to the thread attributes enclosing it."""
+def _storage_of(data: Any) -> Any:
+    """The buffer whose storage ``data`` (a DeclBuffer's data: ``buffer_data(B)``) is, else None."""
+    if isinstance(data, tvm.ir.Call) and getattr(data.op, "name", "") == "tirx.buffer_data":
+        return data.args[0]
+    return None
+
+
+def _walk_allocs(stmt: Any, stack: list, out: dict, views: dict) -> None:
+    """Map each fragment AllocBuffer's buffer to the thread attributes enclosing it, and each
+    view of one (a DeclBuffer on its storage, ``T.reshape``/``T.view``) to that fragment."""
     if stmt is None:
         return
     if isinstance(stmt, tirx.SeqStmt):
         for s in stmt.seq:
-            _walk_allocs(s, stack, out)
+            _walk_allocs(s, stack, out, views)
     elif isinstance(stmt, tirx.AttrStmt):
         pushed = False
         if stmt.attr_key == "thread_extent" and str(getattr(stmt.node, "thread_tag", "")).startswith("threadIdx."):
@@ -78,17 +94,23 @@ def _walk_allocs(stmt: Any, stack: list, out: dict) -> None:
             if extent is not None:
                 stack.append((stmt.node, extent))
                 pushed = True
-        _walk_allocs(stmt.body, stack, out)
+        _walk_allocs(stmt.body, stack, out, views)
         if pushed:
             stack.pop()
     elif isinstance(stmt, (tirx.For, tirx.While)):
-        _walk_allocs(stmt.body, stack, out)
+        _walk_allocs(stmt.body, stack, out, views)
     elif isinstance(stmt, tirx.IfThenElse):
-        _walk_allocs(stmt.then_case, stack, out)
-        _walk_allocs(stmt.else_case, stack, out)
+        _walk_allocs(stmt.then_case, stack, out, views)
+        _walk_allocs(stmt.else_case, stack, out, views)
     elif isinstance(stmt, tirx.AllocBuffer):
         if scope_of(stmt.buffer) == FRAGMENT_SCOPE:
             out[stmt.buffer] = list(stack)
+    elif isinstance(stmt, tirx.DeclBuffer):
+        owner = _storage_of(stmt.data)
+        if owner is not None:
+            root = views.get(owner, owner)
+            if root in out:
+                views[stmt.buffer] = root
 
 
 class FragmentLowering:
@@ -138,9 +160,16 @@ class FragmentLowering:
         return accesses
 
     def _flat(self, buf: Any, indices: list) -> Any:
+        """The storage offset of ``buf[indices]``: row-major in its shape, or through its strides (a view)."""
+        strides = list(buf.ty.strides)
         flat: Any = None
-        for idx, dim in zip(indices, buf.ty.shape):
-            flat = idx if flat is None else flat * dim + idx
+        if strides:
+            for idx, stride in zip(indices, strides):
+                term = idx * stride
+                flat = term if flat is None else flat + term
+        else:
+            for idx, dim in zip(indices, buf.ty.shape):
+                flat = idx if flat is None else flat * dim + idx
         return flat if flat is not None else tirx.IntImm("int32", 0)
 
     def _owned(self, kernel: _Kernel, buf: Any, indices: list) -> Optional[Any]:
@@ -162,7 +191,8 @@ class FragmentLowering:
         """The rewritten function (the same object when it has no fragments and no atomics)."""
         body = self.func.body
         kernels: dict = {}
-        _walk_allocs(body, [], kernels)
+        views: dict = {}  # view -> the fragment whose storage it is on
+        _walk_allocs(body, [], kernels, views)
         has_atomic = contains_atomics(body) or contains_intrinsics(body)
         if not kernels and not has_atomic:
             return self.func
@@ -181,30 +211,42 @@ class FragmentLowering:
             numel = 1
             for d in shape:
                 numel *= d
+            own_views = [v for v, root in views.items() if root.same_as(buf)]
             if kernel.tid is None:
-                new = tirx.decl_buffer(shape, buf.ty.dtype, name=str(buf), scope="local")
-                replace[buf] = (new, None)
+                self._whole(buf, own_views, shape, "local", replace)
                 continue
             for iv, extent in stack:
                 self.analyzer.bind(iv.var, tvm.ir.Range.from_min_extent(0, extent))
-            slots = []
-            for indices in accesses.get(buf, []):
-                slot = self._owned(kernel, buf, indices)
-                if slot is None:
-                    slots = None
-                    break
-                slots.append(slot)
-            if slots is None:
-                new = tirx.decl_buffer(shape, buf.ty.dtype, name=str(buf), scope="shared")
-                replace[buf] = (new, None)
-            else:
+            if self._all_owned(kernel, buf, own_views, accesses):
                 per_thread = -(-numel // kernel.threads)
                 new = tirx.decl_buffer([per_thread], buf.ty.dtype, name=str(buf), scope="local")
-                replace[buf] = (new, kernel)
+                for b in [buf, *own_views]:  # a view's accesses go to the same register slots
+                    replace[b] = (new, kernel)
+            else:
+                self._whole(buf, own_views, shape, "shared", replace)
         body = self._rewrite(body, replace)
         if has_atomic:
             body = self._atomics(body)
         return self.func.with_body(body)
+
+    def _all_owned(self, kernel: _Kernel, buf: Any, own_views: list, accesses: dict) -> bool:
+        """Whether every access to ``buf`` and its views provably touches the calling thread's element."""
+        for b in [buf, *own_views]:
+            if str(b.ty.dtype) != str(buf.ty.dtype):  # bits reinterpreted across elements
+                return False
+            if any(self._owned(kernel, b, indices) is None for indices in accesses.get(b, [])):
+                return False
+        return True
+
+    @staticmethod
+    def _whole(buf: Any, own_views: list, shape: list, scope: str, replace: dict) -> None:
+        """Place ``buf`` whole (row-major) in ``scope``, its views declared again on that storage."""
+        new = tirx.decl_buffer(shape, buf.ty.dtype, name=str(buf), scope=scope)
+        replace[buf] = (new, None)
+        for view in own_views:
+            strides = list(view.ty.strides) or None
+            replace[view] = (tirx.decl_buffer(list(view.ty.shape), view.ty.dtype, name=str(view), data=new.data,
+                                              strides=strides, scope=scope), None)
 
     def _rewrite(self, body: Any, replace: dict) -> Any:
         if not replace:
@@ -245,8 +287,19 @@ class FragmentLowering:
                 return stmt
             return tirx.AllocBuffer(replace[old][0])
 
+        def on_decl(stmt):
+            old = lookup(stmt.buffer)
+            if old is None:
+                return stmt
+            new, kernel = replace[old]
+            if kernel is not None:  # a view in registers: its accesses were rewritten to the slots
+                return tirx.Evaluate(tirx.IntImm("int32", 0))
+            owner = lookup(_storage_of(stmt.data))  # the fragment, or the view this one is on
+            return tirx.DeclBuffer(new, data=replace[owner][0].data)
+
         return tvm_ffi.structural_map(
-            body, [(tvm.ir.TensorLoad, on_load), (tirx.BufferStore, on_store), (tirx.AllocBuffer, on_alloc)]
+            body, [(tvm.ir.TensorLoad, on_load), (tirx.BufferStore, on_store), (tirx.AllocBuffer, on_alloc),
+                   (tirx.DeclBuffer, on_decl)]
         )
 
     def _atomics(self, body: Any) -> Any:
