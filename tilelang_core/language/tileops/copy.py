@@ -101,9 +101,8 @@ def _units_facing_run_time_extents(s: Tile, d: Tile) -> tuple[Tile, Tile, list]:
                 ext[side][k - pad[side]] = 1
     if not guards:
         return s, d, []
-    def shaped(t: Tile, extents: list) -> Tile:
-        return Tile(t.buffer, list(t.starts), extents, "region", t.source)
-    return shaped(s, ext["s"]), shaped(d, ext["d"]), guards
+    return (Tile(s.buffer, list(s.starts), ext["s"], "region", s.source),
+            Tile(d.buffer, list(d.starts), ext["d"], "region", d.source), guards)
 
 
 def _common_extents(src: list, dst: list) -> tuple[list, list]:
