@@ -130,3 +130,75 @@ def test_cuda_sources_compile_with_nvcc(cuda_artifacts, tmp_path):
 @CU.emulator
 def test_a_dynamic_tail_on_the_emulated_gpu(cuda_artifacts, tmp_path):
     check_tails(CU._emulated(cuda_artifacts["tails"], tmp_path), (5, CAP + 29))
+
+
+# -- a run-time extent facing a tile dimension of size 1 ----------------------------------------
+#
+# Found by fuzzing: `T.copy(A[r, c:T.min(n, c + bn)], S)` through a (bn,) tile worked for every bn
+# but 1, which was refused ("rank mismatch"): the tile's size-1 dimension is ignored, the run-time
+# extent was not. The common part is the one element when the extent is positive, else nothing.
+
+
+def chunked_rows(bn: int, style: str):
+    """``B = A`` row by row, in chunks of ``bn`` columns through a ``(bn,)`` tile."""
+    m, n = T.dynamic("m"), T.dynamic("n")
+    scope = T.alloc_shared if style == "gpu" else T.alloc_local
+
+    @T.prim_func
+    def chunks(A: T.Tensor((m, n), "float32"), B: T.Tensor((m, n), "float32")):
+        with T.Kernel(m, threads=32 if style == "gpu" else 1) as bx:
+            S = scope((bn,), "float32")
+            for c in T.serial(T.ceildiv(n, bn)):
+                T.copy(A[bx, c * bn:T.min(n, c * bn + bn)], S)
+                T.copy(S, B[bx, c * bn:T.min(n, c * bn + bn)])
+
+    return chunks
+
+
+def first_of(style: str):
+    """``B[0] = A[0]`` through a one-element tile when ``k > 0``; ``B[0]`` keeps -1 when ``k == 0``."""
+    n = T.dynamic("n")
+    scope = T.alloc_shared if style == "gpu" else T.alloc_local
+
+    @T.prim_func
+    def first(A: T.Tensor((n,), "float32"), B: T.Tensor((1,), "float32"), k: T.int32):
+        with T.Kernel(1, threads=32 if style == "gpu" else 1):
+            S = scope((1,), "float32")
+            T.fill(S, -1)
+            T.copy(A[0:k], S)
+            T.copy(S, B)
+
+    return first
+
+
+def check_chunks(run) -> None:
+    for m, n in ((3, 5), (1, 1), (2, 0), (4, 17)):
+        a = torch.randn(m, n)
+        b = torch.full((m, n), float("nan"))
+        run(a, b)
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("backend,target", PATHS, ids=["cython-c", "tvm_ffi-c", "tvm_ffi-llvm"])
+def test_a_run_time_extent_into_a_one_element_tile_on_cpu(backend, target):
+    for bn in (1, 2):
+        check_chunks(_compile(chunked_rows(bn, "cpu"), backend, target))
+    first = _compile(first_of("cpu"), backend, target)
+    a = torch.randn(4)
+    for k, want in ((0, -1.0), (3, float(a[0]))):
+        b = torch.zeros(1)
+        first(a, b, k)
+        assert float(b[0]) == want, (k, b)
+
+
+@CU.emulator
+def test_a_run_time_extent_into_a_one_element_tile_on_the_emulated_gpu(tmp_path):
+    from tilelang_core.lowering import lower
+
+    check_chunks(CU._emulated(lower(chunked_rows(1, "gpu"), target="cuda"), tmp_path))
+    first = CU._emulated(lower(first_of("gpu"), target="cuda"), tmp_path)
+    a = torch.randn(4)
+    for k, want in ((0, -1.0), (3, float(a[0]))):
+        b = torch.zeros(1)
+        first(a, b, k)
+        assert float(b[0]) == want, (k, b)

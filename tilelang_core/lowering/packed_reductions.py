@@ -206,8 +206,9 @@ def _pair_kept(outer: Any, analyzer: Any, used: set) -> Optional[Any]:
     pair_body = [loop]
     if init is not None:
         pair_body.insert(0, tirx.BufferStore(red.d, tirx.Broadcast(init.value, 2), [dvec]))
+    # without the identity store (clear=False) the loop is the whole body: TVM refuses a SeqStmt of one statement
     out = [tirx.For(vp, tirx.IntImm(v.ty.dtype, 0), tirx.IntImm(outer.extent.ty.dtype, extent // 2), tirx.ForKind.SERIAL,
-                    tirx.SeqStmt(pair_body))]
+                    tirx.SeqStmt(pair_body) if len(pair_body) > 1 else pair_body[0])]
     if extent % 2:
         out.append(_strip(_sub(body, v, tirx.IntImm(v.ty.dtype, extent - 1))))
     used.add((red.helper(), red.dtype))

@@ -20,6 +20,7 @@ from ._common import (
     guarded,
     is_buffer,
     is_float,
+    is_unit,
     loop_nest,
     per_thread,
     shape_text,
@@ -40,7 +41,7 @@ def _element_inside(buffer: Any, indices: Any) -> Any:
     return all_of(conds)
 
 
-def _resolve_copy(src: Any, dst: Any) -> tuple[Tile, Tile]:
+def _resolve_copy(src: Any, dst: Any) -> tuple[Tile, Tile, list]:
     operands = (src, dst)
     s = as_tile("T.copy", operands, src, "source")
     d = as_tile("T.copy", operands, dst, "destination")
@@ -59,6 +60,7 @@ def _resolve_copy(src: Any, dst: Any) -> tuple[Tile, Tile]:
             f"rank mismatch: the tile {shape_text(big.squeezed)} has more dimensions than "
             f"'{small.name}' {shape_text(small.shape)}",
         )
+    s, d, guards = _units_facing_run_time_extents(s, d)
     # extents may differ only where one of them is known at run time alone (a dynamic tail)
     if len(s.squeezed) != len(d.squeezed) or not all(
         same_extent(a, b) or static_int(a) is None or static_int(b) is None for a, b in zip(s.squeezed, d.squeezed)
@@ -73,7 +75,34 @@ def _resolve_copy(src: Any, dst: Any) -> tuple[Tile, Tile]:
         )
     if s.dtype == "bool" and d.dtype != "bool" or d.dtype == "bool" and s.dtype != "bool":
         fail("T.copy", operands, f"dtype mismatch: cannot copy {s.dtype} '{s.name}' into {d.dtype} '{d.name}'")
-    return s, d
+    return s, d, guards
+
+
+def _units_facing_run_time_extents(s: Tile, d: Tile) -> tuple[Tile, Tile, list]:
+    """``(s, d, guards)`` with each run-time extent that faces a dimension of size 1 on the other
+    side (extents aligned from the last dimension) made 1, guarded by ``extent > 0``.
+
+    The common part of a run-time extent and 1 is that one element when the extent is positive,
+    nothing otherwise. Without this, ``T.copy(A[r, c:T.min(n, c + bn)], S)`` with a ``(bn,)`` tile
+    worked for every ``bn`` but 1, whose size-1 dimension is ignored while the run-time one is
+    not ("rank mismatch"). Tiles whose extents already match are returned as they are.
+    """
+    if len(s.squeezed) == len(d.squeezed):
+        return s, d, []
+    rank = max(len(s.extents), len(d.extents))
+    ext = {"s": list(s.extents), "d": list(d.extents)}
+    pad = {side: rank - len(e) for side, e in ext.items()}
+    guards = []
+    for k in range(rank):
+        here = {side: ext[side][k - pad[side]] if k >= pad[side] else 1 for side in ext}
+        for side, other in (("s", "d"), ("d", "s")):
+            if k >= pad[side] and static_int(here[side]) is None and is_unit(here[other]):
+                guards.append(here[side] > 0)
+                ext[side][k - pad[side]] = 1
+    if not guards:
+        return s, d, []
+    return (Tile(s.buffer, list(s.starts), ext["s"], "region", s.source),
+            Tile(d.buffer, list(d.starts), ext["d"], "region", d.source), guards)
 
 
 def _common_extents(src: list, dst: list) -> tuple[list, list]:
@@ -140,13 +169,13 @@ def copy(
                 value = tirx.if_then_else(inside, value, cast(fill_value, d0.dtype))
         _B.buffer_store(d0.buffer, value, list(d0.starts))
         return
-    s, d = _resolve_copy(src, dst)
+    s, d, guards = _resolve_copy(src, dst)
     extents, limits = _common_extents(s.squeezed, d.squeezed)
     fill_value = safe_value(s.buffer)
 
     def body(vs: list) -> None:
         src_ok = s.bounds_condition(vs)
-        dst_ok = all_of([d.bounds_condition(vs), *(vs[k] < limit for k, limit in limits)])
+        dst_ok = all_of([d.bounds_condition(vs), *(vs[k] < limit for k, limit in limits), *guards])
         value = cast(s.buffer[tuple(s.indices(vs))], d.dtype)
         if src_ok is not None:
             value = tirx.if_then_else(src_ok, value, zero(d.dtype) if fill_value is None else cast(fill_value, d.dtype))

@@ -141,14 +141,15 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
         if kind in _WIDE_SUMS and acc in _HALF:
             _wide_sum(s, d, didx, lambda r: _indices(s, vs[:dim] + [r] + vs[dim:]), red_extent, clear, absolute)
             return
-        if not out and not per_thread(d):
-            # the whole tile into one element the block shares: every thread (of a GPU block)
-            # runs this, so each accumulates in a register of its own and stores the same value
-            # once; accumulating in the shared element made every thread read-modify-write it at once
+        if not per_thread(d):
+            # A destination the block shares (shared memory, or a fragment): accumulate in a
+            # register and store once. A reduction into one element is run by every thread (of a
+            # GPU block), each storing the same value; accumulating in the shared element made
+            # every thread read-modify-write it at once.
             slot = IRBuilder.name("block_acc", _B.alloc_buffer((1,), acc, scope="local"))
             _B.buffer_store(slot, _identity(kind, acc) if clear else d.buffer[tuple(didx)], [0])
             with _B.serial(0, red_extent) as r:
-                x = cast(s.buffer[tuple(_indices(s, [r]))], acc)
+                x = cast(s.buffer[tuple(_indices(s, vs[:dim] + [r] + vs[dim:]))], acc)
                 _B.buffer_store(slot, combine(slot[0], _abs(x) if absolute else x), [0])
             _B.buffer_store(d.buffer, slot[0], didx)
             return
@@ -163,6 +164,14 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
                 x = _abs(x)
             _B.buffer_store(d.buffer, combine(d.buffer[tuple(didx)], x), didx)
 
+    if out and not per_thread(d) and all(static_int(e) == 1 for e in out):
+        # one destination element the block shares (a (1, N) row into (1,)): every thread computes
+        # it, as for a whole tile into one element. A T.Parallel(1) nest ran it in one thread, under
+        # `if threadIdx.x < 1`, and with the element in shared memory (a shared tile, a fragment
+        # read outside T.Parallel) TVM's ThreadSync stopped at its read and write there ("Cannot
+        # insert syncs inside condition").
+        body([0] * len(out))
+        return
     loop_nest(out, parallel=not per_thread(d), body=body)
 
 
