@@ -36,7 +36,7 @@ from .fragments import FragmentLayoutPass
 from .vectorized_locals import ExpandVectorizedLocals, InlineVectorizedScalars
 from .vector_lanes import SplitWideVectors
 from .condition_loads import HoistConditionLoads
-from .shared_hazards import PlanSharedBarriers
+from .shared_hazards import DropSameThreadSyncs, PlanSharedBarriers
 from .dynamic_unroll import unroll_loops
 from .warp import NamedBarriers
 from .access_ptr import LowerAccessPtr
@@ -164,6 +164,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         PlanSharedBarriers(),  # barriers ThreadSync misses: write after write, views of another dtype size (shared_hazards.py)
         s_tir.transform.ThreadSync("shared"),
         s_tir.transform.ThreadSync("shared.dyn"),
+        DropSameThreadSyncs(),  # the syncs PlanSharedBarriers left for ThreadSync in one-thread code print nothing (shared_hazards.py)
         s_tir.transform.ThreadSync("warp"),
         NamedBarriers(),  # T.sync_threads(id, count): bar.sync, once ThreadSync has counted it (lowering/warp.py)
         s_tir.transform.LowerThreadAllreduce(),

@@ -24,34 +24,68 @@ index of the block (each thread touches its own element); ``ThreadSync`` checks 
 only, this pass every ``threadIdx`` axis with more than one thread. All ``shared.dyn`` buffers
 count as one storage (they share one allocation later), as in ``ThreadSync``.
 
+**Which thread.** Indices and conditions are read with the values of ``Bind``/``LetStmt``
+variables and of local scalars stored once with a value of the launch indices (``tx =
+T.get_thread_binding()`` becomes ``tx[0] = threadIdx.x``), so ``S[tx]`` is ``S[threadIdx.x]``.
+The conditions of the enclosing ``if``/``while`` statements may pin a thread axis to one value
+(``tx == 0``, ``tx < 1``, nested ``if tx < 8:`` / ``if tx == 0:``, the ``else`` of ``tx != 0``;
+TVM's analyzer decides): two accesses made under conditions that pin every axis of more than one
+thread to the same values are made by one thread, in program order, and never conflict; an axis
+pinned to the same value for both counts as used by their common index.
+
 A barrier is placed only where every thread of the block reaches it: never inside an ``if`` or
 ``while`` whose condition is not marked ``T.tvm_thread_invariant``, nor inside a loop whose bounds
-depend on the thread (thread index, per-thread values, loads). A hazard there is left as before
-(``ThreadSync`` itself refuses read/write hazards inside such an ``if``), and the missing barrier
-does not count as one for the code around it: every access inside the ``if`` is still checked
-against the code before the ``if`` (a barrier before it) and after it (a barrier after it).
-``ThreadSync`` still runs afterwards: it counts these barriers and adds none where they already
-order the accesses.
+depend on the thread (thread index, per-thread values, loads). Where such a barrier would be needed:
+
+* a read after a write (or a write after a read) of one element by two threads inside an ``if``
+  on the thread index is the kernel's own race (``if tx < 32:`` and 32 threads writing and
+  reading ``S2[i]``): a :class:`LoweringError` at the line of the access names the buffer, the
+  ``if`` and what to do;
+* a write after a write, a hazard inside a loop with per-thread bounds, or under a condition
+  that does not use the thread index is left as before (``ThreadSync`` refuses read/write hazards
+  inside any unmarked ``if``).
+
+Either way the missing barrier does not count as one for the code around it: every access inside
+the ``if`` is still checked against the code before the ``if`` (a barrier before it) and after it
+(a barrier after it). ``ThreadSync`` still runs afterwards: it counts these barriers and adds
+none where they already order the accesses.
+
+``ThreadSync`` itself knows nothing of the above: it compares ``S2[i]`` with ``S2[i]`` as two
+threads' accesses and stops at "Cannot insert syncs inside condition" inside ``if tx == 0:``.
+An outermost ``if``/``while`` (not under a loop with per-thread bounds) that reads and writes one
+shared storage, and where this pass found no read/write hazard, gets a *same-thread sync* before
+each of its statements that touch shared memory: ``tvm_storage_sync("shared", "tl.same_thread")``,
+which ``ThreadSync`` counts as a barrier and :func:`DropSameThreadSyncs` removes right after it
+(before ``ThreadSync("warp")``), so that nothing is printed. This pass orders the ``if`` against the
+code around it with real barriers, as above.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 import tvm
 import tvm_ffi
 from tvm import tirx
 
+from ..errors import LoweringError
+from ..language.spans import span_to_location
 from ..language.tileops._common import collect, substitute
 
-__all__ = ["PlanSharedBarriers", "plan_shared_barriers"]
+__all__ = ["PlanSharedBarriers", "plan_shared_barriers", "DropSameThreadSyncs", "SAME_THREAD"]
 
 _SHARED = "shared"
 _DYN = "shared.dyn"
 _SYNC_OP = "tirx.tvm_storage_sync"
 _INVARIANT_OP = "tirx.tvm_thread_invariant"
 _ACCESS_PTR_OP = "tirx.tvm_access_ptr"
+_ADDRESS_OF_OP = "tirx.address_of"
+_LOCAL = ("local", "local.var")
+
+#: Second argument of a same-thread sync: ``tvm_storage_sync("shared", SAME_THREAD)`` (module docstring).
+SAME_THREAD = "tl.same_thread"
 
 
 @dataclass
@@ -61,10 +95,24 @@ class _Access:
     bits: int = 0  # size of the element the indices count
     points: Optional[tuple] = None  # the index expressions, None where a range
     threads: tuple = ()  # threadIdx vars of extent > 1 around the access
+    pins: tuple = ()  # per thread var: the one value the enclosing conditions allow, else None
+    name: str = ""  # the buffer, for messages
+    where: Optional[tuple] = None  # (file, line) of the statement
+    cond_where: Optional[tuple] = None  # (file, line) of the innermost enclosing if/while on the thread index
 
 
 def _barrier() -> Any:
     return tirx.Evaluate(tirx.call_intrin("int32", _SYNC_OP, tvm.ir.StringImm(_SHARED)))
+
+
+def _same_thread_sync() -> Any:
+    return tirx.Evaluate(tirx.call_intrin("int32", _SYNC_OP, tvm.ir.StringImm(_SHARED), tvm.ir.StringImm(SAME_THREAD)))
+
+
+def _is_same_thread_sync(stmt: Any) -> bool:
+    call = stmt.value if isinstance(stmt, tirx.Evaluate) else None
+    return (isinstance(call, tvm.ir.Call) and _op(call) == _SYNC_OP and len(call.args) == 2
+            and isinstance(call.args[1], tvm.ir.StringImm) and call.args[1].value == SAME_THREAD)
 
 
 def _op(call: Any) -> str:
@@ -97,11 +145,20 @@ def _same_key(a: Any, b: Any) -> bool:
     return a.same_as(b)
 
 
+def _pin(access: _Access, var: Any) -> Optional[int]:
+    for t, p in zip(access.threads, access.pins):
+        if t.same_as(var):
+            return p
+    return None
+
+
 def _conflict(prev: _Access, curr: _Access) -> bool:
     """Whether ``prev`` (earlier, no barrier since) and ``curr`` may touch one element from two threads."""
     if not _same_key(prev.key, curr.key):
         return False
-    if not curr.threads:  # one thread per block: nothing to order
+    # thread axes not pinned to one common value by the conditions around both accesses
+    free = [t for t in curr.threads if _pin(curr, t) is None or _pin(curr, t) != _pin(prev, t)]
+    if not free:  # one thread per block, or both accesses by the same single thread
         return False
     if prev.bits != curr.bits:  # views with another element size: indices count other units
         return True
@@ -109,8 +166,43 @@ def _conflict(prev: _Access, curr: _Access) -> bool:
         return True
     if not all(tvm_ffi.structural_equal(a, b) for a, b in zip(prev.points, curr.points)):
         return True
-    # the same index expression: one element per thread only when it uses every thread axis
-    return not all(any(_uses(p, t) for p in curr.points) for t in curr.threads)
+    # the same index expression: one element per thread only when it uses every free thread axis
+    return not all(any(_uses(p, t) for p in curr.points) for t in free)
+
+
+def _launch_vars(body: Any) -> list:
+    return [a.node.var for a in collect(body, tirx.AttrStmt) if a.attr_key == "thread_extent"]
+
+
+def _single_store_locals(body: Any) -> list:
+    """``[(buffer, indices, value)]``: local buffers stored exactly once, at constant indices,
+    with a value of the launch indices and constants only (``tx[0] = threadIdx.x``), with no
+    view and never passed by address. A load of one is that value wherever it is initialised."""
+    launch = _launch_vars(body)
+    stores: list = []  # [(buffer, [stores])]
+    for st in collect(body, tirx.BufferStore):
+        if str(st.buffer.scope()) in _LOCAL:
+            entry = next((e for e in stores if e[0].same_as(st.buffer)), None)
+            if entry is None:
+                stores.append((st.buffer, [st]))
+            else:
+                entry[1].append(st)
+    excluded = [_buffer_of(d.data) for d in collect(body, tirx.DeclBuffer)]  # owners of views
+    for call in collect(body, tvm.ir.Call):
+        if _op(call) in (_ADDRESS_OF_OP, _ACCESS_PTR_OP) or not _op(call).startswith("tirx."):
+            for arg in call.args:
+                excluded += [ld.source for ld in collect(arg, tvm.ir.TensorLoad)]
+                excluded += [_buffer_of(c) for c in collect(arg, tvm.ir.Call) if _op(c) == "tirx.buffer_data"]
+    out = []
+    for buf, sts in stores:
+        if len(sts) != 1 or any(buf.same_as(e) for e in excluded):
+            continue
+        st = sts[0]
+        if not all(isinstance(i, tirx.IntImm) for i in st.indices) or collect(st.value, tvm.ir.TensorLoad):
+            continue
+        if all(any(v.same_as(w) for w in launch) for v in collect(st.value, tvm.ir.Var)):
+            out.append((buf, tuple(int(i.value) for i in st.indices), st.value))
+    return out
 
 
 class _Planner:
@@ -125,6 +217,14 @@ class _Planner:
         self.marks: dict = {}  # stmt -> True: a barrier right before it
         self.missed: list = []  # statements that need a barrier where none can go
         self.views: dict = {}  # buffer of a DeclBuffer -> the buffer that owns its storage
+        self.extents: list = []  # (thread var, static extent or None) of the threads in scope
+        self.locals: list = []  # (buffer, indices, value): see _single_store_locals
+        self.conds: list = []  # enclosing if/while conditions on the thread: (condition, (file, line))
+        self.pins: tuple = ()  # per var of self.threads: the value self.conds allow, else None
+        self.where: Optional[tuple] = None  # (file, line) of the innermost statement with a span
+        self.races: list = []  # (prev, curr): read/write hazards between threads inside an if on the thread
+        self.region: Optional[dict] = None  # the outermost divergent if/while being walked (same-thread syncs)
+        self.quiet: dict = {}  # stmt -> True: a same-thread sync right before it
 
     def _key(self, data: Any, scope: str) -> Any:
         """What identifies the storage behind ``data``: the allocated buffer (views lead to it),
@@ -138,7 +238,53 @@ class _Planner:
 
     # -- expressions --------------------------------------------------------------------
     def _subst(self, expr: Any) -> Any:
-        return substitute(expr, self.binds[::-1])  # the innermost binding of a variable first
+        expr = substitute(expr, self.binds[::-1])  # the innermost binding of a variable first
+        if not self.locals:
+            return expr
+
+        def on_load(load: Any) -> Any:
+            for buf, indices, value in self.locals:
+                if load.source.same_as(buf) and len(load.indices) == len(indices) and all(
+                        isinstance(i, tirx.IntImm) and int(i.value) == j for i, j in zip(load.indices, indices)):
+                    return value
+            return load
+
+        return tvm_ffi.structural_map(expr, [(tvm.ir.TensorLoad, on_load)])
+
+    def _new(self, kind: str, key: Any, bits: int, points: Optional[tuple], name: str) -> _Access:
+        return _Access(kind, key, bits, points, tuple(self.threads), self.pins, name, self.where,
+                       self.conds[-1][1] if self.conds else None)
+
+    def _uses_thread(self, expr: Any) -> bool:
+        return any(_uses(expr, t) for t in self.threads)
+
+    def _pins_of(self, conds: list) -> tuple:
+        """Per var of ``self.threads``: the one value ``conds`` allow it (TVM's analyzer), else None."""
+        analyzer = tvm.sym.Analyzer()
+        for var, extent in self.extents:
+            if extent is not None:
+                analyzer.bind(var, tvm.ir.Range(0, extent))
+        with contextlib.ExitStack() as stack:
+            for cond in conds:
+                stack.enter_context(analyzer.constraint_scope(analyzer.simplify(cond)))
+            pins = []
+            for var in self.threads:
+                bound = analyzer.const_int_bound(var)
+                pins.append(int(bound.min_value) if bound.min_value == bound.max_value else None)
+        return tuple(pins)
+
+    def _enter_cond(self, cond: Any, where: Any) -> tuple:
+        """Push an if/while condition (substituted) when it uses a thread index; the old state."""
+        saved = (len(self.conds), self.pins)
+        cond = self._subst(cond)
+        if self._uses_thread(cond):
+            self.conds.append((cond, where))
+            self.pins = self._pins_of([c for c, _ in self.conds])
+        return saved
+
+    def _leave_cond(self, saved: tuple) -> None:
+        del self.conds[saved[0]:]
+        self.pins = saved[1]
 
     def _points(self, indices: Any) -> Optional[tuple]:
         out = []
@@ -156,7 +302,7 @@ class _Planner:
                 src = node.source
                 key = self._key(src.data, str(src.scope()))
                 if key is not None:
-                    found.append(_Access("R", key, _bits(src.dtype), self._points(node.indices), tuple(self.threads)))
+                    found.append(self._new("R", key, _bits(src.dtype), self._points(node.indices), str(src.name)))
             elif isinstance(node, tvm.ir.Call):
                 name = _op(node)
                 if name == _SYNC_OP and str(node.args[0].value) != "warp":
@@ -169,9 +315,9 @@ class _Planner:
                     if key is not None and isinstance(flag, tirx.IntImm):
                         bits = _bits(node.args[0].ty)
                         if int(flag.value) & 1:
-                            found.append(_Access("R", key, bits, None, tuple(self.threads)))
+                            found.append(self._new("R", key, bits, None, str(var.name)))
                         if int(flag.value) & 2:
-                            found.append(_Access("W", key, bits, None, tuple(self.threads)))
+                            found.append(self._new("W", key, bits, None, str(var.name)))
 
         tvm_ffi.structural_walk(expr, ((tvm.ir.TensorLoad, tvm.ir.Call), on_node), order="pre")
         return found
@@ -184,8 +330,18 @@ class _Planner:
     def _record(self, stmt: Any, accesses: list, always: bool = False) -> None:
         if self.in_device and (accesses or always):
             self.scopes[-1].append((stmt, accesses))
+            if self.region is not None and any(a.kind in "RW" for a in accesses):
+                self.region["stmts"].append((stmt, accesses))
 
     def visit(self, stmt: Any) -> None:
+        where = self.where
+        here = span_to_location(getattr(stmt, "span", None))
+        if here is not None:
+            self.where = here
+        self._visit(stmt)
+        self.where = where
+
+    def _visit(self, stmt: Any) -> None:
         if isinstance(stmt, tirx.SeqStmt):
             for s in stmt.seq:
                 self.visit(s)
@@ -193,7 +349,7 @@ class _Planner:
             acc = []
             key = self._key(stmt.buffer.data, str(stmt.buffer.scope()))
             if key is not None:
-                acc.append(_Access("W", key, _bits(stmt.buffer.dtype), self._points(stmt.indices), tuple(self.threads)))
+                acc.append(self._new("W", key, _bits(stmt.buffer.dtype), self._points(stmt.indices), str(stmt.buffer.name)))
             for index in stmt.indices:
                 acc += self._expr_accesses(index)
             acc += self._expr_accesses(stmt.value)
@@ -225,10 +381,13 @@ class _Planner:
         extent = stmt.value
         counted = str(iv.thread_tag).startswith("threadIdx") and not (
             isinstance(extent, tirx.IntImm) and int(extent.value) == 1)
+        self.extents.append((iv.var, int(extent.value) if isinstance(extent, tirx.IntImm) else None))
         if counted:
             self.threads.append(iv.var)
+            self.pins = self.pins + (None,)
         if not self.in_device:
             self.in_device = True
+            self.locals = _single_store_locals(stmt)
             self.scopes.append([])
             self.visit(stmt.body)
             self._summarize(self.scopes.pop(), None)
@@ -237,6 +396,8 @@ class _Planner:
             self.visit(stmt.body)
         if counted:
             self.threads.pop()
+            self.pins = self.pins[:-1]
+        self.extents.pop()
 
     def _scoped(self, body: Any, divergent: bool, loop: Any = None) -> list:
         self.divergent += divergent
@@ -272,9 +433,18 @@ class _Planner:
             return
         cond = stmt.condition
         divergent = not (isinstance(cond, tvm.ir.Call) and _op(cond) == _INVARIANT_OP)
+        region = self._enter_region(divergent)
+        where = span_to_location(getattr(stmt, "span", None)) or self.where
+        saved = self._enter_cond(cond, where) if divergent else None
         acc = self._scoped(stmt.then_case, divergent)
+        if saved is not None:
+            self._leave_cond(saved)
         if stmt.else_case is not None:
+            saved = self._enter_cond(tirx.Not(cond), where) if divergent else None
             acc = acc + self._scoped(stmt.else_case, divergent)
+            if saved is not None:
+                self._leave_cond(saved)
+        self._leave_region(region)
         self._record(stmt, acc, always=True)
 
     def _visit_while(self, stmt: Any) -> None:
@@ -283,37 +453,82 @@ class _Planner:
             return
         cond = stmt.condition
         divergent = not (isinstance(cond, tvm.ir.Call) and _op(cond) == _INVARIANT_OP)
-        self._record(stmt, self._scoped(stmt.body, divergent), always=True)
+        region = self._enter_region(divergent)
+        saved = self._enter_cond(cond, span_to_location(getattr(stmt, "span", None)) or self.where) if divergent else None
+        acc = self._scoped(stmt.body, divergent)
+        if saved is not None:
+            self._leave_cond(saved)
+        self._leave_region(region)
+        self._record(stmt, acc, always=True)
+
+    def _enter_region(self, divergent: bool) -> bool:
+        """Start an outermost divergent if/while (not under per-thread control flow)."""
+        if not divergent or self.divergent or self.region is not None:
+            return False
+        self.region = {"stmts": [], "rw_hazard": False}
+        return True
+
+    def _leave_region(self, started: bool) -> None:
+        """End a region: same-thread syncs before its statements where ThreadSync may ask for a
+        barrier (a read and a write of one storage) and this pass found no read/write hazard."""
+        if not started:
+            return
+        region, self.region = self.region, None
+        if region["rw_hazard"]:
+            return
+        accesses = [a for _, acc in region["stmts"] for a in acc]
+        reads = [a.key for a in accesses if a.kind == "R"]
+        if any(a.kind == "W" and any(_same_key(a.key, k) for k in reads) for a in accesses):
+            for stmt, _ in region["stmts"]:
+                self.quiet[stmt] = True
 
     # -- planning (ThreadSync's Summarize, with the extra conflicts) -----------------------
-    def _mark(self, stmt: Any) -> None:
-        if self.divergent:
-            self.missed.append(stmt)
-        else:
+    def _mark(self, stmt: Any, pair: Optional[tuple] = None) -> None:
+        """A barrier right before ``stmt``, for the hazard ``pair`` (prev, curr access)."""
+        if not self.divergent:
             self.marks[stmt] = True
+            return
+        self.missed.append(stmt)
+        if pair is not None and pair[0].kind != pair[1].kind:  # a read and a write
+            if self.region is not None:
+                self.region["rw_hazard"] = True
+            if pair[0].cond_where is not None or pair[1].cond_where is not None:  # under an if on the thread
+                self.races.append(pair)
 
-    def _needs_sync(self, acc: list, reads: list, writes: list) -> bool:
+    def _needs_sync(self, acc: list, reads: list, writes: list) -> Optional[tuple]:
+        """The hazard (prev, curr) that needs a barrier before the statement of ``acc``: a
+        read/write pair first, else a write after a write; None when there is none."""
+        ww = None
         for a in acc:
-            if a.kind == "R" and any(_conflict(w, a) for w in writes):
-                return True
-            if a.kind == "W" and any(_conflict(p, a) for p in reads + writes):
-                return True
             if a.kind == "S":
+                if ww is not None:
+                    return ww
                 reads.clear()
                 writes.clear()
-        return False
+            elif a.kind == "R":
+                prev = next((w for w in writes if _conflict(w, a)), None)
+                if prev is not None:
+                    return prev, a
+            elif a.kind == "W":
+                prev = next((r for r in reads if _conflict(r, a)), None)
+                if prev is not None:
+                    return prev, a
+                if ww is None:
+                    prev = next((w for w in writes if _conflict(w, a)), None)
+                    ww = None if prev is None else (prev, a)
+        return ww
 
     def _summarize(self, seq: list, loop: Any) -> list:
         reads: list = []
         writes: list = []
         synced = set()
         for i, (stmt, acc) in enumerate(seq):
-            sync = stmt in self.marks or self._needs_sync(acc, reads, writes)
-            if sync:
+            pair = None if stmt in self.marks else self._needs_sync(acc, reads, writes)
+            if stmt in self.marks or pair is not None:
                 reads.clear()
                 writes.clear()
                 if stmt not in self.marks:
-                    self._mark(stmt)
+                    self._mark(stmt, pair)
                 if stmt in self.marks:  # placed: a barrier where every thread passes
                     synced.add(i)
             for a in acc:
@@ -328,8 +543,9 @@ class _Planner:
             for i, (stmt, acc) in enumerate(seq):
                 if i in synced or not (reads or writes):
                     break
-                if self._needs_sync(acc, reads, writes):
-                    self._mark(stmt)
+                pair = self._needs_sync(acc, reads, writes)
+                if pair is not None:
+                    self._mark(stmt, pair)
                     if stmt in self.marks:
                         synced.add(i)
                     break
@@ -351,54 +567,109 @@ class _Planner:
                         head.append(_Access("S"))
                     count += 1
                 else:
-                    (tail if count else head).append(_Access(a.kind, a.key, a.bits, a.points, a.threads))
+                    (tail if count else head).append(replace(a))
         return head + tail
 
 
-def _insert(stmt: Any, marks: dict) -> Any:
-    """``stmt`` with a barrier right before every statement in ``marks``."""
+def _insert(stmt: Any, marks: dict, quiet: dict) -> Any:
+    """``stmt`` with a barrier right before every statement in ``marks``, a same-thread sync
+    before every one in ``quiet``."""
     new = stmt
     if isinstance(stmt, tirx.SeqStmt):
-        seq = [_insert(s, marks) for s in stmt.seq]
+        seq = [_insert(s, marks, quiet) for s in stmt.seq]
         if any(not a.same_as(b) for a, b in zip(seq, stmt.seq)):
             new = tirx.SeqStmt(seq, stmt.span)
     elif isinstance(stmt, tirx.AttrStmt):
-        body = _insert(stmt.body, marks)
+        body = _insert(stmt.body, marks, quiet)
         if not body.same_as(stmt.body):
             new = tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, body, stmt.span)
     elif isinstance(stmt, tirx.For):
-        body = _insert(stmt.body, marks)
+        body = _insert(stmt.body, marks, quiet)
         if not body.same_as(stmt.body):
             new = tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, stmt.thread_binding,
                            stmt.annotations, stmt.step, stmt.span)
     elif isinstance(stmt, tirx.IfThenElse):
-        then = _insert(stmt.then_case, marks)
-        other = None if stmt.else_case is None else _insert(stmt.else_case, marks)
+        then = _insert(stmt.then_case, marks, quiet)
+        other = None if stmt.else_case is None else _insert(stmt.else_case, marks, quiet)
         if not then.same_as(stmt.then_case) or (other is not None and not other.same_as(stmt.else_case)):
             new = tirx.IfThenElse(stmt.condition, then, other, stmt.span)
     elif isinstance(stmt, tirx.While):
-        body = _insert(stmt.body, marks)
+        body = _insert(stmt.body, marks, quiet)
         if not body.same_as(stmt.body):
             new = tirx.While(stmt.condition, body, stmt.span)
     if stmt in marks:
         return tirx.SeqStmt([_barrier(), new])
+    if stmt in quiet:
+        return tirx.SeqStmt([_same_thread_sync(), new])
     return new
 
 
-def plan_shared_barriers(body: Any) -> Any:
-    """``body`` (a GPU kernel's) with barriers before the statements that need them (module docstring)."""
+def _race_message(prev: _Access, curr: _Access, location: str) -> str:
+    def at(where: Optional[tuple]) -> str:
+        return f"{where[0]}:{where[1]}" if where else location
+
+    def line(where: Optional[tuple]) -> str:
+        return f"line {where[1]}" if where else "an earlier line"
+
+    cond = curr.cond_where or prev.cond_where
+    first, second = ("written", "read") if prev.kind == "W" else ("read", "written")
+    return (
+        f"{at(curr.where)}: shared buffer '{curr.name}' is {second} here and {first} at {line(prev.where)} by "
+        f"different threads inside the if on the thread index at {line(cond)}; they race on its elements: "
+        "a __syncthreads() between them cannot go inside that if (not every thread of the block reaches "
+        "it). Let a single thread do this work (e.g. `if tx == 0:`), index the buffer by the thread "
+        "index so that each thread touches only its own elements, or split the if in two (or move "
+        "the work out of the condition) so that the barrier goes between the write and the read"
+    )
+
+
+def plan_shared_barriers(body: Any, location: str = "<unknown>") -> Any:
+    """``body`` (a GPU kernel's) with barriers before the statements that need them, and
+    same-thread syncs where ``ThreadSync`` must not ask for one (module docstring).
+
+    :raises LoweringError: two threads read and write one element of a shared buffer inside an
+        ``if`` on the thread index (``location``: the kernel's, for accesses without a line).
+    """
     planner = _Planner()
     planner.visit(body)
-    if not planner.marks:
+    if planner.races:
+        raise LoweringError(_race_message(*planner.races[0], location))
+    if not planner.marks and not planner.quiet:
         return body
-    return _insert(body, planner.marks)
+    return _insert(body, planner.marks, planner.quiet)
 
 
 def PlanSharedBarriers() -> tvm.transform.Pass:  # noqa: N802 - TVM pass naming
     """GPU functions: :func:`plan_shared_barriers` (run right before ``ThreadSync``)."""
 
     def transform(func, mod, ctx):  # noqa: ARG001
-        body = plan_shared_barriers(func.body)
+        attrs = func.attrs if func.attrs is not None else {}
+        body = plan_shared_barriers(func.body, str(attrs.get("tl.source_location", "")) or "<unknown>")
         return func if body.same_as(func.body) else func.with_body(body)
 
     return tirx.transform.prim_func_pass(transform, opt_level=0, name="tl.PlanSharedBarriers")
+
+
+def drop_same_thread_syncs(body: Any) -> Any:
+    """``body`` without the same-thread syncs :func:`plan_shared_barriers` placed."""
+
+    def on_seq(seq: Any) -> Any:
+        kept = [s for s in seq.seq if not _is_same_thread_sync(s)]
+        if len(kept) == len(seq.seq):
+            return seq
+        if not kept:
+            return tirx.Evaluate(tirx.IntImm("int32", 0))
+        return kept[0] if len(kept) == 1 else tirx.SeqStmt(kept, seq.span)
+
+    return tvm_ffi.structural_map(body, [(tirx.SeqStmt, on_seq)])
+
+
+def DropSameThreadSyncs() -> tvm.transform.Pass:  # noqa: N802 - TVM pass naming
+    """GPU functions, right after ``ThreadSync("shared")``/``("shared.dyn")``: remove the
+    same-thread syncs (they order nothing and print nothing)."""
+
+    def transform(func, mod, ctx):  # noqa: ARG001
+        body = drop_same_thread_syncs(func.body)
+        return func if body.same_as(func.body) else func.with_body(body)
+
+    return tirx.transform.prim_func_pass(transform, opt_level=0, name="tl.DropSameThreadSyncs")
