@@ -6,7 +6,10 @@ Output: ordinary TIR that TVM's passes understand:
 
 * GPU: ``blockIdx``/``threadIdx`` launch attributes; each ``T.Parallel`` nest of ``E`` iterations
   becomes ``for it in range(ceildiv(E, threads)): flat = it * threads + tid; if flat < E: ...``
-  (the loop and the guard disappear when they are not needed).
+  (the loop and the guard disappear when they are not needed). A nest whose only effect is storing
+  into per-thread ``local`` tiles runs whole in every thread instead, as a serial loop nest
+  (:mod:`tilelang_core.lowering.parallel_locals`, which also refuses reads of a local tile that a
+  spread nest left partial).
 * CPU: one loop over all blocks that recomputes ``bx, by, bz``; ``T.Parallel`` nests stay serial
   loop nests. The block loop strategy (:meth:`Frontend._cpu_block_loop`): the loop is serial when
   parallel blocks are disabled or when the kernel is small: fewer than two blocks, or an estimated
@@ -36,6 +39,7 @@ from .atomics import contains_atomics
 from ..language.tileops._common import collect, scope_of, substitute
 from .access_guards import guard_global_accesses
 from .markers import parallel_ndim, safe_value_marker
+from .parallel_locals import plan as plan_parallel_locals
 from .signature import to_int64
 from .warp import refuse_grid_syncs, refuse_partial_warps, refuse_under_guard, resolve_thread_indices
 
@@ -360,7 +364,8 @@ class Frontend:
         thread_vars = [bound.get(tag) for tag in _TAGS_THREAD]
         inner_ctx = _Ctx(kernel={"loc": loc, "tid": tid, "threads": total, "blocks": [lp.loop_var for lp in loops],
                                  "block_loops": list(loops),
-                                 "thread_vars": thread_vars, "body": body})
+                                 "thread_vars": thread_vars, "body": body,
+                                 "nests": plan_parallel_locals(body, total, loc)})
         new_body = self.visit(body, inner_ctx)
         new_body = _bind_indices(new_body, thread_vars, "thread_binding")
         refuse_partial_warps(new_body, total, loc)  # full-warp shuffles and barriers (lowering/warp.py)
@@ -497,9 +502,10 @@ class Frontend:
             body = _guard_safe_loads(body, ctx.safe_values)
         if self.opt.gpu:
             return self._parallel_gpu(loops, body, ctx)
-        return self._parallel_cpu(loops, body, ctx)
+        return self._serial_nest(loops, body, ctx)
 
-    def _parallel_cpu(self, loops: list, body: Any, ctx: _Ctx) -> Any:
+    def _serial_nest(self, loops: list, body: Any, ctx: _Ctx) -> Any:
+        """The nest as serial loops: every CPU nest, and a GPU nest that runs whole in every thread."""
         inner_ctx = _Ctx(kernel=ctx.kernel, in_parallel=True, safe_values=ctx.safe_values)
         new_body = self.visit(body, inner_ctx)
         simd_ok = (
@@ -527,6 +533,8 @@ class Frontend:
                 f"{ctx.kernel['loc']}: T.Parallel nested inside T.Parallel is not supported on GPU "
                 "targets; merge them into one T.Parallel(M, N)"
             )
+        if ctx.kernel["nests"].runs_per_thread(loops[0]):  # only local tiles written: whole in every thread
+            return self._serial_nest(loops, body, ctx)
         inner_ctx = _Ctx(kernel=ctx.kernel, in_parallel=True, safe_values=ctx.safe_values)
         new_body = self.visit(body, inner_ctx)
         threads = ctx.kernel["threads"]
