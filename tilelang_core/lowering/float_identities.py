@@ -17,10 +17,10 @@ target, without an error:
 Those rules fire only on the operands' own structure: one operand equal to the other, or to an
 operand of the other when that is a sum, or a constant zero. :func:`guard_float_identities` hides
 one operand of each such float operation (the right one; the sum when the right one is a
-constant; the zero of a product or a quotient) behind a bit-level round trip (``reinterpret`` to the unsigned integer of
-the same width and back), which the simplifier does not see through and code generators emit as
+constant; the zero of a product or a quotient) behind a bit-level round trip
+(:func:`.barriers.barrier`), which the simplifier does not see through and code generators emit as
 nothing. It runs right before the first simplification of every pass list, and
-:func:`StripFloatBarriers`, the last pass of every finalize list, removes the round trips again
+:func:`.barriers.StripBarriers`, the last pass of every finalize list, removes the round trips again
 right before code generation, after the last simplification; other float expressions, and all integer ones, are untouched.
 
 Not guarded: ``x + 0``, ``x - 0`` becoming ``x`` (only the sign of a zero differs).
@@ -35,9 +35,10 @@ import tvm_ffi
 from tvm import tirx
 
 from .atomics import checked_map
-from .math_widening import dtype_of, is_float, with_lanes
+from .barriers import barrier
+from .math_widening import dtype_of, is_float
 
-__all__ = ["guard_float_identities", "GuardFloatIdentities", "StripFloatBarriers"]
+__all__ = ["guard_float_identities", "GuardFloatIdentities"]
 
 
 def _is_float(node: Any) -> bool:
@@ -57,13 +58,6 @@ def _is_constant(node: Any) -> bool:
     if isinstance(node, tirx.Broadcast):
         node = node.value
     return isinstance(node, (tirx.FloatImm, tirx.IntImm))
-
-
-def barrier(value: Any) -> Any:
-    """``value`` behind a bit-level round trip the simplifier does not see through."""
-    dtype = dtype_of(value)
-    bits = with_lanes(f"uint{tvm.DataType(dtype).bits}", dtype)
-    return tirx.reinterpret(dtype, tirx.reinterpret(bits, value))
 
 
 def _on_sub(node: Any) -> Any:
@@ -121,26 +115,3 @@ def GuardFloatIdentities() -> tvm.transform.Pass:  # noqa: N802 - a pass, named 
     return tirx.transform.prim_func_pass(
         lambda func, mod, ctx: guard_float_identities(func), opt_level=0, name="tl.GuardFloatIdentities"
     )
-
-
-def _on_reinterpret(call: Any) -> Any:
-    if getattr(call.op, "name", "") != "tirx.reinterpret":
-        return call
-    inner = call.args[0]
-    if not (isinstance(inner, tvm.ir.Call) and getattr(inner.op, "name", "") == "tirx.reinterpret"):
-        return call
-    value = inner.args[0]
-    return value if dtype_of(value) == dtype_of(call) and _is_float(call) else call
-
-
-def _strip(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
-    body = checked_map(func.body, [(tvm.ir.Call, _on_reinterpret)])
-    return func if body.same_as(func.body) else func.with_body(body)
-
-
-def StripFloatBarriers() -> tvm.transform.Pass:  # noqa: N802 - a pass, named like TVM's
-    """Remove the round trips of :func:`barrier`: the last pass of every finalize list (passes.py),
-    right before code generation and after the last simplification. TVM's C and CUDA printers
-    evaluate a reinterpret's operand ahead of its statement, outside a guard such as
-    ``T.if_then_else(i < n, ...)``, and the code is plainer."""
-    return tirx.transform.prim_func_pass(_strip, opt_level=0, name="tl.StripFloatBarriers")
