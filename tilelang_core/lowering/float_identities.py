@@ -12,22 +12,24 @@ target, without an error:
 - ``x == x`` becomes true and ``x != x`` false (IEEE: not for NaN, the usual NaN test);
 - ``x * 0`` and ``0 * x`` become 0, ``0 / x`` becomes 0 (IEEE: NaN for an infinite or NaN ``x``,
   and for ``0 / 0``); a call in ``x`` was dropped with it (``T.atomic_add(..., return_prev=True)
-  * 0.0`` lost the atomic update).
+  * 0.0`` lost the atomic update);
+- ``x + 0.0``, ``0.0 + x`` and ``x - (-0.0)`` become ``x`` (IEEE: +0.0 for ``x = -0.0``).
 
 Those rules fire only on the operands' own structure: one operand equal to the other, or to an
 operand of the other when that is a sum, or a constant zero. :func:`guard_float_identities` hides
 one operand of each such float operation (the right one; the sum when the right one is a
-constant; the zero of a product or a quotient) behind a bit-level round trip
+constant; the zero of a product, a quotient or a sum, the -0.0 of a difference) behind a bit-level round trip
 (:func:`.barriers.barrier`), which the simplifier does not see through and code generators emit as
 nothing. It runs right before the first simplification of every pass list, and
 :func:`.barriers.StripBarriers`, the last pass of every finalize list, removes the round trips again
 right before code generation, after the last simplification; other float expressions, and all integer ones, are untouched.
 
-Not guarded: ``x + 0``, ``x - 0`` becoming ``x`` (only the sign of a zero differs).
+Not guarded, as they hold in IEEE: ``x + (-0.0)`` and ``x - 0.0`` becoming ``x``.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import tvm
@@ -60,10 +62,32 @@ def _is_constant(node: Any) -> bool:
     return isinstance(node, (tirx.FloatImm, tirx.IntImm))
 
 
+def _zero_sign(node: Any) -> int:
+    """1 for a constant +0.0 (a broadcast of one too), -1 for -0.0, 0 for anything else."""
+    if isinstance(node, tirx.Broadcast):
+        node = node.value
+    if not isinstance(node, tirx.FloatImm) or float(node.value) != 0.0:
+        return 0
+    return 1 if math.copysign(1.0, float(node.value)) > 0 else -1
+
+
+def _on_add(node: Any) -> Any:
+    """``x + 0.0`` / ``0.0 + x``: the zero is hidden (+0.0 for ``x = -0.0``; ``x + (-0.0)`` is ``x``)."""
+    if not _is_float(node):
+        return node
+    if _zero_sign(node.b) == 1 and not _is_constant(node.a):
+        return tirx.Add(node.a, barrier(node.b))
+    if _zero_sign(node.a) == 1 and not _is_constant(node.b):
+        return tirx.Add(barrier(node.a), node.b)
+    return node
+
+
 def _on_sub(node: Any) -> Any:
     if not _is_float(node):
         return node
     a, b = node.a, node.b
+    if _zero_sign(b) == -1 and not _is_constant(a):  # x - (-0.0): +0.0 for x = -0.0
+        return tirx.Sub(a, barrier(b))
     if not any(_same(x, y) for x in _terms(a) for y in _terms(b)):
         return node
     if _is_constant(b):  # (x + 1) - 1: the sum is hidden (code generators cannot take a constant's bits)
@@ -101,7 +125,7 @@ def _on_compare(node: Any) -> Any:
     return type(node)(node.a, barrier(node.b))
 
 
-_ENTRIES = [(tirx.Sub, _on_sub), ((tirx.EQ, tirx.NE), _on_compare), (tirx.Mul, _on_mul), (tirx.Div, _on_div)]
+_ENTRIES = [(tirx.Add, _on_add), (tirx.Sub, _on_sub), ((tirx.EQ, tirx.NE), _on_compare), (tirx.Mul, _on_mul), (tirx.Div, _on_div)]
 
 
 def guard_float_identities(func: tirx.PrimFunc) -> tirx.PrimFunc:
