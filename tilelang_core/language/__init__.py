@@ -75,10 +75,6 @@ from . import literals as _literals  # noqa: E402
 
 _literals.install()  # x & 0x7FFFFFFFFFFFFFFF and x64 * 1e300 keep their literals (TVM 0.27 cuts them to 32 bits)
 
-from . import kept_effects as _kept_effects  # noqa: E402
-
-_kept_effects.install()  # atomic(..., return_prev=True) * 0 keeps the atomic (TVM 0.27 folded it away)
-
 from . import bfloat16_math as _bfloat16_math  # noqa: E402
 
 _bfloat16_math.install()  # T.pow / T.isnan / T.isinf / T.isfinite of bfloat16 (TVM 0.27 refuses them)
@@ -86,6 +82,10 @@ _bfloat16_math.install()  # T.pow / T.isnan / T.isinf / T.isfinite of bfloat16 (
 from . import float_modulo as _float_modulo  # noqa: E402
 
 _float_modulo.install()  # x % y and x // y of floats: Python's floor remainder and quotient (TVM 0.27 builds integer floormod only)
+
+from . import kept_effects as _kept_effects  # noqa: E402
+
+_kept_effects.install()  # atomic(..., return_prev=True) * 0 keeps the atomic (TVM 0.27 folded it away); around the wrappers above
 
 from . import mixed_comparisons as _mixed_comparisons  # noqa: E402
 

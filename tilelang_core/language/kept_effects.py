@@ -116,6 +116,7 @@ def _kept(name: str, ffi_op: Callable[..., Any]) -> Callable[..., Any]:
         return node(matched(dtype, a), matched(dtype, b))
 
     operator.__name__ = name
+    operator.__dict__.update(getattr(ffi_op, "__dict__", {}))  # the marks of the wrappers inside (their install() checks them)
     operator.__doc__ = f"TVM's {name}, not folding away an operand with a side effect (tilelang_core.language.kept_effects)"
     setattr(operator, _MARK, ffi_op)
     return operator

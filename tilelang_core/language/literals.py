@@ -248,6 +248,7 @@ def _unfolded_zero(name: str, ffi_op: Callable[..., Any]) -> Callable[..., Any]:
         return node(*pair) if expr is a else node(*reversed(pair))
 
     operator.__name__ = name
+    operator.__dict__.update(getattr(ffi_op, "__dict__", {}))  # the marks of what it wraps (install() checks them)
     setattr(operator, _ZERO_MARK, ffi_op)
     setattr(operator, _WRAPPED_MARK, getattr(ffi_op, _WRAPPED_MARK, ffi_op))
     return operator
