@@ -31,7 +31,7 @@ BUGS = {
     "kitindex": {CALL: "        self.checker._limit = {}\n" + CALL},
     "kitheavy": {"from tilelang_core.hookspecs import hookimpl\n": "import torch\nfrom tilelang_core.hookspecs import hookimpl\n"},
     # value-changing flags: NaN no longer compares unequal to itself
-    "kitfastmath": {'"-O2", "-fPIC"': '"-O2", "-ffast-math", "-fPIC"'},
+    "kitfastmath": {'"-O2", "-fno-strict-aliasing", "-fPIC"': '"-O2", "-fno-strict-aliasing", "-ffast-math", "-fPIC"'},
     # a failed T.device_assert's text is dropped: the status -3 alone is reported
     "kitnoassert": {"call.check_status(self.function(*values), self.assert_message)":
                     "call.check_status(self.function(*values))"},

@@ -117,3 +117,40 @@ def test_cuda_source_keeps_the_operations_and_compiles(tmp_path):
     if cuda.NVCC is None:
         pytest.skip("nvcc is not installed")
     cuda.compile_translation_units({"identities": art}, tmp_path)
+
+
+def _signed_zero_kernel(dtype):
+    @T.prim_func
+    def signed_zeros(X: T.Tensor((4,), dtype), Y: T.Tensor((4, 6), dtype)):
+        with T.Kernel(1, threads=4) as bx:
+            for i in T.serial(4):
+                Y[i, 0] = X[i] + 0.0
+                Y[i, 1] = 0.0 + X[i]
+                Y[i, 2] = X[i] - (-0.0)
+                Y[i, 3] = X[i] + 0
+                Y[i, 4] = X[i] - 0.0  # an identity in IEEE too: stays -0.0
+                Y[i, 5] = X[i] + (-0.0)  # likewise
+
+    return signed_zeros
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_sum_with_a_zero_keeps_ieee_signs(backend, target, dtype):
+    """``-0.0 + 0.0`` is +0.0 in IEEE: TVM folded ``x + 0.0``, ``0.0 + x`` and ``x - (-0.0)`` to ``x``
+    when it built them and again in its simplifier, and kept -0.0."""
+    kernel = tilelang.compile(_signed_zero_kernel(dtype), target=target, execution_backend=backend)
+    tdt = getattr(torch, dtype)
+    x = torch.tensor([-0.0, 0.0, 1.5, -2.0], dtype=tdt)
+    out = torch.full((4, 6), 7.0, dtype=tdt)
+    kernel(x, out)
+    signs = [math.copysign(1.0, v) for v in out[0].tolist()]
+    assert signs == [1.0, 1.0, 1.0, 1.0, -1.0, -1.0], signs
+    assert out[1:].tolist() == [[v] * 6 for v in x[1:].tolist()]
+
+
+def test_cuda_source_keeps_the_sums_with_zero():
+    body = lower(_signed_zero_kernel("float32"), target="cuda -arch=sm_80").device_source.split("signed_zeros_kernel", 1)[-1]
+    stores = re.findall(r"Y_ptr\[.*?\] = ([^;]*);", body)
+    assert len(stores) == 6 and all("0x0p+0f" in v for v in stores[:4]), stores  # the zero is added
+    assert stores[4] == stores[5] == "X_ptr[i]" and "*(uint" not in body, stores

@@ -83,6 +83,10 @@ from . import float_modulo as _float_modulo  # noqa: E402
 
 _float_modulo.install()  # x % y and x // y of floats: Python's floor remainder and quotient (TVM 0.27 builds integer floormod only)
 
+from . import kept_effects as _kept_effects  # noqa: E402
+
+_kept_effects.install()  # atomic(..., return_prev=True) * 0 keeps the atomic (TVM 0.27 folded it away); around the wrappers above
+
 from . import mixed_comparisons as _mixed_comparisons  # noqa: E402
 
 _mixed_comparisons.install()  # i < m of an int32 i and an int16 m (TVMScript refused two dtypes in a comparison)

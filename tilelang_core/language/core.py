@@ -157,10 +157,21 @@ def empty(*shape: Any, dtype: Any = "float32") -> Any:
 
 
 def ceildiv(lhs: Any, rhs: Any, span: Any = None) -> Any:
-    """``ceil(lhs / rhs)`` for non-negative ints or TIR expressions (stays an int for ints);
-    TileLang's parameter names (``span`` is accepted and unused)."""
+    """``ceil(lhs / rhs)`` for a positive ``rhs``, of ints or TIR expressions (stays an int for ints);
+    TileLang's parameter names (``span`` is accepted and unused).
+
+    A signed integer expression is ``(lhs - 1) // rhs + 1`` (floor division), which equals
+    ``(lhs + rhs - 1) // rhs`` for every ``lhs`` but does not overflow for ``lhs`` within ``rhs`` of
+    the type's maximum (``T.ceildiv(2**31 - 1, 4)`` of int32 was negative), and is as short for a
+    constant ``rhs`` (``((n - 1) >> 6) + 1``). Unsigned ones keep TVM's ``(lhs + rhs - 1) // rhs``
+    (``lhs - 1`` wraps for 0).
+    """
     if isinstance(lhs, Integral) and isinstance(rhs, Integral):
         return -(-int(lhs) // int(rhs))
+    expr = lhs if not isinstance(lhs, Integral) else rhs
+    dtype = getattr(getattr(expr, "ty", None), "dtype", None)
+    if dtype is not None and str(dtype).startswith("int"):
+        return tirx.floordiv(lhs - 1, rhs) + 1
     return tirx.ceildiv(lhs, rhs)
 
 

@@ -27,11 +27,15 @@ unsigned subtraction as never wrapping (LLVM's ``nuw``). Both are the two's comp
 written ``(x ^ max) + 1``. (The LLVM path now wraps unsigned ``+ - *`` around anyway,
 :mod:`tilelang_core.lowering.wrapping_unsigned`.)
 
-**Float products and quotients with a zero.** TVM folds ``x * 0.0``, ``0.0 * x`` and ``0.0 / x``
-to ``0.0`` when it builds them, for float ``x`` too, where IEEE gives NaN for an infinite or NaN
-``x`` (and for ``0 / 0``); a call in ``x`` went with it (``T.atomic_add(..., return_prev=True) *
-0.0`` lost the update). Such a product or quotient is built as the node itself, and
-:mod:`tilelang_core.lowering.float_identities` keeps the simplifier from folding it later.
+**Float products, quotients and sums with a zero.** TVM folds ``x * 0.0``, ``0.0 * x`` and
+``0.0 / x`` to ``0.0`` when it builds them, for float ``x`` too, where IEEE gives NaN for an
+infinite or NaN ``x`` (and for ``0 / 0``); a call in ``x`` went with it (``T.atomic_add(...,
+return_prev=True) * 0.0`` lost the update). It folds ``x + 0.0``, ``0.0 + x`` and ``x - (-0.0)``
+to ``x``, where IEEE gives +0.0 for ``x = -0.0`` (``x + (-0.0)`` and ``x - 0.0`` are ``x`` in IEEE
+too, and stay folded). Such an operation is built as the node itself, in the dtype of TVM's
+result, and :mod:`tilelang_core.lowering.float_identities` keeps the simplifier from folding it
+later. (Integer folds are TVM's, except where they would drop a call with a side effect:
+:mod:`tilelang_core.language.kept_effects`.)
 
 Everything else (two expressions, mixed int and float) goes to TVM unchanged. The operators are
 TVM's functions in ``tvm.ir.prim._ffi_api``, which both the Python operators of expressions and
@@ -41,6 +45,7 @@ docs/compatibility.md ("Where TVM 0.27 is mended").
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import tvm
@@ -200,30 +205,50 @@ def _zero_value(value: Any) -> Any:
     return float(value) if value == 0 else None
 
 
+#: TVM's function -> the node it builds, for the folds with a float zero that IEEE does not allow.
+_ZERO_NODES = {"_OpMul": tirx.Mul, "_OpDiv": tirx.Div, "_OpAdd": tirx.Add, "_OpSub": tirx.Sub}
+
+
+def _positive(zero: float) -> bool:
+    return math.copysign(1.0, zero) > 0
+
+
+def _wrong_fold(name: str, a: Any, b: Any) -> Any:
+    """``(the float expression, the zero)`` where TVM folds ``a <op> b`` and IEEE disagrees, else None:
+    ``x * 0``, ``0 * x``, ``0 / x`` (NaN for an infinite or NaN ``x``), ``x + 0.0``, ``0.0 + x`` and
+    ``x - (-0.0)`` (+0.0 for ``x = -0.0``). ``x + (-0.0)`` and ``x - 0.0`` are ``x`` in IEEE too."""
+    if _float_expression(a):
+        zero = _zero_value(b)
+        if zero is not None and (name == "_OpMul" or (name == "_OpAdd" and _positive(zero))
+                                 or (name == "_OpSub" and not _positive(zero))):
+            return a, zero
+    if _float_expression(b):
+        zero = _zero_value(a)
+        if zero is not None and (name in ("_OpMul", "_OpDiv") or (name == "_OpAdd" and _positive(zero))):
+            return b, zero
+    return None
+
+
 def _unfolded_zero(name: str, ffi_op: Callable[..., Any]) -> Callable[..., Any]:
-    """TVM's ``_OpMul`` / ``_OpDiv``, building ``x * 0``, ``0 * x`` and ``0 / x`` of a float ``x``
-    as the node itself instead of the constant TVM folds it to (module docstring)."""
-    node = tirx.Mul if name == "_OpMul" else tirx.Div
+    """TVM's ``_OpMul`` / ``_OpDiv`` / ``_OpAdd`` / ``_OpSub``, building the operations of
+    :func:`_wrong_fold` of a float ``x`` as the node itself instead of what TVM folds them to
+    (module docstring), in the dtype TVM's result has."""
+    from .kept_effects import matched
+
+    node = _ZERO_NODES[name]
 
     def operator(a: Any, b: Any, *rest: Any) -> Any:
-        result = ffi_op(a, b, *rest)
-        if not isinstance(result, (tirx.FloatImm, tirx.Broadcast)):
+        result = ffi_op(a, b, *rest)  # TVM's checks, and the dtype of the result
+        found = _wrong_fold(name, a, b)
+        if found is None or not tvm.ir.is_prim_expr(result):
             return result
-        if _float_expression(a) and name == "_OpMul":
-            expr, zero = a, _zero_value(b)
-        elif _float_expression(b):
-            expr, zero = b, _zero_value(a)
-        else:
-            return result
-        if zero is None:
-            return result
-        const = tirx.FloatImm(str(_element_dtype(expr)), zero)
-        lanes = expr.ty.dtype.lanes
-        if lanes != 1:
-            const = tirx.Broadcast(const, lanes)
-        return node(expr, const) if expr is a else node(const, expr)
+        expr, zero = found
+        dtype = result.ty.dtype
+        pair = (matched(dtype, expr), matched(dtype, zero))
+        return node(*pair) if expr is a else node(*reversed(pair))
 
     operator.__name__ = name
+    operator.__dict__.update(getattr(ffi_op, "__dict__", {}))  # the marks of what it wraps (install() checks them)
     setattr(operator, _ZERO_MARK, ffi_op)
     setattr(operator, _WRAPPED_MARK, getattr(ffi_op, _WRAPPED_MARK, ffi_op))
     return operator
@@ -308,7 +333,7 @@ def install() -> None:
                 setattr(module, name, _wrap(name, current, convert))
     if getattr(_prim_ffi_api._OpSub, _ZERO_MINUS_MARK, None) is None:
         _prim_ffi_api._OpSub = _zero_minus(_prim_ffi_api._OpSub)  # around the float64 rule's wrapper
-    for name in ("_OpMul", "_OpDiv"):
+    for name in _ZERO_NODES:
         current = getattr(_prim_ffi_api, name)
         if getattr(current, _ZERO_MARK, None) is None:
             setattr(_prim_ffi_api, name, _unfolded_zero(name, current))  # around the float64 rule's wrapper

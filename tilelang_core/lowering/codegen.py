@@ -48,7 +48,7 @@ C_PREAMBLE = """\
 #endif
 /* T.view with another dtype reads and writes one array through two pointer types
    (((int64_t*)S_ptr)[i] after S_ptr[i] = x): no type-based alias analysis, which let GCC reorder or
-   drop those accesses (-fno-strict-aliasing). */
+   drop those accesses. clang has no such pragma: compile with -fno-strict-aliasing. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-strict-aliasing")
 #endif

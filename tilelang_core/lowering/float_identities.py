@@ -12,22 +12,24 @@ target, without an error:
 - ``x == x`` becomes true and ``x != x`` false (IEEE: not for NaN, the usual NaN test);
 - ``x * 0`` and ``0 * x`` become 0, ``0 / x`` becomes 0 (IEEE: NaN for an infinite or NaN ``x``,
   and for ``0 / 0``); a call in ``x`` was dropped with it (``T.atomic_add(..., return_prev=True)
-  * 0.0`` lost the atomic update).
+  * 0.0`` lost the atomic update);
+- ``x + 0.0``, ``0.0 + x`` and ``x - (-0.0)`` become ``x`` (IEEE: +0.0 for ``x = -0.0``).
 
 Those rules fire only on the operands' own structure: one operand equal to the other, or to an
 operand of the other when that is a sum, or a constant zero. :func:`guard_float_identities` hides
 one operand of each such float operation (the right one; the sum when the right one is a
-constant; the zero of a product or a quotient) behind a bit-level round trip (``reinterpret`` to the unsigned integer of
-the same width and back), which the simplifier does not see through and code generators emit as
+constant; the zero of a product, a quotient or a sum, the -0.0 of a difference) behind a bit-level round trip
+(:func:`.barriers.barrier`), which the simplifier does not see through and code generators emit as
 nothing. It runs right before the first simplification of every pass list, and
-:func:`StripFloatBarriers`, the last pass of every finalize list, removes the round trips again
+:func:`.barriers.StripBarriers`, the last pass of every finalize list, removes the round trips again
 right before code generation, after the last simplification; other float expressions, and all integer ones, are untouched.
 
-Not guarded: ``x + 0``, ``x - 0`` becoming ``x`` (only the sign of a zero differs).
+Not guarded, as they hold in IEEE: ``x + (-0.0)`` and ``x - 0.0`` becoming ``x``.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import tvm
@@ -35,9 +37,10 @@ import tvm_ffi
 from tvm import tirx
 
 from .atomics import checked_map
-from .math_widening import dtype_of, is_float, with_lanes
+from .barriers import barrier
+from .math_widening import dtype_of, is_float
 
-__all__ = ["guard_float_identities", "GuardFloatIdentities", "StripFloatBarriers"]
+__all__ = ["guard_float_identities", "GuardFloatIdentities"]
 
 
 def _is_float(node: Any) -> bool:
@@ -59,17 +62,32 @@ def _is_constant(node: Any) -> bool:
     return isinstance(node, (tirx.FloatImm, tirx.IntImm))
 
 
-def barrier(value: Any) -> Any:
-    """``value`` behind a bit-level round trip the simplifier does not see through."""
-    dtype = dtype_of(value)
-    bits = with_lanes(f"uint{tvm.DataType(dtype).bits}", dtype)
-    return tirx.reinterpret(dtype, tirx.reinterpret(bits, value))
+def _zero_sign(node: Any) -> int:
+    """1 for a constant +0.0 (a broadcast of one too), -1 for -0.0, 0 for anything else."""
+    if isinstance(node, tirx.Broadcast):
+        node = node.value
+    if not isinstance(node, tirx.FloatImm) or float(node.value) != 0.0:
+        return 0
+    return 1 if math.copysign(1.0, float(node.value)) > 0 else -1
+
+
+def _on_add(node: Any) -> Any:
+    """``x + 0.0`` / ``0.0 + x``: the zero is hidden (+0.0 for ``x = -0.0``; ``x + (-0.0)`` is ``x``)."""
+    if not _is_float(node):
+        return node
+    if _zero_sign(node.b) == 1 and not _is_constant(node.a):
+        return tirx.Add(node.a, barrier(node.b))
+    if _zero_sign(node.a) == 1 and not _is_constant(node.b):
+        return tirx.Add(barrier(node.a), node.b)
+    return node
 
 
 def _on_sub(node: Any) -> Any:
     if not _is_float(node):
         return node
     a, b = node.a, node.b
+    if _zero_sign(b) == -1 and not _is_constant(a):  # x - (-0.0): +0.0 for x = -0.0
+        return tirx.Sub(a, barrier(b))
     if not any(_same(x, y) for x in _terms(a) for y in _terms(b)):
         return node
     if _is_constant(b):  # (x + 1) - 1: the sum is hidden (code generators cannot take a constant's bits)
@@ -107,7 +125,7 @@ def _on_compare(node: Any) -> Any:
     return type(node)(node.a, barrier(node.b))
 
 
-_ENTRIES = [(tirx.Sub, _on_sub), ((tirx.EQ, tirx.NE), _on_compare), (tirx.Mul, _on_mul), (tirx.Div, _on_div)]
+_ENTRIES = [(tirx.Add, _on_add), (tirx.Sub, _on_sub), ((tirx.EQ, tirx.NE), _on_compare), (tirx.Mul, _on_mul), (tirx.Div, _on_div)]
 
 
 def guard_float_identities(func: tirx.PrimFunc) -> tirx.PrimFunc:
@@ -121,26 +139,3 @@ def GuardFloatIdentities() -> tvm.transform.Pass:  # noqa: N802 - a pass, named 
     return tirx.transform.prim_func_pass(
         lambda func, mod, ctx: guard_float_identities(func), opt_level=0, name="tl.GuardFloatIdentities"
     )
-
-
-def _on_reinterpret(call: Any) -> Any:
-    if getattr(call.op, "name", "") != "tirx.reinterpret":
-        return call
-    inner = call.args[0]
-    if not (isinstance(inner, tvm.ir.Call) and getattr(inner.op, "name", "") == "tirx.reinterpret"):
-        return call
-    value = inner.args[0]
-    return value if dtype_of(value) == dtype_of(call) and _is_float(call) else call
-
-
-def _strip(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
-    body = checked_map(func.body, [(tvm.ir.Call, _on_reinterpret)])
-    return func if body.same_as(func.body) else func.with_body(body)
-
-
-def StripFloatBarriers() -> tvm.transform.Pass:  # noqa: N802 - a pass, named like TVM's
-    """Remove the round trips of :func:`barrier`: the last pass of every finalize list (passes.py),
-    right before code generation and after the last simplification. TVM's C and CUDA printers
-    evaluate a reinterpret's operand ahead of its statement, outside a guard such as
-    ``T.if_then_else(i < n, ...)``, and the code is plainer."""
-    return tirx.transform.prim_func_pass(_strip, opt_level=0, name="tl.StripFloatBarriers")

@@ -31,7 +31,9 @@ from .configs import PASS_CONFIGS, config_flag  # noqa: E402,F401 - re-exported
 from .bfloat16_rounding import ExpandBFloat16Rounding, RoundBFloat16
 from .float16_rounding import Float16RoundedPerOp
 from .gpu_math import GpuMathPass
-from .float_identities import GuardFloatIdentities, StripFloatBarriers
+from .barriers import StripBarriers
+from .float_identities import GuardFloatIdentities
+from .kept_effects import GuardSideEffects
 from .fragments import FragmentLayoutPass
 from .vectorized_locals import ExpandVectorizedLocals, InlineVectorizedScalars
 from .vector_lanes import SplitWideVectors
@@ -71,6 +73,7 @@ def cpu_source_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         tirx.transform.FlattenBuffer(),
         *_bf16_compute(),
         tirx.transform.NarrowDataType(32),
+        GuardSideEffects(),  # bump(p) * 0, f(p) - f(p): calls with a side effect are not folded away (kept_effects.py)
         GuardFloatIdentities(),  # x - x, (x + y) - x, x != x on floats: no real-number rules (float_identities.py)
         tirx.transform.StmtSimplify(),
         # Vectorized loops become serial: the C source expresses SIMD with '#pragma omp simd'.
@@ -92,7 +95,7 @@ def cpu_source_finalize_passes() -> tvm.transform.Pass:
             tirx.transform.BF16StorageLegalize(),
             FoldConstantReinterprets(),  # bfloat16 constants stored: no address of a constant (constant_casts.py)
             *_lower_intrin(),
-            StripFloatBarriers(),  # float_identities.py: after the last simplification
+            StripBarriers(),  # barriers.py (float_identities.py, kept_effects.py): after the last simplification
         ],
         name="tl.cpu_source_finalize",
     )
@@ -114,6 +117,7 @@ def cpu_runtime_passes(configs: Mapping[str, Any], vector_types: bool = True) ->
         ExpandVectorizedLocals(),
         *_bf16_compute(),
         tirx.transform.NarrowDataType(32),
+        GuardSideEffects(),  # bump(p) * 0, f(p) - f(p): calls with a side effect are not folded away (kept_effects.py)
         GuardFloatIdentities(),  # x - x, (x + y) - x, x != x on floats: no real-number rules (float_identities.py)
         tirx.transform.StmtSimplify(),
         tirx.transform.VectorizeLoop(vectorize),
@@ -147,6 +151,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         PackHalfReductions(),  # CUDA: per-thread float16/bfloat16 max/min two lanes at a time (packed_reductions.py)
         *_bf16_compute(),
         tirx.transform.NarrowDataType(32),
+        GuardSideEffects(),  # bump(p) * 0, f(p) - f(p): calls with a side effect are not folded away (kept_effects.py)
         GuardFloatIdentities(),  # x - x, (x + y) - x, x != x on floats: no real-number rules (float_identities.py)
         tirx.transform.StmtSimplify(),
         # CUDA: vectorized loops split into vectors its code generator prints right (vector_lanes.py)
@@ -188,7 +193,7 @@ def gpu_device_finalize_passes() -> tvm.transform.Pass:
             tirx.transform.LowerWarpMemory(),
             tirx.transform.StmtSimplify(),
             tirx.transform.LowerIntrin(),
-            StripFloatBarriers(),  # float_identities.py: after the last simplification
+            StripBarriers(),  # barriers.py (float_identities.py, kept_effects.py): after the last simplification
         ],
         name="tl.gpu_device_finalize",
     )
@@ -212,7 +217,7 @@ def host_finalize_passes() -> tvm.transform.Pass:
         [
             tirx.transform.LowerTVMBuiltin(),
             *_lower_intrin(),
-            StripFloatBarriers(),  # float_identities.py: after the last simplification
+            StripBarriers(),  # barriers.py (float_identities.py, kept_effects.py): after the last simplification
         ],
         name="tl.host_finalize",
     )

@@ -98,7 +98,8 @@ def tilelang_backend_build(artifact: Any, options: Any) -> Kernel:
     directory = Path(tempfile.mkdtemp(prefix=f"tilelang-ctypes-{artifact.name[:40]}-"))
     with writing_build_file(directory, directory / SOURCE, artifact.name):  # a full disk: say where, leave nothing
         (directory / SOURCE).write_text(artifact.device_source or "")
-    cmd = [*compiler(), "-O2", "-fPIC", "-shared", *options.compile_flags, "-o", str(directory / LIBRARY),
+    # -fno-strict-aliasing: T.view with another dtype (clang ignores the source's GCC pragma)
+    cmd = [*compiler(), "-O2", "-fno-strict-aliasing", "-fPIC", "-shared", *options.compile_flags, "-o", str(directory / LIBRARY),
            str(directory / SOURCE)]
     if options.verbose:
         print(f"[tilelang ctypes] {shlex.join(cmd)}")

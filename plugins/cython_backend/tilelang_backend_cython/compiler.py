@@ -30,7 +30,10 @@ from tilelang_core.errors import BuildError
 #: Base flags of CPU kernels. No OpenMP runtime is linked: parallel block loops run on the
 #: dispatcher's own threads (the kernel's block launcher, see _pool.h); ``SIMD_FLAGS`` are added
 #: when the compiler takes them, so the ``#pragma omp simd`` loops of the source count.
-C_FLAGS = ["-O3", "-march=native", "-fPIC", "-shared"]
+#: ``-fno-strict-aliasing``: ``T.view`` with another dtype reads one array through two pointer
+#: types; the source's ``#pragma GCC optimize("no-strict-aliasing")`` covers GCC only, and clang
+#: (``CC=clang``) reordered or dropped those accesses (docs/backend-conventions.md).
+C_FLAGS = ["-O3", "-march=native", "-fno-strict-aliasing", "-fPIC", "-shared"]
 SIMD_FLAGS = ["-fopenmp-simd", "-DTL_OPENMP_SIMD"]
 
 #: Seconds the check whether the compiler takes ``SIMD_FLAGS`` may take (less if

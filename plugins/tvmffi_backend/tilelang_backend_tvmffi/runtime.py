@@ -41,9 +41,11 @@ _LOADED_RUNTIMES: dict[str, Any] = {}
 
 #: Flags given to the system compiler for C sources (target ``c``), before ``compile_flags``.
 #: Header force-included when TVM's C host sources are compiled: TVM's C codegen writes ``half``
-#: for float16 without declaring it.
+#: for float16 without declaring it. ``-fno-strict-aliasing``: ``T.view`` with another dtype reads
+#: one array through two pointer types; the kernel source's ``#pragma GCC optimize`` covers GCC
+#: only, and clang (``CC=clang``) reordered or dropped those accesses (docs/backend-conventions.md).
 C_PREAMBLE = Path(__file__).with_name("c_host_preamble.h")
-DEFAULT_C_FLAGS = ["-O3", "-include", str(C_PREAMBLE)]
+DEFAULT_C_FLAGS = ["-O3", "-fno-strict-aliasing", "-include", str(C_PREAMBLE)]
 #: Added for modules of CPU code only (target ``c``, whose source is the kernel's C entry inside
 #: a packed function, tilelang_core/lowering/c_runtime.py): code for this CPU, and the entry's
 #: ``#pragma omp simd`` loops count (no OpenMP runtime is linked). Such a saved kernel records

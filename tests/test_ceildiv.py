@@ -1,0 +1,83 @@
+"""``T.ceildiv(n, b)`` of a signed integer expression is ``(n - 1) // b + 1`` (language/core.py):
+``(n + b - 1) // b`` overflowed for an int32 ``n`` within ``b`` of 2**31 (``T.ceildiv(2**31 - 1, 4)``
+was negative, and a loop ``for t in T.serial(T.ceildiv(n, 64))`` ran no iteration). The value is
+ceil(n / b) for every ``n`` (negative ones too), on every CPU pair and in CUDA source; the loop
+bound stays one shift and one addition for a power-of-two ``b``."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+import torch
+from tvm import tirx
+
+import tilelang
+import tilelang.language as T
+from tilelang_core.lowering import lower
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from backend_pairs import cpu_pairs  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
+
+DIVISORS = (1, 4, 48, 64)
+VALUES = (0, 1, 5, 63, 64, 65, -1, -5, -64, -65, 2**31 - 1, 2**31 - 2, 2**31 - 47, -(2**31) + 1)
+
+
+def _quotients():
+    @T.prim_func
+    def quotients(N: T.Tensor((len(VALUES),), "int32"), Q: T.Tensor((len(VALUES), len(DIVISORS)), "int32")):
+        with T.Kernel(1, threads=1) as bx:
+            for i in T.serial(len(VALUES)):
+                Q[i, 0] = T.ceildiv(N[i], 1)
+                Q[i, 1] = T.ceildiv(N[i], 4)
+                Q[i, 2] = T.ceildiv(N[i], 48)
+                Q[i, 3] = T.ceildiv(N[i], 64)
+
+    return quotients
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+def test_ceildiv_is_exact_up_to_the_int32_maximum(backend, target):
+    kernel = tilelang.compile(_quotients(), target=target, execution_backend=backend)
+    n = torch.tensor(VALUES, dtype=torch.int32)
+    q = torch.full((len(VALUES), len(DIVISORS)), -7, dtype=torch.int32)
+    kernel(n, q)
+    want = [[-(-v // b) for b in DIVISORS] for v in VALUES]
+    assert q.tolist() == want
+
+
+def _counted(block):
+    @T.prim_func
+    def counted(C: T.Tensor((1,), "int64"), n: T.int32):
+        with T.Kernel(1, threads=1) as bx:
+            C[0] = T.int64(0)
+            for t in T.serial(T.ceildiv(n, block)):
+                C[0] = C[0] + T.int64(1)
+
+    return counted
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+@pytest.mark.parametrize("block", [2**30, 3 * 2**28])
+def test_a_loop_bound_near_the_int32_maximum_runs_every_iteration(backend, target, block):
+    kernel = tilelang.compile(_counted(block), target=target, execution_backend=backend)
+    c = torch.full((1,), -7, dtype=torch.int64)
+    kernel(c, 2**31 - 1)
+    assert int(c[0]) == -(-(2**31 - 1) // block)
+
+
+def test_expressions_and_their_code():
+    n, u = tirx.Var("n", "int32"), tirx.Var("u", "uint32")
+    assert str(T.ceildiv(n, 64)) == "(n - 1) // 64 + 1"
+    assert "+" in str(T.ceildiv(u, 64)) and "- T.uint32(1)) //" in str(T.ceildiv(u, 64))  # unsigned: TVM's form
+    assert T.ceildiv(tirx.IntImm("int32", 2**31 - 1), 4).value == 2**29  # folded, no overflow
+    assert T.ceildiv(10, 4) == 3 and T.ceildiv(-10, 4) == -2
+
+    for target, loop in (("c", "for (int32_t t = 0; t < (((n - 1) >> 6) + 1); ++t)"),
+                         ("cuda -arch=sm_80", "for (int t = 0; t < (((n - 1) >> 6) + 1); ++t)")):
+        art = lower(_counted(64), target=target)
+        source = art.kernel_source if target == "c" else art.device_source
+        assert loop in source, source
