@@ -1,6 +1,7 @@
 """Comparisons on every CPU pair as in C and torch (lowering/llvm_comparisons.py): on ``llvm``,
 TVM emitted ``a != b`` of floats as an ordered comparison (false for NaN) and ``==`` of two
-booleans as a float comparison LLVM refused."""
+booleans as a float comparison LLVM refused; ``+``, ``*``, ``-`` of two booleans did not lower on
+``llvm`` (an internal TVM check) and now compute what C does (``||``, ``&&``, ``!=``)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,23 @@ def test_comparisons_with_nans_and_of_booleans(backend, target, dtype, dynamic):
     kernel(a, b, z)
     want = torch.stack([a != b, a == b, (a > b) == (b > a), (a >= b) != (a <= b), a != a], dim=1).int()
     assert torch.equal(z, want), (z, want)
+
+
+@T.prim_func
+def _bool_arith(A: T.Tensor((8,), "int16"), B: T.Tensor((8,), "int16"), Z: T.Tensor((3, 8), "bool")):
+    with T.Kernel(1, threads=1) as bx:
+        for i in T.Parallel(8):
+            Z[0, i] = T.Cast("bool", A[i]) + T.Cast("bool", B[i])
+            Z[1, i] = T.Cast("bool", A[i]) * T.Cast("bool", B[i])
+            Z[2, i] = T.Cast("bool", A[i]) - T.Cast("bool", B[i])
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+def test_arithmetic_of_booleans_is_or_and_xor(backend, target):
+    kernel = tilelang.compile(_bool_arith, target=target, execution_backend=backend)
+    a = torch.tensor([0, 1, 0, 2, -1, 0, 3, 0], dtype=torch.int16)
+    b = torch.tensor([0, 0, 1, 5, 1, 0, 0, 7], dtype=torch.int16)
+    z = torch.zeros(3, 8, dtype=torch.bool)
+    kernel(a, b, z)
+    x, y = a.bool(), b.bool()
+    assert torch.equal(z, torch.stack([x + y, x * y, x ^ y])), z  # torch: + is or, * is and

@@ -91,6 +91,11 @@ class SymbolBinding:
     size (a ``T.StridedTensor`` whose stride is a symbol no size or scalar gives). Only backends
     whose capability declares ``dynamic_strides`` get such kernels. When that dimension has size 1
     in a call, its stride is whatever the tensor says (any value addresses the same elements)."""
+    dtype: str = "int64"
+    """The symbol's integer dtype (``T.dynamic("n")`` is int32, ``T.dynamic("n", "int64")``
+    int64). The generated code holds the symbol in it, so backends refuse a call that binds a
+    size or stride outside its range (docs/backend-conventions.md) instead of narrowing it.
+    Artifacts written before this field read as int64 (nothing to refuse)."""
 
 
 @dataclass(kw_only=True)

@@ -75,6 +75,23 @@ WIDE_INDEX_HINT = "compile it with pass_configs={'tl.config_index_bitwidth': 64}
 OVERLAP_RULES = ("address", "storage")
 
 
+def symbol_high(dtype: str) -> Optional[int]:
+    """Largest value a symbol of ``dtype`` holds, when a size or stride can pass it (a torch size
+    or stride is at most 2**63 - 1): 2**31 - 1 for int32; None for int64 and uint64 (never)."""
+    high = INT_RANGES.get(dtype, INT_RANGES["int64"])[1]
+    return high if high < INT_RANGES["int64"][1] else None
+
+
+def symbol_range_message(where: str, symbol: str, value: int, dtype: str) -> str:
+    """The text of the error for a size or stride too large for its symbol's dtype.
+
+    :param where: what gives the value, e.g. ``"add() argument 'A' (#0): shape[0]"``.
+    """
+    high = INT_RANGES.get(dtype, INT_RANGES["int64"])[1]
+    return (f"{where} = {value} binds symbol '{symbol}', which is {dtype} (at most {high}); "
+            f"declare it T.dynamic('{symbol}', 'int64')")
+
+
 def scalar_kind(dtype: str) -> str:
     """``"float"``, ``"int"`` or ``"bool"``: how a Python value is read for a scalar of ``dtype``."""
     if dtype == "bool":
@@ -202,6 +219,7 @@ class _TensorEntry:
     static: tuple[tuple[int, int], ...]  # (dimension, size)
     binds: tuple[tuple[int, str], ...]  # (dimension, symbol)
     stride_binds: tuple[tuple[int, str], ...]  # (dimension, symbol) of SymbolBinding.stride
+    narrow: tuple[tuple[str, int, str, int, str], ...]  # ("shape"/"stride", dimension, symbol, highest, dtype)
     device_type: str
     device_text: str  # how messages name the expected device
     compact: bool
@@ -241,6 +259,8 @@ class CallChecker:
         for s in artifact.symbols:
             if s.stride:
                 stride_binds.setdefault(s.param_index, []).append((s.dim, s.name))
+        #: symbol -> (highest value, dtype), for symbols narrower than a torch size (int32)
+        self._symbol_high = {s.name: (h, s.dtype) for s in artifact.symbols if (h := symbol_high(s.dtype)) is not None}
         self._kinds = {i: scalar_kind(p.dtype) for i, p in enumerate(self.params) if not isinstance(p, TensorParam)}
         self._dtype = {i: self._torch_dtype(p) for i, p in enumerate(self.params) if isinstance(p, TensorParam)}
         self._deferred: list[tuple[int, str, int, Any, str]] = []  # (param, what, dim, fn, text)
@@ -262,8 +282,11 @@ class CallChecker:
             if p.strides is not None:
                 self._deferred.append((index, "strides", 0, [compile_expr(s) for s in p.strides], ""))
             want = device_type or TORCH_DEVICE_TYPES.get(p.device, p.device)
+            narrow = tuple((what, d, sym, *self._symbol_high[sym])
+                           for what, pairs in (("shape", binds), ("stride", stride_binds.get(index, ())))
+                           for d, sym in pairs if sym in self._symbol_high)
             self._entries.append(_TensorEntry(index, self._dtype[index], len(p.shape), tuple(static), tuple(binds),
-                                              tuple(stride_binds.get(index, ())), want, device_type or p.device,
+                                              tuple(stride_binds.get(index, ())), narrow, want, device_type or p.device,
                                               p.strides is None, self._dtype[index].is_complex))
         #: parameter index -> 32-bit index limit (dynamic shapes indexed with 32-bit integers)
         self._limit = {i: p.index_limit for i, p in enumerate(self.params)
@@ -343,6 +366,11 @@ class CallChecker:
                 raise ValueError(f"{self._prefix(e.index)}: {reach} elements "
                                  f"({dynamic_dims(self.params[e.index].shape, shape)}) exceed this kernel's "
                                  f"32-bit index limit of {limit}; {WIDE_INDEX_HINT}")
+        if e.narrow:
+            for what, d, symbol, high, dtype in e.narrow:  # an int32 symbol: never narrow (after the index limit)
+                got = shape[d] if what == "shape" else x.stride(d)
+                if got > high:
+                    raise ValueError(symbol_range_message(f"{self._prefix(e.index)}: {what}[{d}]", symbol, got, dtype))
         if kind != e.device_type:
             raise ValueError(f"{self._prefix(e.index)}: expected a tensor on {e.device_text}, got {where}")
         if first is not None and where != first:

@@ -135,6 +135,16 @@ ROWS: tuple[ErrorRow, ...] = (
              lambda m: _args(2**31 - 1),
              "ValueError", f"iota(): output 'A' would have {2**31 - 1} elements ('m' = {2**31 - 1}), over this kernel's "
              f"32-bit index limit of {INDEX_LIMIT_32}; {_WIDE}", capped=True),
+    ErrorRow("symbol_size_range", "a size too large for the int32 symbol it binds (never narrowed; after the "
+             "index limit)", "rowstride", f"rowstride(zeros(4).as_strided(({_HUGE}, 4), (0, 1)))",
+             lambda m: _args(m.t(4).as_strided((_HUGE, 4), (0, 1))),
+             "ValueError", f"rowstride() argument 'X' (#0): shape[0] = {_HUGE} binds symbol 'm', which is int32 "
+             f"(at most {_HUGE - 1}); declare it T.dynamic('m', 'int64')", capped=True),
+    ErrorRow("symbol_stride_range", "a stride too large for the int32 symbol it binds", "rowstride",
+             f"rowstride(zeros(4).as_strided((1, 4), ({_HUGE}, 1)))",
+             lambda m: _args(m.t(4).as_strided((1, 4), (_HUGE, 1))),
+             "ValueError", f"rowstride() argument 'X' (#0): stride[0] = {_HUGE} binds symbol 's', which is int32 "
+             f"(at most {_HUGE - 1}); declare it T.dynamic('s', 'int64')"),
     ErrorRow("meta_tensor", "a meta tensor (no data)", "vadd", "vadd(A, B.to('meta'), C)",
              lambda m: _args(m.t(16), m.torch.empty(16, device="meta"), m.t(16)),
              "ValueError", "vadd() argument 'B' (#1): expected a tensor on {device}, got meta"),

@@ -72,7 +72,7 @@ def bind_symbols_from_inputs(artifact: KernelArtifact, out_idx: list[int]) -> Ke
         if binding.param_index not in outputs:
             bindings.append(binding)
             continue
-        replacement = _input_binding(artifact, binding.name, outputs)
+        replacement = _input_binding(artifact, binding.name, outputs, binding.dtype)
         if replacement is None:
             users = [
                 artifact.params[i].name
@@ -88,19 +88,19 @@ def bind_symbols_from_inputs(artifact: KernelArtifact, out_idx: list[int]) -> Ke
     return artifact.replace(symbols=bindings)
 
 
-def _input_binding(artifact: KernelArtifact, symbol: str, outputs: set[int]) -> Optional[SymbolBinding]:
+def _input_binding(artifact: KernelArtifact, symbol: str, outputs: set[int], dtype: str) -> Optional[SymbolBinding]:
     for index, param in enumerate(artifact.params):
         if index in outputs:
             continue
         if isinstance(param, ScalarParam) and param.name == symbol:
-            return SymbolBinding(name=symbol, param_index=index, dim=None)
+            return SymbolBinding(name=symbol, param_index=index, dim=None, dtype=dtype)
         if isinstance(param, TensorParam):
             for dim, extent in enumerate(param.shape):
                 if extent == symbol:
-                    return SymbolBinding(name=symbol, param_index=index, dim=dim)
+                    return SymbolBinding(name=symbol, param_index=index, dim=dim, dtype=dtype)
     for index, param in enumerate(artifact.params):  # else a stride of an input
         if index not in outputs and isinstance(param, TensorParam):
             for dim, stride in enumerate(param.strides or []):
                 if stride == symbol:
-                    return SymbolBinding(name=symbol, param_index=index, dim=dim, stride=True)
+                    return SymbolBinding(name=symbol, param_index=index, dim=dim, stride=True, dtype=dtype)
     return None

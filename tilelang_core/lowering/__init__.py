@@ -126,6 +126,26 @@ def _check_runtime_module_scalars(params: list, kind: str, location: str, name: 
             )
 
 
+def _check_runtime_module_strides(func: Any, location: str, name: str) -> None:
+    """TVM 0.27's packed host code reads each declared stride in the dtype of its dimension's size
+    and stops with ``Check failed: (arg.ty() == value.ty())`` when the stride is of another dtype
+    (an int64 stride symbol of an int32 dimension): say so, and what to do, before it is asked."""
+    from .signature import is_tensor_param
+
+    for var in func.params:
+        if not is_tensor_param(var) or not len(var.ty.strides):
+            continue
+        for d, (size, stride) in enumerate(zip(var.ty.shape, var.ty.strides)):
+            if str(size.dtype) != str(stride.dtype):
+                raise LoweringError(
+                    f"{location}: kernel '{name}': parameter '{var.name}' has stride[{d}] = {stride} of dtype "
+                    f"{stride.dtype}, but its shape[{d}] = {size} is {size.dtype}; a runtime module (TVM's packed "
+                    "host code, for backends that consume 'runtime_module') reads a stride in its dimension's "
+                    "dtype: declare both symbols with one dtype (e.g. both T.dynamic(name, 'int64')), or use a "
+                    "backend that consumes 'device_source'"
+                )
+
+
 def lower(
     func: Any,
     target: Any = "auto",
@@ -239,6 +259,8 @@ def lower(
 
     tvm_modules = None
     gpu = kind in GPU_KINDS
+    if "runtime_module" in wanted:
+        _check_runtime_module_strides(func, location, name)
     try:
         with tvm.transform.PassContext(opt_level=3, config=tvm_configs):
             if not gpu:

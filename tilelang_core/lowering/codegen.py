@@ -629,7 +629,8 @@ def gpu_device_kernels(host_fn: tirx.PrimFunc, device_mods: dict, symbol_names: 
                 if str(v) not in symbol_names:
                     binding = _scalar_param_index(host_fn, v)
                     if binding is not None and str(v.ty.dtype).startswith(("int", "uint")):
-                        launch_symbols.append(SymbolBinding(name=str(v), param_index=binding, dim=None))
+                        launch_symbols.append(SymbolBinding(name=str(v), param_index=binding, dim=None,
+                                                                  dtype=str(v.ty.dtype)))
                         symbol_names.add(str(v))
                         continue
                     raise LoweringError(

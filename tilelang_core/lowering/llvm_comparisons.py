@@ -8,6 +8,12 @@
   which LLVM's verifier refuses: ``T.if_then_else((A[i] > 0) == (B[i] > 0), ...)`` failed to lower
   ("Invalid operand types for FCmp instruction"). The operands are compared as ``int8`` (0 or 1).
 
+- ``+``, ``*`` and ``-`` of two booleans stop TVM's LLVM code generator with an internal check
+  ("t.MatchesCode(DLDataTypeCode::kDLFloat)"): ``T.Cast("bool", a) + T.Cast("bool", b)`` did not
+  lower. They become what ``c`` and ``cuda`` compute (C's ``int`` arithmetic stored back into a
+  ``bool``: nonzero is true), which for ``+`` and ``*`` is also torch's: ``a + b`` is ``a || b``,
+  ``a * b`` is ``a && b``, ``a - b`` is ``a != b``.
+
 :func:`llvm_comparisons` runs on the LLVM host module after every simplification (which would fold
 the rewrites back); ``c`` and ``cuda`` print these comparisons as C's ``!=`` and ``==``.
 """
@@ -35,8 +41,19 @@ def _on_compare(node: Any) -> Any:
     return node
 
 
+def _on_bool_arith(node: Any) -> Any:
+    if tvm.DataType(dtype_of(node)).with_lanes(1) != tvm.DataType("bool"):
+        return node
+    if isinstance(node, tirx.Add):
+        return tirx.Or(node.a, node.b)
+    if isinstance(node, tirx.Mul):
+        return tirx.And(node.a, node.b)
+    return tirx.NE(node.a, node.b)  # Sub: 1 - 1 = 0 - 0 = 0, 1 - 0 = 0 - 1 = nonzero
+
+
 def _rewrite(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
-    body = checked_map(func.body, [((tirx.EQ, tirx.NE), _on_compare)])
+    body = checked_map(func.body, [((tirx.Add, tirx.Mul, tirx.Sub), _on_bool_arith)])
+    body = checked_map(body, [((tirx.EQ, tirx.NE), _on_compare)])
     return func if body.same_as(func.body) else func.with_body(body)
 
 

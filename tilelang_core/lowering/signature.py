@@ -233,13 +233,13 @@ def describe_params(func: tirx.PrimFunc, device: str, location: str):
 def _find_binding(func: tirx.PrimFunc, sym: Any, scalar_vars: dict) -> Optional[SymbolBinding]:
     for index, var in scalar_vars.items():
         if var.same_as(sym):
-            return SymbolBinding(name=str(sym), param_index=index, dim=None)
+            return SymbolBinding(name=str(sym), param_index=index, dim=None, dtype=str(sym.dtype))
     for index, var in enumerate(func.params):
         if not is_tensor_param(var):
             continue
         for dim, extent in enumerate(var.ty.shape):
             if type(extent).__name__ == "Var" and extent.same_as(sym):
-                return SymbolBinding(name=str(sym), param_index=index, dim=dim)
+                return SymbolBinding(name=str(sym), param_index=index, dim=dim, dtype=str(sym.dtype))
     # a stride that is exactly the symbol; preferably of a dimension not declared with size 1
     # (the stride of a size-1 dimension can be anything in a call)
     strides = [
@@ -250,7 +250,7 @@ def _find_binding(func: tirx.PrimFunc, sym: Any, scalar_vars: dict) -> Optional[
     ]
     if strides:
         _, index, dim = min(strides)
-        return SymbolBinding(name=str(sym), param_index=index, dim=dim, stride=True)
+        return SymbolBinding(name=str(sym), param_index=index, dim=dim, stride=True, dtype=str(sym.dtype))
     return None
 
 

@@ -8,7 +8,10 @@ callable whose call path (vectorcall, DLPack C exchange API, validation in C) is
 """
 
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
+from libc.limits cimport LLONG_MAX
 from libc.string cimport strncpy
+
+from tilelang_core.calling import symbol_high
 
 cdef extern from "_dispatch_core.h":
     int TL_MAX_NDIM
@@ -71,6 +74,8 @@ cdef extern from "_dispatch_core.h":
         int *written_inputs
         int n_written_inputs
         PyObject **sym_names
+        PyObject **sym_dtypes
+        long long *sym_high
         PyObject *arg_names
         long long *expr_code
         int *expr_start
@@ -165,8 +170,12 @@ def make_kernel(dict plan, str library, dict meta):
     cdef int i, d, n_in = 0, n_out = 0, n_def = 0, pos = 0
     cdef tl_param *p
     names = []
+    sym_dtypes = plan.get("symbol_dtypes") or ["int64"] * len(symbols)
     for i, sym in enumerate(symbols):
         k.sym_names[i] = _newref(str(sym))
+        k.sym_dtypes[i] = _newref(str(sym_dtypes[i]))
+        high = symbol_high(sym_dtypes[i])  # a size or stride over it would be narrowed: refused
+        k.sym_high[i] = LLONG_MAX if high is None else high
     for i, e in enumerate(exprs):
         k.expr_text[i] = _newref(str(e["text"]))
         k.expr_start[i] = pos

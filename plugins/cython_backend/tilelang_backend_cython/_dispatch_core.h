@@ -107,6 +107,8 @@ typedef struct {
   int *written_inputs; /* caller indices of the written tensor inputs */
   int n_written_inputs;
   PyObject **sym_names;
+  PyObject **sym_dtypes; /* str per symbol: its dtype, named when a value does not fit */
+  long long *sym_high;   /* per symbol: the largest size or stride it holds (LLONG_MAX: any) */
   PyObject *arg_names; /* "a, b" for the wrong-count message */
   long long *expr_code;
   int *expr_start;
@@ -381,6 +383,14 @@ static int tl_index_limit_error(tl_kernel *k, const tl_param *p, const int64_t *
   return -1;
 }
 
+/* a size or stride over what its symbol's dtype holds (int32): refused, never narrowed */
+static int tl_narrow_error(tl_kernel *k, const tl_param *p, const char *what, int d, int s, long long value) {
+  tl_arg_error(k, PyExc_ValueError, p, "%s[%d] = %lld binds symbol '%s', which is %s (at most %lld); "
+               "declare it T.dynamic('%s', 'int64')", what, d, value, PyUnicode_AsUTF8(k->sym_names[s]),
+               PyUnicode_AsUTF8(k->sym_dtypes[s]), k->sym_high[s], PyUnicode_AsUTF8(k->sym_names[s]));
+  return -1;
+}
+
 /* symbol s = value, read from the tensor's <what>[d]: bound by the first argument, the same later */
 TL_INLINE int tl_bind(tl_kernel *k, const tl_param *p, const char *what, int d, int s, long long value,
                       long long *syms, int *src) {
@@ -399,7 +409,7 @@ TL_INLINE int tl_bind(tl_kernel *k, const tl_param *p, const char *what, int d, 
 TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, const tl_dl_tensor *t, long long *syms,
                            int *src, int *dev_id, long long *deferred_vals, char *deferred_one,
                            long long *elems, long long *span) {
-  int d;
+  int d, narrow_d = -1;
   char got[96], want[64];
   long long n = 1;
   /* dtype */
@@ -426,6 +436,7 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
         break;
       case TL_DIM_SYM:
         if (tl_bind(k, p, "shape", d, (int)p->dim_val[d], got_d, syms, src) != 0) return -1;
+        if (!TL_LIKELY(got_d <= k->sym_high[p->dim_val[d]]) && narrow_d < 0) narrow_d = d;
         break;
       default:
         deferred_vals[p->dim_defer[d]] = got_d;
@@ -441,6 +452,9 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
     }
     if (reach > p->index_limit) return tl_index_limit_error(k, p, t->shape, reach);
   }
+  /* an int32 symbol's size (after the index limit, which names the first remedy) */
+  if (narrow_d >= 0)
+    return tl_narrow_error(k, p, "shape", narrow_d, (int)p->dim_val[narrow_d], (long long)t->shape[narrow_d]);
   *elems += n;
   /* device */
   if (!TL_LIKELY(t->device.device_type == k->device_type) ||
@@ -484,6 +498,8 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
       long long got_s = t->strides ? (long long)t->strides[d] : compact;
       if (p->stride_kind[d] == TL_DIM_SYM) {
         if (tl_bind(k, p, "stride", d, (int)p->stride_val[d], got_s, syms, src) != 0) return -1;
+        if (!TL_LIKELY(got_s <= k->sym_high[p->stride_val[d]]))
+          return tl_narrow_error(k, p, "stride", d, (int)p->stride_val[d], got_s);
       } else {
         int slot = p->stride_defer[d];
         deferred_vals[slot] = got_s;
@@ -973,6 +989,11 @@ static void tl_kernel_dealloc(PyObject *self) {
     for (i = 0; i < k->n_syms; i++) Py_XDECREF(k->sym_names[i]);
     PyMem_Free(k->sym_names);
   }
+  if (k->sym_dtypes) {
+    for (i = 0; i < k->n_syms; i++) Py_XDECREF(k->sym_dtypes[i]);
+    PyMem_Free(k->sym_dtypes);
+  }
+  PyMem_Free(k->sym_high);
   if (k->expr_text) {
     for (i = 0; i < k->n_exprs; i++) Py_XDECREF(k->expr_text[i]);
     PyMem_Free(k->expr_text);
@@ -1074,10 +1095,12 @@ static tl_kernel *tl_kernel_alloc(int n_params, int n_syms, int n_exprs, int cod
   k->written_inputs = (int *)PyMem_Calloc((size_t)(n_params ? n_params : 1), sizeof(int));
   k->deferred = (tl_deferred *)PyMem_Calloc((size_t)(n_params * TL_MAX_NDIM * 2 + 1), sizeof(tl_deferred));
   k->sym_names = (PyObject **)PyMem_Calloc((size_t)(n_syms ? n_syms : 1), sizeof(PyObject *));
+  k->sym_dtypes = (PyObject **)PyMem_Calloc((size_t)(n_syms ? n_syms : 1), sizeof(PyObject *));
+  k->sym_high = (long long *)PyMem_Calloc((size_t)(n_syms ? n_syms : 1), sizeof(long long));
   k->expr_text = (PyObject **)PyMem_Calloc((size_t)(n_exprs ? n_exprs : 1), sizeof(PyObject *));
   k->expr_start = (int *)PyMem_Calloc((size_t)(n_exprs ? n_exprs : 1), sizeof(int));
   k->expr_code = (long long *)PyMem_Calloc((size_t)(code_len ? code_len : 1), sizeof(long long));
-  if (!k->params || !k->input_params || !k->output_params || !k->written_inputs || !k->deferred || !k->sym_names || !k->expr_text ||
+  if (!k->params || !k->input_params || !k->output_params || !k->written_inputs || !k->deferred || !k->sym_names || !k->sym_dtypes || !k->sym_high || !k->expr_text ||
       !k->expr_start || !k->expr_code) {
     Py_DECREF(k);
     PyErr_NoMemory();

@@ -11,6 +11,7 @@ kernel needs neither TVM nor a compiler). Layout, format 1::
       "block_launcher": null | "main_kernel_block_launcher",  # set to the dispatcher's pool
       "assert_message": null | "main_kernel_assert_message",  # text of a failed T.device_assert
       "symbols": ["n", ...],                       # slot order of the symbol values
+      "symbol_dtypes": ["int32", ...],             # per slot: a bound size/stride must fit (optional)
       "exprs": [{"text": "n + 1", "code": [...]}],  # bytecode for _dispatch_core.h
       "outputs": [2],                              # params allocated by the kernel (out_idx)
       "params": [
@@ -36,6 +37,8 @@ from tilelang_core.errors import BuildError, OutIdxError
 from .exprs import is_plain_symbol, to_bytecode
 
 PLAN_FORMAT = 1
+#: dtypes a symbol may have in "symbol_dtypes" (the dispatcher refuses larger sizes and strides)
+SYMBOL_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 ENTRY_SYMBOL = "__tl_cy_call"
 ERROR_STRING_SYMBOL = "__tl_cy_error_string"
 
@@ -117,6 +120,7 @@ def make_plan(artifact: KernelArtifact, options: BuildOptions, *, device: Option
 
     for b in artifact.symbols:
         slot(b.name)
+    dtypes = {b.name: b.dtype for b in artifact.symbols}
 
     exprs: list[dict[str, Any]] = []
     expr_index: dict[str, int] = {}
@@ -212,6 +216,7 @@ def make_plan(artifact: KernelArtifact, options: BuildOptions, *, device: Option
         "block_launcher": _entry_symbol(artifact, "block_launcher") if device == "cpu" else None,
         "assert_message": _entry_symbol(artifact, "assert_message") if device == "cpu" else None,
         "symbols": symbols,
+        "symbol_dtypes": [dtypes.get(name, "int64") for name in symbols],
         "exprs": exprs,
         "outputs": out_idx,
         "params": out_params,
@@ -256,6 +261,10 @@ def check_plan(plan: Any) -> None:
         if value is not None and not (isinstance(value, str) and value.isidentifier()):
             fail(f"'{key}' must be null or a C identifier")
     n_syms, n_exprs = len(plan["symbols"]), len(plan["exprs"])
+    sym_dtypes = plan.get("symbol_dtypes")
+    if sym_dtypes is not None and (not isinstance(sym_dtypes, list) or len(sym_dtypes) != n_syms
+                                   or not all(d in SYMBOL_DTYPES for d in sym_dtypes)):
+        fail(f"'symbol_dtypes' must list one of {', '.join(SYMBOL_DTYPES)} per symbol")
     for i, e in enumerate(plan["exprs"]):
         code = e.get("code") if isinstance(e, dict) else None
         if not isinstance(code, list) or not all(isinstance(c, int) and not isinstance(c, bool) for c in code):

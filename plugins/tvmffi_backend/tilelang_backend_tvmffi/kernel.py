@@ -30,6 +30,7 @@ from typing import Any, Optional, Sequence
 
 from tilelang_core import symbolic
 from tilelang_core.artifact import BuildOptions, KernelArtifact, ScalarParam, TensorParam
+from tilelang_core.calling import symbol_high, symbol_range_message
 from tilelang_core.errors import BuildError, OutIdxError
 
 #: Byte alignment TVM assumes for tensor data (``kAllocAlignment``).
@@ -333,6 +334,9 @@ class _CallPlan:
             if b.stride and b.param_index in self.arg_of_param
         }
         self.symbol_source = self._symbol_sources()
+        # Symbols narrower than a torch size (int32): symbol -> (largest value, dtype); a call
+        # binding a larger size or stride is refused, never narrowed.
+        self.symbol_high = {s.name: (high, s.dtype) for s in a.symbols if (high := symbol_high(s.dtype)) is not None}
         # Caller positions of the tensor inputs the kernel writes (checked for overlaps).
         self.written_inputs = [j for j, (_, p) in enumerate(self.inputs) if isinstance(p, TensorParam) and p.written]
         # Symbols named by scalar parameters (bound from the scalar's value).
@@ -364,6 +368,13 @@ class _CallPlan:
                             f"{dim!r} uses symbol {sym!r}, which no input argument binds"
                         )
         return sources
+
+    def _narrowed(self, sym: str, value: int, where: str) -> Optional[Exception]:
+        """The error for a size or stride too large for its symbol's dtype (None when it fits)."""
+        high = self.symbol_high.get(sym)
+        if high is not None and value > high[0]:
+            return ValueError(symbol_range_message(where, sym, value, high[1]))
+        return None
 
     # -- generated fast path -----------------------------------------------------------------
 
@@ -479,9 +490,18 @@ class _CallPlan:
 
         conds = [f"type({t}) is _Tensor" for t in tensor_args]
         for j, (_, p) in enumerate(self.inputs):  # 32-bit indices: larger tensors take the general path
-            if isinstance(p, TensorParam) and p.index_limit is not None:
-                reach = f"a{j}.numel()" if p.strides is None else f"_reach(a{j})"
-                conds.append(f"{reach} <= {int(p.index_limit)}")
+            # A dimension given to an int32 symbol must fit it (TVM's host code narrows it, then
+            # compares the others after narrowing too): with at most that many elements every
+            # dimension fits, unless there are none (then one dimension of several may be huge),
+            # so a compact tensor with such dimensions takes the general path when it has more
+            # elements, or none and several dimensions. (Explicit strides always do, below.)
+            narrow = [self.symbol_high[d.strip()][0] for d in (p.shape if isinstance(p, TensorParam) else ())
+                      if isinstance(d, str) and d.strip() in self.symbol_high]
+            if isinstance(p, TensorParam) and p.strides is None and (p.index_limit is not None or narrow):
+                bound = min(narrow + ([] if p.index_limit is None else [int(p.index_limit)]))
+                conds.append(f"{'0 < ' if narrow and len(p.shape) > 1 else ''}a{j}.numel() <= {bound}")
+            elif isinstance(p, TensorParam) and p.index_limit is not None:
+                conds.append(f"_reach(a{j}) <= {int(p.index_limit)}")
         if any(isinstance(p, TensorParam) and p.strides is not None for _, p in self.inputs):
             conds.append("_M is None")  # explicit strides: always the general path (see slow_call)
         for j, (_, p) in enumerate(self.inputs):
@@ -573,6 +593,7 @@ class _CallPlan:
             if x.dim() != len(p.shape):
                 return ValueError(f"{pre}: expected {len(p.shape)} dimensions, got {x.dim()}"), symbols
             shape = tuple(x.shape)
+            narrowed: Optional[Exception] = None  # an int32 symbol's size or stride: after the index limit
             for d, dim in enumerate(p.shape):
                 got = shape[d]
                 if isinstance(dim, int):
@@ -582,6 +603,7 @@ class _CallPlan:
                     err = _bind(symbols, origin, dim.strip(), got, f"{pre}: shape[{d}]", p.name)
                     if err is not None:
                         return err, symbols
+                    narrowed = narrowed or self._narrowed(dim.strip(), got, f"{pre}: shape[{d}]")
                 else:
                     deferred.append((j, pre, d, dim, got))
             for sym, (k, d) in self.stride_source.items():  # the strides check compares the others
@@ -589,6 +611,7 @@ class _CallPlan:
                     err = _bind(symbols, origin, sym, x.stride(d), f"{pre}: stride[{d}]", p.name)
                     if err is not None:
                         return err, symbols
+                    narrowed = narrowed or self._narrowed(sym, x.stride(d), f"{pre}: stride[{d}]")
             if p.index_limit is not None:  # elements (compact) or largest offset + 1 (explicit strides)
                 reach = x.numel() if p.strides is None else _reach(x)
                 if reach > p.index_limit:
@@ -596,6 +619,8 @@ class _CallPlan:
                         f"{pre}: {reach} elements ({_dynamic_dims(p, shape)}) exceed this kernel's 32-bit index "
                         f"limit of {p.index_limit}; compile it with pass_configs={{'tl.config_index_bitwidth': 64}}"
                     ), symbols
+            if narrowed is not None:
+                return narrowed, symbols
             device = x.device
             if device.type != self.torch_device_type:
                 return ValueError(f"{pre}: expected a tensor on {p.device}, got {device}"), symbols
