@@ -38,7 +38,7 @@ from .fragments import FragmentLayoutPass
 from .vectorized_locals import ExpandVectorizedLocals, InlineVectorizedScalars
 from .vector_lanes import SplitWideVectors
 from .condition_loads import HoistConditionLoads
-from .shared_hazards import DropSameThreadSyncs, PlanSharedBarriers
+from .shared_hazards import DropSameThreadSyncs, PlanSharedBarriers, UnmarkUniformConditions
 from .dynamic_unroll import unroll_loops
 from .warp import NamedBarriers
 from .access_ptr import LowerAccessPtr
@@ -171,6 +171,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         s_tir.transform.ThreadSync("shared.dyn"),
         DropSameThreadSyncs(),  # the syncs PlanSharedBarriers left for ThreadSync in one-thread code print nothing (shared_hazards.py)
         s_tir.transform.ThreadSync("warp"),
+        UnmarkUniformConditions(),  # the block-uniform if/while conditions PlanSharedBarriers marked for ThreadSync, as written
         NamedBarriers(),  # T.sync_threads(id, count): bar.sync, once ThreadSync has counted it (lowering/warp.py)
         s_tir.transform.LowerThreadAllreduce(),
         s_tir.transform.MergeSharedMemoryAllocations(),

@@ -34,16 +34,32 @@ thread to the same values are made by one thread, in program order, and never co
 pinned to the same value for both counts as used by their common index.
 
 A barrier is placed only where every thread of the block reaches it: never inside an ``if`` or
-``while`` whose condition is not marked ``T.tvm_thread_invariant``, nor inside a loop whose bounds
-depend on the thread (thread index, per-thread values, loads). Where such a barrier would be needed:
+``while`` whose condition is not marked ``T.tvm_thread_invariant`` or proven block-uniform, nor
+inside a loop whose bounds depend on the thread (thread index, per-thread values, loads).
+
+**Block-uniform ifs.** An ``if`` whose condition every thread of the block evaluates alike
+(``_Planner._block_uniform``: the block index, scalar parameters, dynamic sizes, loop variables of
+loops with uniform bounds, shared memory and global memory the kernel never writes, at such
+indices; no thread index, local variable, ``let`` or impure call; not under per-thread control flow
+nor in a loop with ``break``/``continue``) is walked like straight-line code: barriers go inside
+it. When it touches shared memory its condition is wrapped in ``T.tvm_thread_invariant`` under an
+``AttrStmt`` :data:`UNIFORM_CONDITION`, so that ``ThreadSync`` accepts barriers inside it too, and
+:func:`UnmarkUniformConditions` (after the last ``ThreadSync``) restores the condition as written.
+``ThreadSync`` counts a barrier inside such an ``if`` as if the branch always ran; this pass
+(``_Planner._uniform_summary``) counts it for the code around the ``if`` only when both branches
+hold one, and otherwise places the barriers before/after the ``if`` that the path without a
+barrier needs (``T.fill(S, 2)``, ``if n > 16:`` copy into ``S`` and read it, then a read of ``S``:
+a barrier after the ``if``).
+
+Where a barrier would be needed but cannot go:
 
 * a read after a write (or a write after a read) of one element by two threads inside an ``if``
   on the thread index is the kernel's own race (``if tx < 32:`` and 32 threads writing and
   reading ``S2[i]``): a :class:`LoweringError` at the line of the access names the buffer, the
   ``if`` and what to do;
 * a write after a write, a hazard inside a loop with per-thread bounds, or under a condition
-  that does not use the thread index is left as before (``ThreadSync`` refuses read/write hazards
-  inside any unmarked ``if``).
+  that does not use the thread index but is not block-uniform (a local variable, memory the kernel
+  writes) is left as before (``ThreadSync`` refuses read/write hazards inside any unmarked ``if``).
 
 Either way the missing barrier does not count as one for the code around it: every access inside
 the ``if`` is still checked against the code before the ``if`` (a barrier before it) and after it
@@ -74,7 +90,8 @@ from ..errors import LoweringError
 from ..language.spans import span_to_location
 from ..language.tileops._common import collect, substitute
 
-__all__ = ["PlanSharedBarriers", "plan_shared_barriers", "DropSameThreadSyncs", "SAME_THREAD"]
+__all__ = ["PlanSharedBarriers", "plan_shared_barriers", "DropSameThreadSyncs", "SAME_THREAD",
+           "UnmarkUniformConditions", "UNIFORM_CONDITION"]
 
 _SHARED = "shared"
 _DYN = "shared.dyn"
@@ -84,13 +101,16 @@ _ACCESS_PTR_OP = "tirx.tvm_access_ptr"
 _ADDRESS_OF_OP = "tirx.address_of"
 _LOCAL = ("local", "local.var")
 
+#: Attribute around an ``if`` whose condition this pass marked ``T.tvm_thread_invariant`` (module docstring).
+UNIFORM_CONDITION = "tl.uniform_condition"
+
 #: Second argument of a same-thread sync: ``tvm_storage_sync("shared", SAME_THREAD)`` (module docstring).
 SAME_THREAD = "tl.same_thread"
 
 
 @dataclass
 class _Access:
-    kind: str  # "R" read, "W" write, "S" barrier
+    kind: str  # "R" read, "W" write, "S" barrier, "C" barrier on some paths only (_uniform_summary)
     key: Any = None  # the data var, or _DYN for every shared.dyn buffer
     bits: int = 0  # size of the element the indices count
     points: Optional[tuple] = None  # the index expressions, None where a range
@@ -99,6 +119,7 @@ class _Access:
     name: str = ""  # the buffer, for messages
     where: Optional[tuple] = None  # (file, line) of the statement
     cond_where: Optional[tuple] = None  # (file, line) of the innermost enclosing if/while on the thread index
+    cut: bool = False  # made before the barrier a "C" stands for: ordered before everything after the "C"
 
 
 def _barrier() -> Any:
@@ -129,6 +150,11 @@ def _buffer_of(data: Any) -> Any:
     if isinstance(data, tvm.ir.Call) and _op(data) == "tirx.buffer_data":
         return data.args[0]
     return data
+
+
+def _has_exit(body: Any) -> bool:
+    """Whether ``body`` holds a ``break`` or ``continue`` (the threads may leave the loop apart)."""
+    return bool(collect(body, tirx.Break) or collect(body, tirx.Continue))
 
 
 def _uses(expr: Any, var: Any) -> bool:
@@ -205,6 +231,63 @@ def _single_store_locals(body: Any) -> list:
     return out
 
 
+def _per_thread_launch_vars(body: Any) -> list:
+    """The launch variables of ``body`` that differ between the threads of one block: every
+    ``thread_extent`` variable but the block indices, unless its extent is 1."""
+    out = []
+    for attr in collect(body, tirx.AttrStmt):
+        if attr.attr_key != "thread_extent" or str(attr.node.thread_tag).startswith("blockIdx"):
+            continue
+        if not (isinstance(attr.value, tirx.IntImm) and int(attr.value.value) == 1):
+            out.append(attr.node.var)
+    return out
+
+
+def _written_data(body: Any) -> list:
+    """What ``body`` may write: the buffers (``_buffer_of`` their data: views lead to their owner)
+    of stores and of ``tvm_access_ptr`` with the write flag, and every buffer and variable passed
+    to a call that is not pure (atomics, externs, ``address_of``)."""
+    out = [_buffer_of(st.buffer.data) for st in collect(body, tirx.BufferStore)]
+    for call in collect(body, tvm.ir.Call):
+        if _op(call) == _ACCESS_PTR_OP:
+            flag = call.args[4]
+            if not (isinstance(flag, tirx.IntImm) and not int(flag.value) & 2):
+                out.append(_buffer_of(call.args[1]))
+                out += collect(call.args[1], tvm.ir.Var)
+        elif not _pure_call(call) or _op(call) == _ADDRESS_OF_OP:
+            for arg in call.args:
+                out += collect(arg, tvm.ir.Var)
+                out += [_buffer_of(ld.source.data) for ld in collect(arg, tvm.ir.TensorLoad)]
+                out += [_buffer_of(c) for c in collect(arg, tvm.ir.Call) if _op(c) == "tirx.buffer_data"]
+    owners = [(d.buffer, _buffer_of(d.data)) for d in collect(body, tirx.DeclBuffer)]
+    for _ in range(len(owners)):  # a view of a view: every owner up the chain
+        more = [o for w in out for b, o in owners if b.same_as(w) and not any(o.same_as(x) for x in out)]
+        if not more:
+            break
+        out += more
+    return out
+
+
+#: Parts of pure intrinsic names whose value may still differ between threads (lane masks, thread
+#: ranks) or that call code this pass cannot read (externs, LLVM intrinsics, PTX).
+_THREAD_STATE_NAMES = ("extern", "llvm", "lane", "thread_rank", "ptx", "warp", "shfl")
+
+
+def _pure_call(call: Any) -> bool:
+    """Whether ``call``'s value depends on its arguments only (TVM's effect kind: pure or annotation),
+    leaving out intrinsics that read per-thread state."""
+    name = _op(call)
+    if name == _INVARIANT_OP or name.endswith("if_then_else"):
+        return True
+    if not isinstance(call.op, tvm.ir.Op) or any(part in name for part in _THREAD_STATE_NAMES):
+        return False
+    try:
+        kind = int(call.op.get_attr("TCallEffectKind"))
+    except Exception:  # noqa: BLE001 - an operator without an effect kind: not known to be pure
+        return False
+    return kind in (0, 1)  # kExprAnnotation, kPure
+
+
 class _Planner:
     """Walks a kernel like ``ThreadSync``'s access visitor and records where barriers go."""
 
@@ -225,6 +308,10 @@ class _Planner:
         self.races: list = []  # (prev, curr): read/write hazards between threads inside an if on the thread
         self.region: Optional[dict] = None  # the outermost divergent if/while being walked (same-thread syncs)
         self.quiet: dict = {}  # stmt -> True: a same-thread sync right before it
+        self.uniform: dict = {}  # if -> True: its condition is marked block-uniform for ThreadSync
+        self.per_thread: list = []  # launch vars that differ between the threads of a block
+        self.written: list = []  # data vars of the buffers the kernel writes (loads of them may differ)
+        self.exits = 0  # nesting depth of loops whose body holds a break or continue
 
     def _key(self, data: Any, scope: str) -> Any:
         """What identifies the storage behind ``data``: the allocated buffer (views lead to it),
@@ -326,6 +413,35 @@ class _Planner:
         expr = self._subst(expr)
         return _has_load(expr) or any(_uses(expr, t) for t in self.threads)
 
+    def _block_uniform(self, cond: Any) -> bool:
+        """Whether every thread of the block evaluates ``cond`` (an ``if`` condition, not marked
+        ``T.tvm_thread_invariant``) to the same value, so a barrier may go inside the ``if``.
+
+        Proven conservatively: not under per-thread control flow nor in a loop with ``break`` /
+        ``continue``; after substituting bound variables and the launch-index locals, no thread
+        index of more than one thread, no ``let``, only pure calls (``_pure_call``), and loads only
+        of shared memory (barriers order it, so all threads read one value) or of global memory the
+        kernel never writes, at indices that are themselves uniform; no load of local memory."""
+        if self.divergent or self.exits:
+            return False
+        expr = self._subst(cond)
+        if collect(expr, tirx.Let):
+            return False
+        if any(any(v.same_as(t) for t in self.per_thread) for v in collect(expr, tvm.ir.Var)):
+            return False
+        if not all(_pure_call(c) for c in collect(expr, tvm.ir.Call)):
+            return False
+        for load in collect(expr, tvm.ir.TensorLoad):
+            scope = str(load.source.scope())
+            if scope in (_SHARED, _DYN):
+                continue
+            owner = _buffer_of(load.source.data)
+            owner = self.views.get(owner, owner)
+            if scope != "global" or any(w.same_as(x) for w in self.written
+                                        for x in (owner, load.source, load.source.data)):
+                return False
+        return True
+
     # -- statements ---------------------------------------------------------------------
     def _record(self, stmt: Any, accesses: list, always: bool = False) -> None:
         if self.in_device and (accesses or always):
@@ -388,6 +504,8 @@ class _Planner:
         if not self.in_device:
             self.in_device = True
             self.locals = _single_store_locals(stmt)
+            self.per_thread = _per_thread_launch_vars(stmt)
+            self.written = _written_data(stmt)
             self.scopes.append([])
             self.visit(stmt.body)
             self._summarize(self.scopes.pop(), None)
@@ -414,7 +532,10 @@ class _Planner:
             self.visit(stmt.body)
             return
         divergent = self._thread_dependent(stmt.min) or self._thread_dependent(stmt.extent)
+        exits = _has_exit(stmt.body)
+        self.exits += exits
         acc = self._scoped(stmt.body, divergent, loop=stmt)
+        self.exits -= exits
         one = isinstance(stmt.extent, tirx.IntImm) and int(stmt.extent.value) == 1
         for a in acc:
             if a.points is not None and any(_uses(p, stmt.loop_var) for p in a.points):
@@ -432,19 +553,22 @@ class _Planner:
                 self.visit(stmt.else_case)
             return
         cond = stmt.condition
-        divergent = not (isinstance(cond, tvm.ir.Call) and _op(cond) == _INVARIANT_OP)
+        marked = isinstance(cond, tvm.ir.Call) and _op(cond) == _INVARIANT_OP
+        uniform = not marked and self._block_uniform(cond)
+        divergent = not (marked or uniform)
         region = self._enter_region(divergent)
         where = span_to_location(getattr(stmt, "span", None)) or self.where
         saved = self._enter_cond(cond, where) if divergent else None
-        acc = self._scoped(stmt.then_case, divergent)
+        branches = [self._scoped(stmt.then_case, divergent)]
         if saved is not None:
             self._leave_cond(saved)
         if stmt.else_case is not None:
             saved = self._enter_cond(tirx.Not(cond), where) if divergent else None
-            acc = acc + self._scoped(stmt.else_case, divergent)
+            branches.append(self._scoped(stmt.else_case, divergent))
             if saved is not None:
                 self._leave_cond(saved)
         self._leave_region(region)
+        acc = self._uniform_summary(stmt, branches) if uniform else [a for b in branches for a in b]
         self._record(stmt, acc, always=True)
 
     def _visit_while(self, stmt: Any) -> None:
@@ -455,11 +579,46 @@ class _Planner:
         divergent = not (isinstance(cond, tvm.ir.Call) and _op(cond) == _INVARIANT_OP)
         region = self._enter_region(divergent)
         saved = self._enter_cond(cond, span_to_location(getattr(stmt, "span", None)) or self.where) if divergent else None
+        exits = _has_exit(stmt.body)
+        self.exits += exits
         acc = self._scoped(stmt.body, divergent)
+        self.exits -= exits
         if saved is not None:
             self._leave_cond(saved)
         self._leave_region(region)
         self._record(stmt, acc, always=True)
+
+    def _uniform_summary(self, stmt: Any, branches: list) -> list:
+        """The accesses of a block-uniform ``if`` (the summaries of its branches) for the code
+        around it; the ``if`` is marked for ``ThreadSync`` when it touches shared memory.
+
+        Where every path through it passes a barrier (both branches hold one) it is a barrier as
+        ``ThreadSync`` counts it. Otherwise a path without one (no ``else``, or a branch without a
+        barrier) leaves the accesses before the ``if`` unordered against those after it, which
+        ``ThreadSync`` misses (it counts a barrier inside an invariant ``if`` as if it always ran):
+        the accesses of the branches without a barrier, then those before the barrier of the
+        others (``cut``), a ``"C"``, then those after their barrier. :meth:`_needs_sync` checks the
+        code before the ``if`` against the accesses up to the ``"C"``; after the ``if`` the
+        accesses before it stay, with those of the branches without a barrier and those after
+        the others' barriers (:meth:`_summarize`)."""
+        if any(acc for acc in branches):
+            self.uniform[stmt] = True
+        plain: list = []
+        heads: list = []
+        tails: list = []
+        for acc in branches:
+            syncs = [k for k, a in enumerate(acc) if a.kind == "S"]
+            if syncs:
+                heads += acc[:syncs[0]]
+                tails += acc[syncs[-1] + 1:]
+            else:
+                plain += acc
+        synced = [any(a.kind == "S" for a in acc) for acc in branches]
+        if len(branches) == 2 and all(synced):  # a barrier on every path
+            return heads + [_Access("S")] + tails
+        if not any(synced):
+            return plain
+        return plain + [replace(a, cut=True) for a in heads] + [_Access("C")] + tails
 
     def _enter_region(self, divergent: bool) -> bool:
         """Start an outermost divergent if/while (not under per-thread control flow)."""
@@ -500,6 +659,8 @@ class _Planner:
         read/write pair first, else a write after a write; None when there is none."""
         ww = None
         for a in acc:
+            if a.kind == "C":  # what follows is ordered by a barrier inside a uniform if
+                return ww
             if a.kind == "S":
                 if ww is not None:
                     return ww
@@ -536,6 +697,10 @@ class _Planner:
                     reads.append(a)
                 elif a.kind == "W":
                     writes.append(a)
+                elif a.kind == "C":  # the accesses before its barrier are ordered before what follows
+                    cut = [b for b in acc if b.cut]
+                    reads[:] = [r for r in reads if not any(r is b for b in cut)]
+                    writes[:] = [w for w in writes if not any(w is b for b in cut)]
                 else:
                     reads.clear()
                     writes.clear()
@@ -566,42 +731,54 @@ class _Planner:
                     else:
                         head.append(_Access("S"))
                     count += 1
-                else:
-                    (tail if count else head).append(replace(a))
+                elif a.kind != "C":  # outside its statement, a "C" counts as no barrier
+                    (tail if count else head).append(replace(a, cut=False))
         return head + tail
 
 
-def _insert(stmt: Any, marks: dict, quiet: dict) -> Any:
+def _insert(stmt: Any, marks: dict, quiet: dict, uniform: dict) -> Any:
     """``stmt`` with a barrier right before every statement in ``marks``, a same-thread sync
-    before every one in ``quiet``."""
+    before every one in ``quiet``, and the condition of every ``if`` in ``uniform`` marked
+    (:func:`_mark_uniform`)."""
     new = stmt
     if isinstance(stmt, tirx.SeqStmt):
-        seq = [_insert(s, marks, quiet) for s in stmt.seq]
+        seq = [_insert(s, marks, quiet, uniform) for s in stmt.seq]
         if any(not a.same_as(b) for a, b in zip(seq, stmt.seq)):
             new = tirx.SeqStmt(seq, stmt.span)
     elif isinstance(stmt, tirx.AttrStmt):
-        body = _insert(stmt.body, marks, quiet)
+        body = _insert(stmt.body, marks, quiet, uniform)
         if not body.same_as(stmt.body):
             new = tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, body, stmt.span)
     elif isinstance(stmt, tirx.For):
-        body = _insert(stmt.body, marks, quiet)
+        body = _insert(stmt.body, marks, quiet, uniform)
         if not body.same_as(stmt.body):
             new = tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, stmt.thread_binding,
                            stmt.annotations, stmt.step, stmt.span)
     elif isinstance(stmt, tirx.IfThenElse):
-        then = _insert(stmt.then_case, marks, quiet)
-        other = None if stmt.else_case is None else _insert(stmt.else_case, marks, quiet)
+        then = _insert(stmt.then_case, marks, quiet, uniform)
+        other = None if stmt.else_case is None else _insert(stmt.else_case, marks, quiet, uniform)
         if not then.same_as(stmt.then_case) or (other is not None and not other.same_as(stmt.else_case)):
             new = tirx.IfThenElse(stmt.condition, then, other, stmt.span)
     elif isinstance(stmt, tirx.While):
-        body = _insert(stmt.body, marks, quiet)
+        body = _insert(stmt.body, marks, quiet, uniform)
         if not body.same_as(stmt.body):
             new = tirx.While(stmt.condition, body, stmt.span)
+    if stmt in uniform:
+        new = _mark_uniform(new)
     if stmt in marks:
         return tirx.SeqStmt([_barrier(), new])
     if stmt in quiet:
         return tirx.SeqStmt([_same_thread_sync(), new])
     return new
+
+
+def _mark_uniform(stmt: Any) -> Any:
+    """An ``if`` with its condition wrapped in ``T.tvm_thread_invariant`` (ThreadSync then places
+    barriers inside it), under an ``AttrStmt`` :data:`UNIFORM_CONDITION` so that
+    :func:`UnmarkUniformConditions` restores the condition after ``ThreadSync``."""
+    cond = tirx.call_intrin("bool", _INVARIANT_OP, stmt.condition)
+    new = tirx.IfThenElse(cond, stmt.then_case, stmt.else_case, stmt.span)
+    return tirx.AttrStmt(tvm.ir.StringImm(""), UNIFORM_CONDITION, tirx.IntImm("int32", 1), new, stmt.span)
 
 
 def _race_message(prev: _Access, curr: _Access, location: str) -> str:
@@ -634,9 +811,9 @@ def plan_shared_barriers(body: Any, location: str = "<unknown>") -> Any:
     planner.visit(body)
     if planner.races:
         raise LoweringError(_race_message(*planner.races[0], location))
-    if not planner.marks and not planner.quiet:
+    if not planner.marks and not planner.quiet and not planner.uniform:
         return body
-    return _insert(body, planner.marks, planner.quiet)
+    return _insert(body, planner.marks, planner.quiet, planner.uniform)
 
 
 def PlanSharedBarriers() -> tvm.transform.Pass:  # noqa: N802 - TVM pass naming
@@ -673,3 +850,34 @@ def DropSameThreadSyncs() -> tvm.transform.Pass:  # noqa: N802 - TVM pass naming
         return func if body.same_as(func.body) else func.with_body(body)
 
     return tirx.transform.prim_func_pass(transform, opt_level=0, name="tl.DropSameThreadSyncs")
+
+
+def unmark_uniform_conditions(body: Any) -> Any:
+    """``body`` with the conditions :func:`plan_shared_barriers` marked block-uniform as they were."""
+
+    def unmarked(stmt: Any) -> Any:
+        cond = stmt.condition if isinstance(stmt, tirx.IfThenElse) else None
+        if not (isinstance(cond, tvm.ir.Call) and _op(cond) == _INVARIANT_OP):
+            return stmt
+        return tirx.IfThenElse(cond.args[0], stmt.then_case, stmt.else_case, stmt.span)
+
+    def on_attr(attr: Any) -> Any:
+        if attr.attr_key != UNIFORM_CONDITION:
+            return attr
+        inner = attr.body
+        if isinstance(inner, tirx.SeqStmt):  # ThreadSync put a barrier right before the if
+            return tirx.SeqStmt([unmarked(s) for s in inner.seq], inner.span)
+        return unmarked(inner)
+
+    return tvm_ffi.structural_map(body, [(tirx.AttrStmt, on_attr)])
+
+
+def UnmarkUniformConditions() -> tvm.transform.Pass:  # noqa: N802 - TVM pass naming
+    """GPU functions, after the last ``ThreadSync``: the ``if`` conditions
+    :func:`plan_shared_barriers` wrapped in ``T.tvm_thread_invariant`` for it are printed as written."""
+
+    def transform(func, mod, ctx):  # noqa: ARG001
+        body = unmark_uniform_conditions(func.body)
+        return func if body.same_as(func.body) else func.with_body(body)
+
+    return tirx.transform.prim_func_pass(transform, opt_level=0, name="tl.UnmarkUniformConditions")
