@@ -30,6 +30,7 @@ from tilelang_core.errors import LoweringError
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from private_modules import load_private  # noqa: E402
+from cuda_source_blocks import braced as _braced, if_block as _if_block  # noqa: E402
 
 CU = load_private("test_tileops_cuda", "uniform_if_emulator")
 
@@ -211,21 +212,6 @@ def _lower(func, target="cuda"):
 def _body(art) -> str:
     src = art.device_source
     return src[src.rindex('extern "C" __global__'):]
-
-
-def _if_block(body: str, cond: str) -> str:
-    """The source of the ``if (<cond>) { ... }`` block (up to its closing brace)."""
-    return _braced(body, body.index(f"if ({cond})"))
-
-
-def _braced(body: str, start: int) -> str:
-    """``body`` from ``start`` to the brace that closes the first ``{`` after it."""
-    depth = 0
-    for k in range(body.index("{", start), len(body)):
-        depth += {"{": 1, "}": -1}.get(body[k], 0)
-        if depth == 0:
-            return body[start:k + 1]
-    raise AssertionError(body)
 
 
 # -- lowering -------------------------------------------------------------------------------------
