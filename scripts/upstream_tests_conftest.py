@@ -19,6 +19,7 @@ and skips tests marked ``perf`` as upstream's own test setup does by default.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -126,47 +127,38 @@ def pytest_runtest_protocol(item, nextitem):
         _deadline.pop("at", None)
 
 
+@contextlib.contextmanager
 def _timed_phase():
-    """Body shared by the setup/call/teardown wrappers: arm SIGALRM for the time left, then disarm."""
+    """Around a setup/call/teardown phase: SIGALRM armed for the test's time left, then disarmed."""
     at = _deadline.get("at")
     if at is None:
-        return None
+        yield
+        return
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, max(at - time.monotonic(), 0.01))
-    return previous
-
-
-def _end_phase(previous) -> None:
-    if previous is not None:
+    try:
+        yield
+    finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item):
-    previous = _timed_phase()
-    try:
+    with _timed_phase():
         return (yield)
-    finally:
-        _end_phase(previous)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    previous = _timed_phase()
-    try:
+    with _timed_phase():
         return (yield)
-    finally:
-        _end_phase(previous)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item, nextitem):
-    previous = _timed_phase()
-    try:
+    with _timed_phase():
         return (yield)
-    finally:
-        _end_phase(previous)
 
 
 # --- recording (in the controller: pytest-xdist replays the workers' reports there) -----------------
