@@ -16,3 +16,8 @@ def braced(body: str, start: int) -> str:
 def if_block(body: str, cond: str) -> str:
     """The source of the ``if (<cond>) { ... }`` block of ``body`` (up to its closing brace)."""
     return braced(body, body.index(f"if ({cond})"))
+
+
+def kernel_body(source: str) -> str:
+    """The CUDA source from its last ``extern "C" __global__`` function on (the kernel, not the helpers)."""
+    return source[source.rindex('extern "C" __global__'):]

@@ -30,7 +30,7 @@ from tilelang_core.errors import LoweringError
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from private_modules import load_private  # noqa: E402
-from cuda_source_blocks import braced as _braced, if_block as _if_block  # noqa: E402
+from cuda_source_blocks import braced as _braced, if_block as _if_block, kernel_body  # noqa: E402
 
 CU = load_private("test_tileops_cuda", "uniform_if_emulator")
 
@@ -210,8 +210,7 @@ def _lower(func, target="cuda"):
 
 
 def _body(art) -> str:
-    src = art.device_source
-    return src[src.rindex('extern "C" __global__'):]
+    return kernel_body(art.device_source)
 
 
 # -- lowering -------------------------------------------------------------------------------------
