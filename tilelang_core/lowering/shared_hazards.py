@@ -89,6 +89,7 @@ from tvm import tirx
 from ..errors import LoweringError
 from ..language.spans import span_to_location
 from ..language.tileops._common import collect, substitute
+from .thread_uniform import Ctx, is_uniform
 
 __all__ = ["PlanSharedBarriers", "plan_shared_barriers", "DropSameThreadSyncs", "SAME_THREAD",
            "UnmarkUniformConditions", "UNIFORM_CONDITION"]
@@ -422,25 +423,21 @@ class _Planner:
         index of more than one thread, no ``let``, only pure calls (``_pure_call``), and loads only
         of shared memory (barriers order it, so all threads read one value) or of global memory the
         kernel never writes, at indices that are themselves uniform; no load of local memory."""
-        if self.divergent or self.exits:
+        if self.exits:
             return False
-        expr = self._subst(cond)
-        if collect(expr, tirx.Let):
-            return False
-        if any(any(v.same_as(t) for t in self.per_thread) for v in collect(expr, tvm.ir.Var)):
-            return False
-        if not all(_pure_call(c) for c in collect(expr, tvm.ir.Call)):
-            return False
-        for load in collect(expr, tvm.ir.TensorLoad):
-            scope = str(load.source.scope())
-            if scope in (_SHARED, _DYN):
-                continue
-            owner = _buffer_of(load.source.data)
-            owner = self.views.get(owner, owner)
-            if scope != "global" or any(w.same_as(x) for w in self.written
-                                        for x in (owner, load.source, load.source.data)):
-                return False
-        return True
+        ctx = Ctx(divergent=bool(self.divergent), per_thread=tuple(self.per_thread))
+        return is_uniform(self._subst(cond), ctx, _pure_call, self._uniform_load)
+
+    def _uniform_load(self, load: Any) -> bool:
+        """Whether every thread of the block reads one value by ``load`` (at uniform indices):
+        shared memory (barriers order it), or global memory the kernel never writes."""
+        scope = str(load.source.scope())
+        if scope in (_SHARED, _DYN):
+            return True
+        owner = _buffer_of(load.source.data)
+        owner = self.views.get(owner, owner)
+        return scope == "global" and not any(w.same_as(x) for w in self.written
+                                             for x in (owner, load.source, load.source.data))
 
     # -- statements ---------------------------------------------------------------------
     def _record(self, stmt: Any, accesses: list, always: bool = False) -> None:

@@ -18,12 +18,16 @@ are lowered):
   made in uniform code with uniform indices and values (:func:`uniform_local_buffers`, a
   fixpoint: ``mask[i] = Mask[by, bx, k, i]`` in a serial loop, as TileLang kernels fill per-thread
   copies of block-wide data).
+
+:func:`is_uniform` also serves after the frontend step: ``lowering/shared_hazards.py`` proves an
+``if`` block-uniform with it, given the thread indices as per-thread variables and its own rule
+for loads (``allowed_load``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import tvm
 import tvm_ffi
@@ -52,11 +56,14 @@ def _contains(seq: tuple, node: Any) -> bool:
     return any(node.same_as(x) for x in seq)
 
 
-def is_uniform(expr: Any, ctx: Ctx, allowed_call: Callable[[Any], bool] = lambda call: False) -> bool:
+def is_uniform(expr: Any, ctx: Ctx, allowed_call: Callable[[Any], bool] = lambda call: False,
+               allowed_load: Optional[Callable[[Any], bool]] = None) -> bool:
     """Whether ``expr`` has the same value in every thread of the block (module docstring).
 
     ``allowed_call(call)``: calls (besides ``T.if_then_else``) whose value depends only on their
-    arguments, which are checked like the rest of ``expr``.
+    arguments, which are checked like the rest of ``expr``. ``allowed_load(load)``: whether a
+    load's value is the same in every thread (its indices are checked like the rest); by default
+    every load but one of a ``local`` buffer outside ``ctx.uniform_locals``.
     """
     if ctx.divergent:
         return False
@@ -68,7 +75,9 @@ def is_uniform(expr: Any, ctx: Ctx, allowed_call: Callable[[Any], bool] = lambda
         return var
 
     def on_load(load: Any) -> Any:
-        if str(load.source.ty.storage_scope) in _LOCAL and not _contains(ctx.uniform_locals, load.source):
+        if allowed_load is not None:
+            ok[0] = ok[0] and allowed_load(load)
+        elif str(load.source.ty.storage_scope) in _LOCAL and not _contains(ctx.uniform_locals, load.source):
             ok[0] = False
         return load
 
