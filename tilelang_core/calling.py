@@ -82,6 +82,12 @@ def symbol_high(dtype: str) -> Optional[int]:
     return high if high < INT_RANGES["int64"][1] else None
 
 
+def narrow_symbols(symbols: Any) -> dict[str, tuple[int, str]]:
+    """``{name: (largest value, dtype)}`` of the ``SymbolBinding``s a size or stride can overflow
+    (int32 ones): a call binding a larger value is refused, never narrowed."""
+    return {s.name: (high, s.dtype) for s in symbols if (high := symbol_high(s.dtype)) is not None}
+
+
 def symbol_range_message(where: str, symbol: str, value: int, dtype: str) -> str:
     """The text of the error for a size or stride too large for its symbol's dtype.
 
@@ -260,7 +266,7 @@ class CallChecker:
             if s.stride:
                 stride_binds.setdefault(s.param_index, []).append((s.dim, s.name))
         #: symbol -> (highest value, dtype), for symbols narrower than a torch size (int32)
-        self._symbol_high = {s.name: (h, s.dtype) for s in artifact.symbols if (h := symbol_high(s.dtype)) is not None}
+        self._symbol_high = narrow_symbols(artifact.symbols)
         self._kinds = {i: scalar_kind(p.dtype) for i, p in enumerate(self.params) if not isinstance(p, TensorParam)}
         self._dtype = {i: self._torch_dtype(p) for i, p in enumerate(self.params) if isinstance(p, TensorParam)}
         self._deferred: list[tuple[int, str, int, Any, str]] = []  # (param, what, dim, fn, text)

@@ -30,7 +30,7 @@ from typing import Any, Optional, Sequence
 
 from tilelang_core import symbolic
 from tilelang_core.artifact import BuildOptions, KernelArtifact, ScalarParam, TensorParam
-from tilelang_core.calling import symbol_high, symbol_range_message
+from tilelang_core.calling import narrow_symbols, symbol_range_message
 from tilelang_core.errors import BuildError, OutIdxError
 
 #: Byte alignment TVM assumes for tensor data (``kAllocAlignment``).
@@ -336,7 +336,7 @@ class _CallPlan:
         self.symbol_source = self._symbol_sources()
         # Symbols narrower than a torch size (int32): symbol -> (largest value, dtype); a call
         # binding a larger size or stride is refused, never narrowed.
-        self.symbol_high = {s.name: (high, s.dtype) for s in a.symbols if (high := symbol_high(s.dtype)) is not None}
+        self.symbol_high = narrow_symbols(a.symbols)
         # Caller positions of the tensor inputs the kernel writes (checked for overlaps).
         self.written_inputs = [j for j, (_, p) in enumerate(self.inputs) if isinstance(p, TensorParam) and p.written]
         # Symbols named by scalar parameters (bound from the scalar's value).
