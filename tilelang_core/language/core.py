@@ -57,6 +57,8 @@ SOURCE_LOCATION_ATTR = "tl.source_location"
 ATOMIC_ADD_KEY = "tl.atomic_add"
 #: Storage scope of ``T.alloc_fragment`` tiles (spread over the block's threads on GPU targets).
 FRAGMENT_SCOPE = "local.fragment"
+#: Storage scopes of per-thread buffers (``T.alloc_local``, ``T.alloc_var``).
+LOCAL_SCOPES = ("local", "local.var")
 
 
 def _tvm_script_ptr() -> Any:
@@ -589,7 +591,7 @@ def alloc_local(shape: Union[Sequence[Any], Any], dtype: Any = "float32", scope:
     TileLang: ``"local"`` (default), ``"local.var"`` or ``"local.fragment"``
     (:func:`alloc_fragment`).
     """
-    return _alloc_tile("T.alloc_local", shape, dtype, scope, ("local", "local.var", FRAGMENT_SCOPE))
+    return _alloc_tile("T.alloc_local", shape, dtype, scope, LOCAL_SCOPES + (FRAGMENT_SCOPE,))
 
 
 def _def_location(fn: Any) -> str:

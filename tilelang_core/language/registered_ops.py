@@ -16,10 +16,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ["ACCESS_PTR_OP", "access_ptr_op"]
+__all__ = ["ACCESS_PTR_OP", "ADDRESS_OPS", "access_ptr_op"]
 
 #: Name of the operator (the same as TileLang's).
 ACCESS_PTR_OP = "tl.access_ptr"
+#: Calls that take the address of a buffer element: their buffer-load arguments are addresses, not reads.
+ADDRESS_OPS = ("tirx.address_of", "tirx.tvm_access_ptr", ACCESS_PTR_OP)
 
 _LOCK = threading.Lock()
 _DONE: list = []

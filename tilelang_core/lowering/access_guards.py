@@ -44,6 +44,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from ..language.registered_ops import ADDRESS_OPS
 from ..language.tileops._common import all_of, cast, collect, is_var_buffer, scope_of, static_int, substitute
 from . import atomics
 from .intrinsics import parse as parse_intrinsic
@@ -51,8 +52,6 @@ from .markers import extern_name, parallel_ndim, safe_value_marker
 
 __all__ = ["guard_global_accesses"]
 
-#: Calls whose buffer-load arguments are addresses, not reads (left unguarded).
-_ADDRESS_CALLS = ("tirx.address_of", "tirx.tvm_access_ptr", "tl.access_ptr")
 _PLACEHOLDER = "tl_access_guard_placeholder_"
 
 
@@ -97,7 +96,7 @@ def _reads_memory(expr: Any) -> bool:
 
 def _address_taken(node: Any) -> list:
     """The buffers whose address ``node`` passes on (``T.address_of(x[0])``, ``T.access_ptr``)."""
-    return [load.source for call in collect(node, tvm.ir.Call) if _op_name(call) in _ADDRESS_CALLS
+    return [load.source for call in collect(node, tvm.ir.Call) if _op_name(call) in ADDRESS_OPS
             for load in _loads(call)]
 
 
@@ -280,7 +279,7 @@ class _Guarder:
             with self._scope(tirx.Not(cond)):
                 other = self.expr(call.args[2], safe)
             return self._placeholder(tirx.if_then_else(cond, then, other))
-        if name in _ADDRESS_CALLS:
+        if name in ADDRESS_OPS:
             return self._placeholder(call)
         if extern_name(call) == atomics.ATOMIC_CALL and atomics.parse(call) is not None:
             _, new_call, cond = self._atomic(call, safe, bind=False)  # an expression: no binds

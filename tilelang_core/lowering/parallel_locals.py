@@ -34,10 +34,11 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import LoweringError
+from ..language.core import LOCAL_SCOPES
 from ..language.spans import span_to_location
 from ..language.tileops._common import FRAGMENT_SCOPE, collect, scope_of, static_int, substitute
 from ..language.tileops.debug import DEVICE_ASSERT_CALL
-from ..language.registered_ops import ACCESS_PTR_OP
+from ..language.registered_ops import ADDRESS_OPS
 from ..language.tileops.reducer import FINALIZE_CALL, UPDATE_KEY
 from .atomics import contains_atomics
 from .markers import extern_name, marker_call_args, parallel_ndim
@@ -45,10 +46,6 @@ from .warp import BLOCK_VOTES, COLLECTIVE, MASKED_WARP_OPS
 
 __all__ = ["NestPlan", "plan"]
 
-#: Scopes of per-thread buffers.
-LOCAL_SCOPES = ("local", "local.var")
-#: Calls that take the address of a buffer element (an effect when the buffer is not local).
-_ADDRESS_OPS = ("tirx.address_of", "tirx.tvm_access_ptr", ACCESS_PTR_OP)
 #: Warp and block collectives: which threads run an iteration matters to them.
 _COLLECTIVES = COLLECTIVE + MASKED_WARP_OPS + BLOCK_VOTES
 
@@ -138,7 +135,7 @@ def _classify(loops: list, reducers: list) -> _Nest:
     from .intrinsics import parse  # lazily, as lowering/warp.py does
 
     for call in collect(body, tvm.ir.Call):
-        if getattr(call.op, "name", "") in _ADDRESS_OPS:
+        if getattr(call.op, "name", "") in ADDRESS_OPS:
             first = call.args[0] if call.args else None
             if not (isinstance(first, tvm.ir.TensorLoad) and _is_local(first.source)):
                 reasons.append("takes the address of a buffer that is not local")

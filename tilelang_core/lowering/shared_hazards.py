@@ -87,6 +87,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import LoweringError
+from ..language.core import LOCAL_SCOPES
 from ..language.spans import span_to_location
 from ..language.tileops._common import collect, substitute
 from .thread_uniform import Ctx, is_uniform
@@ -100,7 +101,6 @@ _SYNC_OP = "tirx.tvm_storage_sync"
 _INVARIANT_OP = "tirx.tvm_thread_invariant"
 _ACCESS_PTR_OP = "tirx.tvm_access_ptr"
 _ADDRESS_OF_OP = "tirx.address_of"
-_LOCAL = ("local", "local.var")
 
 #: Attribute around an ``if`` whose condition this pass marked ``T.tvm_thread_invariant`` (module docstring).
 UNIFORM_CONDITION = "tl.uniform_condition"
@@ -208,7 +208,7 @@ def _single_store_locals(body: Any) -> list:
     launch = _launch_vars(body)
     stores: list = []  # [(buffer, [stores])]
     for st in collect(body, tirx.BufferStore):
-        if str(st.buffer.scope()) in _LOCAL:
+        if str(st.buffer.scope()) in LOCAL_SCOPES:
             entry = next((e for e in stores if e[0].same_as(st.buffer)), None)
             if entry is None:
                 stores.append((st.buffer, [st]))

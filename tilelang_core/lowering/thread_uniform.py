@@ -33,14 +33,12 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ..language.core import KERNEL_AXIS_KEY, PARALLEL_MARKER
+from ..language.core import KERNEL_AXIS_KEY, LOCAL_SCOPES, PARALLEL_MARKER
 from ..language.tileops._common import static_int
 from .markers import marker_args
 
 __all__ = ["Ctx", "is_uniform", "enter_for", "enter_if", "enter_while", "after_bind", "nest_depth",
            "uniform_local_buffers"]
-
-_LOCAL = ("local", "local.var")
 
 
 @dataclass(frozen=True)
@@ -77,7 +75,7 @@ def is_uniform(expr: Any, ctx: Ctx, allowed_call: Callable[[Any], bool] = lambda
     def on_load(load: Any) -> Any:
         if allowed_load is not None:
             ok[0] = ok[0] and allowed_load(load)
-        elif str(load.source.ty.storage_scope) in _LOCAL and not _contains(ctx.uniform_locals, load.source):
+        elif str(load.source.ty.storage_scope) in LOCAL_SCOPES and not _contains(ctx.uniform_locals, load.source):
             ok[0] = False
         return load
 
@@ -154,7 +152,7 @@ def _local_stores(stmt: Any, ctx: Ctx, depth: int, out: list, allowed_call: Call
         _local_stores(stmt.else_case, inner, 0, out, allowed_call)
         return
     if isinstance(stmt, tirx.BufferStore):
-        if str(stmt.buffer.ty.storage_scope) in _LOCAL:
+        if str(stmt.buffer.ty.storage_scope) in LOCAL_SCOPES:
             out.append((stmt, ctx))
         return
     body = getattr(stmt, "body", None)
@@ -175,12 +173,12 @@ def uniform_local_buffers(body: Any, allowed_call: Callable = lambda call: False
     views: list = []
 
     def on_alloc(stmt: Any) -> Any:
-        if str(stmt.buffer.ty.storage_scope) in _LOCAL:
+        if str(stmt.buffer.ty.storage_scope) in LOCAL_SCOPES:
             allocated.append(stmt.buffer)
         return stmt
 
     def on_decl(stmt: Any) -> Any:
-        if str(stmt.buffer.ty.storage_scope) in _LOCAL:
+        if str(stmt.buffer.ty.storage_scope) in LOCAL_SCOPES:
             views.append(stmt.buffer)  # a view of some local storage: trust none of them
         return stmt
 
