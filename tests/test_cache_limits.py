@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -25,21 +26,11 @@ import pytest
 import torch
 
 import tilelang
-import tilelang.language as T
 from tilelang_core.cache import CacheWarning
 from tilelang_core.cache.location import default_cache_dir
 
-N = 256
-
-
-def _vadd():
-    @T.prim_func
-    def vadd(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32")):
-        with T.Kernel(N // 128, threads=128) as bx:
-            for i in T.Parallel(128):
-                C[bx * 128 + i] = A[bx * 128 + i] + B[bx * 128 + i]
-
-    return vadd
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vadd_kernel import N, vadd as _vadd  # noqa: E402
 
 
 def _works(kernel):

@@ -12,6 +12,7 @@ of the real ``cc``; the kernels are real and lowered for real.
 from __future__ import annotations
 
 import os
+import sys
 import stat
 import time
 from pathlib import Path
@@ -20,23 +21,13 @@ import pytest
 import torch
 
 import tilelang
-import tilelang.language as T
 from tilelang_core.compiler_process import OUTPUT_HEAD, OUTPUT_TAIL, compile_timeout_s, run_compiler
 from tilelang_core.errors import BuildError, SettingError
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vadd_kernel import N, vadd as _vadd  # noqa: E402
+
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="shell-script compilers and process groups are POSIX")
-
-N = 256
-
-
-def _vadd():
-    @T.prim_func
-    def vadd(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32")):
-        with T.Kernel(N // 128, threads=128) as bx:
-            for i in T.Parallel(128):
-                C[bx * 128 + i] = A[bx * 128 + i] + B[bx * 128 + i]
-
-    return vadd
 
 
 def _script(path: Path, body: str) -> Path:
