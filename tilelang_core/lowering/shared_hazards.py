@@ -37,12 +37,17 @@ A barrier is placed only where every thread of the block reaches it: never insid
 ``while`` whose condition is not marked ``T.tvm_thread_invariant`` or proven block-uniform, nor
 inside a loop whose bounds depend on the thread (thread index, per-thread values, loads).
 
-**Block-uniform ifs.** An ``if`` whose condition every thread of the block evaluates alike
-(``_Planner._block_uniform``: the block index, scalar parameters, dynamic sizes, loop variables of
-loops with uniform bounds, shared memory and global memory the kernel never writes, at such
-indices; no thread index, local variable, ``let`` or impure call; not under per-thread control flow
-nor in a loop with ``break``/``continue``) is walked like straight-line code: barriers go inside
-it. When it touches shared memory its condition is wrapped in ``T.tvm_thread_invariant`` under an
+**Block-uniform ifs and whiles.** An ``if`` whose condition every thread of the block evaluates
+alike (``_Planner._block_uniform``: the block index, scalar parameters, dynamic sizes, loop
+variables of loops with uniform bounds, shared memory and global memory the kernel never writes,
+local buffers every thread stores alike from such values (``thread_uniform.uniform_local_buffers``:
+``k = 0`` ... ``k += 1``), at such indices; no thread index, per-thread local, ``let`` or impure
+call; not under per-thread control flow nor in a loop with ``break``/``continue``) is walked like
+straight-line code: barriers go inside it. A ``while`` on such a condition whose body has no
+``break``/``continue`` too (``while k < n:``, ``while sched.valid():``), its body checked against
+the next iteration like a ``for`` body, and for the code around it summarised like an ``if``
+without ``else`` (it may run no iteration; ``ThreadSync`` does neither for a ``while``).
+When it touches shared memory its condition is wrapped in ``T.tvm_thread_invariant`` under an
 ``AttrStmt`` :data:`UNIFORM_CONDITION`, so that ``ThreadSync`` accepts barriers inside it too, and
 :func:`UnmarkUniformConditions` (after the last ``ThreadSync``) restores the condition as written.
 ``ThreadSync`` counts a barrier inside such an ``if`` as if the branch always ran; this pass
@@ -90,7 +95,7 @@ from ..errors import LoweringError
 from ..language.core import LOCAL_SCOPES
 from ..language.spans import span_to_location
 from ..language.tileops._common import collect, substitute
-from .thread_uniform import Ctx, is_uniform
+from .thread_uniform import Ctx, has_exit, is_uniform, uniform_local_buffers
 
 __all__ = ["PlanSharedBarriers", "plan_shared_barriers", "DropSameThreadSyncs", "SAME_THREAD",
            "UnmarkUniformConditions", "UNIFORM_CONDITION"]
@@ -153,11 +158,6 @@ def _buffer_of(data: Any) -> Any:
     return data
 
 
-def _has_exit(body: Any) -> bool:
-    """Whether ``body`` holds a ``break`` or ``continue`` (the threads may leave the loop apart)."""
-    return bool(collect(body, tirx.Break) or collect(body, tirx.Continue))
-
-
 def _uses(expr: Any, var: Any) -> bool:
     return any(v.same_as(var) for v in collect(expr, tvm.ir.Var))
 
@@ -195,6 +195,20 @@ def _conflict(prev: _Access, curr: _Access) -> bool:
         return True
     # the same index expression: one element per thread only when it uses every free thread axis
     return not all(any(_uses(p, t) for p in curr.points) for t in free)
+
+
+def _addressed_data(body: Any) -> list:
+    """The buffers and data variables that calls may write without a store: passed by address
+    (``address_of``, ``tvm_access_ptr``, ``buffer_data`` as an argument) or to a call that is not pure."""
+    out: list = []
+    for call in collect(body, tvm.ir.Call):
+        name = _op(call)
+        if name in (_ADDRESS_OF_OP, _ACCESS_PTR_OP) or not _pure_call(call):
+            for arg in call.args:
+                out += collect(arg, tvm.ir.Var)
+                out += [ld.source for ld in collect(arg, tvm.ir.TensorLoad)]
+                out += [_buffer_of(c) for c in collect(arg, tvm.ir.Call) if _op(c) == "tirx.buffer_data"]
+    return out
 
 
 def _launch_vars(body: Any) -> list:
@@ -313,6 +327,7 @@ class _Planner:
         self.per_thread: list = []  # launch vars that differ between the threads of a block
         self.written: list = []  # data vars of the buffers the kernel writes (loads of them may differ)
         self.exits = 0  # nesting depth of loops whose body holds a break or continue
+        self.uniform_locals: tuple = ()  # local buffers holding the same values in every thread
 
     def _key(self, data: Any, scope: str) -> Any:
         """What identifies the storage behind ``data``: the allocated buffer (views lead to it),
@@ -425,12 +440,13 @@ class _Planner:
         kernel never writes, at indices that are themselves uniform; no load of local memory."""
         if self.exits:
             return False
-        ctx = Ctx(divergent=bool(self.divergent), per_thread=tuple(self.per_thread))
+        ctx = Ctx(divergent=bool(self.divergent), per_thread=tuple(self.per_thread), uniform_locals=self.uniform_locals)
         return is_uniform(self._subst(cond), ctx, _pure_call, self._uniform_load)
 
     def _uniform_load(self, load: Any) -> bool:
-        """Whether every thread of the block reads one value by ``load`` (at uniform indices):
-        shared memory (barriers order it), or global memory the kernel never writes."""
+        """Whether every thread of the block reads one value by ``load`` (at uniform indices), for
+        memory other than ``local`` buffers (``is_uniform`` checks those against the uniform
+        locals): shared memory (barriers order it), or global memory the kernel never writes."""
         scope = str(load.source.scope())
         if scope in (_SHARED, _DYN):
             return True
@@ -503,6 +519,8 @@ class _Planner:
             self.locals = _single_store_locals(stmt)
             self.per_thread = _per_thread_launch_vars(stmt)
             self.written = _written_data(stmt)
+            self.uniform_locals = uniform_local_buffers(stmt, _pure_call, tuple(self.per_thread), self._uniform_load,
+                                                        tuple(_addressed_data(stmt)))
             self.scopes.append([])
             self.visit(stmt.body)
             self._summarize(self.scopes.pop(), None)
@@ -529,7 +547,7 @@ class _Planner:
             self.visit(stmt.body)
             return
         divergent = self._thread_dependent(stmt.min) or self._thread_dependent(stmt.extent)
-        exits = _has_exit(stmt.body)
+        exits = has_exit(stmt.body)
         self.exits += exits
         acc = self._scoped(stmt.body, divergent, loop=stmt)
         self.exits -= exits
@@ -573,16 +591,20 @@ class _Planner:
             self.visit(stmt.body)
             return
         cond = stmt.condition
-        divergent = not (isinstance(cond, tvm.ir.Call) and _op(cond) == _INVARIANT_OP)
+        marked = isinstance(cond, tvm.ir.Call) and _op(cond) == _INVARIANT_OP
+        exits = has_exit(stmt.body)
+        uniform = not marked and not exits and self._block_uniform(cond)
+        divergent = not (marked or uniform)
         region = self._enter_region(divergent)
         saved = self._enter_cond(cond, span_to_location(getattr(stmt, "span", None)) or self.where) if divergent else None
-        exits = _has_exit(stmt.body)
         self.exits += exits
-        acc = self._scoped(stmt.body, divergent)
+        acc = self._scoped(stmt.body, divergent, loop=None if divergent else stmt)
         self.exits -= exits
         if saved is not None:
             self._leave_cond(saved)
         self._leave_region(region)
+        if uniform:  # may run no iteration: as an if without else around the body
+            acc = self._uniform_summary(stmt, [acc])
         self._record(stmt, acc, always=True)
 
     def _uniform_summary(self, stmt: Any, branches: list) -> list:
@@ -770,11 +792,14 @@ def _insert(stmt: Any, marks: dict, quiet: dict, uniform: dict) -> Any:
 
 
 def _mark_uniform(stmt: Any) -> Any:
-    """An ``if`` with its condition wrapped in ``T.tvm_thread_invariant`` (ThreadSync then places
-    barriers inside it), under an ``AttrStmt`` :data:`UNIFORM_CONDITION` so that
+    """An ``if`` or ``while`` with its condition wrapped in ``T.tvm_thread_invariant`` (ThreadSync
+    then places barriers inside it), under an ``AttrStmt`` :data:`UNIFORM_CONDITION` so that
     :func:`UnmarkUniformConditions` restores the condition after ``ThreadSync``."""
     cond = tirx.call_intrin("bool", _INVARIANT_OP, stmt.condition)
-    new = tirx.IfThenElse(cond, stmt.then_case, stmt.else_case, stmt.span)
+    if isinstance(stmt, tirx.While):
+        new = tirx.While(cond, stmt.body, stmt.span)
+    else:
+        new = tirx.IfThenElse(cond, stmt.then_case, stmt.else_case, stmt.span)
     return tirx.AttrStmt(tvm.ir.StringImm(""), UNIFORM_CONDITION, tirx.IntImm("int32", 1), new, stmt.span)
 
 
@@ -853,9 +878,11 @@ def unmark_uniform_conditions(body: Any) -> Any:
     """``body`` with the conditions :func:`plan_shared_barriers` marked block-uniform as they were."""
 
     def unmarked(stmt: Any) -> Any:
-        cond = stmt.condition if isinstance(stmt, tirx.IfThenElse) else None
+        cond = stmt.condition if isinstance(stmt, (tirx.IfThenElse, tirx.While)) else None
         if not (isinstance(cond, tvm.ir.Call) and _op(cond) == _INVARIANT_OP):
             return stmt
+        if isinstance(stmt, tirx.While):
+            return tirx.While(cond.args[0], stmt.body, stmt.span)
         return tirx.IfThenElse(cond.args[0], stmt.then_case, stmt.else_case, stmt.span)
 
     def on_attr(attr: Any) -> Any:
