@@ -14,6 +14,12 @@ inside, including the one at the top of the body that keeps the next iteration's
 overwriting what slower threads still read. Counters or locals that differ between threads, a
 ``break`` on the thread index, or memory the kernel writes still get no barrier inside.
 
+A loop a ``break`` may leave (``if k == n: T.loop_break()`` in a serial loop) may end right after
+any statement of its body: the code after it was ordered only against the accesses after the
+body's last barrier, so a copy into ``S`` before the ``break`` and a read of ``S`` after the loop
+had no barrier between them (wrong results on the emulated GPU in about half the launches). Every
+access of such a body now stays unordered for the code after the loop and for the next iteration.
+
 Each kernel runs on the emulated GPU (tests/test_tileops_cuda.py: one block = one OpenMP team)
 with 32, 64 and 128 threads, 20 times per input, against a torch reference.
 """
@@ -137,12 +143,44 @@ def _local_if_ref(a, o, n, N):
         o[:] = a[:N].flip(0)
 
 
+def _break_out(N):
+    """A serial loop a ``break`` (the same in every thread) may leave right after the copy into
+    ``S``: the read of ``S`` after the loop needs a barrier after it, although the last barrier
+    inside the loop follows the copy (it was missing: wrong results)."""
+
+    @T.prim_func
+    def break_out(A: T.Tensor((K * N,), "float32"), O: T.Tensor(((K + 1) * N,), "float32"), n: T.int32):
+        with T.Kernel(1, threads=N) as bx:
+            S = T.alloc_shared((N,), "float32")
+            for k in T.serial(K):
+                T.copy(A[k * N:(k + 1) * N], S)
+                if k == n:
+                    T.loop_break()
+                for t in T.Parallel(N):
+                    O[k * N + t] = S[N - 1 - t]
+            for t in T.Parallel(N):
+                O[K * N + t] = S[N - 1 - t]
+
+    return break_out
+
+
+def _break_out_ref(a, o, n, N):
+    for k in range(K):
+        s = a[k * N:(k + 1) * N]
+        if k == n:
+            break
+        o[k * N:(k + 1) * N] = s.flip(0)
+    o[K * N:] = s.flip(0)
+
+
 # name -> (kernel maker, [(inputs maker, reference)])
 CASES = {
     "counter": (_counter, [(lambda a, N, n=n: [a, torch.zeros((K + 1) * N), n],
                             lambda a, o, n, N: _counter_ref(a, o, n, N)) for n in (3, 0, 4, -1)]),
     "constant_bound": (_constant_bound, [(lambda a, N: [a, torch.zeros(K * N)], lambda a, o, N: _constant_bound_ref(a, o, N))]),
     "persistent": (_persistent, [(lambda a, N: [a, torch.zeros(K * N)], lambda a, o, N: _constant_bound_ref(a, o, N))]),
+    "break_out": (_break_out, [(lambda a, N, n=n: [a, torch.zeros((K + 1) * N), n],
+                                lambda a, o, n, N: _break_out_ref(a, o, n, N)) for n in (0, 1, 2, 7)]),
     "local_if": (_local_if, [(lambda a, N, n=n: [a[:N], torch.zeros(N), n],
                               lambda a, o, n, N: _local_if_ref(a, o, n, N)) for n in (32, 8)]),
 }
@@ -188,6 +226,13 @@ def test_an_if_on_a_uniform_local_variable_holds_its_barrier():
     body = kernel_body(_lower(_local_if(64)).device_source)
     block = _braced(body, body.index("if (16 < v[0])"))
     assert "__syncthreads()" in block, body
+
+
+def test_a_loop_a_break_may_leave_is_ordered_against_the_code_after_it():
+    body = kernel_body(_lower(_break_out(64)).device_source)
+    loop = _braced(body, body.index("for (int k"))
+    after = body[body.index(loop) + len(loop):]
+    assert after.lstrip().startswith("__syncthreads();"), body
 
 
 # -- loops and locals that may differ between threads: no barrier inside ------------------------------

@@ -17,7 +17,9 @@ results:
 :func:`PlanSharedBarriers` runs right before ``ThreadSync`` and places the barriers itself, with
 the same model as ``ThreadSync`` (the statements of one sequence, a compound statement stands for
 all its accesses, a barrier goes right before the statement that needs it, loop bodies are checked
-once more against the next iteration) plus those two conflicts: a write after a write of the same
+once more against the next iteration; a loop body with a ``break``/``continue`` may end after any
+statement, so all its accesses stay unordered for the code after the loop and for the next
+iteration, which ``ThreadSync`` does not see) plus those two conflicts: a write after a write of the same
 storage, and any read/write pair of one storage whose element sizes differ. Two accesses of one
 element index, in the same dtype size, conflict nowhere only when that index uses every thread
 index of the block (each thread touches its own element); ``ThreadSync`` checks the innermost one
@@ -532,13 +534,13 @@ class _Planner:
             self.pins = self.pins[:-1]
         self.extents.pop()
 
-    def _scoped(self, body: Any, divergent: bool, loop: Any = None) -> list:
+    def _scoped(self, body: Any, divergent: bool, loop: Any = None, leaves: bool = False) -> list:
         self.divergent += divergent
         self.scopes.append([])
         nbinds = len(self.binds)
         self.visit(body)
         del self.binds[nbinds:]
-        out = self._summarize(self.scopes.pop(), loop)
+        out = self._summarize(self.scopes.pop(), loop, leaves)
         self.divergent -= divergent
         return out
 
@@ -549,7 +551,7 @@ class _Planner:
         divergent = self._thread_dependent(stmt.min) or self._thread_dependent(stmt.extent)
         exits = has_exit(stmt.body)
         self.exits += exits
-        acc = self._scoped(stmt.body, divergent, loop=stmt)
+        acc = self._scoped(stmt.body, divergent, loop=stmt, leaves=exits)
         self.exits -= exits
         one = isinstance(stmt.extent, tirx.IntImm) and int(stmt.extent.value) == 1
         for a in acc:
@@ -598,7 +600,7 @@ class _Planner:
         region = self._enter_region(divergent)
         saved = self._enter_cond(cond, span_to_location(getattr(stmt, "span", None)) or self.where) if divergent else None
         self.exits += exits
-        acc = self._scoped(stmt.body, divergent, loop=None if divergent else stmt)
+        acc = self._scoped(stmt.body, divergent, loop=None if divergent else stmt, leaves=exits)
         self.exits -= exits
         if saved is not None:
             self._leave_cond(saved)
@@ -698,7 +700,12 @@ class _Planner:
                     ww = None if prev is None else (prev, a)
         return ww
 
-    def _summarize(self, seq: list, loop: Any) -> list:
+    def _summarize(self, seq: list, loop: Any, leaves: bool = False) -> list:
+        """The accesses of the statement sequence ``seq`` for the code around it (barriers
+        marked where it needs them; ``loop``: the loop whose body it is, checked against its next
+        iteration). ``leaves``: the loop body holds a ``break``/``continue``, so the loop may end,
+        or go on to the next iteration, after any statement: every access stays unordered for the
+        code after the loop and for the next iteration (:meth:`_leaving_summary`)."""
         reads: list = []
         writes: list = []
         synced = set()
@@ -723,6 +730,9 @@ class _Planner:
                 else:
                     reads.clear()
                     writes.clear()
+        if leaves:  # a continue may skip the barriers after it
+            reads[:] = [a for _, acc in seq for a in acc if a.kind == "R"]
+            writes[:] = [a for _, acc in seq for a in acc if a.kind == "W"]
         if loop is not None:  # the next iteration against what this one left unsynchronised
             for i, (stmt, acc) in enumerate(seq):
                 if i in synced or not (reads or writes):
@@ -752,7 +762,28 @@ class _Planner:
                     count += 1
                 elif a.kind != "C":  # outside its statement, a "C" counts as no barrier
                     (tail if count else head).append(replace(a, cut=False))
+        if leaves:
+            return self._leaving_summary(seq, synced)
         return head + tail
+
+    @staticmethod
+    def _leaving_summary(seq: list, synced: set) -> list:
+        """The summary of a loop body with a ``break``/``continue``: the accesses before its first
+        barrier (the code before the loop is checked against them), a ``"C"``, then every access
+        after that barrier (a ``break`` may leave the loop right after any of them: all stay
+        unordered for the code after the loop; the ``"C"`` keeps them from being checked
+        against the code before it, which the first barrier orders)."""
+        head: list = []
+        rest: list = []
+        seen = False
+        for i, (_, acc) in enumerate(seq):
+            seen = seen or i in synced
+            for a in acc:
+                if a.kind == "S":
+                    seen = True
+                elif a.kind in ("R", "W"):
+                    (rest if seen else head).append(replace(a, cut=False))
+        return head + ([_Access("C")] + rest if seen else [])
 
 
 def _insert(stmt: Any, marks: dict, quiet: dict, uniform: dict) -> Any:
