@@ -144,6 +144,28 @@ def _block_mask():
     return block_mask
 
 
+def _nested():
+    """A uniform ``if`` inside another: the barrier goes inside the inner one; the fill before
+    and the reads after the outer one are ordered by barriers around it (the inner branch may
+    not run). The one before the outer ``if`` is not needed (fill and copy: each thread its own
+    elements) but kept: the summary of the outer branch counts the inner barrier as none."""
+
+    @T.prim_func
+    def nested(A: T.Tensor((N,), "float32"), O: T.Tensor((3 * N,), "float32"), n: T.int32):
+        with T.Kernel(2, threads=N) as bx:
+            S = T.alloc_shared((N,), "float32")
+            T.fill(S, 3.0)
+            if bx == 0:
+                if n > 4:
+                    T.copy(A, S)
+                    for t in T.Parallel(N):
+                        O[t] = S[N - 1 - t]
+            for t in T.Parallel(N):
+                O[N + bx * N + t] = S[N - 1 - t]
+
+    return nested
+
+
 def _thread_if_inside():
     """An ``if`` on the thread index inside the uniform one: the barrier goes between the copy
     and that inner ``if``, inside the uniform one."""
@@ -186,6 +208,8 @@ def _inputs(name):
         return [[a[:m], torch.zeros(N)] for m in (N, N // 2)]
     if name in ("serial_loop", "pipelined"):
         return [[a, torch.zeros(K * N)]]
+    if name == "nested":
+        return [[a[:N], torch.zeros(3 * N), n] for n in (8, 2)]
     if name == "block_mask":
         return [[a, torch.tensor([1, 0, 0, 1], dtype=torch.int32), torch.zeros(4 * N)]]
     return [[a[:N], torch.zeros(N), n] for n in (32, 8)]  # thread_if_inside
@@ -199,6 +223,7 @@ CASES = {
     "serial_loop": (_serial_loop, _serial_loop, "k < 3"),
     "pipelined": (_pipelined, _pipelined, "k < 3"),
     "block_mask": (_block_mask, _block_mask, "0 < Mask_ptr[((int)blockIdx.x)]"),
+    "nested": (_nested, _nested, "4 < n"),
     "thread_if_inside": (_thread_if_inside, _thread_if_inside_parallel, "16 < n"),
 }
 
