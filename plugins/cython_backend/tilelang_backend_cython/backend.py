@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any, Optional
@@ -49,6 +50,23 @@ def build(artifact: KernelArtifact, options: BuildOptions) -> Any:
         built.release()  # the library is loaded (or failed to): its build directory goes
 
 
+#: environment variable: ``dlpack`` makes kernels read every tensor through DLPack (not through the
+#: optional ``_torch_reader``); unset, empty or ``auto``: the fastest reader that is usable
+TENSOR_READER_ENV = "TILELANG_CYTHON_TENSOR_READER"
+
+
+def tensor_reader_choice() -> str:
+    """``"auto"`` or ``"dlpack"``, from ``$TILELANG_CYTHON_TENSOR_READER``.
+
+    :raises ValueError: the variable holds something else.
+    """
+    value = os.environ.get(TENSOR_READER_ENV, "").strip().lower() or "auto"
+    if value not in ("auto", "dlpack"):
+        raise ValueError(f"{TENSOR_READER_ENV}: expected 'auto' or 'dlpack' (or unset), got "
+                         f"{os.environ[TENSOR_READER_ENV]!r}; unset it to use the fastest reader")
+    return value
+
+
 def kernel_from_plan(plan: dict, library: Path, source: Path | None = None, *, load_as: str | None = None,
                      library_data: bytes | None = None, source_text: str | None = None) -> Any:
     """The native kernel object for ``plan`` calling into ``library`` (the plan is checked first).
@@ -65,7 +83,7 @@ def kernel_from_plan(plan: dict, library: Path, source: Path | None = None, *, l
     check_plan(plan)
     meta = {"plan": plan, "library": str(library), "source": str(source) if source else None,
             "library_data": library_data, "source_text": source_text}
-    return _dispatch().make_kernel(plan, load_as or str(library), meta)
+    return _dispatch().make_kernel(plan, load_as or str(library), meta, tensor_reader_choice())
 
 
 def host_cpu_id() -> str:
