@@ -25,7 +25,6 @@ after flushing its output when there are any, so its exit status stays the one i
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
 from dataclasses import dataclass, field
