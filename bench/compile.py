@@ -4,8 +4,9 @@ For each example kernel (``examples/*.py``; ``--tileops`` adds the tile-operator
 test suite), the CUDA source is lowered once for ``--arch`` and then compiled, in this run, by:
 
 - ``nvcc -cubin -arch=<arch>`` (a fresh process per compile, as a build system runs it);
-- the nvrtc backend's compiler (NVRTC in this process, with the backend's stand-in libcu++
-  headers), the same source, the same architecture;
+- the nvrtc backend's compiler (NVRTC with the backend's stand-in libcu++ headers, in its worker
+  process as under the default time limit; with ``TILELANG_COMPILE_TIMEOUT_SECONDS=0``, in this
+  process), the same source, the same architecture;
 - for reference, NVRTC with the real libcu++ headers (what the generated source costs without
   the stand-ins).
 
@@ -57,13 +58,13 @@ def _time_nvcc(nvcc: str, source: Path, arch: str, repeat: int) -> float:
 
 
 def _time_nvrtc(source: str, arch, repeat: int, real: bool) -> float:
-    from tilelang_backend_nvrtc.compiler import _run_nvrtc, nvrtc_options
+    from tilelang_backend_nvrtc.compiler import _compile, nvrtc_options
 
     options = nvrtc_options(arch, real_headers=real)
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        _run_nvrtc(source.encode(), "bench", options)  # what compile_cubin runs, without its memo
+        _compile(source.encode(), "bench", options)  # what compile_cubin runs (worker or not), without its memo
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 

@@ -24,6 +24,7 @@ import torch
 import tilelang
 import tilelang.language as T
 from tilelang_core.artifact import KernelArtifact, SymbolBinding, TensorParam
+from tilelang_core.calling import symbol_range_message
 from tilelang_core.errors import LoweringError
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -62,8 +63,15 @@ def rowstride():
 
 
 def message(fn: str, what: str, value: int, symbol: str) -> str:
-    return (f"{fn}() argument 'A' (#0): {what} = {value} binds symbol '{symbol}', which is int32 "
-            f"(at most 2147483647); declare it T.dynamic('{symbol}', 'int64')")
+    """The core's text (calling.symbol_range_message): every backend's, the cython dispatcher's C
+    copy of it included, must be the same."""
+    return symbol_range_message(f"{fn}() argument 'A' (#0): {what}", symbol, value, "int32")
+
+
+def test_the_symbol_range_message_reads_as_documented():
+    assert message("f", "shape[0]", 2**31, "n") == (
+        "f() argument 'A' (#0): shape[0] = 2147483648 binds symbol 'n', which is int32 (at most 2147483647); "
+        "declare it T.dynamic('n', 'int64')")
 
 
 @pytest.mark.parametrize("configs", BITS)

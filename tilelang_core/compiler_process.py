@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import shlex
 import shutil
@@ -34,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterator, Optional, Sequence
 
-from .errors import BuildError, SettingError
+from .env_numbers import seconds_from_env
+from .errors import BuildError
 
 #: Environment variable: seconds a compiler run may take (shared with ``tilelang.contrib.nvcc``).
 TIMEOUT_ENV = "TILELANG_COMPILE_TIMEOUT_SECONDS"
@@ -59,19 +59,10 @@ def compile_timeout_s() -> Optional[float]:
     """Seconds a compiler run may take: ``$TILELANG_COMPILE_TIMEOUT_SECONDS``, default
     :data:`DEFAULT_TIMEOUT_S`; ``0`` means no limit (None).
 
-    :raises SettingError: the value is not a number of seconds from 0 to 1000000.
+    :raises SettingError: the value is not a number of seconds from 0 to 1000000
+        (:func:`tilelang_core.env_numbers.seconds_from_env`).
     """
-    text = os.environ.get(TIMEOUT_ENV, "").strip()
-    if not text:
-        return DEFAULT_TIMEOUT_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value <= 1e6:
-        raise SettingError(
-            f"${TIMEOUT_ENV}={text!r} is not a time limit: use a number of seconds from 0 to 1000000 (0: no limit)"
-        )
+    value = seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT_S, zero_allowed=True, zero_means="no limit", example="120")
     return value or None
 
 

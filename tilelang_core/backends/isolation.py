@@ -25,13 +25,12 @@ after flushing its output when there are any, so its exit status stays the one i
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
-from ..errors import SettingError
+from ..env_numbers import MAX_SECONDS, seconds_from_env
 
 #: Environment variable: seconds one loading step of a plugin may take.
 TIMEOUT_ENV = "TILELANG_PLUGIN_TIMEOUT"
@@ -40,7 +39,7 @@ TIMEOUT_ENV = "TILELANG_PLUGIN_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0
 
 #: The largest :data:`TIMEOUT_ENV` (about 11.6 days): a thread's wait cannot take much more.
-MAX_TIMEOUT = 1e6
+MAX_TIMEOUT = MAX_SECONDS
 
 #: Modules an entry-point module must not pull in at import time.
 HEAVY_MODULES = ("torch", "tvm", "tvm_ffi", "cuda", "numpy")  # module names, not backend names
@@ -52,19 +51,7 @@ def plugin_timeout() -> float:
     :raises SettingError: ``TILELANG_PLUGIN_TIMEOUT`` is set but not a number of seconds in
         (0, :data:`MAX_TIMEOUT`].
     """
-    raw = os.environ.get(TIMEOUT_ENV, "").strip()
-    if not raw:
-        return DEFAULT_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value <= MAX_TIMEOUT:
-        raise SettingError(
-            f"{TIMEOUT_ENV} must be a number of seconds greater than 0 and at most {MAX_TIMEOUT:g} (for example "
-            f"30), got {raw!r}; unset it for the default of {DEFAULT_TIMEOUT:g} s"
-        )
-    return value
+    return seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT, zero_allowed=False, maximum=MAX_TIMEOUT)
 
 
 _redirect_lock = threading.Lock()

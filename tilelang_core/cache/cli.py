@@ -75,15 +75,13 @@ def _cmd_prune(args: argparse.Namespace) -> int:
 
 
 def _days(text: str) -> float:
-    import math
+    from ..env_numbers import number_in_range
 
     try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"expected a number of days >= 0, got {text!r}")
-    return value
+        return number_in_range(text, name="--days", unit="days", zero_allowed=True, maximum=None,
+                               remedy="pass such a number, for example --days 30 (the default)")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_cache_commands(subparsers: "argparse._SubParsersAction") -> None:

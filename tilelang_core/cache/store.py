@@ -106,21 +106,13 @@ DEFAULT_LOCK_WAIT_S = 600.0
 def lock_wait_s() -> float:
     """Seconds to wait for another process building the same kernel (:data:`LOCK_WAIT_ENV`).
 
-    :raises SettingError: the variable is set but not a number of seconds in [0, 1000000].
+    :raises SettingError: the variable is set but not a number of seconds in [0, 1000000]
+        (:func:`tilelang_core.env_numbers.seconds_from_env`).
     """
-    from ..errors import SettingError
+    from ..env_numbers import seconds_from_env
 
-    raw = os.environ.get(LOCK_WAIT_ENV, "").strip()
-    if not raw:
-        return DEFAULT_LOCK_WAIT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value <= 1e6:
-        raise SettingError(f"{LOCK_WAIT_ENV} must be a number of seconds from 0 to 1000000, got {raw!r}; unset it "
-                           f"for the default of {DEFAULT_LOCK_WAIT_S:g} s")
-    return value
+    return seconds_from_env(LOCK_WAIT_ENV, DEFAULT_LOCK_WAIT_S, zero_allowed=True, zero_means="build without waiting",
+                            example="1200")
 
 
 _SHARD_NAME = re.compile(r"[0-9a-f]{2}")

@@ -1,4 +1,4 @@
-"""Atomic operations whose previous value is used inside a larger expression run exactly once.
+"""Atomics and external calls whose value is used inside a larger expression run exactly once.
 
 ``T.atomic_add(dst, v, return_prev=True)`` is an expression with a side effect. Inside another
 operation TVM's code generators and the pipeline's own rewrites may evaluate an operand more than
@@ -13,6 +13,12 @@ reads the buffer. (A buffer rather than a ``Bind``: TVM's bfloat16 legalization 
 convert ``Bind`` values, lowering/atomics.py.) An atomic in a branch that may not run (the arms of ``T.if_then_else`` and of a
 select, the right operand of ``and``/``or``) is left where it is: binding it in front would run it
 unconditionally.
+
+A ``T.call_extern`` of an external function (:func:`is_external_call`: any name but the kernel
+language's own ``tl.*`` markers, with a value that is not a pointer or void) is bound the same
+way: C printed ``T.min(f(p), g(p))`` as ``(f(p) < g(p) ? f(p) : g(p))``, three calls, and
+``f(p) // n`` and LLVM's integer ``T.abs`` evaluated ``f`` twice or three times. The side effects
+of such a function cannot be seen, so every one is bound.
 """
 
 from __future__ import annotations
@@ -24,9 +30,34 @@ import tvm_ffi
 from tvm import tirx
 
 from ..language.tileops._common import collect, substitute
-from .atomics import atomic_calls, parse
+from .atomics import parse
+from .markers import extern_name
 
-__all__ = ["bind_atomic_values"]
+__all__ = ["bind_atomic_values", "effect_calls", "is_external_call"]
+
+#: Values that are not kept in a one-element buffer (a pointer, nothing).
+_UNBOUND_DTYPES = ("handle", "void")
+
+
+def is_external_call(node: Any) -> bool:
+    """Whether ``node`` is a ``T.call_extern`` of an external function returning a value: a
+    ``call_extern`` not named like the kernel language's markers (``tl.*``), not of a pointer
+    or void dtype."""
+    name = extern_name(node)
+    if name is None or name.startswith("tl."):
+        return False
+    dtype = getattr(node.ty, "dtype", None)  # a pointer's type (PointerType) has none
+    return dtype is not None and str(dtype) not in _UNBOUND_DTYPES
+
+
+def _is_effect(call: Any) -> bool:
+    return parse(call) is not None or is_external_call(call)
+
+
+def effect_calls(node: Any) -> list:
+    """The atomic marker calls and external calls in ``node`` (outer ones before the ones in
+    their operands): the calls whose value must be computed once."""
+    return [call for call in collect(node, tvm.ir.Call) if _is_effect(call)]
 
 
 def _zero(node: Any) -> Any:
@@ -53,29 +84,30 @@ def _unconditional(expr: Any) -> Any:
 
 
 def _bind(expr: Any, lets: list) -> Any:
-    """``expr`` with each atomic operand that is always evaluated (not ``expr`` itself, not one
-    inside another atomic's operands: ``T.atomic_store(E[0], T.atomic_load(E[1]) + 1)`` evaluates
-    it once already) replaced by a load of a one-element buffer, wherever the pipeline's
-    operators repeated it; a ``T.abs``/``T.clamp`` operand bound by a ``Let``
-    (language/tileops/intrinsics.py) is stored the same way. ``(slot, value)`` pairs are appended
-    to ``lets`` in evaluation order."""
-    atoms = atomic_calls(expr)
+    """``expr`` with each atomic or external call that is an operand and always evaluated (not
+    ``expr`` itself, not one inside another such call's operands:
+    ``T.atomic_store(E[0], T.atomic_load(E[1]) + 1)`` evaluates it once already) replaced by a
+    load of a one-element buffer, wherever the pipeline's operators repeated it; a
+    ``T.abs``/``T.clamp`` operand bound by a ``Let`` (language/tileops/intrinsics.py) is stored
+    the same way. ``(slot, value)`` pairs are appended to ``lets`` in evaluation order."""
+    atoms = effect_calls(expr)
     if not atoms or (len(atoms) == 1 and atoms[0].same_as(expr)):
         return expr
-    nested = [n for a in atoms for n in atomic_calls(a)[1:]]  # atomics in another atomic's operands
-    hoisted = [a for a in atomic_calls(_unconditional(expr))
-               if not a.same_as(expr) and len(atomic_calls(a)) == 1 and not any(a.same_as(n) for n in nested)]
-    bound: list = []  # (atomic, the load of its slot)
+    nested = [n for a in atoms for n in effect_calls(a)[1:]]  # calls in another such call's operands
+    hoisted = [a for a in effect_calls(_unconditional(expr))
+               if not a.same_as(expr) and len(effect_calls(a)) == 1 and not any(a.same_as(n) for n in nested)
+               and not _uses_inner_lets(a, expr)]
+    bound: list = []  # (call, the load of its slot)
 
     def on_call(call: Any) -> Any:
-        if parse(call) is None:
+        if not _is_effect(call):
             return call
         for atomic, slot in bound:
             if call.same_as(atomic):
                 return slot
         if not any(call.same_as(a) for a in hoisted):
             return call
-        slot = _slot("atomic_prev", call.ty.dtype, lets)
+        slot = _slot("atomic_prev" if parse(call) is not None else "call_value", call.ty.dtype, lets)
         bound.append((call, slot))
         lets.append((slot, call))
         return slot
@@ -88,6 +120,13 @@ def _bind(expr: Any, lets: list) -> Any:
         return substitute(node.body, [(node.var, slot)])
 
     return tvm_ffi.structural_map(expr, [(tvm.ir.Call, on_call), (tirx.Let, on_let)])
+
+
+def _uses_inner_lets(call: Any, expr: Any) -> bool:
+    """Whether ``call`` reads a variable that a ``Let`` inside ``expr`` binds (it cannot move in
+    front of the statement then)."""
+    inner = [let.var for let in collect(expr, tirx.Let)]
+    return bool(inner) and any(v.same_as(w) for v in collect(call, tirx.Var) for w in inner)
 
 
 def _slot(name: str, dtype: Any, lets: list) -> Any:
@@ -131,8 +170,9 @@ def _if(node: Any) -> Any:
 
 
 def bind_atomic_values(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """``func`` with every atomic used as an operand evaluated once, in front of its statement."""
-    if not atomic_calls(func.body):
+    """``func`` with every atomic and external call used as an operand evaluated once, in front
+    of its statement."""
+    if not effect_calls(func.body):
         return func
     body = tvm_ffi.structural_map(func.body, [(tirx.BufferStore, _store), (tirx.Evaluate, _evaluate),
                                               (tirx.IfThenElse, _if)])

@@ -386,7 +386,8 @@ static int tl_index_limit_error(tl_kernel *k, const tl_param *p, const int64_t *
   return -1;
 }
 
-/* a size or stride over what its symbol's dtype holds (int32): refused, never narrowed */
+/* a size or stride over what its symbol's dtype holds (int32): refused, never narrowed. The text is
+   tilelang_core.calling.symbol_range_message's; tests/test_symbol_dtype_range.py checks they stay equal */
 static int tl_narrow_error(tl_kernel *k, const tl_param *p, const char *what, int d, int s, long long value) {
   tl_arg_error(k, PyExc_ValueError, p, "%s[%d] = %lld binds symbol '%s', which is %s (at most %lld); "
                "declare it T.dynamic('%s', 'int64')", what, d, value, PyUnicode_AsUTF8(k->sym_names[s]),

@@ -1,4 +1,4 @@
-"""NVRTC, in-process: CUDA C source -> cubin for one architecture.
+"""NVRTC: CUDA C source -> cubin for one architecture (in a worker process under the compile time limit).
 
 **Headers.** TVM's CUDA preamble includes ``<cuda/std/cstdint>`` and ``<cuda/std/type_traits>``
 when it sees NVRTC. The real libcu++ headers pull in most of libcu++'s configuration machinery and
@@ -11,6 +11,12 @@ with the real headers (slower, never wrong); ``TILELANG_NVRTC_REAL_HEADERS=1`` a
 
 **Errors** raise :class:`~tilelang_core.errors.BuildError` carrying the NVRTC options, NVRTC's
 log and the path of the kept source (also as ``.command``, ``.output``, ``.source_path``).
+
+**Time.** A compile is bounded by ``$TILELANG_COMPILE_TIMEOUT_SECONDS`` (default 600 s, ``0``:
+no limit), as the C compilers are: NVRTC then runs in a worker process that is killed past the
+limit (:mod:`.worker`; NVRTC cannot be cancelled in-process while its front end instantiates
+templates). With ``0`` it runs in this process, as before. Past the limit: a
+:class:`~tilelang_core.errors.BuildError` saying so, with the options and the kept source.
 
 Identical compiles (same source, architecture, options and NVRTC) in one process share one cubin.
 """
@@ -27,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+from tilelang_core.compiler_process import DEFAULT_TIMEOUT_S, TIMEOUT_ENV, compile_timeout_s
 from tilelang_core.errors import BuildError
 
 from .arch import Arch
@@ -66,6 +73,15 @@ class _CompileFailed(Exception):
         self.log = log
 
 
+class _Stopped(Exception):
+    """The compile did not finish: past the time limit, or its worker process died."""
+
+    def __init__(self, options: list[str], why: str) -> None:
+        super().__init__(why)
+        self.options = options
+        self.why = why
+
+
 def _check(result: tuple, what: str):
     err = result[0]
     if int(err) != 0:
@@ -96,6 +112,34 @@ def _run_nvrtc(source: bytes, name: str, options: list[str]) -> tuple[bytes, str
         return image, log
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
+
+
+def _compile(source: bytes, name: str, options: list[str]) -> tuple[bytes, str]:
+    """:func:`_run_nvrtc` bounded by :func:`~tilelang_core.compiler_process.compile_timeout_s`:
+    in a worker process (:mod:`.worker`) when there is a limit, in this process when there is none.
+
+    :raises _CompileFailed: NVRTC rejected the source.
+    :raises _Stopped: past the limit, or the worker died.
+    """
+    timeout = compile_timeout_s()
+    if timeout is None:
+        return _run_nvrtc(source, name, options)
+    from .worker import CompileTimedOut, WorkerDied, compile_in_worker
+
+    try:
+        answer = compile_in_worker(source, name, options, timeout)
+    except CompileTimedOut:
+        raise _Stopped(options, f"stopped after {timeout:g} s: NVRTC ran longer than ${TIMEOUT_ENV} allows (default "
+                                f"{DEFAULT_TIMEOUT_S:g} s; set it higher, or 0 for no limit, if the kernel is merely "
+                                f"slow to compile)") from None
+    except WorkerDied as exc:
+        raise _Stopped(options, f"the NVRTC worker process ended during the compile ({exc}; SIGKILL is often the "
+                                f"out-of-memory killer)") from None
+    if answer[0] == "ok":
+        return answer[1], answer[2]
+    if answer[0] == "failed":
+        raise _CompileFailed(options, answer[1])
+    raise RuntimeError(answer[1])
 
 
 def nvrtc_options(arch: Arch, flags: Sequence[str] = (), *, real_headers: bool = False) -> list[str]:
@@ -130,12 +174,24 @@ def _build_error(name: str, arch: Arch, source: str, failure: _CompileFailed, no
     return err
 
 
+def _stopped_error(name: str, arch: Arch, source: str, stopped: _Stopped) -> BuildError:
+    kept = _keep_source(name, source)
+    err = BuildError(
+        f"NVRTC did not finish compiling kernel '{name}' for {arch.name}: {stopped.why}\n"
+        f"NVRTC options: {' '.join(stopped.options)}\n"
+        f"source kept at: {kept}"
+    )
+    err.command, err.output, err.source_path = ["nvrtc", *stopped.options], stopped.why, str(kept)  # type: ignore[attr-defined]
+    return err
+
+
 def compile_cubin(name: str, source: str, arch: Arch, flags: Sequence[str] = (), *, verbose: bool = False) -> Cubin:
     """Compile CUDA ``source`` into a cubin for ``arch``.
 
     :param name: the kernel's name (for messages and the kept source's file name).
     :param flags: extra NVRTC options (``compile_flags``).
-    :raises BuildError: NVRTC is missing, does not know ``arch``, or rejects the source.
+    :raises BuildError: NVRTC is missing, does not know ``arch``, rejects the source, or runs
+        past ``$TILELANG_COMPILE_TIMEOUT_SECONDS``.
     """
     try:
         tc = toolchain()
@@ -167,7 +223,9 @@ def compile_cubin(name: str, source: str, arch: Arch, flags: Sequence[str] = (),
         if verbose:
             print(f"[tilelang nvrtc] {name}: nvrtc {' '.join(options)}")
         try:
-            image, log = _run_nvrtc(encoded, name, options)
+            image, log = _compile(encoded, name, options)
+        except _Stopped as stopped:
+            raise _stopped_error(name, arch, source, stopped) from None
         except _CompileFailed as failure:
             if first_failure is None:
                 first_failure = failure

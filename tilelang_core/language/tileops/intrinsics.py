@@ -187,8 +187,9 @@ def ieee_fdiv(x: Any, y: Any, rounding_mode: str = "rn") -> Any:
 
 
 def abs(x: Any, span: Any = None) -> Any:  # noqa: A001 - T.abs
-    """``|x|`` (TVM's ``T.abs``). An operand with a side effect (an atomic's previous value) is
-    bound once (``Let``) instead of being repeated in the select an integer ``|x|`` is made of."""
+    """``|x|`` (TVM's ``T.abs``). An operand with a side effect (an atomic's previous value, a
+    ``T.call_extern``) is bound once (``Let``) instead of being repeated in the select an integer
+    ``|x|`` is made of."""
     from tvm.tirx import op as tir_op
 
     value = _expr(x)
@@ -199,11 +200,11 @@ def abs(x: Any, span: Any = None) -> Any:  # noqa: A001 - T.abs
 
 def _evaluated_once(value: Any, build: Any) -> Any:
     """``build(value)``, whose result repeats its operand; an operand with a side effect (an
-    atomic's previous value) is bound once by a ``Let`` instead (lowering/atomic_values.py turns
-    it into a statement)."""
-    from ...lowering.atomics import contains_atomics
+    atomic's previous value, a ``T.call_extern``) is bound once by a ``Let`` instead
+    (lowering/atomic_values.py turns it into a statement)."""
+    from ...lowering.atomic_values import effect_calls
 
-    if not contains_atomics(value):
+    if not effect_calls(value):
         return build(value)
     operand = tirx.Var("operand", _dtype(value))
     return tirx.Let(operand, value, build(operand))
