@@ -49,6 +49,40 @@ def test_ceildiv_is_exact_up_to_the_int32_maximum(backend, target):
     assert q.tolist() == want
 
 
+U_VALUES = (0, 1, 5, 63, 64, 65, 2**31, 2**32 - 1, 2**32 - 2, 2**32 - 47, 2**32 - 64)
+
+
+def _unsigned_quotients(dtype):
+    @T.prim_func
+    def unsigned_quotients(N: T.Tensor((len(U_VALUES),), dtype), Q: T.Tensor((len(U_VALUES), len(DIVISORS)), dtype)):
+        with T.Kernel(1, threads=1) as bx:
+            for i in T.serial(len(U_VALUES)):
+                Q[i, 0] = T.ceildiv(N[i], 1)
+                Q[i, 1] = T.ceildiv(N[i], 4)
+                Q[i, 2] = T.ceildiv(N[i], 48)
+                Q[i, 3] = T.ceildiv(N[i], 64)
+
+    return unsigned_quotients
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+@pytest.mark.parametrize("dtype", ["uint32", "uint64"])
+def test_unsigned_ceildiv_is_exact_up_to_the_maximum(backend, target, dtype):
+    """Found by a fuzz pass: ``(n + b - 1) // b`` wrapped for ``n`` within ``b`` of the maximum
+    (``T.ceildiv(x, 64)`` of the uint32 ``2**32 - 1`` was 0)."""
+    bits = int(dtype[4:])
+    top = 2**bits - 2**32  # the uint32 values moved to the top of a uint64
+    vals = [v + (top if v >= 2**31 else 0) for v in U_VALUES]
+    signed = getattr(torch, f"int{bits}")
+    as_signed = [v - 2**bits if v >= 2 ** (bits - 1) else v for v in vals]
+    kernel = tilelang.compile(_unsigned_quotients(dtype), target=target, execution_backend=backend)
+    n = torch.tensor(as_signed, dtype=signed).view(getattr(torch, dtype))
+    q = torch.zeros((len(vals), len(DIVISORS)), dtype=signed).view(getattr(torch, dtype))
+    kernel(n, q)
+    got = [[v % 2**bits for v in row] for row in q.view(signed).tolist()]
+    assert got == [[-(-v // b) for b in DIVISORS] for v in vals]
+
+
 def _counted(block):
     @T.prim_func
     def counted(C: T.Tensor((1,), "int64"), n: T.int32):
@@ -72,7 +106,7 @@ def test_a_loop_bound_near_the_int32_maximum_runs_every_iteration(backend, targe
 def test_expressions_and_their_code():
     n, u = tirx.Var("n", "int32"), tirx.Var("u", "uint32")
     assert str(T.ceildiv(n, 64)) == "(n - 1) // 64 + 1"
-    assert "+" in str(T.ceildiv(u, 64)) and "- T.uint32(1)) //" in str(T.ceildiv(u, 64))  # unsigned: TVM's form
+    assert "- T.uint32(1)" not in str(T.ceildiv(u, 64))  # unsigned: u // 64 + (u % 64 != 0), no wrap
     assert T.ceildiv(tirx.IntImm("int32", 2**31 - 1), 4).value == 2**29  # folded, no overflow
     assert T.ceildiv(10, 4) == 3 and T.ceildiv(-10, 4) == -2
 

@@ -107,3 +107,33 @@ def test_cuda_sources_compile_with_nvcc(tmp_path):
                 for slot in (0, 1)}
     assert unrolled == {0: [2, 4, 6], 1: [1, 4, 7]}, source  # i = 0 adds nothing
     CU.compile_translation_units(arts, tmp_path)
+
+
+def _empty_ranges():
+    @T.prim_func
+    def empty_ranges(Y: T.Tensor((4,), "int32")):
+        with T.Kernel(1, threads=1) as bx:
+            for i in T.unroll(6, 5):
+                Y[0] = Y[0] + i + 1
+            for i in T.unroll(0, -3, 1):
+                Y[1] = Y[1] + i + 1
+            for i in T.vectorized(3, 1):
+                Y[2] = Y[2] + i + 1
+            for i in T.serial(4, 2):
+                Y[3] = Y[3] + i + 1
+            for i in T.vectorized(3, 3):
+                Y[3] = Y[3] + i + 1
+            Y[0] = Y[0] + 1
+
+    return empty_ranges
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_loops_whose_start_is_past_their_stop_run_no_iteration(path):
+    """Found by a fuzz pass: ``T.unroll(6, 5)`` stopped with TVM's "Cannot unroll non-constant
+    loop" (a negative extent) instead of running no iteration, as ``range(6, 5)`` does, and an empty
+    ``T.vectorized`` loop stopped CUDA lowering ("Failed to vectorize loop with extent 0")."""
+    y = torch.full((4,), 7, dtype=torch.int32)
+    compile_on(_empty_ranges(), path)(y)
+    assert y.tolist() == [8, 7, 7, 7]
+    lower(_empty_ranges(), target="cuda")  # no error on GPU targets either

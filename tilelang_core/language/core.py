@@ -165,8 +165,9 @@ def ceildiv(lhs: Any, rhs: Any, span: Any = None) -> Any:
     A signed integer expression is ``(lhs - 1) // rhs + 1`` (floor division), which equals
     ``(lhs + rhs - 1) // rhs`` for every ``lhs`` but does not overflow for ``lhs`` within ``rhs`` of
     the type's maximum (``T.ceildiv(2**31 - 1, 4)`` of int32 was negative), and is as short for a
-    constant ``rhs`` (``((n - 1) >> 6) + 1``). Unsigned ones keep TVM's ``(lhs + rhs - 1) // rhs``
-    (``lhs - 1`` wraps for 0).
+    constant ``rhs`` (``((n - 1) >> 6) + 1``). An unsigned one is ``lhs // rhs + (lhs % rhs != 0)``
+    (``lhs - 1`` wraps for 0; TVM's ``(lhs + rhs - 1) // rhs`` wrapped for ``lhs`` within ``rhs``
+    of the maximum: ``T.ceildiv(x, 7)`` of the uint32 ``2**32 - 1`` was 0).
     """
     if isinstance(lhs, Integral) and isinstance(rhs, Integral):
         return -(-int(lhs) // int(rhs))
@@ -174,6 +175,8 @@ def ceildiv(lhs: Any, rhs: Any, span: Any = None) -> Any:
     dtype = getattr(getattr(expr, "ty", None), "dtype", None)
     if dtype is not None and str(dtype).startswith("int"):
         return tirx.floordiv(lhs - 1, rhs) + 1
+    if dtype is not None and str(dtype).startswith("uint"):
+        return tirx.floordiv(lhs, rhs) + tirx.Cast(str(dtype), tirx.floormod(lhs, rhs) != 0)
     return tirx.ceildiv(lhs, rhs)
 
 

@@ -36,6 +36,7 @@ from tvm import tirx
 
 from ..errors import LoweringError
 from ..language.tileops._common import collect
+from .access_ptr import element_offset
 from .markers import marker_call_args
 from .source_imports import c_definitions, with_import, with_import_in_first_kernel
 
@@ -214,13 +215,15 @@ def _helper_call(a: AtomicOp, name: str) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def _hoist_bf16(stmt: Any, language: str, used: dict) -> Any:
+def _hoist_bf16(stmt: Any, language: str, used: dict, widened: bool = True) -> Any:
     """A statement with bfloat16 markers, preceded by statements that carry the values as float32.
 
     TVM's bfloat16 legalization converts neither values inside extern calls nor ``Bind`` values,
     so every bfloat16 operand is stored as float32 into a one-element local buffer, the helper
     (float32 in, float32 out) stores its result into another, and the marker becomes
-    ``bfloat16(prev[0])``.
+    ``bfloat16(prev[0])``. ``widened``: the target computes bfloat16 in float32 (TVM's
+    ``BF16ComputeLegalize``: CPU targets, CUDA before sm_80); the destination is then passed as
+    in :func:`_bf16_word`.
     """
     prefix: list = []
 
@@ -239,7 +242,7 @@ def _hoist_bf16(stmt: Any, language: str, used: dict) -> Any:
             prefix.append(tirx.BufferStore(arg, tirx.Cast("float32", value), [0]))
             args.append(arg[0])
         prev = _scalar_slot("atomic_prev", prefix)
-        prefix.append(tirx.BufferStore(prev, tirx.call_extern("float32", name, a.ptr, *args), [0]))
+        prefix.append(tirx.BufferStore(prev, tirx.call_extern("float32", name, _bf16_word(a) if widened else a.ptr, *args), [0]))
         return tirx.Cast("bfloat16", prev[0])
 
     if isinstance(stmt, tirx.Evaluate) and (a := parse(stmt.value)) is not None and a.dtype == "bfloat16":
@@ -249,6 +252,28 @@ def _hoist_bf16(stmt: Any, language: str, used: dict) -> Any:
         return tirx.SeqStmt(prefix + [tirx.Evaluate(last.value)])
     new = checked_map(stmt, [(tvm.ir.Call, on_call)])
     return tirx.SeqStmt(prefix + [new]) if prefix else new
+
+
+def _bf16_word(a: AtomicOp) -> Any:
+    """The address of a bfloat16 destination as a pointer to its 16-bit word.
+
+    TVM's ``BF16ComputeLegalize`` stores a bfloat16 buffer that the kernel allocates (a shared,
+    local or fragment tile, a ``T.alloc_global`` workspace) as float32, unless its data pointer is
+    used as a plain handle. ``address_of(S[i])`` is no such use, so the helper, which updates a
+    16-bit word, was handed a float32 element (it changed half of it: the tile kept its values).
+    ``tvm_access_ptr`` names the data pointer, which keeps the buffer's 16-bit storage.
+    """
+    load = a.load
+    buf = load.source
+    return tirx.call_intrin(
+        "handle",
+        tvm.ir.Op.get("tirx.tvm_access_ptr"),
+        tirx.type_annotation("uint16"),  # the storage type: TVM rewrites a bfloat16 annotation to float32
+        buf.data,
+        element_offset(buf, list(load.indices)),
+        tirx.IntImm("int32", 1),
+        tirx.IntImm("int32", 3),
+    )
 
 
 def _scalar_slot(name: str, prefix: list) -> Any:
@@ -361,12 +386,13 @@ def _c_helper(name: str, a: AtomicOp) -> str:
     op = "add" if a.op == "add_tma" else a.op
     if a.dtype == "bfloat16":
         if op == "load":
-            return f"static inline float {name}(uint16_t* p) {{ return tl_atomic_bf16_to_f32(__atomic_load_n(p, {order})); }}\n"
+            return f"static inline float {name}(void* p) {{ return tl_atomic_bf16_to_f32(__atomic_load_n((uint16_t*)p, {order})); }}\n"
         if op == "store":
-            return f"static inline float {name}(uint16_t* p, float v) {{ __atomic_store_n(p, tl_atomic_f32_to_bf16(v), {order}); return v; }}\n"
+            return f"static inline float {name}(void* p, float v) {{ __atomic_store_n((uint16_t*)p, tl_atomic_f32_to_bf16(v), {order}); return v; }}\n"
         comb = "of + v" if op == "add" else f"f{op}f(of, v)"
         return (
-            f"static inline float {name}(uint16_t* p, float v) {{\n"
+            f"static inline float {name}(void* vp, float v) {{\n"
+            "  uint16_t* p = (uint16_t*)vp;\n"
             f"  uint16_t old = __atomic_load_n(p, {lorder});\n"
             "  for (;;) {\n"
             "    float of = tl_atomic_bf16_to_f32(old);\n"
@@ -664,8 +690,9 @@ def _plain_rmw(a: AtomicOp) -> Any:
     return tirx.BufferStore(buf, combine(load, v), idx)
 
 
-def lower_gpu_atomics(body: Any, kind: str, location: str) -> Any:
-    """Replace the markers of a GPU function body (after the fragment layout) by CUDA atomics."""
+def lower_gpu_atomics(body: Any, kind: str, location: str, native_bf16: bool = True) -> Any:
+    """Replace the markers of a GPU function body (after the fragment layout) by CUDA atomics;
+    ``native_bf16``: the target computes bfloat16 natively (CUDA sm_80 and later)."""
     if not contains_atomics(body):
         return body
     if kind != "cuda":
@@ -692,7 +719,7 @@ def lower_gpu_atomics(body: Any, kind: str, location: str) -> Any:
         return tirx.call_extern(a.dtype, name, a.ptr, *a.values)
 
     def on_stmt(stmt):
-        return _hoist_bf16(stmt, kind, used) if _has_bf16_marker(stmt) else stmt
+        return _hoist_bf16(stmt, kind, used, not native_bf16) if _has_bf16_marker(stmt) else stmt
 
     body = checked_map(body, [(tirx.Evaluate, on_evaluate)], order="pre")
     body = checked_map(body, [((tirx.BufferStore, tirx.Evaluate, tirx.Bind), on_stmt)], order="pre")

@@ -307,7 +307,7 @@ class FragmentLowering:
         kind = target.kind.name if target is not None else "cuda"
         arch = re.match(r"sm_(\d+)", (arch_of(target) if target is not None else None) or "")
         native_bf16 = arch is None or int(arch.group(1)) >= 80
-        return lower_gpu_intrinsics(lower_gpu_atomics(body, kind, self.location), kind, self.location, native_bf16)
+        return lower_gpu_intrinsics(lower_gpu_atomics(body, kind, self.location, native_bf16), kind, self.location, native_bf16)
 
 
 def lower_fragments(func: tirx.PrimFunc, location: Optional[str] = None) -> tirx.PrimFunc:

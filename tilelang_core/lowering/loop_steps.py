@@ -11,7 +11,10 @@ code generator refuses a parallel loop that does not start at 0.
 it: ``for k in range(count): i = start + k * step`` with ``count`` the number of values
 ``range(start, stop, step)`` has (0 when ``step`` has the wrong sign for the interval). A step of
 0 known when the kernel is defined is a :class:`~tilelang_core.errors.LoweringError` (Python's
-``range`` refuses it); one known only at run time gives no iteration.
+``range`` refuses it); one known only at run time gives no iteration. A loop whose start lies past
+its stop by a constant, or at it (``T.unroll(6, 5)``, ``T.vectorized(3, 3)``), is dropped: TVM's
+``UnrollLoop`` stopped with "Cannot unroll non-constant loop" on the negative extent, and its
+vectorizer on CUDA with "Failed to vectorize loop with extent 0".
 """
 
 from __future__ import annotations
@@ -54,6 +57,10 @@ def normalize_loop_steps(func: tirx.PrimFunc, location: str) -> tirx.PrimFunc:
         step = loop.step
         stepped = step is not None and static_int(step) != 1
         shifted = loop.kind == tirx.ForKind.PARALLEL and static_int(loop.min) != 0
+        empty = static_int(loop.extent)
+        if not stepped and empty is not None and empty <= 0 and loop.kind != tirx.ForKind.THREAD_BINDING:
+            # range(6, 5): no iteration (TVM's UnrollLoop refused the negative extent, its vectorizer an empty loop)
+            return tirx.Evaluate(tirx.IntImm("int32", 0))
         if not stepped and not shifted:
             return loop
         if stepped and static_int(step) == 0:

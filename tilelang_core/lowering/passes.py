@@ -30,6 +30,7 @@ from tvm import s_tir, tirx
 from .configs import PASS_CONFIGS, config_flag  # noqa: E402,F401 - re-exported
 from .bfloat16_rounding import ExpandBFloat16Rounding, RoundBFloat16
 from .float16_rounding import Float16RoundedPerOp
+from .minus_one_divisors import MinusOneDivisors
 from .gpu_math import GpuMathPass
 from .barriers import StripBarriers
 from .float_identities import GuardFloatIdentities
@@ -57,8 +58,9 @@ def _bf16_compute() -> list:
 def _lower_intrin() -> list:
     """TVM's ``LowerIntrin`` of CPU and host code, every float16 operation rounded to float16 first
     (lowering/float16_rounding.py: C compilers keep float16 arithmetic in float, and ``LowerIntrin``
-    would fuse a float16 ``a * b + c`` on ``llvm``)."""
-    return [Float16RoundedPerOp(), tirx.transform.LowerIntrin()]
+    would fuse a float16 ``a * b + c`` on ``llvm``), integer divisions by -1 without a ``let``
+    (lowering/minus_one_divisors.py)."""
+    return [Float16RoundedPerOp(), MinusOneDivisors(), tirx.transform.LowerIntrin()]
 
 
 def _cse(configs: Mapping[str, Any]) -> list:

@@ -13,6 +13,10 @@ results:
   is a buffer on the same storage; ``ThreadSync`` compares indices of the two buffers as if they
   counted the same elements (``S[t]`` and ``V[t]`` look like the same element, each thread's
   own), so reads through the view get no barrier after the writes into ``S``.
+* **Atomic updates.** ``ThreadSync`` counts the pointer ``&S[i]`` of an atomic helper call
+  (lowering/atomics.py) as a read of ``S``, so a ``T.copy`` of ``S`` after the atomics of a
+  ``T.Parallel`` loop got no barrier. Here an atomic is a read and a write of its element (a load
+  only a read, a store only a write), and two atomics never conflict.
 
 :func:`PlanSharedBarriers` runs right before ``ThreadSync`` and places the barriers itself, with
 the same model as ``ThreadSync`` (the statements of one sequence, a compound statement stands for
@@ -128,6 +132,7 @@ class _Access:
     where: Optional[tuple] = None  # (file, line) of the statement
     cond_where: Optional[tuple] = None  # (file, line) of the innermost enclosing if/while on the thread index
     cut: bool = False  # made before the barrier a "C" stands for: ordered before everything after the "C"
+    atomic: bool = False  # made by an atomic helper call (lowering/atomics.py): atomics need no barrier between them
 
 
 def _barrier() -> Any:
@@ -184,6 +189,8 @@ def _pin(access: _Access, var: Any) -> Optional[int]:
 def _conflict(prev: _Access, curr: _Access) -> bool:
     """Whether ``prev`` (earlier, no barrier since) and ``curr`` may touch one element from two threads."""
     if not _same_key(prev.key, curr.key):
+        return False
+    if prev.atomic and curr.atomic:  # two atomic updates of one element are ordered by the hardware
         return False
     # thread axes not pinned to one common value by the conditions around both accesses
     free = [t for t in curr.threads if _pin(curr, t) is None or _pin(curr, t) != _pin(prev, t)]
@@ -399,10 +406,38 @@ class _Planner:
             out.append(self._subst(index))
         return tuple(out)
 
+    def _atomic_accesses(self, call: Any, seen: list) -> list:
+        """The accesses of an atomic helper call ``tl_atomic_<op>_<dtype>_<order>(ptr, ...)``
+        (lowering/atomics.py) to its destination: a read and a write (a load only reads, a store
+        only writes), marked atomic. ThreadSync counts ``address_of(S[i])`` as a read of ``S``
+        only, so the reads after a block's atomic updates of a shared tile got no barrier.
+        ``seen`` gets the pointer expression, whose own load is not counted again."""
+        ptr = call.args[1]
+        op = str(call.args[0].value).split("_")[2]
+        if isinstance(ptr, tvm.ir.Call) and _op(ptr) == _ADDRESS_OF_OP and isinstance(ptr.args[0], tvm.ir.TensorLoad):
+            load = ptr.args[0]
+            src = load.source
+            key, bits, points, name = self._key(src.data, str(src.scope())), _bits(src.dtype), self._points(load.indices), str(src.name)
+            seen.append(load)
+        elif isinstance(ptr, tvm.ir.Call) and _op(ptr) == _ACCESS_PTR_OP:
+            var = ptr.args[1]
+            key = self._key(var, str(getattr(var.ty, "storage_scope", "") or ""))
+            bits, points, name = _bits(ptr.args[0].ty), None, str(var.name)
+            seen.append(ptr)
+        else:
+            return []
+        if key is None:
+            return []
+        kinds = {"load": "R", "store": "W"}.get(op, "RW")
+        return [replace(self._new(k, key, bits, points, name), atomic=True) for k in kinds]
+
     def _expr_accesses(self, expr: Any) -> list:
         found: list = []
+        seen: list = []  # pointers of atomic calls, counted by _atomic_accesses
 
         def on_node(node: Any) -> None:
+            if any(node.same_as(x) for x in seen):
+                return
             if isinstance(node, tvm.ir.TensorLoad):
                 src = node.source
                 key = self._key(src.data, str(src.scope()))
@@ -410,7 +445,10 @@ class _Planner:
                     found.append(self._new("R", key, _bits(src.dtype), self._points(node.indices), str(src.name)))
             elif isinstance(node, tvm.ir.Call):
                 name = _op(node)
-                if name == _SYNC_OP and str(node.args[0].value) != "warp":
+                if (name == "tirx.call_extern" and isinstance(node.args[0], tvm.ir.StringImm)
+                        and str(node.args[0].value).startswith("tl_atomic_") and len(node.args) > 1):
+                    found.extend(self._atomic_accesses(node, seen))
+                elif name == _SYNC_OP and str(node.args[0].value) != "warp":
                     found.append(_Access("S"))
                 elif name == _ACCESS_PTR_OP:
                     var = node.args[1]

@@ -11,6 +11,18 @@ from tvm.tirx.script.builder import ir as _B
 from ._common import as_tile, cast, fail, is_float, loop_nest, per_thread, same_extent, shape_text, static_int
 
 
+def _running_max(acc: Any, x: Any) -> Any:
+    """``max(acc, x)`` of the running maximum; for floats NaN elements are ignored, as by
+    ``T.reduce_max`` and CUDA's ``fmaxf`` (NaN only while every element so far is NaN). With the
+    CPU targets' ``T.max`` (``a > b ? a : b``) a NaN reset the running maximum: the ``cummax`` of
+    ``[inf, nan, 0]`` was ``[inf, nan, 0]`` on ``c`` and ``llvm``, ``[inf, inf, inf]`` on CUDA."""
+    dtype = str(acc.ty.dtype)
+    if not is_float(dtype):
+        return tirx.max(acc, x)
+    wide = acc if dtype in ("float32", "float64") else tirx.Cast("float32", acc)
+    return tirx.Select(tirx.Or(x > acc, tirx.isnan(wide)), x, acc)
+
+
 def _scan(kind: str, src: Any, dst: Optional[Any], dim: Any, reverse: bool) -> None:
     op = f"T.{kind}"
     operands = (src,) if dst is None else (src, dst)
@@ -51,7 +63,7 @@ def _scan(kind: str, src: Any, dst: Optional[Any], dim: Any, reverse: bool) -> N
         prev = (k + 1) if reverse else (k - 1)
         x = cast(s.buffer[tuple(at(s, vs, k))], acc_dtype)
         acc = d.buffer[tuple(at(d, vs, prev))]
-        _B.buffer_store(d.buffer, acc + x if kind == "cumsum" else tirx.max(acc, x), at(d, vs, k))
+        _B.buffer_store(d.buffer, acc + x if kind == "cumsum" else _running_max(acc, x), at(d, vs, k))
 
     in_place = d.buffer.same_as(s.buffer) and all(
         static_int(a) is not None and static_int(a) == static_int(b) for a, b in zip(s.starts, d.starts)
