@@ -28,7 +28,7 @@ def backend_spec_dict() -> dict[str, Any]:
         "distribution": "tilelang-backend-nvrtc",
         "version": __version__,
         "plugin_api_version": TILELANG_PLUGIN_API,
-        "description": "CUDA kernels compiled in-process by NVRTC (no nvcc), launched with the CUDA driver API",
+        "description": "CUDA kernels compiled by NVRTC (no nvcc), launched with the CUDA driver API",
         "targets": {
             "cuda": {
                 "priority": CUDA_PRIORITY,
