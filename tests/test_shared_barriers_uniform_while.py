@@ -27,6 +27,7 @@ with 32, 64 and 128 threads, 20 times per input, against a torch reference.
 from __future__ import annotations
 
 import pathlib
+import re
 import sys
 
 import pytest
@@ -371,3 +372,13 @@ def test_emulated_gpu_matches_torch(name, threads, tmp_path):
 @pytest.mark.skipif(CU.NVCC is None, reason="nvcc is not installed")
 def test_sources_compile_with_nvcc(tmp_path):
     CU.compile_translation_units({n: _lower(make(64)) for n, (make, _) in CASES.items()}, tmp_path)
+
+
+def test_the_race_error_of_a_per_thread_while_names_the_loop():
+    """The error names the while loop and its line, not an if on the thread index (the only such
+    if inside is a bounds guard the pipeline made for the copy, on the while's line)."""
+    with pytest.raises(LoweringError) as info:
+        _lower(_per_thread_start())
+    text = str(info.value)
+    assert re.search(r"inside the while loop at line \d+, whose condition may differ between threads", text), text
+    assert "the if on the thread index" not in text and "cannot go inside that loop" in text

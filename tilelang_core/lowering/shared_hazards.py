@@ -130,7 +130,9 @@ class _Access:
     pins: tuple = ()  # per thread var: the one value the enclosing conditions allow, else None
     name: str = ""  # the buffer, for messages
     where: Optional[tuple] = None  # (file, line) of the statement
-    cond_where: Optional[tuple] = None  # (file, line) of the innermost enclosing if/while on the thread index
+    cond_where: Optional[tuple] = None  # (file, line[, tag]) of the innermost enclosing if/while of the kernel's
+    # own when the access is under a condition on the thread index; tag "while" for a while loop, "generated"
+    # for an if the pipeline made (a bounds guard, no line of its own)
     cut: bool = False  # made before the barrier a "C" stands for: ordered before everything after the "C"
     atomic: bool = False  # made by an atomic helper call (lowering/atomics.py): atomics need no barrier between them
 
@@ -326,7 +328,8 @@ class _Planner:
         self.views: dict = {}  # buffer of a DeclBuffer -> the buffer that owns its storage
         self.extents: list = []  # (thread var, static extent or None) of the threads in scope
         self.locals: list = []  # (buffer, indices, value): see _single_store_locals
-        self.conds: list = []  # enclosing if/while conditions on the thread: (condition, (file, line))
+        self.conds: list = []  # enclosing if/while conditions on the thread: (condition, (file, line[, tag]))
+        self.sites: list = []  # (file, line[, tag]) of every enclosing divergent if/while (for messages)
         self.pins: tuple = ()  # per var of self.threads: the value self.conds allow, else None
         self.where: Optional[tuple] = None  # (file, line) of the innermost statement with a span
         self.races: list = []  # (prev, curr): read/write hazards between threads inside an if on the thread
@@ -364,8 +367,10 @@ class _Planner:
         return tvm_ffi.structural_map(expr, [(tvm.ir.TensorLoad, on_load)])
 
     def _new(self, kind: str, key: Any, bits: int, points: Optional[tuple], name: str) -> _Access:
-        return _Access(kind, key, bits, points, tuple(self.threads), self.pins, name, self.where,
-                       self.conds[-1][1] if self.conds else None)
+        cond_where = self.conds[-1][1] if self.conds else None
+        if cond_where is not None:  # for the message: the innermost if/while of the kernel's own
+            cond_where = next((w for w in reversed(self.sites) if w and w[2:] != ("generated",)), cond_where)
+        return _Access(kind, key, bits, points, tuple(self.threads), self.pins, name, self.where, cond_where)
 
     def _uses_thread(self, expr: Any) -> bool:
         return any(_uses(expr, t) for t in self.threads)
@@ -387,7 +392,8 @@ class _Planner:
 
     def _enter_cond(self, cond: Any, where: Any) -> tuple:
         """Push an if/while condition (substituted) when it uses a thread index; the old state."""
-        saved = (len(self.conds), self.pins)
+        saved = (len(self.conds), self.pins, len(self.sites))
+        self.sites.append(where)
         cond = self._subst(cond)
         if self._uses_thread(cond):
             self.conds.append((cond, where))
@@ -397,6 +403,7 @@ class _Planner:
     def _leave_cond(self, saved: tuple) -> None:
         del self.conds[saved[0]:]
         self.pins = saved[1]
+        del self.sites[saved[2]:]
 
     def _points(self, indices: Any) -> Optional[tuple]:
         out = []
@@ -612,7 +619,10 @@ class _Planner:
         uniform = not marked and self._block_uniform(cond)
         divergent = not (marked or uniform)
         region = self._enter_region(divergent)
-        where = span_to_location(getattr(stmt, "span", None)) or self.where
+        own = span_to_location(getattr(stmt, "span", None))
+        # an if the pipeline made (a bounds guard) has no line of its own: tagged, so that a race
+        # message names the kernel's own if or while around it instead (_new)
+        where = own or ((*self.where, "generated") if self.where else None)
         saved = self._enter_cond(cond, where) if divergent else None
         branches = [self._scoped(stmt.then_case, divergent)]
         if saved is not None:
@@ -636,7 +646,8 @@ class _Planner:
         uniform = not marked and not exits and self._block_uniform(cond)
         divergent = not (marked or uniform)
         region = self._enter_region(divergent)
-        saved = self._enter_cond(cond, span_to_location(getattr(stmt, "span", None)) or self.where) if divergent else None
+        where = span_to_location(getattr(stmt, "span", None)) or self.where
+        saved = self._enter_cond(cond, (*where, "while") if where else None) if divergent else None
         self.exits += exits
         acc = self._scoped(stmt.body, divergent, loop=None if divergent else stmt, leaves=exits)
         self.exits -= exits
@@ -881,10 +892,14 @@ def _race_message(prev: _Access, curr: _Access, location: str) -> str:
 
     cond = curr.cond_where or prev.cond_where
     first, second = ("written", "read") if prev.kind == "W" else ("read", "written")
+    if cond is not None and cond[2:] == ("while",):
+        inside, that = f"the while loop at {line(cond)}, whose condition may differ between threads", "that loop"
+    else:
+        inside, that = f"the if on the thread index at {line(cond)}", "that if"
     return (
         f"{at(curr.where)}: shared buffer '{curr.name}' is {second} here and {first} at {line(prev.where)} by "
-        f"different threads inside the if on the thread index at {line(cond)}; they race on its elements: "
-        "a __syncthreads() between them cannot go inside that if (not every thread of the block reaches "
+        f"different threads inside {inside}; they race on its elements: "
+        f"a __syncthreads() between them cannot go inside {that} (not every thread of the block reaches "
         "it). Let a single thread do this work (e.g. `if tx == 0:`), index the buffer by the thread "
         "index so that each thread touches only its own elements, or split the if in two (or move "
         "the work out of the condition) so that the barrier goes between the write and the read"
