@@ -176,14 +176,20 @@ def read_results(path: Path) -> dict:
 
 # --- upstream results, cached per file ---------------------------------------------------------------
 
-def python_identity(python: str, env: dict) -> str:
-    """``tilelang`` and ``torch`` versions and where ``tilelang`` is, as ``python`` sees them."""
-    probe = "import tilelang, torch; print(tilelang.__version__, torch.__version__, tilelang.__file__)"
-    done = subprocess.run([python, "-c", probe], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+def probe_python(python: str, env: dict, code: str, failure: str) -> str:
+    """The last line ``code`` prints when ``python -c code`` runs outside any checkout; exits with
+    ``failure`` and the end of its stderr when it fails."""
+    done = subprocess.run([python, "-c", code], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
                           cwd=os.path.abspath(os.sep))
     if done.returncode != 0:
-        raise SystemExit(f"{python} cannot import tilelang and torch:\n{done.stderr[-2000:]}")
+        raise SystemExit(f"{failure}:\n{done.stderr[-2000:]}")
     return done.stdout.strip().splitlines()[-1]
+
+
+def python_identity(python: str, env: dict) -> str:
+    """``tilelang`` and ``torch`` versions and where ``tilelang`` is, as ``python`` sees them."""
+    return probe_python(python, env, "import tilelang, torch; print(tilelang.__version__, torch.__version__, "
+                        "tilelang.__file__)", f"{python} cannot import tilelang and torch")
 
 
 def file_cache_key(src: Path, rel: str, identity: str, timeout: float) -> str:
@@ -252,12 +258,9 @@ def folder_of(nodeid: str) -> str:
 
 def tree_identity(python: str, env: dict) -> str:
     """Which ``tilelang`` the Python for TileLang-Core imports, with its git commit where it has one."""
-    probe = "import tilelang, os; print(os.path.dirname(os.path.dirname(os.path.realpath(tilelang.__file__))))"
-    done = subprocess.run([python, "-c", probe], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                          cwd=os.path.abspath(os.sep))
-    if done.returncode != 0:
-        raise SystemExit(f"--ours-python {python} cannot import tilelang:\n{done.stderr[-2000:]}")
-    root = done.stdout.strip().splitlines()[-1]
+    root = probe_python(python, env, "import tilelang, os; "
+                        "print(os.path.dirname(os.path.dirname(os.path.realpath(tilelang.__file__))))",
+                        f"--ours-python {python} cannot import tilelang")
     head = subprocess.run(["git", "-C", root, "log", "-1", "--format=%h %s"], capture_output=True, text=True)
     dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True)
