@@ -26,11 +26,13 @@ DIVISORS = (1, 4, 48, 64)
 VALUES = (0, 1, 5, 63, 64, 65, -1, -5, -64, -65, 2**31 - 1, 2**31 - 2, 2**31 - 47, -(2**31) + 1)
 
 
-def _quotients():
+def _quotients(count, dtype):
+    """``Q[i, j] = T.ceildiv(N[i], DIVISORS[j])`` for ``count`` values of ``dtype``."""
+
     @T.prim_func
-    def quotients(N: T.Tensor((len(VALUES),), "int32"), Q: T.Tensor((len(VALUES), len(DIVISORS)), "int32")):
+    def quotients(N: T.Tensor((count,), dtype), Q: T.Tensor((count, len(DIVISORS)), dtype)):
         with T.Kernel(1, threads=1) as bx:
-            for i in T.serial(len(VALUES)):
+            for i in T.serial(count):
                 Q[i, 0] = T.ceildiv(N[i], 1)
                 Q[i, 1] = T.ceildiv(N[i], 4)
                 Q[i, 2] = T.ceildiv(N[i], 48)
@@ -41,7 +43,7 @@ def _quotients():
 
 @pytest.mark.parametrize("backend,target", cpu_pairs())
 def test_ceildiv_is_exact_up_to_the_int32_maximum(backend, target):
-    kernel = tilelang.compile(_quotients(), target=target, execution_backend=backend)
+    kernel = tilelang.compile(_quotients(len(VALUES), "int32"), target=target, execution_backend=backend)
     n = torch.tensor(VALUES, dtype=torch.int32)
     q = torch.full((len(VALUES), len(DIVISORS)), -7, dtype=torch.int32)
     kernel(n, q)
@@ -50,19 +52,6 @@ def test_ceildiv_is_exact_up_to_the_int32_maximum(backend, target):
 
 
 U_VALUES = (0, 1, 5, 63, 64, 65, 2**31, 2**32 - 1, 2**32 - 2, 2**32 - 47, 2**32 - 64)
-
-
-def _unsigned_quotients(dtype):
-    @T.prim_func
-    def unsigned_quotients(N: T.Tensor((len(U_VALUES),), dtype), Q: T.Tensor((len(U_VALUES), len(DIVISORS)), dtype)):
-        with T.Kernel(1, threads=1) as bx:
-            for i in T.serial(len(U_VALUES)):
-                Q[i, 0] = T.ceildiv(N[i], 1)
-                Q[i, 1] = T.ceildiv(N[i], 4)
-                Q[i, 2] = T.ceildiv(N[i], 48)
-                Q[i, 3] = T.ceildiv(N[i], 64)
-
-    return unsigned_quotients
 
 
 @pytest.mark.parametrize("backend,target", cpu_pairs())
@@ -75,7 +64,7 @@ def test_unsigned_ceildiv_is_exact_up_to_the_maximum(backend, target, dtype):
     vals = [v + (top if v >= 2**31 else 0) for v in U_VALUES]
     signed = getattr(torch, f"int{bits}")
     as_signed = [v - 2**bits if v >= 2 ** (bits - 1) else v for v in vals]
-    kernel = tilelang.compile(_unsigned_quotients(dtype), target=target, execution_backend=backend)
+    kernel = tilelang.compile(_quotients(len(U_VALUES), dtype), target=target, execution_backend=backend)
     n = torch.tensor(as_signed, dtype=signed).view(getattr(torch, dtype))
     q = torch.zeros((len(vals), len(DIVISORS)), dtype=signed).view(getattr(torch, dtype))
     kernel(n, q)
