@@ -49,12 +49,13 @@ def last4(dtype: str = "int32"):
     return last4
 
 
-def rowstride():
-    """``B = A`` of a ``(m, 4)`` ``A`` whose row stride is the int32 symbol ``s``."""
-    m, s = T.dynamic("m"), T.dynamic("s")
+def rowstride(stride_dtype="int32", dtype="int8"):
+    """``B = A`` of a ``(m, 4)`` ``A`` whose row stride is the symbol ``s`` of ``stride_dtype``
+    (its size ``m`` is int32)."""
+    m, s = T.dynamic("m"), T.dynamic("s", stride_dtype)
 
     @T.prim_func
-    def rowstride(A: T.StridedTensor((m, 4), (s, 1), "int8"), B: T.Tensor((m, 4), "int8")):
+    def rowstride(A: T.StridedTensor((m, 4), (s, 1), dtype), B: T.Tensor((m, 4), dtype)):
         with T.Kernel(m, threads=1) as bx:
             for i in T.serial(4):
                 B[bx, i] = A[bx, i]
@@ -139,32 +140,19 @@ def test_an_artifact_without_symbol_dtypes_reads_as_int64():
     assert KernelArtifact.from_json(json.dumps(data)).symbols[0].dtype == "int64"
 
 
-def strided_int64_stride():
-    """A ``(m, 4)`` tensor whose row stride ``s`` is int64 while its size ``m`` is int32."""
-    m, s = T.dynamic("m"), T.dynamic("s", "int64")
-
-    @T.prim_func
-    def kstride(A: T.StridedTensor((m, 4), (s, 1), "float32"), B: T.Tensor((m, 4), "float32")):
-        with T.Kernel(m, threads=1) as bx:
-            for i in T.serial(4):
-                B[bx, i] = A[bx, i]
-
-    return kstride
-
-
 @pytest.mark.parametrize("target", ["c", "llvm"])
 def test_a_stride_of_another_dtype_than_its_size_is_refused_for_runtime_modules(target):
     if not installed("tvm_ffi"):
         pytest.skip("tvm_ffi is not installed")
     with pytest.raises(LoweringError) as info:
-        tilelang.compile(strided_int64_stride(), target=target, execution_backend="tvm_ffi")
+        tilelang.compile(rowstride("int64", "float32"), target=target, execution_backend="tvm_ffi")
     text = str(info.value)
-    assert "kernel 'kstride': parameter 'A' has stride[0] = s of dtype int64, but its shape[0] = m is int32" in text
+    assert "kernel 'rowstride': parameter 'A' has stride[0] = s of dtype int64, but its shape[0] = m is int32" in text
     assert "declare both symbols with one dtype" in text and "Check failed" not in text
 
 
 def test_a_stride_of_another_dtype_than_its_size_runs_from_device_source():
-    k = tilelang.compile(strided_int64_stride(), target="c", execution_backend="cython")
+    k = tilelang.compile(rowstride("int64", "float32"), target="c", execution_backend="cython")
     a = torch.randn(3, 10)[:, :4]
     b = torch.zeros(3, 4)
     k(a, b)
