@@ -32,13 +32,14 @@ import re
 from typing import Any, Optional
 
 from tilelang_core.artifact import BuildOptions, KernelArtifact, ScalarParam, TensorParam
+from tilelang_core.calling import INT_RANGES
 from tilelang_core.errors import BuildError, OutIdxError
 
 from .exprs import is_plain_symbol, to_bytecode
 
 PLAN_FORMAT = 1
 #: dtypes a symbol may have in "symbol_dtypes" (the dispatcher refuses larger sizes and strides)
-SYMBOL_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+SYMBOL_DTYPES = tuple(INT_RANGES)
 ENTRY_SYMBOL = "__tl_cy_call"
 ERROR_STRING_SYMBOL = "__tl_cy_error_string"
 
