@@ -55,6 +55,13 @@ def _bf16_compute() -> list:
     return [RoundBFloat16(), tirx.transform.BF16ComputeLegalize(), ExpandBFloat16Rounding()]
 
 
+def _simplifier_guards() -> list:
+    """What must survive the ``StmtSimplify`` that follows: calls with a side effect are not folded
+    away (``bump(p) * 0``, ``f(p) - f(p)``; kept_effects.py), and floats get no real-number rules
+    (``x - x``, ``(x + y) - x``, ``x != x``; float_identities.py)."""
+    return [GuardSideEffects(), GuardFloatIdentities()]
+
+
 def _lower_intrin() -> list:
     """TVM's ``LowerIntrin`` of CPU and host code, every float16 operation rounded to float16 first
     (lowering/float16_rounding.py: C compilers keep float16 arithmetic in float, and ``LowerIntrin``
@@ -75,8 +82,7 @@ def cpu_source_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         tirx.transform.FlattenBuffer(),
         *_bf16_compute(),
         tirx.transform.NarrowDataType(32),
-        GuardSideEffects(),  # bump(p) * 0, f(p) - f(p): calls with a side effect are not folded away (kept_effects.py)
-        GuardFloatIdentities(),  # x - x, (x + y) - x, x != x on floats: no real-number rules (float_identities.py)
+        *_simplifier_guards(),
         tirx.transform.StmtSimplify(),
         # Vectorized loops become serial: the C source expresses SIMD with '#pragma omp simd'.
         tirx.transform.VectorizeLoop(False),
@@ -119,8 +125,7 @@ def cpu_runtime_passes(configs: Mapping[str, Any], vector_types: bool = True) ->
         ExpandVectorizedLocals(),
         *_bf16_compute(),
         tirx.transform.NarrowDataType(32),
-        GuardSideEffects(),  # bump(p) * 0, f(p) - f(p): calls with a side effect are not folded away (kept_effects.py)
-        GuardFloatIdentities(),  # x - x, (x + y) - x, x != x on floats: no real-number rules (float_identities.py)
+        *_simplifier_guards(),
         tirx.transform.StmtSimplify(),
         tirx.transform.VectorizeLoop(vectorize),
         unroll_loops(gpu=False),
@@ -153,8 +158,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         PackHalfReductions(),  # CUDA: per-thread float16/bfloat16 max/min two lanes at a time (packed_reductions.py)
         *_bf16_compute(),
         tirx.transform.NarrowDataType(32),
-        GuardSideEffects(),  # bump(p) * 0, f(p) - f(p): calls with a side effect are not folded away (kept_effects.py)
-        GuardFloatIdentities(),  # x - x, (x + y) - x, x != x on floats: no real-number rules (float_identities.py)
+        *_simplifier_guards(),
         tirx.transform.StmtSimplify(),
         # CUDA: vectorized loops split into vectors its code generator prints right (vector_lanes.py)
         *([] if config_flag(configs, "tl.disable_vectorize") else [SplitWideVectors()]),
