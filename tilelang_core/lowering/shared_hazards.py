@@ -792,6 +792,8 @@ class _Planner:
                     if stmt in self.marks:
                         synced.add(i)
                     break
+        if leaves:
+            return self._leaving_summary(seq, synced)
         head: list = []
         tail: list = []
         count = 0
@@ -811,8 +813,6 @@ class _Planner:
                     count += 1
                 elif a.kind != "C":  # outside its statement, a "C" counts as no barrier
                     (tail if count else head).append(replace(a, cut=False))
-        if leaves:
-            return self._leaving_summary(seq, synced)
         return head + tail
 
     @staticmethod
