@@ -36,7 +36,7 @@ from tvm import tirx
 from ..errors import LoweringError
 from ..language.core import LOCAL_SCOPES
 from ..language.spans import span_to_location
-from ..language.tileops._common import FRAGMENT_SCOPE, collect, scope_of, static_int, substitute
+from ..language.tileops._common import FRAGMENT_SCOPE, collect, contains, scope_of, static_int, substitute
 from ..language.tileops.debug import DEVICE_ASSERT_CALL
 from ..language.registered_ops import ADDRESS_OPS
 from ..language.tileops.reducer import FINALIZE_CALL, UPDATE_KEY
@@ -70,10 +70,6 @@ class _Nest:
 
 def _is_local(buffer: Any) -> bool:
     return scope_of(buffer) in LOCAL_SCOPES
-
-
-def _contains(seq: list, node: Any) -> bool:
-    return any(node.same_as(x) for x in seq)
 
 
 def _where(node: Any, fallback: str) -> str:
@@ -118,12 +114,12 @@ def _classify(loops: list, reducers: list) -> _Nest:
     reasons: list = []
     for store in collect(body, tirx.BufferStore):
         buffer = store.buffer
-        if _contains(inner, buffer):
+        if contains(inner, buffer):
             continue
-        if _contains(reducers, buffer):
+        if contains(reducers, buffer):
             reasons.append(f"updates the reducer '{buffer}'")
         elif _is_local(buffer):
-            if not _contains(writes, buffer):
+            if not contains(writes, buffer):
                 writes.append(buffer)
         else:
             reasons.append(f"stores into the {scope_of(buffer)} buffer '{buffer}'")
@@ -196,7 +192,7 @@ class _Owner:
         inner = [f.loop_var for f in collect(body, tirx.For)] + [b.var for b in collect(body, (tirx.Bind, tirx.LetStmt))]
         values = [substitute(i, _flat_indices(loops, self.flat)) for i in indices]
         for value in values:
-            if any(_contains(inner, v) for v in collect(value, tvm.ir.Var)):
+            if any(contains(inner, v) for v in collect(value, tvm.ir.Var)):
                 return None
         analyzer = tvm.sym.Analyzer()
         analyzer.bind(self.flat, tvm.ir.Range(0, self.total))
@@ -240,12 +236,12 @@ def _check_reads(body: Any, writer: _Nest, buffer: Any, nests: list, kernel_loc:
             continue
         allowed.extend(load for load in collect(nest.loops[0], tvm.ir.TensorLoad)
                        if load.source.same_as(buffer) and owner.reads_own(nest, load))
-    bad = [load for load in collect(body, tvm.ir.TensorLoad) if load.source.same_as(buffer) and not _contains(allowed, load)]
+    bad = [load for load in collect(body, tvm.ir.TensorLoad) if load.source.same_as(buffer) and not contains(allowed, load)]
     if not bad:
         return
     # the innermost statement with a location that holds the read (pre-order: parents first)
     holders = [s for s in collect(body, tirx.Stmt)
-               if span_to_location(getattr(s, "span", None)) and _contains(collect(s, tvm.ir.TensorLoad), bad[0])]
+               if span_to_location(getattr(s, "span", None)) and contains(collect(s, tvm.ir.TensorLoad), bad[0])]
     where = _where(holders[-1], kernel_loc) if holders else kernel_loc
     wrote = _where(writer.loops[0], kernel_loc)
     raise LoweringError(

@@ -37,7 +37,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..language.core import KERNEL_AXIS_KEY, LOCAL_SCOPES, PARALLEL_MARKER
-from ..language.tileops._common import static_int
+from ..language.tileops._common import contains, static_int
 from .markers import marker_args
 
 __all__ = ["Ctx", "is_uniform", "has_exit", "enter_for", "enter_if", "enter_while", "after_bind", "nest_depth",
@@ -51,10 +51,6 @@ class Ctx:
     divergent: bool = False  # inside a T.Parallel body, a thread-bound loop, or per-thread control flow
     per_thread: tuple = ()  # variables whose value may differ between threads
     uniform_locals: tuple = ()  # local buffers holding the same values in every thread
-
-
-def _contains(seq: tuple, node: Any) -> bool:
-    return any(node.same_as(x) for x in seq)
 
 
 def is_uniform(expr: Any, ctx: Ctx, allowed_call: Callable[[Any], bool] = lambda call: False,
@@ -72,13 +68,13 @@ def is_uniform(expr: Any, ctx: Ctx, allowed_call: Callable[[Any], bool] = lambda
     ok = [True]
 
     def on_var(var: Any) -> Any:
-        if _contains(ctx.per_thread, var):
+        if contains(ctx.per_thread, var):
             ok[0] = False
         return var
 
     def on_load(load: Any) -> Any:
         if str(load.source.ty.storage_scope) in LOCAL_SCOPES:
-            ok[0] = ok[0] and _contains(ctx.uniform_locals, load.source)
+            ok[0] = ok[0] and contains(ctx.uniform_locals, load.source)
         elif allowed_load is not None:
             ok[0] = ok[0] and allowed_load(load)
         return load
@@ -242,17 +238,17 @@ def uniform_local_buffers(body: Any, allowed_call: Callable = lambda call: False
         return next((o for b, o in owner if b.same_as(buf)), None)
 
     excluded = tuple(excluded)
-    lost = tuple(o for b, o in owner if _contains(excluded, b) or _contains(excluded, b.data))
-    candidates = tuple(b for b in allocated if not _contains(lost, b))
+    lost = tuple(o for b, o in owner if contains(excluded, b) or contains(excluded, b.data))
+    candidates = tuple(b for b in allocated if not contains(lost, b))
     while candidates:
-        members = tuple(b for b, o in owner if _contains(candidates, o))
+        members = tuple(b for b, o in owner if contains(candidates, o))
         stores: list = []
         ctx = Ctx(per_thread=tuple(per_thread), uniform_locals=members)
         _local_stores(body, ctx, 0, stores, allowed_call, allowed_load)
-        bad = tuple(storage(s.buffer) for s, c in stores if _contains(members, s.buffer) and not (
+        bad = tuple(storage(s.buffer) for s, c in stores if contains(members, s.buffer) and not (
             is_uniform(s.value, c, allowed_call, allowed_load)
             and all(is_uniform(i, c, allowed_call, allowed_load) for i in s.indices)))
         if not bad:
             return members
-        candidates = tuple(b for b in candidates if not _contains(bad, b))
+        candidates = tuple(b for b in candidates if not contains(bad, b))
     return ()

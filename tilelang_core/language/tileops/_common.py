@@ -232,6 +232,11 @@ def is_var_buffer(buffer: Any) -> bool:
     return len(shape) == 1 and static_int(shape[0]) == 1 and scope_of(buffer) == "local"
 
 
+def contains(nodes: Sequence[Any], node: Any) -> bool:
+    """Whether ``node`` is one of ``nodes`` (the same IR object: ``same_as``, not structural equality)."""
+    return any(node.same_as(x) for x in nodes)
+
+
 def collect(node: Any, kinds: Any) -> list:
     """The nodes of the classes ``kinds`` (a class or a tuple) in ``node``, a statement or expression."""
     found: list = []
