@@ -205,7 +205,9 @@ def writing_build_file(directory: os.PathLike, path: os.PathLike, kernel: str) -
                         f"{exc.strerror or exc}; free space there or set TMPDIR to a folder with room") from None
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def kill_group(proc: subprocess.Popen) -> None:
+    """Kill ``proc`` and its process group (it was started with ``start_new_session=True``); a
+    process already gone is no error."""
     try:
         if os.name == "posix":
             os.killpg(proc.pid, signal.SIGKILL)
@@ -244,7 +246,7 @@ def run_compiler(command: Sequence[str], *, cwd: Optional[os.PathLike] = None, t
                 out, _ = proc.communicate(timeout=timeout)
                 returncode = proc.returncode
             except subprocess.TimeoutExpired:
-                _kill_group(proc)
+                kill_group(proc)
                 out, _ = proc.communicate()
                 returncode = None
             collector._keep(out or b"")
@@ -253,11 +255,11 @@ def run_compiler(command: Sequence[str], *, cwd: Optional[os.PathLike] = None, t
             try:
                 returncode = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                _kill_group(proc)
+                kill_group(proc)
                 proc.wait()
                 returncode = None
     except BaseException:  # Ctrl-C: the compiler and what it started go too
-        _kill_group(proc)
+        kill_group(proc)
         proc.wait()
         raise
     finally:
@@ -269,4 +271,4 @@ def run_compiler(command: Sequence[str], *, cwd: Optional[os.PathLike] = None, t
                        seconds=time.monotonic() - start)
 
 
-__all__ = ["DEFAULT_TIMEOUT_S", "TIMEOUT_ENV", "CompilerRun", "compile_timeout_s", "probe_timeout_s", "run_compiler", "writing_build_file"]
+__all__ = ["DEFAULT_TIMEOUT_S", "TIMEOUT_ENV", "CompilerRun", "compile_timeout_s", "kill_group", "probe_timeout_s", "run_compiler", "writing_build_file"]

@@ -113,10 +113,9 @@ class _Worker:
 
     def kill(self) -> None:
         """End the worker and wait for it."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        from tilelang_core.compiler_process import kill_group  # not at the top: the worker imports this module
+
+        kill_group(self.proc)
         self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout):
             try:
