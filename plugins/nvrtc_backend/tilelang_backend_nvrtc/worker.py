@@ -80,15 +80,15 @@ class _Worker:
         """Started by this process (not inherited through ``fork``) and still running."""
         return self.owner == os.getpid() and self.proc.poll() is None
 
-    def ask(self, request: tuple, timeout: Optional[float]) -> tuple:
-        """Send ``request``, wait for the answer at most ``timeout`` seconds (None: no limit)."""
+    def ask(self, request: tuple, timeout: float) -> tuple:
+        """Send ``request``, wait for the answer at most ``timeout`` seconds."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         try:
             _write(self.proc.stdin, request)
         except (BrokenPipeError, ConnectionResetError):
             raise WorkerDied(_status_text(self.proc.wait())) from None
         fd = self.proc.stdout.fileno()
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = time.monotonic() + timeout
         buffer = bytearray()
         need = _HEADER.size
         with selectors.DefaultSelector() as sel:
@@ -99,8 +99,8 @@ class _Worker:
                         need += _HEADER.unpack(bytes(buffer[:_HEADER.size]))[0]
                         continue
                     return marshal.loads(bytes(buffer[_HEADER.size:need]))
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     self.kill()
                     raise CompileTimedOut()
                 if not sel.select(left):
@@ -133,7 +133,7 @@ def _status_text(status: int) -> str:
     return f"exit status {status}"
 
 
-def compile_in_worker(source: bytes, name: str, options: list[str], timeout: Optional[float]) -> tuple:
+def compile_in_worker(source: bytes, name: str, options: list[str], timeout: float) -> tuple:
     """NVRTC's answer for ``source`` (see the module docstring), from a worker process.
 
     :raises CompileTimedOut: past ``timeout`` seconds (the worker is killed).
