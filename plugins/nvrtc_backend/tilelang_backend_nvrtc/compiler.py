@@ -161,28 +161,25 @@ def _keep_source(name: str, source: str) -> Path:
     return path
 
 
-def _build_error(name: str, arch: Arch, source: str, failure: _CompileFailed, note: str = "") -> BuildError:
+def _nvrtc_error(headline: str, source: str, name: str, options: list[str], output: str, log: bool) -> BuildError:
+    """The :class:`BuildError` of a compile that failed (``headline``), with the NVRTC options, the
+    kept source and, when ``log``, NVRTC's log ``output``; ``.command``/``.output``/``.source`` set."""
     kept = _keep_source(name, source)
-    command = ["nvrtc", *failure.options]
-    err = BuildError(
-        f"NVRTC failed to compile kernel '{name}' for {arch.name}{note}\n"
-        f"NVRTC options: {' '.join(failure.options)}\n"
-        f"source kept at: {kept}\n"
-        f"NVRTC log:\n{failure.log}"
+    return BuildError(
+        f"{headline}\nNVRTC options: {' '.join(options)}\nsource kept at: {kept}"
+        + (f"\nNVRTC log:\n{output}" if log else ""),
+        command=["nvrtc", *options], output=output, source=kept,
     )
-    err.command, err.output, err.source_path = command, failure.log, str(kept)  # type: ignore[attr-defined]
-    return err
+
+
+def _build_error(name: str, arch: Arch, source: str, failure: _CompileFailed, note: str = "") -> BuildError:
+    return _nvrtc_error(f"NVRTC failed to compile kernel '{name}' for {arch.name}{note}", source, name,
+                        failure.options, failure.log, log=True)
 
 
 def _stopped_error(name: str, arch: Arch, source: str, stopped: _Stopped) -> BuildError:
-    kept = _keep_source(name, source)
-    err = BuildError(
-        f"NVRTC did not finish compiling kernel '{name}' for {arch.name}: {stopped.why}\n"
-        f"NVRTC options: {' '.join(stopped.options)}\n"
-        f"source kept at: {kept}"
-    )
-    err.command, err.output, err.source_path = ["nvrtc", *stopped.options], stopped.why, str(kept)  # type: ignore[attr-defined]
-    return err
+    return _nvrtc_error(f"NVRTC did not finish compiling kernel '{name}' for {arch.name}: {stopped.why}", source,
+                        name, stopped.options, stopped.why, log=False)
 
 
 def compile_cubin(name: str, source: str, arch: Arch, flags: Sequence[str] = (), *, verbose: bool = False) -> Cubin:
