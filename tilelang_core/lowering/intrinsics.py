@@ -27,7 +27,9 @@ math, ``__fadd_rz``/``__dmul_ru``/``__fmaf_rd``/``__frcp_rn``/``__fsqrt_ru``/``_
 - ``dp4a``: four int8 products added to the int32 accumulator;
 - GPU-only intrinsics: a :class:`LoweringError` at the intrinsic's line;
 - barriers (``T.sync_threads``, ``T.sync_warp``): dropped, a CPU block runs as one thread
-  (the warp helpers and barriers are :mod:`tilelang_core.lowering.warp`'s).
+  (the warp helpers and barriers are :mod:`tilelang_core.lowering.warp`'s);
+- ``T.pdl_trigger`` / ``T.pdl_sync``: dropped, CPU launches are serialized (on CUDA they are
+  ``griddepcontrol`` helpers; both in :mod:`tilelang_core.lowering.pdl`).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from ..errors import LoweringError
 from .atomics import CUDA_HELPERS_BEGIN, CUDA_HELPERS_END, checked_map
 from .markers import marker_call_args
 from .source_imports import c_definitions, with_import, with_import_in_first_kernel
-from . import warp
+from . import pdl, warp
 
 MATH_CALL = "tl.math"
 _FAST = {"__exp": "exp", "__exp10": "exp10", "__log": "log", "__log2": "log2", "__log10": "log10",
@@ -403,6 +405,8 @@ def lower_cpu_intrinsics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
         if m is not None and m.name == "dp4a":
             return _dp4a_store(m)
         lowered = warp.lower_cpu_statement(m, language) if m is not None else None
+        if m is not None and lowered is None:
+            lowered = pdl.lower_cpu_statement(m)  # T.pdl_*: CPU launches are serialized (lowering/pdl.py)
         return stmt if lowered is None else lowered  # barriers: nothing to do in a one-thread CPU block
 
     def on_call(call):
@@ -410,6 +414,7 @@ def lower_cpu_intrinsics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
         if m is None:
             return call
         warp.lower_cpu_call(m)
+        pdl.refuse_as_value(m)
         if m.name in _GPU_ONLY:
             public = _PUBLIC_NAME.get(m.name, m.name)
             raise LoweringError(
@@ -491,6 +496,8 @@ def lower_gpu_intrinsics(body: Any, kind: str, location: str, native_bf16: bool 
             value = tirx.call_extern("int32", "tl_dp4a", m.args[0], m.args[1], c)
             return tirx.BufferStore(c.source, value, list(c.indices))
         lowered = warp.lower_gpu_statement(m, used) if m is not None else None
+        if m is not None and lowered is None:
+            lowered = pdl.lower_gpu_statement(m, used)  # T.pdl_trigger / T.pdl_sync (lowering/pdl.py)
         return stmt if lowered is None else lowered  # barriers (lowering/warp.py)
 
     def on_call(call):
@@ -540,6 +547,7 @@ def lower_gpu_intrinsics(body: Any, kind: str, location: str, native_bf16: bool 
             return tirx.call_extern("uint32", "__fns", a[0], a[1], a[2])
         if m.name in ("thread_binding", "block_binding"):
             raise LoweringError(f"{m.loc}: T.{_PUBLIC_NAME[m.name]}() must be used inside a T.Kernel")
+        pdl.refuse_as_value(m)
         lowered = warp.lower_gpu_call(m, used)  # warp reductions (lowering/warp.py)
         if lowered is not None:
             return lowered
@@ -550,7 +558,7 @@ def lower_gpu_intrinsics(body: Any, kind: str, location: str, native_bf16: bool 
     if not used:
         return body
     text = f"\n{CUDA_HELPERS_BEGIN}\n" + "".join(
-        f"#ifndef TL_INTRINSIC_{n.upper()}\n#define TL_INTRINSIC_{n.upper()}\n{_CU_HELPERS.get(n) or warp.cuda_helper(n)}#endif\n"
+        f"#ifndef TL_INTRINSIC_{n.upper()}\n#define TL_INTRINSIC_{n.upper()}\n{_CU_HELPERS.get(n) or warp.cuda_helper(n) or pdl.cuda_helper(n)}#endif\n"
         for n in sorted(used)
     ) + f"{CUDA_HELPERS_END}\n"
     return with_import_in_first_kernel(body, text)[0]

@@ -42,6 +42,7 @@ from .condition_loads import HoistConditionLoads
 from .shared_hazards import DropSameThreadSyncs, PlanSharedBarriers, UnmarkUniformConditions
 from .dynamic_unroll import unroll_loops
 from .warp import NamedBarriers
+from .pdl import PdlSyncKernels
 from .access_ptr import LowerAccessPtr
 from .packed_reductions import PackHalfReductions
 from .float8_cuda import Float8ComputeLegalize, Float8StorageLegalize
@@ -201,6 +202,7 @@ def gpu_device_finalize_passes() -> tvm.transform.Pass:
             tirx.transform.StmtSimplify(),
             tirx.transform.LowerIntrin(),
             StripBarriers(),  # barriers.py (float_identities.py, kept_effects.py): after the last simplification
+            PdlSyncKernels(),  # kernels with T.pdl_sync: no __restrict__, no __ldg (lowering/pdl.py)
         ],
         name="tl.gpu_device_finalize",
     )

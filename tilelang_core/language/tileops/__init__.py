@@ -78,6 +78,7 @@ from .intrinsics import (
     syncthreads_or,
 )
 from .layout import reshape, transpose, view
+from .pdl import pdl_sync, pdl_trigger
 from .pipeline import Pipelined
 from .reduce import (
     reduce_absmax,
@@ -250,6 +251,9 @@ __all__ = [
     # raw pointers into buffers (T.call_extern arguments)
     "access_ptr",
     "import_source",
+    # programmatic dependent launch (sm_90+; nothing where launches are serialized)
+    "pdl_sync",
+    "pdl_trigger",
 ]
 
 #: Marker keys (not kernel-language names; kept importable from here).
