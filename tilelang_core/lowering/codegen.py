@@ -28,6 +28,7 @@ from .local_names import scalars_by_kernel_name
 from .workspaces import heap_workspaces, release_workspaces_on_assert
 from .frontend import BLOCK_LOOP_KEY, PARALLEL_MIN_WORK, PRAGMA_MARKER
 from .signature import expr_to_dim, free_vars, inline_binds, is_tensor_param, param_name
+from .views import owner_of
 
 # --------------------------------------------------------------------------------------------
 # CPU: plain C entry function
@@ -565,8 +566,8 @@ def _launch_calls(host_fn: tirx.PrimFunc) -> list:
 def _resolve_arg(expr: Any, host_fn: tirx.PrimFunc, decls: list, symbol_names: set, where: str) -> dict:
     """What a kernel-launch argument is, in terms of the kernel's params and symbols."""
     for _ in range(16):
-        if isinstance(expr, tvm.ir.Call) and getattr(expr.op, "name", "") == "tirx.buffer_data":
-            buf = expr.args[0]
+        buf = owner_of(expr)
+        if buf is not None:
             for index, param in enumerate(host_fn.params):
                 if param.same_as(buf):
                     return {"name": param_name(param), "kind": "pointer", "param_index": index, "dtype": str(param.dtype)}

@@ -44,6 +44,7 @@ from .atomics import contains_atomics, lower_gpu_atomics
 from .intrinsics import contains_intrinsics, lower_gpu_intrinsics
 from .signature import inline_binds
 from .target import arch_of
+from .views import owner_of
 
 FRAGMENT_SCOPE = "local.fragment"
 
@@ -70,13 +71,6 @@ class _Kernel:
                     self.tid = term if self.tid is None else self.tid + term
                     stride *= extent
                     self.threads *= extent
-
-
-def _storage_of(data: Any) -> Any:
-    """The buffer whose storage ``data`` (a DeclBuffer's data: ``buffer_data(B)``) is, else None."""
-    if isinstance(data, tvm.ir.Call) and getattr(data.op, "name", "") == "tirx.buffer_data":
-        return data.args[0]
-    return None
 
 
 def _walk_allocs(stmt: Any, stack: list, out: dict, views: dict) -> None:
@@ -106,7 +100,7 @@ def _walk_allocs(stmt: Any, stack: list, out: dict, views: dict) -> None:
         if scope_of(stmt.buffer) == FRAGMENT_SCOPE:
             out[stmt.buffer] = list(stack)
     elif isinstance(stmt, tirx.DeclBuffer):
-        owner = _storage_of(stmt.data)
+        owner = owner_of(stmt.data)
         if owner is not None:
             root = views.get(owner, owner)
             if root in out:
@@ -294,7 +288,7 @@ class FragmentLowering:
             new, kernel = replace[old]
             if kernel is not None:  # a view in registers: its accesses were rewritten to the slots
                 return tirx.Evaluate(tirx.IntImm("int32", 0))
-            owner = lookup(_storage_of(stmt.data))  # the fragment, or the view this one is on
+            owner = lookup(owner_of(stmt.data))  # the fragment, or the view this one is on
             return tirx.DeclBuffer(new, data=replace[owner][0].data)
 
         return tvm_ffi.structural_map(

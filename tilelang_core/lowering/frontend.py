@@ -40,6 +40,7 @@ from ..language.tileops._common import collect, scope_of, substitute
 from .access_guards import guard_global_accesses
 from .markers import parallel_ndim, safe_value_marker
 from .parallel_locals import plan as plan_parallel_locals
+from .parallel_order import loop_values, static_count
 from .signature import to_int64
 from .warp import refuse_grid_syncs, refuse_partial_warps, refuse_under_guard, resolve_thread_indices
 
@@ -540,34 +541,16 @@ class Frontend:
         new_body = self.visit(body, inner_ctx)
         threads = ctx.kernel["threads"]
         tid = ctx.kernel["tid"]
-        extents = [loop.extent for loop in loops]
-        static = [_int(e) for e in extents]
-        total: Any = 1
-        for e in extents:
-            total = total * e if not (isinstance(total, int) and total == 1) else e
-        total_int = None
-        if all(s is not None for s in static):
-            total_int = 1
-            for s in static:
-                total_int *= s
-            total = total_int
+        total_int = static_count(loops)
+        total: Any = total_int
+        if total_int is None:
+            total = 1
+            for loop in loops:
+                total = total * loop.extent if not (isinstance(total, int) and total == 1) else loop.extent
         name = "_".join(str(loop.loop_var) for loop in loops) + "_flat"
         direct = total_int is not None and total_int <= threads
         flat = tid if direct else tirx.Var(name, "int32")
-        mapping = []
-        for k, loop in enumerate(loops):
-            inner_size: Any = 1
-            for e in extents[k + 1 :]:
-                inner_size = e if (isinstance(inner_size, int) and inner_size == 1) else inner_size * e
-            value: Any = flat
-            if not (isinstance(inner_size, int) and inner_size == 1):
-                value = tirx.floordiv(value, _as_expr(inner_size))
-            if k > 0:
-                value = tirx.floormod(value, loop.extent)
-            if _int(loop.min) != 0:
-                value = value + loop.min
-            mapping.append((loop.loop_var, value))
-        guarded = substitute(new_body, mapping)
+        guarded = substitute(new_body, loop_values(loops, flat))  # the order parallel_locals proves with
         needs_guard = total_int is None or total_int % threads != 0
         if needs_guard:
             refuse_under_guard(new_body, total, threads)  # barriers, warp reductions (lowering/warp.py)

@@ -36,12 +36,13 @@ from tvm import tirx
 from ..errors import LoweringError
 from ..language.core import LOCAL_SCOPES
 from ..language.spans import span_to_location
-from ..language.tileops._common import FRAGMENT_SCOPE, collect, contains, scope_of, static_int, substitute
+from ..language.tileops._common import FRAGMENT_SCOPE, collect, contains, scope_of, substitute
 from ..language.tileops.debug import DEVICE_ASSERT_CALL
 from ..language.registered_ops import ADDRESS_OPS
 from ..language.tileops.reducer import FINALIZE_CALL, UPDATE_KEY
 from .atomics import contains_atomics
 from .markers import extern_name, marker_call_args, parallel_ndim
+from .parallel_order import loop_values, static_count
 from .warp import BLOCK_VOTES, COLLECTIVE, MASKED_WARP_OPS
 
 __all__ = ["NestPlan", "plan"]
@@ -144,40 +145,11 @@ def _classify(loops: list, reducers: list) -> _Nest:
     return _Nest(loops, writes, reasons[0] if reasons else None)
 
 
-def _flat_indices(loops: list, flat: Any) -> list:
-    """``[(loop var, its value)]`` at flat iteration ``flat`` of a nest (the frontend's order)."""
-    extents = [loop.extent for loop in loops]
-    mapping = []
-    for k, loop in enumerate(loops):
-        value = flat
-        inner = 1
-        for e in extents[k + 1:]:
-            inner = inner * e
-        if not (isinstance(inner, int) and inner == 1):
-            value = tirx.floordiv(value, inner)
-        if k > 0:
-            value = tirx.floormod(value, loop.extent)
-        if static_int(loop.min) != 0:
-            value = value + loop.min
-        mapping.append((loop.loop_var, value))
-    return mapping
-
-
-def _total(loops: list) -> Optional[int]:
-    total = 1
-    for loop in loops:
-        e = static_int(loop.extent)
-        if e is None:
-            return None
-        total *= e
-    return total
-
-
 class _Owner:
     """Which flat iteration of a spread nest wrote each element of a local tile (when provable)."""
 
     def __init__(self, nest: _Nest, buffer: Any):
-        self.total = _total(nest.loops)
+        self.total = static_count(nest.loops)
         self.flat = tirx.Var("flat", "int32")
         self.index: Optional[list] = None
         stores = [s for s in collect(nest.loops[-1].body, tirx.BufferStore) if s.buffer.same_as(buffer)]
@@ -190,7 +162,7 @@ class _Owner:
         the nest, an inner loop's or a ``T.bind``'s, so one iteration may touch several elements)."""
         body = loops[-1].body
         inner = [f.loop_var for f in collect(body, tirx.For)] + [b.var for b in collect(body, (tirx.Bind, tirx.LetStmt))]
-        values = [substitute(i, _flat_indices(loops, self.flat)) for i in indices]
+        values = [substitute(i, loop_values(loops, self.flat)) for i in indices]
         for value in values:
             if any(contains(inner, v) for v in collect(value, tvm.ir.Var)):
                 return None
@@ -201,7 +173,7 @@ class _Owner:
     def reads_own(self, nest: _Nest, load: Any) -> bool:
         """Whether ``load`` (in the spread ``nest``) reads, at each iteration, what that iteration's
         thread wrote: same iteration count, same element at every flat iteration."""
-        if self.index is None or _total(nest.loops) != self.total:
+        if self.index is None or static_count(nest.loops) != self.total:
             return False
         mine = self._at_flat(nest.loops, list(load.indices))
         return mine is not None and len(mine) == len(self.index) and all(

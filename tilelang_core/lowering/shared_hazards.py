@@ -102,6 +102,7 @@ from ..language.core import LOCAL_SCOPES
 from ..language.spans import span_to_location
 from ..language.tileops._common import collect, substitute
 from .thread_uniform import Ctx, has_exit, is_uniform, uniform_local_buffers
+from .views import data_buffers, owner_of, with_owners
 
 __all__ = ["PlanSharedBarriers", "plan_shared_barriers", "DropSameThreadSyncs", "SAME_THREAD",
            "UnmarkUniformConditions", "UNIFORM_CONDITION"]
@@ -162,9 +163,7 @@ def _bits(dtype: Any) -> int:
 
 def _buffer_of(data: Any) -> Any:
     """The buffer ``data`` (a buffer's ``.data``: ``buffer_data(B)``) belongs to, else ``data``."""
-    if isinstance(data, tvm.ir.Call) and _op(data) == "tirx.buffer_data":
-        return data.args[0]
-    return data
+    return owner_of(data, data)
 
 
 def _uses(expr: Any, var: Any) -> bool:
@@ -218,7 +217,7 @@ def _addressed_data(body: Any) -> list:
             for arg in call.args:
                 out += collect(arg, tvm.ir.Var)
                 out += [ld.source for ld in collect(arg, tvm.ir.TensorLoad)]
-                out += [_buffer_of(c) for c in collect(arg, tvm.ir.Call) if _op(c) == "tirx.buffer_data"]
+                out += data_buffers(arg)
     return out
 
 
@@ -244,7 +243,7 @@ def _single_store_locals(body: Any) -> list:
         if _op(call) in (_ADDRESS_OF_OP, _ACCESS_PTR_OP) or not _op(call).startswith("tirx."):
             for arg in call.args:
                 excluded += [ld.source for ld in collect(arg, tvm.ir.TensorLoad)]
-                excluded += [_buffer_of(c) for c in collect(arg, tvm.ir.Call) if _op(c) == "tirx.buffer_data"]
+                excluded += data_buffers(arg)
     out = []
     for buf, sts in stores:
         if len(sts) != 1 or any(buf.same_as(e) for e in excluded):
@@ -284,14 +283,8 @@ def _written_data(body: Any) -> list:
             for arg in call.args:
                 out += collect(arg, tvm.ir.Var)
                 out += [_buffer_of(ld.source.data) for ld in collect(arg, tvm.ir.TensorLoad)]
-                out += [_buffer_of(c) for c in collect(arg, tvm.ir.Call) if _op(c) == "tirx.buffer_data"]
-    owners = [(d.buffer, _buffer_of(d.data)) for d in collect(body, tirx.DeclBuffer)]
-    for _ in range(len(owners)):  # a view of a view: every owner up the chain
-        more = [o for w in out for b, o in owners if b.same_as(w) and not any(o.same_as(x) for x in out)]
-        if not more:
-            break
-        out += more
-    return out
+                out += data_buffers(arg)
+    return with_owners(out, [(d.buffer, _buffer_of(d.data)) for d in collect(body, tirx.DeclBuffer)])
 
 
 #: Parts of pure intrinsic names whose value may still differ between threads (lane masks, thread
@@ -348,6 +341,10 @@ class _Planner:
             return _DYN
         if scope != _SHARED:
             return None
+        return self._root(data)
+
+    def _root(self, data: Any) -> Any:
+        """The buffer that owns the storage ``data`` names, through the views declared so far."""
         buf = _buffer_of(data)
         return self.views.get(buf, buf)
 
@@ -497,8 +494,7 @@ class _Planner:
         scope = str(load.source.scope())
         if scope in (_SHARED, _DYN):
             return True
-        owner = _buffer_of(load.source.data)
-        owner = self.views.get(owner, owner)
+        owner = self._root(load.source.data)
         return scope == "global" and not any(w.same_as(x) for w in self.written
                                              for x in (owner, load.source, load.source.data))
 
@@ -544,9 +540,8 @@ class _Planner:
         elif isinstance(stmt, tirx.While):
             self._visit_while(stmt)
         elif isinstance(stmt, tirx.DeclBuffer):  # a view: the same storage as the buffer it is on
-            owner = _buffer_of(stmt.data)
-            if not owner.same_as(stmt.buffer):
-                self.views[stmt.buffer] = self.views.get(owner, owner)
+            if not _buffer_of(stmt.data).same_as(stmt.buffer):
+                self.views[stmt.buffer] = self._root(stmt.data)
         # AllocBuffer, Break, Continue, ...: no accesses
 
     def _visit_attr(self, stmt: Any) -> None:

@@ -39,6 +39,7 @@ from tvm import tirx
 from ..language.core import KERNEL_AXIS_KEY, LOCAL_SCOPES, PARALLEL_MARKER
 from ..language.tileops._common import contains, static_int
 from .markers import marker_args
+from .views import owner_of, view_roots
 
 __all__ = ["Ctx", "is_uniform", "has_exit", "enter_for", "enter_if", "enter_while", "after_bind", "nest_depth",
            "uniform_local_buffers"]
@@ -213,9 +214,7 @@ def uniform_local_buffers(body: Any, allowed_call: Callable = lambda call: False
 
     def on_decl(stmt: Any) -> Any:
         if str(stmt.buffer.ty.storage_scope) in LOCAL_SCOPES:
-            data = stmt.data
-            base = data.args[0] if isinstance(data, tvm.ir.Call) and getattr(data.op, "name", "") == "tirx.buffer_data" else None
-            views.append((stmt.buffer, base))
+            views.append((stmt.buffer, owner_of(stmt.data)))
         return stmt
 
     def on_call(call: Any) -> Any:
@@ -224,13 +223,7 @@ def uniform_local_buffers(body: Any, allowed_call: Callable = lambda call: False
         return call
 
     tvm_ffi.structural_map(body, [(tirx.AllocBuffer, on_alloc), (tirx.DeclBuffer, on_decl), (tvm.ir.Call, on_call)])
-    owner = [(b, b) for b in allocated]  # (buffer, the allocated buffer of its storage)
-    for _ in range(len(views)):  # a view of a view: its owner once the inner one is known
-        more = [(v, o) for v, base in views if not any(v.same_as(b) for b, _ in owner)
-                for b, o in owner if base is not None and base.same_as(b)]
-        if not more:
-            break
-        owner += more
+    owner = view_roots(views, allocated)  # (buffer, the allocated buffer of its storage)
     if any(not any(v.same_as(b) for b, _ in owner) for v, _ in views):
         return ()  # a local view of storage this walk does not know: trust no local buffer
 
