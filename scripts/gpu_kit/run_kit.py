@@ -44,7 +44,7 @@ from typing import Any, Optional
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpu_kit import KIT_FORMAT, environment, report as reporting  # noqa: E402
+from gpu_kit import KIT_FORMAT, environment, report as reporting, tensors  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CONTEXT_BROKEN = 75
@@ -103,6 +103,10 @@ def read_manifest(kit: Path) -> dict[str, Any]:
     if manifest.get("kit_format") != KIT_FORMAT:
         raise environment.SetupError(f"{path} has kit format {manifest.get('kit_format')!r}; this run half reads "
                                      f"format {KIT_FORMAT}: use the gpu-kit-run.sh inside the kit folder")
+    bad = [f"case {c.get('id')!r}: {p}" for c in manifest.get("cases") or [] for p in tensors.check_specs(c.get("params"))]
+    if bad:
+        raise environment.SetupError(f"{path} has cases whose parameters this run half cannot pass: " + "; ".join(bad[:5])
+                                     + "; build the kit again with scripts/gpu-kit-build.sh")
     return manifest
 
 
