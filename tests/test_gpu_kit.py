@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from gpu_kit import references, tensors  # noqa: E402
 from gpu_kit.report import markdown, problems  # noqa: E402
-from gpu_kit.run_kit import best_arch  # noqa: E402
+from gpu_kit.run_kit import best_arch, chunks, group_exports  # noqa: E402
 from gpu_kit.worker import compare, sass_runs_on  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests"))
@@ -104,7 +104,8 @@ def test_build_exports_every_kernel_with_expected_outputs(kit):
     assert manifest["archs"] == ["sm_90", "sm_80"]
     cases = {c["id"]: c for c in manifest["cases"]}
     assert set(cases) == {"example.vector_add.static_4096", "tileop.softmax", "tileop.atomic",
-                          "compat.atomics_int32", "dispatch.t3"}
+                          "compat.atomics_int32", "barrier.while_counter.t64.n1", "dispatch.t3"}
+    assert cases["barrier.while_counter.t64.n1"]["params"][2] == {"name": "n", "role": "scalar", "dtype": "int32", "value": 1}
     assert cases["compat.atomics_int32"]["archs"] == ["sm_90"]
     assert cases["compat.atomics_int32"]["checks"]["P"]["name"] == "exchange_chain"
     wanted = {(c, b, a) for c in cases for b in backends for a in manifest["archs"]
@@ -186,8 +187,11 @@ def test_run_installs_offline_loads_every_kernel_and_reports_no_cuda_device(kit,
 
 @pytest.mark.slow
 def test_run_standin_cpu_checks_the_c_kernels_through_the_worker(kit, machine_python, tmp_path):
-    code, output, report, _ = _run_kit(kit[0], machine_python, tmp_path / "out", "--standin-cpu")
+    code, output, report, _ = _run_kit(kit[0], machine_python, tmp_path / "out", "--standin-cpu",
+                                       "--exports-per-process", "8")
     assert code == 0, output[-4000:]
+    loads = len(report["loads"])
+    assert f"loading {loads} kernels in {-(-loads // 8)} process(es)" in output, output[-4000:]
     assert report["standin"] is True and report["status"] == "passed"
     results = report["results"]
     assert results and all(r["status"] == "ok" for r in results.values()), results
@@ -197,6 +201,7 @@ def test_run_standin_cpu_checks_the_c_kernels_through_the_worker(kit, machine_py
     md = (tmp_path / "out" / "gpu-kit-report.md").read_text()
     assert "| tileop.softmax |" in md and "Per-call dispatch" in md
     assert any(r["id"].startswith("compat.atomics_int32--") for r in results.values())  # its chain check ran
+    assert any(r["id"].startswith("barrier.while_counter.t64.n1--") for r in results.values())  # a scalar argument
 
 
 @pytest.mark.slow
@@ -323,3 +328,16 @@ def test_report_lists_every_kind_of_problem():
     assert problems(report)[-1] == "k--nvrtc--sm_90: CUDA graph: error: capture"
     text = markdown(report)
     assert "| k | ok 2.0 us, 0.50x torch, graph FAILED |" in text
+
+
+def test_exports_are_loaded_and_run_in_processes_of_bounded_size():
+    """Every cython kernel library holds thread-local storage, of which glibc allows a process
+    only so many modules: 357 exports loaded in one process stopped in ld.so."""
+    assert chunks([], 4) == []
+    assert chunks(list("abcdefghij"), 4) == [list("abcd"), list("efg"), list("hij")]
+    assert chunks(list("abc"), 64) == [list("abc")]
+    exports = [{"id": f"k{i}--{b}--sm_90", "backend": b, "arch": "sm_90"} for b in ("nvrtc", "cython") for i in range(5)]
+    groups = group_exports(exports, 2)
+    assert [len(g) for g in groups] == [2, 2, 1, 2, 2, 1]
+    assert all(len({i.split("--")[1] for i in g}) == 1 for g in groups)
+    assert sorted(i for g in groups for i in g) == sorted(e["id"] for e in exports)

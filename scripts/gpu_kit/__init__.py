@@ -11,7 +11,8 @@ they import only the standard library and torch (never TVM, never the build-side
 """
 
 #: Layout version of a kit folder (MANIFEST.json ``kit_format``); the run half refuses others.
-KIT_FORMAT = 1
+#: 2: a case's ``params`` may hold scalar specs (``"role": "scalar"``, :mod:`.tensors`).
+KIT_FORMAT = 2
 
 #: Files of this package that travel inside a kit (the run half and what it imports).
 RUN_SIDE_MODULES = (

@@ -116,7 +116,59 @@ def toolchain_versions() -> dict[str, str]:
     return out
 
 
-# -- cases: inputs, expected outputs, CPU check ---------------------------------------------
+# -- cases: definitions, inputs, expected outputs, CPU check -------------------------------
+
+
+def signature_problem(func: Any, specs: list[dict[str, Any]]) -> Optional[str]:
+    """What in ``specs`` does not match the parameters of the PrimFunc ``func`` (None: all match).
+
+    Position by position: a tensor spec for each buffer parameter (same dtype, same rank, the
+    same size where the kernel's is a constant), a scalar spec for each scalar one (same dtype).
+    Anything that is not a PrimFunc is left to ``tilelang.compile``."""
+    from tvm import tirx
+
+    if not isinstance(func, tirx.PrimFunc):
+        return None
+    params = list(func.params)
+    if len(params) != len(specs):
+        return (f"the kernel has {len(params)} parameters ({', '.join(p.name for p in params)}), the case lists "
+                f"{len(specs)} ({', '.join(str(s.get('name')) for s in specs)}); give every parameter a spec, in order")
+    for i, (param, spec) in enumerate(zip(params, specs)):
+        where = f"param {i} ({spec['name']!r})"
+        buffer = func.buffer_map[param] if param in func.buffer_map else None
+        if tensors.is_scalar(spec):
+            if buffer is not None:
+                return f"{where} is a scalar spec, but the kernel's parameter {buffer.name} is a tensor; give it a tensor spec"
+            if str(param.dtype) != spec["dtype"]:
+                return f"{where}: the kernel's scalar {param.name} is {param.dtype}, the spec says {spec['dtype']}"
+            continue
+        if buffer is None:
+            return (f"{where} is a tensor spec, but the kernel's parameter {param.name} is a scalar ({param.dtype}); "
+                    f"give it a scalar spec: {{'name': {param.name!r}, 'role': 'scalar', 'dtype': '{param.dtype}', 'value': ...}}")
+        if str(buffer.dtype) != spec["dtype"]:
+            return f"{where}: the kernel's tensor {buffer.name} is {buffer.dtype}, the spec says {spec['dtype']}"
+        dims = [int(d) if isinstance(d, tirx.IntImm) else None for d in buffer.shape]
+        if len(dims) != len(spec["shape"]) or any(d is not None and d != n for d, n in zip(dims, spec["shape"])):
+            shown = [d if d is not None else "?" for d in dims]
+            return f"{where}: the kernel's tensor {buffer.name} has shape {shown}, the spec says {spec['shape']}"
+    return None
+
+
+def check_case(case) -> None:
+    """KitError when a case's definition cannot work: bad specs, or specs that do not match its
+    kernel's parameters (caught here, not on the GPU machine)."""
+    problems = tensors.check_specs(case.params)
+    if not problems:
+        try:
+            problem = signature_problem(case.func(), case.params)
+        except Exception as exc:  # noqa: BLE001 - a kernel that does not parse is a build failure later
+            problem = None
+            log(f"case {case.id}: kernel not checked against its specs ({type(exc).__name__}: {str(exc)[:200]})")
+        problems = [problem] if problem else []
+    if problems:
+        module = {"compat": "compat_cases.py", "barrier": "barrier_cases.py"}.get(case.source, "cases.py")
+        raise KitError(f"case {case.id} is defined wrongly: {'; '.join(problems)} (fix its definition in "
+                       f"scripts/gpu_kit/{module}; nothing was written)")
 
 
 def _outputs_in_order(case, results) -> dict[str, Any]:
@@ -132,8 +184,8 @@ def expected_outputs(case) -> tuple[dict[str, Any], dict[str, str], list[str]]:
     import torch
 
     args = tensors.call_arguments(case.params)
-    inputs = [args[s["name"]] for s in case.params if s["role"] == "in"]
-    digests = {name: tensors.digest(t) for name, t in args.items()}
+    inputs = tensors.reference_inputs(case.params, args)
+    digests = tensors.input_digests(case.params, args)
     notes = []
     if case.expected_fn is not None:
         expected = _outputs_in_order(case, case.expected_fn(*inputs))
@@ -323,12 +375,14 @@ def build(args: argparse.Namespace) -> int:
 
     pythons = sorted({*pythons, this_python()}, key=lambda v: tuple(map(int, v.split("."))))
     started = time.monotonic()
-    backends, backend_notes = cuda_backends(wanted)
-    if not backends:
-        raise KitError("no installed execution backend can build cuda kernels here: " + json.dumps(backend_notes))
     cases = catalogue.all_cases(reduced=args.reduced, only=args.only.split(",") if args.only else None)
     if not cases:
         raise KitError(f"no case matches --only {args.only!r}")
+    for case in cases:  # every definition, before anything is built
+        check_case(case)
+    backends, backend_notes = cuda_backends(wanted)
+    if not backends:
+        raise KitError("no installed execution backend can build cuda kernels here: " + json.dumps(backend_notes))
     log(f"{len(cases)} cases x backends {', '.join(backends)} x {', '.join(archs)} -> {out}")
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))

@@ -1,6 +1,6 @@
 """The kit's case catalogue (build half only): which kernels it carries, with their tensors.
 
-Four sources, each a list of :class:`Case`:
+Five sources, each a list of :class:`Case`:
 
 * the CUDA examples of ``examples/`` (every ``EXAMPLES`` entry; the example's own torch reference
   gives the expected outputs, a named reference of :mod:`.references` is timed on the GPU);
@@ -9,7 +9,11 @@ Four sources, each a list of :class:`Case`:
 * the TileLang-compatibility operator kernels of ``tests/tileops_compat_kernels.py`` (issue 13:
   atomics, scans, bitwise reductions, transpose/reshape/view, fast math and IEEE rounding, 16-bit
   vector helpers, warp votes and shuffles, reducers), in :mod:`.compat_cases`;
+* the barrier kernels of :mod:`.barrier_cases` (block-uniform ``while`` and ``if``, loops left by
+  ``break``, atomics into bfloat16 and shared tiles), which take scalar arguments;
 * the dispatch-bench kernels of ``bench/dispatch.py`` (3, 8 and 16 tensors, and ``out_idx``).
+
+A kernel's scalar parameter is a scalar spec among ``params`` (:mod:`.tensors`).
 
 ``reduced=True`` marks the few cases of the CI-sized kit (``--reduced``). Importing this module
 imports no TVM; building a case's ``func`` does.
@@ -34,7 +38,8 @@ EXAMPLE_REFERENCES = {
 }
 
 #: Cases of the CI-sized kit.
-REDUCED = ("example.vector_add.static_4096", "tileop.softmax", "tileop.atomic", "compat.atomics_int32", "dispatch.t3")
+REDUCED = ("example.vector_add.static_4096", "tileop.softmax", "tileop.atomic", "compat.atomics_int32",
+           "barrier.while_counter.t64.n1", "dispatch.t3")
 
 
 @dataclass
@@ -214,9 +219,10 @@ def dispatch_cases() -> list[Case]:
 
 def all_cases(reduced: bool = False, only: Optional[list[str]] = None) -> list[Case]:
     """The catalogue (the CI-sized part with ``reduced``; ``only``: case ids or prefixes)."""
+    from gpu_kit.barrier_cases import barrier_cases
     from gpu_kit.compat_cases import compat_cases
 
-    cases = example_cases() + tileop_cases() + compat_cases() + dispatch_cases()
+    cases = example_cases() + tileop_cases() + compat_cases() + barrier_cases() + dispatch_cases()
     if reduced:
         cases = [c for c in cases if c.reduced]
     if only:

@@ -1,7 +1,9 @@
 """Run half, stage 1 (in the kit's venv, no GPU needed): load every exported kernel, check inputs.
 
-``python load_stage.py KIT WORK RESULT.json``: ``tilelang.load`` on every export unpacked under
-``WORK/kernels``, the expected outputs present, and every case's inputs regenerated from their
+``python load_stage.py KIT WORK RESULT.json [--exports ID,...] [--no-inputs]``: ``tilelang.load``
+on every export unpacked under ``WORK/kernels`` (or those named: the run half loads them in
+several processes, :data:`gpu_kit.run_kit.EXPORTS_PER_PROCESS` at most each), the expected outputs
+present, and (without ``--no-inputs``) every case's inputs regenerated from their
 seeds with the digests the build recorded (so a torch whose random numbers differ is caught before
 any kernel runs). Writes one JSON object: the installed backends as the registry sees them, per
 export ``loaded`` (seconds, or the error) and per case ``inputs`` (``same`` or what differs), and
@@ -12,6 +14,7 @@ failure).
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -46,8 +49,20 @@ def backends_here() -> dict[str, dict]:
 
 
 def main(argv: list[str]) -> int:
-    kit, work, result_path = Path(argv[0]), Path(argv[1]), Path(argv[2])
+    parser = argparse.ArgumentParser()
+    parser.add_argument("kit")
+    parser.add_argument("work")
+    parser.add_argument("result")
+    parser.add_argument("--exports", help="comma-separated export ids (default: every one)")
+    parser.add_argument("--no-inputs", action="store_true", help="do not check the cases' inputs")
+    args = parser.parse_args(argv)
+    kit, work, result_path = Path(args.kit), Path(args.work), Path(args.result)
     manifest = json.loads((kit / "MANIFEST.json").read_text())
+    if args.exports is not None:
+        wanted = set(args.exports.split(","))
+        manifest["exports"] = [e for e in manifest["exports"] if e["id"] in wanted]
+    if args.no_inputs:
+        manifest["cases"] = []
     import tilelang
 
     import torch
@@ -61,7 +76,7 @@ def main(argv: list[str]) -> int:
         if not (kit / case["expected"]).is_file():
             problems.append(f"{case['expected']} is missing")
         for spec in case["params"]:
-            if spec["role"] == "ret":
+            if spec["role"] in ("ret", "scalar"):  # scalars carry their value in the spec
                 continue
             got = tensors.digest(tensors.make(spec))
             if got != case["input_sha256"].get(spec["name"]):

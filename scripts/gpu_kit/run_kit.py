@@ -44,11 +44,17 @@ from typing import Any, Optional
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpu_kit import KIT_FORMAT, environment, report as reporting  # noqa: E402
+from gpu_kit import KIT_FORMAT, environment, report as reporting, tensors  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CONTEXT_BROKEN = 75
 PREFIX = "GPUKIT "
+#: Most exports one process loads (``--exports-per-process``). Every cython kernel library
+#: carries its static CUDA runtime's thread-local storage, and glibc gives out only so many TLS
+#: module slots per process: 357 exports (119 cython) loaded in one process stopped with
+#: "dl-tls.c: _dl_add_to_slotinfo: Assertion `idx == 0' failed" (glibc 2.36, no GPU; a GPU
+#: machine's torch adds its own CUDA libraries to the count).
+EXPORTS_PER_PROCESS = 64
 
 
 class Run:
@@ -103,6 +109,10 @@ def read_manifest(kit: Path) -> dict[str, Any]:
     if manifest.get("kit_format") != KIT_FORMAT:
         raise environment.SetupError(f"{path} has kit format {manifest.get('kit_format')!r}; this run half reads "
                                      f"format {KIT_FORMAT}: use the gpu-kit-run.sh inside the kit folder")
+    bad = [f"case {c.get('id')!r}: {p}" for c in manifest.get("cases") or [] for p in tensors.check_specs(c.get("params"))]
+    if bad:
+        raise environment.SetupError(f"{path} has cases whose parameters this run half cannot pass: " + "; ".join(bad[:5])
+                                     + "; build the kit again with scripts/gpu-kit-build.sh")
     return manifest
 
 
@@ -167,17 +177,46 @@ def setup(run: Run) -> dict[str, Any]:
     return manifest
 
 
-def load_all(run: Run) -> dict[str, Any]:
-    result_path = run.work / "load.json"
-    cmd = [str(run.python), str(HERE / "load_stage.py"), str(run.kit), str(run.work), str(result_path)]
-    timeout = max(60.0, run.deadline - time.time())
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=run.env, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise environment.SetupError(f"loading the kernels took more than {timeout:.0f} s") from None
-    if proc.returncode != 0 or not result_path.is_file():
-        raise environment.SetupError(f"the load stage failed (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-4000:]}")
-    return json.loads(result_path.read_text())
+def chunks(ids: list[str], most: int) -> list[list[str]]:
+    """``ids`` in order, cut into the fewest runs of at most ``most`` (sizes as even as can be)."""
+    if not ids:
+        return []
+    count = -(-len(ids) // max(1, most))
+    size, extra = divmod(len(ids), count)
+    out, start = [], 0
+    for i in range(count):
+        end = start + size + (1 if i < extra else 0)
+        out.append(ids[start:end])
+        start = end
+    return out
+
+
+def load_all(run: Run, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The load stage (:mod:`.load_stage`) over every export, in processes of at most
+    ``--exports-per-process`` exports; the first also checks the cases' inputs."""
+    ids = [e["id"] for e in manifest["exports"]]
+    parts = chunks(ids, run.args.exports_per_process) or [[]]
+    run.log(f"loading {len(ids)} kernels in {len(parts)} process(es)")
+    merged: dict[str, Any] = {}
+    for i, part in enumerate(parts):
+        result_path = run.work / f"load-{i}.json"
+        cmd = [str(run.python), str(HERE / "load_stage.py"), str(run.kit), str(run.work), str(result_path),
+               "--exports", ",".join(part)] + (["--no-inputs"] if i else [])
+        timeout = max(60.0, run.deadline - time.time())
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=run.env, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise environment.SetupError(f"loading the kernels took more than {timeout:.0f} s") from None
+        if proc.returncode != 0 or not result_path.is_file():
+            raise environment.SetupError(f"the load stage failed (exit {proc.returncode}, exports {part[:1]} to "
+                                         f"{part[-1:]}):\n{(proc.stdout + proc.stderr)[-4000:]}")
+        result = json.loads(result_path.read_text())
+        if not merged:
+            merged = result
+        else:
+            merged["exports"].update(result["exports"])
+            merged["imported_tvm"] = merged["imported_tvm"] or result["imported_tvm"]
+    return merged
 
 
 # -- workers ----------------------------------------------------------------------------------
@@ -250,11 +289,13 @@ def run_exports(run: Run, ids: list[str], device: str) -> dict[str, dict]:
     return results
 
 
-def group_exports(exports: list[dict]) -> list[list[str]]:
+def group_exports(exports: list[dict], most: int = EXPORTS_PER_PROCESS) -> list[list[str]]:
+    """The exports of one backend and architecture together, in runs of at most ``most`` (one
+    worker process each)."""
     groups: dict[tuple[str, str], list[str]] = {}
     for e in exports:
         groups.setdefault((e["backend"], e["arch"]), []).append(e["id"])
-    return [groups[k] for k in sorted(groups)]
+    return [part for k in sorted(groups) for part in chunks(groups[k], most)]
 
 
 def best_arch(archs: list[str], capability: Optional[str]) -> Optional[str]:
@@ -327,7 +368,7 @@ def full_check(run: Run) -> dict[str, Any]:
 
 def checks(run: Run) -> int:
     manifest = setup(run)
-    loads = load_all(run)
+    loads = load_all(run, manifest)
     run.report.update(loads=loads["exports"], inputs=loads["cases"], backends_here=loads["backends"],
                       imported_tvm=loads["imported_tvm"])
     loaded = sum(1 for e in loads["exports"].values() if e.get("loaded"))
@@ -348,7 +389,7 @@ def checks(run: Run) -> int:
         run.report["table_arch"] = "c"
         run.log(f"{why}; --standin-cpu: running the kit's {len(standin)} c kernels on the CPU instead")
         results: dict[str, dict] = {}
-        for ids in group_exports(standin):
+        for ids in group_exports(standin, run.args.exports_per_process):
             results.update(run_exports(run, ids, "cpu"))
         run.report["results"] = results
         dispatch_check(run, manifest, results, "c", "cpu")
@@ -360,7 +401,7 @@ def checks(run: Run) -> int:
     run.log(f"device {machine['device']['name']} (sm {capability}); running {len(cuda_exports)} CUDA kernels")
     results = {e: {"id": e, "status": "not-for-this-device", "error": load["error"]}
                for e, load in loads["exports"].items() if load.get("other_arch")}
-    for ids in group_exports(cuda_exports):
+    for ids in group_exports(cuda_exports, run.args.exports_per_process):
         results.update(run_exports(run, ids, "cuda"))
         ok = sum(1 for i in ids if results.get(i, {}).get("status") == "ok")
         run.log(f"{ids[0].split('--', 1)[1]}: {ok} of {len(ids)} ok")
@@ -387,6 +428,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--keep-work", action="store_true", help="keep the work folder (venv, unpacked kernels, logs)")
     parser.add_argument("--budget", type=float, default=420, help="seconds for the checks before --full (default 420)")
     parser.add_argument("--export-timeout", type=float, default=120, help="seconds one kernel may take before its worker is stopped")
+    parser.add_argument("--exports-per-process", type=int, default=EXPORTS_PER_PROCESS,
+                        help=f"most kernels one load or worker process loads (default {EXPORTS_PER_PROCESS})")
     parser.add_argument("--standin-cpu", action="store_true",
                         help="without a GPU: run the kit's c kernels on the CPU (a check of the run half itself)")
     return parser.parse_args(argv)

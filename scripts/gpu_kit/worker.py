@@ -77,7 +77,7 @@ def compare(got: dict[str, Any], expected: dict[str, Any], rtol: float, atol: fl
             return False, float("inf"), f"{name}: got {tuple(have.shape)} {have.dtype}, expected {tuple(want.shape)} {want.dtype}"
         if name in checks:
             if every is None:
-                every = {k: v.detach().cpu() for k, v in {**(inputs or {}), **got}.items()}
+                every = {k: v.detach().cpu() if hasattr(v, "detach") else v for k, v in {**(inputs or {}), **got}.items()}
             problem = kit_checks.run(name, checks[name], every)
             first = first or (problem or "")
             continue
@@ -128,7 +128,7 @@ def run_export(kit: Path, work: Path, case: dict, export: dict, device: str, cap
     if device == "cuda" and not sass_runs_on(export["arch"], capability):
         result["note"] = f"{export['arch']} code ran on a {capability} device (PTX or a rebuild)"
     result["graph"] = graph_check(kernel, case, args, expected) if device == "cuda" else "not checked (CPU stand-in)"
-    inputs = [args[s["name"]] for s in case["params"] if s["role"] == "in"]
+    inputs = tensors.reference_inputs(case["params"], args)
     reference = case.get("reference")
     try:
         from gpu_kit.timing import kernel_vs_torch
