@@ -49,11 +49,11 @@ from gpu_kit import KIT_FORMAT, environment, report as reporting, tensors  # noq
 HERE = Path(__file__).resolve().parent
 CONTEXT_BROKEN = 75
 PREFIX = "GPUKIT "
-#: Most exports one process loads (``--exports-per-process``). Every cython kernel library
-#: carries its static CUDA runtime's thread-local storage, and glibc gives out only so many TLS
-#: module slots per process: 357 exports (119 cython) loaded in one process stopped with
-#: "dl-tls.c: _dl_add_to_slotinfo: Assertion `idx == 0' failed" (glibc 2.36, no GPU; a GPU
-#: machine's torch adds its own CUDA libraries to the count).
+#: Most exports one process loads (``--exports-per-process``): a kernel that takes its process
+#: down costs only its group's results. (The full kit in one process once stopped in ld.so, with
+#: "dl-tls.c: _dl_add_to_slotinfo: Assertion `idx == 0' failed", on a machine without a CUDA
+#: driver: each tvm_ffi load retried a failing dlopen of TVM's CUDA runtime, which leaks a glibc
+#: TLS module id; the tvm_ffi backend now tries it once. tests/test_cuda_loads_without_driver.py.)
 EXPORTS_PER_PROCESS = 64
 
 

@@ -39,6 +39,18 @@ _NOT_RUNNABLE_KINDS = ("c", "static_library")
 
 _LOADED_RUNTIMES: dict[str, Any] = {}
 
+#: Device runtimes that could not be loaded in this process, with the message of the error raised
+#: then: later loads raise it again without a second ``dlopen``. Besides being pointless (it fails the same way), each
+#: failed ``dlopen`` of ``libtvm_runtime_cuda.so`` maps ``libcudart`` (which has thread-local
+#: storage) before it fails on the missing driver, and glibc 2.36 does not give the TLS module id
+#: back: after a few dozen such loads, the next library with TLS (a cython CUDA kernel) stopped the
+#: process with "dl-tls.c: _dl_add_to_slotinfo: Assertion `idx == 0' failed".
+_FAILED_RUNTIMES: dict[str, str] = {}
+
+#: The driver library a device runtime needs, loaded (or not) before the runtime itself, so that
+#: a machine without the driver never half-loads the runtime (see :data:`_FAILED_RUNTIMES`).
+_DRIVER_LIBRARIES = {"cuda": "libcuda.so.1"}
+
 #: Flags given to the system compiler for C sources (target ``c``), before ``compile_flags``.
 #: Header force-included when TVM's C host sources are compiled: TVM's C codegen writes ``half``
 #: for float16 without declaring it. ``-fno-strict-aliasing``: ``T.view`` with another dtype reads
@@ -209,13 +221,18 @@ def ensure_tvm_runtime(device_kinds: list[str]) -> None:
                 f"tvm_ffi: the kernel contains a {kind!r} device module but TVM was built without "
                 f"its runtime (no libtvm_runtime_{kind}.so); install a TVM build with {kind} enabled"
             )
+        if kind in _FAILED_RUNTIMES:
+            raise BackendUnavailableError(_FAILED_RUNTIMES[kind])
         try:
+            if kind in _DRIVER_LIBRARIES:
+                ctypes.CDLL(_DRIVER_LIBRARIES[kind], mode=ctypes.RTLD_GLOBAL)
             _LOADED_RUNTIMES[kind] = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
         except OSError as exc:
-            raise BackendUnavailableError(
+            _FAILED_RUNTIMES[kind] = (
                 f"tvm_ffi: cannot load TVM's {kind} runtime ({path.name}): {exc}; a {kind} driver "
                 "and device are needed to run this kernel"
-            ) from None
+            )
+            raise BackendUnavailableError(_FAILED_RUNTIMES[kind]) from None
         if tvm_ffi.get_global_func(loader, allow_missing=True) is None:
             raise BackendUnavailableError(
                 f"tvm_ffi: TVM's {kind} runtime loaded but registered no module loader ({loader})"
