@@ -14,7 +14,7 @@ of an unsigned or non-negative ``x`` is 0 and of a negative signed ``x`` is -1:
 
 * ``x << n``  ->  ``select(unsigned(n) < width, x << n, 0)``
 * ``x >> n`` unsigned  ->  ``select(unsigned(n) < width, x >> n, 0)``
-* ``x >> n`` signed  ->  ``x >> min(unsigned(n), width - 1)``
+* ``x >> n`` signed  ->  ``x >> select(unsigned(n) < width, n, width - 1)``
 
 A constant amount in range is left as it is (shifts by constants, the common case, cost
 nothing); TVM's simplifier removes the select where it can prove the amount in range
@@ -53,27 +53,20 @@ def _bound(value: Any, name: str, body) -> Any:
     return tirx.Let(var, value, body(var))
 
 
-def _unsigned(amount: Any) -> Any:
-    """``amount`` read as an unsigned integer of its own width (a negative amount is a large
-    one), widened to at least 32 bits (C and CUDA compare and take ``min`` of those)."""
-    adtype = dtype_of(amount)
-    info = _int_info(adtype)
-    abits = info[0] if info else 32
-    value = amount if adtype == f"uint{abits}" else tirx.Cast(f"uint{abits}", amount)
-    return value if abits >= 32 else tirx.Cast("uint32", value)
-
-
 def _in_range(amount: Any, bits: int) -> Any:
-    """``unsigned(amount) < bits``."""
-    wide = _unsigned(amount)
-    return tirx.LT(wide, tirx.IntImm(dtype_of(wide), bits))
+    """Whether ``amount`` read as unsigned is below ``bits``: ``0 <= amount < bits`` in the amount's
+    own type (a form TVM's simplifier proves from loop bounds, ``j * 4`` of ``j < 8``; C compilers
+    make it one unsigned compare)."""
+    adtype = dtype_of(amount)
+    limit = tirx.LT(amount, tirx.IntImm(adtype, bits))
+    if adtype.startswith("uint"):
+        return limit
+    return tirx.And(tirx.GE(amount, tirx.IntImm(adtype, 0)), limit)
 
 
 def _clamped(amount: Any, bits: int) -> Any:
-    """``min(unsigned(amount), bits - 1)`` in ``amount``'s dtype (an unsigned minimum: one instruction)."""
-    wide = _unsigned(amount)
-    low = tirx.Min(wide, tirx.IntImm(dtype_of(wide), bits - 1))
-    return low if dtype_of(amount) == dtype_of(wide) else tirx.Cast(dtype_of(amount), low)
+    """``amount`` where it is in range, else ``bits - 1`` (a signed right shift's sign fill)."""
+    return tirx.Select(_in_range(amount, bits), amount, tirx.IntImm(dtype_of(amount), bits - 1))
 
 
 def _constant(amount: Any):
