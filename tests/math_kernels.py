@@ -50,6 +50,7 @@ FLOAT_OPS = [
     ("T.copysign(x, y - T.Cast(x.dtype, 0.5))", lambda x, y: torch.copysign(x, y - 0.5)),
     ("T.hypot(x, y)", lambda x, y: torch.hypot(x, y)),
     ("T.ldexp(x, T.Cast('int32', y * T.Cast(x.dtype, 4)))", lambda x, y: torch.ldexp(x, (y * 4).to(torch.int32))),
+    ("T.fma(x, y, T.Cast(x.dtype, -0.25))", lambda x, y: x * y - 0.25),  # no rule on c and CUDA before (cpu_math.py, gpu_math.py)
 ]
 
 INT_OPS = [

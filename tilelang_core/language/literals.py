@@ -15,6 +15,11 @@ other operand's dtype first; :func:`install` makes these five operators do the s
   and its range. A negative literal next to an unsigned operand means its two's complement
   (``u & -1`` is ``u & 0xFFFFFFFF`` for a uint32 ``u``), as in C.
 
+**Shift amounts outside the width.** A constant amount of ``<<``/``>>`` outside ``0 .. width - 1``
+(``x << 40`` of an int32 ``x``) stopped the definition with TVM's internal "Shift amount must be
+non-negative and less than 32"; :func:`constant_shift` folds it to the value a run-time amount
+gets (:mod:`tilelang_core.lowering.shift_amounts`: 0, or ``x >> (width - 1)`` for a signed ``>>``).
+
 **Floats next to float64 expressions.** TVM 0.27 checks a Python float given to ``+ - * /``,
 comparisons, ``T.max``/``T.min``, ``T.if_then_else`` against float32's range before it promotes it to the
 other operand's float64: ``X[i] * 1e300`` or ``T.max(x, -1e300)`` on float64 failed with
@@ -161,6 +166,43 @@ def _is_float64(expr: Any) -> bool:
 def _full_width(name: str, args: tuple) -> tuple:
     """Bitwise and shift operators: ``(a, b, span)`` with an int literal at its full value."""
     return (*literal_operands(name, args[0], args[1]), *args[2:])
+
+
+def constant_shift(name: str, a: Any, b: Any) -> Any:
+    """``a << b`` / ``a >> b`` (``name``: ``left_shift`` / ``right_shift``) of a scalar integer ``a``
+    by a constant ``b`` outside ``0 .. width - 1``, as a shift by a run-time amount computes it
+    (lowering/shift_amounts.py: 0, or ``a >> (width - 1)`` for a signed right shift); None for any
+    other operands. TVM refused such a constant with its internal "Shift amount must be
+    non-negative and less than 32" check failure."""
+    dtype = _integer_dtype(a)
+    if dtype is None or dtype.is_bool or dtype.lanes != 1 or not isinstance(b, tirx.IntImm) or isinstance(a, int):
+        return None
+    amount = int(b.value)
+    if str(b.ty.dtype).startswith("uint"):
+        amount &= (1 << b.ty.dtype.bits) - 1
+    if 0 <= amount < dtype.bits:
+        return None
+    if name == "right_shift" and not str(dtype).startswith("uint"):
+        return _prim_ffi_api.right_shift(a, tirx.IntImm(str(b.ty.dtype), dtype.bits - 1), None)
+    from .kept_effects import has_side_effect
+
+    zero = tirx.IntImm(str(dtype), 0)
+    return tirx.Mul(a, zero) if has_side_effect(a) else zero
+
+
+def _wrap_shift(name: str, ffi_function: Callable[..., Any]) -> Callable[..., Any]:
+    """A shift operator: literals at their full value, a constant amount outside the width defined."""
+    wrapped = _wrap(name, ffi_function, _full_width)
+
+    def operator(*args: Any) -> Any:
+        a, b, *rest = _full_width(name, args)
+        defined = constant_shift(name, a, b)
+        return defined if defined is not None else ffi_function(a, b, *rest)
+
+    operator.__name__ = name
+    operator.__doc__ = wrapped.__doc__ + "; a constant amount outside the width is defined (constant_shift)"
+    setattr(operator, _WRAPPED_MARK, ffi_function)
+    return operator
 
 
 def _float64_pair(name: str, args: tuple) -> tuple:
@@ -330,7 +372,8 @@ def install() -> None:
         for name in names:
             current = getattr(module, name)
             if getattr(current, _WRAPPED_MARK, None) is None:
-                setattr(module, name, _wrap(name, current, convert))
+                wrapper = _wrap_shift(name, current) if name in ("left_shift", "right_shift") else _wrap(name, current, convert)
+                setattr(module, name, wrapper)
     if getattr(_prim_ffi_api._OpSub, _ZERO_MINUS_MARK, None) is None:
         _prim_ffi_api._OpSub = _zero_minus(_prim_ffi_api._OpSub)  # around the float64 rule's wrapper
     for name in _ZERO_NODES:

@@ -7,8 +7,12 @@ value 65535 exceeds maximum of uint8", on every target. A conversion between int
 the value modulo ``2**bits`` of the new type (two's complement for signed types), which is what C,
 CUDA and LLVM do and what such a cast means in a kernel (masks, hash constants, wrapped offsets).
 :func:`fold_constant_casts` replaces each cast of an integer constant to an integer type by the
-constant that conversion gives, innermost first, at the start of lowering. Casts of non-constant
-values, and to or from other types, are left to the pipeline.
+constant that conversion gives, innermost first, at the start of lowering. A cast of a number
+constant to ``bool`` is whether it is nonzero (a NaN too), as C, CUDA, LLVM and torch convert:
+TVM truncated a float first, so ``T.Cast("bool", T.float32(0.5))`` was false (0.5, -0.1 and 1e-30
+folded to false, 2.0 stopped lowering with a check failure, NaN with "Cannot convert"; a
+differential fuzz pass found it). Casts of non-constant values, and to or from other types, are
+left to the pipeline.
 
 ``T.reinterpret`` of a constant failed to compile on target ``c``: TVM's C code generator takes
 the constant's address (``*(uint32_t *)(&(2.000000e+00f))``, "lvalue required"). Such a
@@ -51,6 +55,8 @@ def _is_int(dtype: str) -> bool:
 def _on_cast(cast: Any) -> Any:
     value = cast.value
     target = str(cast.ty.dtype)
+    if target == "bool" and isinstance(value, (tirx.IntImm, tirx.FloatImm)):
+        return tirx.IntImm("bool", bool(value.value != 0))  # NaN != 0: true, as C and torch convert
     if not isinstance(value, tirx.IntImm) or not _is_int(target) or not _is_int(str(value.ty.dtype)):
         return cast
     return tirx.IntImm(target, wrapped(int(value.value), target))

@@ -4,8 +4,8 @@ TVM 0.27 lowers its math intrinsics per target, and for the CPU targets some hav
 using one failed in code generation ("Unresolved call ... tirx.fabs", "unknown intrinsic"):
 
 * target ``c``: ``tirx.fabs`` (so ``T.abs`` of a float), ``tirx.isinf`` and ``tirx.isfinite`` (TVM
-  writes them with ``fabs``), ``tirx.exp2``, ``tirx.exp10``, ``tirx.fmod``, ``tirx.popcount``,
-  ``prim.clz``;
+  writes them with ``fabs``), ``tirx.exp2``, ``tirx.exp10``, ``tirx.fmod``, ``tirx.fma``
+  (``T.fma``), ``tirx.popcount``, ``prim.clz``;
 * target ``llvm``: ``tirx.fmod``;
 * 16-bit floats (``float16``, ``bfloat16``): every math function on ``c``, and ``log1p``, the
   hyperbolic and inverse trigonometric functions, ``erf``, ``fmod``, ``atan2``, ``copysign``,
@@ -17,10 +17,15 @@ using one failed in code generation ("Unresolved call ... tirx.fabs", "unknown i
 * a math function of 16-bit floats is computed in float32 and its result rounded back (as CPUs
   compute 16-bit math anyway), so it is as accurate as the float32 function;
 * on ``c`` the C99 function: ``fabsf``/``fabs``, ``isinf``, ``isfinite``, ``exp2f``/``exp2``,
-  ``fmodf``/``fmod``; ``exp10(x)`` is ``pow(10, x)`` (C99 has no ``exp10``); ``popcount`` and
+  ``fmodf``/``fmod``, ``fmaf``/``fma``; ``exp10(x)`` is ``pow(10, x)`` (C99 has no ``exp10``); ``popcount`` and
   ``clz`` are small helpers in the source over GCC/Clang's ``__builtin_popcount[ll]`` and
   ``__builtin_clz[ll]``, for every integer width;
-* on ``llvm`` ``fmod`` calls the C library's ``fmodf``/``fmod``, ``exp10(x)`` is ``pow(10, x)``
+* on ``llvm`` ``fmod``, ``fma``, ``tanh``, ``atanh``, ``sinh`` and ``cosh`` call the C library's
+  ``fmodf``/``fmod`` & co. (TVM's ``fma`` was ``a * b + c``, rounded twice, where ``c`` and CUDA
+  round once) (TVM's formulas of ``tanh`` and ``atanh`` lost every digit for small
+  ``|x|``: ``tanh(1e-10)`` was 0 in float32 and float64, ``tanh(1e-5)`` 1.0014e-5; its ``sinh`` and
+  ``cosh`` called the C library for scalars only, and stopped a ``T.vectorized`` loop with
+  "unknown intrinsic"), ``exp10(x)`` is ``pow(10, x)``
   (TVM's is ``exp(x * ln 10)``, thousands of ulp off in float64), and ``clz`` takes 8- and 16-bit
   integers too;
 * ``clz(0)`` is the integer's width on both (TVM's LLVM ``clz(0)`` is undefined; CUDA's
@@ -46,7 +51,7 @@ FLOAT_MATH = frozenset(
         "exp", "exp2", "exp10", "log", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "sinh",
         "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erf", "sigmoid", "floor",
         "round", "trunc", "nearbyint", "fabs", "isinf", "isfinite", "isnan", "pow", "fmod", "atan2",
-        "copysign", "hypot", "ldexp",
+        "copysign", "hypot", "ldexp", "fma",
     )
 ) | {"prim.log2", "prim.ceil"}
 
@@ -115,6 +120,7 @@ _C_RULES: dict[str, Callable[[Any, set], Any]] = {
     "tirx.fabs": _plain(_libm("fabs")),
     "tirx.exp2": _plain(_libm("exp2")),
     "tirx.fmod": _plain(_libm("fmod")),
+    "tirx.fma": _plain(_libm("fma")),
     "tirx.exp10": _plain(_exp10),
     "tirx.isinf": _plain(_classify("isinf")),
     "tirx.isfinite": _plain(_classify("isfinite")),
@@ -124,6 +130,16 @@ _C_RULES: dict[str, Callable[[Any, set], Any]] = {
 _LLVM_RULES: dict[str, Callable[[Any, set], Any]] = {
     "tirx.fmod": _plain(_libm("fmod")),
     "tirx.exp10": _plain(_exp10),  # TVM's LLVM exp10 is exp(x * ln 10): thousands of ulp off in float64
+    # TVM's LLVM tanh is (1 - e^-2x) / (1 + e^-2x), its atanh 0.5 * log((1 + x) / (1 - x)): both
+    # cancel for small |x| (tanh(1e-10) was 0, tanh(1e-5) 1.0014e-5 in float32)
+    "tirx.tanh": _plain(_libm("tanh")),
+    "tirx.atanh": _plain(_libm("atanh")),
+    # TVM's LLVM rules of sinh/cosh call the C library for scalars only: in a T.vectorized loop
+    # they stopped the lowering with "unknown intrinsic tirx.sinh" (every float dtype)
+    "tirx.sinh": _plain(_libm("sinh")),
+    # TVM's LLVM fma is a * b + c, rounded twice (3 * (1/3) - 1 in float32 gave 0, fmaf gives 2**-25)
+    "tirx.fma": _plain(_libm("fma")),
+    "tirx.cosh": _plain(_libm("cosh")),
     "prim.clz": _llvm_clz,
 }
 

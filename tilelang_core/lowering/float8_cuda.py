@@ -19,7 +19,9 @@ Here every CUDA architecture takes the native path, so sm_80 gives bit for bit w
   What has no ``__nv_fp8_*`` operator is computed in float32 and rounded back to float8 after
   every operation: ``+ - * /``, ``%``, floor division, ``min``/``max``, comparisons, math
   functions (``T.exp`` and the like), a conversion between two float8 formats and one from a
-  float8 vector to a bfloat16 vector (both exact in float32, then one rounding). TVM did not
+  float8 vector to a bfloat16 vector (both exact in float32, then one rounding), and a vector
+  conversion between float8 and integers, bool or (from float8) float64, which cuda_fp8.h does
+  not have (integers go through float32, as its scalar conversions do). TVM did not
   legalize any of these from sm_89 on, so a float8 ``A + A`` did not compile there ("no operator
   "+" matches these operands"). float8 conversions of more than 4 lanes (a ``T.vectorized(8)``
   loop is split into 4 lanes before, lowering/vector_lanes.py; vector values written out remain)
@@ -100,6 +102,14 @@ def _bfloat16_vector(expr: Any) -> bool:
     return element(dtype) == "bfloat16" and dtype != "bfloat16"
 
 
+def _other_vector(expr: Any) -> bool:
+    """A vector of integers, bool or float64: cuda_fp8.h converts ``__nv_fp8x2/x4_*`` only from and
+    to float32, float16 (and float64 to float8) vectors; nvcc refused the others ("no suitable
+    user-defined conversion from "ushort4" to "__nv_fp8x4_e4m3"", found by a fuzz pass)."""
+    dtype = dtype_of(expr)
+    return tvm.DataType(dtype).lanes > 1 and element(dtype) not in ("float32", "float16", "bfloat16") and not is_float8(expr)
+
+
 def _rewrites() -> list:
     """The ``structural_map`` entries of :func:`Float8ComputeLegalize` (post-order: operands first)."""
 
@@ -121,9 +131,12 @@ def _rewrites() -> list:
         if not (is_float8(node) or is_float8(node.value)) or dtype_of(node) == dtype_of(node.value):
             return node
         _convert(dtype_of(node), node.value)  # refuses more than 4 lanes
-        if is_float8(node.value) and (is_float8(node) or _bfloat16_vector(node)):
+        if is_float8(node.value) and (is_float8(node) or _bfloat16_vector(node) or _other_vector(node)):
             # no __nv_fp8_* operator gives these; the float32 value is exact
             return tirx.Cast(dtype_of(node), _f32(node.value))
+        if is_float8(node) and _other_vector(node.value) and element(dtype_of(node.value)) != "float64":
+            # an integer vector: through float32, as cuda_fp8.h converts an integer scalar
+            return tirx.Cast(dtype_of(node), tirx.Cast(with_lanes("float32", dtype_of(node.value)), node.value))
         return node
 
     def on_call(node: Any) -> Any:

@@ -11,6 +11,9 @@ CUDA does not have, such as ``hsinh``), or stopped on a bare TVM check failure:
   (:func:`~.math_widening.widened_unsigned`); ``clz`` of an 8- or 16-bit value is the 32-bit
   count minus the extra bits, so ``clz(0)`` is the value's width, as on the CPU targets and as
   CUDA's ``__clz(0)`` is 32.
+* **``T.fma``** on CUDA: TVM has no rule for any dtype ("Unresolved call tirx.fma"); float32 and
+  float64 are CUDA's ``fmaf``/``fma``, float16/bfloat16 computed in float32 as below (the CPU
+  targets compute it the same way, :mod:`.cpu_math`).
 * **16-bit float math:** the functions TVM has no CUDA rule for (float16 and bfloat16), and on
   Metal those of the next point, are computed in float32 and rounded back
   (:func:`~.math_widening.computed_in_float32`), as accurate as the float32 function.
@@ -22,7 +25,8 @@ CUDA does not have, such as ``hsinh``), or stopped on a bare TVM check failure:
   the Metal Shading Language does not have ("use of undeclared identifier"): a kernel using one
   lowered, then failed in Metal's compiler on the Mac. Here they are MSL's overloaded functions,
   ``nearbyint`` is MSL's ``rint`` (round half to even, the same), and ``log1p``/``hypot``, which
-  MSL lacks, are small helpers defined once in the source (:data:`METAL_HELPERS`).
+  MSL lacks, are small helpers defined once in the source (:data:`METAL_HELPERS`). ``T.fma``,
+  which TVM's Metal generator did not lower at all ("Unresolved call tirx.fma"), is MSL's ``fma``.
 
 :func:`GpuMathPass` runs in the GPU pipeline right after the fragment layout. The CPU targets'
 rules are in :mod:`.cpu_math`.
@@ -45,7 +49,7 @@ _WIDE_UNSIGNED = ("uint32", "uint64")
 
 #: TVM op name -> the Metal Shading Language function (overloaded for half and float) it prints as.
 METAL_NAMES = {
-    **{f"tirx.{n}": n for n in ("tan", "asin", "acos", "atan", "asinh", "acosh", "atanh", "atan2", "copysign", "ldexp")},
+    **{f"tirx.{n}": n for n in ("tan", "asin", "acos", "atan", "asinh", "acosh", "atanh", "atan2", "copysign", "ldexp", "fma")},
     "tirx.nearbyint": "rint",
 }
 
@@ -74,7 +78,7 @@ METAL_HELPERS = {
 HALF_WITHOUT_RULE: dict[str, frozenset] = {
     "cuda": frozenset(f"tirx.{n}" for n in (
         "log1p", "sinh", "cosh", "asin", "acos", "asinh", "acosh", "atanh", "nearbyint", "fmod", "atan2",
-        "copysign", "hypot", "ldexp",
+        "copysign", "hypot", "ldexp", "fma",
     )),
     "metal": frozenset(METAL_NAMES) | frozenset(METAL_HELPERS),
 }
@@ -94,6 +98,16 @@ def _clz(call: Any) -> Any:
 
 
 _BIT_COUNTS = {"tirx.popcount": _popcount, "prim.clz": _clz}
+
+
+def _cuda_fma(call: Any) -> Any:
+    """``T.fma`` of float32/float64 as CUDA's ``fmaf``/``fma`` (one rounding; TVM had no CUDA rule:
+    "Unresolved call tirx.fma"); other dtypes are left to TVM."""
+    dtype = dtype_of(call)
+    names = {"float32": "fmaf", "float64": "fma"}
+    if dtype not in names:
+        return call
+    return tirx.call_pure_extern(dtype, names[dtype], *call.args)
 
 
 def _metal_function(call: Any, helpers: dict) -> Any:
@@ -127,6 +141,8 @@ def lower_gpu_math(body: Any, kind: Optional[str] = None) -> Any:
         if name not in functions:
             return call
         rule = metal_rule if kind == "metal" else None
+        if kind == "cuda" and name == "tirx.fma":
+            rule = _cuda_fma
         if has_half_operand(call):
             return computed_in_float32(call, rule)
         return call if rule is None else rule(call)

@@ -47,6 +47,8 @@ from .access_ptr import LowerAccessPtr
 from .packed_reductions import PackHalfReductions
 from .float8_cuda import Float8ComputeLegalize, Float8StorageLegalize
 from .constant_casts import FoldConstantReinterprets
+from .shift_amounts import DefinedShifts
+from .vector_not import VectorBitwiseNot
 
 
 def _bf16_compute() -> list:
@@ -83,6 +85,7 @@ def cpu_source_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         tirx.transform.FlattenBuffer(),
         *_bf16_compute(),
         tirx.transform.NarrowDataType(32),
+        DefinedShifts(),  # shifts by amounts outside 0..width-1: one value on every target (shift_amounts.py)
         *_simplifier_guards(),
         tirx.transform.StmtSimplify(),
         # Vectorized loops become serial: the C source expresses SIMD with '#pragma omp simd'.
@@ -126,6 +129,7 @@ def cpu_runtime_passes(configs: Mapping[str, Any], vector_types: bool = True) ->
         ExpandVectorizedLocals(),
         *_bf16_compute(),
         tirx.transform.NarrowDataType(32),
+        DefinedShifts(),  # shifts by amounts outside 0..width-1: one value on every target (shift_amounts.py)
         *_simplifier_guards(),
         tirx.transform.StmtSimplify(),
         tirx.transform.VectorizeLoop(vectorize),
@@ -159,6 +163,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         PackHalfReductions(),  # CUDA: per-thread float16/bfloat16 max/min two lanes at a time (packed_reductions.py)
         *_bf16_compute(),
         tirx.transform.NarrowDataType(32),
+        DefinedShifts(),  # shifts by amounts outside 0..width-1: one value on every target (shift_amounts.py)
         *_simplifier_guards(),
         tirx.transform.StmtSimplify(),
         # CUDA: vectorized loops split into vectors its code generator prints right (vector_lanes.py)
@@ -198,6 +203,7 @@ def gpu_device_finalize_passes() -> tvm.transform.Pass:
             Float8StorageLegalize(),
             tirx.transform.BF16StorageLegalize(),
             FoldConstantReinterprets(),  # bfloat16 constants stored: no address of a constant (constant_casts.py)
+            VectorBitwiseNot(),  # ~ of an integer vector as ^ all-ones: CUDA's vector types have no ~ (vector_not.py)
             tirx.transform.LowerWarpMemory(),
             tirx.transform.StmtSimplify(),
             tirx.transform.LowerIntrin(),
