@@ -39,8 +39,11 @@ def cast(value: Any, dtype: Any, round: str = "", sat: bool = True, rbits: Any =
     :raises ValueError: an unknown ``round``, a ``sat`` that is not a bool, ``round="rs"`` without
         ``rbits``, or ``rbits`` with another mode.
     """
-    from ..core import _caller_location, dtype_name
+    from ..core import _caller_location
+    from ..operand_checks import check_dtype, check_scalar
 
+    check_scalar("T.cast", "the value", value)
+    value = getattr(value, "scalar", value)  # T.alloc_var's wrapper
     if round not in _VALID_CAST_ROUNDING_MODES:
         raise ValueError(f"Invalid round {round!r}. Must be one of: {sorted(_VALID_CAST_ROUNDING_MODES)}")
     if not isinstance(sat, bool):
@@ -49,7 +52,7 @@ def cast(value: Any, dtype: Any, round: str = "", sat: bool = True, rbits: Any =
         raise ValueError("rbits is required when round='rs' (stochastic rounding)")
     if round != "rs" and rbits is not None:
         raise ValueError("rbits is only valid with round='rs' (stochastic rounding)")
-    target = dtype_name(dtype)
+    target = check_dtype("T.cast", dtype)
     if round in ("", "rn") and sat:
         return tirx.Cast(target, value) if isinstance(value, tirx.Expr) else tvm.tirx.const(value, target)
     value = value if isinstance(value, tirx.Expr) else tvm.tirx.const(value, "float32")
