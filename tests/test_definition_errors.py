@@ -250,3 +250,40 @@ def test_reshape_and_view_shapes():
                 V[0] = 1.0
 
     assert _message(view_dtype, "view-dtype", TypeError) == f"T.view: unknown dtype 'fp32': {_DTYPE}"
+
+
+def test_cast_rounding_names_the_operator_and_line():
+    def build():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "int32")):
+            with T.Kernel(1, threads=1) as _:
+                B[0] = T.cast(A[0], "int32", 1)  # <cast-round>
+
+    assert _message(build, "cast-round", ValueError) == (
+        "T.cast: Invalid round 1. Must be one of: ['', 'rm', 'rn', 'rp', 'rs', 'rz']")
+
+
+def test_scan_reverse_must_be_a_bool():
+    def reverse():
+        @T.prim_func
+        def k(A: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((4, 4), "float32")
+                T.copy(A, S)
+                T.cumsum(S, dim=0, reverse=S)  # <cumsum-reverse>
+                T.copy(S, A)
+
+    assert _message(reverse, "cumsum-reverse", TypeError) == "T.cumsum(S): reverse must be True or False, got S"
+
+
+def test_device_assert_condition_is_a_scalar():
+    def condition():
+        @T.prim_func
+        def k(A: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((4, 4), "float32")
+                T.device_assert(S, "S must hold")  # <assert-buffer>
+                A[0, 0] = 1.0
+
+    assert _message(condition, "assert-buffer", TypeError) == (
+        f"T.device_assert: the condition {_SCALAR}, got the buffer S (4, 4) float32 (index it, S[...], for one element)")
