@@ -125,6 +125,10 @@ cdiv = ceildiv
 # T.cast with TileLang's rounding arguments (round=, sat=, rbits=); the default is TVM's cast.
 from .tir.ir import cast  # noqa: E402,F401
 
+from . import operand_checks as _operand_checks  # noqa: E402
+
+_operand_checks.install(globals())  # T.if_then_else / T.max / T.min name a wrong operand (TVM crashed or printed its FFI signature)
+
 # T.reinterpret in TileLang's order (value, dtype) as well as TVMScript's (dtype, value).
 from .reinterpret import reinterpret  # noqa: E402,F401
 

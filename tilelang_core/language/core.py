@@ -496,6 +496,13 @@ def Parallel(*extents: Any, coalesced_width: Any = None, loop_layout: Any = None
         raise TypeError(f"T.Parallel(..., prefer_async=): True, False or None, got {prefer_async!r}")
     if annotations is not None and not isinstance(annotations, dict):
         raise TypeError(f"T.Parallel(..., annotations=): a dict or None, got {type(annotations).__name__}")
+    from .operand_checks import check_loop_bounds
+
+    for i, extent in enumerate(extents):
+        if isinstance(extent, tuple) and len(extent) == 2:  # (start, stop), as T.grid
+            check_loop_bounds("T.Parallel", **{f"start {i + 1}": extent[0], f"stop {i + 1}": extent[1]})
+        else:
+            check_loop_bounds("T.Parallel", **{f"extent {i + 1}": extent})
     _B.evaluate(tirx.call_extern("int32", PARALLEL_MARKER, len(extents)))
     return _B.grid(*extents)
 
@@ -560,8 +567,11 @@ def _alloc_tile(op: str, shape: Any, dtype: Any, scope: Any, scopes: Optional[tu
     if expected is not None:
         raise TypeError(f"{op}(shape, dtype, scope): scope must be {expected}, got {scope!r} "
                         "(the third positional argument is the scope, as in TileLang)")
+    from .operand_checks import check_dtype, check_extents
+
     shape = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
-    return _B.alloc_buffer(shape, dtype_name(dtype), scope=scope, **options)
+    check_extents(op, shape)
+    return _B.alloc_buffer(shape, check_dtype(op, dtype), scope=scope, **options)
 
 
 def alloc_buffer(shape: Union[Sequence[Any], Any], dtype: Any = "float32", scope: str = "global",

@@ -142,6 +142,10 @@ def _rmw(kind: str, dst: Any, value: Any, memory_order: Any, return_prev: bool, 
         )
     if d.kind == "element":
         v = as_tile(op, operands, value, "value", allow_element=False)
+        if len(v.squeezed) > len(d.shape):
+            fail(op, operands, f"rank mismatch: the value tile {shape_text(v.squeezed)} has more dimensions than "
+                               f"the destination '{d.name}' {shape_text(d.shape)}; give a destination region "
+                               "of the value's rank")
         d = d.with_extents(v.extents if len(v.extents) <= len(d.shape) else v.squeezed)
     loc = location()
     if _is_tile(value):

@@ -215,6 +215,10 @@ def clamp(dst: Any, min_val: Any, max_val: Any) -> Any:
 
     When ``min_val > max_val`` the result is ``max_val``. Every target (plain TIR).
     """
+    from ..operand_checks import check_scalar
+
+    for name, operand in (("the value", dst), ("min_val", min_val), ("max_val", max_val)):
+        check_scalar("T.clamp", name, operand)
     x = _expr(dst)
     dtype = _dtype(x)
     if not dtype:

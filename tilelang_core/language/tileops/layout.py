@@ -31,7 +31,7 @@ from ._common import (
     static_int,
     zero,
 )
-from ..core import dtype_name
+from ..operand_checks import check_dtype, check_extents
 
 
 def _in_bounds(indices: list, shape: list) -> Optional[Any]:
@@ -148,6 +148,7 @@ def reshape(src: Any, shape: Any) -> Any:
     shape = _shape_list(shape)
     operands = (src, shape_text(shape))
     src = _source(op, operands, src)
+    check_extents(op, shape)
     dtype = str(src.ty.dtype)
     if not _same_bits(_bits(shape, dtype), _bits(list(src.ty.shape), dtype)):
         fail(op, operands, f"shape mismatch: {shape_text(shape)} does not hold the {shape_text(list(src.ty.shape))} "
@@ -169,7 +170,8 @@ def view(src: Any, shape: Any = None, dtype: Any = None, strides: Any = None) ->
     shape = list(src.ty.shape) if shape is None and is_buffer(src) else _shape_list(shape)
     operands = (src, shape_text(shape))
     src = _source(op, operands, src)
-    dtype = str(src.ty.dtype) if dtype is None else dtype_name(dtype)
+    check_extents(op, shape)
+    dtype = str(src.ty.dtype) if dtype is None else check_dtype(op, dtype)
     if not _same_bits(_bits(shape, dtype), _bits(list(src.ty.shape), str(src.ty.dtype))):
         fail(op, operands, f"shape mismatch: {shape_text(shape)} x {dtype} does not cover the same bits as "
              f"'{src}' {shape_text(list(src.ty.shape))} x {src.ty.dtype}", OperandCheckError)

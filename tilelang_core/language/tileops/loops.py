@@ -40,6 +40,9 @@ def serial(start: Any, stop: Any = None, step: Any = None, *, annotations: Optio
     TVMScript's serial loop with TileLang's positional ``step`` (TVMScript takes it by keyword
     only), one iteration after the other on every target; ``range``'s meaning for every step,
     negative ones included (lowering/loop_steps.py)."""
+    from ..operand_checks import check_loop_bounds
+
+    check_loop_bounds("T.serial", start=start, stop=stop, step=step)
     return _B.serial(start, stop, annotations=annotations, step=step, unroll=unroll, dtype=dtype)
 
 
@@ -61,6 +64,9 @@ def Unroll(start: Any, stop: Any = None, step: Any = None, *, explicit: bool = F
     :raises LoweringError: (a ``ValueError``) both ``explicit=True`` and an unroll factor, or a
         factor that is not an int >= 1.
     """
+    from ..operand_checks import check_loop_bounds
+
+    check_loop_bounds("T.unroll", start=start, stop=stop, step=step)
     annotations = dict(annotations) if annotations else {}
     if explicit:
         annotations["pragma_unroll_explicit"] = True
@@ -84,6 +90,9 @@ unroll = Unroll
 
 def Vectorized(start: Any, stop: Any = None, *, annotations: Optional[dict] = None):  # noqa: N802
     """``for i in T.Vectorized(n)``: TileLang's name of ``T.vectorized`` (lanes of one vector operation)."""
+    from ..operand_checks import check_loop_bounds
+
+    check_loop_bounds("T.Vectorized", start=start, stop=stop)
     return _B.vectorized(start, stop, annotations=annotations)
 
 

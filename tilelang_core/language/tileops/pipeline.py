@@ -35,6 +35,9 @@ def Pipelined(
         raise LoweringError(f"{location()}: T.Pipelined: annotations must be a dict or None, got {type(annotations).__name__}")
     if isinstance(num_stages, bool) or not isinstance(num_stages, Integral) or num_stages < 0:
         raise LoweringError(f"{location()}: T.Pipelined: num_stages must be an int >= 0, got {num_stages!r}")
+    from ..operand_checks import check_loop_bounds
+
+    check_loop_bounds("T.Pipelined", start=start, stop=stop)
     if stop is None:
         start, stop = 0, start
     return _B.serial(start, stop, annotations={PIPELINED_STAGES_KEY: int(num_stages)})

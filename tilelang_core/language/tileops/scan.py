@@ -8,7 +8,7 @@ from typing import Any, Optional
 from tvm import tirx
 from tvm.tirx.script.builder import ir as _B
 
-from ._common import as_tile, cast, fail, is_float, loop_nest, per_thread, same_extent, shape_text, static_int
+from ._common import as_tile, cast, check_options, fail, is_float, loop_nest, per_thread, same_extent, shape_text, static_int
 
 
 def _running_max(acc: Any, x: Any) -> Any:
@@ -100,9 +100,11 @@ def cumsum(src: Any, dst: Optional[Any] = None, dim: int = 0, reverse: bool = Fa
 
     :raises LoweringError: ``dim`` out of range, shape or dtype mismatch.
     """
+    check_options("T.cumsum", (src,) if dst is None else (src, dst), reverse=reverse)
     _scan("cumsum", src, dst, dim, bool(reverse))
 
 
 def cummax(src: Any, dst: Optional[Any] = None, dim: int = 0, reverse: bool = False, annotations: Any = None) -> None:
     """Inclusive running maximum of ``src`` along ``dim`` (see :func:`cumsum`)."""
+    check_options("T.cummax", (src,) if dst is None else (src, dst), reverse=reverse)
     _scan("cummax", src, dst, dim, bool(reverse))

@@ -61,7 +61,9 @@ def alloc_var(dtype: Any, *args: Any, scope: str = "local.var", init: Any = None
         init, scope = args
     if not isinstance(scope, str) or scope not in _VAR_SCOPES:
         fail(op, (dtype,), f"scope must be one of {', '.join(_VAR_SCOPES)}, got {scope!r}", OperandTypeError)
-    dt = dtype_name(dtype)
+    from ..operand_checks import check_dtype
+
+    dt = check_dtype(op, dtype)
     value = None if init is None else _initial(op, init, dt)
     scalar = _B.alloc_scalar(dt, scope=_VAR_SCOPES[scope])
     if value is not None:

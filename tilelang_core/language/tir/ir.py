@@ -36,20 +36,26 @@ PrimExpr = tirx.Expr
 def cast(value: Any, dtype: Any, round: str = "", sat: bool = True, rbits: Any = None, span: Any = None) -> Any:  # noqa: A002 - TileLang's name
     """``value`` converted to ``dtype``; see the module docstring for ``round``/``sat``/``rbits``.
 
-    :raises ValueError: an unknown ``round``, a ``sat`` that is not a bool, ``round="rs"`` without
+    :raises LoweringError: (a ``ValueError``) an unknown ``round``, a ``sat`` that is not a bool, ``round="rs"`` without
         ``rbits``, or ``rbits`` with another mode.
     """
-    from ..core import _caller_location, dtype_name
+    from ...errors import LoweringError  # a ValueError
+    from ..core import _caller_location
+    from ..operand_checks import check_dtype, check_scalar
 
+    check_scalar("T.cast", "the value", value)
+    value = getattr(value, "scalar", value)  # T.alloc_var's wrapper
+    where = f"{_caller_location()}: T.cast: " if _caller_location() else "T.cast: "
     if round not in _VALID_CAST_ROUNDING_MODES:
-        raise ValueError(f"Invalid round {round!r}. Must be one of: {sorted(_VALID_CAST_ROUNDING_MODES)}")
+        raise LoweringError(f"{where}Invalid round {round!r}. "
+                         f"Must be one of: {sorted(_VALID_CAST_ROUNDING_MODES)}")
     if not isinstance(sat, bool):
-        raise ValueError(f"Invalid sat {sat!r}. Must be a bool (True: saturate to the finite range)")
+        raise LoweringError(f"{where}Invalid sat {sat!r}. Must be a bool (True: saturate to the finite range)")
     if round == "rs" and rbits is None:
-        raise ValueError("rbits is required when round='rs' (stochastic rounding)")
+        raise LoweringError(f"{where}rbits is required when round='rs' (stochastic rounding)")
     if round != "rs" and rbits is not None:
-        raise ValueError("rbits is only valid with round='rs' (stochastic rounding)")
-    target = dtype_name(dtype)
+        raise LoweringError(f"{where}rbits is only valid with round='rs' (stochastic rounding)")
+    target = check_dtype("T.cast", dtype)
     if round in ("", "rn") and sat:
         return tirx.Cast(target, value) if isinstance(value, tirx.Expr) else tvm.tirx.const(value, target)
     value = value if isinstance(value, tirx.Expr) else tvm.tirx.const(value, "float32")

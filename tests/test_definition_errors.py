@@ -1,0 +1,289 @@
+"""Wrong operands of allocations, loops and scalar operators, found by fuzzing kernel definitions:
+each is a LoweringError at the kernel's line that names the operator, the operand, what was
+expected and what was given (before: a raw TVM error, an FFI signature, an internal "rank", or a
+crashed process for ``T.if_then_else(None, ...)`` and ``T.serial(None)``)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+import tilelang.language as T
+
+from tilelang_core.errors import LoweringError
+
+_THIS = pathlib.Path(__file__).resolve()
+_LINES = _THIS.read_text().splitlines()
+
+
+def _line_of(marker: str) -> int:
+    hits = [i + 1 for i, text in enumerate(_LINES) if text.rstrip().endswith(f"# <{marker}>")]
+    assert len(hits) == 1, marker
+    return hits[0]
+
+
+def _message(build, marker: str, error: type = LoweringError) -> str:
+    """The message of the LoweringError raised while defining a kernel, without its ``file:line: ``
+    prefix (checked to be the marked line)."""
+    with pytest.raises(LoweringError) as info:
+        build()
+    assert isinstance(info.value, error), repr(info.value)
+    text = str(info.value)
+    prefix = f"{_THIS}:{_line_of(marker)}: "
+    assert text.startswith(prefix), text
+    return text[len(prefix):]
+
+
+_SCALAR = "must be a scalar expression (a number, an element A[i], a T.alloc_var)"
+_DTYPE = "expected a dtype string such as 'float32', 'float16', 'int32' or a constant such as T.float32"
+_LOOP = "must be an int or an integer expression (a T.dynamic size, a loop variable)"
+
+
+def test_if_then_else_condition_none_string_and_number():
+    def none():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                A[0] = T.if_then_else(None, A[1], A[2])  # <ite-none>
+
+    assert _message(none, "ite-none", TypeError) == f"T.if_then_else: the condition {_SCALAR}, got NoneType None"
+
+    def text():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                A[0] = T.if_then_else(A[0] > 0, A[1], "x")  # <ite-str>
+
+    assert _message(text, "ite-str", TypeError) == f"T.if_then_else: the false value {_SCALAR}, got str 'x'"
+
+    def number():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                A[0] = T.if_then_else(A[3], A[1], A[2])  # <ite-float>
+
+    assert _message(number, "ite-float", TypeError) == (
+        "T.if_then_else: the condition must be a boolean expression (a comparison such as A[i] > 0), "
+        "got the float32 expression A[3]; compare it (x != 0) to test a number")
+
+
+def test_max_min_clamp_refuse_non_scalars():
+    def max_none():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                A[0] = T.max(None, A[1])  # <max-none>
+
+    assert _message(max_none, "max-none", TypeError) == f"T.max: the first operand {_SCALAR}, got NoneType None"
+
+    def min_str():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                A[0] = T.min(A[0], "x")  # <min-str>
+
+    assert _message(min_str, "min-str", TypeError) == f"T.min: the second operand {_SCALAR}, got str 'x'"
+
+    def clamp_buffer():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((4, 4), "float32")
+                A[0] = T.clamp(A[0], S, 1.0)  # <clamp-buffer>
+
+    assert _message(clamp_buffer, "clamp-buffer", TypeError) == (
+        f"T.clamp: min_val {_SCALAR}, got the buffer S (4, 4) float32 (index it, S[...], for one element)")
+
+    def clamp_region():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                A[0] = T.clamp(A[0:2], 0.0, 1.0)  # <clamp-region>
+
+    assert _message(clamp_region, "clamp-region", TypeError) == (
+        f"T.clamp: the value {_SCALAR}, got the region A[0:2] (a region is a tile; index the buffer for one element)")
+
+
+def test_cast_dtype_and_value():
+    def dtype():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "int32")):
+            with T.Kernel(1, threads=1) as _:
+                B[0] = T.cast(A[0], None)  # <cast-dtype>
+
+    assert _message(dtype, "cast-dtype", TypeError) == f"T.cast: dtype must be a dtype: {_DTYPE}, got NoneType None"
+
+    def value():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "int32")):
+            with T.Kernel(1, threads=1) as _:
+                B[0] = T.cast((1, 2), "int32")  # <cast-value>
+
+    assert _message(value, "cast-value", TypeError) == f"T.cast: the value {_SCALAR}, got tuple (1, 2)"
+
+
+def test_allocation_extents_and_dtypes():
+    def zero():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                L = T.alloc_local((0,), "float32")  # <alloc-zero>
+                L[0] = A[0]
+                A[1] = L[0]
+
+    assert _message(zero, "alloc-zero") == (
+        "T.alloc_local: shape (0,): every extent must be at least 1, got 0 (a tile needs at least one element)")
+
+    def negative():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                F = T.alloc_fragment((4, -1), "float32")  # <alloc-negative>
+                T.fill(F, 0.0)
+
+    assert _message(negative, "alloc-negative") == (
+        "T.alloc_fragment: shape (4, -1): every extent must be at least 1, got -1 (a tile needs at least one element)")
+
+    def float_extent():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((A[0], 4), "float32")  # <alloc-float>
+                T.fill(S, 0.0)
+
+    assert _message(float_extent, "alloc-float", TypeError) == (
+        "T.alloc_shared: shape (A[0], 4): every extent must be an int or an integer expression (a T.dynamic size), "
+        "got the float32 expression A[0]")
+
+    def var_dtype():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                v = T.alloc_var(1.5)  # <var-dtype>
+                v = A[0]
+                A[1] = v
+
+    assert _message(var_dtype, "var-dtype", TypeError) == f"T.alloc_var: dtype must be a dtype: {_DTYPE}, got float 1.5"
+
+    def unknown_dtype():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                L = T.alloc_local((4,), "fp32")  # <alloc-dtype>
+                T.fill(L, 0.0)
+
+    assert _message(unknown_dtype, "alloc-dtype", TypeError) == f"T.alloc_local: unknown dtype 'fp32': {_DTYPE}"
+
+
+def test_loop_bounds():
+    def serial_none():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                for i in T.serial(None):  # <serial-none>
+                    A[i] = 0.0
+
+    assert _message(serial_none, "serial-none", TypeError) == f"T.serial: start {_LOOP}, got NoneType None"
+
+    def parallel_str():
+        @T.prim_func
+        def k(A: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                for i, j in T.Parallel(4, "x"):  # <parallel-str>
+                    A[i, j] = 0.0
+
+    assert _message(parallel_str, "parallel-str", TypeError) == f"T.Parallel: extent 2 {_LOOP}, got str 'x'"
+
+    def pipelined_buffer():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((4,), "float32")
+                for i in T.Pipelined(S, num_stages=2):  # <pipelined-buffer>
+                    A[i] = 0.0
+
+    assert _message(pipelined_buffer, "pipelined-buffer", TypeError) == (
+        f"T.Pipelined: start {_LOOP}, got the buffer S (4,) float32")
+
+    def vectorized_float():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                for i in T.vectorized(A[0]):  # <vectorized-float>
+                    A[i] = 0.0
+
+    assert _message(vectorized_float, "vectorized-float", TypeError) == (
+        f"T.vectorized: start {_LOOP}, got the float32 expression A[0]")
+
+
+def test_atomic_element_destination_with_higher_rank_value():
+    def build():
+        @T.prim_func
+        def k(B: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((2, 4, 4), "float32")
+                T.fill(S, 1.0)
+                T.atomic_add(B[0, 0], S)  # <atomic-rank>
+
+    assert _message(build, "atomic-rank") == (
+        "T.atomic_add(B[0, 0], S): rank mismatch: the value tile (2, 4, 4) has more dimensions than the "
+        "destination 'B' (4, 4); give a destination region of the value's rank")
+
+
+def test_reshape_and_view_shapes():
+    def reshape_none():
+        @T.prim_func
+        def k(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                V = T.reshape(A, None)  # <reshape-none>
+                V[0] = 1.0
+
+    assert _message(reshape_none, "reshape-none", TypeError) == (
+        "T.reshape: shape (None,): every extent must be an int or an integer expression (a T.dynamic size), "
+        "got NoneType None")
+
+    def view_dtype():
+        @T.prim_func
+        def k(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                V = T.view(A, (16,), dtype="fp32")  # <view-dtype>
+                V[0] = 1.0
+
+    assert _message(view_dtype, "view-dtype", TypeError) == f"T.view: unknown dtype 'fp32': {_DTYPE}"
+
+
+def test_cast_rounding_names_the_operator_and_line():
+    def build():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "int32")):
+            with T.Kernel(1, threads=1) as _:
+                B[0] = T.cast(A[0], "int32", 1)  # <cast-round>
+
+    assert _message(build, "cast-round", ValueError) == (
+        "T.cast: Invalid round 1. Must be one of: ['', 'rm', 'rn', 'rp', 'rs', 'rz']")
+
+
+def test_scan_reverse_must_be_a_bool():
+    def reverse():
+        @T.prim_func
+        def k(A: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((4, 4), "float32")
+                T.copy(A, S)
+                T.cumsum(S, dim=0, reverse=S)  # <cumsum-reverse>
+                T.copy(S, A)
+
+    assert _message(reverse, "cumsum-reverse", TypeError) == "T.cumsum(S): reverse must be True or False, got S"
+
+
+def test_device_assert_condition_is_a_scalar():
+    def condition():
+        @T.prim_func
+        def k(A: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((4, 4), "float32")
+                T.device_assert(S, "S must hold")  # <assert-buffer>
+                A[0, 0] = 1.0
+
+    assert _message(condition, "assert-buffer", TypeError) == (
+        f"T.device_assert: the condition {_SCALAR}, got the buffer S (4, 4) float32 (index it, S[...], for one element)")

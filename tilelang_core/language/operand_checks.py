@@ -1,0 +1,188 @@
+"""Checks of the operands of allocations and scalar operators, made when a kernel is defined.
+
+Without them a wrong operand reached TVM and failed there with a message that names neither the
+operator nor what was expected: ``T.alloc_local((0,), ...)`` stopped C code generation with
+"Check failed: constant_size > 0", ``T.if_then_else(None, a, b)`` crashed the process,
+``T.max(x, "y")`` gave "Mismatched type on argument #1 when calling ...", a buffer given to
+``T.clamp`` gave "Expected `ir.Expr` but got `ir.Var`". Each check here raises a
+:class:`~tilelang_core.errors.LoweringError` (also a ``TypeError`` or ``ValueError``) whose
+message starts with the kernel's ``file:line`` and names the operator, the operand, what was
+expected and what was given.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral, Number
+from typing import Any, Callable, Sequence
+
+import tvm
+from tvm import tirx
+
+__all__ = ["check_dtype", "check_extents", "check_loop_bounds", "check_scalar", "check_condition", "install"]
+
+
+def _fail(op: str, message: str, error: str = "type") -> None:
+    from .tileops._common import OperandCheckError, OperandTypeError, location  # noqa: F401 - lazy: tileops imports core
+
+    from ..errors import LoweringError
+
+    kind = OperandTypeError if error == "type" else LoweringError
+    raise kind(f"{location()}: {op}: {message}")
+
+
+def _is_region(value: Any) -> bool:
+    """Whether ``value`` is a region (``A[0:8, 0:16]``): an expression without an element dtype."""
+    ty = getattr(value, "ty", None)
+    return type(value).__name__ in ("BufferRegion", "TensorRegion") or "Region" in type(ty).__name__
+
+
+def _given(value: Any) -> str:
+    """What the kernel author gave, for messages (``the buffer S (16, 16) float32``, ``str 'x'``)."""
+    from .tileops._common import is_buffer
+
+    if is_buffer(value):
+        shape = tuple(int(s) if isinstance(s, tirx.IntImm) else s for s in value.shape)
+        return f"the buffer {value.name} {shape} {value.dtype}"
+    if _is_region(value):
+        return f"the region {value}"
+    if isinstance(value, tirx.Expr):
+        return f"the {value.ty.dtype} expression {value}"
+    return f"{type(value).__name__} {value!r}"
+
+
+def check_dtype(op: str, dtype: Any) -> str:
+    """``dtype`` as a dtype name, or an error naming ``op`` (a known dtype string or constant)."""
+    from .core import dtype_name
+
+    hint = "expected a dtype string such as 'float32', 'float16', 'int32' or a constant such as T.float32"
+    try:
+        name = dtype_name(dtype)
+    except TypeError:
+        _fail(op, f"dtype must be a dtype: {hint}, got {_given(dtype)}")
+    if isinstance(dtype, (tirx.Expr, tirx.Buffer)) or not isinstance(name, str):
+        _fail(op, f"dtype must be a dtype: {hint}, got {_given(dtype)}")
+    try:
+        tvm.runtime.DataType(name)
+    except Exception:  # noqa: BLE001 - TVM's parse error names neither the operator nor the fix
+        _fail(op, f"unknown dtype {name!r}: {hint}")
+    return name
+
+
+def check_extents(op: str, shape: Sequence[Any]) -> None:
+    """Each extent of an allocation's ``shape``: an int >= 1 or an integer expression (a
+    ``T.dynamic`` size, a launch variable)."""
+    from .tileops._common import is_buffer
+
+    text = "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+    for extent in shape:
+        if isinstance(extent, bool):
+            bad = True
+        elif isinstance(extent, Integral) or isinstance(extent, tirx.IntImm):
+            if int(extent) < 1:
+                _fail(op, f"shape {text}: every extent must be at least 1, got {int(extent)} "
+                          "(a tile needs at least one element)", "value")
+            continue
+        elif isinstance(extent, tirx.Expr) and not is_buffer(extent) and not _is_region(extent):
+            bad = not str(extent.ty.dtype).startswith(("int", "uint"))
+        else:
+            bad = True
+        if bad:
+            _fail(op, f"shape {text}: every extent must be an int or an integer expression "
+                      f"(a T.dynamic size), got {_given(extent)}")
+
+
+def check_loop_bounds(op: str, **bounds: Any) -> None:
+    """Each bound of a loop (``extent=16``, ``start=``, ``stop=``, ``step=``): an int or an integer
+    expression (a ``T.dynamic`` size, another loop's variable); ``stop`` and ``step`` may be None
+    (not given)."""
+    from .tileops._common import is_buffer
+
+    for name, value in bounds.items():
+        value = getattr(value, "scalar", value)  # T.alloc_var's wrapper
+        if value is None and name in ("stop", "step"):
+            continue
+        if isinstance(value, Integral) and not isinstance(value, bool):
+            continue
+        if isinstance(value, tirx.Expr) and not is_buffer(value) and not _is_region(value) \
+                and str(value.ty.dtype).startswith(("int", "uint")):
+            continue
+        _fail(op, f"{name} must be an int or an integer expression (a T.dynamic size, a loop variable), "
+                  f"got {_given(value)}")
+
+
+def _scalar_error(op: str, name: str, value: Any) -> None:
+    from .tileops._common import is_buffer
+
+    advice = ""
+    if is_buffer(value):
+        advice = f" (index it, {value.name}[...], for one element)"
+    elif _is_region(value):
+        advice = " (a region is a tile; index the buffer for one element)"
+    _fail(op, f"{name} must be a scalar expression (a number, an element A[i], a T.alloc_var), "
+              f"got {_given(value)}{advice}")
+
+
+def check_scalar(op: str, name: str, value: Any) -> None:
+    """``value`` is a number or a scalar TIR expression (not a buffer, region, string, None, tuple)."""
+    from .tileops._common import is_buffer
+
+    value = getattr(value, "scalar", value)  # T.alloc_var's wrapper
+    if isinstance(value, Number):
+        return
+    if isinstance(value, tirx.Expr) and not is_buffer(value) and not _is_region(value) \
+            and not str(value.ty.dtype).startswith("handle"):
+        return
+    _scalar_error(op, name, value)
+
+
+def check_condition(op: str, cond: Any) -> None:
+    """``cond`` is a boolean expression (a comparison) or a Python bool."""
+    check_scalar(op, "the condition", cond)
+    cond = getattr(cond, "scalar", cond)
+    if isinstance(cond, bool):
+        return
+    dtype = str(cond.ty.dtype) if isinstance(cond, tirx.Expr) else type(cond).__name__
+    if not dtype.startswith("bool"):
+        _fail(op, f"the condition must be a boolean expression (a comparison such as A[i] > 0), "
+                  f"got {_given(cond)}; compare it (x != 0) to test a number")
+
+
+_CHECKED_MARK = "_tilelang_operands_checked"
+
+
+def _checked(op: str, original: Callable[..., Any], names: Sequence[str], condition: bool = False) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        for i, (name, value) in enumerate(zip(names, args)):
+            if condition and i == 0:
+                check_condition(op, value)
+            else:
+                check_scalar(op, name, value)
+        return original(*args, **kwargs)
+
+    call.__name__ = getattr(original, "__name__", op)
+    call.__doc__ = original.__doc__
+    call.__wrapped__ = original
+    setattr(call, _CHECKED_MARK, True)
+    return call
+
+
+def install(namespace: dict) -> None:
+    """Put checked ``T.if_then_else``, ``T.max``, ``T.min`` and ``T.vectorized`` into ``namespace``
+    (the language module)."""
+    for key, names, condition in (
+        ("if_then_else", ("the condition", "the true value", "the false value"), True),
+        ("max", ("the first operand", "the second operand"), False),
+        ("min", ("the first operand", "the second operand"), False),
+    ):
+        original = namespace[key]
+        if not getattr(original, _CHECKED_MARK, False):
+            namespace[key] = _checked(f"T.{key}", original, names, condition)
+    vectorized = namespace["vectorized"]
+    if not getattr(vectorized, _CHECKED_MARK, False):
+        def checked_vectorized(start: Any, stop: Any = None, *args: Any, **kwargs: Any) -> Any:
+            check_loop_bounds("T.vectorized", start=start, stop=stop)
+            return vectorized(start, stop, *args, **kwargs)
+
+        checked_vectorized.__doc__ = vectorized.__doc__
+        setattr(checked_vectorized, _CHECKED_MARK, True)
+        namespace["vectorized"] = checked_vectorized
