@@ -183,7 +183,7 @@ def test_loop_bounds():
                 for i in T.serial(None):  # <serial-none>
                     A[i] = 0.0
 
-    assert _message(serial_none, "serial-none", TypeError) == f"T.serial: start {_LOOP}, got NoneType None"
+    assert _message(serial_none, "serial-none", TypeError) == f"T.serial: extent {_LOOP}, got NoneType None"
 
     def parallel_str():
         @T.prim_func
@@ -203,7 +203,7 @@ def test_loop_bounds():
                     A[i] = 0.0
 
     assert _message(pipelined_buffer, "pipelined-buffer", TypeError) == (
-        f"T.Pipelined: start {_LOOP}, got the buffer S (4,) float32")
+        f"T.Pipelined: extent {_LOOP}, got the buffer S (4,) float32")
 
     def vectorized_float():
         @T.prim_func
@@ -213,7 +213,16 @@ def test_loop_bounds():
                     A[i] = 0.0
 
     assert _message(vectorized_float, "vectorized-float", TypeError) == (
-        f"T.vectorized: start {_LOOP}, got the float32 expression A[0]")
+        f"T.vectorized: extent {_LOOP}, got the float32 expression A[0]")
+
+    def serial_float_stop():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                for i in T.serial(0, 64 / 16):  # <serial-float-stop>
+                    A[i] = 0.0
+
+    assert _message(serial_float_stop, "serial-float-stop", TypeError) == f"T.serial: stop {_LOOP}, got float 4.0"
 
 
 def test_atomic_element_destination_with_higher_rank_value():

@@ -94,9 +94,11 @@ def check_extents(op: str, shape: Sequence[Any]) -> None:
 def check_loop_bounds(op: str, **bounds: Any) -> None:
     """Each bound of a loop (``extent=16``, ``start=``, ``stop=``, ``step=``): an int or an integer
     expression (a ``T.dynamic`` size, another loop's variable); ``stop`` and ``step`` may be None
-    (not given)."""
+    (not given). A lone ``start`` (``T.serial(n)``, no ``stop``) is the loop's extent and is named so."""
     from .tileops._common import is_buffer
 
+    if "start" in bounds and "stop" in bounds and bounds["stop"] is None:
+        bounds = {("extent" if name == "start" else name): value for name, value in bounds.items()}
     for name, value in bounds.items():
         value = getattr(value, "scalar", value)  # T.alloc_var's wrapper
         if value is None and name in ("stop", "step"):
