@@ -37,10 +37,13 @@ def test_vendor_tables_follow_tvm():
     assert not any(hasattr(tir_op, n) for n in exports.BACKEND_ONLY_TIR_EXPORTS)
 
 
-def test_common_dialect_drops_only_vendor_names():
+def test_common_dialect_drops_only_vendor_and_cuda_family_names():
+    from tilelang_core.language.dialects import CUDA_FAMILY_NAMES
+
     assert common.__tilelang_dialect__ == "common"
     assert exports.BACKEND_ONLY_TIR_EXPORTS.isdisjoint(common.__all__)
-    assert set(common.__all__) == set(T.__all__) - exports.BACKEND_ONLY_TIR_EXPORTS
+    assert CUDA_FAMILY_NAMES == {"pdl_trigger", "pdl_sync"} and CUDA_FAMILY_NAMES <= set(T.__all__)
+    assert set(common.__all__) == set(T.__all__) - exports.BACKEND_ONLY_TIR_EXPORTS - CUDA_FAMILY_NAMES
     assert common.copy is T.copy and "__log" in common.__all__
     assert not hasattr(common, "ptx_legacy")
 
@@ -50,6 +53,7 @@ def test_vendor_dialects(dialect):
     module = importlib.import_module(f"tilelang.{dialect}.language")
     assert module.__tilelang_dialect__ == dialect
     assert exports.CUDA_ONLY_TIR_EXPORTS.isdisjoint(module.__all__)
+    assert "pdl_trigger" not in module.__all__ and "pdl_sync" not in module.__all__
     if dialect == "metal":
         assert set(module.__all__) == set(common.__all__) | exports.METAL_ONLY_TIR_EXPORTS
         assert module.metal is T.metal

@@ -6,7 +6,7 @@ language with the names a family of targets cannot lower left out:
 
 - ``common`` (``tilelang.language.common``, also ``tilelang.cpu.language`` and
   ``tilelang.webgpu.language``): without any vendor's own TVMScript intrinsics
-  (:mod:`tilelang_core.language.tir.exports`);
+  (:mod:`tilelang_core.language.tir.exports`) and without :data:`CUDA_FAMILY_NAMES`;
 - ``cuda`` (``tilelang.cuda.language``): the whole language, the same objects as ``T``;
 - ``metal`` / ``rocm`` (``tilelang.metal.language`` / ``tilelang.rocm.language``): common plus
   that vendor's own intrinsics.
@@ -23,7 +23,7 @@ from typing import Any
 
 from .tir import exports as _exports
 
-__all__ = ["DIALECTS", "dialect_names", "populate"]
+__all__ = ["CUDA_FAMILY_NAMES", "DIALECTS", "dialect_names", "populate"]
 
 #: Dialect name -> the vendor-only names it adds to the common surface (``None``: all of them).
 DIALECTS: dict[str, Any] = {
@@ -34,6 +34,13 @@ DIALECTS: dict[str, Any] = {
     "metal": _exports.METAL_ONLY_TIR_EXPORTS,  # target families of TileLang, not backend names
     "rocm": _exports.ROCM_ONLY_TIR_EXPORTS,
 }
+
+
+#: Names of this language (not TVMScript's) that belong to the CUDA family only, left out of every
+#: other dialect as TileLang's dialects leave them out. ``T.pdl_trigger``/``T.pdl_sync`` lower to
+#: nothing on CPU targets, so a ``T`` kernel using them still runs there; a kernel written against
+#: the cpu dialect has no use for them.
+CUDA_FAMILY_NAMES: frozenset[str] = frozenset({"pdl_trigger", "pdl_sync"})
 
 
 def language_names() -> list[str]:
@@ -54,7 +61,7 @@ def dialect_names(dialect: str) -> list[str]:
     names = language_names()
     if extra is None:
         return names
-    vendor_only = _exports.BACKEND_ONLY_TIR_EXPORTS
+    vendor_only = _exports.BACKEND_ONLY_TIR_EXPORTS | CUDA_FAMILY_NAMES
     return [n for n in names if n not in vendor_only or n in extra]
 
 
