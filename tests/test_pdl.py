@@ -45,9 +45,11 @@ def _line_of(marker: str) -> int:
     return hits[0]
 
 
-def _pipeline():
+def _pipeline(ldg: bool = True):
     """A producer (``B = A + 1``, then the trigger) and a dependent kernel (the wait, then
-    ``C = 2 * B``, ``D = 3 * A`` read through ``T.__ldg``) in one prim_func."""
+    ``C = 2 * B``, ``D = 3 * A``, read through ``T.__ldg`` when ``ldg``) in one prim_func.
+    CPU targets refuse ``T.__ldg`` (a GPU intrinsic): they get ``ldg=False``."""
+    read = T.__ldg if ldg else (lambda element: element)
 
     @T.prim_func
     def pipeline(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32"),
@@ -62,7 +64,7 @@ def _pipeline():
             for i in T.Parallel(BLOCK):
                 if bx2 * BLOCK + i < N:
                     C[bx2 * BLOCK + i] = B[bx2 * BLOCK + i] * 2.0
-                    D[bx2 * BLOCK + i] = T.__ldg(A[bx2 * BLOCK + i]) * 3.0
+                    D[bx2 * BLOCK + i] = read(A[bx2 * BLOCK + i]) * 3.0
 
     return pipeline
 
@@ -92,39 +94,18 @@ def _check(a, b, c, d):
     torch.testing.assert_close(d, a * 3.0, rtol=0, atol=0)
 
 
-def _cpu_pipeline():
-    """The pipeline without ``T.__ldg`` (a GPU intrinsic, refused on CPU targets)."""
-
-    @T.prim_func
-    def pipeline(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32"),
-                 D: T.Tensor((N,), "float32")):
-        with T.Kernel(T.ceildiv(N, BLOCK), threads=BLOCK) as bx:
-            for i in T.Parallel(BLOCK):
-                if bx * BLOCK + i < N:
-                    B[bx * BLOCK + i] = A[bx * BLOCK + i] + 1.0
-            T.pdl_trigger()
-        with T.Kernel(T.ceildiv(N, BLOCK), threads=BLOCK) as bx2:
-            T.pdl_sync()
-            for i in T.Parallel(BLOCK):
-                if bx2 * BLOCK + i < N:
-                    C[bx2 * BLOCK + i] = B[bx2 * BLOCK + i] * 2.0
-                    D[bx2 * BLOCK + i] = A[bx2 * BLOCK + i] * 3.0
-
-    return pipeline
-
-
 # -- CPU targets: nothing to do ------------------------------------------------------------------
 
 @pytest.mark.parametrize("path", PATHS, ids=path_id)
 def test_cpu_paths_run_the_pipeline(path):
     a, b, c, d = _inputs()
-    compile_on(_cpu_pipeline(), path)(a, b, c, d)
+    compile_on(_pipeline(ldg=False), path)(a, b, c, d)
     _check(a, b, c, d)
 
 
 @pytest.mark.parametrize("target", ["c", "llvm"])
 def test_cpu_source_has_nothing_of_pdl(target):
-    source = lower(_cpu_pipeline(), target=target).kernel_source
+    source = lower(_pipeline(ldg=False), target=target).kernel_source
     assert "pdl" not in source and "griddepcontrol" not in source
 
 
