@@ -296,3 +296,25 @@ def test_device_assert_condition_is_a_scalar():
 
     assert _message(condition, "assert-buffer", TypeError) == (
         f"T.device_assert: the condition {_SCALAR}, got the buffer S (4, 4) float32 (index it, S[...], for one element)")
+
+
+def test_kernel_grid_extent_is_an_integer_expression():
+    def element():
+        @T.prim_func
+        def k(A: T.Tensor((16,), "float32")):
+            with T.Kernel(A[0], threads=32) as bx:  # <grid-element>
+                A[bx] = 0.0
+
+    assert _message(element, "grid-element", TypeError) == (
+        "T.Kernel: grid extent #0 must be an int or an integer expression of the kernel's sizes "
+        "(a T.dynamic size, T.ceildiv(n, 64)), got the float32 expression A[0]")
+
+    def region():
+        @T.prim_func
+        def k(A: T.Tensor((16,), "float32")):
+            with T.Kernel(4, A[0:8], threads=32) as (bx, by):  # <grid-region>
+                A[bx] = 0.0
+
+    assert _message(region, "grid-region", TypeError) == (
+        "T.Kernel: grid extent #1 must be an int or an integer expression of the kernel's sizes "
+        "(a T.dynamic size, T.ceildiv(n, 64)), got the region A[0:8]")

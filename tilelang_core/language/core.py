@@ -391,6 +391,10 @@ class Kernel:
         for i, g in enumerate(grid):
             if isinstance(g, bool) or not (isinstance(g, Integral) or isinstance(g, tvm.ir.Expr)):
                 raise TypeError(f"T.Kernel grid extent #{i} must be an int or an expression, got {type(g).__name__}")
+            if isinstance(g, tvm.ir.Expr):
+                from .operand_checks import check_grid_extent
+
+                check_grid_extent(i, g)
             if isinstance(g, Integral) and g < 1:
                 from ..errors import LoweringError  # a TileLangError: T.prim_func passes it through
 

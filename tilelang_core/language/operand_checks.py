@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 import tvm
 from tvm import tirx
 
-__all__ = ["check_dtype", "check_extents", "check_loop_bounds", "check_scalar", "check_condition", "install"]
+__all__ = ["check_dtype", "check_extents", "check_grid_extent", "check_loop_bounds", "check_scalar", "check_condition", "install"]
 
 
 def _fail(op: str, message: str, error: str = "type") -> None:
@@ -110,6 +110,18 @@ def check_loop_bounds(op: str, **bounds: Any) -> None:
             continue
         _fail(op, f"{name} must be an int or an integer expression (a T.dynamic size, a loop variable), "
                   f"got {_given(value)}")
+
+
+def check_grid_extent(index: int, value: Any) -> None:
+    """A ``T.Kernel`` grid extent given as an expression: an integer expression of the kernel's
+    sizes (a ``T.dynamic`` size, ``T.ceildiv(n, 64)``); not a float, a buffer or a region."""
+    from .tileops._common import is_buffer
+
+    if isinstance(value, tirx.Expr) and not is_buffer(value) and not _is_region(value) \
+            and str(value.ty.dtype).startswith(("int", "uint")):
+        return
+    _fail("T.Kernel", f"grid extent #{index} must be an int or an integer expression of the kernel's sizes "
+                      f"(a T.dynamic size, T.ceildiv(n, 64)), got {_given(value)}")
 
 
 def _scalar_error(op: str, name: str, value: Any) -> None:
