@@ -37,7 +37,7 @@ from .float_identities import GuardFloatIdentities
 from .kept_effects import GuardSideEffects
 from .fragments import FragmentLayoutPass
 from .vectorized_locals import ExpandVectorizedLocals, InlineVectorizedScalars
-from .vector_lanes import SplitWideVectors
+from .vector_lanes import RunTimeVectorsSerial, SplitWideVectors
 from .condition_loads import HoistConditionLoads
 from .shared_hazards import DropSameThreadSyncs, PlanSharedBarriers, UnmarkUniformConditions
 from .dynamic_unroll import unroll_loops
@@ -132,6 +132,7 @@ def cpu_runtime_passes(configs: Mapping[str, Any], vector_types: bool = True) ->
         DefinedShifts(),  # shifts by amounts outside 0..width-1: one value on every target (shift_amounts.py)
         *_simplifier_guards(),
         tirx.transform.StmtSimplify(),
+        RunTimeVectorsSerial(),  # T.vectorized(n) of a run-time n: a serial loop (vector_lanes.py)
         tirx.transform.VectorizeLoop(vectorize),
         unroll_loops(gpu=False),
         tirx.transform.StmtSimplify(),
@@ -166,6 +167,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         DefinedShifts(),  # shifts by amounts outside 0..width-1: one value on every target (shift_amounts.py)
         *_simplifier_guards(),
         tirx.transform.StmtSimplify(),
+        RunTimeVectorsSerial(),  # T.vectorized(n) of a run-time n: a serial loop (vector_lanes.py)
         # CUDA: vectorized loops split into vectors its code generator prints right (vector_lanes.py)
         *([] if config_flag(configs, "tl.disable_vectorize") else [SplitWideVectors()]),
         tirx.transform.VectorizeLoop(not config_flag(configs, "tl.disable_vectorize")),

@@ -34,7 +34,7 @@ from tvm import tirx
 
 from ..language.tileops._common import collect, substitute
 
-__all__ = ["SplitWideVectors", "printable", "split_lanes"]
+__all__ = ["RunTimeVectorsSerial", "SplitWideVectors", "printable", "split_lanes"]
 
 #: Most lanes of a value the generator prints, by element bits; ``bool`` (8 bits in TVM) has its own.
 _MAX_LANES = {8: 16, 16: 8, 32: 8, 64: 4}
@@ -161,3 +161,27 @@ def SplitWideVectors() -> tvm.transform.Pass:  # noqa: N802 - TVM pass naming
         return func if body.same_as(func.body) else func.with_body(body)
 
     return tirx.transform.prim_func_pass(transform, opt_level=0, name="tl.SplitWideVectors")
+
+
+def RunTimeVectorsSerial() -> tvm.transform.Pass:  # noqa: N802 - TVM pass naming
+    """``T.vectorized`` loops whose extent is known only at run time (``T.vectorized(n)`` of a
+    ``T.dynamic`` size) become serial loops, right before ``VectorizeLoop``.
+
+    TVM's vectorizer makes vectors of a constant number of lanes (a run-time count needs a
+    scalable-vector target), and it stopped such a kernel on llvm and CUDA with "Failed to
+    vectorize loop with extent n". The lanes of a vectorized loop are independent, so running them
+    one after another gives the same values; the C target already did so (its vectorized loops are
+    serial under ``#pragma omp simd``), and the C and LLVM compilers still vectorize the loop.
+    """
+
+    def on_for(loop: Any) -> Any:
+        if loop.kind != tirx.ForKind.VECTORIZED or _constant(loop.extent) is not None:
+            return loop
+        return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, loop.body,
+                        loop.thread_binding, loop.annotations, getattr(loop, "step", None))
+
+    def transform(func, mod, ctx):  # noqa: ARG001
+        body = tvm_ffi.structural_map(func.body, [(tirx.For, on_for)])
+        return func if body.same_as(func.body) else func.with_body(body)
+
+    return tirx.transform.prim_func_pass(transform, opt_level=0, name="tl.RunTimeVectorsSerial")
