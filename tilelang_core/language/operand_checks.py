@@ -68,25 +68,24 @@ def check_dtype(op: str, dtype: Any) -> str:
     return name
 
 
+def _is_integer_expr(value: Any) -> bool:
+    """Whether ``value`` is an integer-typed expression (not a buffer, a region or a float)."""
+    from .tileops._common import is_buffer
+
+    return isinstance(value, tirx.Expr) and not is_buffer(value) and not _is_region(value) \
+        and str(value.ty.dtype).startswith(("int", "uint"))
+
+
 def check_extents(op: str, shape: Sequence[Any]) -> None:
     """Each extent of an allocation's ``shape``: an int >= 1 or an integer expression (a
     ``T.dynamic`` size, a launch variable)."""
-    from .tileops._common import is_buffer
-
     text = "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
     for extent in shape:
-        if isinstance(extent, bool):
-            bad = True
-        elif isinstance(extent, Integral) or isinstance(extent, tirx.IntImm):
+        if (isinstance(extent, Integral) and not isinstance(extent, bool)) or isinstance(extent, tirx.IntImm):
             if int(extent) < 1:
                 _fail(op, f"shape {text}: every extent must be at least 1, got {int(extent)} "
                           "(a tile needs at least one element)", "value")
-            continue
-        elif isinstance(extent, tirx.Expr) and not is_buffer(extent) and not _is_region(extent):
-            bad = not str(extent.ty.dtype).startswith(("int", "uint"))
-        else:
-            bad = True
-        if bad:
+        elif not _is_integer_expr(extent):
             _fail(op, f"shape {text}: every extent must be an int or an integer expression "
                       f"(a T.dynamic size), got {_given(extent)}")
 
@@ -95,8 +94,6 @@ def check_loop_bounds(op: str, **bounds: Any) -> None:
     """Each bound of a loop (``extent=16``, ``start=``, ``stop=``, ``step=``): an int or an integer
     expression (a ``T.dynamic`` size, another loop's variable); ``stop`` and ``step`` may be None
     (not given). A lone ``start`` (``T.serial(n)``, no ``stop``) is the loop's extent and is named so."""
-    from .tileops._common import is_buffer
-
     if "start" in bounds and "stop" in bounds and bounds["stop"] is None:
         bounds = {("extent" if name == "start" else name): value for name, value in bounds.items()}
     for name, value in bounds.items():
@@ -105,8 +102,7 @@ def check_loop_bounds(op: str, **bounds: Any) -> None:
             continue
         if isinstance(value, Integral) and not isinstance(value, bool):
             continue
-        if isinstance(value, tirx.Expr) and not is_buffer(value) and not _is_region(value) \
-                and str(value.ty.dtype).startswith(("int", "uint")):
+        if _is_integer_expr(value):
             continue
         _fail(op, f"{name} must be an int or an integer expression (a T.dynamic size, a loop variable), "
                   f"got {_given(value)}")
@@ -115,10 +111,7 @@ def check_loop_bounds(op: str, **bounds: Any) -> None:
 def check_grid_extent(index: int, value: Any) -> None:
     """A ``T.Kernel`` grid extent given as an expression: an integer expression of the kernel's
     sizes (a ``T.dynamic`` size, ``T.ceildiv(n, 64)``); not a float, a buffer or a region."""
-    from .tileops._common import is_buffer
-
-    if isinstance(value, tirx.Expr) and not is_buffer(value) and not _is_region(value) \
-            and str(value.ty.dtype).startswith(("int", "uint")):
+    if _is_integer_expr(value):
         return
     _fail("T.Kernel", f"grid extent #{index} must be an int or an integer expression of the kernel's sizes "
                       f"(a T.dynamic size, T.ceildiv(n, 64)), got {_given(value)}")
