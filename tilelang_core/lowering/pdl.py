@@ -36,6 +36,7 @@ from tvm import tirx
 
 from ..errors import LoweringError
 from ..language.tileops.pdl import MARKERS, SYNC, TRIGGER
+from .markers import extern_name
 
 #: Names of the CUDA helpers (prelude text from :func:`cuda_helper`).
 HELPERS = {TRIGGER: "tl_pdl_trigger", SYNC: "tl_pdl_sync"}
@@ -78,18 +79,11 @@ def lower_cpu_statement(m: Any) -> Optional[Any]:
     return tirx.Evaluate(tirx.IntImm("int32", 0))
 
 
-def _extern_name(call: Any) -> Optional[str]:
-    if getattr(call.op, "name", "") != "tirx.call_extern" or not call.args:
-        return None
-    first = call.args[0]
-    return first.value if isinstance(first, tvm.ir.StringImm) else None
-
-
 def _calls_sync(body: Any) -> bool:
     found = []
 
     def on_call(call):
-        if _extern_name(call) == HELPERS[SYNC]:
+        if extern_name(call) == HELPERS[SYNC]:
             found.append(call)
         return call
 
@@ -99,7 +93,7 @@ def _calls_sync(body: Any) -> bool:
 
 def _plain_load(call: Any) -> Any:
     """``__ldg(&x)`` -> ``x`` (any other call unchanged)."""
-    if _extern_name(call) != "__ldg" or len(call.args) != 2:
+    if extern_name(call) != "__ldg" or len(call.args) != 2:
         return call
     address = call.args[1]
     if getattr(getattr(address, "op", None), "name", "") != "tirx.address_of" or not isinstance(address.args[0], tvm.ir.TensorLoad):
