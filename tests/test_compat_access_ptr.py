@@ -23,9 +23,9 @@ from tilelang_core.errors import LoweringError
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from backend_pairs import CYTHON_C, TVMFFI_C, TVMFFI_LLVM, compile_on, path_id  # noqa: E402
+from source_lines import marked_line  # noqa: E402
 
 _THIS = pathlib.Path(__file__).resolve()
-_LINES = _THIS.read_text().splitlines()
 
 
 def _op(name):
@@ -145,10 +145,8 @@ def test_lower_access_ptr_adds_elem_offset_and_follows_strides():
 # -- errors -------------------------------------------------------------------------------------
 
 
-def _line_of(marker):
-    hits = [n + 1 for n, text in enumerate(_LINES) if text.rstrip().endswith(f"# <{marker}>")]
-    assert len(hits) == 1, marker
-    return hits[0]
+def _line_of(marker: str) -> int:
+    return marked_line(_THIS, marker)
 
 
 def _error(build, marker, *needles, kind=LoweringError):

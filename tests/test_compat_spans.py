@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import inspect
+import pathlib
 import subprocess
 import sys
 
@@ -22,10 +22,12 @@ from tilelang.ir import (
 )
 from tilelang_core.language.tvm_names import post_order_visit
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from source_lines import line_in_function  # noqa: E402
+
 
 def _line_of(fn, text: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, line in enumerate(lines) if text in line)
+    return line_in_function(fn, text)
 
 
 def _scale_kernel():

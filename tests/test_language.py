@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 
 import pytest
 
 import tilelang_core.language as T
 
 HERE = os.path.abspath(__file__)
+sys.path.insert(0, os.path.dirname(HERE))
+from source_lines import line_containing  # noqa: E402
 
 
 def _line_of(marker: str) -> int:
-    """1-based line of the first source line of this file containing ``marker``."""
-    for number, text in enumerate(open(HERE).read().splitlines(), start=1):
-        if marker in text:
-            return number
-    raise AssertionError(marker)
+    return line_containing(HERE, marker)
 
 
 def vector_add(N, block=128, dtype="float32"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -12,13 +13,12 @@ from tilelang_core.errors import KernelDefinitionError, LoweringError, PassConfi
 from tilelang_core.lowering import PASS_CONFIGS, lower, resolve_target
 
 HERE = os.path.abspath(__file__)
+sys.path.insert(0, os.path.dirname(HERE))
+from source_lines import line_containing  # noqa: E402
 
 
 def _line_of(marker: str) -> int:
-    for number, text in enumerate(open(HERE).read().splitlines(), start=1):
-        if marker in text and "_line_of" not in text:
-            return number
-    raise AssertionError(marker)
+    return line_containing(HERE, marker)
 
 
 # --- kernels ---------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ with a storage offset run on every CPU backend), compared against torch."""
 from __future__ import annotations
 
 import os
+import sys
 import re
 
 import pytest
@@ -15,13 +16,12 @@ from tilelang_core.errors import LoweringError
 from tilelang_core.lowering import lower
 
 HERE = os.path.abspath(__file__)
+sys.path.insert(0, os.path.dirname(HERE))
+from source_lines import line_containing  # noqa: E402
 
 
 def _line_of(marker: str) -> int:
-    for number, text in enumerate(open(HERE).read().splitlines(), start=1):
-        if marker in text:
-            return number
-    raise AssertionError(marker)
+    return line_containing(HERE, marker)
 
 
 def _backend_or_skip(name, target):

@@ -13,7 +13,6 @@ compiled with nvcc, and on a device the ``gpu``-marked test runs it there.
 
 from __future__ import annotations
 
-import inspect
 import pathlib
 import re
 import sys
@@ -29,6 +28,7 @@ from tilelang_core.lowering import lower
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from backend_pairs import PATHS, compile_on, path_id  # noqa: E402
 from private_modules import load_private  # noqa: E402
+from source_lines import line_in_function  # noqa: E402
 
 CU = load_private("test_tileops_cuda", "test_tileops_cuda_for_parallel_locals")
 
@@ -228,8 +228,7 @@ def _reduce_read(row, S, bx):
 
 
 def _line_of(fn, mark: str) -> int:
-    lines, start = inspect.getsourcelines(fn)
-    return start + next(n for n, line in enumerate(lines) if line.rstrip().endswith(mark))
+    return line_in_function(fn, mark, at_end=True)
 
 
 @pytest.mark.parametrize("reader", [_serial_read, _reversed_read, _reduce_read], ids=lambda r: r.__name__)

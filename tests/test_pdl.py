@@ -28,11 +28,11 @@ from tilelang_core.errors import LoweringError
 from tilelang_core.lowering import lower
 
 _THIS = pathlib.Path(__file__).resolve()
-_LINES = _THIS.read_text().splitlines()
 sys.path.insert(0, str(_THIS.parent))
 from backend_pairs import PATHS, compile_on, path_id  # noqa: E402
 from nvrtc_toolchain import nvrtc_available  # noqa: E402
 from private_modules import load_private  # noqa: E402
+from source_lines import marked_line  # noqa: E402
 
 CU = load_private("test_tileops_cuda", "pdl_test_tileops_cuda")  # nvcc lookup, the GPU emulator (a private copy)
 
@@ -40,9 +40,7 @@ N, BLOCK = 200, 64
 
 
 def _line_of(marker: str) -> int:
-    hits = [i + 1 for i, text in enumerate(_LINES) if text.rstrip().endswith(f"# <{marker}>")]
-    assert len(hits) == 1, marker
-    return hits[0]
+    return marked_line(_THIS, marker)
 
 
 def _pipeline(ldg: bool = True):

@@ -31,6 +31,7 @@ from tilelang_core.errors import LoweringError
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from private_modules import load_private  # noqa: E402
 from cuda_source_blocks import if_block as _if_block, kernel_body  # noqa: E402
+from source_lines import line_containing  # noqa: E402
 
 CU = load_private("test_tileops_cuda", "thread_if_emulator")
 
@@ -392,7 +393,7 @@ def test_one_column_of_threads_is_still_several_threads():
 
 
 def _line_of(text: str) -> int:
-    return next(k for k, line in enumerate(pathlib.Path(__file__).read_text().splitlines(), 1) if text in line)
+    return line_containing(__file__, text)
 
 
 # -- results --------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ operands and the kernel line (the operators check their operands when the kernel
 from __future__ import annotations
 
 import pathlib
+import sys
 
 import pytest
 import tilelang.language as T
@@ -11,13 +12,12 @@ import tilelang.language as T
 from tilelang_core.errors import LoweringError
 
 _THIS = pathlib.Path(__file__).resolve()
-_LINES = _THIS.read_text().splitlines()
+sys.path.insert(0, str(_THIS.parent))
+from source_lines import marked_line  # noqa: E402
 
 
 def _line_of(marker: str) -> int:
-    hits = [i + 1 for i, text in enumerate(_LINES) if text.rstrip().endswith(f"# <{marker}>")]
-    assert len(hits) == 1, marker
-    return hits[0]
+    return marked_line(_THIS, marker)
 
 
 def _definition_error(build) -> LoweringError:

@@ -26,19 +26,17 @@ from tilelang_core.lowering import lower
 
 _HERE = pathlib.Path(__file__).resolve().parent
 _THIS = pathlib.Path(__file__).resolve()
-_LINES = _THIS.read_text().splitlines()
 sys.path.insert(0, str(_HERE))
 from private_modules import load_private  # noqa: E402
 from backend_pairs import compile_on  # noqa: E402
+from source_lines import marked_line  # noqa: E402
 
 W = load_private("warp_kernels", "warp_helpers_warp_kernels")
 CU = load_private("test_tileops_cuda", "warp_helpers_test_tileops_cuda")  # nvcc lookup and translation units, the GPU emulator (a private copy)
 
 
 def _line_of(marker: str) -> int:
-    hits = [i + 1 for i, text in enumerate(_LINES) if text.rstrip().endswith(f"# <{marker}>")]
-    assert len(hits) == 1, marker
-    return hits[0]
+    return marked_line(_THIS, marker)
 
 
 # -- CPU targets: GPU-only helpers refused, barriers do nothing --------------------------------
