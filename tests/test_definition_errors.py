@@ -318,3 +318,137 @@ def test_kernel_grid_extent_is_an_integer_expression():
     assert _message(region, "grid-region", TypeError) == (
         "T.Kernel: grid extent #1 must be an int or an integer expression of the kernel's sizes "
         "(a T.dynamic size, T.ceildiv(n, 64)), got the region A[0:8]")
+
+
+_STORE = "the stored value must be a scalar expression (a number, an element A[i], a T.alloc_var)"
+_TILE_ADVICE = ("index it for one element, or copy a tile with T.copy(source, destination) "
+                "(both regions or buffers of the same extents)")
+
+
+def test_loop_names_match_the_loop_variables():
+    def more_extents():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                for i, j in T.Parallel(16, 16, 1):  # <parallel-more>
+                    B[i, j] = A[i, j]
+
+    assert _message(more_extents, "parallel-more") == (
+        "T.Parallel: 3 extents give 3 loop variables, but the for statement names 2 (i, j); "
+        "name one variable per extent or give one extent per name")
+
+    def fewer_extents():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                for i, j, l in T.Parallel(16, 16):  # <parallel-fewer>
+                    B[i, j] = A[i, l]
+
+    assert _message(fewer_extents, "parallel-fewer") == (
+        "T.Parallel: 2 extents give 2 loop variables, but the for statement names 3 (i, j, l); "
+        "name one variable per extent or give one extent per name")
+
+    def serial_two():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                for i, j in T.serial(16):  # <serial-two>
+                    B[i, j] = A[i, j]
+
+    assert _message(serial_two, "serial-two") == (
+        "T.serial: it gives 1 loop variable, but the for statement names 2 (i, j); "
+        "name one variable (T.grid and T.Parallel give one per extent)")
+
+    def one_in_a_tuple():
+        @T.prim_func
+        def k(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                for (i,) in T.Parallel(16):  # <parallel-tuple>
+                    B[i] = A[i]
+
+    assert _message(one_in_a_tuple, "parallel-tuple") == (
+        "T.Parallel: 1 extent gives 1 loop variable, not a tuple, but the for statement unpacks it into (i,); "
+        "write for i in T.Parallel(...)")
+
+
+def test_loop_names_matching_still_define_the_kernel():
+    @T.prim_func
+    def k(A: T.Tensor((4, 4), "float32"), B: T.Tensor((4, 4), "float32")):
+        with T.Kernel(1, threads=4) as _:
+            for i, j in T.Parallel(4, 4):
+                for k0, k1 in T.grid(1, 2):
+                    B[i, j] = A[i, j] + k0 + k1
+
+    assert "for" in k.script()
+
+
+def test_element_store_of_a_region_buffer_string_or_none():
+    def region():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                B[0, 0] = A[0, 0:4]  # <store-region>
+
+    assert _message(region, "store-region") == f"B[0, 0] = ...: {_STORE}, got the region A[0, 0:4]; {_TILE_ADVICE}"
+
+    def row():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((16, 16), "float32")
+                T.copy(A, S)
+                B[0, 0] = S[3]  # <store-row>
+
+    assert _message(row, "store-row") == f"B[0, 0] = ...: {_STORE}, got the region S[3, 0:16]; {_TILE_ADVICE}"
+
+    def buffer():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((4,), "float32")
+                B[0:4, 0] = S  # <store-buffer>
+
+    assert _message(buffer, "store-buffer") == f"B[0:4, 0] = ...: {_STORE}, got the buffer S (4,) float32; {_TILE_ADVICE}"
+
+    def none():  # TVM's BufferStore crashed the process (a segmentation fault)
+        @T.prim_func
+        def k(B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                B[0, 0] = None  # <store-none>
+
+    assert _message(none, "store-none") == (
+        f"B[0, 0] = ...: {_STORE}, got NoneType None; store a number or an expression of the kernel's values")
+
+    def var_region():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                v = T.alloc_var("float32")
+                v = A[0, 0:4]  # <store-var>
+                B[0, 0] = v
+
+    assert _message(var_region, "store-var") == f"v[0] = ...: {_STORE}, got the region A[0, 0:4]; {_TILE_ADVICE}"
+
+
+def test_alloc_var_init_is_a_scalar():
+    def buffer():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((16, 16), "float32")
+                v = T.alloc_var("float32", S)  # <var-init-buffer>
+                B[0, 0] = v
+
+    assert _message(buffer, "var-init-buffer", TypeError) == (
+        f"T.alloc_var: init {_SCALAR}, got the buffer S (16, 16) float32 (index it, S[...], for one element)")
+
+    def region():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                v = T.alloc_var("float32", init=A[0:4, 0])  # <var-init-region>
+                B[0, 0] = v
+
+    assert _message(region, "var-init-region", TypeError) == (
+        f"T.alloc_var: init {_SCALAR}, got the region A[0:4, 0] (a region is a tile; index the buffer for one element)")
+
