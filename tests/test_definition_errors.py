@@ -452,3 +452,103 @@ def test_alloc_var_init_is_a_scalar():
     assert _message(region, "var-init-region", TypeError) == (
         f"T.alloc_var: init {_SCALAR}, got the region A[0:4, 0] (a region is a tile; index the buffer for one element)")
 
+
+def test_fill_and_clear_annotations_must_be_a_dict():
+    def clear_number():
+        @T.prim_func
+        def k(B: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                F = T.alloc_fragment((4, 4), "float32")
+                T.clear(F, 1)  # <clear-annotations>
+                T.copy(F, B)
+
+    assert _message(clear_number, "clear-annotations", TypeError) == (
+        "T.clear(F): annotations must be a dict or None, got int 1")
+
+    def fill_buffer():
+        @T.prim_func
+        def k(B: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((4, 4), "float32")
+                F = T.alloc_fragment((4, 4), "float32")
+                T.fill(F, 1.0, S)  # <fill-annotations>
+                T.copy(F, B)
+
+    assert _message(fill_buffer, "fill-annotations", TypeError) == (
+        "T.fill(F, 1.0): annotations must be a dict or None, got the buffer S (4, 4) float32")
+
+
+def test_gemm_flags_are_bools():
+    def transpose_float():
+        @T.prim_func
+        def k(B: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((4, 4), "float16")
+                F = T.alloc_fragment((4, 4), "float32")
+                T.gemm(S, S, F, transpose_B=1.5, clear_accum=True)  # <gemm-transpose>
+                T.copy(F, B)
+
+    assert _message(transpose_float, "gemm-transpose", TypeError) == (
+        "T.gemm(S, S, F): transpose_B must be True or False, got 1.5")
+
+    def clear_five():
+        @T.prim_func
+        def k(B: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((4, 4), "float16")
+                F = T.alloc_fragment((4, 4), "float32")
+                T.gemm(S, S, F, clear_accum=5)  # <gemm-clear>
+                T.copy(F, B)
+
+    assert _message(clear_five, "gemm-clear", TypeError) == (
+        "T.gemm(S, S, F): clear_accum must be a bool or a boolean expression (ko == 0), got 5")
+
+
+def test_device_assert_no_stack_info_is_a_bool():
+    def buffer():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((4,), "float32")
+                T.device_assert(A[0] > 0, "bad", S)  # <assert-stack-info>
+                A[1] = 1.0
+
+    assert _message(buffer, "assert-stack-info", TypeError) == (
+        "T.device_assert(A[0] > T.float32(0.0), bad): no_stack_info must be True or False, got S")
+
+
+def test_transpose_in_place_is_refused():
+    def in_place():
+        @T.prim_func
+        def k(A: T.Tensor((4, 4), "float32"), B: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=4) as _:
+                S = T.alloc_shared((4, 4), "float32")
+                T.copy(A, S)
+                T.transpose(S, S)  # <transpose-in-place>
+                T.copy(S, B)
+
+    assert _message(in_place, "transpose-in-place") == (
+        "T.transpose(S, S): the destination overlaps the source tile 'S': an in-place transpose would overwrite "
+        "elements before they are read; transpose into another tile (T.transpose(S, S2)) and T.copy it back")
+
+
+@pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "llvm")])
+def test_transpose_between_disjoint_regions_of_one_tile_runs(backend, target):
+    import tilelang
+    import torch
+
+    @T.prim_func
+    def k(A: T.Tensor((8, 8), "float32"), B: T.Tensor((8, 8), "float32")):
+        with T.Kernel(1, threads=4) as _:
+            S = T.alloc_shared((8, 8), "float32")
+            T.copy(A, S)
+            T.transpose(S[0:4, 0:4], S[4:8, 4:8])
+            T.copy(S, B)
+
+    kernel = tilelang.compile(k, target=target, execution_backend=backend)
+    a = torch.randn(8, 8)
+    b = torch.zeros(8, 8)
+    kernel(a, b)
+    want = a.clone()
+    want[4:8, 4:8] = a[0:4, 0:4].T
+    torch.testing.assert_close(b, want, rtol=0, atol=0)

@@ -80,7 +80,9 @@ def check_options(op: str, operands: Any, annotations: Any = None, **flags: Any)
         if not isinstance(value, bool) and not (isinstance(value, Integral) and value in (0, 1)):
             fail(op, operands, f"{name} must be True or False, got {value!r}", OperandTypeError)
     if annotations is not None and not isinstance(annotations, dict):
-        fail(op, operands, f"annotations must be a dict or None, got {type(annotations).__name__}", OperandTypeError)
+        from ..operand_checks import _given
+
+        fail(op, operands, f"annotations must be a dict or None, got {_given(annotations)}", OperandTypeError)
 
 
 def check_batch(op: str, operands: Any, batch: Any, extents: Sequence[Any], name: str) -> None:
