@@ -552,3 +552,16 @@ def test_transpose_between_disjoint_regions_of_one_tile_runs(backend, target):
     want = a.clone()
     want[4:8, 4:8] = a[0:4, 0:4].T
     torch.testing.assert_close(b, want, rtol=0, atol=0)
+
+
+def test_parallel_refuses_a_tuple_extent():
+    def pair():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                for i, j in T.Parallel((1, 2), 16):  # <parallel-pair>
+                    B[i, j] = A[i, j]
+
+    assert _message(pair, "parallel-pair", TypeError) == (
+        "T.Parallel: extent 1 is the tuple (1, 2); T.Parallel takes one extent per loop variable (an int or an "
+        "integer expression): to start at s, write T.Parallel(count) and index with i + s")
