@@ -565,3 +565,40 @@ def test_parallel_refuses_a_tuple_extent():
     assert _message(pair, "parallel-pair", TypeError) == (
         "T.Parallel: extent 1 is the tuple (1, 2); T.Parallel takes one extent per loop variable (an int or an "
         "integer expression): to start at s, write T.Parallel(count) and index with i + s")
+
+
+def test_gemm_accumulator_must_not_overlap_an_input():
+    def in_place():
+        @T.prim_func
+        def k(B: T.Tensor((4, 4), "float16")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((4, 4), "float16")
+                T.copy(B, S)
+                T.gemm(S, S, S, transpose_B=True)  # <gemm-overlap>
+                T.copy(S, B)
+
+    assert _message(in_place, "gemm-overlap") == (
+        "T.gemm(S, S, S): C 'S' overlaps A: the product would overwrite A's elements before they are read; "
+        "accumulate into another tile")
+
+
+@pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "llvm")])
+def test_gemm_between_disjoint_regions_of_one_tile_runs(backend, target):
+    import tilelang
+    import torch
+
+    @T.prim_func
+    def k(A: T.Tensor((8, 8), "float32"), B: T.Tensor((8, 8), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            S = T.alloc_shared((8, 8), "float32")
+            T.copy(A, S)
+            T.gemm(S[0:4, 0:4], S[0:4, 4:8], S[4:8, 0:4], clear_accum=True)
+            T.copy(S, B)
+
+    kernel = tilelang.compile(k, target=target, execution_backend=backend)
+    a = torch.randn(8, 8)
+    b = torch.zeros(8, 8)
+    kernel(a, b)
+    want = a.clone()
+    want[4:8, 0:4] = a[0:4, 0:4] @ a[0:4, 4:8]
+    torch.testing.assert_close(b, want, rtol=1e-5, atol=1e-5)

@@ -85,6 +85,16 @@ def check_options(op: str, operands: Any, annotations: Any = None, **flags: Any)
         fail(op, operands, f"annotations must be a dict or None, got {_given(annotations)}", OperandTypeError)
 
 
+def disjoint(a: Any, b: Any) -> bool:
+    """Whether two tiles of one buffer provably share no element (constant starts and extents that
+    do not meet in some dimension)."""
+    for sa, ea, sb, eb in zip(a.starts, a.extents, b.starts, b.extents):
+        sa, ea, sb, eb = (static_int(x) for x in (sa, ea, sb, eb))
+        if None not in (sa, ea, sb, eb) and (sa + ea <= sb or sb + eb <= sa):
+            return True
+    return False
+
+
 def check_batch(op: str, operands: Any, batch: Any, extents: Sequence[Any], name: str) -> None:
     """TileLang's all-reduce ``batch=``: an int >= 1 that divides the output's element count
     (checked where the count is static). The result does not depend on it."""

@@ -13,6 +13,7 @@ from ._common import (
     as_tile,
     cast,
     check_options,
+    disjoint,
     fail,
     guarded,
     is_float,
@@ -115,6 +116,10 @@ def gemm(
                 f"rank mismatch: {role} '{t.name}' is a tile of extents {shape_text(t.extents)}; gemm needs "
                 "2-D tiles (dimensions of size 1 in front are allowed)",
             )
+    for role, t in (("A", a), ("B", b)):
+        if t.buffer.same_as(c.buffer) and not disjoint(t, c):
+            fail("T.gemm", operands, f"C '{c.name}' overlaps {role}: the product would overwrite {role}'s elements "
+                 "before they are read; accumulate into another tile")
     for t in (a, b, c):
         ext = t.squeezed if len(t.squeezed) == 2 else list(t.extents)
         t.mat = ext  # type: ignore[attr-defined]

@@ -19,6 +19,7 @@ from ._common import (
     all_of,
     check_options,
     as_tile,
+    disjoint,
     analyzer,
     cast,
     fail,
@@ -78,7 +79,7 @@ def transpose(src: Any, dst: Any, annotations: Any = None) -> None:
              f"destination tile is {shape_text(d.extents)}")
     if (s.dtype == "bool") != (d.dtype == "bool"):
         fail(op, operands, f"dtype mismatch: cannot transpose {s.dtype} '{s.name}' into {d.dtype} '{d.name}'")
-    if s.buffer.same_as(d.buffer) and not _disjoint(s, d):
+    if s.buffer.same_as(d.buffer) and not disjoint(s, d):
         fail(op, operands, f"the destination overlaps the source tile '{s.name}': an in-place transpose would "
              "overwrite elements before they are read; transpose into another tile (T.transpose(S, S2)) "
              "and T.copy it back")
@@ -94,16 +95,6 @@ def transpose(src: Any, dst: Any, annotations: Any = None) -> None:
         guarded(_in_bounds(didx, d.shape), lambda: _B.buffer_store(d.buffer, value, didx))
 
     loop_nest(list(d.extents), parallel=not per_thread(d), body=body)
-
-
-def _disjoint(a: Any, b: Any) -> bool:
-    """Whether two regions of one buffer provably share no element (constant starts and extents
-    that do not meet in some dimension)."""
-    for sa, ea, sb, eb in zip(a.starts, a.extents, b.starts, b.extents):
-        sa, ea, sb, eb = (static_int(x) for x in (sa, ea, sb, eb))
-        if None not in (sa, ea, sb, eb) and (sa + ea <= sb or sb + eb <= sa):
-            return True
-    return False
 
 
 def _shape_list(shape: Any) -> list:
