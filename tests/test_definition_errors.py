@@ -318,3 +318,287 @@ def test_kernel_grid_extent_is_an_integer_expression():
     assert _message(region, "grid-region", TypeError) == (
         "T.Kernel: grid extent #1 must be an int or an integer expression of the kernel's sizes "
         "(a T.dynamic size, T.ceildiv(n, 64)), got the region A[0:8]")
+
+
+_STORE = "the stored value must be a scalar expression (a number, an element A[i], a T.alloc_var)"
+_TILE_ADVICE = ("index it for one element, or copy a tile with T.copy(source, destination) "
+                "(both regions or buffers of the same extents)")
+
+
+def test_loop_names_match_the_loop_variables():
+    def more_extents():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                for i, j in T.Parallel(16, 16, 1):  # <parallel-more>
+                    B[i, j] = A[i, j]
+
+    assert _message(more_extents, "parallel-more") == (
+        "T.Parallel: 3 extents give 3 loop variables, but the for statement names 2 (i, j); "
+        "name one variable per extent or give one extent per name")
+
+    def fewer_extents():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                for i, j, l in T.Parallel(16, 16):  # <parallel-fewer>
+                    B[i, j] = A[i, l]
+
+    assert _message(fewer_extents, "parallel-fewer") == (
+        "T.Parallel: 2 extents give 2 loop variables, but the for statement names 3 (i, j, l); "
+        "name one variable per extent or give one extent per name")
+
+    def serial_two():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                for i, j in T.serial(16):  # <serial-two>
+                    B[i, j] = A[i, j]
+
+    assert _message(serial_two, "serial-two") == (
+        "T.serial: it gives 1 loop variable, but the for statement names 2 (i, j); "
+        "name one variable (T.grid and T.Parallel give one per extent)")
+
+    def one_in_a_tuple():
+        @T.prim_func
+        def k(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                for (i,) in T.Parallel(16):  # <parallel-tuple>
+                    B[i] = A[i]
+
+    assert _message(one_in_a_tuple, "parallel-tuple") == (
+        "T.Parallel: 1 extent gives 1 loop variable, not a tuple, but the for statement unpacks it into (i,); "
+        "write for i in T.Parallel(...)")
+
+
+def test_loop_names_matching_still_define_the_kernel():
+    @T.prim_func
+    def k(A: T.Tensor((4, 4), "float32"), B: T.Tensor((4, 4), "float32")):
+        with T.Kernel(1, threads=4) as _:
+            for i, j in T.Parallel(4, 4):
+                for k0, k1 in T.grid(1, 2):
+                    B[i, j] = A[i, j] + k0 + k1
+
+    assert "for" in k.script()
+
+
+def test_element_store_of_a_region_buffer_string_or_none():
+    def region():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                B[0, 0] = A[0, 0:4]  # <store-region>
+
+    assert _message(region, "store-region") == f"B[0, 0] = ...: {_STORE}, got the region A[0, 0:4]; {_TILE_ADVICE}"
+
+    def row():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((16, 16), "float32")
+                T.copy(A, S)
+                B[0, 0] = S[3]  # <store-row>
+
+    assert _message(row, "store-row") == f"B[0, 0] = ...: {_STORE}, got the region S[3, 0:16]; {_TILE_ADVICE}"
+
+    def buffer():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((4,), "float32")
+                B[0:4, 0] = S  # <store-buffer>
+
+    assert _message(buffer, "store-buffer") == f"B[0:4, 0] = ...: {_STORE}, got the buffer S (4,) float32; {_TILE_ADVICE}"
+
+    def none():  # TVM's BufferStore crashed the process (a segmentation fault)
+        @T.prim_func
+        def k(B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                B[0, 0] = None  # <store-none>
+
+    assert _message(none, "store-none") == (
+        f"B[0, 0] = ...: {_STORE}, got NoneType None; store a number or an expression of the kernel's values")
+
+    def var_region():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                v = T.alloc_var("float32")
+                v = A[0, 0:4]  # <store-var>
+                B[0, 0] = v
+
+    assert _message(var_region, "store-var") == f"v[0] = ...: {_STORE}, got the region A[0, 0:4]; {_TILE_ADVICE}"
+
+
+def test_alloc_var_init_is_a_scalar():
+    def buffer():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((16, 16), "float32")
+                v = T.alloc_var("float32", S)  # <var-init-buffer>
+                B[0, 0] = v
+
+    assert _message(buffer, "var-init-buffer", TypeError) == (
+        f"T.alloc_var: init {_SCALAR}, got the buffer S (16, 16) float32 (index it, S[...], for one element)")
+
+    def region():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                v = T.alloc_var("float32", init=A[0:4, 0])  # <var-init-region>
+                B[0, 0] = v
+
+    assert _message(region, "var-init-region", TypeError) == (
+        f"T.alloc_var: init {_SCALAR}, got the region A[0:4, 0] (a region is a tile; index the buffer for one element)")
+
+
+def test_fill_and_clear_annotations_must_be_a_dict():
+    def clear_number():
+        @T.prim_func
+        def k(B: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                F = T.alloc_fragment((4, 4), "float32")
+                T.clear(F, 1)  # <clear-annotations>
+                T.copy(F, B)
+
+    assert _message(clear_number, "clear-annotations", TypeError) == (
+        "T.clear(F): annotations must be a dict or None, got int 1")
+
+    def fill_buffer():
+        @T.prim_func
+        def k(B: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((4, 4), "float32")
+                F = T.alloc_fragment((4, 4), "float32")
+                T.fill(F, 1.0, S)  # <fill-annotations>
+                T.copy(F, B)
+
+    assert _message(fill_buffer, "fill-annotations", TypeError) == (
+        "T.fill(F, 1.0): annotations must be a dict or None, got the buffer S (4, 4) float32")
+
+
+def test_gemm_flags_are_bools():
+    def transpose_float():
+        @T.prim_func
+        def k(B: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((4, 4), "float16")
+                F = T.alloc_fragment((4, 4), "float32")
+                T.gemm(S, S, F, transpose_B=1.5, clear_accum=True)  # <gemm-transpose>
+                T.copy(F, B)
+
+    assert _message(transpose_float, "gemm-transpose", TypeError) == (
+        "T.gemm(S, S, F): transpose_B must be True or False, got 1.5")
+
+    def clear_five():
+        @T.prim_func
+        def k(B: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((4, 4), "float16")
+                F = T.alloc_fragment((4, 4), "float32")
+                T.gemm(S, S, F, clear_accum=5)  # <gemm-clear>
+                T.copy(F, B)
+
+    assert _message(clear_five, "gemm-clear", TypeError) == (
+        "T.gemm(S, S, F): clear_accum must be a bool or a boolean expression (ko == 0), got 5")
+
+
+def test_device_assert_no_stack_info_is_a_bool():
+    def buffer():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((4,), "float32")
+                T.device_assert(A[0] > 0, "bad", S)  # <assert-stack-info>
+                A[1] = 1.0
+
+    assert _message(buffer, "assert-stack-info", TypeError) == (
+        "T.device_assert(A[0] > T.float32(0.0), bad): no_stack_info must be True or False, got S")
+
+
+def test_transpose_in_place_is_refused():
+    def in_place():
+        @T.prim_func
+        def k(A: T.Tensor((4, 4), "float32"), B: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=4) as _:
+                S = T.alloc_shared((4, 4), "float32")
+                T.copy(A, S)
+                T.transpose(S, S)  # <transpose-in-place>
+                T.copy(S, B)
+
+    assert _message(in_place, "transpose-in-place") == (
+        "T.transpose(S, S): the destination overlaps the source tile 'S': an in-place transpose would overwrite "
+        "elements before they are read; transpose into another tile (T.transpose(S, S2)) and T.copy it back")
+
+
+@pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "llvm")])
+def test_transpose_between_disjoint_regions_of_one_tile_runs(backend, target):
+    import tilelang
+    import torch
+
+    @T.prim_func
+    def k(A: T.Tensor((8, 8), "float32"), B: T.Tensor((8, 8), "float32")):
+        with T.Kernel(1, threads=4) as _:
+            S = T.alloc_shared((8, 8), "float32")
+            T.copy(A, S)
+            T.transpose(S[0:4, 0:4], S[4:8, 4:8])
+            T.copy(S, B)
+
+    kernel = tilelang.compile(k, target=target, execution_backend=backend)
+    a = torch.randn(8, 8)
+    b = torch.zeros(8, 8)
+    kernel(a, b)
+    want = a.clone()
+    want[4:8, 4:8] = a[0:4, 0:4].T
+    torch.testing.assert_close(b, want, rtol=0, atol=0)
+
+
+def test_parallel_refuses_a_tuple_extent():
+    def pair():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                for i, j in T.Parallel((1, 2), 16):  # <parallel-pair>
+                    B[i, j] = A[i, j]
+
+    assert _message(pair, "parallel-pair", TypeError) == (
+        "T.Parallel: extent 1 is the tuple (1, 2); T.Parallel takes one extent per loop variable (an int or an "
+        "integer expression): to start at s, write T.Parallel(count) and index with i + s")
+
+
+def test_gemm_accumulator_must_not_overlap_an_input():
+    def in_place():
+        @T.prim_func
+        def k(B: T.Tensor((4, 4), "float16")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((4, 4), "float16")
+                T.copy(B, S)
+                T.gemm(S, S, S, transpose_B=True)  # <gemm-overlap>
+                T.copy(S, B)
+
+    assert _message(in_place, "gemm-overlap") == (
+        "T.gemm(S, S, S): C 'S' overlaps A: the product would overwrite A's elements before they are read; "
+        "accumulate into another tile")
+
+
+@pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "llvm")])
+def test_gemm_between_disjoint_regions_of_one_tile_runs(backend, target):
+    import tilelang
+    import torch
+
+    @T.prim_func
+    def k(A: T.Tensor((8, 8), "float32"), B: T.Tensor((8, 8), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            S = T.alloc_shared((8, 8), "float32")
+            T.copy(A, S)
+            T.gemm(S[0:4, 0:4], S[0:4, 4:8], S[4:8, 0:4], clear_accum=True)
+            T.copy(S, B)
+
+    kernel = tilelang.compile(k, target=target, execution_backend=backend)
+    a = torch.randn(8, 8)
+    b = torch.zeros(8, 8)
+    kernel(a, b)
+    want = a.clone()
+    want[4:8, 0:4] = a[0:4, 0:4] @ a[0:4, 4:8]
+    torch.testing.assert_close(b, want, rtol=1e-5, atol=1e-5)

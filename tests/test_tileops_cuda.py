@@ -463,7 +463,8 @@ def test_fragment_layout_with_2d_threads_and_shared_fallback():
             F = T.alloc_fragment((n,), "float32")
             T.copy(A, F)
 
-    with pytest.raises(LoweringError, match="fragment 'F' has the dynamic shape"):
+    with pytest.raises(LoweringError, match=r"T.alloc_fragment: the tile 'F' \(T.alloc_fragment\(\(n,\), \"float32\"\)\) "
+                       r"has the shape \(n,\), known only at run time: on GPU targets"):
         lower(dynamic_fragment, target="cuda")
 
 

@@ -107,6 +107,14 @@ from . import tuple_assign as _tuple_assign  # noqa: E402
 
 _tuple_assign.install()  # A[0], A[1] = A[1], A[0] and a, b = b, a (values first, then stores)
 
+from . import loop_targets as _loop_targets  # noqa: E402
+
+_loop_targets.install()  # for i, j in T.Parallel(16, 16, 1): the names must match the loop variables (TVMScript: "too many values to unpack")
+
+from . import element_stores as _element_stores  # noqa: E402
+
+_element_stores.install()  # B[0, 0] = A[0:4, 0] names the store (TVM printed BufferStore's FFI signature; None crashed)
+
 from . import python_values as _python_values  # noqa: E402
 
 _python_values.install()  # dtype = "float16", op = T.max in kernels: Python values, as in TileLang

@@ -487,9 +487,10 @@ def Parallel(*extents: Any, coalesced_width: Any = None, loop_layout: Any = None
     bounds guard when the count is not a multiple of the thread count).
     TileLang's hints ``coalesced_width`` (an int >= 1), ``loop_layout`` (a ``T.Fragment``),
     ``prefer_async`` (a bool: cp.async copies) and ``annotations`` (a dict) are accepted and do
-    not change the loop.
+    not change the loop. An extent of 0 or less runs no iteration (as ``range(0)``); a tuple
+    extent (TVM's ``T.grid`` reads ``(a, b)`` as start and extent) is refused.
 
-    :raises TypeError: no extent, or a hint of the wrong kind.
+    :raises TypeError: no extent, a tuple extent, or a hint of the wrong kind.
     """
     if not extents:
         raise ValueError("T.Parallel needs at least one extent")
@@ -503,12 +504,29 @@ def Parallel(*extents: Any, coalesced_width: Any = None, loop_layout: Any = None
     from .operand_checks import check_loop_bounds
 
     for i, extent in enumerate(extents):
-        if isinstance(extent, tuple) and len(extent) == 2:  # (start, stop), as T.grid
-            check_loop_bounds("T.Parallel", **{f"start {i + 1}": extent[0], f"stop {i + 1}": extent[1]})
-        else:
-            check_loop_bounds("T.Parallel", **{f"extent {i + 1}": extent})
+        if isinstance(extent, (tuple, list)):
+            # TVM's T.grid reads (a, b) as start a and extent b, a Python reader as range(a, b); TileLang
+            # takes extents only: refuse it rather than pick one meaning
+            from .tileops._common import OperandTypeError, location
+
+            raise OperandTypeError(
+                f"{location()}: T.Parallel: extent {i + 1} is the {type(extent).__name__} {extent!r}; T.Parallel takes "
+                "one extent per loop variable (an int or an integer expression): to start at s, write "
+                "T.Parallel(count) and index with i + s")
+        check_loop_bounds("T.Parallel", **{f"extent {i + 1}": extent})
+    if any(_runs_no_iteration(extent) for extent in extents):
+        # as range(0): no iteration. TVM drops such a loop before lowering, which left the marker
+        # without its loop nest ("T.Parallel must be used as the iterator ..." at the kernel line)
+        return _B.grid(*extents)
     _B.evaluate(tirx.call_extern("int32", PARALLEL_MARKER, len(extents)))
     return _B.grid(*extents)
+
+
+def _runs_no_iteration(extent: Any) -> bool:
+    """Whether a ``T.Parallel`` extent is a constant of 0 or less."""
+    if isinstance(extent, Integral) and not isinstance(extent, bool):
+        return int(extent) <= 0
+    return isinstance(extent, tirx.IntImm) and int(extent.value) <= 0
 
 
 def Persistent(domain: Sequence[Any], wave_size: Any, index: Any, group_size: Any = 8, num_stages: Any = None, *,

@@ -198,10 +198,10 @@ class FragmentLowering:
             kernel = _Kernel(stack)
             shape = [_int(d) for d in buf.ty.shape]
             if any(d is None for d in shape):
-                raise LoweringError(
-                    f"{self.location}: fragment '{buf}' has the dynamic shape {list(buf.ty.shape)}; GPU "
-                    "fragments need static shapes (use T.alloc_shared for dynamic tiles)"
-                )
+                from .tile_sizes import tile_size_error
+
+                raise LoweringError(tile_size_error(None, buf, gpu=True) or f"{self.location}: fragment '{buf}' "
+                                    f"has the shape {list(buf.ty.shape)}, known only at run time")
             numel = 1
             for d in shape:
                 numel *= d

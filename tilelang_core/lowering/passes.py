@@ -38,6 +38,7 @@ from .kept_effects import GuardSideEffects
 from .fragments import FragmentLayoutPass
 from .vectorized_locals import ExpandVectorizedLocals, InlineVectorizedScalars
 from .vector_lanes import RunTimeVectorsSerial, SplitWideVectors
+from .tile_sizes import CheckTileSizes
 from .condition_loads import HoistConditionLoads
 from .shared_hazards import DropSameThreadSyncs, PlanSharedBarriers, UnmarkUniformConditions
 from .dynamic_unroll import unroll_loops
@@ -88,6 +89,7 @@ def cpu_source_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         DefinedShifts(),  # shifts by amounts outside 0..width-1: one value on every target (shift_amounts.py)
         *_simplifier_guards(),
         tirx.transform.StmtSimplify(),
+        CheckTileSizes(gpu=False),  # a tile of 0 elements once simplified (bx of a one-block grid) (tile_sizes.py)
         # Vectorized loops become serial: the C source expresses SIMD with '#pragma omp simd'.
         tirx.transform.VectorizeLoop(False),
         unroll_loops(gpu=False),  # UnrollLoop, run-time extents too (dynamic_unroll.py)
@@ -132,6 +134,7 @@ def cpu_runtime_passes(configs: Mapping[str, Any], vector_types: bool = True) ->
         DefinedShifts(),  # shifts by amounts outside 0..width-1: one value on every target (shift_amounts.py)
         *_simplifier_guards(),
         tirx.transform.StmtSimplify(),
+        CheckTileSizes(gpu=False),  # a tile of 0 elements once simplified (bx of a one-block grid) (tile_sizes.py)
         RunTimeVectorsSerial(),  # T.vectorized(n) of a run-time n: a serial loop (vector_lanes.py)
         tirx.transform.VectorizeLoop(vectorize),
         unroll_loops(gpu=False),
@@ -167,6 +170,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         DefinedShifts(),  # shifts by amounts outside 0..width-1: one value on every target (shift_amounts.py)
         *_simplifier_guards(),
         tirx.transform.StmtSimplify(),
+        CheckTileSizes(gpu=True),  # local/shared tiles of 0 elements or of a run-time size (tile_sizes.py)
         RunTimeVectorsSerial(),  # T.vectorized(n) of a run-time n: a serial loop (vector_lanes.py)
         # CUDA: vectorized loops split into vectors its code generator prints right (vector_lanes.py)
         *([] if config_flag(configs, "tl.disable_vectorize") else [SplitWideVectors()]),

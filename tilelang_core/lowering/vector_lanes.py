@@ -172,10 +172,14 @@ def RunTimeVectorsSerial() -> tvm.transform.Pass:  # noqa: N802 - TVM pass namin
     vectorize loop with extent n". The lanes of a vectorized loop are independent, so running them
     one after another gives the same values; the C target already did so (its vectorized loops are
     serial under ``#pragma omp simd``), and the C and LLVM compilers still vectorize the loop.
+    A loop whose extent simplified to 0 or less (``T.vectorized(bx)`` in a one-block grid, where
+    ``bx`` is 0) runs no iteration; it too becomes serial (the vectorizer stopped with "Failed to
+    vectorize loop with extent 0").
     """
 
     def on_for(loop: Any) -> Any:
-        if loop.kind != tirx.ForKind.VECTORIZED or _constant(loop.extent) is not None:
+        lanes = _constant(loop.extent)
+        if loop.kind != tirx.ForKind.VECTORIZED or (lanes is not None and lanes >= 1):
             return loop
         return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, loop.body,
                         loop.thread_binding, loop.annotations, getattr(loop, "step", None))

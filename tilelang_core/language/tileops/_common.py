@@ -80,7 +80,19 @@ def check_options(op: str, operands: Any, annotations: Any = None, **flags: Any)
         if not isinstance(value, bool) and not (isinstance(value, Integral) and value in (0, 1)):
             fail(op, operands, f"{name} must be True or False, got {value!r}", OperandTypeError)
     if annotations is not None and not isinstance(annotations, dict):
-        fail(op, operands, f"annotations must be a dict or None, got {type(annotations).__name__}", OperandTypeError)
+        from ..operand_checks import _given
+
+        fail(op, operands, f"annotations must be a dict or None, got {_given(annotations)}", OperandTypeError)
+
+
+def disjoint(a: Any, b: Any) -> bool:
+    """Whether two tiles of one buffer provably share no element (constant starts and extents that
+    do not meet in some dimension)."""
+    for sa, ea, sb, eb in zip(a.starts, a.extents, b.starts, b.extents):
+        sa, ea, sb, eb = (static_int(x) for x in (sa, ea, sb, eb))
+        if None not in (sa, ea, sb, eb) and (sa + ea <= sb or sb + eb <= sa):
+            return True
+    return False
 
 
 def check_batch(op: str, operands: Any, batch: Any, extents: Sequence[Any], name: str) -> None:

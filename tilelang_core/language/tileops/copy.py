@@ -245,6 +245,7 @@ def fill(buffer: Any, value: Any, annotations: Any = None) -> None:
     :raises LoweringError: the operand is not a buffer or region, or ``value`` is not a scalar.
     """
     operands = (buffer, value)
+    check_options("T.fill", operands, annotations=annotations)
     t = as_tile("T.fill", operands, buffer, "destination", allow_element=False, element_region=True)
     if is_buffer(value) or type(value).__name__ in ("TensorRegion",):
         fail("T.fill", operands, "value must be a scalar (a number or an expression), got a buffer or region")
@@ -262,6 +263,7 @@ def fill(buffer: Any, value: Any, annotations: Any = None) -> None:
 
 def clear(buffer: Any, annotations: Any = None) -> None:
     """Set every element of a buffer or region to 0: ``T.clear(C_local)`` (same as ``T.fill(buf, 0)``)."""
+    check_options("T.clear", (buffer,), annotations=annotations)
     t = as_tile("T.clear", (buffer,), buffer, "destination", allow_element=False, element_region=True)
     v = zero(t.dtype)
 

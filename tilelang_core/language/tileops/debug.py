@@ -13,7 +13,7 @@ import tvm
 from tvm import tirx
 from tvm.tirx.script.builder import ir as _B
 
-from ._common import OperandTypeError, fail, location
+from ._common import OperandTypeError, check_options, fail, location
 
 #: Callee name of the marker statement.
 DEVICE_ASSERT_CALL = "tl.device_assert"
@@ -44,6 +44,7 @@ def device_assert(condition: Any, msg: str = "", no_stack_info: bool = False) ->
     check_scalar("T.device_assert", "the condition", condition)  # not a buffer or a region
     if not isinstance(msg, str):
         fail("T.device_assert", (condition, msg), f"msg must be a str, got {type(msg).__name__}", OperandTypeError)
+    check_options("T.device_assert", (condition, msg), no_stack_info=no_stack_info)
     if str(condition.dtype) != "bool":
         condition = condition != tirx.const(0, str(condition.dtype))
     text = f"T.device_assert failed at {location()}" + (f": {msg}" if msg else "")

@@ -13,6 +13,7 @@ from ._common import (
     as_tile,
     cast,
     check_options,
+    disjoint,
     fail,
     guarded,
     is_float,
@@ -26,7 +27,8 @@ from ._common import (
 )
 
 
-def _check_options(A: Any, B: Any, C: Any, policy: Any, clear_accum: Any, mbar: Any, annotations: Any) -> Any:
+def _check_options(A: Any, B: Any, C: Any, policy: Any, clear_accum: Any, mbar: Any, annotations: Any,
+                   transpose_A: Any = False, transpose_B: Any = False) -> Any:
     """``clear_accum`` as a bool or a boolean expression, after refusing ``T.gemm`` options of the
     wrong kind: an argument in the wrong position (``T.gemm(A, B, C, False, False, True)`` written
     for another argument order) is an error instead of a silently different product."""
@@ -38,7 +40,8 @@ def _check_options(A: Any, B: Any, C: Any, policy: Any, clear_accum: Any, mbar: 
     if isinstance(policy, int) and not isinstance(policy, bool) and policy not in {int(p) for p in GemmWarpPolicy}:
         fail("T.gemm", operands, f"policy must be one of {', '.join(p.name for p in GemmWarpPolicy)}, got {policy!r}",
              OperandTypeError)
-    if isinstance(clear_accum, int) and not isinstance(clear_accum, GemmWarpPolicy):
+    check_options("T.gemm", operands, transpose_A=transpose_A, transpose_B=transpose_B)
+    if isinstance(clear_accum, int) and not isinstance(clear_accum, GemmWarpPolicy) and clear_accum in (0, 1):
         clear_accum = bool(clear_accum)
     elif isinstance(clear_accum, GemmWarpPolicy) or str(getattr(clear_accum, "dtype", "")) != "bool":
         fail("T.gemm", operands, f"clear_accum must be a bool or a boolean expression (ko == 0), got {clear_accum!r}",
@@ -92,7 +95,7 @@ def gemm(
     :raises LoweringError: wrong scope (global memory), rank, shapes or dtypes; an argument of
         the wrong kind (``OperandTypeError``), e.g. ``True`` in the ``policy`` position.
     """
-    clear_accum = _check_options(A, B, C, policy, clear_accum, mbar, annotations)
+    clear_accum = _check_options(A, B, C, policy, clear_accum, mbar, annotations, transpose_A, transpose_B)
     operands = (A, B, C)
     a = as_tile("T.gemm", operands, A, "A", allow_element=False)
     b = as_tile("T.gemm", operands, B, "B", allow_element=False)
@@ -113,6 +116,10 @@ def gemm(
                 f"rank mismatch: {role} '{t.name}' is a tile of extents {shape_text(t.extents)}; gemm needs "
                 "2-D tiles (dimensions of size 1 in front are allowed)",
             )
+    for role, t in (("A", a), ("B", b)):
+        if t.buffer.same_as(c.buffer) and not disjoint(t, c):
+            fail("T.gemm", operands, f"C '{c.name}' overlaps {role}: the product would overwrite {role}'s elements "
+                 "before they are read; accumulate into another tile")
     for t in (a, b, c):
         ext = t.squeezed if len(t.squeezed) == 2 else list(t.extents)
         t.mat = ext  # type: ignore[attr-defined]

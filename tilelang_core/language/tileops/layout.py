@@ -19,6 +19,7 @@ from ._common import (
     all_of,
     check_options,
     as_tile,
+    disjoint,
     analyzer,
     cast,
     fail,
@@ -78,6 +79,10 @@ def transpose(src: Any, dst: Any, annotations: Any = None) -> None:
              f"destination tile is {shape_text(d.extents)}")
     if (s.dtype == "bool") != (d.dtype == "bool"):
         fail(op, operands, f"dtype mismatch: cannot transpose {s.dtype} '{s.name}' into {d.dtype} '{d.name}'")
+    if s.buffer.same_as(d.buffer) and not disjoint(s, d):
+        fail(op, operands, f"the destination overlaps the source tile '{s.name}': an in-place transpose would "
+             "overwrite elements before they are read; transpose into another tile (T.transpose(S, S2)) "
+             "and T.copy it back")
 
     def body(vs: list) -> None:
         didx = [v if static_int(st) == 0 else st + v for st, v in zip(d.starts, vs)]

@@ -27,6 +27,9 @@ def _initial(op: str, value: Any, dtype: str) -> Any:
             except Exception:  # noqa: BLE001 - TVM refuses values outside the dtype's range
                 fail(op, (dtype, value), f"the initializer {value!r} exceeds maximum of {dtype}")
         return number_constant(op, (dtype, value), int(value), dtype, "initializer")
+    from ..operand_checks import check_scalar
+
+    check_scalar(op, "init", value)  # a buffer or a region has a dtype too; TVM's BufferStore refused them
     vdtype = getattr(getattr(value, "ty", None), "dtype", None)
     if vdtype is None:
         fail(op, (dtype, value), f"init must be a number or a scalar expression, got {type(value).__name__}", OperandTypeError)

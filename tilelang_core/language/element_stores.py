@@ -1,0 +1,74 @@
+"""The value of an element store in a kernel (``B[i, j] = value``, ``v = value`` of a ``T.alloc_var``).
+
+TVMScript hands the value to TVM's ``BufferStore`` as it is. A value that is not a scalar
+expression stopped there with TVM's FFI signature ("Mismatched type on argument #1 when calling:
+script.ir_builder.tirx.BufferStore(...). Expected `ir.Expr` but got `ir.TensorRegion`") for a
+region (``B[0, 0] = A[0:4, 0]``), a buffer, a string or a tuple; ``None`` crashed the process
+(a segmentation fault); and storing a region into a ``T.alloc_var`` was reported as "Variable v
+already defined". :func:`install` wraps TVMScript's ``buffer_store`` so that such a value is a
+:class:`~tilelang_core.errors.LoweringError` at the kernel's line naming the store, what was
+given and what to write instead (index the buffer for one element, ``T.copy`` for a tile).
+"""
+
+from __future__ import annotations
+
+from numbers import Number
+from typing import Any
+
+__all__ = ["check_stored_value", "install"]
+
+_MARK = "_tilelang_checks_stored_values"
+
+
+def _index_text(index: Any) -> str:
+    if isinstance(index, slice):
+        return f"{'' if index.start is None else index.start}:{'' if index.stop is None else index.stop}"
+    return str(index)
+
+
+def _target_text(buffer: Any, indices: Any) -> str:
+    name = getattr(buffer, "name", None) or "the buffer"
+    if not isinstance(indices, (list, tuple)) and not hasattr(indices, "__len__"):
+        indices = [indices]
+    return f"{name}[{', '.join(_index_text(i) for i in indices)}]"
+
+
+def check_stored_value(buffer: Any, indices: Any, value: Any) -> None:
+    """Refuse a stored ``value`` that is not a number or a scalar expression (a region, a buffer,
+    a string, ``None``, a tuple), naming the store ``buffer[indices]``."""
+    from tvm import tirx
+
+    from .operand_checks import _given, _is_region
+    from .tileops._common import is_buffer, location
+    from ..errors import LoweringError
+
+    value = getattr(value, "scalar", value)  # T.alloc_var's wrapper
+    if isinstance(value, Number):
+        return
+    if isinstance(value, tirx.Expr) and not is_buffer(value) and not _is_region(value):
+        return
+    if _is_region(value) or is_buffer(value):
+        advice = ("index it for one element, or copy a tile with T.copy(source, destination) "
+                  "(both regions or buffers of the same extents)")
+    else:
+        advice = "store a number or an expression of the kernel's values"
+    raise LoweringError(
+        f"{location()}: {_target_text(buffer, indices)} = ...: the stored value must be a scalar expression "
+        f"(a number, an element A[i], a T.alloc_var), got {_given(value)}; {advice}")
+
+
+def install() -> None:
+    """Wrap the ``buffer_store`` that TVMScript's parser calls (idempotent)."""
+    from tvm.tirx.script import builder
+
+    current = builder.buffer_store
+    if getattr(current, _MARK, False):
+        return
+
+    def buffer_store(buffer: Any, value: Any, indices: Any) -> Any:
+        check_stored_value(buffer, indices, value)
+        return current(buffer, value, indices)
+
+    buffer_store.__doc__ = current.__doc__
+    setattr(buffer_store, _MARK, True)
+    builder.buffer_store = buffer_store
