@@ -43,9 +43,8 @@ def check_stored_value(buffer: Any, indices: Any, value: Any) -> None:
     from ..errors import LoweringError
 
     value = getattr(value, "scalar", value)  # T.alloc_var's wrapper
-    if isinstance(value, Number):
-        return
-    if isinstance(value, tirx.Expr) and not is_buffer(value) and not _is_region(value):
+    if isinstance(value, Number) or (isinstance(value, tirx.Expr) and not is_buffer(value) and not _is_region(value)):
+        _check_slice_store(buffer, indices, value)
         return
     if _is_region(value) or is_buffer(value):
         advice = ("index it for one element, or copy a tile with T.copy(source, destination) "
@@ -55,6 +54,49 @@ def check_stored_value(buffer: Any, indices: Any, value: Any) -> None:
     raise LoweringError(
         f"{location()}: {_target_text(buffer, indices)} = ...: the stored value must be a scalar expression "
         f"(a number, an element A[i], a T.alloc_var), got {_given(value)}; {advice}")
+
+
+def _slice_lanes(index: slice) -> Any:
+    """The element count of a slice index (``0:4`` -> 4), None where it is not a constant."""
+    from .tileops._common import static_int
+
+    start, stop = static_int(index.start), static_int(index.stop)
+    step = 1 if index.step is None else static_int(index.step)
+    if None in (start, stop, step) or step < 1:
+        return None
+    return max(0, (stop - start + step - 1) // step)
+
+
+def _check_slice_store(buffer: Any, indices: Any, value: Any) -> None:
+    """Refuse an element store whose index is a slice (``B[0, 0:4] = 1.0``) and whose value is a
+    single scalar: TVMScript makes it a vector store of 4 lanes, which TVM refused with
+    "Incompatible types in BufferStore"; a slice without both ends (``B[0, :]``) crashed it."""
+    from tvm import runtime
+
+    from .operand_checks import _given
+    from .tileops._common import location
+    from ..errors import LoweringError
+
+    if not isinstance(indices, (list, tuple)):
+        indices = [indices]
+    slices = [i for i in indices if isinstance(i, slice)]
+    if not slices:
+        return
+    target = _target_text(buffer, indices)
+    value_lanes = 1 if not hasattr(value, "ty") else runtime.DataType(str(value.ty.dtype)).lanes
+    for index in slices:
+        if index.start is None or index.stop is None:
+            lanes = None
+        else:
+            lanes = _slice_lanes(index)
+            if lanes is None or lanes == value_lanes or (lanes == 1 and value_lanes == 1):
+                continue
+        count = "its elements" if lanes is None else f"{lanes} elements"
+        raise LoweringError(
+            f"{location()}: {target} = ...: the index {_index_text(index)} is a slice, so this stores {count} at "
+            f"once, but the value is a single element ({_given(value)}); fill them with "
+            f"T.fill({target}, value), or store each element in a loop "
+            f"(for i in T.Parallel(n): {getattr(buffer, 'name', 'B')}[..., i] = ...)")
 
 
 def install() -> None:

@@ -589,7 +589,31 @@ def _resolve_arg(expr: Any, host_fn: tirx.PrimFunc, decls: list, symbol_names: s
             expr = expr.value
             continue
         break
+    workspace = _workspace_named(host_fn, expr)
+    if workspace is not None:
+        raise LoweringError(
+            f"{where}: the workspace '{workspace}' (T.alloc_global) is allocated by the kernel's host code, which "
+            "this backend does not run (it launches the device source alone); compile with an execution backend that "
+            "consumes a runtime module (one that runs the host code), or pass the workspace as a tensor parameter "
+            "of the kernel")
     raise LoweringError(f"{where}: cannot describe kernel argument {expr} to execution backends")
+
+
+def _workspace_named(host_fn: tirx.PrimFunc, expr: Any) -> Any:
+    """The name of the buffer that the host code allocates (a ``T.alloc_global``) whose data is
+    ``expr``, or None."""
+    owner = owner_of(expr)
+    if owner is None:
+        return None
+    found = []
+
+    def on_alloc(node):
+        if node.buffer.same_as(owner):
+            found.append(node.buffer.name)
+        return node
+
+    tvm_ffi.structural_map(host_fn.body, [(tirx.AllocBuffer, on_alloc)])
+    return found[0] if found else None
 
 
 def gpu_device_kernels(host_fn: tirx.PrimFunc, device_mods: dict, symbol_names: set, where: str) -> tuple[list, list]:

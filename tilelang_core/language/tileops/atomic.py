@@ -28,6 +28,7 @@ from tvm.tirx.script.builder import ir as _B
 
 from ._common import (
     as_tile,
+    check_options,
     cast,
     fail,
     guarded,
@@ -126,6 +127,7 @@ def _rmw(kind: str, dst: Any, value: Any, memory_order: Any, return_prev: bool, 
     op = f"T.atomic_{kind}"
     operands = (dst, value)
     allowed = BITWISE_ATOMIC_DTYPES if kind in ("or", "and", "xor") else ATOMIC_DTYPES
+    check_options(op, operands, return_prev=return_prev)
     order = _order(op, operands, memory_order)
     call_op = "add_tma" if use_tma else kind
     d = as_tile(op, operands, dst, "destination")
@@ -272,6 +274,16 @@ def _lanes_start(op: str, operands: Any, value: Any, role: str, lanes: int):
         return t, list(t.starts)
     t = as_tile(op, operands, value, role)
     if t.kind == "element":
+        first, last = static_int(t.starts[-1]) if t.starts else None, static_int(t.buffer.ty.shape[-1])
+        name = getattr(t.buffer, "name", t.name)
+        if last is not None and last < lanes:
+            fail(op, operands, f"{role} {value}: '{name}' has {last} element(s) along its last dimension, but "
+                 f"T.atomic_addx{lanes} reads {lanes} consecutive elements there; give a region such as "
+                 f"X[..., j:j + {lanes}] (a scalar is not spread over the lanes)")
+        if first is not None and last is not None and first + lanes > last:
+            fail(op, operands, f"{role} {value}: the first of {lanes} consecutive elements must be at most at index "
+                 f"{last - lanes} of the last dimension of '{name}' ({last}), got {first}; the update would reach "
+                 "past the row")
         return t, list(t.starts)
     ext = [static_int(e) for e in t.extents]
     numel = 1
@@ -290,6 +302,7 @@ def _lanes_start(op: str, operands: Any, value: Any, role: str, lanes: int):
 def _addxn(lanes: int, dst: Any, value: Any, return_prev: bool) -> Any:
     op = f"T.atomic_addx{lanes}"
     operands = (dst, value)
+    check_options(op, operands, return_prev=return_prev)
     d, dstart = _lanes_start(op, operands, dst, "destination", lanes)
     v, vstart = _lanes_start(op, operands, value, "value", lanes)
     _check_dtype(op, operands, d.name, d.dtype, ATOMIC_DTYPES)

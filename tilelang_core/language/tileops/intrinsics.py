@@ -25,7 +25,7 @@ from typing import Any
 import tvm
 from tvm import tirx
 
-from ._common import OperandTypeError, cast, fail, is_buffer, is_float, location, static_int
+from ._common import OperandTypeError, cast, fail, is_buffer, is_float, location, scope_of, static_int
 from ..core import ceildiv
 
 #: Callee name of the marker calls (lowering/intrinsics.py).
@@ -75,7 +75,27 @@ def _dtype(value: Any) -> str:
     return str(getattr(getattr(value, "ty", None), "dtype", ""))
 
 
+def _scalar(name: str, operand: str, value: Any) -> None:
+    """Refuse an operand of ``T.<name>`` that is not a scalar (a buffer, a region, a string,
+    None, a tuple) with the kernel's line, before TVM fails on it with a message without either."""
+    from ..operand_checks import check_scalar
+
+    check_scalar(f"T.{name}", operand, value)
+
+
+def _integer(name: str, operand: str, value: Any, what: str = "an int or an integer expression") -> Any:
+    """``value`` as an integer expression: a scalar whose dtype is an integer (not a float or a bool)."""
+    from ..operand_checks import _fail, _given
+
+    _scalar(name, operand, value)
+    v = _expr(value)
+    if isinstance(value, bool) or not _dtype(v).startswith(("int", "uint")):
+        _fail(f"T.{name}", f"{operand} must be {what}, got {_given(getattr(value, 'scalar', value))}")
+    return v
+
+
 def _float_operand(name: str, x: Any) -> Any:
+    _scalar(name, "the operand x", x)
     x = _expr(x)
     dtype = _dtype(x)
     code = tvm.runtime.DataType(dtype).type_code if dtype else None
@@ -126,6 +146,8 @@ _IEEE_DTYPES = ("float32", "float64", "float16", "bfloat16")
 
 
 def _ieee(name: str, args: tuple, rounding_mode: Any) -> Any:
+    for operand, a in zip(("x", "y", "z"), args):
+        _scalar(name, f"the operand {operand}", a)
     mode = _mode(name, rounding_mode)
     values = [_expr(a) for a in args]
     floats = [v for v in values if _dtype(v) in _IEEE_DTYPES]
@@ -241,7 +263,17 @@ def clamp(dst: Any, min_val: Any, max_val: Any) -> Any:
 
 
 def align_up(x: Any, y: Any) -> Any:
-    """``x`` rounded up to a multiple of ``y`` (ints stay ints); TileLang's parameter names."""
+    """``x`` rounded up to a multiple of ``y`` (ints stay ints); TileLang's parameter names.
+
+    :raises LoweringError: (a ``TypeError``) an operand that is not an int or an integer
+        expression; (a ``ValueError``) a constant ``y`` that is not positive.
+    """
+    from ..operand_checks import _fail
+
+    _integer("align_up", "x", x)
+    _integer("align_up", "y (the alignment)", y)
+    if static_int(getattr(y, "scalar", y)) is not None and static_int(getattr(y, "scalar", y)) < 1:
+        _fail("T.align_up", f"y (the alignment) must be at least 1, got {static_int(getattr(y, 'scalar', y))}", "value")
     return ceildiv(x, y) * y
 
 
@@ -283,6 +315,22 @@ def _dp4a_operand(value: Any, role: str, operands: tuple):
     raise AssertionError  # unreachable
 
 
+def _dp4a_four(value: Any, role: str, buf: Any, start: list, operands: tuple) -> None:
+    """``A``/``B`` of ``T.dp4a`` reach 4 elements along their last dimension from ``start``:
+    a region of fewer, or a start less than 4 elements before the end of the row, is refused
+    (dp4a would read past them: elements of the next row or outside the buffer)."""
+    last = static_int(buf.ty.shape[-1]) if len(buf.ty.shape) else None
+    first = static_int(start[-1]) if start else None
+    if type(value).__name__ == "TensorRegion":
+        extent = static_int(value.region[-1].extent)
+        if extent is not None and extent < 4:
+            fail("T.dp4a", operands, f"{role} must reach 4 int8 elements along its last dimension, but the region "
+                 f"{value} has {extent}; give {role}[..., k:k + 4] or the first element {role}[..., k]")
+    if last is not None and first is not None and first + 4 > last:
+        fail("T.dp4a", operands, f"{role} must reach 4 int8 elements along its last dimension: from index {first} "
+             f"the last dimension of '{buf.name}' ({last}) has only {max(last - first, 0)}; start at most at {last - 4}")
+
+
 def dp4a(A: Any, B: Any, C: Any) -> Any:
     """``C[0] += A[0]*B[0] + A[1]*B[1] + A[2]*B[2] + A[3]*B[3]`` (int8 x int8 -> int32).
 
@@ -295,6 +343,8 @@ def dp4a(A: Any, B: Any, C: Any) -> Any:
     a, ai = _dp4a_operand(A, "A", operands)
     b, bi = _dp4a_operand(B, "B", operands)
     c, ci = _dp4a_operand(C, "C", operands)
+    _dp4a_four(A, "A", a, ai, operands)
+    _dp4a_four(B, "B", b, bi, operands)
     if str(a.ty.dtype) != "int8":
         fail("T.dp4a", operands, f"dp4a requires int8 inputs, got A.dtype='{a.ty.dtype}'")
     if str(b.ty.dtype) != "int8":
@@ -309,13 +359,16 @@ def dp4a(A: Any, B: Any, C: Any) -> Any:
 # -- GPU only ------------------------------------------------------------------------------
 
 
-def _mask(mask: Any) -> Any:
+def _mask(mask: Any, name: str = "") -> Any:
     if isinstance(mask, Integral) and not isinstance(mask, bool):
         return tirx.IntImm("uint32", int(mask) & 0xFFFFFFFF)
+    if name:
+        _integer(name, "mask", mask, "a lane mask: an int such as 0xFFFFFFFF (every lane) or an integer expression")
     return _expr(mask)
 
 
 def _predicate(name: str, predicate: Any) -> Any:
+    _scalar(name, "the predicate", predicate)
     p = _expr(predicate)
     code = tvm.runtime.DataType(_dtype(p)).type_code if _dtype(p) else None
     if code not in (tvm.runtime.DataTypeCode.INT, tvm.runtime.DataTypeCode.UINT, tvm.runtime.DataTypeCode.BOOL):
@@ -325,17 +378,17 @@ def _predicate(name: str, predicate: Any) -> Any:
 
 def any_sync(predicate: Any, mask: Any = _FULL_MASK) -> Any:
     """Non-zero when ``predicate`` is non-zero in any lane of ``mask`` (CUDA ``__any_sync``). GPU only."""
-    return math_call("int32", "any_sync", _mask(mask), _predicate("any_sync", predicate))
+    return math_call("int32", "any_sync", _mask(mask, "any_sync"), _predicate("any_sync", predicate))
 
 
 def all_sync(predicate: Any, mask: Any = _FULL_MASK) -> Any:
     """Non-zero when ``predicate`` is non-zero in every lane of ``mask`` (``__all_sync``). GPU only."""
-    return math_call("int32", "all_sync", _mask(mask), _predicate("all_sync", predicate))
+    return math_call("int32", "all_sync", _mask(mask, "all_sync"), _predicate("all_sync", predicate))
 
 
 def ballot_sync(predicate: Any, mask: Any = _FULL_MASK) -> Any:
     """uint64 bit mask of the lanes of ``mask`` whose ``predicate`` is non-zero (``__ballot_sync``). GPU only."""
-    return math_call("uint64", "ballot_sync", _mask(mask), _predicate("ballot_sync", predicate))
+    return math_call("uint64", "ballot_sync", _mask(mask, "ballot_sync"), _predicate("ballot_sync", predicate))
 
 
 def ballot(predicate: Any) -> Any:
@@ -364,10 +417,18 @@ def syncthreads_or(predicate: Any) -> Any:
 
 
 def _shuffle(name: str, value: Any, lane: Any, width: Any, mask: Any) -> Any:
+    from ..operand_checks import _fail
+
+    _scalar(name, "the value", value)
+    _integer(name, "srcLane" if name == "shfl_sync" else "delta", lane)
+    _integer(name, "width", width, "an int (a power of two from 1 to 32) or an integer expression")
+    w = static_int(getattr(width, "scalar", width))
+    if w is not None and (w < 1 or w > 32 or w & (w - 1)):
+        _fail(f"T.{name}", f"width must be a power of two from 1 to 32 (lanes per shuffle group), got {w}", "value")
     v = _expr(value)
     if not _dtype(v):
         fail(f"T.{name}", (value,), f"the value must be an expression, got {type(value).__name__}", OperandTypeError)
-    return math_call(_dtype(v), name, _mask(mask), v, _expr(lane), _expr(width))
+    return math_call(_dtype(v), name, _mask(mask, name), v, _expr(lane), _expr(width))
 
 
 def shfl_sync(value: Any, srcLane: Any, width: Any = 32, mask: Any = _FULL_MASK) -> Any:  # noqa: N803 - TileLang name
@@ -392,12 +453,14 @@ def shfl_up(value: Any, delta: Any, width: Any = 32, mask: Any = _FULL_MASK) -> 
 
 def match_any_sync(value: Any, mask: Any = _FULL_MASK) -> Any:
     """uint32 mask of the lanes whose ``value`` equals this lane's (``__match_any_sync``, sm_70+). GPU only."""
-    return math_call("uint32", "match_any_sync", _mask(mask), _expr(value))
+    _scalar("match_any_sync", "the value", value)
+    return math_call("uint32", "match_any_sync", _mask(mask, "match_any_sync"), _expr(value))
 
 
 def match_all_sync(value: Any, mask: Any = _FULL_MASK) -> Any:
     """``mask`` when every lane of ``mask`` has the same ``value``, else 0 (``__match_all_sync``). GPU only."""
-    return math_call("uint32", "match_all_sync", _mask(mask), _expr(value))
+    _scalar("match_all_sync", "the value", value)
+    return math_call("uint32", "match_all_sync", _mask(mask, "match_all_sync"), _expr(value))
 
 
 def _dim(name: str, dim: Any) -> int:
@@ -437,7 +500,9 @@ def __ffs(value: Any) -> Any:
 
 def __fns(mask: Any, base: Any, offset: Any) -> Any:
     """Lane of the ``offset``-th set bit of ``mask`` counted from ``base`` (CUDA ``__fns``, uint32). GPU only."""
-    return math_call("uint32", "__fns", _mask(mask), _expr(base), _expr(offset))
+    _integer("__fns", "base", base)
+    _integer("__fns", "offset", offset)
+    return math_call("uint32", "__fns", _mask(mask, "__fns"), _expr(base), _expr(offset))
 
 
 def __ldg(load_or_buf: Any, index: Any = None) -> Any:
@@ -450,9 +515,21 @@ def __ldg(load_or_buf: Any, index: Any = None) -> Any:
         if index is None:
             fail("T.__ldg", (value,), "T.__ldg(Buffer, index) requires an index when passing a Buffer.")
         idx = list(index) if isinstance(index, (list, tuple)) else [index]
+        for i in idx:
+            _integer("__ldg", "the index", i)
         value = value[tuple(idx)]
+    elif index is not None:
+        from ..operand_checks import _fail, _given
+
+        _fail("T.__ldg", f"an index is given only with a buffer (T.__ldg(x, i)); the first operand is "
+                         f"{_given(getattr(value, 'scalar', value))}, so give it alone (T.__ldg(x[i])), got the index {_given(index)}")
     if type(value).__name__ != "TensorLoad":
         fail("T.__ldg", (load_or_buf,), f"T.__ldg expects an element such as x[i] or a buffer and an index, got {type(load_or_buf).__name__}", OperandTypeError)
     if static_int(tvm.runtime.DataType(_dtype(value)).lanes) != 1:
         fail("T.__ldg", (load_or_buf,), "T.__ldg loads one element (no vector index)")
+    scope = scope_of(value.source)
+    if scope != "global":
+        fail("T.__ldg", (load_or_buf,), f"T.__ldg reads global memory (a kernel parameter or T.alloc_global) through "
+             f"the read-only data cache, but '{value.source.name}' is in {scope} memory; read the element directly "
+             f"({value}), without T.__ldg")
     return math_call(_dtype(value), "__ldg", tirx.address_of(value))

@@ -159,7 +159,11 @@ def finalize_reducer(reducer: Any, dst: Any = None, batch: int = 1, annotations:
     r = _lookup(op, operands, reducer)
     check_batch(op, operands, batch, list(r.buffer.ty.shape), describe(r.buffer))
     if r.version == 2 and not r.opened:
-        fail(op, operands, f"T.finalize_reducer before T.reducer_init of '{describe(r.buffer)}'")
+        name = describe(r.buffer)
+        fail(op, operands, f"T.finalize_reducer before T.reducer_init of '{name}': a reducer allocated without "
+             f"replication= is TileLang's v2 form; start it with T.reducer_init({name}) and update it with "
+             f"T.reducer_update, or give T.alloc_reducer(..., replication='all') for plain updates started by "
+             f"T.clear/T.fill")
     first = [tirx.IntImm("int32", 0)] * len(r.buffer.ty.shape)
     _B.evaluate(tirx.call_extern("int32", FINALIZE_CALL, tvm.ir.StringImm(r.op), tvm.ir.StringImm(location()),
                                  tirx.address_of(r.buffer[tuple(first)])))

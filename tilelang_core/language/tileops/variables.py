@@ -94,4 +94,7 @@ def alloc_global(shape: Union[Sequence[Any], Any], dtype: Any, scope: str = "glo
         fail("T.alloc_global", (shape_text(shape), dtype),
              "called outside a kernel function; write it in the body of a T.prim_func (or of an eager @tilelang.jit "
              "function, before 'with T.Kernel')")
-    return _B.alloc_buffer(tuple(shape), dtype_name(dtype), scope="global")
+    from ..operand_checks import check_dtype, check_extents
+
+    check_extents("T.alloc_global", shape)
+    return _B.alloc_buffer(tuple(shape), check_dtype("T.alloc_global", dtype), scope="global")
