@@ -375,3 +375,29 @@ def test_slice_stores_that_match_still_run():
     expected[0, 0:4] = 1.0
     expected[1, 2] = 2.0
     assert torch.equal(b, expected)
+
+
+def test_alloc_reducer_checks_dtype_and_shape():
+    """An unknown reducer dtype was TVM's "unknown dtype" pointing at the first update's line."""
+    def dtype():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                acc = T.alloc_reducer((16,), "relaxed", op="sum", replication="all")  # <reducer-dtype>
+                T.clear(acc)
+                for i, j in T.Parallel(16, 16):
+                    acc[i] += A[i, j]
+
+    assert _message(dtype, "reducer-dtype", TypeError) == (
+        "T.alloc_reducer: unknown dtype 'relaxed': expected a dtype string such as 'float32', 'float16', 'int32' "
+        "or a constant such as T.float32")
+
+    def shape():
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                acc = T.alloc_reducer((0,), "float32", replication="all")  # <reducer-shape>
+                T.clear(acc)
+
+    assert _message(shape, "reducer-shape", ValueError) == (
+        "T.alloc_reducer: shape (0,): every extent must be at least 1, got 0 (a tile needs at least one element)")

@@ -25,7 +25,6 @@ from tvm import tirx
 from tvm.tirx.script.builder import ir as _B
 
 from ._common import OperandCheckError, as_tile, cast, check_batch, describe, fail, is_float, location, loop_nest, same_extent, shape_text
-from ..core import dtype_name
 
 REDUCER_OPS = ("sum", "max", "min", "bitand", "bitor", "bitxor")
 _BITWISE = ("bitand", "bitor", "bitxor")
@@ -89,7 +88,10 @@ def alloc_reducer(shape: Any, dtype: Any, op: str = "sum", replication: Optional
     """
     if not isinstance(shape, (list, tuple)):
         shape = (shape,)
-    dt = dtype_name(dtype)
+    from ..operand_checks import check_dtype, check_extents
+
+    check_extents("T.alloc_reducer", shape)
+    dt = check_dtype("T.alloc_reducer", dtype)
     operands = (shape_text(shape), dt)
     if op not in REDUCER_OPS:
         fail("T.alloc_reducer", operands, f"op must be one of {', '.join(REDUCER_OPS)}, got {op!r}", OperandCheckError)
