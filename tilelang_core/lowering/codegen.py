@@ -20,6 +20,7 @@ from .cpu_math import lower_cpu_math
 from .float8_cuda import cuda_fp8_on_every_arch
 from .stack_buffers import stack_arrays, stack_small_buffers
 from .llvm_comparisons import llvm_comparisons
+from .llvm_short_circuit import llvm_short_circuit
 from .narrow_integers import narrow_integer_arithmetic
 from .wrapping_casts import integer_reinterprets_as_casts
 from .wrapping_unsigned import wrapping_unsigned_arithmetic
@@ -846,6 +847,7 @@ def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, A
         # lowering/wrapping_casts.py (LLVM takes a reinterpret of 0 for a null pointer), wrapping_unsigned.py
         host_mod = wrapping_unsigned_arithmetic(integer_reinterprets_as_casts(host_mod))
         host_mod = llvm_comparisons(host_mod)  # lowering/llvm_comparisons.py
+        host_mod = llvm_short_circuit(host_mod)  # lowering/llvm_short_circuit.py: `d != 0 and x // d > 1`
     return tir_to_runtime(host_mod, device_mods, target)
 
 
