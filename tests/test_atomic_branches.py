@@ -82,3 +82,42 @@ def test_emulated_gpu_runs_the_atomic_only_in_its_branch(tmp_path):
     a, c, p = _inputs()
     CU._emulated(lower(_kernel(threads=BLOCK), target="cuda"), tmp_path)(a, c, p)
     _check(a, c, p)
+
+
+def _bf16_kernel(form):
+    @T.prim_func
+    def bf16_branch(A: T.Tensor((10,), "bfloat16"), H: T.Tensor((1,), "bfloat16"), P: T.Tensor((10,), "bfloat16")):
+        with T.Kernel(10, threads=1) as bx:
+            if form == "if_then_else":
+                P[bx] = T.if_then_else(A[bx] > T.bfloat16(0), T.atomic_add(H[0], T.bfloat16(1), return_prev=True), T.bfloat16(-1))
+            elif form == "select":
+                P[bx] = T.Select(A[bx] > T.bfloat16(0), T.atomic_add(H[0], T.bfloat16(1), return_prev=True), T.bfloat16(-1))
+            elif form == "and":
+                P[bx] = T.Cast("bfloat16", A[bx] > T.bfloat16(0) and T.atomic_add(H[0], T.bfloat16(1), return_prev=True) >= T.bfloat16(0))
+            else:  # the supported spelling: an if statement around the atomic's own statement
+                if A[bx] > T.bfloat16(0):
+                    P[bx] = T.atomic_add(H[0], T.bfloat16(1), return_prev=True)
+
+    return bf16_branch
+
+
+@pytest.mark.parametrize("form", ["if_then_else", "select", "and"])
+@pytest.mark.parametrize("target", ["c", "llvm", "cuda"])
+def test_a_bfloat16_atomic_in_a_branch_is_refused(target, form):
+    """bfloat16 atomics are computed in statements placed before their statement (lowering/atomics.py,
+    ``_hoist_bf16``): in a branch it ran every time (``H[0]`` counted all 10 blocks, not the 6
+    positive elements), silently. Now a LoweringError at its line."""
+    from tilelang_core.errors import LoweringError
+    from tilelang_core.lowering import lower
+
+    with pytest.raises(LoweringError, match="bfloat16 atomic in a branch that may not run"):
+        lower(_bf16_kernel(form), target=target)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_a_bfloat16_atomic_under_an_if_statement_runs_in_its_branch(path):
+    a = torch.tensor([1, -1, 2, 0, 3, -4, 5, 1, -1, 1], dtype=torch.bfloat16)
+    h, p = torch.zeros(1, dtype=torch.bfloat16), torch.full((10,), -1.0, dtype=torch.bfloat16)
+    compile_on(_bf16_kernel("if"), path)(a, h, p)
+    assert float(h[0]) == 6.0
+    assert sorted(p[a > 0].tolist()) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]

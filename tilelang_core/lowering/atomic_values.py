@@ -39,7 +39,7 @@ from ..language.tileops._common import collect, substitute
 from .atomics import parse
 from .markers import extern_name
 
-__all__ = ["bind_atomic_values", "branch_effects", "effect_calls", "is_external_call"]
+__all__ = ["bind_atomic_values", "branch_effects", "conditional_calls", "effect_calls", "is_external_call"]
 
 #: Values that are not kept in a one-element buffer (a pointer, nothing).
 _UNBOUND_DTYPES = ("handle", "void")
@@ -87,6 +87,20 @@ def _unconditional(expr: Any) -> Any:
 
     return tvm_ffi.structural_map(expr, [(tirx.Select, on_select), (tirx.And, on_logical), (tirx.Or, on_logical),
                                          (tvm.ir.Call, on_call)])
+
+
+def conditional_calls(node: Any) -> list:
+    """The calls in ``node`` (an expression or a statement) that may not run when it does: in an
+    arm of a select or of ``T.if_then_else``, or right of ``and``/``or`` (the nodes themselves)."""
+    found: list = []
+    for sel in collect(node, tirx.Select):
+        found += collect(sel.true_value, tvm.ir.Call) + collect(sel.false_value, tvm.ir.Call)
+    for logical in collect(node, (tirx.And, tirx.Or)):
+        found += collect(logical.b, tvm.ir.Call)
+    for call in collect(node, tvm.ir.Call):
+        if isinstance(call.op, tvm.ir.Op) and call.op.name == "prim.if_then_else":
+            found += collect(call.args[1], tvm.ir.Call) + collect(call.args[2], tvm.ir.Call)
+    return found
 
 
 def _bind(expr: Any, lets: list) -> Any:
