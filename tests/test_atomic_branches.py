@@ -121,3 +121,27 @@ def test_a_bfloat16_atomic_under_an_if_statement_runs_in_its_branch(path):
     compile_on(_bf16_kernel("if"), path)(a, h, p)
     assert float(h[0]) == 6.0
     assert sorted(p[a > 0].tolist()) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def _bf16_load_store_kernel():
+    N = T.dynamic("n")
+
+    @T.prim_func
+    def load_store(A: T.Tensor((N,), "bfloat16"), C: T.Tensor((N,), "bfloat16")):
+        with T.Kernel(T.ceildiv(N, 8), threads=1) as bx:
+            for i in T.Parallel(8):
+                g = bx * 8 + i
+                if g < N:
+                    T.atomic_store(C[g], T.atomic_load(A[g]) + T.bfloat16(1))
+
+    return load_store
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_a_bfloat16_atomic_load_under_a_bounds_guard_is_not_refused(path):
+    """The bounds guard puts ``T.atomic_load(A[g])`` in an arm of ``T.if_then_else``; a load changes
+    nothing, so it is not refused as a branch (the refusal above first stopped this kernel)."""
+    a = torch.arange(13, dtype=torch.bfloat16)
+    c = torch.zeros(13, dtype=torch.bfloat16)
+    compile_on(_bf16_load_store_kernel(), path)(a, c)
+    assert torch.equal(c, a + 1)

@@ -234,7 +234,7 @@ def _hoist_bf16(stmt: Any, language: str, used: dict, widened: bool = True) -> A
         a = parse(call)
         if a is None or a.dtype != "bfloat16":
             return call
-        if any(call.same_as(c) for c in branches):
+        if a.op != "load" and any(call.same_as(c) for c in branches):  # a load changes nothing
             # hoisted in front of the statement, it would run whether or not its branch does
             raise LoweringError(
                 f"{a.loc}: a bfloat16 atomic in a branch that may not run (an arm of T.if_then_else or of a "
