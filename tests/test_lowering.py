@@ -154,7 +154,7 @@ def test_matmul_2d_grid_and_fragment_in_c():
     art = lower(matmul(T.dynamic("m"), 24, 8), target="c")
     src = art.device_source
     assert art.params[0].shape == ["m", 8] and art.params[2].shape == ["m", 24]
-    assert "float acc_ptr[256];" in src  # the fragment is a per-block stack array
+    assert "float acc_ptr[256] TL_STACK_ALIGN;" in src  # the fragment is a per-block stack array (64-byte aligned)
     # one loop over the blocks of both grid axes, outlined into a block-range function; a dynamic
     # grid's flat block index is int64 (the product of the axes may exceed int32)
     assert "for (int64_t block_idx = tl_block_begin; block_idx < tl_block_end; ++block_idx)" in src
@@ -343,7 +343,7 @@ def test_dynamic_shared_memory_and_barrier():
     assert art.device_kernels[0].launch.dynamic_shared_memory == 512
     assert "extern __shared__" in art.device_source and "__syncthreads()" in art.device_source
     cpu = lower(shared_reverse(T.dynamic("n")), target="c")
-    assert "float s_ptr[128];" in cpu.device_source  # CPU: a stack array per block
+    assert "float s_ptr[128] TL_STACK_ALIGN;" in cpu.device_source  # CPU: a stack array per block
 
 
 def test_metal_source():

@@ -21,6 +21,10 @@ floor quotient, computed from the same ``fmod`` as Python and ``torch.div(..., r
 ``floor(d)``, plus 1 where ``d - floor(d) > 0.5`` (``d`` is an integer up to rounding); a zero
 quotient has the sign of ``x / y``. ``y == 0`` gives ``x / y`` (an infinity or NaN, as torch;
 Python raises). 16-bit and 8-bit floats are computed in float32 and rounded once at the end.
+
+Both expressions repeat their operands. An operand with a side effect (an atomic's previous value,
+a ``T.call_extern``) is bound once by a ``Let`` first, which lowering/atomic_values.py turns into a
+statement, so ``T.atomic_add(C[0], 1.0, return_prev=True) % 7.0`` runs the atomic once.
 """
 
 from __future__ import annotations
@@ -43,8 +47,37 @@ def _is_float(value: Any) -> bool:
     return dtype is not None and dtype.with_lanes(1).is_float
 
 
+def _operands_once(a: Any, b: Any, build: Callable[[Any, Any], Any]) -> Any:
+    """``build(a, b)``, whose result repeats its operands; an operand with a side effect (an
+    atomic's previous value, a ``T.call_extern``) is bound once by a ``Let`` instead, which
+    lowering/atomic_values.py turns into a statement. Repeated in the expression, the atomic of
+    ``T.atomic_add(C[0], 1.0, return_prev=True) // 1.0`` ran up to 12 times (``%``: 4)."""
+    import tvm
+    from tvm import tirx
+
+    from ..lowering.atomic_values import effect_calls
+
+    lets = []
+
+    def bind(value: Any) -> Any:
+        if not tvm.ir.is_prim_expr(value) or not effect_calls(value):
+            return value
+        var = tirx.Var("operand", str(value.ty.dtype))
+        lets.append((var, value))
+        return var
+
+    out = build(bind(a), bind(b))
+    for var, value in reversed(lets):
+        out = tirx.Let(var, value, out)
+    return out
+
+
 def float_floormod(a: Any, b: Any, span: Any = None) -> Any:
     """Python's floor remainder of ``a`` and ``b``, at least one of them a float (module docstring)."""
+    return _operands_once(a, b, lambda x, y: _float_floormod(x, y, span))
+
+
+def _float_floormod(a: Any, b: Any, span: Any = None) -> Any:
     from tvm import tirx
     from tvm.ir.prim import _ffi_api
 
@@ -54,7 +87,7 @@ def float_floormod(a: Any, b: Any, span: Any = None) -> Any:
     dtype = str(trunc.ty.dtype)
     if trunc.ty.dtype.bits < 32:  # float16/bfloat16/float8: in float32, rounded once at the end
         wide = dtype.replace(dtype.split("x")[0], "float32")
-        return tirx.Cast(dtype, float_floormod(tirx.Cast(wide, trunc.a), tirx.Cast(wide, trunc.b)))
+        return tirx.Cast(dtype, _float_floormod(tirx.Cast(wide, trunc.a), tirx.Cast(wide, trunc.b)))
     zero = tirx.const(0, dtype.split("x")[0])
     if "x" in dtype:
         zero = tirx.Broadcast(zero, trunc.ty.dtype.lanes)
@@ -72,6 +105,10 @@ def _constant(value: float, dtype: Any) -> Any:
 
 def float_floordiv(a: Any, b: Any, span: Any = None) -> Any:
     """Python's floor quotient of ``a`` and ``b``, at least one of them a float (module docstring)."""
+    return _operands_once(a, b, lambda x, y: _float_floordiv(x, y, span))
+
+
+def _float_floordiv(a: Any, b: Any, span: Any = None) -> Any:
     from tvm import tirx
     from tvm.ir.prim import _ffi_api
 
@@ -82,7 +119,7 @@ def float_floordiv(a: Any, b: Any, span: Any = None) -> Any:
     dtype = str(ty)
     if ty.bits < 32:  # float16/bfloat16/float8: in float32, rounded once at the end
         wide = dtype.replace(dtype.split("x")[0], "float32")
-        return tirx.Cast(dtype, float_floordiv(tirx.Cast(wide, x), tirx.Cast(wide, y)))
+        return tirx.Cast(dtype, _float_floordiv(tirx.Cast(wide, x), tirx.Cast(wide, y)))
     zero, one, half = (_constant(v, ty) for v in (0.0, 1.0, 0.5))
     # No Let bindings: the bfloat16 legalization of TVM 0.27 leaves their values' casts raw; the
     # repeated subexpressions are merged by CSE (TVM's own integer floordiv repeats its operands too).

@@ -14,6 +14,12 @@ convert ``Bind`` values, lowering/atomics.py.) An atomic in a branch that may no
 select, the right operand of ``and``/``or``) is left where it is: binding it in front would run it
 unconditionally.
 
+Such an atomic stays in its branch on every target: the right operand of ``and``/``or`` and the
+arms of a select that hold one become ``T.if_then_else`` (:func:`branch_effects`), which every code
+generator evaluates as a branch. LLVM computes both operands of ``and``/``or`` and both arms of a
+``select`` before combining them, so on ``llvm`` ``if A[i] < 0 and T.atomic_add(C[0], 1, ...) >= 0``
+added 1 for every ``i`` (C and CUDA short-circuit ``&&``, ``||`` and ``?:``).
+
 A ``T.call_extern`` of an external function (:func:`is_external_call`: any name but the kernel
 language's own ``tl.*`` markers, with a value that is not a pointer or void) is bound the same
 way: C printed ``T.min(f(p), g(p))`` as ``(f(p) < g(p) ? f(p) : g(p))``, three calls, and
@@ -33,7 +39,7 @@ from ..language.tileops._common import collect, substitute
 from .atomics import parse
 from .markers import extern_name
 
-__all__ = ["bind_atomic_values", "effect_calls", "is_external_call"]
+__all__ = ["bind_atomic_values", "branch_effects", "conditional_calls", "effect_calls", "is_external_call"]
 
 #: Values that are not kept in a one-element buffer (a pointer, nothing).
 _UNBOUND_DTYPES = ("handle", "void")
@@ -81,6 +87,20 @@ def _unconditional(expr: Any) -> Any:
 
     return tvm_ffi.structural_map(expr, [(tirx.Select, on_select), (tirx.And, on_logical), (tirx.Or, on_logical),
                                          (tvm.ir.Call, on_call)])
+
+
+def conditional_calls(node: Any) -> list:
+    """The calls in ``node`` (an expression or a statement) that may not run when it does: in an
+    arm of a select or of ``T.if_then_else``, or right of ``and``/``or`` (the nodes themselves)."""
+    found: list = []
+    for sel in collect(node, tirx.Select):
+        found += collect(sel.true_value, tvm.ir.Call) + collect(sel.false_value, tvm.ir.Call)
+    for logical in collect(node, (tirx.And, tirx.Or)):
+        found += collect(logical.b, tvm.ir.Call)
+    for call in collect(node, tvm.ir.Call):
+        if isinstance(call.op, tvm.ir.Op) and call.op.name == "prim.if_then_else":
+            found += collect(call.args[1], tvm.ir.Call) + collect(call.args[2], tvm.ir.Call)
+    return found
 
 
 def _bind(expr: Any, lets: list) -> Any:
@@ -169,11 +189,39 @@ def _if(node: Any) -> Any:
     return _wrap(tirx.IfThenElse(condition, node.then_case, node.else_case), lets)
 
 
+def _scalar(node: Any) -> bool:
+    return tvm.runtime.DataType(str(node.ty.dtype)).lanes == 1
+
+
+def branch_effects(node: Any) -> Any:
+    """``node`` with each ``and``/``or`` whose right operand, and each select whose arm, holds an
+    atomic or external call (:func:`effect_calls`) written as ``T.if_then_else``: ``a and b`` as
+    ``if_then_else(a, b, False)``, ``a or b`` as ``if_then_else(a, True, b)``, ``select(c, t, f)``
+    as ``if_then_else(c, t, f)``. Code generators evaluate ``if_then_else`` as a branch; LLVM's
+    ``and``, ``or`` and ``select`` evaluate both operands. Vector expressions are left as they are."""
+
+    def on_logical(n: Any) -> Any:
+        if not _scalar(n) or not effect_calls(n.b):
+            return n
+        if isinstance(n, tirx.And):
+            return tirx.if_then_else(n.a, n.b, tirx.const(False, "bool"))
+        return tirx.if_then_else(n.a, tirx.const(True, "bool"), n.b)
+
+    def on_select(n: Any) -> Any:
+        if not _scalar(n) or not (effect_calls(n.true_value) or effect_calls(n.false_value)):
+            return n
+        return tirx.if_then_else(n.condition, n.true_value, n.false_value)
+
+    return tvm_ffi.structural_map(node, [(tirx.And, on_logical), (tirx.Or, on_logical), (tirx.Select, on_select)])
+
+
 def bind_atomic_values(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """``func`` with every atomic and external call used as an operand evaluated once, in front
-    of its statement."""
+    of its statement, and the ones in a branch that may not run kept in a real branch
+    (:func:`branch_effects`)."""
     if not effect_calls(func.body):
         return func
     body = tvm_ffi.structural_map(func.body, [(tirx.BufferStore, _store), (tirx.Evaluate, _evaluate),
                                               (tirx.IfThenElse, _if)])
+    body = branch_effects(body)
     return func if body.same_as(func.body) else func.with_body(body)

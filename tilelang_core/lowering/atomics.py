@@ -225,12 +225,22 @@ def _hoist_bf16(stmt: Any, language: str, used: dict, widened: bool = True) -> A
     ``BF16ComputeLegalize``: CPU targets, CUDA before sm_80); the destination is then passed as
     in :func:`_bf16_word`.
     """
+    from .atomic_values import conditional_calls
+
     prefix: list = []
+    branches = conditional_calls(stmt)
 
     def on_call(call):
         a = parse(call)
         if a is None or a.dtype != "bfloat16":
             return call
+        if a.op != "load" and any(call.same_as(c) for c in branches):  # a load changes nothing
+            # hoisted in front of the statement, it would run whether or not its branch does
+            raise LoweringError(
+                f"{a.loc}: a bfloat16 atomic in a branch that may not run (an arm of T.if_then_else or of a "
+                "select, the right operand of and/or) is not supported: it would run every time. Write the "
+                "branch as an if statement with the atomic in its own statement"
+            )
         _refuse(a, language)
         if language == "cuda" and a.scope == "local":
             _no_local_prev(a)

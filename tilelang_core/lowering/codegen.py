@@ -20,6 +20,7 @@ from .cpu_math import lower_cpu_math
 from .float8_cuda import cuda_fp8_on_every_arch
 from .stack_buffers import stack_arrays, stack_small_buffers
 from .llvm_comparisons import llvm_comparisons
+from .llvm_short_circuit import llvm_short_circuit
 from .narrow_integers import narrow_integer_arithmetic
 from .wrapping_casts import integer_reinterprets_as_casts
 from .wrapping_unsigned import wrapping_unsigned_arithmetic
@@ -59,7 +60,25 @@ C_PREAMBLE = """\
 #if defined(__GNUC__) && !defined(__cplusplus) && (defined(__x86_64__) || defined(__aarch64__))
 typedef _Float16 half;
 #endif
+/* Stack arrays of a kernel (its local, shared and fragment tiles) are declared 64-byte aligned.
+   GCC 12 with -march=native (AVX-512) raised the alignment it assumes for such an array to
+   vectorize a simd-pragma loop, placed the array in the red zone below an unaligned stack pointer
+   and read it with an aligned vector load: the kernel crashed (SIGSEGV). */
+#if defined(__GNUC__)
+#define TL_STACK_ALIGN __attribute__((aligned(64)))
+#else
+#define TL_STACK_ALIGN
+#endif
 """
+
+#: A fixed-size array of two or more elements declared in a function body: ``  int64_t d_ptr[6];``.
+_STACK_ARRAY = re.compile(r"^([ \t]+[A-Za-z_][\w ]*?[ \t]+[A-Za-z_]\w*\[(?:[2-9]|\d{2,})\]);[ \t]*$", re.M)
+
+
+def _aligned_stack_arrays(text: str) -> str:
+    """``text`` with every stack array of two or more elements declared ``TL_STACK_ALIGN`` (see
+    :data:`C_PREAMBLE`; one-element arrays are scalars, lowering/local_names.py)."""
+    return _STACK_ARRAY.sub(r"\1 TL_STACK_ALIGN;", text)
 
 _DROP_LINE = re.compile(
     r'^(// tvm target:.*|#define TVM_EXPORTS|#include "tvm/.*"|void\* __tvm_ffi__library_ctx = NULL;)\s*$'
@@ -327,7 +346,7 @@ def _postprocess_c(source: str, entry: str, n_block_loops: int = 0) -> str:
             i += 1
     text = _c_non_finite("\n".join(out).lstrip("\n") + "\n")
     text = re.sub(r'(#ifdef __cplusplus\nextern "C"\n#endif\n)(?=#ifdef __cplusplus\nextern "C"\n#endif\n)', "", text)
-    return scalars_by_kernel_name(C_PREAMBLE + text)
+    return scalars_by_kernel_name(C_PREAMBLE + _aligned_stack_arrays(text))
 
 
 def lower_cpu_calls(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
@@ -870,6 +889,7 @@ def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, A
         # lowering/wrapping_casts.py (LLVM takes a reinterpret of 0 for a null pointer), wrapping_unsigned.py
         host_mod = wrapping_unsigned_arithmetic(integer_reinterprets_as_casts(host_mod))
         host_mod = llvm_comparisons(host_mod)  # lowering/llvm_comparisons.py
+        host_mod = llvm_short_circuit(host_mod)  # lowering/llvm_short_circuit.py: `d != 0 and x // d > 1`
     return tir_to_runtime(host_mod, device_mods, target)
 
 

@@ -298,10 +298,13 @@ def round(x: Any, rounding_mode: str = "ties-to-even", span: Any = None) -> Any:
     dtype = _dtype(value)
     if rounding_mode == "ties-to-even" or not is_float(dtype):
         return tirx.round(value, span)
-    whole = tirx.trunc(value)
-    one = cast(1, dtype)
-    away = whole + tirx.Select(value < cast(0, dtype), -one, one)
-    return tirx.Select(tirx.abs(value - whole) >= cast(0.5, dtype), away, whole)
+    def away_from_zero(v: Any) -> Any:
+        whole = tirx.trunc(v)
+        one = cast(1, dtype)
+        away = whole + tirx.Select(v < cast(0, dtype), -one, one)
+        return tirx.Select(tirx.abs(v - whole) >= cast(0.5, dtype), away, whole)
+
+    return _evaluated_once(value, away_from_zero)  # an atomic's previous value: once, not 3 times
 
 
 def _dp4a_operand(value: Any, role: str, operands: tuple):

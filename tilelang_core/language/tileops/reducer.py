@@ -151,7 +151,8 @@ def reducer_update(target: Any, value: Any) -> None:
 
 def finalize_reducer(reducer: Any, dst: Any = None, batch: int = 1, annotations: Any = None) -> None:
     """Combine the copies of all the block's threads; v1 (no ``dst``): in place, every copy holds
-    the result; v2: ``dst`` (a tile of the reducer's shape) gets the result combined with ``init``.
+    the result; v2: ``dst`` (a tile of the reducer's shape) gets the result combined with ``init``
+    (without ``dst``: in place, every copy holds the result combined with ``init``).
 
     ``batch`` (TileLang's all-reduce batching: >= 1, dividing the reducer's element count)
     does not change the result.
@@ -170,10 +171,20 @@ def finalize_reducer(reducer: Any, dst: Any = None, batch: int = 1, annotations:
     _B.evaluate(tirx.call_extern("int32", FINALIZE_CALL, tvm.ir.StringImm(r.op), tvm.ir.StringImm(location()),
                                  tirx.address_of(r.buffer[tuple(first)])))
     _LIVE.remove(r)
+    src = as_tile(op, operands, r.buffer, "reducer", allow_element=False)
     if dst is None:
+        if r.seed is not None:
+            # v2 finalized in place: every copy (each thread's) combines the init into its result,
+            # as a finalize into dst does. Before, the init was dropped without an error.
+            seed = r.seed
+
+            def in_place(vs: list) -> None:
+                idx = src.indices(vs) if src.squeezed else list(src.starts)
+                _B.buffer_store(r.buffer, combine(r.op, r.buffer[tuple(idx)], seed[0]), idx)
+
+            loop_nest(src.squeezed or [1], parallel=False, body=in_place)
         return
     d = as_tile(op, operands, dst, "destination", allow_element=False)
-    src = as_tile(op, operands, r.buffer, "reducer", allow_element=False)
     if len(d.squeezed) != len(src.squeezed) or not all(same_extent(a, b) for a, b in zip(d.squeezed, src.squeezed)):
         fail(op, operands, f"shape mismatch: the destination {shape_text(d.extents)} must have the reducer's shape {shape_text(src.extents)}")
     seed = r.seed
