@@ -61,7 +61,7 @@ C_PREAMBLE = """\
 typedef _Float16 half;
 #endif
 /* Stack arrays of a kernel (its local, shared and fragment tiles) are declared 64-byte aligned.
-   GCC 12 with -march=native (AVX-512) raised the alignment it assumes for such an array to
+   GCC 12 with -march=native (AVX-512) raised the alignment it expects of such an array to
    vectorize a simd-pragma loop, placed the array in the red zone below an unaligned stack pointer
    and read it with an aligned vector load: the kernel crashed (SIGSEGV). */
 #if defined(__GNUC__)
