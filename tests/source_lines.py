@@ -6,6 +6,8 @@ above it move:
 - :func:`marked_line`: the one line ending with a ``# <marker>`` comment;
 - :func:`line_containing`: the first line containing a text (lines that look it up are skipped);
 - :func:`line_in_function`: the first line of a function's source containing a text.
+
+:func:`message_at` checks the `file:line: ` prefix of an error against a marked line.
 """
 
 from __future__ import annotations
@@ -48,3 +50,19 @@ def line_in_function(fn: Callable, text: str, *, at_end: bool = False) -> int:
         if (line.rstrip().endswith(text) if at_end else text in line):
             return first + offset
     raise AssertionError(f"no line of {fn.__qualname__} contains {text!r}")
+
+
+def message_at(path: PathLike, marker: str, build: Callable[[], object], error: type = Exception,
+               raised: type = Exception) -> str:
+    """The message of the error that ``build()`` raises, without its ``file:line: `` prefix, after
+    checking that the error is a ``raised`` that is also an ``error`` and that the prefix names
+    the line of ``path`` marked ``# <marker>``."""
+    import pytest
+
+    with pytest.raises(raised) as info:
+        build()
+    assert isinstance(info.value, error), repr(info.value)
+    text = str(info.value)
+    prefix = f"{pathlib.Path(path).resolve()}:{marked_line(path, marker)}: "
+    assert text.startswith(prefix), text
+    return text[len(prefix):]

@@ -6,6 +6,7 @@ crashed process for ``T.if_then_else(None, ...)`` and ``T.serial(None)``)."""
 from __future__ import annotations
 
 import pathlib
+import sys
 
 import pytest
 import tilelang.language as T
@@ -13,25 +14,18 @@ import tilelang.language as T
 from tilelang_core.errors import LoweringError
 
 _THIS = pathlib.Path(__file__).resolve()
-_LINES = _THIS.read_text().splitlines()
+sys.path.insert(0, str(_THIS.parent))
+from source_lines import marked_line, message_at  # noqa: E402
 
 
 def _line_of(marker: str) -> int:
-    hits = [i + 1 for i, text in enumerate(_LINES) if text.rstrip().endswith(f"# <{marker}>")]
-    assert len(hits) == 1, marker
-    return hits[0]
+    return marked_line(_THIS, marker)
 
 
 def _message(build, marker: str, error: type = LoweringError) -> str:
-    """The message of the LoweringError raised while defining a kernel, without its ``file:line: ``
-    prefix (checked to be the marked line)."""
-    with pytest.raises(LoweringError) as info:
-        build()
-    assert isinstance(info.value, error), repr(info.value)
-    text = str(info.value)
-    prefix = f"{_THIS}:{_line_of(marker)}: "
-    assert text.startswith(prefix), text
-    return text[len(prefix):]
+    """The message of the LoweringError (an ``error``) raised while defining a kernel, without its
+    ``file:line: `` prefix (checked to be the marked line)."""
+    return message_at(_THIS, marker, build, error, raised=LoweringError)
 
 
 _SCALAR = "must be a scalar expression (a number, an element A[i], a T.alloc_var)"

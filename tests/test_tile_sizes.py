@@ -14,6 +14,7 @@ that simplifies to a constant >= 1 is legal everywhere.
 from __future__ import annotations
 
 import pathlib
+import sys
 
 import pytest
 import torch
@@ -24,13 +25,12 @@ from tilelang_core.errors import LoweringError
 from tilelang_core.lowering import lower
 
 _THIS = pathlib.Path(__file__).resolve()
-_LINES = _THIS.read_text().splitlines()
+sys.path.insert(0, str(_THIS.parent))
+from source_lines import marked_line  # noqa: E402
 
 
 def _line_of(marker: str) -> int:
-    hits = [i + 1 for i, text in enumerate(_LINES) if text.rstrip().endswith(f"# <{marker}>")]
-    assert len(hits) == 1, marker
-    return hits[0]
+    return marked_line(_THIS, marker)
 
 
 n = T.dynamic("n")
