@@ -19,8 +19,6 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from backend_pairs import cpu_pairs  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
-
 MODULE = '''{future}
 import tilelang
 import tilelang.language as T

@@ -25,8 +25,6 @@ from private_modules import load_private  # noqa: E402
 
 CU = load_private("test_tileops_cuda", "atomic_values_emulator")
 
-pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
-
 BLOCKS = 10
 #: form -> the stored value as a function of the previous counter value p
 FORMS = {

@@ -20,8 +20,6 @@ from tilelang_core.lowering import lower
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from backend_pairs import cpu_pairs  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
-
 DIVISORS = (1, 4, 48, 64)
 VALUES = (0, 1, 5, 63, 64, 65, -1, -5, -64, -65, 2**31 - 1, 2**31 - 2, 2**31 - 47, -(2**31) + 1)
 

@@ -16,9 +16,6 @@ import tilelang.language as T
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from backend_pairs import cpu_pairs  # noqa: E402
 
-# the retired ctypes backend is one of the pairs: its once-per-process deprecation is expected
-pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
-
 
 def _scan_kernel(n, op_name, reverse):
     @T.prim_func

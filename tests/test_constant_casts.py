@@ -18,8 +18,6 @@ from tilelang_core.lowering.constant_casts import wrapped
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from backend_pairs import cpu_pairs  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
-
 #: (source dtype, value, target dtype), each cast once in the kernel, in this order
 CASES = [
     ("int16", -5, "uint32"),

@@ -18,8 +18,6 @@ from private_modules import load_private  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = ROOT / "examples"
 CPU_KINDS = ("c", "llvm")
-# Retired backends (ctypes) are compared too: their once-per-process deprecation warning is expected.
-pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
 
 
 def _examples():

@@ -20,8 +20,6 @@ import tilelang.language as T
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from backend_pairs import cpu_pairs  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
-
 
 def row_sums():
     m, n = T.dynamic("m"), T.dynamic("n")

@@ -28,8 +28,6 @@ from tilelang_core.lowering import lower
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from backend_pairs import cpu_pairs  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
-
 NAME = "tl_test_counted_call"
 COUNTER = f"int {NAME}(int* p) {{ int old = *p; *p = old + 1; return old; }}\n"
 STEPS = 4

@@ -21,8 +21,6 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from backend_pairs import cpu_pairs  # noqa: E402
 from private_modules import load_private  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
-
 COLUMNS = 12
 
 

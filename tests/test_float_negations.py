@@ -21,8 +21,6 @@ import tilelang.language as T
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from backend_pairs import cpu_pairs  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
-
 NAN, INF = float("nan"), float("inf")
 A_VALUES = [NAN, 1.0, 2.0, NAN, -INF, 0.0, 3.0, 1.0]
 B_VALUES = [1.0, NAN, 1.0, NAN, 1.0, -0.0, 3.0, 2.0]

@@ -43,8 +43,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from backend_pairs import cpu_pairs  # noqa: E402
 from nvrtc_toolchain import nvrtc_available  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
-
 NVCC = os.environ.get("TILELANG_NVCC") or shutil.which("nvcc") or (
     "/usr/local/bin/nvcc" if os.path.exists("/usr/local/bin/nvcc") else None)
 BLOCK = 64

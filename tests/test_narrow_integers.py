@@ -26,8 +26,6 @@ from tilelang_core.lowering import lower
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from backend_pairs import cpu_pairs  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
-
 N = 100  # not a multiple of BLOCK: a partial last block
 BLOCK = 64
 NVCC = os.environ.get("TILELANG_NVCC") or shutil.which("nvcc") or (

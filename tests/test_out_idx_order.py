@@ -16,8 +16,6 @@ import tilelang.language as T
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from backend_pairs import cpu_pairs  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
-
 
 def two_outputs(n):
     @T.prim_func

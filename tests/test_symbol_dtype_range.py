@@ -30,8 +30,6 @@ from tilelang_core.errors import LoweringError
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from backend_pairs import cpu_pairs, installed  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:execution backend .* is deprecated:DeprecationWarning")
-
 WIDE = {"tl.config_index_bitwidth": 64}
 BITS = [pytest.param({}, id="idx32"), pytest.param(WIDE, id="idx64")]
 
