@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import pathlib
 from types import ModuleType
-from typing import Optional
+from typing import Any, Optional
 
 #: This folder (tests/).
 HERE = pathlib.Path(__file__).resolve().parent
@@ -23,3 +23,27 @@ def load_private(name: str, alias: Optional[str] = None) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def run_in_child(name: str, function: str, *args: Any, timeout: float = 900) -> Any:
+    """The JSON result of ``tests/<name>.py``'s ``function(*args)``, run in a fresh Python process
+    (a kernel call that kills its process ends only that child). The calling test is skipped when
+    the child was skipped, and fails naming the exit status when the child died."""
+    import json
+    import subprocess
+    import sys
+
+    import pytest
+
+    code = (
+        "import json, sys; sys.path.insert(0, %r)\n"
+        "from private_modules import load_private\n"
+        "m = load_private(%r, %r)\n"
+        "print('RESULT ' + json.dumps(m.%s(*json.loads(sys.argv[1]))))\n" % (str(HERE), name, f"{name}_child", function)
+    )
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(list(args))], capture_output=True, text=True,
+                          timeout=timeout)
+    if "Skipped" in proc.stderr and proc.returncode != 0:
+        pytest.skip(proc.stderr.strip().splitlines()[-1])
+    assert proc.returncode == 0, f"a kernel call ended the process (status {proc.returncode}):\n{proc.stderr[-2000:]}"
+    return json.loads(proc.stdout.split("RESULT ", 1)[1])

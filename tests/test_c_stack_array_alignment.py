@@ -12,9 +12,7 @@ CPUs without the fault the kernel runs either way, and the source check below st
 
 from __future__ import annotations
 
-import json
 import pathlib
-import subprocess
 import sys
 
 import pytest
@@ -25,6 +23,7 @@ import tilelang.language as T
 _HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
 from backend_pairs import PATHS, compile_on, path_id  # noqa: E402
+from private_modules import run_in_child  # noqa: E402
 
 CASES = (("int8", "int64", 1), ("uint8", "int64", 32), ("int8", "int64", 32), ("int32", "int64", 1))
 
@@ -55,17 +54,7 @@ def run_in_this_process(backend: str, target: str) -> list:
 
 @pytest.mark.parametrize("path", PATHS, ids=path_id)
 def test_reversed_scan_into_a_wider_tile_runs(path):
-    code = (
-        "import json, sys; sys.path.insert(0, %r)\n"
-        "from private_modules import load_private\n"
-        "m = load_private('test_c_stack_array_alignment', 'c_stack_array_alignment_child')\n"
-        "print('RESULT ' + json.dumps(m.run_in_this_process(%r, %r)))\n" % (str(_HERE), *path)
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
-    if "Skipped" in proc.stderr and proc.returncode != 0:
-        pytest.skip(proc.stderr.strip().splitlines()[-1])
-    assert proc.returncode == 0, f"a kernel call ended the process (status {proc.returncode}):\n{proc.stderr[-2000:]}"
-    for case, (got, want) in zip(CASES, json.loads(proc.stdout.split("RESULT ", 1)[1])):
+    for case, (got, want) in zip(CASES, run_in_child("test_c_stack_array_alignment", "run_in_this_process", *path)):
         assert got == want, (case, path, got, want)
 
 

@@ -526,9 +526,19 @@ def test_transpose_in_place_is_refused():
         "elements before they are read; transpose into another tile (T.transpose(S, S2)) and T.copy it back")
 
 
+def _run_8x8(kernel_func, backend: str, target: str):
+    """``kernel_func(A, B)`` (two 8x8 float32 tensors) compiled on ``(backend, target)`` and run on a
+    random ``A``: ``(A, B)``."""
+    import tilelang
+    import torch
+
+    a, b = torch.randn(8, 8), torch.zeros(8, 8)
+    tilelang.compile(kernel_func, target=target, execution_backend=backend)(a, b)
+    return a, b
+
+
 @pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "llvm")])
 def test_transpose_between_disjoint_regions_of_one_tile_runs(backend, target):
-    import tilelang
     import torch
 
     @T.prim_func
@@ -539,10 +549,7 @@ def test_transpose_between_disjoint_regions_of_one_tile_runs(backend, target):
             T.transpose(S[0:4, 0:4], S[4:8, 4:8])
             T.copy(S, B)
 
-    kernel = tilelang.compile(k, target=target, execution_backend=backend)
-    a = torch.randn(8, 8)
-    b = torch.zeros(8, 8)
-    kernel(a, b)
+    a, b = _run_8x8(k, backend, target)
     want = a.clone()
     want[4:8, 4:8] = a[0:4, 0:4].T
     torch.testing.assert_close(b, want, rtol=0, atol=0)
@@ -578,7 +585,6 @@ def test_gemm_accumulator_must_not_overlap_an_input():
 
 @pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "llvm")])
 def test_gemm_between_disjoint_regions_of_one_tile_runs(backend, target):
-    import tilelang
     import torch
 
     @T.prim_func
@@ -589,10 +595,7 @@ def test_gemm_between_disjoint_regions_of_one_tile_runs(backend, target):
             T.gemm(S[0:4, 0:4], S[0:4, 4:8], S[4:8, 0:4], clear_accum=True)
             T.copy(S, B)
 
-    kernel = tilelang.compile(k, target=target, execution_backend=backend)
-    a = torch.randn(8, 8)
-    b = torch.zeros(8, 8)
-    kernel(a, b)
+    a, b = _run_8x8(k, backend, target)
     want = a.clone()
     want[4:8, 0:4] = a[0:4, 0:4] @ a[0:4, 4:8]
     torch.testing.assert_close(b, want, rtol=1e-5, atol=1e-5)

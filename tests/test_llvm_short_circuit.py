@@ -9,9 +9,7 @@ the end of the test run. Found by the operator fuzzer.
 
 from __future__ import annotations
 
-import json
 import pathlib
-import subprocess
 import sys
 
 import pytest
@@ -22,6 +20,7 @@ import tilelang.language as T
 _HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
 from backend_pairs import PATHS, compile_on, path_id  # noqa: E402
+from private_modules import run_in_child  # noqa: E402
 
 FORMS = ("and_floordiv", "or_floormod", "and_truncdiv", "nested", "int64")
 
@@ -80,17 +79,7 @@ def run_in_this_process(backend: str, target: str) -> dict:
 
 @pytest.mark.parametrize("path", PATHS, ids=path_id)
 def test_the_guarded_division_runs_only_where_the_guard_allows(path):
-    code = (
-        "import json, sys; sys.path.insert(0, %r)\n"
-        "from private_modules import load_private\n"
-        "m = load_private('test_llvm_short_circuit', 'llvm_short_circuit_child')\n"
-        "print('RESULT ' + json.dumps(m.run_in_this_process(%r, %r)))\n" % (str(_HERE), *path)
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
-    if "Skipped" in proc.stderr and proc.returncode != 0:
-        pytest.skip(proc.stderr.strip().splitlines()[-1])
-    assert proc.returncode == 0, f"a kernel call ended the process (status {proc.returncode}):\n{proc.stderr[-2000:]}"
-    results = json.loads(proc.stdout.split("RESULT ", 1)[1])
+    results = run_in_child("test_llvm_short_circuit", "run_in_this_process", *path)
     for form, (got, want) in results.items():
         assert got == want, (form, path, got, want)
 
