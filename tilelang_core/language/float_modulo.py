@@ -47,34 +47,11 @@ def _is_float(value: Any) -> bool:
     return dtype is not None and dtype.with_lanes(1).is_float
 
 
-def _operands_once(a: Any, b: Any, build: Callable[[Any, Any], Any]) -> Any:
-    """``build(a, b)``, whose result repeats its operands; an operand with a side effect (an
-    atomic's previous value, a ``T.call_extern``) is bound once by a ``Let`` instead, which
-    lowering/atomic_values.py turns into a statement. Repeated in the expression, the atomic of
-    ``T.atomic_add(C[0], 1.0, return_prev=True) // 1.0`` ran up to 12 times (``%``: 4)."""
-    import tvm
-    from tvm import tirx
-
-    from ..lowering.atomic_values import effect_calls
-
-    lets = []
-
-    def bind(value: Any) -> Any:
-        if not tvm.ir.is_prim_expr(value) or not effect_calls(value):
-            return value
-        var = tirx.Var("operand", str(value.ty.dtype))
-        lets.append((var, value))
-        return var
-
-    out = build(bind(a), bind(b))
-    for var, value in reversed(lets):
-        out = tirx.Let(var, value, out)
-    return out
-
-
 def float_floormod(a: Any, b: Any, span: Any = None) -> Any:
     """Python's floor remainder of ``a`` and ``b``, at least one of them a float (module docstring)."""
-    return _operands_once(a, b, lambda x, y: _float_floormod(x, y, span))
+    from ..lowering.atomic_values import evaluated_once
+
+    return evaluated_once(lambda x, y: _float_floormod(x, y, span), a, b)
 
 
 def _float_floormod(a: Any, b: Any, span: Any = None) -> Any:
@@ -105,7 +82,9 @@ def _constant(value: float, dtype: Any) -> Any:
 
 def float_floordiv(a: Any, b: Any, span: Any = None) -> Any:
     """Python's floor quotient of ``a`` and ``b``, at least one of them a float (module docstring)."""
-    return _operands_once(a, b, lambda x, y: _float_floordiv(x, y, span))
+    from ..lowering.atomic_values import evaluated_once
+
+    return evaluated_once(lambda x, y: _float_floordiv(x, y, span), a, b)
 
 
 def _float_floordiv(a: Any, b: Any, span: Any = None) -> Any:

@@ -39,7 +39,7 @@ from ..language.tileops._common import collect, substitute
 from .atomics import parse
 from .markers import extern_name
 
-__all__ = ["bind_atomic_values", "branch_effects", "conditional_calls", "effect_calls", "is_external_call"]
+__all__ = ["bind_atomic_values", "branch_effects", "conditional_calls", "effect_calls", "evaluated_once", "is_external_call"]
 
 #: Values that are not kept in a one-element buffer (a pointer, nothing).
 _UNBOUND_DTYPES = ("handle", "void")
@@ -64,6 +64,26 @@ def effect_calls(node: Any) -> list:
     """The atomic marker calls and external calls in ``node`` (outer ones before the ones in
     their operands): the calls whose value must be computed once."""
     return [call for call in collect(node, tvm.ir.Call) if _is_effect(call)]
+
+
+def evaluated_once(build: Any, *operands: Any) -> Any:
+    """``build(*operands)``, for an expression that repeats its operands: each operand with a side
+    effect (:func:`effect_calls`: an atomic's previous value, a ``T.call_extern``) is bound once
+    by a ``Let`` instead, which :func:`bind_atomic_values` turns into a statement. Repeated, the
+    atomic of ``T.atomic_add(C[0], 1.0, return_prev=True) // 1.0`` ran up to 12 times."""
+    lets = []
+
+    def bind(value: Any) -> Any:
+        if not tvm.ir.is_prim_expr(value) or not effect_calls(value):
+            return value
+        var = tirx.Var("operand", str(value.ty.dtype))
+        lets.append((var, value))
+        return var
+
+    out = build(*[bind(value) for value in operands])
+    for var, value in reversed(lets):
+        out = tirx.Let(var, value, out)
+    return out
 
 
 def _zero(node: Any) -> Any:

@@ -84,7 +84,8 @@ def _scalar(name: str, operand: str, value: Any) -> None:
 
 
 def _integer(name: str, operand: str, value: Any, what: str = "an int or an integer expression") -> Any:
-    """``value`` as an integer expression: a scalar whose dtype is an integer (not a float or a bool)."""
+    """``value`` as an integer expression, after refusing a value that is not a scalar whose dtype
+    is an integer (a float, a bool, a buffer, ...)."""
     from ..operand_checks import _fail, _given
 
     _scalar(name, operand, value)
@@ -221,15 +222,11 @@ def abs(x: Any, span: Any = None) -> Any:  # noqa: A001 - T.abs
 
 
 def _evaluated_once(value: Any, build: Any) -> Any:
-    """``build(value)``, whose result repeats its operand; an operand with a side effect (an
-    atomic's previous value, a ``T.call_extern``) is bound once by a ``Let`` instead
-    (lowering/atomic_values.py turns it into a statement)."""
-    from ...lowering.atomic_values import effect_calls
+    """``build(value)``, with ``value`` bound once when it has a side effect (an atomic's previous
+    value, a ``T.call_extern``): lowering/atomic_values.py ``evaluated_once``."""
+    from ...lowering.atomic_values import evaluated_once
 
-    if not effect_calls(value):
-        return build(value)
-    operand = tirx.Var("operand", _dtype(value))
-    return tirx.Let(operand, value, build(operand))
+    return evaluated_once(build, value)
 
 
 def clamp(dst: Any, min_val: Any, max_val: Any) -> Any:
@@ -241,10 +238,8 @@ def clamp(dst: Any, min_val: Any, max_val: Any) -> Any:
 
     for name, operand in (("the value", dst), ("min_val", min_val), ("max_val", max_val)):
         check_scalar("T.clamp", name, operand)
-    x = _expr(dst)
+    x = _expr(dst)  # a number or a scalar expression (checked above): it has a dtype
     dtype = _dtype(x)
-    if not dtype:
-        fail("T.clamp", (dst, min_val, max_val), f"the value must be an expression, got {type(dst).__name__}", OperandTypeError)
     lo = cast(min_val, dtype) if isinstance(min_val, Number) else _expr(min_val)
     hi = cast(max_val, dtype) if isinstance(max_val, Number) else _expr(max_val)
     if _dtype(lo) != dtype:
@@ -271,9 +266,9 @@ def align_up(x: Any, y: Any) -> Any:
     from ..operand_checks import _fail
 
     _integer("align_up", "x", x)
-    _integer("align_up", "y (the alignment)", y)
-    if static_int(getattr(y, "scalar", y)) is not None and static_int(getattr(y, "scalar", y)) < 1:
-        _fail("T.align_up", f"y (the alignment) must be at least 1, got {static_int(getattr(y, 'scalar', y))}", "value")
+    alignment = static_int(_integer("align_up", "y (the alignment)", y))
+    if alignment is not None and alignment < 1:
+        _fail("T.align_up", f"y (the alignment) must be at least 1, got {alignment}", "value")
     return ceildiv(x, y) * y
 
 
@@ -363,10 +358,12 @@ def dp4a(A: Any, B: Any, C: Any) -> Any:
 
 
 def _mask(mask: Any, name: str = "") -> Any:
+    """A lane mask as uint32 (an int) or as given (an expression); with ``name`` (``T.<name>``), an
+    operand that is not an integer scalar is refused."""
     if isinstance(mask, Integral) and not isinstance(mask, bool):
         return tirx.IntImm("uint32", int(mask) & 0xFFFFFFFF)
     if name:
-        _integer(name, "mask", mask, "a lane mask: an int such as 0xFFFFFFFF (every lane) or an integer expression")
+        return _integer(name, "mask", mask, "a lane mask: an int such as 0xFFFFFFFF (every lane) or an integer expression")
     return _expr(mask)
 
 
@@ -422,16 +419,14 @@ def syncthreads_or(predicate: Any) -> Any:
 def _shuffle(name: str, value: Any, lane: Any, width: Any, mask: Any) -> Any:
     from ..operand_checks import _fail
 
-    _scalar(name, "the value", value)
-    _integer(name, "srcLane" if name == "shfl_sync" else "delta", lane)
-    _integer(name, "width", width, "an int (a power of two from 1 to 32) or an integer expression")
-    w = static_int(getattr(width, "scalar", width))
+    _scalar(name, "the value", value)  # a number or a scalar expression: it has a dtype
+    lane = _integer(name, "srcLane" if name == "shfl_sync" else "delta", lane)
+    width = _integer(name, "width", width, "an int (a power of two from 1 to 32) or an integer expression")
+    w = static_int(width)
     if w is not None and (w < 1 or w > 32 or w & (w - 1)):
         _fail(f"T.{name}", f"width must be a power of two from 1 to 32 (lanes per shuffle group), got {w}", "value")
     v = _expr(value)
-    if not _dtype(v):
-        fail(f"T.{name}", (value,), f"the value must be an expression, got {type(value).__name__}", OperandTypeError)
-    return math_call(_dtype(v), name, _mask(mask, name), v, _expr(lane), _expr(width))
+    return math_call(_dtype(v), name, _mask(mask, name), v, lane, width)
 
 
 def shfl_sync(value: Any, srcLane: Any, width: Any = 32, mask: Any = _FULL_MASK) -> Any:  # noqa: N803 - TileLang name
@@ -503,9 +498,8 @@ def __ffs(value: Any) -> Any:
 
 def __fns(mask: Any, base: Any, offset: Any) -> Any:
     """Lane of the ``offset``-th set bit of ``mask`` counted from ``base`` (CUDA ``__fns``, uint32). GPU only."""
-    _integer("__fns", "base", base)
-    _integer("__fns", "offset", offset)
-    return math_call("uint32", "__fns", _mask(mask, "__fns"), _expr(base), _expr(offset))
+    base, offset = _integer("__fns", "base", base), _integer("__fns", "offset", offset)
+    return math_call("uint32", "__fns", _mask(mask, "__fns"), base, offset)
 
 
 def __ldg(load_or_buf: Any, index: Any = None) -> Any:
