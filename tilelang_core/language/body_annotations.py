@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["install"]
+from .tirx_visitors import wrap_visitor
 
-_INSTALLED = False
+__all__ = ["install"]
 
 
 def _move_body_annotations(node: Any, doc: Any) -> Any:
@@ -46,19 +46,12 @@ def _move_body_annotations(node: Any, doc: Any) -> Any:
                            end_col_offset=node.end_col_offset)
 
 
+def _visit_function_def(original: Any, self: Any, node: Any) -> Any:
+    from tvm.script.parser.core import doc
+
+    return original(self, _move_body_annotations(node, doc))
+
+
 def install() -> None:
     """Register the body-annotation form with TVMScript's ``tirx`` parser (idempotent)."""
-    global _INSTALLED
-    if _INSTALLED:
-        return
-    from tvm.script.parser.core import dispatch, doc
-
-    original = dispatch.get(token="tirx", type_name="FunctionDef")
-    if original is None:
-        return
-
-    def visit_function_def(self: Any, node: Any) -> Any:
-        return original(self, _move_body_annotations(node, doc))
-
-    dispatch.register(token="tirx", type_name="FunctionDef")(visit_function_def)
-    _INSTALLED = True
+    wrap_visitor("FunctionDef", _visit_function_def)

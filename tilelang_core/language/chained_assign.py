@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["install"]
+from .tirx_visitors import wrap_visitor
 
-_INSTALLED = False
+__all__ = ["install"]
 
 
 def _reads(value: Any, buffers: list) -> bool:
@@ -30,34 +30,27 @@ def _reads(value: Any, buffers: list) -> bool:
     return found[0]
 
 
+def _visit_assign(original: Any, self: Any, node: Any) -> None:
+    from tvm.script.parser.core import doc
+
+    targets = list(node.targets)
+    if len(targets) < 2 or not all(isinstance(t, doc.Subscript) for t in targets):
+        return original(self, node)
+    value = self.eval_expr(node.value)
+    buffers = [self.eval_expr(t.value) for t in targets]
+    if not isinstance(value, (bool, int, float)) and _reads(value, buffers):
+        self.report_error(
+            node,
+            "a chained assignment whose value reads one of its targets is not supported here; "
+            "assign the value to one target first, then copy it to the others",
+        )
+    for target in targets:
+        single = doc.Assign(targets=[target], value=node.value, lineno=node.lineno, col_offset=node.col_offset,
+                            end_lineno=node.end_lineno, end_col_offset=node.end_col_offset)
+        original(self, single)
+    return None
+
+
 def install() -> None:
     """Register the chained-assignment form with TVMScript's ``tirx`` parser (idempotent)."""
-    global _INSTALLED
-    if _INSTALLED:
-        return
-    from tvm.script.parser.core import dispatch, doc
-
-    original = dispatch.get(token="tirx", type_name="Assign")
-    if original is None:
-        return
-
-    def visit_assign(self: Any, node: Any) -> None:
-        targets = list(node.targets)
-        if len(targets) < 2 or not all(isinstance(t, doc.Subscript) for t in targets):
-            return original(self, node)
-        value = self.eval_expr(node.value)
-        buffers = [self.eval_expr(t.value) for t in targets]
-        if not isinstance(value, (bool, int, float)) and _reads(value, buffers):
-            self.report_error(
-                node,
-                "a chained assignment whose value reads one of its targets is not supported here; "
-                "assign the value to one target first, then copy it to the others",
-            )
-        for target in targets:
-            single = doc.Assign(targets=[target], value=node.value, lineno=node.lineno, col_offset=node.col_offset,
-                                end_lineno=node.end_lineno, end_col_offset=node.end_col_offset)
-            original(self, single)
-        return None
-
-    dispatch.register(token="tirx", type_name="Assign")(visit_assign)
-    _INSTALLED = True
+    wrap_visitor("Assign", _visit_assign)

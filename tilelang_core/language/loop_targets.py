@@ -17,9 +17,9 @@ from typing import Any
 
 import tvm
 
-__all__ = ["check_loop_names", "install"]
+from .tirx_visitors import wrap_visitor
 
-_INSTALLED = False
+__all__ = ["check_loop_names", "install"]
 
 
 def _spelling(node: Any, doc: Any) -> str:
@@ -59,42 +59,35 @@ def check_loop_names(op: str, names: list[str], loop_vars: Any) -> None:
     raise LoweringError(f"{location()}: {op}: {gives}, but the for statement names {len(names)} ({given}); {fix}")
 
 
+def _visit_for(previous: Any, self: Any, node: Any) -> Any:
+    from tvm.script.parser.core import doc
+
+    target = node.target
+    if not isinstance(target, (doc.Tuple, doc.List)):
+        return previous(self, node)
+    names = [t.id if isinstance(t, doc.Name) else "(...)" for t in target.elts]
+    op = _spelling(node.iter, doc)
+    outer = self.__dict__.get("eval_assign")
+    method = type(self).eval_assign
+
+    def eval_assign(*args: Any, **kwargs: Any) -> Any:
+        bound = dict(zip(("target", "source"), args), **kwargs)
+        if bound.get("target") is target:
+            check_loop_names(op, names, bound.get("source"))
+        if outer is not None:
+            return outer(*args, **kwargs)
+        return method(self, *args, **kwargs)
+
+    self.eval_assign = eval_assign  # only this statement's target is checked; nested fors wrap in turn
+    try:
+        return previous(self, node)
+    finally:
+        if outer is None:
+            del self.eval_assign
+        else:
+            self.eval_assign = outer
+
+
 def install() -> None:
     """Wrap TVMScript's ``tirx`` ``for`` visitor with the name-count check (idempotent)."""
-    global _INSTALLED
-    if _INSTALLED:
-        return
-    from tvm.script.parser.core import dispatch, doc
-
-    previous = dispatch.get(token="tirx", type_name="For")
-    if previous is None:
-        return
-
-    def visit_for(self: Any, node: Any) -> Any:
-        target = node.target
-        if not isinstance(target, (doc.Tuple, doc.List)):
-            return previous(self, node)
-        names = [t.id if isinstance(t, doc.Name) else "(...)" for t in target.elts]
-        op = _spelling(node.iter, doc)
-        outer = self.__dict__.get("eval_assign")
-        method = type(self).eval_assign
-
-        def eval_assign(*args: Any, **kwargs: Any) -> Any:
-            bound = dict(zip(("target", "source"), args), **kwargs)
-            if bound.get("target") is target:
-                check_loop_names(op, names, bound.get("source"))
-            if outer is not None:
-                return outer(*args, **kwargs)
-            return method(self, *args, **kwargs)
-
-        self.eval_assign = eval_assign  # only this statement's target is checked; nested fors wrap in turn
-        try:
-            return previous(self, node)
-        finally:
-            if outer is None:
-                del self.eval_assign
-            else:
-                self.eval_assign = outer
-
-    dispatch.register(token="tirx", type_name="For")(visit_for)
-    _INSTALLED = True
+    wrap_visitor("For", _visit_for)

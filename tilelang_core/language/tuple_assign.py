@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["install"]
+from .tirx_visitors import wrap_visitor
 
-_INSTALLED = False
+__all__ = ["install"]
 
 
 def _plain_pairs(self: Any, node: Any, doc: Any) -> Any:
@@ -36,32 +36,25 @@ def _plain_pairs(self: Any, node: Any, doc: Any) -> Any:
     return targets, values
 
 
+def _visit_assign(previous: Any, self: Any, node: Any) -> Any:
+    from tvm.script.parser.core import doc
+
+    pairs = _plain_pairs(self, node, doc)
+    if pairs is None:
+        return previous(self, node)
+    targets, values = pairs
+    where = dict(lineno=node.lineno, col_offset=node.col_offset, end_lineno=node.end_lineno,
+                 end_col_offset=node.end_col_offset)
+    serial = getattr(self, "_tl_tuple_assigns", 0)  # per parse: the names stay deterministic
+    self._tl_tuple_assigns = serial + 1
+    names = [f"_tl_tuple_value_{serial}_{k}" for k in range(len(values))]
+    for name, value in zip(names, values):
+        previous(self, doc.Assign(targets=[doc.Name(id=name, ctx=doc.Store(), **where)], value=value, **where))
+    for name, target in zip(names, targets):
+        previous(self, doc.Assign(targets=[target], value=doc.Name(id=name, ctx=doc.Load(), **where), **where))
+    return None
+
+
 def install() -> None:
     """Register the tuple-assignment form with TVMScript's ``tirx`` parser (idempotent)."""
-    global _INSTALLED
-    if _INSTALLED:
-        return
-    from tvm.script.parser.core import dispatch, doc
-
-    previous = dispatch.get(token="tirx", type_name="Assign")
-    if previous is None:
-        return
-
-    def visit_assign(self: Any, node: Any) -> Any:
-        pairs = _plain_pairs(self, node, doc)
-        if pairs is None:
-            return previous(self, node)
-        targets, values = pairs
-        where = dict(lineno=node.lineno, col_offset=node.col_offset, end_lineno=node.end_lineno,
-                     end_col_offset=node.end_col_offset)
-        serial = getattr(self, "_tl_tuple_assigns", 0)  # per parse: the names stay deterministic
-        self._tl_tuple_assigns = serial + 1
-        names = [f"_tl_tuple_value_{serial}_{k}" for k in range(len(values))]
-        for name, value in zip(names, values):
-            previous(self, doc.Assign(targets=[doc.Name(id=name, ctx=doc.Store(), **where)], value=value, **where))
-        for name, target in zip(names, targets):
-            previous(self, doc.Assign(targets=[target], value=doc.Name(id=name, ctx=doc.Load(), **where), **where))
-        return None
-
-    dispatch.register(token="tirx", type_name="Assign")(visit_assign)
-    _INSTALLED = True
+    wrap_visitor("Assign", _visit_assign)
