@@ -7,7 +7,8 @@ integer ``T.abs`` three times, ``//`` twice, and ``f`` in a store's index twice.
 in ``C[0]`` and returns the count before; each form checks the count and the values on every
 CPU pair (``c``: the function comes with ``T.import_source``; ``llvm``: from a shared library
 loaded into the process, where the kernel's undefined symbol finds it). A call in an arm of
-``T.if_then_else`` that is not taken still does not run.
+``T.if_then_else`` that is not taken still does not run, and a call in another call's arguments
+inside ``T.min`` runs once with it (C called both twice).
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from backend_pairs import cpu_pairs  # noqa: E402
 
 NAME = "tl_test_counted_call"
-COUNTER = f"int {NAME}(int* p) {{ int old = *p; *p = old + 1; return old; }}\n"
+ADD_NAME = "tl_test_counted_add"
+COUNTER = (f"int {NAME}(int* p) {{ int old = *p; *p = old + 1; return old; }}\n"
+           f"int {ADD_NAME}(int* p, int v) {{ int old = *p; *p = old + 1; return old + v; }}\n")
 STEPS = 4
 
 #: form -> (the values stored in Out for X = 0, 1, 2, 3, the calls in all)
@@ -42,6 +45,7 @@ FORMS = {
     "floormod": ([1, 0, 1, 0], 4),
     "in_an_index": ([10, 11, 12, 13], 4),
     "untaken_arm": ([5, 5, 0, 1], 2),
+    "call_in_a_call_in_min": ([1, 5, 5, 5], 8),
 }
 
 
@@ -49,12 +53,16 @@ def counted(C):
     return T.call_extern("int32", NAME, T.access_ptr(C[0], "rw"))
 
 
+def counted_add(C, v):
+    return T.call_extern("int32", ADD_NAME, T.access_ptr(C[0], "rw"), v)
+
+
 def kernel(form: str, target: str):
     @T.prim_func
     def calls(C: T.Tensor((1,), "int32"), X: T.Tensor((STEPS,), "int32"), Out: T.Tensor((STEPS,), "int32")):
         with T.Kernel(1, threads=1) as bx:
             if target == "c":
-                T.import_source("static " + COUNTER)
+                T.import_source(COUNTER.replace("int tl_", "static int tl_"))
             for i in T.serial(STEPS):
                 if form == "min_of_two_calls":
                     Out[i] = T.min(counted(C), counted(C))
@@ -70,6 +78,8 @@ def kernel(form: str, target: str):
                     Out[i] = (counted(C) - 3) % (X[i] * 0 + 2)
                 elif form == "in_an_index":
                     Out[T.min(counted(C), STEPS - 1)] = i + 10
+                elif form == "call_in_a_call_in_min":
+                    Out[i] = T.min(counted_add(C, counted(C)), 5)
                 else:
                     Out[i] = T.if_then_else(X[i] > 1, counted(C), 5)
 

@@ -126,7 +126,8 @@ def conditional_calls(node: Any) -> list:
 def _bind(expr: Any, lets: list) -> Any:
     """``expr`` with each atomic or external call that is an operand and always evaluated (not
     ``expr`` itself, not one inside another such call's operands:
-    ``T.atomic_store(E[0], T.atomic_load(E[1]) + 1)`` evaluates it once already) replaced by a
+    ``T.atomic_store(E[0], T.atomic_load(E[1]) + 1)`` evaluates it once already, and binding the
+    outer call of ``T.min(f(g(p)), 3)`` evaluates ``g`` with it) replaced by a
     load of a one-element buffer, wherever the pipeline's operators repeated it; a
     ``T.abs``/``T.clamp`` operand bound by a ``Let`` (language/tileops/intrinsics.py) is stored
     the same way. ``(slot, value)`` pairs are appended to ``lets`` in evaluation order."""
@@ -135,8 +136,7 @@ def _bind(expr: Any, lets: list) -> Any:
         return expr
     nested = [n for a in atoms for n in effect_calls(a)[1:]]  # calls in another such call's operands
     hoisted = [a for a in effect_calls(_unconditional(expr))
-               if not a.same_as(expr) and len(effect_calls(a)) == 1 and not any(a.same_as(n) for n in nested)
-               and not _uses_inner_lets(a, expr)]
+               if not a.same_as(expr) and not any(a.same_as(n) for n in nested) and not _uses_inner_lets(a, expr)]
     bound: list = []  # (call, the load of its slot)
 
     def on_call(call: Any) -> Any:
