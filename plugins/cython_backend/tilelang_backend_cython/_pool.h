@@ -10,7 +10,7 @@
  *
  * This pool never spins and never waits for a thread that has not started:
  *   - workers sleep on a condition variable; the caller publishes a job and wakes at most
- *     team - 1 of them, then claims chunks of blocks itself (an atomic counter);
+ *     team - 1 of them, then claims chunks of blocks itself (an atomic counter; guided sizes, see tl_claim);
  *   - a worker joins a job only by claiming its first chunk under the pool's lock, so every
  *     worker the caller waits for holds work; workers that wake late find the job closed;
  *   - once the caller runs out of chunks it closes the job and waits only for the workers that
@@ -44,7 +44,8 @@ typedef int32_t (*tl_block_launcher_fn)(int64_t blocks, int64_t work, tl_blocks_
 typedef struct {
   tl_blocks_fn fn;
   void *args;
-  int64_t blocks, chunk;
+  int64_t blocks, chunk; /* chunk: the smallest claim */
+  int team;
   int64_t next;   /* next block to claim (atomic) */
   int32_t rc;     /* OR of the chunks' return codes (atomic) */
   int active;     /* workers running chunks of this job (under the pool lock) */
@@ -82,15 +83,31 @@ static tl_pool tl_the_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZE
                               0, 0, 0, NULL};
 static pthread_once_t tl_pool_once = PTHREAD_ONCE_INIT;
 
-static int64_t tl_claim(tl_job *job) { return __atomic_fetch_add(&job->next, job->chunk, __ATOMIC_RELAXED); }
+/* claims the next chunk of blocks, [returned value, *end); returns a value >= job->blocks when
+ * none is left. Guided: a chunk is the blocks left over twice the team, at least job->chunk, so
+ * the first chunks are large (few claims, long runs of adjacent blocks) and the last ones small
+ * (a helper that wakes late still takes a fair share). */
+static int64_t tl_claim(tl_job *job, int64_t *end) {
+  int64_t b = __atomic_load_n(&job->next, __ATOMIC_RELAXED);
+  for (;;) {
+    int64_t size, e;
+    if (b >= job->blocks) return b;
+    size = (job->blocks - b) / (2 * (int64_t)job->team);
+    if (size < job->chunk) size = job->chunk;
+    e = job->blocks - b > size ? b + size : job->blocks;
+    if (__atomic_compare_exchange_n(&job->next, &b, e, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+      *end = e;
+      return b;
+    }
+  }
+}
 
-/* runs chunks starting with `b` until none is left */
-static void tl_run_chunks(tl_job *job, int64_t b) {
+/* runs the claimed chunk [b, e), then claims and runs chunks until none is left */
+static void tl_run_chunks(tl_job *job, int64_t b, int64_t e) {
   while (b < job->blocks) {
-    int64_t e = b + job->chunk < job->blocks ? b + job->chunk : job->blocks;
     int32_t rc = job->fn(job->args, b, e);
     if (rc != 0) __atomic_fetch_or(&job->rc, rc, __ATOMIC_RELAXED);
-    b = tl_claim(job);
+    b = tl_claim(job, &e);
   }
 }
 
@@ -100,17 +117,17 @@ static void *tl_pool_worker(void *unused) {
   pthread_mutex_lock(&P->lock);
   for (;;) {
     tl_job *job;
-    int64_t b;
+    int64_t b, e = 0;
     while (P->job == NULL || P->tickets <= 0) pthread_cond_wait(&P->wake, &P->lock);
     job = P->job;
     P->tickets--;
-    b = tl_claim(job);
+    b = tl_claim(job, &e);
     if (b >= job->blocks) continue; /* nothing left: do not join */
     job->active++;
     pthread_mutex_unlock(&P->lock);
     {
       int64_t c0 = tl_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-      tl_run_chunks(job, b);
+      tl_run_chunks(job, b, e);
       __atomic_fetch_add(&job->cpu_ns, tl_clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0, __ATOMIC_RELAXED);
     }
     pthread_mutex_lock(&P->lock);
@@ -177,6 +194,7 @@ static int32_t tl_pool_run(int team, int64_t blocks, tl_blocks_fn fn, void *args
   job.fn = fn;
   job.args = args;
   job.blocks = blocks;
+  job.team = team;
   job.chunk = blocks / ((int64_t)team * 64);
   if (job.chunk < 1) job.chunk = 1;
   job.next = 0;
@@ -192,7 +210,11 @@ static int32_t tl_pool_run(int team, int64_t blocks, tl_blocks_fn fn, void *args
   pthread_mutex_unlock(&P->lock);
 
   c0 = tl_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-  tl_run_chunks(&job, tl_claim(&job));
+  {
+    int64_t b, e = 0;
+    b = tl_claim(&job, &e);
+    tl_run_chunks(&job, b, e);
+  }
   caller_cpu = tl_clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
 
   pthread_mutex_lock(&P->lock);
