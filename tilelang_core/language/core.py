@@ -168,9 +168,20 @@ def ceildiv(lhs: Any, rhs: Any, span: Any = None) -> Any:
     constant ``rhs`` (``((n - 1) >> 6) + 1``). An unsigned one is ``lhs // rhs + (lhs % rhs != 0)``
     (``lhs - 1`` wraps for 0; TVM's ``(lhs + rhs - 1) // rhs`` wrapped for ``lhs`` within ``rhs``
     of the maximum: ``T.ceildiv(x, 7)`` of the uint32 ``2**32 - 1`` was 0).
+
+    :raises LoweringError: (a ``ValueError``) ``rhs`` is always 0 in the kernel body (the block
+        index ``bx`` of ``T.Kernel(1)``; language/zero_divisors.py).
     """
     if isinstance(lhs, Integral) and isinstance(rhs, Integral):
         return -(-int(lhs) // int(rhs))
+    from .zero_divisors import always_zero
+
+    reason = always_zero(rhs)
+    if reason is not None:
+        from .operand_checks import _fail
+
+        _fail("T.ceildiv", f"rhs (the divisor) {rhs} is always 0 here: {reason}; divide by a value of at least 1",
+              "value")
     expr = lhs if not isinstance(lhs, Integral) else rhs
     dtype = getattr(getattr(expr, "ty", None), "dtype", None)
     if dtype is not None and str(dtype).startswith("int"):
@@ -406,6 +417,7 @@ class Kernel:
         self.is_cpu = bool(is_cpu)
         self.grid = tuple(grid)
         self.threads = tuple(threads)
+        self.block_vars: tuple = ()  # the block indices, once the body is entered
         self._frames: list = []
 
     def __enter__(self):
@@ -424,6 +436,7 @@ class Kernel:
             frame = _B.serial(0, extent, annotations=annotations)
             block_vars.append(frame.__enter__())
             self._frames.append(frame)
+        self.block_vars = tuple(block_vars)
         _ACTIVE_KERNELS.push(self)  # for T.get_thread_extent() & co. in the body
         if self.prelude is not None:
             from .tileops.extern_source import import_source
