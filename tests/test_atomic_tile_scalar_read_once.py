@@ -93,6 +93,27 @@ def test_cuda_source_has_no_barrier_for_a_value_of_other_memory():
     assert re.search(r"atomic_value\w*\[0\] = tl_atomic_add_\w+\(\(&\(C_ptr\[0\]\)\)", body), body
 
 
+def test_cuda_source_has_no_barrier_where_some_threads_may_not_reach_it():
+    """Under ``if tx < 8:`` (and in a loop whose bounds depend on the thread) a barrier would be
+    reached by some threads only, which may hang a CUDA block: the value is still read once, but
+    no ``__syncthreads()`` is placed there."""
+    from tilelang_core.lowering import lower
+
+    @T.prim_func
+    def divergent(A: T.Tensor((8, 16), "float32")):
+        with T.Kernel(1, threads=THREADS) as bx:
+            tx = T.get_thread_binding()
+            if tx < 8:
+                T.atomic_add(A[0:8, 0:16], A[0, 0])
+            for j in T.serial(tx):
+                T.atomic_add(A[0:8, 0:16], A[0, 0])
+
+    src = lower(divergent, target="cuda").device_source
+    body = src[src.rindex("__global__"):]
+    assert "__syncthreads" not in body, body
+    assert len(re.findall(r"atomic_value\w*\[0\] = A_ptr\[0\];", body)) == 2, body
+
+
 @pytest.mark.skipif(not CU._gxx_openmp_ok(), reason="g++ is not installed")
 def test_emulated_gpu_every_thread_reads_before_any_update(tmp_path):
     from tilelang_core.lowering import lower
