@@ -168,9 +168,20 @@ def ceildiv(lhs: Any, rhs: Any, span: Any = None) -> Any:
     constant ``rhs`` (``((n - 1) >> 6) + 1``). An unsigned one is ``lhs // rhs + (lhs % rhs != 0)``
     (``lhs - 1`` wraps for 0; TVM's ``(lhs + rhs - 1) // rhs`` wrapped for ``lhs`` within ``rhs``
     of the maximum: ``T.ceildiv(x, 7)`` of the uint32 ``2**32 - 1`` was 0).
+
+    :raises LoweringError: (a ``ValueError``) ``rhs`` is always 0 in the kernel body (the block
+        index ``bx`` of ``T.Kernel(1)``; language/zero_divisors.py).
     """
     if isinstance(lhs, Integral) and isinstance(rhs, Integral):
         return -(-int(lhs) // int(rhs))
+    from .zero_divisors import always_zero
+
+    reason = always_zero(rhs)
+    if reason is not None:
+        from .operand_checks import _fail
+
+        _fail("T.ceildiv", f"rhs (the divisor) {rhs} is always 0 here: {reason}; divide by a value of at least 1",
+              "value")
     expr = lhs if not isinstance(lhs, Integral) else rhs
     dtype = getattr(getattr(expr, "ty", None), "dtype", None)
     if dtype is not None and str(dtype).startswith("int"):
@@ -355,7 +366,8 @@ def _as_target_is_sequence() -> bool:
 class Kernel:
     """``with T.Kernel(gx[, gy[, gz]], threads=128) as (bx, by, ...)``: launch a grid of blocks.
 
-    The grid extents are positional (one to three; a missing one is 1). ``threads`` is an int or a tuple ``(tx, ty, tz)`` of static extents. The ``as`` target
+    The grid extents are positional (one to three; a missing one is 1). A grid with an extent of
+    0 or less (static, or dynamic and 0 when the kernel is called) launches nothing. ``threads`` is an int or a tuple ``(tx, ty, tz)`` of static extents. The ``as`` target
     receives one block index per grid extent given (``as bx`` or ``as (bx,)`` for one extent).
     Without grid extents (``T.Kernel(threads=128)``, ``T.Kernel()``) the grid is one block. On GPU targets the block indices are
     ``blockIdx.x/y/z`` and the body runs once per thread of the block; on CPU targets the
@@ -395,17 +407,15 @@ class Kernel:
                 from .operand_checks import check_grid_extent
 
                 check_grid_extent(i, g)
-            if isinstance(g, Integral) and g < 1:
-                from ..errors import LoweringError  # a TileLangError: T.prim_func passes it through
-
-                where = _caller_location()
-                raise LoweringError(f"{where + ': ' if where else ''}T.Kernel grid extent #{i} must be >= 1, got {g}")
         threads = _normalize_threads(threads)
         if not isinstance(is_cpu, (bool, Integral)) or is_cpu not in (0, 1):
             raise TypeError(f"T.Kernel is_cpu must be a bool, got {is_cpu!r}")
         self.is_cpu = bool(is_cpu)
-        self.grid = tuple(grid)
+        # a static extent of 0 or less is an empty grid, launched as nothing (as a dynamic one
+        # that is 0 when the kernel is called, and as range(0)); lowering/loop_steps.py keeps it
+        self.grid = tuple(0 if isinstance(g, Integral) and g < 1 else g for g in grid)
         self.threads = tuple(threads)
+        self.block_vars: tuple = ()  # the block indices, once the body is entered
         self._frames: list = []
 
     def __enter__(self):
@@ -424,6 +434,7 @@ class Kernel:
             frame = _B.serial(0, extent, annotations=annotations)
             block_vars.append(frame.__enter__())
             self._frames.append(frame)
+        self.block_vars = tuple(block_vars)
         _ACTIVE_KERNELS.push(self)  # for T.get_thread_extent() & co. in the body
         if self.prelude is not None:
             from .tileops.extern_source import import_source

@@ -181,6 +181,7 @@ def lower(
         raise KernelDefinitionError(
             f"lower() expects a kernel made with @T.prim_func (a tvm.tirx.PrimFunc), got {type(func).__name__}"
         )
+    parsed = func  # as written: a failing TVM check is explained on it (lowering/zero_divisors.py)
     from ..language.hints import declared_pass_configs
 
     declared = declared_pass_configs(func)  # T.annotate_pass_configs in the kernel; the argument wins
@@ -371,6 +372,11 @@ def lower(
         raise
     except Exception as exc:  # noqa: BLE001 - TVM's errors, reported with the kernel's location
         text = str(exc).strip()
+        from .zero_divisors import is_zero_division_failure, zero_divisor_error
+
+        clear = zero_divisor_error(parsed, location) if is_zero_division_failure(text) else None
+        if clear is not None:  # x // bx with T.Kernel(1): the division, its line and why it is 0
+            raise clear from exc
         raise LoweringError(f"{location}: lowering kernel '{name}' for {kind} failed: {text}") from exc
 
     params = [

@@ -397,6 +397,10 @@ class Frontend:
         inner_ctx = _Ctx(kernel={"loc": loc, "tid": None, "threads": 1, "blocks": [lp.loop_var for lp in loops],
                                  "block_loops": list(loops)})
         new_body = self.visit(body, inner_ctx)
+        if any(_int(lp.extent) is not None and _int(lp.extent) <= 0 for lp in loops):
+            # an empty grid (T.Kernel(0), T.Kernel(4, 0)) runs no block; its body was still checked.
+            # The flat block index of a 2-D grid would be split by the axis extents, 0 here.
+            return tirx.Evaluate(tirx.IntImm("int32", 0))
         # Atomics are real atomics on CPU (lowering/atomics.py): blocks may update the same element.
         parallel = self.opt.parallel_blocks
         if len(loops) == 1:

@@ -25,6 +25,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import LoweringError
+from ..language.core import KERNEL_AXIS_KEY
 from ..language.tileops._common import static_int, substitute
 
 
@@ -58,8 +59,11 @@ def normalize_loop_steps(func: tirx.PrimFunc, location: str) -> tirx.PrimFunc:
         stepped = step is not None and static_int(step) != 1
         shifted = loop.kind == tirx.ForKind.PARALLEL and static_int(loop.min) != 0
         empty = static_int(loop.extent)
-        if not stepped and empty is not None and empty <= 0 and loop.kind != tirx.ForKind.THREAD_BINDING:
-            # range(6, 5): no iteration (TVM's UnrollLoop refused the negative extent, its vectorizer an empty loop)
+        if (not stepped and empty is not None and empty <= 0 and loop.kind != tirx.ForKind.THREAD_BINDING
+                and KERNEL_AXIS_KEY not in loop.annotations):
+            # range(6, 5): no iteration (TVM's UnrollLoop refused the negative extent, its vectorizer an empty loop).
+            # The grid loops of T.Kernel(0) stay: the frontend needs every axis, and a GPU target
+            # launches the kernel's empty grid, which backends skip, as a dynamic grid of 0
             return tirx.Evaluate(tirx.IntImm("int32", 0))
         if not stepped and not shifted:
             return loop

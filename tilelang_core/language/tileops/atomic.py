@@ -14,7 +14,8 @@ Forms (as in TileLang):
   reads the previous value.
 - *tile*: ``T.atomic_add(C[0:32], A_tile)`` (buffer, region or corner destination with a tile or
   scalar value): one element atomic per element, as a ``T.Parallel`` nest over the tile. Returns
-  None (``return_prev`` is refused).
+  None (``return_prev`` is refused). A scalar value is read once, before any element is updated
+  (:func:`_read_once`).
 """
 
 from __future__ import annotations
@@ -24,22 +25,26 @@ from typing import Any, Optional
 
 import tvm
 from tvm import tirx
+from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script.builder import ir as _B
 
 from ._common import (
     as_tile,
     check_options,
     cast,
+    collect,
     fail,
     guarded,
     is_buffer,
     is_float,
     location,
     loop_nest,
+    per_thread,
     same_extent,
     shape_text,
     static_int,
 )
+from .warp import sync_threads
 
 #: Callee name of the atomic marker calls (``call_extern(dtype, ATOMIC_CALL, op, order, loc, ptr, *values)``).
 ATOMIC_CALL = "tl.atomic"
@@ -122,6 +127,49 @@ def _tile_nest(extents: list, body: Any) -> None:
         loop_nest([1], parallel=True, body=lambda _vs: body([]))
 
 
+def _read_once(x: Any, d: Any) -> Any:
+    """The scalar value ``x`` of a tile update of ``d``, read once before the update's loop.
+
+    A value that reads memory or calls something (``A[0, 0]``, ``T.atomic_add(C[0], 1,
+    return_prev=True)``) is stored into a one-element local buffer in front of the loop and the
+    loop reads that buffer, so every element gets the value as it was before the update:
+    ``T.atomic_add(A[0:8, 0:16], A[0, 0])`` re-read ``A[0, 0]`` for every element and added 1 to
+    the first and 2 to the others (all-ones ``A``). Where the value reads the destination's own
+    buffer and other threads of a GPU block update it, a block barrier (``T.sync_threads()``,
+    nothing on CPU targets) follows the read: every thread reads before any thread writes.
+    """
+    if not collect(x, (tvm.ir.TensorLoad, tvm.ir.Call)):
+        return x
+    slot = IRBuilder.name("atomic_value", _B.alloc_buffer((1,), d.dtype, scope="local"))
+    _B.buffer_store(slot, x, [0])
+    if (not per_thread(d) and any(load.source.same_as(d.buffer) for load in collect(x, tvm.ir.TensorLoad))
+            and _at_kernel_top_level()):
+        _B.evaluate(sync_threads())
+    return slot[0]
+
+
+#: Frames of control flow: a block barrier inside one may not be reached by every thread.
+_CONTROL_FRAMES = ("ForFrame", "IfFrame", "ThenFrame", "ElseFrame", "WhileFrame")
+
+
+def _at_kernel_top_level() -> bool:
+    """Whether the statement being built is at the top level of its ``T.Kernel`` body (inside no
+    loop, ``if`` or ``while`` of the kernel), where every thread of a block reaches a barrier. A
+    barrier inside ``if tx < 8:`` would be reached by some threads only: undefined behaviour in
+    CUDA, where the block may hang."""
+    from ..core import current_kernel
+
+    kernel = current_kernel()
+    if kernel is None or not kernel._frames:
+        return False
+    frames = list(IRBuilder.current().frames)
+    last = kernel._frames[-1]
+    for index, frame in enumerate(frames):
+        if frame.same_as(last):
+            return not any(type(f).__name__ in _CONTROL_FRAMES for f in frames[index + 1:])
+    return False
+
+
 def _rmw(kind: str, dst: Any, value: Any, memory_order: Any, return_prev: bool, use_tma: bool = False) -> Any:
     """Shared body of the read-modify-write atomics (``kind``: add, max, min, or, and, xor)."""
     op = f"T.atomic_{kind}"
@@ -171,7 +219,7 @@ def _rmw(kind: str, dst: Any, value: Any, memory_order: Any, return_prev: bool, 
 
         _tile_nest(d.squeezed, body)
         return None
-    x = _scalar(op, operands, value, d.dtype)
+    x = _read_once(_scalar(op, operands, value, d.dtype), d)
 
     def body_scalar(vs: list) -> None:
         ptr = tirx.address_of(d.buffer[tuple(d.indices(vs))])

@@ -261,14 +261,21 @@ def align_up(x: Any, y: Any) -> Any:
     """``x`` rounded up to a multiple of ``y`` (ints stay ints); TileLang's parameter names.
 
     :raises LoweringError: (a ``TypeError``) an operand that is not an int or an integer
-        expression; (a ``ValueError``) a constant ``y`` that is not positive.
+        expression; (a ``ValueError``) a constant ``y`` that is not positive, or a ``y`` that is
+        always 0 in the kernel body (the block index ``bx`` of ``T.Kernel(1)``).
     """
     from ..operand_checks import _fail
+    from ..zero_divisors import always_zero
 
     _integer("align_up", "x", x)
-    alignment = static_int(_integer("align_up", "y (the alignment)", y))
+    y_expr = _integer("align_up", "y (the alignment)", y)
+    alignment = static_int(y_expr)
     if alignment is not None and alignment < 1:
         _fail("T.align_up", f"y (the alignment) must be at least 1, got {alignment}", "value")
+    reason = always_zero(y_expr)
+    if reason is not None:
+        _fail("T.align_up", f"y (the alignment) {y_expr} is always 0 here: {reason}; the alignment must be at "
+              "least 1", "value")
     return ceildiv(x, y) * y
 
 

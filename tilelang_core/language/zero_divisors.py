@@ -1,0 +1,51 @@
+"""Divisors that are always 0 because of the kernel's launch: ``bx`` of ``with T.Kernel(1) as bx``.
+
+The block index of a grid axis of one block is always 0, so ``T.align_up(x, bx)`` or
+``T.ceildiv(x, bx)`` there divides by zero. TVM's simplifier stopped the lowering at it with
+"Check failed: (!divisor.is_const(0)) is false: Find divide by zero", reported at the kernel's
+``def`` line. :func:`always_zero` tells those operators, while the kernel is defined, that their
+divisor is 0 and why; lowering/zero_divisors.py reports the other integer divisions (``x // bx``,
+``x % bx``) at their line.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+from typing import Any, Optional
+
+__all__ = ["always_zero", "block_index_reason"]
+
+_AXES = "xyz"
+
+
+def block_index_reason(var: Any, axis: int) -> str:
+    """Why the block index ``var`` of grid axis ``axis`` (0, 1, 2) is always 0: its grid has one block."""
+    return f"{var} is the block index of a grid of one block along {_AXES[axis]}"
+
+
+def always_zero(expr: Any) -> Optional[str]:
+    """Why the integer expression ``expr`` is always 0 inside the body of the enclosing
+    ``T.Kernel`` (a block index of an axis of one block in it), or None when it may be another
+    value, is a constant (checked by the operators themselves) or is outside a kernel body."""
+    import tvm
+    from tvm import tirx
+
+    from .core import current_kernel
+    from .tileops._common import collect
+
+    if not tvm.ir.is_prim_expr(expr) or isinstance(expr, tirx.IntImm):
+        return None
+    kernel = current_kernel()
+    block_vars = getattr(kernel, "block_vars", ())
+    used = collect(expr, tvm.ir.Var)
+    axes = [(axis, var) for axis, (var, extent) in enumerate(zip(block_vars, kernel.grid if kernel else ()))
+            if isinstance(extent, Integral) and extent == 1 and any(var.same_as(u) for u in used)]
+    if not axes:
+        return None
+    analyzer = tvm.sym.Analyzer()
+    for _axis, var in axes:
+        analyzer.bind(var, tvm.ir.Range.from_min_extent(0, 1))
+    simplified = analyzer.simplify(expr)
+    if not (isinstance(simplified, tirx.IntImm) and simplified.value == 0):
+        return None
+    return "; ".join(block_index_reason(var, axis) for axis, var in axes)

@@ -1,0 +1,103 @@
+"""Integer divisions by an expression that is always 0, reported at their line.
+
+With ``with T.Kernel(1) as bx`` the block index ``bx`` is always 0, and so is the variable of a
+loop of one iteration: ``x // bx``, ``x % bx``, ``T.truncdiv(x, bx)`` or ``x // (bx - bx)``
+divide by zero. TVM's simplifiers stop the lowering at such a division with "Check failed:
+(!divisor.is_const(0)) is false: Find divide by zero" (or "Divide by zero"), which was reported at
+the kernel's ``def`` line. When the lowering stops with that check, :func:`zero_divisor_error`
+finds the division (its divisor simplifies to 0 once every loop variable is bound to its range)
+and names it, its line and why the divisor is 0. ``T.align_up`` and ``T.ceildiv`` say so while
+the kernel is defined (language/zero_divisors.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import tvm
+from tvm import tirx
+
+from ..errors import LoweringError
+from ..language.core import KERNEL_AXIS_KEY
+from ..language.spans import span_to_location
+from ..language.tileops._common import collect, static_int
+from ..language.zero_divisors import block_index_reason
+
+__all__ = ["is_zero_division_failure", "zero_divisor_error"]
+
+_DIVISIONS = (tirx.FloorDiv, tirx.FloorMod, tirx.Div, tirx.Mod)
+#: Texts of TVM's checks that stop at a constant 0 divisor.
+_TVM_CHECKS = ("find divide by zero", "divide by zero")
+
+
+def is_zero_division_failure(text: str) -> bool:
+    """Whether a TVM error text is one of its checks of a constant 0 divisor."""
+    lowered = text.lower()
+    return any(check in lowered for check in _TVM_CHECKS)
+
+
+def _operand(expr: Any) -> str:
+    """``expr`` as an operand of ``//`` or ``%``: in parentheses unless it is a name, a constant or a load."""
+    text = str(expr)
+    return text if isinstance(expr, (tvm.ir.Var, tirx.IntImm, tvm.ir.TensorLoad)) else f"({text})"
+
+
+def _text(node: Any) -> str:
+    """The division as the kernel author writes it."""
+    a, b = node.a, node.b
+    if isinstance(node, (tirx.FloorDiv, tirx.FloorMod)):
+        a, b = _operand(a), _operand(b)
+    if isinstance(node, tirx.FloorDiv):
+        return f"{a} // {b}"
+    if isinstance(node, tirx.FloorMod):
+        return f"{a} % {b}"
+    return f"T.{'truncdiv' if isinstance(node, tirx.Div) else 'truncmod'}({a}, {b})"
+
+
+def _is_integer(node: Any) -> bool:
+    dtype = tvm.DataType(str(node.ty.dtype))
+    return dtype.type_code in (tvm.DataTypeCode.INT, tvm.DataTypeCode.UINT)
+
+
+def _where(func_body: Any, node: Any, fallback: str) -> str:
+    """``file:line`` of the innermost statement with a span that holds ``node``."""
+    holders = [s for s in collect(func_body, tirx.Stmt) if any(node.same_as(n) for n in collect(s, type(node)))]
+    for stmt in reversed(holders):  # pre-order: the innermost holder comes last
+        where = span_to_location(getattr(stmt, "span", None))
+        if where:
+            return f"{where[0]}:{where[1]}"
+    return fallback
+
+
+def zero_divisor_error(func: tirx.PrimFunc, location: str) -> Optional[LoweringError]:
+    """The error naming the first integer division of ``func`` whose divisor is always 0 (every
+    loop variable bound to its range, ``Bind``/``LetStmt`` variables to their values), or None."""
+    divisions = [d for d in collect(func.body, _DIVISIONS) if _is_integer(d)]
+    if not divisions:
+        return None
+    analyzer = tvm.sym.Analyzer()
+    reasons: list = []  # (var, why it is 0)
+    for loop in collect(func.body, tirx.For):
+        extent = static_int(loop.extent)
+        if extent is not None and extent < 1:
+            continue  # runs no iteration: its variable has no value
+        analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent), allow_override=True)
+        if extent == 1:
+            axis = loop.annotations.get(KERNEL_AXIS_KEY)
+            why = (block_index_reason(loop.loop_var, int(axis)) if axis is not None
+                   else f"{loop.loop_var} is the variable of a loop of one iteration, which is {loop.min}")
+            reasons.append((loop.loop_var, why))
+    for bind in collect(func.body, (tirx.Bind, tirx.LetStmt)):
+        analyzer.bind(bind.var, bind.value, allow_override=True)
+    for node in divisions:
+        divisor = analyzer.simplify(node.b)
+        if not (isinstance(divisor, tirx.IntImm) and divisor.value == 0):
+            continue
+        used = collect(node.b, tvm.ir.Var)
+        why = "; ".join(text for var, text in reasons if any(var.same_as(u) for u in used))
+        return LoweringError(
+            f"{_where(func.body, node, location)}: integer division by zero: the divisor {node.b} of "
+            f"{_text(node)} is always 0 here{': ' + why if why else ''}; divide by a value that is at least 1 "
+            "(or leave the division out where the divisor is 0)"
+        )
+    return None
