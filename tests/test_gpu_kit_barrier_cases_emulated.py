@@ -47,6 +47,7 @@ def test_every_barrier_feature_has_cases_with_several_scalars_and_threads():
     assert "barrier.while_counter.t64.n0" in ids and "barrier.break_out.t256.n7" in ids
     assert {f"barrier.bf16_atomics_{s}" for s in ("shared", "fragment", "local")} <= set(ids)
     assert any(".float32." in i for i in ids if i.startswith("barrier.shared_atomics."))
+    assert {"barrier.read_once.t64", "barrier.read_once.t256", "barrier.empty_grid.t64"} <= set(ids)
     for case in CASES.values():
         assert tensors.check_specs(case.params) == [], case.id
         assert case.archs == ("sm_90",)
