@@ -134,3 +134,21 @@ def test_divisors_of_a_one_block_grid_that_are_not_zero_still_run(path):
     a = torch.zeros(4, dtype=torch.int32)
     compile_on(shifted, path)(a, 10)
     assert a.tolist() == [12, 5, 3, 1]
+
+
+def _loop_extent():
+    @T.prim_func
+    def loop_extent(A: T.Tensor((4,), "int32"), x: T.int32):
+        with T.Kernel(1) as bx:
+            for q in T.serial(T.min(x // bx, 4)):  # <extent-bx>
+                A[q] = 1
+
+    return loop_extent
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_division_by_zero_in_a_loop_extent(target):
+    """The loop whose extent holds the division could not be bound while looking for it: TVM's
+    InternalError 'Find divide by zero' came out of the lookup itself, with no line."""
+    assert _lowered("extent-bx", _loop_extent, target) == (
+        f"integer division by zero: the divisor bx of x // bx is always 0 here: {_BX}{_TAIL}")

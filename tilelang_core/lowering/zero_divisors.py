@@ -69,6 +69,16 @@ def _where(func_body: Any, node: Any, fallback: str) -> str:
     return fallback
 
 
+def _bind(analyzer: Any, var: Any, value: Any) -> bool:
+    """Bind ``var`` to ``value`` (a range or an expression) in ``analyzer``; False where TVM's analysis of
+    ``value`` stops at a division by 0 (``for q in T.serial(x // bx)``: the extent divides by ``bx``)."""
+    try:
+        analyzer.bind(var, value, allow_override=True)
+    except tvm.error.InternalError:
+        return False
+    return True
+
+
 def zero_divisor_error(func: tirx.PrimFunc, location: str) -> Optional[LoweringError]:
     """The error naming the first integer division of ``func`` whose divisor is always 0 (every
     loop variable bound to its range, ``Bind``/``LetStmt`` variables to their values), or None."""
@@ -81,16 +91,20 @@ def zero_divisor_error(func: tirx.PrimFunc, location: str) -> Optional[LoweringE
         extent = static_int(loop.extent)
         if extent is not None and extent < 1:
             continue  # runs no iteration: its variable has no value
-        analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent), allow_override=True)
+        if not _bind(analyzer, loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent)):
+            continue  # its extent divides by a value already known to be 0 (reported below)
         if extent == 1:
             axis = loop.annotations.get(KERNEL_AXIS_KEY)
             why = (block_index_reason(loop.loop_var, int(axis)) if axis is not None
                    else f"{loop.loop_var} is the variable of a loop of one iteration, which is {loop.min}")
             reasons.append((loop.loop_var, why))
     for bind in collect(func.body, (tirx.Bind, tirx.LetStmt)):
-        analyzer.bind(bind.var, bind.value, allow_override=True)
+        _bind(analyzer, bind.var, bind.value)
     for node in divisions:
-        divisor = analyzer.simplify(node.b)
+        try:
+            divisor = analyzer.simplify(node.b)
+        except tvm.error.InternalError:  # the divisor holds a division by 0 itself: that one is reported
+            continue
         if not (isinstance(divisor, tirx.IntImm) and divisor.value == 0):
             continue
         used = collect(node.b, tvm.ir.Var)
