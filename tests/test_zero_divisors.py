@@ -152,3 +152,18 @@ def test_division_by_zero_in_a_loop_extent(target):
     InternalError 'Find divide by zero' came out of the lookup itself, with no line."""
     assert _lowered("extent-bx", _loop_extent, target) == (
         f"integer division by zero: the divisor bx of x // bx is always 0 here: {_BX}{_TAIL}")
+
+
+def test_align_up_by_an_expression_that_simplifies_to_zero():
+    """``bx - bx`` is 0 in any grid: ``T.align_up(x, bx - bx)`` is ``T.ceildiv(x, 0) * 0``, which TVM
+    folded to 0, so the kernel stored 0 with no error while ``x // (bx - bx)`` is refused."""
+
+    def build():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "int32"), x: T.int32):
+            with T.Kernel(3) as bx:
+                A[bx] = T.align_up(x, bx - bx)  # <align-difference>
+
+    assert _defined("align-difference", build) == (
+        "T.align_up: y (the alignment) bx - bx is always 0 here: bx - bx simplifies to 0; the alignment must "
+        "be at least 1")

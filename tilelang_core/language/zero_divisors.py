@@ -25,8 +25,9 @@ def block_index_reason(var: Any, axis: int) -> str:
 
 def always_zero(expr: Any) -> Optional[str]:
     """Why the integer expression ``expr`` is always 0 inside the body of the enclosing
-    ``T.Kernel`` (a block index of an axis of one block in it), or None when it may be another
-    value, is a constant (checked by the operators themselves) or is outside a kernel body."""
+    ``T.Kernel`` (a block index of an axis of one block in it, or an expression such as
+    ``bx - bx`` that simplifies to 0 anywhere), or None when it may be another value or is a
+    constant (checked by the operators themselves)."""
     import tvm
     from tvm import tirx
 
@@ -40,12 +41,12 @@ def always_zero(expr: Any) -> Optional[str]:
     used = collect(expr, tvm.ir.Var)
     axes = [(axis, var) for axis, (var, extent) in enumerate(zip(block_vars, kernel.grid if kernel else ()))
             if isinstance(extent, Integral) and extent == 1 and any(var.same_as(u) for u in used)]
-    if not axes:
-        return None
     analyzer = tvm.sym.Analyzer()
     for _axis, var in axes:
         analyzer.bind(var, tvm.ir.Range.from_min_extent(0, 1))
     simplified = analyzer.simplify(expr)
     if not (isinstance(simplified, tirx.IntImm) and simplified.value == 0):
         return None
+    if not axes:  # bx - bx: TVM folds T.align_up(x, bx - bx) to 0, with no division left to report
+        return f"{expr} simplifies to 0"
     return "; ".join(block_index_reason(var, axis) for axis, var in axes)
