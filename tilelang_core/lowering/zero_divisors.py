@@ -21,7 +21,7 @@ from ..errors import LoweringError
 from ..language.core import KERNEL_AXIS_KEY
 from ..language.spans import span_to_location
 from ..language.tileops._common import collect, static_int
-from ..language.zero_divisors import block_index_reason
+from ..language.zero_divisors import block_index_reason, division_text as _text
 
 __all__ = ["is_zero_division_failure", "zero_divisor_error"]
 
@@ -34,24 +34,6 @@ def is_zero_division_failure(text: str) -> bool:
     """Whether a TVM error text is one of its checks of a constant 0 divisor."""
     lowered = text.lower()
     return any(check in lowered for check in _TVM_CHECKS)
-
-
-def _operand(expr: Any) -> str:
-    """``expr`` as an operand of ``//`` or ``%``: in parentheses unless it is a name, a constant or a load."""
-    text = str(expr)
-    return text if isinstance(expr, (tvm.ir.Var, tirx.IntImm, tvm.ir.TensorLoad)) else f"({text})"
-
-
-def _text(node: Any) -> str:
-    """The division as the kernel author writes it."""
-    a, b = node.a, node.b
-    if isinstance(node, (tirx.FloorDiv, tirx.FloorMod)):
-        a, b = _operand(a), _operand(b)
-    if isinstance(node, tirx.FloorDiv):
-        return f"{a} // {b}"
-    if isinstance(node, tirx.FloorMod):
-        return f"{a} % {b}"
-    return f"T.{'truncdiv' if isinstance(node, tirx.Div) else 'truncmod'}({a}, {b})"
 
 
 def _is_integer(node: Any) -> bool:
