@@ -102,16 +102,21 @@ def _bf16_kernel(form):
 
 
 @pytest.mark.parametrize("form", ["if_then_else", "select", "and"])
-@pytest.mark.parametrize("target", ["c", "llvm", "cuda"])
-def test_a_bfloat16_atomic_in_a_branch_is_refused(target, form):
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_a_bfloat16_atomic_in_a_branch_runs_only_in_its_branch(path, form):
     """bfloat16 atomics are computed in statements placed before their statement (lowering/atomics.py,
     ``_hoist_bf16``): in a branch it ran every time (``H[0]`` counted all 10 blocks, not the 6
-    positive elements), silently. Now a LoweringError at its line."""
-    from tilelang_core.errors import LoweringError
-    from tilelang_core.lowering import lower
-
-    with pytest.raises(LoweringError, match="bfloat16 atomic in a branch that may not run"):
-        lower(_bf16_kernel(form), target=target)
+    positive elements), silently, and was then refused. A branch holding an atomic is now stored
+    by an ``if`` statement in front of its statement (lowering/atomic_values.py), so the atomic is
+    in its own statement inside the branch, as in the ``if`` spelling."""
+    a = torch.tensor([1, -1, 2, 0, 3, -4, 5, 1, -1, 1], dtype=torch.bfloat16)
+    h, p = torch.zeros(1, dtype=torch.bfloat16), torch.full((10,), -7.0, dtype=torch.bfloat16)
+    compile_on(_bf16_kernel(form), path)(a, h, p)
+    assert float(h[0]) == 6.0
+    if form == "and":
+        assert p.tolist() == [1.0 if x > 0 else 0.0 for x in a.tolist()], p
+    else:
+        assert sorted(p[a > 0].tolist()) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0] and torch.all(p[a <= 0] == -1.0), p
 
 
 @pytest.mark.parametrize("path", PATHS, ids=path_id)

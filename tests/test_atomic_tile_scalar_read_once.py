@@ -122,3 +122,40 @@ def test_emulated_gpu_every_thread_reads_before_any_update(tmp_path):
     CU._emulated(lower(_self_alias(), target="cuda"), tmp_path)(a, b)
     assert torch.equal(a, want_a), a
     assert torch.equal(b, want_b), b
+
+
+def _view_alias():
+    @T.prim_func
+    def view_alias(A: T.Tensor((8, 16), "float32")):
+        with T.Kernel(1, threads=THREADS) as bx:
+            V = T.view(A, (128,))
+            T.atomic_add(A[0:8, 0:16], V[5])
+
+    return view_alias
+
+
+def test_cuda_source_syncs_after_a_value_read_through_a_view_of_the_destination():
+    """``V = T.view(A, ...)`` is another buffer on ``A``'s storage: a value read through it is a read
+    of the destination, so the barrier follows it as for ``A[0, 5]`` (there was none: the threads
+    raced, and the emulated GPU gave 10.0 for some elements of an ``arange`` ``A`` instead of 5.0)."""
+    from tilelang_core.lowering import lower
+
+    src = lower(_view_alias(), target="cuda").device_source
+    body = src[src.rindex("__global__"):]
+    assert re.search(r"atomic_value\w*\[0\] = A_ptr\w*\[5\];\n\s*__syncthreads\(\);\n\s*for \(", body), body
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_value_read_through_a_view_is_read_once(path):
+    a = torch.arange(128, dtype=torch.float32).reshape(8, 16)
+    compile_on(_view_alias(), path)(a)
+    assert torch.equal(a, torch.arange(128, dtype=torch.float32).reshape(8, 16) + 5.0), a
+
+
+@pytest.mark.skipif(not CU._gxx_openmp_ok(), reason="g++ is not installed")
+def test_emulated_gpu_value_read_through_a_view_is_read_before_the_updates(tmp_path):
+    from tilelang_core.lowering import lower
+
+    a = torch.arange(128, dtype=torch.float32).reshape(8, 16)
+    CU._emulated(lower(_view_alias(), target="cuda"), tmp_path)(a)
+    assert torch.equal(a, torch.arange(128, dtype=torch.float32).reshape(8, 16) + 5.0), a

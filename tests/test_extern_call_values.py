@@ -8,7 +8,9 @@ in ``C[0]`` and returns the count before; each form checks the count and the val
 CPU pair (``c``: the function comes with ``T.import_source``; ``llvm``: from a shared library
 loaded into the process, where the kernel's undefined symbol finds it). A call in an arm of
 ``T.if_then_else`` that is not taken still does not run, and a call in another call's arguments
-inside ``T.min`` runs once with it (C called both twice).
+inside ``T.min`` runs once with it (C called both twice), also under a ``T.abs`` there (C called
+the inner one twice). A ``T.if_then_else`` holding a call inside ``//``, ``T.max`` or an index
+runs its call once (it ran twice, or, in an index, wrote out of bounds).
 """
 
 from __future__ import annotations
@@ -46,6 +48,11 @@ FORMS = {
     "in_an_index": ([10, 11, 12, 13], 4),
     "untaken_arm": ([5, 5, 0, 1], 2),
     "call_in_a_call_in_min": ([1, 5, 5, 5], 8),
+    "call_in_abs_in_a_call": ([2, 4, 8, 12], 8),
+    "branch_in_floordiv": ([2, 2, 0, 0], 2),
+    "branch_in_max": ([0, 0, 0, 1], 2),
+    "branch_in_an_index": ([11, 12, 13, 9], 2),
+    "branch_and_call_in_abs": ([0, 1, 2, 4], 6),
 }
 
 
@@ -80,6 +87,16 @@ def kernel(form: str, target: str):
                     Out[T.min(counted(C), STEPS - 1)] = i + 10
                 elif form == "call_in_a_call_in_min":
                     Out[i] = T.min(counted_add(C, counted(C)), 5)
+                elif form == "call_in_abs_in_a_call":
+                    Out[i] = T.min(counted_add(C, T.abs(counted(C) - 1)), 100)
+                elif form == "branch_in_floordiv":
+                    Out[i] = T.if_then_else(X[i] > 1, counted(C), 5) // (X[i] * 0 + 2)
+                elif form == "branch_in_max":
+                    Out[i] = T.max(T.if_then_else(X[i] > 1, counted(C), -1), 0)
+                elif form == "branch_and_call_in_abs":
+                    Out[i] = T.abs(T.min(T.if_then_else(X[i] > 1, counted(C), 3), counted(C) + 0))
+                elif form == "branch_in_an_index":
+                    Out[T.min(T.max(T.if_then_else(X[i] > 1, counted(C) + 1, 0), 0), STEPS - 1)] = i + 10
                 else:
                     Out[i] = T.if_then_else(X[i] > 1, counted(C), 5)
 

@@ -134,3 +134,71 @@ def test_divisors_of_a_one_block_grid_that_are_not_zero_still_run(path):
     a = torch.zeros(4, dtype=torch.int32)
     compile_on(shifted, path)(a, 10)
     assert a.tolist() == [12, 5, 3, 1]
+
+
+def _loop_extent():
+    @T.prim_func
+    def loop_extent(A: T.Tensor((4,), "int32"), x: T.int32):
+        with T.Kernel(2) as bx:
+            for j in T.serial(1):
+                for q in T.serial(T.min(x // j, 4)):  # <extent-j>
+                    A[q] = 1
+
+    return loop_extent
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_division_by_zero_in_a_loop_extent(target):
+    """The loop whose extent holds the division could not be bound while looking for it: TVM's
+    InternalError 'Find divide by zero' came out of the lookup itself, with no line."""
+    assert _lowered("extent-j", _loop_extent, target) == (
+        "integer division by zero: the divisor j of x // j is always 0 here: j is the variable of a loop of one "
+        f"iteration, which is 0{_TAIL}")
+
+
+def test_loop_extent_dividing_by_the_block_index_of_a_one_block_grid():
+    def build():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "int32"), x: T.int32):
+            with T.Kernel(1) as bx:
+                for q in T.serial(T.min(x // bx, 4)):  # <extent-bx>
+                    A[q] = 1
+
+    assert _defined("extent-bx", build) == (
+        f"T.serial: extent T.min(x // bx, 4): integer division by zero: the divisor bx of x // bx is always 0 "
+        f"here: {_BX}; divide by a value that is at least 1")
+
+
+def test_align_up_by_an_expression_that_simplifies_to_zero():
+    """``bx - bx`` is 0 in any grid: ``T.align_up(x, bx - bx)`` is ``T.ceildiv(x, 0) * 0``, which TVM
+    folded to 0, so the kernel stored 0 with no error while ``x // (bx - bx)`` is refused."""
+
+    def build():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "int32"), x: T.int32):
+            with T.Kernel(3) as bx:
+                A[bx] = T.align_up(x, bx - bx)  # <align-difference>
+
+    assert _defined("align-difference", build) == (
+        "T.align_up: y (the alignment) bx - bx is always 0 here: bx - bx simplifies to 0; the alignment must "
+        "be at least 1")
+
+
+@pytest.mark.parametrize("loop", ["serial", "Parallel", "unroll"])
+def test_loop_extent_dividing_by_an_expression_that_simplifies_to_zero(loop):
+    """TVM's loop builders simplify the extent while the kernel is defined and stopped at
+    ``x // (bx - bx)`` with a DiagnosticError 'Check failed: (!divisor.is_const(0)) is false: Find
+    divide by zero'."""
+
+    def build():
+        @T.prim_func
+        def k(A: T.Tensor((8,), "int32"), x: T.int32):
+            with T.Kernel(3) as bx:
+                for q in getattr(T, loop)(T.min(T.max(x // (bx - bx), 0), 4)):  # <loop-difference>
+                    A[q] = 1
+
+    message = _defined("loop-difference", build)
+    assert message.endswith(
+        "integer division by zero: the divisor bx - bx of x // (bx - bx) is always 0 here: bx - bx simplifies "
+        "to 0; divide by a value that is at least 1"), message
+    assert message.startswith(f"T.{loop}: extent"), message

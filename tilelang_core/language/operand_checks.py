@@ -103,9 +103,18 @@ def check_loop_bounds(op: str, **bounds: Any) -> None:
         if isinstance(value, Integral) and not isinstance(value, bool):
             continue
         if _is_integer_expr(value):
+            _check_no_zero_division(op, name, value)
             continue
         _fail(op, f"{name} must be an int or an integer expression (a T.dynamic size, a loop variable), "
                   f"got {_given(value)}")
+
+
+def _check_no_zero_division(op: str, name: str, value: Any) -> None:
+    from .zero_divisors import zero_division
+
+    why = zero_division(value)
+    if why is not None:
+        _fail(op, f"{name} {value}: {why}; divide by a value that is at least 1", "value")
 
 
 def check_grid_extent(index: int, value: Any) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from numbers import Integral
 from typing import Any, Optional
 
-__all__ = ["always_zero", "block_index_reason"]
+__all__ = ["always_zero", "block_index_reason", "division_text", "zero_division"]
 
 _AXES = "xyz"
 
@@ -25,8 +25,9 @@ def block_index_reason(var: Any, axis: int) -> str:
 
 def always_zero(expr: Any) -> Optional[str]:
     """Why the integer expression ``expr`` is always 0 inside the body of the enclosing
-    ``T.Kernel`` (a block index of an axis of one block in it), or None when it may be another
-    value, is a constant (checked by the operators themselves) or is outside a kernel body."""
+    ``T.Kernel`` (a block index of an axis of one block in it, or an expression such as
+    ``bx - bx`` that simplifies to 0 anywhere), or None when it may be another value or is a
+    constant (checked by the operators themselves)."""
     import tvm
     from tvm import tirx
 
@@ -40,12 +41,55 @@ def always_zero(expr: Any) -> Optional[str]:
     used = collect(expr, tvm.ir.Var)
     axes = [(axis, var) for axis, (var, extent) in enumerate(zip(block_vars, kernel.grid if kernel else ()))
             if isinstance(extent, Integral) and extent == 1 and any(var.same_as(u) for u in used)]
-    if not axes:
-        return None
     analyzer = tvm.sym.Analyzer()
     for _axis, var in axes:
         analyzer.bind(var, tvm.ir.Range.from_min_extent(0, 1))
     simplified = analyzer.simplify(expr)
     if not (isinstance(simplified, tirx.IntImm) and simplified.value == 0):
         return None
+    if not axes:  # bx - bx: TVM folds T.align_up(x, bx - bx) to 0, with no division left to report
+        return f"{expr} simplifies to 0"
     return "; ".join(block_index_reason(var, axis) for axis, var in axes)
+
+
+def _operand(expr: Any) -> str:
+    """``expr`` as an operand of ``//`` or ``%``: in parentheses unless it is a name, a constant or a load."""
+    import tvm
+    from tvm import tirx
+
+    text = str(expr)
+    return text if isinstance(expr, (tvm.ir.Var, tirx.IntImm, tvm.ir.TensorLoad)) else f"({text})"
+
+
+def division_text(node: Any) -> str:
+    """The integer division ``node`` as the kernel author writes it (``x // (bx - bx)``, ``T.truncdiv(x, i)``)."""
+    from tvm import tirx
+
+    a, b = node.a, node.b
+    if isinstance(node, (tirx.FloorDiv, tirx.FloorMod)):
+        a, b = _operand(a), _operand(b)
+    if isinstance(node, tirx.FloorDiv):
+        return f"{a} // {b}"
+    if isinstance(node, tirx.FloorMod):
+        return f"{a} % {b}"
+    return f"T.{'truncdiv' if isinstance(node, tirx.Div) else 'truncmod'}({a}, {b})"
+
+
+def zero_division(expr: Any) -> Optional[str]:
+    """Why ``expr`` (a loop bound, say) holds an integer division by a divisor that is always 0
+    (:func:`always_zero`), naming the division, or None. TVM's builders stop at such a bound
+    with "Check failed: (!divisor.is_const(0)) is false: Find divide by zero"."""
+    import tvm
+    from tvm import tirx
+
+    from .tileops._common import collect
+
+    if not tvm.ir.is_prim_expr(expr):
+        return None
+    for node in collect(expr, (tirx.FloorDiv, tirx.FloorMod, tirx.Div, tirx.Mod)):
+        if "int" not in str(node.ty.dtype):
+            continue
+        reason = always_zero(node.b)
+        if reason is not None:
+            return f"integer division by zero: the divisor {node.b} of {division_text(node)} is always 0 here: {reason}"
+    return None

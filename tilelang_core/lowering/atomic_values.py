@@ -123,49 +123,98 @@ def conditional_calls(node: Any) -> list:
     return found
 
 
+#: Expressions that evaluate only one of two parts (:func:`_branch`), and the calls.
+_UNITS = (tvm.ir.Call, tirx.Select, tirx.And, tirx.Or)
+
+
+def _branch(node: Any) -> Any:
+    """``(condition, then, else)`` of a scalar expression that evaluates one of two parts:
+    ``T.if_then_else(c, t, f)``, a select, ``a and b`` (``(a, b, False)``), ``a or b``
+    (``(a, True, b)``); None for any other node."""
+    if not tvm.ir.is_prim_expr(node) or not _scalar(node):
+        return None
+    if isinstance(node, tvm.ir.Call) and isinstance(node.op, tvm.ir.Op) and node.op.name == "prim.if_then_else":
+        return node.args[0], node.args[1], node.args[2]
+    if isinstance(node, tirx.Select):
+        return node.condition, node.true_value, node.false_value
+    if isinstance(node, tirx.And):
+        return node.a, node.b, tirx.const(False, "bool")
+    if isinstance(node, tirx.Or):
+        return node.a, tirx.const(True, "bool"), node.b
+    return None
+
+
+def _effect_branch(node: Any) -> bool:
+    """Whether ``node`` is a :func:`_branch` with an atomic or external call in a part it may skip."""
+    parts = _branch(node)
+    return parts is not None and bool(effect_calls(parts[1]) or effect_calls(parts[2]))
+
+
+def _next_unit(expr: Any) -> Any:
+    """The first (in evaluation order) part of ``expr`` to evaluate in front of its statement: an
+    atomic or external call that is an operand (not ``expr`` itself), or a branch with such a call
+    in an arm (``T.if_then_else(c, f(p), 0)`` inside ``T.max``, ``//``, ...: the operators repeat
+    the whole branch), always evaluated (not inside an arm of another branch), reading no variable
+    of a ``Let`` inside ``expr``, and holding no other such part; None when there is none."""
+    in_arms: list = []
+    for node in collect(expr, _UNITS):
+        parts = _branch(node)
+        if parts is not None:
+            in_arms += collect(parts[1], _UNITS) + collect(parts[2], _UNITS)
+
+    def candidate(node: Any) -> bool:
+        if any(node.same_as(n) for n in in_arms):
+            return False
+        if _is_effect(node):
+            return not node.same_as(expr) and not _uses_inner_lets(node, expr)
+        return _effect_branch(node) and not _uses_inner_lets(node, expr)
+
+    units = [n for n in collect(expr, _UNITS) if candidate(n)]
+    for unit in units:  # pre-order: the first one holding no other comes first in evaluation order
+        if not any(other is not unit and not other.same_as(unit) and any(other.same_as(m) for m in collect(unit, _UNITS))
+                   for other in units):
+            return unit
+    return None
+
+
 def _bind(expr: Any, lets: list) -> Any:
-    """``expr`` with each atomic or external call that is an operand and always evaluated (not
-    ``expr`` itself, not one inside another such call's operands:
-    ``T.atomic_store(E[0], T.atomic_load(E[1]) + 1)`` evaluates it once already, and binding the
-    outer call of ``T.min(f(g(p)), 3)`` evaluates ``g`` with it) replaced by a
-    load of a one-element buffer, wherever the pipeline's operators repeated it; a
-    ``T.abs``/``T.clamp`` operand bound by a ``Let`` (language/tileops/intrinsics.py) is stored
-    the same way. ``(slot, value)`` pairs are appended to ``lets`` in evaluation order."""
-    atoms = effect_calls(expr)
-    if not atoms or (len(atoms) == 1 and atoms[0].same_as(expr)):
-        return expr
-    nested = [n for a in atoms for n in effect_calls(a)[1:]]  # calls in another such call's operands
-    hoisted = [a for a in effect_calls(_unconditional(expr))
-               if not a.same_as(expr) and not any(a.same_as(n) for n in nested) and not _uses_inner_lets(a, expr)]
-    bound: list = []  # (call, the load of its slot)
+    """``expr`` with each atomic or external call that is an operand and always evaluated, and
+    each always-evaluated branch (``T.if_then_else``, a select, ``and``/``or``) with such a call
+    in an arm, replaced by a load of a one-element buffer, one at a time in evaluation order
+    (the arguments of ``f(g(p))`` before ``f``), wherever the pipeline's operators repeated it:
+    ``T.min(f(T.abs(g(p))), 3)`` ran ``g`` twice when only ``f`` was bound, and
+    ``T.if_then_else(c, f(p), 0) // 2`` ran ``f`` twice. A ``T.abs``/``T.clamp`` operand bound by a
+    ``Let`` (language/tileops/intrinsics.py) that reads a bound value is stored the same way.
+    ``(slot, value)`` pairs are appended to ``lets`` in evaluation order; a branch's slot is
+    stored by an ``if`` (:func:`_wrap`), so its arms still run only when taken."""
+    while True:
+        unit = _next_unit(expr)
+        if unit is None:
+            return expr
+        slot = _slot("atomic_prev" if parse(unit) is not None else
+                     "call_value" if _is_effect(unit) else "branch_value", unit.ty.dtype, lets)
+        lets.append((slot, unit))
+        slots = [s for s, _ in lets]
 
-    def on_call(call: Any) -> Any:
-        if not _is_effect(call):
-            return call
-        for atomic, slot in bound:
-            if call.same_as(atomic):
-                return slot
-        if not any(call.same_as(a) for a in hoisted):
-            return call
-        slot = _slot("atomic_prev" if parse(call) is not None else "call_value", call.ty.dtype, lets)
-        bound.append((call, slot))
-        lets.append((slot, call))
-        return slot
+        def on_unit(node: Any, unit=unit, slot=slot) -> Any:
+            return slot if node.same_as(unit) else node
 
-    def on_let(node: Any) -> Any:
-        if not any(_reads(node.value, slot) for _, slot in bound):
-            return node
-        slot = _slot("operand", node.var.ty.dtype, lets)
-        lets.append((slot, node.value))
-        return substitute(node.body, [(node.var, slot)])
+        def on_let(node: Any, slots=slots) -> Any:
+            if not any(_reads(node.value, s) for s in slots):
+                return node
+            let_slot = _slot("operand", node.var.ty.dtype, lets)
+            lets.append((let_slot, node.value))
+            return substitute(node.body, [(node.var, let_slot)])
 
-    return tvm_ffi.structural_map(expr, [(tvm.ir.Call, on_call), (tirx.Let, on_let)])
+        expr = tvm_ffi.structural_map(expr, [(tvm.ir.Call, on_unit), (tirx.Select, on_unit), (tirx.And, on_unit),
+                                             (tirx.Or, on_unit), (tirx.Let, on_let)])
 
 
 def _uses_inner_lets(call: Any, expr: Any) -> bool:
-    """Whether ``call`` reads a variable that a ``Let`` inside ``expr`` binds (it cannot move in
-    front of the statement then)."""
-    inner = [let.var for let in collect(expr, tirx.Let)]
+    """Whether ``call`` reads a variable that a ``Let`` inside ``expr``, and outside ``call``,
+    binds (it cannot move in front of the statement then)."""
+    own = collect(call, tirx.Let)
+    inner = [let.var for let in collect(expr, tirx.Let) if not any(let.same_as(o) for o in own)]
     return bool(inner) and any(v.same_as(w) for v in collect(call, tirx.Var) for w in inner)
 
 
@@ -180,9 +229,18 @@ def _reads(node: Any, load: Any) -> bool:
 
 
 def _wrap(stmt: Any, lets: list) -> Any:
+    """``stmt`` after the allocations and stores of its ``lets``, each store bound the same way
+    (:func:`_store`); a branch's value is stored by an ``if`` whose arms store their part."""
     prefix: list = []
     for load, value in lets:
-        prefix += [tirx.AllocBuffer(load.source), tirx.BufferStore(load.source, value, [0])]
+        prefix.append(tirx.AllocBuffer(load.source))
+        parts = _branch(value) if _effect_branch(value) else None
+        if parts is None:  # a Let's value bound after a part of it may hold calls still to bind
+            prefix.append(_store(tirx.BufferStore(load.source, value, [0])))
+            continue
+        condition, then, other = parts
+        prefix.append(tirx.IfThenElse(condition, _store(tirx.BufferStore(load.source, then, [0])),
+                                      _store(tirx.BufferStore(load.source, other, [0]))))
     return tirx.SeqStmt([*prefix, stmt])
 
 

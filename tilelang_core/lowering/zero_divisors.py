@@ -21,7 +21,7 @@ from ..errors import LoweringError
 from ..language.core import KERNEL_AXIS_KEY
 from ..language.spans import span_to_location
 from ..language.tileops._common import collect, static_int
-from ..language.zero_divisors import block_index_reason
+from ..language.zero_divisors import block_index_reason, division_text as _text
 
 __all__ = ["is_zero_division_failure", "zero_divisor_error"]
 
@@ -34,24 +34,6 @@ def is_zero_division_failure(text: str) -> bool:
     """Whether a TVM error text is one of its checks of a constant 0 divisor."""
     lowered = text.lower()
     return any(check in lowered for check in _TVM_CHECKS)
-
-
-def _operand(expr: Any) -> str:
-    """``expr`` as an operand of ``//`` or ``%``: in parentheses unless it is a name, a constant or a load."""
-    text = str(expr)
-    return text if isinstance(expr, (tvm.ir.Var, tirx.IntImm, tvm.ir.TensorLoad)) else f"({text})"
-
-
-def _text(node: Any) -> str:
-    """The division as the kernel author writes it."""
-    a, b = node.a, node.b
-    if isinstance(node, (tirx.FloorDiv, tirx.FloorMod)):
-        a, b = _operand(a), _operand(b)
-    if isinstance(node, tirx.FloorDiv):
-        return f"{a} // {b}"
-    if isinstance(node, tirx.FloorMod):
-        return f"{a} % {b}"
-    return f"T.{'truncdiv' if isinstance(node, tirx.Div) else 'truncmod'}({a}, {b})"
 
 
 def _is_integer(node: Any) -> bool:
@@ -69,6 +51,16 @@ def _where(func_body: Any, node: Any, fallback: str) -> str:
     return fallback
 
 
+def _bind(analyzer: Any, var: Any, value: Any) -> bool:
+    """Bind ``var`` to ``value`` (a range or an expression) in ``analyzer``; False where TVM's analysis of
+    ``value`` stops at a division by 0 (``for q in T.serial(x // bx)``: the extent divides by ``bx``)."""
+    try:
+        analyzer.bind(var, value, allow_override=True)
+    except tvm.error.InternalError:
+        return False
+    return True
+
+
 def zero_divisor_error(func: tirx.PrimFunc, location: str) -> Optional[LoweringError]:
     """The error naming the first integer division of ``func`` whose divisor is always 0 (every
     loop variable bound to its range, ``Bind``/``LetStmt`` variables to their values), or None."""
@@ -81,16 +73,20 @@ def zero_divisor_error(func: tirx.PrimFunc, location: str) -> Optional[LoweringE
         extent = static_int(loop.extent)
         if extent is not None and extent < 1:
             continue  # runs no iteration: its variable has no value
-        analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent), allow_override=True)
+        if not _bind(analyzer, loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent)):
+            continue  # its extent divides by a value already known to be 0 (reported below)
         if extent == 1:
             axis = loop.annotations.get(KERNEL_AXIS_KEY)
             why = (block_index_reason(loop.loop_var, int(axis)) if axis is not None
                    else f"{loop.loop_var} is the variable of a loop of one iteration, which is {loop.min}")
             reasons.append((loop.loop_var, why))
     for bind in collect(func.body, (tirx.Bind, tirx.LetStmt)):
-        analyzer.bind(bind.var, bind.value, allow_override=True)
+        _bind(analyzer, bind.var, bind.value)
     for node in divisions:
-        divisor = analyzer.simplify(node.b)
+        try:
+            divisor = analyzer.simplify(node.b)
+        except tvm.error.InternalError:  # the divisor holds a division by 0 itself: that one is reported
+            continue
         if not (isinstance(divisor, tirx.IntImm) and divisor.value == 0):
             continue
         used = collect(node.b, tvm.ir.Var)

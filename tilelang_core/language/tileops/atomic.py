@@ -135,17 +135,38 @@ def _read_once(x: Any, d: Any) -> Any:
     loop reads that buffer, so every element gets the value as it was before the update:
     ``T.atomic_add(A[0:8, 0:16], A[0, 0])`` re-read ``A[0, 0]`` for every element and added 1 to
     the first and 2 to the others (all-ones ``A``). Where the value reads the destination's own
-    buffer and other threads of a GPU block update it, a block barrier (``T.sync_threads()``,
-    nothing on CPU targets) follows the read: every thread reads before any thread writes.
+    storage (the buffer, or a ``T.view``/``T.reshape`` of it or of which it is one) and other
+    threads of a GPU block update it, a block barrier (``T.sync_threads()``, nothing on CPU
+    targets) follows the read: every thread reads before any thread writes.
     """
     if not collect(x, (tvm.ir.TensorLoad, tvm.ir.Call)):
         return x
     slot = IRBuilder.name("atomic_value", _B.alloc_buffer((1,), d.dtype, scope="local"))
     _B.buffer_store(slot, x, [0])
-    if (not per_thread(d) and any(load.source.same_as(d.buffer) for load in collect(x, tvm.ir.TensorLoad))
-            and _at_kernel_top_level()):
+    if not per_thread(d) and _reads_storage_of(x, d.buffer) and _at_kernel_top_level():
         _B.evaluate(sync_threads())
     return slot[0]
+
+
+def _storage_root(buffer: Any) -> Any:
+    """The buffer whose storage ``buffer`` is on: ``A`` for a ``T.view``/``T.reshape`` of ``A`` (or a
+    view of such a view) declared in an enclosing frame, else ``buffer`` itself."""
+    frames = [f for f in IRBuilder.current().frames if type(f).__name__ == "DeclBufferFrame"]
+    for _ in range(len(frames)):
+        frame = next((f for f in frames if f.buffer.same_as(buffer)), None)
+        data = getattr(frame, "data", None)
+        args = list(getattr(data, "args", ())) if data is not None else []
+        if not (args and getattr(getattr(data, "op", None), "name", "") == "tirx.buffer_data"):
+            break
+        buffer = args[0]
+    return buffer
+
+
+def _reads_storage_of(x: Any, buffer: Any) -> bool:
+    """Whether ``x`` loads from ``buffer``'s storage: the buffer itself or a ``T.view``/``T.reshape``
+    of it (or ``buffer`` is such a view of the buffer ``x`` loads)."""
+    root = _storage_root(buffer)
+    return any(_storage_root(load.source).same_as(root) for load in collect(x, tvm.ir.TensorLoad))
 
 
 #: Frames of control flow: a block barrier inside one may not be reached by every thread.
