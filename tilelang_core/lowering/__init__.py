@@ -15,6 +15,7 @@ from dataclasses import replace
 from ..artifact import KernelArtifact, TensorParam
 from ..errors import KernelDefinitionError, LoweringError, PassConfigError, TargetError
 from .configs import CHOICE_CONFIGS, NO_EFFECT, PASS_CONFIGS, config_flag, config_key, unknown_key_message
+from .parameter_views import allow_aliased_pointers
 from .target import (CPU_KINDS, GPU_KINDS, NARROW_FLOAT_EMULATED_KINDS, auto_target_kind, device_of,
                      parse_target_string, resolve_target)
 
@@ -350,6 +351,9 @@ def lower(
                     host_fn, device_mods, symbol_names, location
                 )
                 symbols = symbols + launch_symbols  # scalar parameters that size the grid
+                # a tensor's storage passed twice (a T.view of it): no __restrict__ (parameter_views.py)
+                device_mods = allow_aliased_pointers(device_mods, result["device_kernels"])
+                result["ir"]["device"] = _merged(device_mods)
                 if not result["device_kernels"]:
                     raise LoweringError(_launches_nothing(front, location, name, kind))
                 if "device_source" in wanted:
