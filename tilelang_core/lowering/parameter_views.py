@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-import tvm
-
 __all__ = ["aliased_kernels", "allow_aliased_pointers"]
 
 _NOALIAS = "tirx.noalias"
@@ -40,6 +38,7 @@ def allow_aliased_pointers(device_mods: dict, kernels: Iterable[Any]) -> dict:
     names = aliased_kernels(kernels)
     if not names:
         return device_mods
+    import tvm
     out = {}
     for target, dmod in device_mods.items():
         funcs = {}
