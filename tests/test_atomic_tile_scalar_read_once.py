@@ -28,10 +28,12 @@ CU = load_private("test_tileops_cuda", "atomic_read_once_emulator")
 THREADS = 64
 
 
-def _self_alias():
+def _self_alias(threads: int = THREADS):
+    """(Also a case of the GPU kit, scripts/gpu_kit/barrier_cases.py, with 64 and 256 threads.)"""
+
     @T.prim_func
     def self_alias(A: T.Tensor((8, 16), "float32"), B: T.Tensor((4, 8), "int32")):
-        with T.Kernel(1, threads=THREADS) as bx:
+        with T.Kernel(1, threads=threads) as bx:
             T.atomic_add(A[0:8, 0:16], A[0, 0])
             T.atomic_xor(B, B[0, 0])
 

@@ -15,8 +15,9 @@ checks here, and that a real GPU should agree with (ids ``barrier.*``):
 * ``shared_atomics``: atomics into a shared tile in a ``T.Parallel`` loop, then ``T.copy`` of the
   tile out (the barrier after the atomics), adding a scalar weight ``w`` (int32 and float32);
 * ``read_once``: tile atomics whose scalar value is an element of their own destination
-  (``T.atomic_add(A[0:8, 0:16], A[0, 0])``): every thread reads it, a block barrier, then the
-  updates (docs/tile-operators.md), so every element gets the old value;
+  (``T.atomic_add(A[0:8, 0:16], A[0, 0])``, tests/test_atomic_tile_scalar_read_once.py's kernel):
+  every thread reads it, a block barrier, then the updates (docs/tile-operators.md), so every
+  element gets the old value;
 * ``empty_grid``: ``T.Kernel(4, 0)``, a static grid of no block: the launch is skipped and the
   output keeps its values.
 
@@ -128,25 +129,12 @@ def _bf16_reference(c_spec: dict, n: int, k: int, after: bool):
     return reference
 
 
-def read_once(threads: int):
-    """Tile atomics whose scalar value is read from their own destination, at the top of the body."""
-    import tilelang.language as T
-
-    @T.prim_func
-    def read_once(A: T.Tensor((8, 16), "float32"), B: T.Tensor((4, 8), "int32")):
-        with T.Kernel(1, threads=threads) as bx:
-            T.atomic_add(A[0:8, 0:16], A[0, 0])
-            T.atomic_xor(B, B[3, 7])
-
-    return read_once
-
-
 def _read_once_reference(a_spec: dict, b_spec: dict):
     from gpu_kit import tensors
 
     def reference():
         a, b = tensors.make(a_spec), tensors.make(b_spec)
-        return (a + a[0, 0], b ^ b[3, 7])
+        return (a + a[0, 0], b ^ b[0, 0])
 
     return reference
 
@@ -174,6 +162,7 @@ def barrier_cases() -> list[Case]:
     """The barrier cases (ids ``barrier.*``)."""
     W = _tests("test_shared_barriers_uniform_while")
     A = _tests("test_atomic_on_chip_tiles")
+    R = _tests("test_atomic_tile_scalar_read_once")
     cases: list[Case] = []
 
     def add(name, func, params, expected_fn, title, rtol=0.0, atol=0.0):
@@ -225,8 +214,8 @@ def barrier_cases() -> list[Case]:
         b_init = {"dtype": "int32", "init": "randint", "low": 0, "high": 1 << 20, "role": "out"}
         a_spec, b_spec = _spec(f"barrier.read_once.t{t}", "A", (8, 16), **a_init), _spec(
             f"barrier.read_once.t{t}", "B", (4, 8), **b_init)
-        add(f"read_once.t{t}", (lambda t=t: read_once(t)), [("A", (8, 16), a_init), ("B", (4, 8), b_init)],
-            _read_once_reference(a_spec, b_spec), f"read_once({t}): tile atomics reading their destination")
+        add(f"read_once.t{t}", (lambda t=t: R._self_alias(t)), [("A", (8, 16), a_init), ("B", (4, 8), b_init)],
+            _read_once_reference(a_spec, b_spec), f"test_atomic_tile_scalar_read_once: self_alias({t})")
     o_init = {"init": "randint", "low": -4, "high": 5, "role": "out"}
     o_spec = _spec("barrier.empty_grid.t64", "O", (64,), **o_init)
     add("empty_grid.t64", lambda: empty_grid(64), [("O", (64,), o_init)], _unchanged_reference(o_spec),
