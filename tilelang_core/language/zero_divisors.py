@@ -13,7 +13,7 @@ from __future__ import annotations
 from numbers import Integral
 from typing import Any, Optional
 
-__all__ = ["always_zero", "block_index_reason", "division_text", "zero_division"]
+__all__ = ["always_zero", "block_index_reason", "division_text", "integer_divisions", "zero_division"]
 
 _AXES = "xyz"
 
@@ -75,20 +75,28 @@ def division_text(node: Any) -> str:
     return f"T.{'truncdiv' if isinstance(node, tirx.Div) else 'truncmod'}({a}, {b})"
 
 
-def zero_division(expr: Any) -> Optional[str]:
-    """Why ``expr`` (a loop bound, say) holds an integer division by a divisor that is always 0
-    (:func:`always_zero`), naming the division, or None. TVM's builders stop at such a bound
-    with "Check failed: (!divisor.is_const(0)) is false: Find divide by zero"."""
+def integer_divisions(node: Any) -> list:
+    """The integer divisions in ``node`` (an expression or a statement): ``//``, ``%``,
+    ``T.truncdiv`` and ``T.truncmod`` of integer (or unsigned) operands, outer ones first."""
     import tvm
     from tvm import tirx
 
     from .tileops._common import collect
 
+    integer = (tvm.DataTypeCode.INT, tvm.DataTypeCode.UINT)
+    return [d for d in collect(node, (tirx.FloorDiv, tirx.FloorMod, tirx.Div, tirx.Mod))
+            if tvm.DataType(str(d.ty.dtype)).type_code in integer]
+
+
+def zero_division(expr: Any) -> Optional[str]:
+    """Why ``expr`` (a loop bound, say) holds an integer division by a divisor that is always 0
+    (:func:`always_zero`), naming the division, or None. TVM's builders stop at such a bound
+    with "Check failed: (!divisor.is_const(0)) is false: Find divide by zero"."""
+    import tvm
+
     if not tvm.ir.is_prim_expr(expr):
         return None
-    for node in collect(expr, (tirx.FloorDiv, tirx.FloorMod, tirx.Div, tirx.Mod)):
-        if "int" not in str(node.ty.dtype):
-            continue
+    for node in integer_divisions(expr):
         reason = always_zero(node.b)
         if reason is not None:
             return f"integer division by zero: the divisor {node.b} of {division_text(node)} is always 0 here: {reason}"

@@ -345,7 +345,6 @@ def lower(
                 mod = tirx.transform.BindTarget(tgt)(mod)
                 mod = P.gpu_passes(configs)(mod)
                 host_mod, device_mods = codegen.split_gpu(mod)
-                result["ir"] = {"host": host_mod, "device": _merged(device_mods)}
                 host_fn = host_mod[name]
                 result["device_kernels"], launch_symbols = codegen.gpu_device_kernels(
                     host_fn, device_mods, symbol_names, location
@@ -353,7 +352,7 @@ def lower(
                 symbols = symbols + launch_symbols  # scalar parameters that size the grid
                 # a tensor's storage passed twice (a T.view of it): no __restrict__ (parameter_views.py)
                 device_mods = allow_aliased_pointers(device_mods, result["device_kernels"])
-                result["ir"]["device"] = _merged(device_mods)
+                result["ir"] = {"host": host_mod, "device": _merged(device_mods)}
                 if not result["device_kernels"]:
                     raise LoweringError(_launches_nothing(front, location, name, kind))
                 if "device_source" in wanted:

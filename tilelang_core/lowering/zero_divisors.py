@@ -21,11 +21,10 @@ from ..errors import LoweringError
 from ..language.core import KERNEL_AXIS_KEY
 from ..language.spans import span_to_location
 from ..language.tileops._common import collect, static_int
-from ..language.zero_divisors import block_index_reason, division_text as _text
+from ..language.zero_divisors import block_index_reason, division_text as _text, integer_divisions
 
 __all__ = ["is_zero_division_failure", "zero_divisor_error"]
 
-_DIVISIONS = (tirx.FloorDiv, tirx.FloorMod, tirx.Div, tirx.Mod)
 #: Texts of TVM's checks that stop at a constant 0 divisor.
 _TVM_CHECKS = ("find divide by zero", "divide by zero")
 
@@ -34,11 +33,6 @@ def is_zero_division_failure(text: str) -> bool:
     """Whether a TVM error text is one of its checks of a constant 0 divisor."""
     lowered = text.lower()
     return any(check in lowered for check in _TVM_CHECKS)
-
-
-def _is_integer(node: Any) -> bool:
-    dtype = tvm.DataType(str(node.ty.dtype))
-    return dtype.type_code in (tvm.DataTypeCode.INT, tvm.DataTypeCode.UINT)
 
 
 def _where(func_body: Any, node: Any, fallback: str) -> str:
@@ -64,7 +58,7 @@ def _bind(analyzer: Any, var: Any, value: Any) -> bool:
 def zero_divisor_error(func: tirx.PrimFunc, location: str) -> Optional[LoweringError]:
     """The error naming the first integer division of ``func`` whose divisor is always 0 (every
     loop variable bound to its range, ``Bind``/``LetStmt`` variables to their values), or None."""
-    divisions = [d for d in collect(func.body, _DIVISIONS) if _is_integer(d)]
+    divisions = integer_divisions(func.body)
     if not divisions:
         return None
     analyzer = tvm.sym.Analyzer()
