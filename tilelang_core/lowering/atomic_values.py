@@ -86,29 +86,6 @@ def evaluated_once(build: Any, *operands: Any) -> Any:
     return out
 
 
-def _zero(node: Any) -> Any:
-    return tirx.const(0, node.ty.dtype) if str(node.ty.dtype) != "bool" else tirx.const(True, "bool")
-
-
-def _unconditional(expr: Any) -> Any:
-    """``expr`` with every part that may not be evaluated (the arms of a select and of
-    ``T.if_then_else``, the right operand of ``and``/``or``) replaced by a constant."""
-
-    def on_select(node: Any) -> Any:
-        return tirx.Select(node.condition, _zero(node.true_value), _zero(node.false_value))
-
-    def on_logical(node: Any) -> Any:
-        return type(node)(node.a, tirx.const(isinstance(node, tirx.And), "bool"))
-
-    def on_call(node: Any) -> Any:
-        if isinstance(node.op, tvm.ir.Op) and node.op.name == "prim.if_then_else":
-            return tirx.Select(node.args[0], _zero(node.args[1]), _zero(node.args[2]))
-        return node
-
-    return tvm_ffi.structural_map(expr, [(tirx.Select, on_select), (tirx.And, on_logical), (tirx.Or, on_logical),
-                                         (tvm.ir.Call, on_call)])
-
-
 def conditional_calls(node: Any) -> list:
     """The calls in ``node`` (an expression or a statement) that may not run when it does: in an
     arm of a select or of ``T.if_then_else``, or right of ``and``/``or`` (the nodes themselves)."""
