@@ -69,8 +69,8 @@ class KernelState:
     out_idx: tuple[int, ...]
     func: Any
     module: Any = None  # the TVM module to export (None after load)
-    library_path: Optional[Path] = None  # compiled library (C target, or after load)
-    holder: Any = None  # keeps a temporary library directory alive
+    library_path: Optional[Path] = None  # the library file: loaded from a cache, or a kept (verbose) build
+    library_bytes: Optional[bytes] = None  # the library built here (its build directory is gone)
     module_kinds: list[str] = field(default_factory=list)
     alignment: int = TVM_ALIGNMENT
     source: str = ""
@@ -122,8 +122,9 @@ def build(artifact: KernelArtifact, options: BuildOptions) -> Any:
         return unrunnable_kernel(state, missing)
     from .identity import kernel_id
 
-    runnable, library_path, holder = runnable_module(mod, list(options.compile_flags),
-                                                     identity=kernel_id(artifact, kinds, alignment))
+    runnable, library_path, library_bytes = runnable_module(mod, list(options.compile_flags),
+                                                            identity=kernel_id(artifact, kinds, alignment),
+                                                            keep=options.verbose)
     source = artifact.device_source or artifact.host_source or ""
     if not source:
         try:
@@ -132,7 +133,7 @@ def build(artifact: KernelArtifact, options: BuildOptions) -> Any:
             source = ""
     return make_kernel(
         artifact, options, runnable, module_for_export=mod, library_path=library_path,
-        holder=holder, kinds=kinds, alignment=alignment, source=source,
+        library_bytes=library_bytes, kinds=kinds, alignment=alignment, source=source,
     )
 
 
@@ -234,7 +235,7 @@ def make_kernel(
     *,
     module_for_export: Any,
     library_path: Optional[Path],
-    holder: Any,
+    library_bytes: Optional[bytes] = None,
     kinds: list[str],
     alignment: int = TVM_ALIGNMENT,
     source: str = "",
@@ -252,7 +253,7 @@ def make_kernel(
     out_idx = _check_out_idx(artifact, options.out_idx)
     state = KernelState(
         artifact=artifact, options=options, out_idx=out_idx, func=func, module=module_for_export,
-        library_path=library_path, holder=holder, module_kinds=list(kinds), alignment=alignment,
+        library_path=library_path, library_bytes=library_bytes, module_kinds=list(kinds), alignment=alignment,
         source=source,
     )
     plan = _CallPlan(state)

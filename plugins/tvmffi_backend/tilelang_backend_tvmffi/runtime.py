@@ -22,7 +22,6 @@ import shlex
 import shutil
 import sys
 import tempfile
-import weakref
 from pathlib import Path
 from typing import Any, Optional
 
@@ -270,12 +269,14 @@ def module_kinds(mod: Any) -> list[str]:
     return kinds
 
 
-class _LibraryDir:
-    """A private temporary directory holding a compiled kernel library, removed with its owner."""
-
-    def __init__(self) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix="tilelang_tvmffi_"))
-        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.path), True)
+def _build_dir() -> Path:
+    """A fresh private directory in the temporary folder for one kernel library."""
+    try:
+        return Path(tempfile.mkdtemp(prefix="tilelang_tvmffi_"))
+    except OSError as exc:
+        raise type(exc)(exc.errno, f"tvm_ffi: cannot make a build folder in the temporary folder "
+                        f"{tempfile.gettempdir()}: {exc.strerror or exc}; set TMPDIR to a writable folder "
+                        "with free space") from None
 
 
 def _tvm_default_compiler() -> Optional[list[str]]:
@@ -314,8 +315,9 @@ def export(mod: Any, file_name: Path, compile_flags: Optional[list[str]] = None,
 
 
 def runnable_module(mod: Any, compile_flags: Optional[list[str]] = None,
-                    identity: Optional[str] = None) -> tuple[Any, Optional[Path], Any]:
-    """``(runnable module, library path or None, owner of the temporary directory or None)``.
+                    identity: Optional[str] = None,
+                    keep: bool = False) -> tuple[Any, Optional[Path], Optional[bytes]]:
+    """``(runnable module, kept library path or None, library bytes or None)``.
 
     Modules containing C sources (target ``c``) are compiled and linked into a shared library
     with ``export_library`` and loaded back, as ``tvm.runtime.Executable.jit`` does. The system
@@ -323,21 +325,32 @@ def runnable_module(mod: Any, compile_flags: Optional[list[str]] = None,
     :data:`DEFAULT_C_FLAGS`, then for CPU-only modules :func:`cpu_c_flags`, then ``compile_flags``
     (TVM itself passes no optimisation level, which would mean ``-O0``). ``identity`` is linked
     in (see :func:`export`).
+
+    The library is built in a private temporary directory, loaded, read into memory (:func:`save`
+    writes those bytes) and the directory is removed at once: a loaded library needs no file, so
+    a process that is killed later leaves nothing in the temporary folder. ``keep=True`` (a
+    ``verbose`` build) keeps the directory and returns the library's path in it.
     """
     kinds = module_kinds(mod)
     if not any(k in _NOT_RUNNABLE_KINDS for k in kinds):
         return mod, None, None
-    holder = _LibraryDir()
-    path = holder.path / LIBRARY_FILE
-    if is_cpu_only(kinds):
-        compiler = c_compiler()
-        flags = DEFAULT_C_FLAGS + cpu_c_flags(tuple(compiler))
-        export(mod, path, flags + list(compile_flags or []), identity=identity, compiler=compiler)
-    else:
-        export(mod, path, DEFAULT_C_FLAGS + list(compile_flags or []), identity=identity)
-    import tvm_ffi
+    directory = _build_dir()
+    try:
+        path = directory / LIBRARY_FILE
+        if is_cpu_only(kinds):
+            compiler = c_compiler()
+            flags = DEFAULT_C_FLAGS + cpu_c_flags(tuple(compiler))
+            export(mod, path, flags + list(compile_flags or []), identity=identity, compiler=compiler)
+        else:
+            export(mod, path, DEFAULT_C_FLAGS + list(compile_flags or []), identity=identity)
+        import tvm_ffi
 
-    return tvm_ffi.load_module(str(path)), path, holder
+        data = path.read_bytes()
+        runnable = tvm_ffi.load_module(str(path))
+    finally:
+        if not keep:
+            shutil.rmtree(directory, ignore_errors=True)
+    return runnable, (path if keep else None), data
 
 
 def save(kernel: Any, directory: Path) -> None:
@@ -347,8 +360,10 @@ def save(kernel: Any, directory: Path) -> None:
 
     state = kernel_state(kernel)
     target = directory / LIBRARY_FILE
-    if state.library_path is not None and state.library_path.exists():
-        shutil.copyfile(state.library_path, target)  # built (or loaded) with its identity linked in
+    if state.library_bytes is not None:  # built here, with its identity linked in
+        target.write_bytes(state.library_bytes)
+    elif state.library_path is not None and state.library_path.exists():
+        shutil.copyfile(state.library_path, target)  # loaded, with its identity linked in
     elif state.module is not None and hasattr(state.module, "export_library"):
         export(state.module, target, identity=kernel_id(state.artifact, state.module_kinds, state.alignment))
     else:
@@ -498,7 +513,7 @@ def load(artifact: Any, directory: Path, options: Any) -> Any:
 
     return make_kernel(
         artifact, options, module, module_for_export=None, library_path=library.resolve(),
-        holder=None, kinds=kinds, alignment=alignment,
+        kinds=kinds, alignment=alignment,
     )
 
 
