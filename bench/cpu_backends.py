@@ -8,8 +8,9 @@ Usage::
     python bench/cpu_backends.py --check         # exit 1 when tvm_ffi/c is over 1.5x cython/c
 
 Kernels: the examples' blocked matmul at 512x512x512 (compute-bound, parallel blocks), a
-row-wise softmax-like kernel over 4096x1024 (exp, reductions, parallel blocks) and an elementwise
-add over 2^22 floats (memory-bound). Each is compiled for cython/c, tvm_ffi/c and tvm_ffi/llvm
+row-wise softmax-like kernel over 4096x1024 (exp, reductions written as loops, parallel blocks),
+a row sum over 4096x1024 with ``T.reduce_sum`` (partial sums on CPU, lowering/lane_sums.py) and an
+elementwise add over 2^22 floats (memory-bound). Each is compiled for cython/c, tvm_ffi/c and tvm_ffi/llvm
 (those installed); torch computes the same result in the same run and is the reference.
 Results are checked against torch first.
 
@@ -62,6 +63,15 @@ def _kernels():
                 for j in T.Parallel(cols):
                     Y[bx * 16 + i, j] = T.exp(X[bx * 16 + i, j] - m[i]) / s[i]
 
+    @T.prim_func
+    def row_sum(X: T.Tensor((rows, cols), T.float32), S: T.Tensor((rows,), T.float32)):
+        with T.Kernel(rows // 16, threads=128) as bx:
+            tile = T.alloc_fragment((16, cols), T.float32)
+            sums = T.alloc_fragment((16,), T.float32)
+            T.copy(X[bx * 16, 0], tile)
+            T.reduce_sum(tile, sums, dim=1)
+            T.copy(sums, S[bx * 16])
+
     n = 1 << 22
 
     @T.prim_func
@@ -79,6 +89,7 @@ def _kernels():
          lambda out: torch.matmul(a, b, out=out), 2),
         ("row softmax 4096x1024", row_softmax, (x, torch.empty(rows, cols)),
          lambda out: out.copy_(torch.softmax(x, dim=1)), 1),
+        ("row sum 4096x1024", row_sum, (x, torch.empty(rows)), lambda out: torch.sum(x, dim=1, out=out), 1),
         ("vector add 2^22", vector_add, (u, v, torch.empty(n)), lambda out: torch.add(u, v, out=out), 2),
     ]
 

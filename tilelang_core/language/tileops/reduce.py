@@ -130,6 +130,7 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
     absolute = kind.startswith("abs")
     red_extent = s.extents[dim]
     packing = packable(kind, s, d, bool(nan_propagate))
+    lane_sum = {LANE_SUM: 1} if kind in _WIDE_SUMS and is_float(acc) else None
 
     def body(vs: list) -> None:
         if not out:
@@ -148,7 +149,7 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
             # every thread read-modify-write it at once.
             slot = IRBuilder.name("block_acc", _B.alloc_buffer((1,), acc, scope="local"))
             _B.buffer_store(slot, _identity(kind, acc) if clear else d.buffer[tuple(didx)], [0])
-            with _B.serial(0, red_extent) as r:
+            with _B.serial(0, red_extent, annotations=lane_sum) as r:
                 x = cast(s.buffer[tuple(_indices(s, vs[:dim] + [r] + vs[dim:]))], acc)
                 _B.buffer_store(slot, combine(slot[0], _abs(x) if absolute else x), [0])
             _B.buffer_store(d.buffer, slot[0], didx)
@@ -157,7 +158,7 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
             # every reduction starts from its identity (-inf for max, +inf for min, 0 for absmax),
             # as TileLang: a row of only NaN (NaN ignored) gives the identity
             _B.buffer_store(d.buffer, _identity(kind, acc), didx)
-        with _B.serial(0, red_extent, annotations=packing) as r:
+        with _B.serial(0, red_extent, annotations=packing or lane_sum) as r:
             sidx = _indices(s, vs[:dim] + [r] + vs[dim:])
             x = cast(s.buffer[tuple(sidx)], acc)
             if absolute:
@@ -188,11 +189,16 @@ def _wide_sum(s: Any, d: Any, didx: list, source_index: Callable[[Any], list], e
     wide = "float32"
     slot = _B.alloc_buffer((1,), wide, scope="local")
     _B.buffer_store(slot, cast(0, wide) if clear else tirx.Cast(wide, d.buffer[tuple(didx)]), [0])
-    with _B.serial(0, extent) as r:
+    with _B.serial(0, extent, annotations={LANE_SUM: 1}) as r:
         x = tirx.Cast(wide, s.buffer[tuple(source_index(r))])
         _B.buffer_store(slot, slot[0] + (_abs(x) if absolute else x), [0])
     _B.buffer_store(d.buffer, tirx.Cast(d.dtype, slot[0]), didx)
 
+
+#: Loop annotation on the reduction loop of a float ``reduce_sum``/``reduce_abssum``: the order of
+#: its additions is free. CPU targets split it into partial sums (lowering/lane_sums.py); GPU
+#: targets drop it.
+LANE_SUM = "tl.lane_sum"
 
 #: Loop annotation on the reduction loop of a per-thread float16/bfloat16 max/min/absmax: its
 #: value names the reduction (``"max"``, ``"min"``, ``"absmax"``; ``".nan"`` appended for
