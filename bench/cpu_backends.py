@@ -9,8 +9,8 @@ Usage::
 
 Kernels: the examples' blocked matmul at 512x512x512 (compute-bound, parallel blocks), a
 row-wise softmax-like kernel over 4096x1024 (exp, reductions written as loops, parallel blocks),
-a row sum over 4096x1024 with ``T.reduce_sum`` (partial sums on CPU, lowering/lane_sums.py) and an
-elementwise add over 2^22 floats (memory-bound). Each is compiled for cython/c, tvm_ffi/c and tvm_ffi/llvm
+a row sum and a row max over 4096x1024 with ``T.reduce_sum``/``T.reduce_max`` (partial results on
+CPU, lowering/lane_reductions.py) and an elementwise add over 2^22 floats (memory-bound). Each is compiled for cython/c, tvm_ffi/c and tvm_ffi/llvm
 (those installed); torch computes the same result in the same run and is the reference.
 Results are checked against torch first.
 
@@ -72,6 +72,15 @@ def _kernels():
             T.reduce_sum(tile, sums, dim=1)
             T.copy(sums, S[bx * 16])
 
+    @T.prim_func
+    def row_max(X: T.Tensor((rows, cols), T.float32), S: T.Tensor((rows,), T.float32)):
+        with T.Kernel(rows // 16, threads=128) as bx:
+            tile = T.alloc_fragment((16, cols), T.float32)
+            maxima = T.alloc_fragment((16,), T.float32)
+            T.copy(X[bx * 16, 0], tile)
+            T.reduce_max(tile, maxima, dim=1)
+            T.copy(maxima, S[bx * 16])
+
     n = 1 << 22
 
     @T.prim_func
@@ -90,6 +99,7 @@ def _kernels():
         ("row softmax 4096x1024", row_softmax, (x, torch.empty(rows, cols)),
          lambda out: out.copy_(torch.softmax(x, dim=1)), 1),
         ("row sum 4096x1024", row_sum, (x, torch.empty(rows)), lambda out: torch.sum(x, dim=1, out=out), 1),
+        ("row max 4096x1024", row_max, (x, torch.empty(rows)), lambda out: torch.amax(x, dim=1, out=out), 1),
         ("vector add 2^22", vector_add, (u, v, torch.empty(n)), lambda out: torch.add(u, v, out=out), 2),
     ]
 

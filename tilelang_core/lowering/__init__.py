@@ -235,11 +235,11 @@ def lower(
     from .narrow_float_math import lower_narrow_float_math
 
     func = lower_narrow_float_math(func, location)  # truncmod/nextafter of 16- and 8-bit floats, every target alike
-    from .lane_sums import split_lane_sums, strip_lane_sums
+    from .lane_reductions import split_lane_reductions, strip_lane_reductions
 
-    # float T.reduce_sum loops: partial sums on CPU targets, as written elsewhere (lowering/lane_sums.py)
+    # float T.reduce_* loops: partial results on CPU targets, as written elsewhere (lowering/lane_reductions.py)
     cpu_lanes = kind in CPU_KINDS and not config_flag(configs, "tl.disable_vectorize")
-    func = split_lane_sums(func) if cpu_lanes else strip_lane_sums(func)
+    func = split_lane_reductions(func) if cpu_lanes else strip_lane_reductions(func)
     from .imported_source import drop_declared_prototypes, extern_callees, import_for_target, take_imported_sources
 
     func, imported = take_imported_sources(func)  # T.import_source texts, put back per target below

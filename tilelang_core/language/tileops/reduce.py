@@ -30,7 +30,8 @@ from ._common import (
 _BITWISE = ("bitand", "bitor", "bitxor")
 
 
-def _identity(kind: str, dtype: str) -> Any:
+def identity(kind: str, dtype: str) -> Any:
+    """The value a ``kind`` reduction of ``dtype`` starts from."""
     if kind in ("sum", "abssum", "absmax", "bitor", "bitxor"):
         return cast(0, dtype)
     if kind == "bitand":
@@ -51,7 +52,8 @@ def isnan(x: Any) -> Any:
     return tirx.isnan(tirx.Cast("float32", x) if dtype == "bfloat16" else x)
 
 
-def _combine(kind: str, dtype: str, nan_propagate: bool) -> Callable[[Any, Any], Any]:
+def combine_rule(kind: str, dtype: str, nan_propagate: bool) -> Callable[[Any, Any], Any]:
+    """``(acc, x) -> the accumulator after taking x`` of a ``kind`` reduction in ``dtype``."""
     if kind in ("sum", "abssum"):
         return lambda acc, x: acc + x
     if kind in _BITWISE:
@@ -126,11 +128,11 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
     if nan_propagate and not is_float(d.dtype):
         fail(op, operands, f"nan_propagate=True needs float tiles, got the {d.dtype} destination '{d.name}'")
     acc = d.dtype
-    combine = _combine(kind, acc, bool(nan_propagate))
+    combine = combine_rule(kind, acc, bool(nan_propagate))
     absolute = kind.startswith("abs")
     red_extent = s.extents[dim]
     packing = packable(kind, s, d, bool(nan_propagate))
-    lane_sum = {LANE_SUM: 1} if kind in _WIDE_SUMS and is_float(acc) else None
+    lanes = {LANE_REDUCE: kind + (".nan" if nan_propagate else "")} if kind in _LANE_KINDS and is_float(acc) else None
 
     def body(vs: list) -> None:
         if not out:
@@ -148,8 +150,8 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
             # GPU block), each storing the same value; accumulating in the shared element made
             # every thread read-modify-write it at once.
             slot = IRBuilder.name("block_acc", _B.alloc_buffer((1,), acc, scope="local"))
-            _B.buffer_store(slot, _identity(kind, acc) if clear else d.buffer[tuple(didx)], [0])
-            with _B.serial(0, red_extent, annotations=lane_sum) as r:
+            _B.buffer_store(slot, identity(kind, acc) if clear else d.buffer[tuple(didx)], [0])
+            with _B.serial(0, red_extent, annotations=lanes) as r:
                 x = cast(s.buffer[tuple(_indices(s, vs[:dim] + [r] + vs[dim:]))], acc)
                 _B.buffer_store(slot, combine(slot[0], _abs(x) if absolute else x), [0])
             _B.buffer_store(d.buffer, slot[0], didx)
@@ -157,8 +159,8 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
         if clear:
             # every reduction starts from its identity (-inf for max, +inf for min, 0 for absmax),
             # as TileLang: a row of only NaN (NaN ignored) gives the identity
-            _B.buffer_store(d.buffer, _identity(kind, acc), didx)
-        with _B.serial(0, red_extent, annotations=packing or lane_sum) as r:
+            _B.buffer_store(d.buffer, identity(kind, acc), didx)
+        with _B.serial(0, red_extent, annotations={**(packing or {}), **(lanes or {})} or None) as r:
             sidx = _indices(s, vs[:dim] + [r] + vs[dim:])
             x = cast(s.buffer[tuple(sidx)], acc)
             if absolute:
@@ -189,16 +191,18 @@ def _wide_sum(s: Any, d: Any, didx: list, source_index: Callable[[Any], list], e
     wide = "float32"
     slot = _B.alloc_buffer((1,), wide, scope="local")
     _B.buffer_store(slot, cast(0, wide) if clear else tirx.Cast(wide, d.buffer[tuple(didx)]), [0])
-    with _B.serial(0, extent, annotations={LANE_SUM: 1}) as r:
+    with _B.serial(0, extent, annotations={LANE_REDUCE: "sum"}) as r:
         x = tirx.Cast(wide, s.buffer[tuple(source_index(r))])
         _B.buffer_store(slot, slot[0] + (_abs(x) if absolute else x), [0])
     _B.buffer_store(d.buffer, tirx.Cast(d.dtype, slot[0]), didx)
 
 
-#: Loop annotation on the reduction loop of a float ``reduce_sum``/``reduce_abssum``: the order of
-#: its additions is free. CPU targets split it into partial sums (lowering/lane_sums.py); GPU
-#: targets drop it.
-LANE_SUM = "tl.lane_sum"
+#: Loop annotation on the reduction loop of a float ``reduce_sum/abssum/max/min/absmax``: its value
+#: names the reduction (``".nan"`` appended for ``nan_propagate=True``), and the order in which the
+#: loop takes the elements is free. CPU targets split it into partial reductions
+#: (lowering/lane_reductions.py); GPU targets drop it.
+LANE_REDUCE = "tl.lane_reduce"
+_LANE_KINDS = ("sum", "abssum", "max", "min", "absmax")
 
 #: Loop annotation on the reduction loop of a per-thread float16/bfloat16 max/min/absmax: its
 #: value names the reduction (``"max"``, ``"min"``, ``"absmax"``; ``".nan"`` appended for

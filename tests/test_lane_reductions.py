@@ -1,11 +1,11 @@
-"""Float ``T.reduce_sum``/``T.reduce_abssum`` on CPU targets keep several partial sums
-(lowering/lane_sums.py): the additions are independent chains the compilers vectorize.
+"""Float ``T.reduce_sum/abssum/max/min/absmax`` on CPU targets keep several partial results
+(lowering/lane_reductions.py): independent chains the compilers vectorize.
 
 Before, a row sum was one chain of dependent float additions in the written order, which no C
 compiler may reorder: a 1024 x 1024 row sum of 16-row fragments took 487 us on cython/c and 924 us
-on tvm_ffi/c, 16x and 31x torch.sum (``bench/cpu_backends.py`` times it now). Each test here
-checks a result against torch on the three CPU paths; the accuracy test fails with one chain
-(each ``1.0`` after ``1e8`` is lost there).
+on tvm_ffi/c, 16x and 31x torch.sum (``bench/cpu_backends.py`` times a row sum and a row max now).
+Each test here checks a result against torch on the three CPU paths; the accuracy test fails
+with one chain (each ``1.0`` after ``1e8`` is lost there).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from backend_pairs import PATHS, compile_on, path_id  # noqa: E402
 
 
-def _rows(M, N, dtype="float32", acc="float32", op="sum", clear=True, scope="fragment"):
-    """S[i] (+)= op(A[i, :]) over fragments of 8 rows."""
+def _rows(M, N, dtype="float32", acc="float32", op="sum", clear=True, scope="fragment", **options):
+    """S[i] = op(A[i, :]) (with ``clear=False`` also over S[i]) over fragments of 8 rows."""
     alloc = T.alloc_fragment if scope == "fragment" else T.alloc_shared
-    reduce = T.reduce_sum if op == "sum" else T.reduce_abssum
+    reduce = getattr(T, f"reduce_{op}")
 
     @T.prim_func
     def rows(A: T.Tensor((M, N), dtype), S: T.Tensor((M,), acc)):
@@ -35,7 +35,7 @@ def _rows(M, N, dtype="float32", acc="float32", op="sum", clear=True, scope="fra
             s = alloc((8,), acc)
             T.copy(A[bx * 8, 0], a)
             T.copy(S[bx * 8], s)
-            reduce(a, s, dim=1, clear=clear)
+            reduce(a, s, dim=1, clear=clear, **options)
             T.copy(s, S[bx * 8])
 
     return rows
@@ -103,6 +103,40 @@ def test_clear_false_abssum_and_float64_add_onto_the_destination(path):
     torch.testing.assert_close(R, B.abs().sum(1), rtol=1e-5, atol=1e-4)
 
 
+def _nan_ignored(x, op):
+    fill = {"max": float("-inf"), "min": float("inf"), "absmax": 0.0}[op]
+    x = x.abs() if op == "absmax" else x
+    x = torch.where(torch.isnan(x), torch.full_like(x, fill), x)
+    return x.amin(1) if op == "min" else x.amax(1)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+@pytest.mark.parametrize("op", ["max", "min", "absmax"])
+def test_max_min_absmax_match_torch_and_keep_nan_rules(path, op):
+    A = torch.randn(16, 1000)
+    A[1, 5] = float("nan")  # ignored
+    A[2, :] = float("nan")  # a row of only NaN: the identity
+    A[3, 999] = 50.0 if op != "min" else -50.0  # the extreme in the last (tail) element
+    A[4, 0] = float("inf") if op != "min" else float("-inf")
+    S = torch.zeros(16)
+    compile_on(_rows(16, 1000, op=op), path)(A, S)
+    assert torch.equal(S, _nan_ignored(A, op)), (S, _nan_ignored(A, op))
+    P = torch.zeros(16)
+    compile_on(_rows(16, 1000, op=op, nan_propagate=True), path)(A, P)
+    assert torch.isnan(P[1]) and torch.isnan(P[2]) and not torch.isnan(P[0])
+    keep = [i for i in range(16) if i not in (1, 2)]
+    assert torch.equal(P[keep], _nan_ignored(A, op)[keep])
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_max_with_clear_false_keeps_a_larger_destination(path):
+    A = torch.randn(8, 256, dtype=torch.float64)
+    S = torch.tensor([100.0, -100.0] * 4, dtype=torch.float64)
+    expected = torch.maximum(S, A.amax(1))
+    compile_on(_rows(8, 256, "float64", "float64", op="max", clear=False), path)(A, S)
+    assert torch.equal(S, expected)
+
+
 @pytest.mark.parametrize("path", PATHS, ids=path_id)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_16_bit_sums_accumulate_in_float32_lanes(path, dtype):
@@ -151,12 +185,14 @@ def _source(func, target, **configs):
 
 def test_where_the_partial_sums_are_used():
     cpu = _source(_rows(16, 1024), "c")
-    assert "lane_sums" in cpu and "-0.000000e+00f" in cpu
-    assert "lane_sums" not in _source(_rows(16, 32), "c")  # under 2 x 32 iterations: one chain
-    assert "lane_sums" not in _source(_rows(16, 1024, "int32", "int32"), "c")  # exact in any order
-    assert "lane_sums" not in _source(_rows(16, 1024), "c", **{"tl.disable_vectorize": True})
+    assert "lane_parts" in cpu and "-0.000000e+00f" in cpu
+    assert "lane_parts" not in _source(_rows(16, 32), "c")  # under 2 x 32 iterations: one chain
+    assert "lane_parts" not in _source(_rows(16, 1024, "int32", "int32"), "c")  # exact in any order
+    assert "lane_parts" not in _source(_rows(16, 1024), "c", **{"tl.disable_vectorize": True})
+    assert "lane_parts" in _source(_rows(16, 1024, op="max"), "c")
+    assert "lane_parts" in _source(_rows(16, 1024, op="min", nan_propagate=True), "c")
     cuda = _source(_rows(16, 1024), "cuda")
-    assert "lane_sums" not in cuda and "block_acc" in cuda  # a GPU thread keeps one accumulator
+    assert "lane_parts" not in cuda and "block_acc" in cuda  # a GPU thread keeps one accumulator
 
 
 def test_a_sum_written_as_a_loop_keeps_its_order():
@@ -172,4 +208,4 @@ def test_a_sum_written_as_a_loop_keeps_its_order():
                     acc = acc + A[i, j]
                 S[i] = acc
 
-    assert "lane_sums" not in _source(written, "c")
+    assert "lane_parts" not in _source(written, "c")
