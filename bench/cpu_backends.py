@@ -7,7 +7,8 @@ Usage::
     python bench/cpu_backends.py --threads 2     # TVM_NUM_THREADS for tvm_ffi (set before TVM starts)
     python bench/cpu_backends.py --check         # exit 1 when tvm_ffi/c is over 1.5x cython/c
 
-Kernels: the examples' blocked matmul at 512x512x512 (compute-bound, parallel blocks), a
+Kernels: the examples' blocked matmul at 512x512x512 (compute-bound, parallel blocks, loops
+written in the kernel), the same product with ``T.gemm`` on 64x64x32 tiles (lowering/cpu_gemm_tiles.py), a
 row-wise softmax-like kernel over 4096x1024 (exp, reductions written as loops, parallel blocks),
 a row sum and a row max over 4096x1024 with ``T.reduce_sum``/``T.reduce_max`` (partial results on
 CPU, lowering/lane_reductions.py) and an elementwise add over 2^22 floats (memory-bound). Each is compiled for cython/c, tvm_ffi/c and tvm_ffi/llvm
@@ -64,6 +65,20 @@ def _kernels():
                     Y[bx * 16 + i, j] = T.exp(X[bx * 16 + i, j] - m[i]) / s[i]
 
     @T.prim_func
+    def tile_gemm(A: T.Tensor((512, 512), T.float32), B: T.Tensor((512, 512), T.float32),
+                  C: T.Tensor((512, 512), T.float32)):
+        with T.Kernel(8, 8, threads=128) as (bx, by):
+            a_tile = T.alloc_shared((64, 32), T.float32)
+            b_tile = T.alloc_shared((32, 64), T.float32)
+            c_tile = T.alloc_fragment((64, 64), T.float32)
+            T.clear(c_tile)
+            for ko in T.Pipelined(16, num_stages=1):
+                T.copy(A[by * 64, ko * 32], a_tile)
+                T.copy(B[ko * 32, bx * 64], b_tile)
+                T.gemm(a_tile, b_tile, c_tile)
+            T.copy(c_tile, C[by * 64, bx * 64])
+
+    @T.prim_func
     def row_sum(X: T.Tensor((rows, cols), T.float32), S: T.Tensor((rows,), T.float32)):
         with T.Kernel(rows // 16, threads=128) as bx:
             tile = T.alloc_fragment((16, cols), T.float32)
@@ -95,6 +110,8 @@ def _kernels():
     u, v = torch.randn(n), torch.randn(n)
     return [
         ("matmul 512^3", matmul(size, size, size), (a, b, torch.empty(size, size)),
+         lambda out: torch.matmul(a, b, out=out), 2),
+        ("T.gemm 512^3", tile_gemm, (a, b, torch.empty(size, size)),
          lambda out: torch.matmul(a, b, out=out), 2),
         ("row softmax 4096x1024", row_softmax, (x, torch.empty(rows, cols)),
          lambda out: out.copy_(torch.softmax(x, dim=1)), 1),

@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional, Sequence
 import tvm
 import tvm_ffi
 from tvm import tirx
+from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script.builder import ir as _B
 
 from ...errors import LoweringError
@@ -247,6 +248,20 @@ def is_var_buffer(buffer: Any) -> bool:
 def contains(nodes: Sequence[Any], node: Any) -> bool:
     """Whether ``node`` is one of ``nodes`` (the same IR object: ``same_as``, not structural equality)."""
     return any(node.same_as(x) for x in nodes)
+
+
+def storage_root(buffer: Any) -> Any:
+    """The buffer whose storage ``buffer`` is on: ``A`` for a ``T.view``/``T.reshape`` of ``A`` (or a
+    view of such a view) declared in an enclosing frame, else ``buffer`` itself."""
+    frames = [f for f in IRBuilder.current().frames if type(f).__name__ == "DeclBufferFrame"]
+    for _ in range(len(frames)):
+        frame = next((f for f in frames if f.buffer.same_as(buffer)), None)
+        data = getattr(frame, "data", None)
+        args = list(getattr(data, "args", ())) if data is not None else []
+        if not (args and getattr(getattr(data, "op", None), "name", "") == "tirx.buffer_data"):
+            break
+        buffer = args[0]
+    return buffer
 
 
 def collect(node: Any, kinds: Any) -> list:

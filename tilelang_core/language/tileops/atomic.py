@@ -43,6 +43,7 @@ from ._common import (
     same_extent,
     shape_text,
     static_int,
+    storage_root,
 )
 from .warp import sync_threads
 
@@ -148,25 +149,11 @@ def _read_once(x: Any, d: Any) -> Any:
     return slot[0]
 
 
-def _storage_root(buffer: Any) -> Any:
-    """The buffer whose storage ``buffer`` is on: ``A`` for a ``T.view``/``T.reshape`` of ``A`` (or a
-    view of such a view) declared in an enclosing frame, else ``buffer`` itself."""
-    frames = [f for f in IRBuilder.current().frames if type(f).__name__ == "DeclBufferFrame"]
-    for _ in range(len(frames)):
-        frame = next((f for f in frames if f.buffer.same_as(buffer)), None)
-        data = getattr(frame, "data", None)
-        args = list(getattr(data, "args", ())) if data is not None else []
-        if not (args and getattr(getattr(data, "op", None), "name", "") == "tirx.buffer_data"):
-            break
-        buffer = args[0]
-    return buffer
-
-
 def _reads_storage_of(x: Any, buffer: Any) -> bool:
     """Whether ``x`` loads from ``buffer``'s storage: the buffer itself or a ``T.view``/``T.reshape``
     of it (or ``buffer`` is such a view of the buffer ``x`` loads)."""
-    root = _storage_root(buffer)
-    return any(_storage_root(load.source).same_as(root) for load in collect(x, tvm.ir.TensorLoad))
+    root = storage_root(buffer)
+    return any(storage_root(load.source).same_as(root) for load in collect(x, tvm.ir.TensorLoad))
 
 
 #: Frames of control flow: a block barrier inside one may not be reached by every thread.

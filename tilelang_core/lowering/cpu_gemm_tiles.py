@@ -1,0 +1,161 @@
+"""``T.gemm`` on CPU targets: the product in register tiles of C.
+
+``T.gemm`` into a shared or fragment ``C`` is a K loop around a ``T.Parallel`` nest over C (on
+GPUs each thread updates the elements it owns)::
+
+    for k in range(K):
+        for i, j in T.Parallel(M, N):
+            C[i, j] = C[i, j] + A[i, k] * B[k, j]
+
+On a CPU that nest is a loop over C's rows around a SIMD loop along them: every vector of
+multiply-adds loads C's vector and stores it back, so the loads and stores, not the arithmetic,
+set the pace (about half a core's peak). On the C source path (targets ``c`` of the cython and
+tvm_ffi backends) :func:`tile_gemms` rewrites the K loop of a gemm that ``T.gemm`` marked with
+:data:`~tilelang_core.language.tileops.gemm.CPU_GEMM_TILES` (C of static shape, A and B not on
+C's storage) into groups of :data:`ROWS` rows of C::
+
+    for tile_i in range(M // ROWS):
+        #pragma omp simd
+        for j in range(N):
+            c_rows[0..ROWS) = C[tile_i * ROWS + r, j]
+            for k in range(K):
+                c_rows[r] = c_rows[r] + A[tile_i * ROWS + r, k] * B[k, j]   (r = 0 .. ROWS-1)
+            C[tile_i * ROWS + r, j] = c_rows[r]
+
+The C compiler vectorizes the column loop (each SIMD lane a column) and keeps the ``ROWS``
+accumulators of every lane in vector registers for the whole K loop: ``ROWS`` independent
+multiply-add chains per vector, and C is read and written once. Rows left over when ``M`` is not
+a multiple of ``ROWS`` run the K loop over the nest as before.
+
+Each element of C still takes ``A[i, k] * B[k, j]`` for ``k = 0, 1, ...`` in order, with the same
+operations, so the results are the same bits as before. Accumulators other than float32,
+float64 and int32 keep the nest. GPU targets, the LLVM path (TVM's vectorizer does not take a
+loop around a loop) and every target with ``tl.disable_vectorize`` keep it too: there
+:func:`strip_gemm_marks` only drops the mark.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from ..language.core import PARALLEL_MARKER
+from ..language.tileops._common import static_int, substitute
+from ..language.tileops.gemm import CPU_GEMM_TILES
+
+__all__ = ["ROWS", "strip_gemm_marks", "tile_gemms"]
+
+#: Rows of C that one column loop updates together: independent chains per SIMD lane.
+ROWS = 8
+_TILED_DTYPES = ("float32", "float64", "int32")
+
+
+def _marked(loop: Any) -> bool:
+    return isinstance(loop, tirx.For) and loop.annotations is not None and CPU_GEMM_TILES in loop.annotations
+
+
+def _unmarked(loop: Any) -> Any:
+    notes = {k: v for k, v in loop.annotations.items() if k != CPU_GEMM_TILES}
+    return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding, notes)
+
+
+def _nest(loop: Any) -> Optional[tuple]:
+    """``(i loop, j loop, store)`` of the marked K loop's ``T.Parallel(M, N)`` nest, else None."""
+    body = loop.body
+    if not isinstance(body, tirx.SeqStmt) or len(body) != 2:
+        return None
+    marker, outer = body[0], body[1]
+    call = marker.value if isinstance(marker, tirx.Evaluate) else None
+    if not (isinstance(call, tvm.ir.Call) and getattr(call.op, "name", "") == "tirx.call_extern"
+            and len(call.args) == 2 and isinstance(call.args[0], tvm.ir.StringImm)
+            and str(call.args[0].value) == PARALLEL_MARKER and static_int(call.args[1]) == 2):
+        return None
+    inner = outer.body if isinstance(outer, tirx.For) else None
+    store = inner.body if isinstance(inner, tirx.For) else None
+    if not isinstance(store, tirx.BufferStore) or not isinstance(store.value, tirx.Add):
+        return None
+    acc = store.value.a
+    if not (isinstance(acc, tvm.ir.TensorLoad) and acc.source.same_as(store.buffer)
+            and tvm_ffi.structural_equal(list(acc.indices), list(store.indices))):
+        return None
+    if any(load.source.same_as(store.buffer) for load in _loads(store.value.b)):
+        return None
+    return outer, inner, store
+
+
+def _loads(expr: Any) -> list:
+    found: list = []
+    tvm_ffi.structural_walk(expr, ((tvm.ir.TensorLoad,), found.append), order="pre")
+    return found
+
+
+def _parallel(loops: list, body: Any) -> Any:
+    """``T.Parallel`` over ``loops`` (``[(var, extent)]``) around ``body``: the marker and the nest."""
+    for var, extent in reversed(loops):
+        body = tirx.For(var, tirx.IntImm(var.ty.dtype, 0), extent, tirx.ForKind.SERIAL, body)
+    marker = tirx.Evaluate(tirx.call_extern("int32", PARALLEL_MARKER, len(loops)))
+    return tirx.SeqStmt([marker, body])
+
+
+def _tile(loop: Any, simd_marker: Callable[[str], Any]) -> Any:
+    """The rewritten K loop (module docstring), or the loop without its mark where it does not apply."""
+    found = _nest(loop)
+    if found is None:
+        return _unmarked(loop)
+    outer, inner, store = found
+    M, N = static_int(outer.extent), static_int(inner.extent)
+    dtype = str(store.buffer.ty.dtype)
+    if M is None or N is None or dtype not in _TILED_DTYPES or static_int(outer.min) != 0 or static_int(inner.min) != 0:
+        return _unmarked(loop)
+    row_tiles = M // ROWS
+    if row_tiles == 0:
+        return _unmarked(loop)
+    k, i, j = loop.loop_var, outer.loop_var, inner.loop_var
+    itype = str(i.ty.dtype)
+
+    def imm(v: int) -> Any:
+        return tirx.IntImm(itype, v)
+
+    def k_loop(body: Any) -> Any:
+        kv = tirx.Var(k.name, str(k.ty.dtype))
+        return tirx.For(kv, loop.min, loop.extent, tirx.ForKind.SERIAL, substitute(body, [(k, kv)]))
+
+    tile_i, col = tirx.Var("tile_i", itype), tirx.Var("tile_j", itype)
+    acc = tirx.decl_buffer([ROWS], dtype, name="c_rows", scope="local")
+
+    def at(r: int, expr: Any) -> Any:
+        return substitute(expr, [(i, tile_i * imm(ROWS) + imm(r)), (j, col)])
+
+    c_load, term = store.value.a, store.value.b
+    column = tirx.SeqStmt([
+        tirx.AllocBuffer(acc),
+        *[tirx.BufferStore(acc, at(r, c_load), [imm(r)]) for r in range(ROWS)],
+        k_loop(tirx.SeqStmt([tirx.BufferStore(acc, acc[imm(r)] + at(r, term), [imm(r)]) for r in range(ROWS)])),
+        *[tirx.BufferStore(store.buffer, acc[imm(r)], list(at(r, c_load).indices)) for r in range(ROWS)],
+    ])
+    columns = tirx.SeqStmt([simd_marker(col.name), tirx.For(col, imm(0), imm(N), tirx.ForKind.SERIAL, column)])
+    stmts = [tirx.For(tile_i, imm(0), imm(row_tiles), tirx.ForKind.SERIAL, columns)]
+    if M % ROWS:  # the last rows: the K loop over the nest, as before
+        iv, jv = tirx.Var(i.name, itype), tirx.Var(j.name, itype)
+        shifted = substitute(store, [(i, iv + imm(row_tiles * ROWS)), (j, jv)])
+        stmts.append(k_loop(_parallel([(iv, imm(M % ROWS)), (jv, imm(N))], shifted)))
+    return tirx.SeqStmt(stmts) if len(stmts) > 1 else stmts[0]
+
+
+def tile_gemms(func: tirx.PrimFunc, simd_marker: Callable[[str], Any]) -> tirx.PrimFunc:
+    """``func`` with every marked gemm K loop run in register tiles of C (module docstring);
+    ``simd_marker(name)`` is the statement that puts ``#pragma omp simd`` on the loop of variable ``name``."""
+    if func.body is None:
+        return func
+    return func.with_body(tvm_ffi.structural_map(
+        func.body, [(tirx.For, lambda f: _tile(f, simd_marker) if _marked(f) else f)]))
+
+
+def strip_gemm_marks(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with the marks dropped and every gemm kept as the nest (GPU targets, ``tl.disable_vectorize``)."""
+    if func.body is None:
+        return func
+    return func.with_body(tvm_ffi.structural_map(func.body, [(tirx.For, lambda f: _unmarked(f) if _marked(f) else f)]))
