@@ -189,6 +189,7 @@ def test_where_the_partial_sums_are_used():
     assert "lane_parts" in cpu and "-0.000000e+00f" in cpu
     assert "lane_parts" not in _source(_rows(16, 32), "c")  # under 2 x 32 iterations: one chain
     assert "lane_parts" not in _source(_rows(16, 1024, "int32", "int32"), "c")  # exact in any order
+    assert "lane_parts" not in _source(_columns(1000, 8), "c")  # strided: partial sums were 4x slower
     assert "lane_parts" not in _source(_rows(16, 1024), "c", **{"tl.disable_vectorize": True})
     assert "lane_parts" in _source(_rows(16, 1024, op="max"), "c")
     assert "lane_parts" in _source(_rows(16, 1024, op="min", nan_propagate=True), "c")

@@ -23,8 +23,10 @@ sum adds ``E / L`` terms). A max or min is the same value; only which of two equ
 may differ: ``+0.0`` or ``-0.0`` when both are the extreme, or which NaN with
 ``nan_propagate=True``; and with ``clear=False``, a NaN destination and a row of only NaN (NaN
 ignored) give the identity instead of NaN, as packed CUDA reductions do. Loops with fewer than
-``2 * L`` iterations (known when lowering), integer reductions (exact in any order; the compilers
-vectorize them already), loops that are not of the form above, and kernels lowered with
+``2 * L`` iterations (known when lowering), reductions over a dimension other than the source's
+last one (they read with a stride: partial results made a column sum four times slower), integer
+reductions (exact in any order; the compilers vectorize them already), loops that are not of the
+form above, and kernels lowered with
 ``tl.disable_vectorize`` keep the one accumulator. GPU targets keep it too (a thread holds few
 registers; its loops are short): there :func:`strip_lane_reductions` only drops the mark.
 """
@@ -73,6 +75,14 @@ def _uses(exprs: Any, var: Any) -> bool:
     return any(v.same_as(var) for e in exprs for v in collect(e, tirx.Var))
 
 
+def _contiguous(term: Any, r: Any) -> bool:
+    """Whether every load of ``term`` that moves with ``r`` moves along its last dimension only:
+    the partial results then take adjacent elements (a reduction over another dimension reads
+    with a stride, where partial results cost more than they gain)."""
+    moving = [load for load in collect(term, tvm.ir.TensorLoad) if _uses(list(load.indices), r)]
+    return bool(moving) and all(not _uses(list(load.indices)[:-1], r) for load in moving)
+
+
 def _term(value: Any, kind: str) -> Any:
     """The element term ``f(r)`` of ``combine(acc, f(r))`` as reduce.py builds it, or None."""
     if kind in ("sum", "abssum"):
@@ -94,6 +104,8 @@ def _split(loop: Any) -> Any:
     acc = buf[tuple(idx)]
     term = _term(store.value, kind)
     if term is None or _reads(term, buf) or not tvm_ffi.structural_equal(store.value, combine(acc, term)):
+        return _unmarked(loop)
+    if not _contiguous(term, r):
         return _unmarked(loop)
     n = lanes(dtype)
     extent = loop.extent
