@@ -311,6 +311,7 @@ def lower(
                             gpu=False,
                             parallel_blocks=not (config_flag(configs, "tl.disable_parallel_blocks")
                                                  or has_device_asserts(func)),
+                            simd=not config_flag(configs, "tl.disable_vectorize"),
                             func_location=location,
                             guard_accesses=not config_flag(configs, "tl.disable_safe_memory_legalize"),
                         ),

@@ -870,11 +870,37 @@ def _printable_non_finite(mod: tvm.IRModule) -> tvm.IRModule:
     return mapped if changed else mod
 
 
+def host_cpu_llvm_target(target: Any) -> Any:
+    """``target`` (kind ``llvm``) for this machine's CPU where it names none (``mcpu``) and is for
+    this machine (its ``mtriple``, if any, is the host's), as target ``c`` kernels are compiled with
+    ``-march=native``: TVM's default is the baseline x86-64 instruction set, 128-bit SSE2 vectors
+    only. Fused multiply-add stays off (``-fma``): TVM writes ``a * b + c`` as ``llvm.fmuladd``,
+    which LLVM fuses into one rounding wherever the CPU has FMA, while target ``c`` and torch round
+    twice (on an AVX-512 CPU, which implies FMA, this leaves 256-bit AVX2 vectors)."""
+    from tvm.target import codegen as llvm_codegen
+
+    if target.kind.name != "llvm" or target.attrs.get("mcpu"):
+        return target
+    triple = target.attrs.get("mtriple")
+    if triple and str(triple) != llvm_codegen.llvm_get_system_triple():  # built for another machine
+        return target
+    cpu = llvm_codegen.llvm_get_system_cpu()
+    if not cpu or cpu == "generic":
+        return target
+    config = {k: v for k, v in dict(target.export()).items() if k != "host"}
+    config["mcpu"] = cpu
+    config["mattr"] = [*[str(a) for a in (target.attrs.get("mattr") or [])], "-fma"]
+    # CPU kernels are host code: TVM compiles them for the target's host
+    return tvm.target.Target(config, host=tvm.target.Target(config))
+
+
 def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, Any]):
     """The TVM runtime module of a CPU kernel (packed API, compiled by LLVM or the C codegen)."""
     from tvm.tirx.build import split_host_device_mods, tir_to_runtime
 
     language = "llvm" if target.kind.name == "llvm" else "c"
+    if language == "llvm":
+        target = host_cpu_llvm_target(target)
     func = lower_cpu_calls(func, language)
     mod = tvm.IRModule({str(func.attrs.get("global_symbol", "main")): func})
     mod = tirx.transform.BindTarget(tvm.target.Target(target, host=target))(mod)

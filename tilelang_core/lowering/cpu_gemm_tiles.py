@@ -1,4 +1,4 @@
-"""``T.gemm`` on CPU targets: the product in register tiles of C.
+"""``T.gemm`` on CPU targets: rows of C accumulated in vector registers.
 
 ``T.gemm`` into a shared or fragment ``C`` is a K loop around a ``T.Parallel`` nest over C (on
 GPUs each thread updates the elements it owns)::
@@ -9,10 +9,9 @@ GPUs each thread updates the elements it owns)::
 
 On a CPU that nest is a loop over C's rows around a SIMD loop along them: every vector of
 multiply-adds loads C's vector and stores it back, so the loads and stores, not the arithmetic,
-set the pace (about half a core's peak). On the C source path (targets ``c`` of the cython and
-tvm_ffi backends) :func:`tile_gemms` rewrites the K loop of a gemm that ``T.gemm`` marked with
-:data:`~tilelang_core.language.tileops.gemm.CPU_GEMM_TILES` (C of static shape, A and B not on
-C's storage) into groups of :data:`ROWS` rows of C::
+set the pace (about half a core's peak). On CPU targets :func:`tile_gemms` rewrites the K loop of
+a gemm that ``T.gemm`` marked with :data:`~tilelang_core.language.tileops.gemm.CPU_GEMM_TILES` (C
+of static shape, A and B not on C's storage) into groups of :data:`ROWS` rows of C::
 
     for tile_i in range(M // ROWS):
         #pragma omp simd
@@ -24,14 +23,15 @@ C's storage) into groups of :data:`ROWS` rows of C::
 
 The C compiler vectorizes the column loop (each SIMD lane a column) and keeps the ``ROWS``
 accumulators of every lane in vector registers for the whole K loop: ``ROWS`` independent
-multiply-add chains per vector, and C is read and written once. Rows left over when ``M`` is not
-a multiple of ``ROWS`` run the K loop over the nest as before.
+multiply-add chains per vector, and C is read and written once. On the LLVM path (target
+``llvm``) the column loop is split into groups of 32 bytes of columns, each a TVM vectorized loop,
+which does the same (the group must divide ``N``). Rows left over when ``M`` is not a multiple of
+``ROWS`` run the K loop over the nest as before.
 
 Each element of C still takes ``A[i, k] * B[k, j]`` for ``k = 0, 1, ...`` in order, with the same
 operations, so the results are the same bits as before. Accumulators other than float32,
-float64 and int32 keep the nest. GPU targets, the LLVM path (TVM's vectorizer does not take a
-loop around a loop) and every target with ``tl.disable_vectorize`` keep it too: there
-:func:`strip_gemm_marks` only drops the mark.
+float64 and int32 keep the nest. GPU targets, and every target with ``tl.disable_vectorize``,
+keep it too: there :func:`strip_gemm_marks` only drops the mark.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ __all__ = ["ROWS", "strip_gemm_marks", "tile_gemms"]
 #: Rows of C that one column loop updates together: independent chains per SIMD lane.
 ROWS = 8
 _TILED_DTYPES = ("float32", "float64", "int32")
+_VECTOR_BYTES = 32
 
 
 def _marked(loop: Any) -> bool:
@@ -100,7 +101,7 @@ def _parallel(loops: list, body: Any) -> Any:
     return tirx.SeqStmt([marker, body])
 
 
-def _tile(loop: Any, simd_marker: Callable[[str], Any]) -> Any:
+def _tile(loop: Any, simd_marker: Optional[Callable[[str], Any]]) -> Any:
     """The rewritten K loop (module docstring), or the loop without its mark where it does not apply."""
     found = _nest(loop)
     if found is None:
@@ -136,7 +137,18 @@ def _tile(loop: Any, simd_marker: Callable[[str], Any]) -> Any:
         k_loop(tirx.SeqStmt([tirx.BufferStore(acc, acc[imm(r)] + at(r, term), [imm(r)]) for r in range(ROWS)])),
         *[tirx.BufferStore(store.buffer, acc[imm(r)], list(at(r, c_load).indices)) for r in range(ROWS)],
     ])
-    columns = tirx.SeqStmt([simd_marker(col.name), tirx.For(col, imm(0), imm(N), tirx.ForKind.SERIAL, column)])
+    if simd_marker is not None:
+        columns = tirx.SeqStmt([simd_marker(col.name), tirx.For(col, imm(0), imm(N), tirx.ForKind.SERIAL, column)])
+    else:
+        # TVM vectorizes the group (the accumulators become vectors); 32 bytes each, so that the
+        # ROWS accumulators fit AVX2's 16 vector registers (64 bytes spilled: 3x slower)
+        width = _VECTOR_BYTES // (tvm.DataType(dtype).bits // 8)
+        if N % width:
+            return _unmarked(loop)
+        group, lane = tirx.Var("tile_g", itype), tirx.Var("tile_v", itype)
+        columns = tirx.For(group, imm(0), imm(N // width), tirx.ForKind.SERIAL,
+                           tirx.For(lane, imm(0), imm(width), tirx.ForKind.VECTORIZED,
+                                    substitute(column, [(col, group * imm(width) + lane)])))
     stmts = [tirx.For(tile_i, imm(0), imm(row_tiles), tirx.ForKind.SERIAL, columns)]
     if M % ROWS:  # the last rows: the K loop over the nest, as before
         iv, jv = tirx.Var(i.name, itype), tirx.Var(j.name, itype)
@@ -145,9 +157,11 @@ def _tile(loop: Any, simd_marker: Callable[[str], Any]) -> Any:
     return tirx.SeqStmt(stmts) if len(stmts) > 1 else stmts[0]
 
 
-def tile_gemms(func: tirx.PrimFunc, simd_marker: Callable[[str], Any]) -> tirx.PrimFunc:
-    """``func`` with every marked gemm K loop run in register tiles of C (module docstring);
-    ``simd_marker(name)`` is the statement that puts ``#pragma omp simd`` on the loop of variable ``name``."""
+def tile_gemms(func: tirx.PrimFunc, simd_marker: Optional[Callable[[str], Any]]) -> tirx.PrimFunc:
+    """``func`` with every marked gemm K loop run in groups of :data:`ROWS` rows of C (module
+    docstring). ``simd_marker(name)`` is the statement that puts ``#pragma omp simd`` on the
+    column loop of variable ``name`` (the C source path); None (LLVM): the columns run in
+    vectorized groups of 32 bytes instead."""
     if func.body is None:
         return func
     return func.with_body(tvm_ffi.structural_map(

@@ -144,6 +144,12 @@ def is_cpu_only(kinds: list[str]) -> bool:
     return bool(kinds) and set(kinds) <= {"c"}
 
 
+def for_this_cpu(kinds: list[str]) -> bool:
+    """Whether a module of these kinds is CPU code built for this machine's instruction set: target
+    ``c`` (``-march=native``) or ``llvm`` (the host CPU, ``tilelang_core.lowering.codegen.host_cpu_llvm_target``)."""
+    return bool(kinds) and set(kinds) <= {"c", "llvm"}
+
+
 @functools.lru_cache(maxsize=None)
 def cpu_c_flags(compiler: tuple[str, ...]) -> list[str]:
     """:data:`CPU_C_FLAGS`, or the part of them ``compiler`` takes (tried once per process)."""
@@ -378,7 +384,7 @@ def save(kernel: Any, directory: Path) -> None:
         "out_idx": list(state.out_idx),
         "alignment": state.alignment,
         "versions": _versions(),
-        "cpu": _cpu_id() if is_cpu_only(state.module_kinds) else None,
+        "cpu": _cpu_id() if for_this_cpu(state.module_kinds) else None,
         "cuda_binaries": _save_cuda_binaries(state, directory),
     }
     (directory / PLAN_FILE).write_text(json.dumps(plan, indent=1))
@@ -473,7 +479,8 @@ def load(artifact: Any, directory: Path, options: Any) -> Any:
             f"{list(options.out_idx)} was asked; recompile the kernel"
         )
     if plan.get("cpu") and plan["cpu"] != _cpu_id():
-        raise ArtifactError(f"tvm_ffi: the kernel in {directory} was built for another CPU (-march=native); "
+        raise ArtifactError(f"tvm_ffi: the kernel in {directory} was built for another CPU (the instruction "
+                            "set of the machine that built it: -march=native for c, its CPU for llvm); "
                             "recompile the kernel")
     library = directory / LIBRARY_FILE
     if not library.is_file():
