@@ -78,23 +78,17 @@ def _kernels():
                 T.gemm(a_tile, b_tile, c_tile)
             T.copy(c_tile, C[by * 64, bx * 64])
 
-    @T.prim_func
-    def row_sum(X: T.Tensor((rows, cols), T.float32), S: T.Tensor((rows,), T.float32)):
-        with T.Kernel(rows // 16, threads=128) as bx:
-            tile = T.alloc_fragment((16, cols), T.float32)
-            sums = T.alloc_fragment((16,), T.float32)
-            T.copy(X[bx * 16, 0], tile)
-            T.reduce_sum(tile, sums, dim=1)
-            T.copy(sums, S[bx * 16])
+    def row_reduce(reduce):
+        @T.prim_func
+        def row_reduce_kernel(X: T.Tensor((rows, cols), T.float32), S: T.Tensor((rows,), T.float32)):
+            with T.Kernel(rows // 16, threads=128) as bx:
+                tile = T.alloc_fragment((16, cols), T.float32)
+                results = T.alloc_fragment((16,), T.float32)
+                T.copy(X[bx * 16, 0], tile)
+                reduce(tile, results, dim=1)
+                T.copy(results, S[bx * 16])
 
-    @T.prim_func
-    def row_max(X: T.Tensor((rows, cols), T.float32), S: T.Tensor((rows,), T.float32)):
-        with T.Kernel(rows // 16, threads=128) as bx:
-            tile = T.alloc_fragment((16, cols), T.float32)
-            maxima = T.alloc_fragment((16,), T.float32)
-            T.copy(X[bx * 16, 0], tile)
-            T.reduce_max(tile, maxima, dim=1)
-            T.copy(maxima, S[bx * 16])
+        return row_reduce_kernel
 
     n = 1 << 22
 
@@ -115,8 +109,8 @@ def _kernels():
          lambda out: torch.matmul(a, b, out=out), 2),
         ("row softmax 4096x1024", row_softmax, (x, torch.empty(rows, cols)),
          lambda out: out.copy_(torch.softmax(x, dim=1)), 1),
-        ("row sum 4096x1024", row_sum, (x, torch.empty(rows)), lambda out: torch.sum(x, dim=1, out=out), 1),
-        ("row max 4096x1024", row_max, (x, torch.empty(rows)), lambda out: torch.amax(x, dim=1, out=out), 1),
+        ("row sum 4096x1024", row_reduce(T.reduce_sum), (x, torch.empty(rows)), lambda out: torch.sum(x, dim=1, out=out), 1),
+        ("row max 4096x1024", row_reduce(T.reduce_max), (x, torch.empty(rows)), lambda out: torch.amax(x, dim=1, out=out), 1),
         ("vector add 2^22", vector_add, (u, v, torch.empty(n)), lambda out: torch.add(u, v, out=out), 2),
     ]
 

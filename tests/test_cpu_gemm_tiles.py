@@ -24,36 +24,16 @@ import tilelang_core
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from backend_pairs import PATHS, compile_on, path_id  # noqa: E402
+from private_modules import load_private  # noqa: E402
+
+KS = load_private("tileops_kernels")
 
 UNTILED = {"tl.disable_vectorize": True}
 
 
 def _matmul(M, N, K, bm, bn, bk, dtype="float32", acc="float32", trans_a=False, trans_b=False):
-    a_shape = (K, M) if trans_a else (M, K)
-    b_shape = (N, K) if trans_b else (K, N)
-    a_tile = (bk, bm) if trans_a else (bm, bk)
-    b_tile = (bn, bk) if trans_b else (bk, bn)
-
-    @T.prim_func
-    def mm(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), acc)):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
-            As = T.alloc_shared(a_tile, dtype)
-            Bs = T.alloc_shared(b_tile, dtype)
-            Cl = T.alloc_fragment((bm, bn), acc)
-            T.clear(Cl)
-            for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=1):
-                if trans_a:
-                    T.copy(A[ko * bk, by * bm], As)
-                else:
-                    T.copy(A[by * bm, ko * bk], As)
-                if trans_b:
-                    T.copy(B[bx * bn, ko * bk], Bs)
-                else:
-                    T.copy(B[ko * bk, bx * bn], Bs)
-                T.gemm(As, Bs, Cl, transpose_A=trans_a, transpose_B=trans_b)
-            T.copy(Cl, C[by * bm, bx * bn])
-
-    return mm
+    """tests/tileops_kernels.py's blocked matmul with shared A/B tiles and a fragment C."""
+    return KS.matmul(M, N, K, bm, bn, bk, dtype, acc, trans_a, trans_b, style="gpu")
 
 
 def _run(func, path, inputs, out, **configs):
