@@ -8,7 +8,8 @@ Usage::
     python bench/cpu_backends.py --check         # exit 1 when tvm_ffi/c is over 1.5x cython/c
 
 Kernels: the examples' blocked matmul at 512x512x512 (compute-bound, parallel blocks, loops
-written in the kernel), the same product with ``T.gemm`` on 64x64x32 tiles (lowering/cpu_gemm_tiles.py), a
+written in the kernel), the same product with ``T.gemm`` on 64x64x32 tiles (vectorized rows of C on
+llvm, lowering/cpu_gemm_tiles.py), a
 row-wise softmax-like kernel over 4096x1024 (exp, reductions written as loops, parallel blocks),
 a row sum and a row max over 4096x1024 with ``T.reduce_sum``/``T.reduce_max`` (partial results on
 CPU, lowering/lane_reductions.py) and an elementwise add over 2^22 floats (memory-bound). Each is compiled for cython/c, tvm_ffi/c and tvm_ffi/llvm

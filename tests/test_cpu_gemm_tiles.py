@@ -1,14 +1,15 @@
-"""``T.gemm`` on CPU targets accumulates rows of C in vector registers (lowering/cpu_gemm_tiles.py).
+"""``T.gemm`` on target ``llvm`` accumulates rows of C in vector registers (lowering/cpu_gemm_tiles.py).
 
 Before, the product was a K loop around a SIMD loop along C's rows, which loaded and stored C's
-vector for every multiply-add: a 512^3 float32 matmul of 64x64x32 tiles took 3.12 ms on
-cython/c (2.1x torch.matmul), 6.15 ms on tvm_ffi/c and 11.3 ms on tvm_ffi/llvm; with eight rows
-of C accumulated per SIMD lane it takes 1.47 ms, 2.85 ms and 3.8 ms (best of 5 rounds, 2 cores;
-llvm also compiled for this CPU now, tests/test_llvm_host_cpu.py).
+vector for every multiply-add: a 512^3 float32 matmul of 64x64x32 tiles took 11.3 ms on
+tvm_ffi/llvm; with eight rows of C per vector group it takes 3.8 ms (best of 5 rounds, 2 cores;
+llvm also compiled for this CPU now, tests/test_llvm_host_cpu.py). Target ``c`` keeps the nest:
+the same form under ``#pragma omp simd`` gave wrong sums with GCC 12.2 (the case
+``test_the_case_gcc_vectorized_wrongly_is_right_on_every_path``).
 
 Each element still takes its products in K order with the same operations, so the results are
 the bits of the untiled nest, which ``tl.disable_vectorize`` keeps: the tests compare the two
-bit for bit, and with torch.
+bit for bit on every CPU path, and with torch.
 """
 
 from __future__ import annotations
@@ -86,17 +87,41 @@ def _source(func, target="c", **configs):
     return tilelang_core.lower(func, target=target, pass_configs=configs or None).device_source
 
 
+def _llvm_ir(func, **configs):
+    return tilelang_core.lower(func, target="llvm", consumes=["runtime_module"], pass_configs=configs or None).runtime_source
+
+
 def test_where_the_tiles_are_used():
-    src = _source(_matmul(**CASES["f32 64x64x32"]))
-    assert "c_rows" in src
-    lines = src.splitlines()
-    loop = next(n for n, line in enumerate(lines) if "for (int32_t tile_j = 0;" in line)
-    assert lines[loop - 2].strip() == "#pragma omp simd"  # the column loop carries the accumulators' lanes
-    assert "c_rows" not in _source(_matmul(**CASES["fewer rows than a tile"]))
-    assert "c_rows" not in _source(_matmul(**CASES["f32 64x64x32"]), **UNTILED)
+    assert "c_rows" in _llvm_ir(_matmul(**CASES["f32 64x64x32"]))
+    assert "c_rows" not in _llvm_ir(_matmul(**CASES["fewer rows than a tile"]))
+    assert "c_rows" not in _llvm_ir(_matmul(**CASES["f32 64x64x32"]), **UNTILED)
+    assert "c_rows" not in _source(_matmul(**CASES["f32 64x64x32"]))  # target c keeps the nest
     assert "c_rows" not in _source(_matmul(**CASES["f32 64x64x32"]), target="cuda")
-    llvm = tilelang_core.lower(_matmul(**CASES["f32 64x64x32"]), target="llvm", consumes=["runtime_module"])
-    assert "c_rows" in llvm.runtime_source  # the accumulators of a vectorized column group
+
+
+@T.prim_func
+def _regions(A: T.Tensor((11, 5), "float32"), B: T.Tensor((4, 4), "float32"), C: T.Tensor((11, 6), "float32")):
+    with T.Kernel(1, threads=64):
+        As = T.alloc_shared((11, 5), "float32")
+        Bs = T.alloc_shared((4, 4), "float32")
+        Cl = T.alloc_fragment((11, 6), "float32")
+        T.copy(A, As)
+        T.copy(B, Bs)
+        T.copy(C, Cl)
+        T.gemm(As[2:11, 1:3], Bs[1:4, 2:4], Cl[2:11, 3:6], transpose_B=True)
+        T.copy(Cl, C)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_the_case_gcc_vectorized_wrongly_is_right_on_every_path(path):
+    """N = 3, K = 2, B transposed, C a region at (2, 3): under a `#pragma omp simd` column loop
+    around the K loop, GCC 12.2 -O2/-O3 gave other sums than the nest (found by fuzzing)."""
+    a, b, c = torch.randn(11, 5), torch.randn(4, 4), torch.randn(11, 6)
+    expected = c.clone()
+    expected[2:11, 3:6] += a[2:11, 1:3] @ b[1:4, 2:4].t()
+    out = _run(_regions, path, (a, b), c)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    assert torch.equal(out, _run(_regions, path, (a, b), c, **UNTILED))
 
 
 @pytest.mark.parametrize("path", PATHS, ids=path_id)

@@ -1,4 +1,4 @@
-"""``T.gemm`` on CPU targets: rows of C accumulated in vector registers.
+"""``T.gemm`` on target ``llvm``: rows of C accumulated in vector registers.
 
 ``T.gemm`` into a shared or fragment ``C`` is a K loop around a ``T.Parallel`` nest over C (on
 GPUs each thread updates the elements it owns)::
@@ -9,34 +9,37 @@ GPUs each thread updates the elements it owns)::
 
 On a CPU that nest is a loop over C's rows around a SIMD loop along them: every vector of
 multiply-adds loads C's vector and stores it back, so the loads and stores, not the arithmetic,
-set the pace (about half a core's peak). On CPU targets :func:`tile_gemms` rewrites the K loop of
-a gemm that ``T.gemm`` marked with :data:`~tilelang_core.language.tileops.gemm.CPU_GEMM_TILES` (C
-of static shape, A and B not on C's storage) into groups of :data:`ROWS` rows of C::
+set the pace. On target ``llvm`` :func:`tile_gemms` rewrites the K loop of a gemm that ``T.gemm``
+marked with :data:`~tilelang_core.language.tileops.gemm.CPU_GEMM_TILES` (C of static shape, A and
+B not on C's storage) into groups of :data:`ROWS` rows and 32 bytes of columns of C::
 
     for tile_i in range(M // ROWS):
-        #pragma omp simd
-        for j in range(N):
-            c_rows[0..ROWS) = C[tile_i * ROWS + r, j]
-            for k in range(K):
-                c_rows[r] = c_rows[r] + A[tile_i * ROWS + r, k] * B[k, j]   (r = 0 .. ROWS-1)
-            C[tile_i * ROWS + r, j] = c_rows[r]
+        for tile_g in range(N // W):
+            for v in T.vectorized(W):                       (W columns: 32 bytes)
+                c_rows[r] = C[tile_i * ROWS + r, tile_g * W + v]          (r = 0 .. ROWS-1)
+                for k in range(K):
+                    c_rows[r] = c_rows[r] + A[tile_i * ROWS + r, k] * B[k, tile_g * W + v]
+                C[tile_i * ROWS + r, tile_g * W + v] = c_rows[r]
 
-The C compiler vectorizes the column loop (each SIMD lane a column) and keeps the ``ROWS``
-accumulators of every lane in vector registers for the whole K loop: ``ROWS`` independent
-multiply-add chains per vector, and C is read and written once. On the LLVM path (target
-``llvm``) the column loop is split into groups of 32 bytes of columns, each a TVM vectorized loop,
-which does the same (the group must divide ``N``). Rows left over when ``M`` is not a multiple of
-``ROWS`` run the K loop over the nest as before.
+TVM's vectorizer turns the ``ROWS`` accumulators into vector registers that live through the
+whole K loop: ``ROWS`` independent multiply-add chains, and C is read and written once. Rows left
+over when ``M`` is not a multiple of ``ROWS`` run the K loop over the nest as before; so does a
+gemm whose ``N`` is not a multiple of ``W``.
 
 Each element of C still takes ``A[i, k] * B[k, j]`` for ``k = 0, 1, ...`` in order, with the same
 operations, so the results are the same bits as before. Accumulators other than float32,
-float64 and int32 keep the nest. GPU targets, and every target with ``tl.disable_vectorize``,
-keep it too: there :func:`strip_gemm_marks` only drops the mark.
+float64 and int32 keep the nest. GPU targets, target ``c`` and every target with
+``tl.disable_vectorize`` keep it too: there :func:`strip_gemm_marks` only drops the mark.
+
+Target ``c`` would need the same form written for the C compiler: a ``#pragma omp simd`` loop over
+the columns around the K loop. GCC 12.2 vectorized that loop wrongly (a gemm with N = 3, K = 2 and
+a transposed B gave other sums at -O2 and -O3, right ones with -fno-tree-loop-vectorize), so the
+C source keeps the nest.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import tvm
 import tvm_ffi
@@ -101,7 +104,7 @@ def _parallel(loops: list, body: Any) -> Any:
     return tirx.SeqStmt([marker, body])
 
 
-def _tile(loop: Any, simd_marker: Optional[Callable[[str], Any]]) -> Any:
+def _tile(loop: Any) -> Any:
     """The rewritten K loop (module docstring), or the loop without its mark where it does not apply."""
     found = _nest(loop)
     if found is None:
@@ -124,31 +127,26 @@ def _tile(loop: Any, simd_marker: Optional[Callable[[str], Any]]) -> Any:
         kv = tirx.Var(k.name, str(k.ty.dtype))
         return tirx.For(kv, loop.min, loop.extent, tirx.ForKind.SERIAL, substitute(body, [(k, kv)]))
 
-    tile_i, col = tirx.Var("tile_i", itype), tirx.Var("tile_j", itype)
+    # TVM vectorizes each group of columns (the accumulators become vectors); 32 bytes a group, so
+    # that the ROWS accumulators fit AVX2's 16 vector registers (64 bytes spilled: 3x slower)
+    width = _VECTOR_BYTES // (tvm.DataType(dtype).bits // 8)
+    if N % width:
+        return _unmarked(loop)
+    tile_i, group, lane = tirx.Var("tile_i", itype), tirx.Var("tile_g", itype), tirx.Var("tile_v", itype)
     acc = tirx.decl_buffer([ROWS], dtype, name="c_rows", scope="local")
+    c_load, term = store.value.a, store.value.b
 
     def at(r: int, expr: Any) -> Any:
-        return substitute(expr, [(i, tile_i * imm(ROWS) + imm(r)), (j, col)])
+        return substitute(expr, [(i, tile_i * imm(ROWS) + imm(r)), (j, group * imm(width) + lane)])
 
-    c_load, term = store.value.a, store.value.b
     column = tirx.SeqStmt([
         tirx.AllocBuffer(acc),
         *[tirx.BufferStore(acc, at(r, c_load), [imm(r)]) for r in range(ROWS)],
         k_loop(tirx.SeqStmt([tirx.BufferStore(acc, acc[imm(r)] + at(r, term), [imm(r)]) for r in range(ROWS)])),
         *[tirx.BufferStore(store.buffer, acc[imm(r)], list(at(r, c_load).indices)) for r in range(ROWS)],
     ])
-    if simd_marker is not None:
-        columns = tirx.SeqStmt([simd_marker(col.name), tirx.For(col, imm(0), imm(N), tirx.ForKind.SERIAL, column)])
-    else:
-        # TVM vectorizes the group (the accumulators become vectors); 32 bytes each, so that the
-        # ROWS accumulators fit AVX2's 16 vector registers (64 bytes spilled: 3x slower)
-        width = _VECTOR_BYTES // (tvm.DataType(dtype).bits // 8)
-        if N % width:
-            return _unmarked(loop)
-        group, lane = tirx.Var("tile_g", itype), tirx.Var("tile_v", itype)
-        columns = tirx.For(group, imm(0), imm(N // width), tirx.ForKind.SERIAL,
-                           tirx.For(lane, imm(0), imm(width), tirx.ForKind.VECTORIZED,
-                                    substitute(column, [(col, group * imm(width) + lane)])))
+    columns = tirx.For(group, imm(0), imm(N // width), tirx.ForKind.SERIAL,
+                       tirx.For(lane, imm(0), imm(width), tirx.ForKind.VECTORIZED, column))
     stmts = [tirx.For(tile_i, imm(0), imm(row_tiles), tirx.ForKind.SERIAL, columns)]
     if M % ROWS:  # the last rows: the K loop over the nest, as before
         iv, jv = tirx.Var(i.name, itype), tirx.Var(j.name, itype)
@@ -157,15 +155,12 @@ def _tile(loop: Any, simd_marker: Optional[Callable[[str], Any]]) -> Any:
     return tirx.SeqStmt(stmts) if len(stmts) > 1 else stmts[0]
 
 
-def tile_gemms(func: tirx.PrimFunc, simd_marker: Optional[Callable[[str], Any]]) -> tirx.PrimFunc:
-    """``func`` with every marked gemm K loop run in groups of :data:`ROWS` rows of C (module
-    docstring). ``simd_marker(name)`` is the statement that puts ``#pragma omp simd`` on the
-    column loop of variable ``name`` (the C source path); None (LLVM): the columns run in
-    vectorized groups of 32 bytes instead."""
+def tile_gemms(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with every marked gemm K loop run in vectorized groups of :data:`ROWS` rows of C
+    (module docstring)."""
     if func.body is None:
         return func
-    return func.with_body(tvm_ffi.structural_map(
-        func.body, [(tirx.For, lambda f: _tile(f, simd_marker) if _marked(f) else f)]))
+    return func.with_body(tvm_ffi.structural_map(func.body, [(tirx.For, lambda f: _tile(f) if _marked(f) else f)]))
 
 
 def strip_gemm_marks(func: tirx.PrimFunc) -> tirx.PrimFunc:
