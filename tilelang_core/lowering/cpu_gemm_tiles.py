@@ -46,8 +46,10 @@ import tvm_ffi
 from tvm import tirx
 
 from ..language.core import PARALLEL_MARKER
-from ..language.tileops._common import static_int, substitute
+from ..language.tileops._common import collect, static_int, substitute
 from ..language.tileops.gemm import CPU_GEMM_TILES
+from .loop_marks import map_marked, without_mark
+from .markers import parallel_ndim
 
 __all__ = ["ROWS", "strip_gemm_marks", "tile_gemms"]
 
@@ -57,26 +59,16 @@ _TILED_DTYPES = ("float32", "float64", "int32")
 _VECTOR_BYTES = 32
 
 
-def _marked(loop: Any) -> bool:
-    return isinstance(loop, tirx.For) and loop.annotations is not None and CPU_GEMM_TILES in loop.annotations
-
-
 def _unmarked(loop: Any) -> Any:
-    notes = {k: v for k, v in loop.annotations.items() if k != CPU_GEMM_TILES}
-    return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding, notes)
+    return without_mark(loop, CPU_GEMM_TILES)
 
 
 def _nest(loop: Any) -> Optional[tuple]:
     """``(i loop, j loop, store)`` of the marked K loop's ``T.Parallel(M, N)`` nest, else None."""
     body = loop.body
-    if not isinstance(body, tirx.SeqStmt) or len(body) != 2:
+    if not isinstance(body, tirx.SeqStmt) or len(body) != 2 or parallel_ndim(body[0]) != 2:
         return None
-    marker, outer = body[0], body[1]
-    call = marker.value if isinstance(marker, tirx.Evaluate) else None
-    if not (isinstance(call, tvm.ir.Call) and getattr(call.op, "name", "") == "tirx.call_extern"
-            and len(call.args) == 2 and isinstance(call.args[0], tvm.ir.StringImm)
-            and str(call.args[0].value) == PARALLEL_MARKER and static_int(call.args[1]) == 2):
-        return None
+    outer = body[1]
     inner = outer.body if isinstance(outer, tirx.For) else None
     store = inner.body if isinstance(inner, tirx.For) else None
     if not isinstance(store, tirx.BufferStore) or not isinstance(store.value, tirx.Add):
@@ -85,15 +77,9 @@ def _nest(loop: Any) -> Optional[tuple]:
     if not (isinstance(acc, tvm.ir.TensorLoad) and acc.source.same_as(store.buffer)
             and tvm_ffi.structural_equal(list(acc.indices), list(store.indices))):
         return None
-    if any(load.source.same_as(store.buffer) for load in _loads(store.value.b)):
+    if any(load.source.same_as(store.buffer) for load in collect(store.value.b, tvm.ir.TensorLoad)):
         return None
     return outer, inner, store
-
-
-def _loads(expr: Any) -> list:
-    found: list = []
-    tvm_ffi.structural_walk(expr, ((tvm.ir.TensorLoad,), found.append), order="pre")
-    return found
 
 
 def _parallel(loops: list, body: Any) -> Any:
@@ -158,13 +144,10 @@ def _tile(loop: Any) -> Any:
 def tile_gemms(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """``func`` with every marked gemm K loop run in vectorized groups of :data:`ROWS` rows of C
     (module docstring)."""
-    if func.body is None:
-        return func
-    return func.with_body(tvm_ffi.structural_map(func.body, [(tirx.For, lambda f: _tile(f) if _marked(f) else f)]))
+    return func if func.body is None else func.with_body(map_marked(func.body, CPU_GEMM_TILES, _tile))
 
 
 def strip_gemm_marks(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """``func`` with the marks dropped and every gemm kept as the nest (GPU targets, ``tl.disable_vectorize``)."""
-    if func.body is None:
-        return func
-    return func.with_body(tvm_ffi.structural_map(func.body, [(tirx.For, lambda f: _unmarked(f) if _marked(f) else f)]))
+    """``func`` with the marks dropped and every gemm kept as the nest (GPU targets, target ``c``,
+    ``tl.disable_vectorize``)."""
+    return func if func.body is None else func.with_body(map_marked(func.body, CPU_GEMM_TILES))

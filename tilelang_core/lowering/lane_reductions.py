@@ -41,6 +41,7 @@ from tvm import tirx
 
 from ..language.tileops._common import collect, substitute
 from ..language.tileops.reduce import LANE_REDUCE, combine_rule, identity
+from .loop_marks import map_marked, mark_of, without_mark
 
 __all__ = ["lanes", "split_lane_reductions", "strip_lane_reductions"]
 
@@ -56,15 +57,11 @@ def lanes(dtype: str) -> int:
 
 
 def _mark(loop: Any) -> Optional[str]:
-    if not isinstance(loop, tirx.For) or loop.annotations is None:
-        return None
-    value = loop.annotations.get(LANE_REDUCE)
-    return None if value is None else str(value)
+    return mark_of(loop, LANE_REDUCE)
 
 
 def _unmarked(loop: Any) -> Any:
-    notes = {k: v for k, v in loop.annotations.items() if k != LANE_REDUCE}
-    return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding, notes)
+    return without_mark(loop, LANE_REDUCE)
 
 
 def _reads(expr: Any, buffer: Any) -> bool:
@@ -149,13 +146,9 @@ def _split(loop: Any) -> Any:
 
 def split_lane_reductions(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """``func`` with every marked float reduction split into partial results (module docstring)."""
-    if func.body is None:
-        return func
-    return func.with_body(tvm_ffi.structural_map(func.body, [(tirx.For, lambda f: _split(f) if _mark(f) else f)]))
+    return func if func.body is None else func.with_body(map_marked(func.body, LANE_REDUCE, _split))
 
 
 def strip_lane_reductions(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """``func`` with the marks dropped and every reduction kept as written (GPU targets, ``tl.disable_vectorize``)."""
-    if func.body is None:
-        return func
-    return func.with_body(tvm_ffi.structural_map(func.body, [(tirx.For, lambda f: _unmarked(f) if _mark(f) else f)]))
+    return func if func.body is None else func.with_body(map_marked(func.body, LANE_REDUCE))

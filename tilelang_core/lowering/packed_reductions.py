@@ -43,6 +43,7 @@ from tvm import tirx
 from ..language.tileops._common import scope_of, static_int
 from ..language.tileops.reduce import PACKED_REDUCE
 from .atomics import CUDA_HELPERS_BEGIN, CUDA_HELPERS_END
+from .loop_marks import map_marked, mark_of, without_mark
 from .source_imports import with_import_in_first_kernel
 from .target import arch_of
 
@@ -85,20 +86,15 @@ def packs_on(target: Any) -> bool:
 
 
 def _annotation(loop: Any) -> Optional[str]:
-    if not isinstance(loop, tirx.For) or loop.annotations is None:
-        return None
-    value = loop.annotations.get(PACKED_REDUCE)
-    return None if value is None else str(value)
+    return mark_of(loop, PACKED_REDUCE)
 
 
 def _without_annotation(loop: Any, body: Any = None) -> Any:
-    notes = {k: v for k, v in loop.annotations.items() if k != PACKED_REDUCE}
-    return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body if body is None else body,
-                    loop.thread_binding, notes)
+    return without_mark(loop, PACKED_REDUCE, body)
 
 
 def _strip(body: Any) -> Any:
-    return tvm_ffi.structural_map(body, [(tirx.For, lambda f: _without_annotation(f) if _annotation(f) else f)])
+    return map_marked(body, PACKED_REDUCE)
 
 
 class _Reduction:

@@ -185,12 +185,12 @@ def gemm(
         # llvm runs it in vectorized groups of rows of C (lowering/cpu_gemm_tiles.py) unless A or B
         # is on C's storage (a T.view of it), which must see C's elements as the K loop updates them.
         shares = any(storage_root(t.buffer).same_as(storage_root(c.buffer)) for t in (a, b))
-        tiles = None if shares or static_int(M) is None or static_int(N) is None else {CPU_GEMM_TILES: 1}
+        tiles = None if shares else {CPU_GEMM_TILES: 1}
         with _B.serial(0, Ka, annotations=tiles) as k:
             loop_nest([M, N], parallel=True, body=lambda v: update(v[0], v[1], k))
 
 
-#: Loop annotation on the K loop of a ``T.gemm`` into a shared or fragment ``C`` of static shape
-#: whose ``A`` and ``B`` are not on C's storage. Target llvm runs such a product in vectorized groups
+#: Loop annotation on the K loop of a ``T.gemm`` into a shared or fragment ``C`` whose ``A`` and
+#: ``B`` are not on C's storage. Target llvm runs such a product in vectorized groups
 #: of rows of C (lowering/cpu_gemm_tiles.py); every other target drops the mark.
 CPU_GEMM_TILES = "tl.cpu_gemm_tiles"
