@@ -12,7 +12,8 @@ written in the kernel), the same product with ``T.gemm`` on 64x64x32 tiles (vect
 llvm, lowering/cpu_gemm_tiles.py), a
 row-wise softmax-like kernel over 4096x1024 (exp, reductions written as loops, parallel blocks),
 a row sum and a row max over 4096x1024 with ``T.reduce_sum``/``T.reduce_max`` (partial results on
-CPU, lowering/lane_reductions.py) and an elementwise add over 2^22 floats (memory-bound). Each is compiled for cython/c, tvm_ffi/c and tvm_ffi/llvm
+CPU, lowering/lane_reductions.py), column sums of 64 tiles of 1024x64 (row after row on CPU, the
+same module) and an elementwise add over 2^22 floats (memory-bound). Each is compiled for cython/c, tvm_ffi/c and tvm_ffi/llvm
 (those installed); torch computes the same result in the same run and is the reference.
 Results are checked against torch first.
 
@@ -91,6 +92,15 @@ def _kernels():
 
         return row_reduce_kernel
 
+    @T.prim_func
+    def column_sum(X: T.Tensor((64 * 1024, 64), T.float32), S: T.Tensor((64, 64), T.float32)):
+        with T.Kernel(64, threads=128) as bx:
+            tile = T.alloc_fragment((1024, 64), T.float32)
+            sums = T.alloc_fragment((64,), T.float32)
+            T.copy(X[bx * 1024, 0], tile)
+            T.reduce_sum(tile, sums, dim=0)
+            T.copy(sums, S[bx, 0])
+
     n = 1 << 22
 
     @T.prim_func
@@ -112,6 +122,8 @@ def _kernels():
          lambda out: out.copy_(torch.softmax(x, dim=1)), 1),
         ("row sum 4096x1024", row_reduce(T.reduce_sum), (x, torch.empty(rows)), lambda out: torch.sum(x, dim=1, out=out), 1),
         ("row max 4096x1024", row_reduce(T.reduce_max), (x, torch.empty(rows)), lambda out: torch.amax(x, dim=1, out=out), 1),
+        ("column sum 64x(1024x64)", column_sum, (x.view(64 * 1024, 64), torch.empty(64, 64)),
+         lambda out: torch.sum(x.view(64, 1024, 64), dim=1, out=out), 1),
         ("vector add 2^22", vector_add, (u, v, torch.empty(n)), lambda out: torch.add(u, v, out=out), 2),
     ]
 

@@ -23,12 +23,20 @@ sum adds ``E / L`` terms). A max or min is the same value; only which of two equ
 may differ: ``+0.0`` or ``-0.0`` when both are the extreme, or which NaN with
 ``nan_propagate=True``; and with ``clear=False``, a NaN destination and a row of only NaN (NaN
 ignored) give the identity instead of NaN, as packed CUDA reductions do. Loops with fewer than
-``2 * L`` iterations (known when lowering), reductions over a dimension other than the source's
-last one (they read with a stride: partial results made a column sum four times slower), integer
-reductions (exact in any order; the compilers vectorize them already), loops that are not of the
-form above, and kernels lowered with
+``2 * L`` iterations (known when lowering), integer reductions (exact in any order; the compilers
+vectorize them already), loops that are not of the form above, and kernels lowered with
 ``tl.disable_vectorize`` keep the one accumulator. GPU targets keep it too (a thread holds few
 registers; its loops are short): there :func:`strip_lane_reductions` only drops the mark.
+
+A reduction over another dimension than the source's last one (a column sum) reads with a stride,
+where partial results cost more than they gain (they made a column sum four times slower). Its
+neighbouring columns are the independent chains instead: the ``T.Parallel`` nest over a
+block-shared destination, ``T.Parallel(j): {acc = init; for r: acc = combine(acc, x[r, j]);
+d[j] = acc}``, becomes ``T.Parallel(j): d[j] = init`` then ``for r: T.Parallel(j): d[j] =
+combine(d[j], x[r, j])``, whose inner loop reads a row and vectorizes. Each column still takes its
+elements in order, so the result is the same to the bit. It applies to float32 and float64
+destinations whose rows are at least :data:`_MIN_COLUMNS` wide; 16-bit sums (accumulated in
+float32, rounded once) and per-thread ``local`` destinations keep their loops.
 """
 
 from __future__ import annotations
@@ -39,9 +47,10 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ..language.tileops._common import collect, substitute
+from ..language.tileops._common import collect, static_int, substitute
 from ..language.tileops.reduce import LANE_REDUCE, combine_rule, identity
 from .loop_marks import map_marked, mark_of, without_mark
+from .markers import parallel_ndim
 
 __all__ = ["lanes", "split_lane_reductions", "strip_lane_reductions"]
 
@@ -49,6 +58,9 @@ __all__ = ["lanes", "split_lane_reductions", "strip_lane_reductions"]
 #: independent chains to hide the latency of a vector operation.
 _PARTIAL_BYTES = 128
 _FLOATS = ("float32", "float64")
+#: A column reduction is interchanged only where its ``T.Parallel`` rows are at least this wide
+#: (a narrower one gains no vector and keeps its register accumulator).
+_MIN_COLUMNS = 2
 
 
 def lanes(dtype: str) -> int:
@@ -144,9 +156,130 @@ def _split(loop: Any) -> Any:
     return tirx.SeqStmt(stmts)
 
 
+def _nest(stmt: Any, count: int) -> Optional[list]:
+    """The ``count`` perfectly nested loops starting at ``stmt``, else None."""
+    loops = []
+    for _ in range(count):
+        if not isinstance(stmt, tirx.For):
+            return None
+        loops.append(stmt)
+        stmt = stmt.body
+    return loops
+
+
+def _one_element_each(indices: list, loops: list) -> bool:
+    """Whether ``indices`` give every iteration of ``loops`` its own element: each index is a loop
+    variable, or a loop variable plus an offset free of them, and each variable is used once."""
+    loop_vars = [loop.loop_var for loop in loops]
+    used = []
+    for index in indices:
+        here = [v for v in loop_vars if _uses([index], v)]
+        if not here:
+            continue
+        var = here[0]
+        plain = index.same_as(var) or (isinstance(index, tirx.Add) and (
+            (index.b.same_as(var) and not any(_uses([index.a], v) for v in loop_vars))
+            or (index.a.same_as(var) and not any(_uses([index.b], v) for v in loop_vars))))
+        if len(here) > 1 or not plain:
+            return False
+        used.append(var)
+    return len(used) == len(loop_vars) and all(not a.same_as(b) for i, a in enumerate(used) for b in used[i + 1:])
+
+
+def _column_update(red: Any, slot: Any) -> Optional[tuple]:
+    """``(combine, term)`` of a marked float reduction loop ``for r: slot[0] = combine(slot[0], term(r))``
+    whose loads move along another dimension than their last, else None."""
+    mark = _mark(red)
+    store = red.body
+    if mark is None or not isinstance(store, tirx.BufferStore) or not store.buffer.same_as(slot):
+        return None
+    kind, _, nan = mark.partition(".")
+    dtype = str(slot.ty.dtype)
+    if dtype not in _FLOATS:
+        return None
+    combine = combine_rule(kind, dtype, bool(nan))
+    term = _term(store.value, kind)
+    if (term is None or _reads(term, slot) or not _uses([term], red.loop_var) or _contiguous(term, red.loop_var)
+            or not tvm_ffi.structural_equal(store.value, combine(slot[tuple(store.indices)], term))):
+        return None
+    return combine, term
+
+
+def _interchanged(marker: Any, loops: list, red: Any, init: Any, dst: Any, didx: list, combine: Any,
+                  term: Any) -> list:
+    """``T.Parallel(loops): dst = init`` (unless ``init`` is None), then
+    ``for r: T.Parallel(loops): dst = combine(dst, term(r))``, every loop with its own variable."""
+
+    def parallel(store_at: Any) -> list:
+        fresh = [tirx.Var(loop.loop_var.name, str(loop.loop_var.ty.dtype)) for loop in loops]
+        mapping = [(loop.loop_var, v) for loop, v in zip(loops, fresh)]
+        body = store_at(mapping)
+        for loop, v in reversed(list(zip(loops, fresh))):
+            body = tirx.For(v, loop.min, loop.extent, loop.kind, body, loop.thread_binding, loop.annotations)
+        return [marker, body]
+
+    def element(mapping: list) -> list:
+        return [substitute(i, mapping) for i in didx]
+
+    out = []
+    if init is not None:
+        out += parallel(lambda m: tirx.BufferStore(dst, substitute(init, m), element(m)))
+    r = tirx.Var(red.loop_var.name, str(red.loop_var.ty.dtype))
+    update = parallel(lambda m: tirx.BufferStore(
+        dst, combine(dst[tuple(element(m))], substitute(term, m + [(red.loop_var, r)])), element(m)))
+    out.append(tirx.For(r, red.min, red.extent, tirx.ForKind.SERIAL, tirx.SeqStmt(update)))
+    return out
+
+
+def _column_reduction(marker: Any, nest: Any) -> Optional[list]:
+    """The interchanged form (:func:`_interchanged`) of a ``T.Parallel`` marker and its loop nest
+    when the nest is a column reduction of reduce.py's block-shared form, else None:
+    ``T.Parallel(i): {slot = init; for r: slot = combine(slot, term(i, r)); dst[i] = slot}``."""
+    ndim = parallel_ndim(marker)
+    loops = _nest(nest, ndim) if ndim else None
+    body = loops[-1].body if loops else None
+    if not (isinstance(body, tirx.SeqStmt) and len(body) == 4):
+        return None
+    alloc, init, red, store = body[0], body[1], body[2], body[3]
+    if not (isinstance(alloc, tirx.AllocBuffer) and isinstance(init, tirx.BufferStore) and isinstance(red, tirx.For)
+            and isinstance(store, tirx.BufferStore)):
+        return None
+    slot, dst, didx = alloc.buffer, store.buffer, list(store.indices)
+    found = _column_update(red, slot)
+    if (found is None or not init.buffer.same_as(slot) or _reads(init.value, slot) or str(dst.ty.dtype) != str(slot.ty.dtype)
+            or not (isinstance(store.value, tvm.ir.TensorLoad) and store.value.source.same_as(slot))
+            or _reads(found[1], dst) or not _one_element_each(didx, loops)):
+        return None
+    width = static_int(loops[-1].extent)
+    if width is not None and width < _MIN_COLUMNS:
+        return None
+    combine, term = found
+    # clear=False starts the slot from the destination, which already holds it
+    keeps = isinstance(init.value, tvm.ir.TensorLoad) and tvm_ffi.structural_equal(init.value, dst[tuple(didx)])
+    return _interchanged(marker, loops, red, None if keeps else init.value, dst, didx, combine, term)
+
+
+def _interchange_columns(seq: Any) -> Any:
+    """``seq`` (a ``SeqStmt``) with each column reduction interchanged (:func:`_column_reduction`)."""
+    stmts, out, changed, i = list(seq), [], False, 0
+    while i < len(stmts):
+        swapped = _column_reduction(stmts[i], stmts[i + 1]) if i + 1 < len(stmts) else None
+        if swapped is None:
+            out.append(stmts[i])
+            i += 1
+        else:
+            out += swapped
+            i, changed = i + 2, True
+    return tirx.SeqStmt(out) if changed else seq
+
+
 def split_lane_reductions(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """``func`` with every marked float reduction split into partial results (module docstring)."""
-    return func if func.body is None else func.with_body(map_marked(func.body, LANE_REDUCE, _split))
+    """``func`` with every marked float reduction split into partial results, or interchanged with
+    its ``T.Parallel`` nest where it runs over another dimension than the last (module docstring)."""
+    if func.body is None:
+        return func
+    body = tvm_ffi.structural_map(func.body, [(tirx.SeqStmt, _interchange_columns)])
+    return func.with_body(map_marked(body, LANE_REDUCE, _split))
 
 
 def strip_lane_reductions(func: tirx.PrimFunc) -> tirx.PrimFunc:

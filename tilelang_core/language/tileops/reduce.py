@@ -24,6 +24,7 @@ from ._common import (
     same_extent,
     shape_text,
     static_int,
+    storage_root,
 )
 
 
@@ -132,7 +133,10 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
     absolute = kind.startswith("abs")
     red_extent = s.extents[dim]
     packing = packable(kind, s, d, bool(nan_propagate))
-    lanes = {LANE_REDUCE: kind + (".nan" if nan_propagate else "")} if kind in _LANE_KINDS and is_float(acc) else None
+    # the order is free (lowering/lane_reductions.py) unless the source is on the destination's
+    # storage (a T.view of it), where the order decides which elements it reads already reduced
+    free = kind in _LANE_KINDS and is_float(acc) and not storage_root(s.buffer).same_as(storage_root(d.buffer))
+    lanes = {LANE_REDUCE: kind + (".nan" if nan_propagate else "")} if free else None
 
     def body(vs: list) -> None:
         if not out:
@@ -199,8 +203,10 @@ def _wide_sum(s: Any, d: Any, didx: list, source_index: Callable[[Any], list], e
 
 #: Loop annotation on the reduction loop of a float ``reduce_sum/abssum/max/min/absmax``: its value
 #: names the reduction (``".nan"`` appended for ``nan_propagate=True``), and the order in which the
-#: loop takes the elements is free. CPU targets split it into partial reductions
-#: (lowering/lane_reductions.py); GPU targets drop it.
+#: loop takes the elements is free. CPU targets split it into partial reductions or, over another
+#: dimension than the last, run it outside the destination's ``T.Parallel`` nest
+#: (lowering/lane_reductions.py); GPU targets drop it. A source on the destination's storage (a
+#: ``T.view`` of it) gets no mark.
 LANE_REDUCE = "tl.lane_reduce"
 _LANE_KINDS = ("sum", "abssum", "max", "min", "absmax")
 
