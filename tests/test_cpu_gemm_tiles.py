@@ -1,11 +1,11 @@
-"""``T.gemm`` on target ``llvm`` accumulates rows of C in vector registers (lowering/cpu_gemm_tiles.py).
+"""``T.gemm`` on CPU targets accumulates rows of C in vector registers (lowering/cpu_gemm_tiles.py).
 
 Before, the product was a K loop around a SIMD loop along C's rows, which loaded and stored C's
 vector for every multiply-add: a 512^3 float32 matmul of 64x64x32 tiles took 11.3 ms on
 tvm_ffi/llvm; with eight rows of C per vector group it takes 3.8 ms (best of 5 rounds, 2 cores;
-llvm also compiled for this CPU now, tests/test_llvm_host_cpu.py). Target ``c`` keeps the nest:
-the same form under ``#pragma omp simd`` gave wrong sums with GCC 12.2 (the case
-``test_the_case_gcc_vectorized_wrongly_is_right_on_every_path``).
+llvm also compiled for this CPU now, tests/test_llvm_host_cpu.py). Target ``c`` gets a form of
+its own, with the SIMD loops innermost: the llvm form under ``#pragma omp simd`` gave wrong sums
+with GCC 12.2 (the case ``test_the_case_gcc_vectorized_wrongly_is_right_on_every_path``).
 
 Each element still takes its products in K order with the same operations, so the results are
 the bits of the untiled nest, which ``tl.disable_vectorize`` keeps: the tests compare the two
@@ -95,8 +95,33 @@ def test_where_the_tiles_are_used():
     assert "c_rows" in _llvm_ir(_matmul(**CASES["f32 64x64x32"]))
     assert "c_rows" not in _llvm_ir(_matmul(**CASES["fewer rows than a tile"]))
     assert "c_rows" not in _llvm_ir(_matmul(**CASES["f32 64x64x32"]), **UNTILED)
-    assert "c_rows" not in _source(_matmul(**CASES["f32 64x64x32"]))  # target c keeps the nest
-    assert "c_rows" not in _source(_matmul(**CASES["f32 64x64x32"]), target="cuda")
+    c_source = _source(_matmul(**CASES["f32 64x64x32"]))  # target c: an array per row, SIMD loops innermost
+    assert "c_row0" in c_source and "c_row7" in c_source and "c_rows" not in c_source
+    assert "c_row0" not in _source(_matmul(**CASES["fewer rows than a tile"]))
+    assert "c_row0" not in _source(_matmul(**CASES["f32 64x64x32"]), **UNTILED)
+    assert "c_row" not in _source(_matmul(**CASES["f32 64x64x32"]), target="cuda")
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_a_c_view_of_stride_0_keeps_the_nest(path):
+    """Every row of C is row 0 of the storage (a stride-0 view): each product adds onto the same
+    row, 8 x 2 ones for every element. Groups of rows would keep 8 copies of that row and store
+    them one after another, the last one winning (2 instead of 16)."""
+
+    @T.prim_func
+    def onto_one_row(A: T.Tensor((8, 2), "float32"), B: T.Tensor((2, 8), "float32"), C: T.Tensor((8, 8), "float32")):
+        with T.Kernel(1):
+            As = T.alloc_shared((8, 2), "float32")
+            Bs = T.alloc_shared((2, 8), "float32")
+            Cs = T.alloc_shared((8, 8), "float32")
+            T.copy(A, As)
+            T.copy(B, Bs)
+            T.fill(Cs, 0.0)
+            T.gemm(As, Bs, T.view(Cs, (8, 8), strides=(0, 1)))
+            T.copy(Cs, C)
+
+    out = _run(onto_one_row, path, (torch.ones(8, 2), torch.ones(2, 8)), torch.zeros(8, 8))
+    assert torch.all(out[0] == 16.0) and torch.all(out[1:] == 0.0), out
 
 
 @T.prim_func
@@ -112,16 +137,34 @@ def _regions(A: T.Tensor((11, 5), "float32"), B: T.Tensor((4, 4), "float32"), C:
         T.copy(Cl, C)
 
 
+@T.prim_func
+def _regions_n8(A: T.Tensor((11, 5), "float32"), B: T.Tensor((10, 4), "float32"), C: T.Tensor((11, 11), "float32")):
+    with T.Kernel(1, threads=64):
+        As = T.alloc_shared((11, 5), "float32")
+        Bs = T.alloc_shared((10, 4), "float32")
+        Cl = T.alloc_fragment((11, 11), "float32")
+        T.copy(A, As)
+        T.copy(B, Bs)
+        T.copy(C, Cl)
+        T.gemm(As[2:11, 1:3], Bs[1:9, 2:4], Cl[2:11, 3:11], transpose_B=True)
+        T.copy(Cl, C)
+
+
 @pytest.mark.parametrize("path", PATHS, ids=path_id)
-def test_the_case_gcc_vectorized_wrongly_is_right_on_every_path(path):
+@pytest.mark.parametrize("N", [3, 8])
+def test_the_case_gcc_vectorized_wrongly_is_right_on_every_path(path, N):
     """N = 3, K = 2, B transposed, C a region at (2, 3): under a `#pragma omp simd` column loop
-    around the K loop, GCC 12.2 -O2/-O3 gave other sums than the nest (found by fuzzing)."""
-    a, b, c = torch.randn(11, 5), torch.randn(4, 4), torch.randn(11, 6)
+    around the K loop, GCC 12.2 -O2/-O3 gave other sums than the nest (found by fuzzing). With
+    N = 3 no path groups the columns; with N = 8 every path does (9 rows: one group, one left over)."""
+    func = _regions if N == 3 else _regions_n8
+    a, b, c = torch.randn(11, 5), torch.randn(N + 1 if N == 3 else 10, 4), torch.randn(11, N + 3)
     expected = c.clone()
-    expected[2:11, 3:6] += a[2:11, 1:3] @ b[1:4, 2:4].t()
-    out = _run(_regions, path, (a, b), c)
+    expected[2:11, 3:N + 3] += a[2:11, 1:3] @ b[1:N + 1, 2:4].t()
+    out = _run(func, path, (a, b), c)
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
-    assert torch.equal(out, _run(_regions, path, (a, b), c, **UNTILED))
+    assert torch.equal(out, _run(func, path, (a, b), c, **UNTILED))
+    if N == 8 and path[1] == "c":
+        assert "c_row0" in _source(func)
 
 
 @pytest.mark.parametrize("path", PATHS, ids=path_id)

@@ -57,8 +57,9 @@ def _columns(M, N):
     return columns
 
 
-def _dynamic_rows():
+def _dynamic_rows(op="sum", clear=True):
     n = T.dynamic("n")
+    reduce = getattr(T, f"reduce_{op}")
 
     @T.prim_func
     def dyn_rows(A: T.Tensor((4, n), "float32"), S: T.Tensor((4,), "float32")):
@@ -66,7 +67,8 @@ def _dynamic_rows():
             a = T.alloc_fragment((4, n), "float32")
             s = T.alloc_fragment((4,), "float32")
             T.copy(A, a)
-            T.reduce_sum(a, s, dim=1)
+            T.copy(S, s)
+            reduce(a, s, dim=1, clear=clear)
             T.copy(s, S)
 
     return dyn_rows
@@ -177,6 +179,28 @@ def test_signed_zeros_infinities_and_nans(path):
     Z = torch.full((8,), -0.0)
     compile_on(_rows(8, 256, clear=False), path)(N, Z)
     assert torch.all(Z == 0.0) and torch.all(torch.signbit(Z))  # -0.0 plus negative zeros stays -0.0
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_clear_false_keeps_a_destination_no_number_beats(path):
+    """A negative absmax destination stays when the row's |x| are smaller or NaN (partial results
+    started at absmax's identity 0 replaced it); a NaN destination stays NaN for a row of only NaN
+    (NaN ignored) and for an empty row (partial results started at -inf replaced it)."""
+    A = torch.full((8, 256), float("nan"))
+    A[1, 7] = 0.5
+    A[2] = 1e-3
+    S = torch.tensor([-3.0, -3.0, -3.0, float("nan"), -0.0, -1e-30, float("-inf"), 2.0])
+    expected = torch.tensor([-3.0, 0.5, 1e-3, float("nan"), 0.0, -1e-30, float("-inf"), 2.0])
+    out = S.clone()
+    compile_on(_rows(8, 256, op="absmax", clear=False), path)(A, out)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0, equal_nan=True)
+    for op in ("max", "min", "absmax"):
+        kernel = compile_on(_dynamic_rows(op=op, clear=False), path)
+        for n in (0, 1, 100):
+            row = torch.full((4, n), float("nan"))
+            out = torch.tensor([float("nan"), -2.0, 5.0, float("nan")])
+            kernel(row, out)
+            assert torch.isnan(out[0]) and torch.isnan(out[3]) and out[1] == -2.0 and out[2] == 5.0, (op, n, out)
 
 
 def _source(func, target, **configs):

@@ -10,8 +10,9 @@ partial results meet as a tree). On CPU targets :func:`split_lane_reductions` re
 loop ``for r in range(E): d[i] = combine(d[i], f(r))`` into
 
 * ``L`` partial results (``L`` = :func:`lanes`: 32 float32, 16 float64 values), each started at
-  the reduction's identity (``-0.0`` for sums, the identity of IEEE addition, so that a sum of
-  negative zeros stays ``-0.0``; ``-inf`` for max, ``+inf`` for min, ``0`` for absmax);
+  a value that taking nothing leaves unchanged (:func:`_lane_start`: ``-0.0`` for sums, so that a
+  sum of negative zeros stays ``-0.0``; NaN for max/min/absmax that ignore NaN, whose rule
+  replaces a NaN accumulator; -inf or +inf with ``nan_propagate``);
 * ``for c in range(E // L): for l in range(L): part[l] = combine(part[l], f(c * L + l))``: ``L``
   independent chains, which the C compiler and LLVM turn into vector operations;
 * a pairwise fold of the partial results into ``part[0]``, ``d[i] = combine(d[i], part[0])``,
@@ -21,8 +22,7 @@ Each element is still read and converted exactly once, and NaN rules are kept. A
 the one-accumulator order only by rounding, and is usually closer to the exact sum (each partial
 sum adds ``E / L`` terms). A max or min is the same value; only which of two equal values is kept
 may differ: ``+0.0`` or ``-0.0`` when both are the extreme, or which NaN with
-``nan_propagate=True``; and with ``clear=False``, a NaN destination and a row of only NaN (NaN
-ignored) give the identity instead of NaN, as packed CUDA reductions do. Loops with fewer than
+``nan_propagate=True``. Loops with fewer than
 ``2 * L`` iterations (known when lowering), integer reductions (exact in any order; the compilers
 vectorize them already), loops that are not of the form above, and kernels lowered with
 ``tl.disable_vectorize`` keep the one accumulator. GPU targets keep it too (a thread holds few
@@ -34,9 +34,12 @@ neighbouring columns are the independent chains instead: the ``T.Parallel`` nest
 block-shared destination, ``T.Parallel(j): {acc = init; for r: acc = combine(acc, x[r, j]);
 d[j] = acc}``, becomes ``T.Parallel(j): d[j] = init`` then ``for r: T.Parallel(j): d[j] =
 combine(d[j], x[r, j])``, whose inner loop reads a row and vectorizes. Each column still takes its
-elements in order, so the result is the same to the bit. It applies to float32 and float64
-destinations whose rows are at least :data:`_MIN_COLUMNS` wide; 16-bit sums (accumulated in
-float32, rounded once) and per-thread ``local`` destinations keep their loops.
+elements in order with the same operations, so the result is the same value (a NaN may come out
+with another sign or payload: a C compiler may swap the operands of an addition, which IEEE
+leaves open). It applies to float32 and float64 destinations of the default strides whose rows
+are at least :data:`_MIN_COLUMNS` wide (a ``T.view`` with other strides, stride 0 among them,
+may give two columns one element); 16-bit sums (accumulated in float32, rounded once) and
+per-thread ``local`` destinations keep their loops.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..language.tileops._common import collect, static_int, substitute
-from ..language.tileops.reduce import LANE_REDUCE, combine_rule, identity
+from ..language.tileops.reduce import LANE_REDUCE, combine_rule
 from .loop_marks import map_marked, mark_of, without_mark
 from .markers import parallel_ndim
 
@@ -99,6 +102,23 @@ def _term(value: Any, kind: str) -> Any:
     return value.true_value if isinstance(value, tirx.Select) else None
 
 
+def _lane_start(kind: str, dtype: str, nan_propagate: bool) -> Any:
+    """The value a partial result starts at: one that taking no element leaves unchanged in the end.
+
+    ``-0.0`` for sums (the identity of IEEE addition). NaN for max/min/absmax that ignore NaN:
+    their rule replaces a NaN accumulator by the next element, so a lane that took no number
+    stays NaN and the fold and the destination skip it (a NaN destination stays NaN, as in the
+    one-accumulator order). With ``nan_propagate`` a NaN is kept, so those start at -inf (max,
+    absmax) or +inf (min); absmax's own identity 0 would replace a negative ``clear=False``
+    destination.
+    """
+    if kind in ("sum", "abssum"):
+        return tirx.FloatImm(dtype, -0.0)
+    if not nan_propagate:
+        return tirx.FloatImm(dtype, float("nan"))
+    return tirx.FloatImm(dtype, float("inf") if kind == "min" else float("-inf"))
+
+
 def _split(loop: Any) -> Any:
     """The rewritten loop (module docstring), or the loop without its mark where it does not apply."""
     kind, _, nan = _mark(loop).partition(".")
@@ -136,7 +156,7 @@ def _split(loop: Any) -> Any:
         lane = tirx.Var("lane", itype)
         return tirx.For(lane, imm(0), imm(count), tirx.ForKind.SERIAL, store_at(lane))
 
-    start = tirx.FloatImm(dtype, -0.0) if kind in ("sum", "abssum") else identity(kind, dtype)
+    start = _lane_start(kind, dtype, bool(nan))
     chunk, rest = tirx.Var("chunk", itype), tirx.Var("rest", itype)
     stmts = [
         tirx.AllocBuffer(part),
@@ -168,8 +188,9 @@ def _nest(stmt: Any, count: int) -> Optional[list]:
 
 
 def _one_element_each(indices: list, loops: list) -> bool:
-    """Whether ``indices`` give every iteration of ``loops`` its own element: each index is a loop
-    variable, or a loop variable plus an offset free of them, and each variable is used once."""
+    """Whether ``indices`` (into a buffer of the default, compact strides) give every iteration of
+    ``loops`` its own element: each index is a loop variable, or a loop variable plus an offset
+    free of them, and each variable is used once."""
     loop_vars = [loop.loop_var for loop in loops]
     used = []
     for index in indices:
@@ -248,7 +269,7 @@ def _column_reduction(marker: Any, nest: Any) -> Optional[list]:
     found = _column_update(red, slot)
     if (found is None or not init.buffer.same_as(slot) or _reads(init.value, slot) or str(dst.ty.dtype) != str(slot.ty.dtype)
             or not (isinstance(store.value, tvm.ir.TensorLoad) and store.value.source.same_as(slot))
-            or _reads(found[1], dst) or not _one_element_each(didx, loops)):
+            or _reads(found[1], dst) or len(dst.strides) or not _one_element_each(didx, loops)):
         return None
     width = static_int(loops[-1].extent)
     if width is not None and width < _MIN_COLUMNS:
