@@ -1,4 +1,4 @@
-"""``T.gemm`` on CPU targets: rows of C accumulated in vector registers.
+"""``T.gemm`` on target ``llvm``: rows of C accumulated in vector registers.
 
 ``T.gemm`` into a shared or fragment ``C`` is a K loop around a ``T.Parallel`` nest over C (on
 GPUs each thread updates the elements it owns)::
@@ -9,44 +9,35 @@ GPUs each thread updates the elements it owns)::
 
 On a CPU that nest is a loop over C's rows around a SIMD loop along them: every vector of
 multiply-adds loads C's vector and stores it back, so the loads and stores, not the arithmetic,
-set the pace. :func:`tile_gemms` rewrites the K loop of a gemm that ``T.gemm`` marked with
-:data:`~tilelang_core.language.tileops.gemm.CPU_GEMM_TILES` (C of static shape, A and B not on
-C's storage, C of the default strides) into groups of :data:`ROWS` rows and 32 bytes (``W``
-elements) of columns of C.
-
-On target ``llvm``, each group is a TVM vectorized loop around the K loop::
+set the pace. On target ``llvm`` :func:`tile_gemms` rewrites the K loop of a gemm that ``T.gemm``
+marked with :data:`~tilelang_core.language.tileops.gemm.CPU_GEMM_TILES` (C of static shape and
+the default strides, A and B not on C's storage) into groups of :data:`ROWS` rows and 32 bytes of
+columns of C::
 
     for tile_i in range(M // ROWS):
         for tile_g in range(N // W):
-            for v in T.vectorized(W):
+            for v in T.vectorized(W):                       (W columns: 32 bytes)
                 c_rows[r] = C[tile_i * ROWS + r, tile_g * W + v]          (r = 0 .. ROWS-1)
                 for k in range(K):
                     c_rows[r] = c_rows[r] + A[tile_i * ROWS + r, k] * B[k, tile_g * W + v]
                 C[tile_i * ROWS + r, tile_g * W + v] = c_rows[r]
 
-For a C compiler (target ``c``: the loops carry ``#pragma omp simd``) the K loop stays outside the
-SIMD loops, which are innermost and update every row of the group, each row in an array of its own::
+TVM's vectorizer turns the ``ROWS`` accumulators into vector registers that live through the
+whole K loop: ``ROWS`` independent multiply-add chains, and C is read and written once. Rows left
+over when ``M`` is not a multiple of ``ROWS`` run the K loop over the nest as before; so does a
+gemm whose ``N`` is not a multiple of ``W``.
 
-    for tile_i in range(M // ROWS):
-        for tile_g in range(N // W):
-            for v in T.Parallel(W): c_row<r>[v] = C[tile_i * ROWS + r, tile_g * W + v]
-            for k in range(K):
-                for v in T.Parallel(W):
-                    c_row<r>[v] = c_row<r>[v] + A[tile_i * ROWS + r, k] * B[k, tile_g * W + v]
-            for v in T.Parallel(W): C[tile_i * ROWS + r, tile_g * W + v] = c_row<r>[v]
+Each element of C still takes ``A[i, k] * B[k, j]`` for ``k = 0, 1, ...`` in order, with the same
+operations, so the results are the same bits as before. Accumulators other than float32,
+float64 and int32 keep the nest. GPU targets, target ``c`` and every target with
+``tl.disable_vectorize`` keep it too: there :func:`strip_gemm_marks` only drops the mark.
 
-A loop of ``W`` iterations is one vector operation, and the compiler keeps each row's array in a
-vector register through the K loop. (The llvm form written for a C compiler, a ``#pragma omp
-simd`` loop over the columns around the K loop, was vectorized wrongly by GCC 12.2: a gemm with
-N = 3, K = 2 and a transposed B gave other sums at -O2 and -O3.)
-
-Either way ``ROWS`` independent multiply-add chains run per column and C is read and written
-once. Rows left over when ``M`` is not a multiple of ``ROWS`` run the K loop over the nest as
-before; so does a gemm whose ``N`` is not a multiple of ``W``. Each element of C still takes
-``A[i, k] * B[k, j]`` for ``k = 0, 1, ...`` in order, with the same operations, so the results are
-the same bits as before. Accumulators other than float32, float64 and int32 keep the nest. GPU
-targets and every target with ``tl.disable_vectorize`` keep it too: there
-:func:`strip_gemm_marks` only drops the mark.
+Target ``c`` would need the same form written for the C compiler: a ``#pragma omp simd`` loop over
+the columns around the K loop. GCC 12.2 vectorized that loop wrongly (a gemm with N = 3, K = 2 and
+a transposed B gave other sums at -O2 and -O3, right ones with -fno-tree-loop-vectorize), so the
+C source keeps the nest. A form with the SIMD loops innermost (one array per row of the group,
+updated inside the K loop) is right but gained only a tenth: GCC kept those arrays in memory,
+not in registers, where the tiles are the kernel's own stack arrays.
 """
 
 from __future__ import annotations
@@ -102,7 +93,7 @@ def _parallel(loops: list, body: Any) -> Any:
     return tirx.SeqStmt([marker, body])
 
 
-def _tile(loop: Any, c_source: bool = False) -> Any:
+def _tile(loop: Any) -> Any:
     """The rewritten K loop (module docstring), or the loop without its mark where it does not apply."""
     found = _nest(loop)
     if found is None:
@@ -138,8 +129,6 @@ def _tile(loop: Any, c_source: bool = False) -> Any:
     def at(r: int, expr: Any) -> Any:
         return substitute(expr, [(i, tile_i * imm(ROWS) + imm(r)), (j, group * imm(width) + lane)])
 
-    if c_source:
-        return _c_form(loop, store, M, N, width, k_loop, stmts_after=_leftover_rows(loop, store, M, N, k_loop))
     column = tirx.SeqStmt([
         tirx.AllocBuffer(acc),
         *[tirx.BufferStore(acc, at(r, c_load), [imm(r)]) for r in range(ROWS)],
@@ -149,67 +138,20 @@ def _tile(loop: Any, c_source: bool = False) -> Any:
     columns = tirx.For(group, imm(0), imm(N // width), tirx.ForKind.SERIAL,
                        tirx.For(lane, imm(0), imm(width), tirx.ForKind.VECTORIZED, column))
     stmts = [tirx.For(tile_i, imm(0), imm(row_tiles), tirx.ForKind.SERIAL, columns)]
-    stmts += _leftover_rows(loop, store, M, N, k_loop)
+    if M % ROWS:  # the last rows: the K loop over the nest, as before
+        iv, jv = tirx.Var(i.name, itype), tirx.Var(j.name, itype)
+        shifted = substitute(store, [(i, iv + imm(row_tiles * ROWS)), (j, jv)])
+        stmts.append(k_loop(_parallel([(iv, imm(M % ROWS)), (jv, imm(N))], shifted)))
     return tirx.SeqStmt(stmts) if len(stmts) > 1 else stmts[0]
 
 
-def _leftover_rows(loop: Any, store: Any, M: int, N: int, k_loop: Any) -> list:
-    """The K loop over the nest of the last ``M % ROWS`` rows, as before (none when ``M % ROWS == 0``)."""
-    if not M % ROWS:
-        return []
-    outer, inner, _ = _nest(loop)
-    i, j = outer.loop_var, inner.loop_var
-    itype = str(i.ty.dtype)
-    iv, jv = tirx.Var(i.name, itype), tirx.Var(j.name, itype)
-    shifted = substitute(store, [(i, iv + tirx.IntImm(itype, M - M % ROWS)), (j, jv)])
-    return [k_loop(_parallel([(iv, tirx.IntImm(itype, M % ROWS)), (jv, tirx.IntImm(itype, N))], shifted))]
-
-
-def _c_form(loop: Any, store: Any, M: int, N: int, width: int, k_loop: Any, stmts_after: list) -> Any:
-    """The K loop for a C compiler (module docstring, target ``c``): per group of ROWS rows and
-    ``width`` columns, one accumulator array per row and ``T.Parallel`` loops over the columns
-    whose bodies update all ROWS rows."""
-    outer, inner, _ = _nest(loop)
-    i, j = outer.loop_var, inner.loop_var
-    itype = str(i.ty.dtype)
-    dtype = str(store.buffer.ty.dtype)
-
-    def imm(v: int) -> Any:
-        return tirx.IntImm(itype, v)
-
-    tile_i, group = tirx.Var("tile_i", itype), tirx.Var("tile_g", itype)
-    rows = [tirx.decl_buffer([width], dtype, name=f"c_row{r}", scope="local") for r in range(ROWS)]
-    c_load, term = store.value.a, store.value.b
-
-    def columns(stores_at: Any) -> Any:
-        """``T.Parallel(width)`` over the group's columns around ``stores_at(lane)``."""
-        lane = tirx.Var("tile_v", itype)
-        return _parallel([(lane, imm(width))], tirx.SeqStmt(stores_at(lane)))
-
-    def at(r: int, lane: Any, expr: Any) -> Any:
-        return substitute(expr, [(i, tile_i * imm(ROWS) + imm(r)), (j, group * imm(width) + lane)])
-
-    group_body = tirx.SeqStmt([
-        *[tirx.AllocBuffer(row) for row in rows],
-        columns(lambda v: [tirx.BufferStore(row, at(r, v, c_load), [v]) for r, row in enumerate(rows)]),
-        k_loop(columns(lambda v: [tirx.BufferStore(row, row[v] + at(r, v, term), [v]) for r, row in enumerate(rows)])),
-        columns(lambda v: [tirx.BufferStore(store.buffer, row[v], list(at(r, v, c_load).indices))
-                           for r, row in enumerate(rows)]),
-    ])
-    groups = tirx.For(group, imm(0), imm(N // width), tirx.ForKind.SERIAL, group_body)
-    stmts = [tirx.For(tile_i, imm(0), imm(M // ROWS), tirx.ForKind.SERIAL, groups), *stmts_after]
-    return tirx.SeqStmt(stmts) if len(stmts) > 1 else stmts[0]
-
-
-def tile_gemms(func: tirx.PrimFunc, c_source: bool = False) -> tirx.PrimFunc:
-    """``func`` with every marked gemm K loop run in groups of :data:`ROWS` rows of C (module
-    docstring): TVM-vectorized loops for LLVM, or with ``c_source`` the form for a C compiler."""
-    if func.body is None:
-        return func
-    return func.with_body(map_marked(func.body, CPU_GEMM_TILES, lambda loop: _tile(loop, c_source)))
+def tile_gemms(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with every marked gemm K loop run in vectorized groups of :data:`ROWS` rows of C
+    (module docstring)."""
+    return func if func.body is None else func.with_body(map_marked(func.body, CPU_GEMM_TILES, _tile))
 
 
 def strip_gemm_marks(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """``func`` with the marks dropped and every gemm kept as the nest (GPU targets,
+    """``func`` with the marks dropped and every gemm kept as the nest (GPU targets, target ``c``,
     ``tl.disable_vectorize``)."""
     return func if func.body is None else func.with_body(map_marked(func.body, CPU_GEMM_TILES))

@@ -631,12 +631,11 @@ def block_work(blocks: Any, body: Any, block_var: Any = None) -> Any:
 
 
 def lower_tile_constructs(func: tirx.PrimFunc, options: FrontendOptions) -> tirx.PrimFunc:
-    """Apply :class:`Frontend` to ``func`` (see the module docstring). On CPU targets with
-    ``simd``, each ``T.gemm`` first runs in groups of rows of C (lowering/cpu_gemm_tiles.py: TVM
-    vectorized loops for LLVM, innermost SIMD loops for a C compiler with ``emit_pragmas``);
-    elsewhere its mark is dropped."""
+    """Apply :class:`Frontend` to ``func`` (see the module docstring). On the CPU runtime-module
+    path (target ``llvm``: no ``emit_pragmas``) with ``simd``, each ``T.gemm`` first runs in
+    vectorized groups of rows of C (lowering/cpu_gemm_tiles.py); elsewhere its mark is dropped."""
     from .cpu_gemm_tiles import strip_gemm_marks, tile_gemms
 
-    if options.gpu or not options.simd:
+    if options.gpu or options.emit_pragmas or not options.simd:
         return Frontend(options).run(strip_gemm_marks(func))
-    return Frontend(options).run(tile_gemms(func, c_source=options.emit_pragmas))
+    return Frontend(options).run(tile_gemms(func))

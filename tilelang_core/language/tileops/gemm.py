@@ -181,9 +181,9 @@ def gemm(
                     update(i, j, k)
     else:
         # K outermost, then a T.Parallel nest over C: every (i, j) of C is updated by the thread
-        # that owns it (fragment layout) and the innermost loop runs along C's rows on CPU. CPU
-        # targets run it in vectorized groups of rows of C (lowering/cpu_gemm_tiles.py) unless A or
-        # B is on C's storage (a T.view of it), which must see C's elements as the K loop updates them.
+        # that owns it (fragment layout) and the innermost loop runs along C's rows on CPU. Target
+        # llvm runs it in vectorized groups of rows of C (lowering/cpu_gemm_tiles.py) unless A or B
+        # is on C's storage (a T.view of it), which must see C's elements as the K loop updates them.
         shares = any(storage_root(t.buffer).same_as(storage_root(c.buffer)) for t in (a, b))
         tiles = None if shares else {CPU_GEMM_TILES: 1}
         with _B.serial(0, Ka, annotations=tiles) as k:
@@ -191,6 +191,6 @@ def gemm(
 
 
 #: Loop annotation on the K loop of a ``T.gemm`` into a shared or fragment ``C`` whose ``A`` and
-#: ``B`` are not on C's storage. CPU targets run such a product in vectorized groups of rows
-#: of C (lowering/cpu_gemm_tiles.py); GPU targets drop the mark.
+#: ``B`` are not on C's storage. Target llvm runs such a product in vectorized groups
+#: of rows of C (lowering/cpu_gemm_tiles.py); every other target drops the mark.
 CPU_GEMM_TILES = "tl.cpu_gemm_tiles"
