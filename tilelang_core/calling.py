@@ -115,6 +115,14 @@ def dynamic_dims(dims: Sequence[Any], shape: Sequence[int]) -> str:
     return ", ".join(f"'{dim.strip()}' = {got}" for dim, got in zip(dims, shape) if not isinstance(dim, int))
 
 
+def storage_too_small_message(nbytes: int) -> str:
+    """Why a tensor whose storage is smaller than its view is refused (the cython dispatcher's
+    tl_storage_error words it the same)."""
+    return (f"expected a tensor whose storage holds its elements, got one whose storage holds {nbytes} bytes, "
+            "fewer than its shape, strides and offset reach (a storage freed or shrunk with "
+            "untyped_storage().resize_()); pass a tensor with its data")
+
+
 def element_reach(x: Any) -> int:
     """Elements from a tensor's first to its last element, + 1 (its ``numel`` when compact, 0 when empty)."""
     if x.numel() == 0:
@@ -388,7 +396,20 @@ class CallChecker:
             view, fix = ("conjugate", "resolve_conj") if x.is_conj() else ("negative", "resolve_neg")
             raise ValueError(f"{self._prefix(e.index)}: expected a tensor with its data materialized, got a lazy "
                              f"{view} view; call .{fix}()")
+        if x.numel():
+            self._check_storage(e.index, x)
         return where
+
+    def _check_storage(self, index: int, x: Any) -> None:
+        """Refuse a tensor whose storage does not hold every element its view reaches."""
+        try:
+            nbytes = x.untyped_storage().nbytes()
+        except (RuntimeError, NotImplementedError) as exc:  # vmap-batched, functional wrappers, ...
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ValueError(f"{self._prefix(index)}: expected a dense tensor with storage, got one without ({first}); "
+                             "pass a plain tensor") from None
+        if (x.storage_offset() + element_reach(x)) * x.element_size() > nbytes:
+            raise ValueError(f"{self._prefix(index)}: {storage_too_small_message(nbytes)}")
 
     def _scalar(self, index: int, x: Any, symbols: dict, source: dict) -> Any:
         p = self.params[index]

@@ -336,6 +336,8 @@ static PyObject *tl_clash(tl_kernel *k, const tl_param *p, const char *where, in
 #define TL_UNLIKELY(x) (x)
 #endif
 
+static PyObject *tl_storage_error(tl_kernel *k, const tl_param *p, PyObject *obj);
+
 static int tl_check_lazy_views(tl_kernel *k, const tl_param *p, PyObject *obj) {
   static const char *const methods[2] = {"is_conj", "is_neg"};
   static const char *const fixes[2] = {"a lazy conjugate view; call .resolve_conj()",
@@ -479,6 +481,11 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
      common call about half of its per-tensor time). */
   if ((p->code == 5 || p->strides_mode != TL_STRIDES_COMPACT || n <= 1) && tl_check_lazy_views(k, p, obj) != 0)
     return -1;
+  /* elements but no memory: a freed storage read through DLPack (the fast reader refuses it first) */
+  if (!TL_LIKELY(n == 0 || t->data != NULL)) {
+    tl_storage_error(k, p, obj);
+    return -1;
+  }
   /* strides */
   if (TL_LIKELY(p->strides_mode == TL_STRIDES_COMPACT)) {
     long long expect = 1;
@@ -683,6 +690,21 @@ static int tl_read_scalar(tl_kernel *k, const tl_param *p, PyObject *obj, tl_val
 
 /* torch could not describe the tensor through DLPack (meta device, sparse layout, ...): say why,
  * reading the tensor's Python attributes (this path is not hot). */
+/* a tensor whose storage holds fewer bytes than its view reaches (or none, a NULL data pointer) */
+static PyObject *tl_storage_error(tl_kernel *k, const tl_param *p, PyObject *obj) {
+  long long nbytes = -1;
+  PyObject *storage = PyObject_CallMethod(obj, "untyped_storage", NULL), *size = NULL;
+  if (storage) size = PyObject_CallMethod(storage, "nbytes", NULL);
+  if (size) nbytes = PyLong_AsLongLong(size);
+  Py_XDECREF(storage);
+  Py_XDECREF(size);
+  PyErr_Clear();
+  return tl_arg_error(k, PyExc_ValueError, p,
+                      "expected a tensor whose storage holds its elements, got one whose storage holds %lld bytes, "
+                      "fewer than its shape, strides and offset reach (a storage freed or shrunk with "
+                      "untyped_storage().resize_()); pass a tensor with its data", nbytes);
+}
+
 static PyObject *tl_dlpack_error(tl_kernel *k, const tl_param *p, PyObject *obj) {
   PyObject *et, *ev, *tb, *msg, *layout = NULL, *device = NULL;
   const char *first = NULL, *nl;
@@ -805,6 +827,7 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
       /* 0: t describes obj. The fast reader (torch's C++ API) takes the plain tensors; DLPack the
          others, and says why it cannot read one (tl_dlpack_error) */
       read = k->fast_read ? k->fast_read(obj, &t) : 1;
+      if (TL_UNLIKELY(read == 2)) return tl_storage_error(k, p, obj);
       if (read != 0 && k->api->dltensor_from_py_object_no_sync) {
         if (k->api->dltensor_from_py_object_no_sync(obj, &t) != 0) goto dlpack_failed;
         read = 0;

@@ -8,7 +8,8 @@
  * instead of about 50 ns. It handles only the plain case (dense strided CPU or CUDA tensor with
  * storage, no Python dispatch or symbolic sizes, a dtype in the table below) and answers 1 for
  * anything else, and for any C++ exception: the dispatcher then asks DLPack, which reads the
- * unusual tensors and words their errors. It never sets a Python error.
+ * unusual tensors and words their errors. It answers 2 for a tensor whose storage is smaller
+ * than the view (DLPack does not say), which the dispatcher refuses. It never sets a Python error.
  *
  * The C++ API is not ABI-stable across torch releases, so the module records the torch version it
  * was built against (TORCH_VERSION) and _dispatch.pyx uses it only under that same version, after
@@ -55,7 +56,8 @@ inline int dl_code(c10::ScalarType st) {
 
 }  // namespace
 
-/* 0: `out` describes `obj` (a torch.Tensor, checked by the caller); 1: ask DLPack instead */
+/* 0: `out` describes `obj` (a torch.Tensor, checked by the caller); 1: ask DLPack instead;
+   2: `out` describes `obj`, but its storage is too small for it (refused by the caller) */
 extern "C" int tl_torch_read(void *py_obj, tl_dl_tensor *out) noexcept {
   try {
     const at::Tensor &t = THPVariable_Unpack(static_cast<PyObject *>(py_obj));
@@ -85,6 +87,17 @@ extern "C" int tl_torch_read(void *py_obj, tl_dl_tensor *out) noexcept {
     out->strides = const_cast<int64_t *>(impl->strides().data());
     out->data = t.data_ptr(); /* the mutable pointer, as DLPack gives (materializes a copy-on-write) */
     out->byte_offset = 0;
+    /* 2: the storage does not hold every element of the view (freed or shrunk with
+       untyped_storage().resize_(), as FSDP and activation offloading do); reading or writing
+       it would go past the allocation */
+    if (impl->numel() > 0) {
+      uint64_t last = static_cast<uint64_t>(impl->storage_offset());
+      for (int64_t d = 0; d < impl->dim(); d++) {
+        int64_t st = impl->strides()[d];
+        last += static_cast<uint64_t>(impl->sizes()[d] - 1) * static_cast<uint64_t>(st < 0 ? -st : st);
+      }
+      if ((last + 1) * static_cast<uint64_t>(impl->itemsize()) > impl->storage().nbytes()) return 2;
+    }
     return 0;
   } catch (...) {
     return 1;

@@ -682,15 +682,17 @@ class _CallPlan:
                     )
         return None
 
-    def reraise(self, args: Sequence[Any], exc: BaseException) -> Any:
+    def reraise(self, args: Sequence[Any], exc: BaseException, retry: bool = True) -> Any:
         """Raise the contract error for a call TVM refused, or re-raise TVM's error as is; a call
-        TVM refused only for an empty tensor's strides runs on the general path instead."""
+        with an empty tensor (TVM refused its strides) runs on the general path instead (once:
+        ``retry`` is False there, which gives every tensor compact strides)."""
         err, _ = self.check(args)
         if err is not None:
             raise err from None
-        if any(isinstance(p, TensorParam) and p.strides is None and args[j].numel() == 0
-               and not _compact(args[j]) for j, (_, p) in enumerate(self.inputs)):
-            return self.slow_call(args, None)  # TVM checks strides before running anything
+        if retry and any(isinstance(p, TensorParam) and p.strides is None and args[j].numel() == 0
+                         for j, (_, p) in enumerate(self.inputs)):
+            # an empty input, or an output made empty by it: TVM checks strides before running anything
+            return self.slow_call(args, None)
         failed = _device_assert_text(exc)
         if failed is not None:
             raise RuntimeError(f"{self.name}() failed: {failed}") from None
@@ -755,14 +757,14 @@ class _CallPlan:
                 if p.strides is not None:
                     strides = tuple(symbolic.evaluate(d, symbols) for d in p.strides)
                     o = torch.empty_strided(shape, strides, dtype=self.dtypes[pi], device=device)
-                else:
-                    o = torch.empty(shape, dtype=self.dtypes[pi], device=device)
+                else:  # compact strides: torch gives an empty (m, 0) tensor (1, 1), TVM wants (0, 1)
+                    o = torch.empty_strided(shape, _compact_strides(shape), dtype=self.dtypes[pi], device=device)
                 call_args[pi] = o
                 outs.append(o)
             try:
                 self.state.func(*call_args)
             except Exception as exc:  # noqa: BLE001 - translated when the arguments explain it
-                self.reraise(args, exc)
+                self.reraise(args, exc, retry=False)
             for x, y in staged:
                 x.copy_(y)
         if not outs:
