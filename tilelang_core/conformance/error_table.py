@@ -74,6 +74,12 @@ def _huge(m: Maker) -> Any:
     return m.t(1).expand(_HUGE)
 
 
+def _freed(x: Any) -> Any:
+    """``x`` with its storage freed: the shape stays, the memory is gone (data pointer NULL)."""
+    x.untyped_storage().resize_(0)
+    return x
+
+
 def _same(m: Maker) -> tuple[tuple, dict]:
     a = m.t(16)
     return _args(a, m.t(16), a)
@@ -175,6 +181,12 @@ ROWS: tuple[ErrorRow, ...] = (
              lambda m: _args(m.t(1)._neg_view(), m.t(1)),
              "ValueError", "vadd_dyn() argument 'A' (#0): expected a tensor with its data materialized, got a lazy "
              "negative view; call .resolve_neg()"),
+    ErrorRow("freed_storage", "a tensor whose storage was freed (as FSDP and activation offloading do)", "vadd",
+             "vadd(A with untyped_storage().resize_(0), B, C)",
+             lambda m: _args(_freed(m.t(16)), m.t(16), m.t(16)),
+             "ValueError", "vadd() argument 'A' (#0): expected a tensor whose storage holds its elements, got one whose "
+             "storage holds 0 bytes, fewer than its shape, strides and offset reach (a storage freed or shrunk with "
+             "untyped_storage().resize_()); pass a tensor with its data"),
     ErrorRow("overlap_same", "a written tensor passed again as another argument", "vadd", "vadd(A, B, A)",
              _same,
              "ValueError", "vadd() arguments 'A' (#0) and 'C' (#2) overlap in memory, and the kernel writes 'C'; "

@@ -30,7 +30,7 @@ from typing import Any, Optional, Sequence
 
 from tilelang_core import symbolic
 from tilelang_core.artifact import BuildOptions, KernelArtifact, ScalarParam, TensorParam
-from tilelang_core.calling import narrow_symbols, symbol_range_message
+from tilelang_core.calling import element_reach, narrow_symbols, storage_too_small_message, symbol_range_message
 from tilelang_core.errors import BuildError, OutIdxError
 
 #: Byte alignment TVM assumes for tensor data (``kAllocAlignment``).
@@ -640,6 +640,12 @@ class _CallPlan:
                 view, fix = ("conjugate", "resolve_conj") if x.is_conj() else ("negative", "resolve_neg")
                 return ValueError(f"{pre}: expected a tensor with its data materialized, got a lazy {view} view; "
                                   f"call .{fix}()"), symbols
+            # a freed storage (tvm-ffi refuses its NULL pointer, and this words it); a shrunk one is
+            # seen here on the general path only: the fast path does not pay for the check
+            if x.numel():
+                nbytes = x.untyped_storage().nbytes()
+                if (x.storage_offset() + element_reach(x)) * x.element_size() > nbytes:
+                    return ValueError(f"{pre}: {storage_too_small_message(nbytes)}"), symbols
         err = self._overlap(args)
         if err is not None:
             return err, symbols
