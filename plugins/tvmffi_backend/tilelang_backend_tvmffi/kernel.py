@@ -643,7 +643,12 @@ class _CallPlan:
             # a freed storage (tvm-ffi refuses its NULL pointer, and this words it); a shrunk one is
             # seen here on the general path only: the fast path does not pay for the check
             if x.numel():
-                nbytes = x.untyped_storage().nbytes()
+                try:
+                    nbytes = x.untyped_storage().nbytes()
+                except (RuntimeError, NotImplementedError) as exc:  # vmap-batched, functional wrappers, ...
+                    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                    return ValueError(f"{pre}: expected a dense tensor with storage, got one without ({first}); "
+                                      "pass a plain tensor"), symbols
                 if (x.storage_offset() + element_reach(x)) * x.element_size() > nbytes:
                     return ValueError(f"{pre}: {storage_too_small_message(nbytes)}"), symbols
         err = self._overlap(args)
