@@ -2,9 +2,9 @@
 (lowering/lane_reductions.py): ``for r: T.Parallel(j): d[j] = combine(d[j], x[r, j])``.
 
 Before, each column was one chain of dependent operations in a register, one column after
-another, reading with a stride: a column sum of 64 blocks of (1024, 64) float32 tiles took
-0.49 ms on cython/c and 5.0 ms on tvm_ffi/llvm; row after row it takes 0.39 and 0.84 ms (the
-inner loop reads a row and vectorizes). Each column still takes its rows in order, so the
+another, reading with a stride: column sums of 64 blocks of (1024, 64) float32 tiles took
+4.4-5.0 ms on tvm_ffi/llvm and column maxima 0.60-0.85 ms on cython/c; row after row they take
+0.65-1.04 and 0.44-0.50 ms (the inner loop reads a row and vectorizes). Each column still takes its rows in order, so the
 results are the bits of the kernel lowered with ``tl.disable_vectorize``, which keeps the
 columns (a NaN's sign may differ where the C compiler swaps an addition's operands; these
 inputs make none): the tests compare the two bit for bit on the three CPU paths, and with torch.
