@@ -52,3 +52,17 @@ def compile_on(func, path):
     except Exception as exc:  # noqa: BLE001 - backend missing or unavailable here
         pytest.skip(f"{backend} backend not available for {target}: {exc}")
     return tilelang_core.compile(func, target=target, execution_backend=backend)
+
+
+def run_on(func, path, inputs, out, **pass_configs):
+    """A copy of ``out`` after ``func(*inputs, copy)`` compiled on ``path`` (with ``pass_configs``
+    when given); the test is skipped as :func:`compile_on` skips it."""
+    import tilelang_core
+
+    kernel = compile_on(func, path)
+    if pass_configs:
+        backend, target = path
+        kernel = tilelang_core.compile(func, target=target, execution_backend=backend, pass_configs=pass_configs)
+    result = out.clone()
+    kernel(*inputs, result)
+    return result

@@ -22,7 +22,7 @@ import tilelang.language as T
 import tilelang_core
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from backend_pairs import PATHS, compile_on, path_id  # noqa: E402
+from backend_pairs import PATHS, compile_on, path_id, run_on  # noqa: E402
 
 AS_WRITTEN = {"tl.disable_vectorize": True}
 _TORCH = {"float32": torch.float32, "float64": torch.float64}
@@ -77,17 +77,6 @@ def _dynamic_rows():
     return dyn_columns
 
 
-def _run(func, path, inputs, out, **configs):
-    """``out`` after ``func`` on ``path`` (a copy; with ``configs`` as pass configs)."""
-    backend, target = path
-    kernel = compile_on(func, path)  # skips when the path is not available
-    if configs:
-        kernel = tilelang_core.compile(func, target=target, execution_backend=backend, pass_configs=configs)
-    result = out.clone()
-    kernel(*inputs, result)
-    return result
-
-
 def _bits(x):
     return x.view(torch.int64 if x.dtype == torch.float64 else torch.int32)
 
@@ -134,8 +123,8 @@ def test_column_reductions_keep_the_bits_and_match_torch(path, case):
     x = _awkward((2 * R, C), _TORCH[dtype]) if op in ("max", "min", "absmax") else torch.randn(2 * R, C,
                                                                                                dtype=_TORCH[dtype])
     start = torch.randn(2, C, dtype=_TORCH[dtype])
-    rows = _run(func, path, (x,), start)
-    columns = _run(func, path, (x,), start, **AS_WRITTEN)
+    rows = run_on(func, path, (x,), start)
+    columns = run_on(func, path, (x,), start, **AS_WRITTEN)
     assert torch.equal(_bits(rows), _bits(columns)), (rows, columns)
     expected = _expected(x.view(2, R, C), op, 1, spec.get("nan_propagate", False))
     if spec.get("clear") is False:
@@ -150,8 +139,8 @@ def test_column_reductions_keep_the_bits_and_match_torch(path, case):
 @pytest.mark.parametrize("path", PATHS, ids=path_id)
 def test_the_middle_dimension_and_a_dynamic_row_count(path):
     x = torch.randn(3, 40, 20)
-    out = _run(_middle(3, 40, 20), path, (x,), torch.zeros(3, 20))
-    assert torch.equal(out, _run(_middle(3, 40, 20), path, (x,), torch.zeros(3, 20), **AS_WRITTEN))
+    out = run_on(_middle(3, 40, 20), path, (x,), torch.zeros(3, 20))
+    assert torch.equal(out, run_on(_middle(3, 40, 20), path, (x,), torch.zeros(3, 20), **AS_WRITTEN))
     torch.testing.assert_close(out, x.sum(1))
     kernel = compile_on(_dynamic_rows(), path)
     for n in (1, 2, 7, 300):
@@ -176,8 +165,8 @@ def test_a_source_on_the_destinations_storage_keeps_the_columns(path):
             T.copy(tile[0, 0:8], S)
 
     x = torch.randn(8, 8)
-    out = _run(onto_row_0, path, (x,), torch.zeros(8))
-    assert torch.equal(out, _run(onto_row_0, path, (x,), torch.zeros(8), **AS_WRITTEN))
+    out = run_on(onto_row_0, path, (x,), torch.zeros(8))
+    assert torch.equal(out, run_on(onto_row_0, path, (x,), torch.zeros(8), **AS_WRITTEN))
     torch.testing.assert_close(out, x.sum(0))
 
 
@@ -197,7 +186,7 @@ def test_a_destination_view_of_stride_0_keeps_the_columns(path):
             T.copy(sums, S)
 
     x = torch.arange(32, dtype=torch.float32).reshape(4, 8)
-    out = _run(into_one, path, (x,), torch.zeros(8))
+    out = run_on(into_one, path, (x,), torch.zeros(8))
     assert out[0] == x[:, 7].sum() and torch.all(out[1:] == 0), out
 
 

@@ -24,7 +24,7 @@ import tilelang.language as T
 import tilelang_core
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from backend_pairs import PATHS, compile_on, path_id  # noqa: E402
+from backend_pairs import PATHS, path_id, run_on  # noqa: E402
 from private_modules import load_private  # noqa: E402
 
 KS = load_private("tileops_kernels")
@@ -35,18 +35,6 @@ UNTILED = {"tl.disable_vectorize": True}
 def _matmul(M, N, K, bm, bn, bk, dtype="float32", acc="float32", trans_a=False, trans_b=False):
     """tests/tileops_kernels.py's blocked matmul with shared A/B tiles and a fragment C."""
     return KS.matmul(M, N, K, bm, bn, bk, dtype, acc, trans_a, trans_b, style="gpu")
-
-
-def _run(func, path, inputs, out, **configs):
-    backend, target = path
-    if configs:
-        compile_on(func, path)  # skips when the path is not available
-        kernel = tilelang_core.compile(func, target=target, execution_backend=backend, pass_configs=configs)
-    else:
-        kernel = compile_on(func, path)
-    result = out.clone()
-    kernel(*inputs, result)
-    return result
 
 
 CASES = {
@@ -77,8 +65,8 @@ def test_tiled_products_are_the_bits_of_the_untiled_nest_and_match_torch(path, n
     case = CASES[name]
     inputs, out, ref = _inputs(case)
     func = _matmul(**case)
-    tiled = _run(func, path, inputs, out)
-    untiled = _run(func, path, inputs, out, **UNTILED)
+    tiled = run_on(func, path, inputs, out)
+    untiled = run_on(func, path, inputs, out, **UNTILED)
     assert torch.equal(tiled, untiled)
     torch.testing.assert_close(tiled.to(torch.float64), ref, rtol=1e-3, atol=1e-2)
 
@@ -117,7 +105,7 @@ def test_a_c_view_of_stride_0_keeps_the_nest(path):
             T.gemm(As, Bs, T.view(Cs, (8, 8), strides=(0, 1)))
             T.copy(Cs, C)
 
-    out = _run(onto_one_row, path, (torch.ones(8, 2), torch.ones(2, 8)), torch.zeros(8, 8))
+    out = run_on(onto_one_row, path, (torch.ones(8, 2), torch.ones(2, 8)), torch.zeros(8, 8))
     assert torch.all(out[0] == 16.0) and torch.all(out[1:] == 0.0), out
 
 
@@ -150,9 +138,9 @@ def test_the_case_gcc_vectorized_wrongly_is_right_on_every_path(path, N):
     a, b, c = torch.randn(11, 5), torch.randn(N + 1, 4), torch.randn(11, N + 3)
     expected = c.clone()
     expected[2:11, 3:N + 3] += a[2:11, 1:3] @ b[1:N + 1, 2:4].t()
-    out = _run(func, path, (a, b), c)
+    out = run_on(func, path, (a, b), c)
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
-    assert torch.equal(out, _run(func, path, (a, b), c, **UNTILED))
+    assert torch.equal(out, run_on(func, path, (a, b), c, **UNTILED))
 
 
 @pytest.mark.parametrize("path", PATHS, ids=path_id)
@@ -172,6 +160,6 @@ def test_a_gemm_reading_c_through_a_view_keeps_the_nest(path):
 
     assert "c_rows" not in _source(self_product)
     a = torch.randn(16, 16) * 0.1
-    tiled = _run(self_product, path, (a,), torch.zeros(16, 16))
-    untiled = _run(self_product, path, (a,), torch.zeros(16, 16), **UNTILED)
+    tiled = run_on(self_product, path, (a,), torch.zeros(16, 16))
+    untiled = run_on(self_product, path, (a,), torch.zeros(16, 16), **UNTILED)
     assert torch.equal(tiled, untiled)

@@ -123,6 +123,22 @@ def storage_too_small_message(nbytes: int) -> str:
             "untyped_storage().resize_()); pass a tensor with its data")
 
 
+def storage_error(prefix: str, x: Any) -> Optional[ValueError]:
+    """The error for a tensor with elements whose storage does not hold every element its view
+    reaches, or that has no storage at all (a vmap-batched tensor); None when it is fine.
+    ``prefix`` names the argument (``"add() argument 'A' (#0)"``)."""
+    if not x.numel():
+        return None
+    try:
+        nbytes = x.untyped_storage().nbytes()
+    except (RuntimeError, NotImplementedError) as exc:  # vmap-batched, functional wrappers, ...
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return ValueError(f"{prefix}: expected a dense tensor with storage, got one without ({first}); pass a plain tensor")
+    if (x.storage_offset() + element_reach(x)) * x.element_size() > nbytes:
+        return ValueError(f"{prefix}: {storage_too_small_message(nbytes)}")
+    return None
+
+
 def element_reach(x: Any) -> int:
     """Elements from a tensor's first to its last element, + 1 (its ``numel`` when compact, 0 when empty)."""
     if x.numel() == 0:
@@ -396,20 +412,10 @@ class CallChecker:
             view, fix = ("conjugate", "resolve_conj") if x.is_conj() else ("negative", "resolve_neg")
             raise ValueError(f"{self._prefix(e.index)}: expected a tensor with its data materialized, got a lazy "
                              f"{view} view; call .{fix}()")
-        if x.numel():
-            self._check_storage(e.index, x)
+        err = storage_error(self._prefix(e.index), x)
+        if err is not None:
+            raise err
         return where
-
-    def _check_storage(self, index: int, x: Any) -> None:
-        """Refuse a tensor whose storage does not hold every element its view reaches."""
-        try:
-            nbytes = x.untyped_storage().nbytes()
-        except (RuntimeError, NotImplementedError) as exc:  # vmap-batched, functional wrappers, ...
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise ValueError(f"{self._prefix(index)}: expected a dense tensor with storage, got one without ({first}); "
-                             "pass a plain tensor") from None
-        if (x.storage_offset() + element_reach(x)) * x.element_size() > nbytes:
-            raise ValueError(f"{self._prefix(index)}: {storage_too_small_message(nbytes)}")
 
     def _scalar(self, index: int, x: Any, symbols: dict, source: dict) -> Any:
         p = self.params[index]

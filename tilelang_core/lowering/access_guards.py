@@ -48,7 +48,7 @@ from ..language.registered_ops import ADDRESS_OPS
 from ..language.tileops._common import all_of, cast, collect, is_var_buffer, scope_of, static_int, substitute
 from . import atomics
 from .intrinsics import parse as parse_intrinsic
-from .markers import extern_name, parallel_ndim, safe_value_marker
+from .markers import extern_name, parallel_loops, parallel_ndim, safe_value_marker
 
 __all__ = ["guard_global_accesses"]
 
@@ -342,9 +342,7 @@ class _Guarder:
         added in it is affine in the nest's variables, the nest is versioned: ``if <every guard
         holds at the corners of the iteration box>: <nest without the guards> else: <guarded
         nest>``, so the blocks inside the tensor run the plain (vectorizable) loop."""
-        loops = [loop]
-        while len(loops) < ndim and isinstance(loops[-1].body, tirx.For):
-            loops.append(loops[-1].body)
+        loops = parallel_loops(loop, ndim)
         if len(loops) < ndim:  # malformed nest: the frontend reports it
             guarded = self._plain_loop(loop, safe)
             return guarded if marker is None else tirx.SeqStmt([marker, guarded])

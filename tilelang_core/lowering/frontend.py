@@ -38,7 +38,7 @@ from ..errors import LoweringError
 from .atomics import contains_atomics
 from ..language.tileops._common import collect, scope_of, substitute
 from .access_guards import guard_global_accesses
-from .markers import parallel_ndim, safe_value_marker
+from .markers import parallel_loops, parallel_ndim, safe_value_marker
 from .parallel_locals import plan as plan_parallel_locals
 from .parallel_order import loop_values, static_count
 from .signature import to_int64
@@ -497,12 +497,9 @@ class Frontend:
     # -- T.Parallel --------------------------------------------------------------------------
     def visit_parallel(self, loop: Any, ndim: int, ctx: _Ctx) -> Any:
         """Rewrite the ``ndim`` nested loops of one ``T.Parallel`` (see the module docstring)."""
-        loops = [loop]
-        for _ in range(ndim - 1):
-            inner = loops[-1].body
-            if not isinstance(inner, tirx.For):
-                raise LoweringError(f"{self.opt.func_location}: malformed T.Parallel loop nest")
-            loops.append(inner)
+        loops = parallel_loops(loop, ndim)
+        if len(loops) < ndim:
+            raise LoweringError(f"{self.opt.func_location}: malformed T.Parallel loop nest")
         body = loops[-1].body
         if ctx.safe_values:
             body = _guard_safe_loads(body, ctx.safe_values)

@@ -53,7 +53,7 @@ from tvm import tirx
 from ..language.tileops._common import collect, static_int, substitute
 from ..language.tileops.reduce import LANE_REDUCE, combine_rule
 from .loop_marks import map_marked, mark_of, without_mark
-from .markers import parallel_ndim
+from .markers import parallel_loops, parallel_ndim
 
 __all__ = ["lanes", "split_lane_reductions", "strip_lane_reductions"]
 
@@ -119,23 +119,36 @@ def _lane_start(kind: str, dtype: str, nan_propagate: bool) -> Any:
     return tirx.FloatImm(dtype, float("inf") if kind == "min" else float("-inf"))
 
 
+def _update(loop: Any) -> Optional[tuple]:
+    """``(store, kind, nan_propagate, combine, term)`` of a marked float reduction loop
+    ``for r: acc = combine(acc, term(r))`` (``acc`` one element, ``term`` not reading its buffer),
+    else None."""
+    mark = _mark(loop)
+    store = loop.body
+    if mark is None or not isinstance(store, tirx.BufferStore):
+        return None
+    kind, _, nan = mark.partition(".")
+    buf, idx = store.buffer, list(store.indices)
+    dtype = str(buf.ty.dtype)
+    if dtype not in _FLOATS or _uses(idx, loop.loop_var):  # 16-bit sums accumulate in float32 (reduce.py _wide_sum)
+        return None
+    combine = combine_rule(kind, dtype, bool(nan))
+    term = _term(store.value, kind)
+    if term is None or _reads(term, buf) or not tvm_ffi.structural_equal(store.value, combine(buf[tuple(idx)], term)):
+        return None
+    return store, kind, bool(nan), combine, term
+
+
 def _split(loop: Any) -> Any:
     """The rewritten loop (module docstring), or the loop without its mark where it does not apply."""
-    kind, _, nan = _mark(loop).partition(".")
-    store = loop.body
-    if not isinstance(store, tirx.BufferStore):
+    found = _update(loop)
+    r = loop.loop_var
+    if found is None or not _contiguous(found[4], r):
         return _unmarked(loop)
-    buf, idx, r = store.buffer, list(store.indices), loop.loop_var
+    store, kind, nan, combine, term = found
+    buf, idx = store.buffer, list(store.indices)
     dtype = str(buf.ty.dtype)
-    if dtype not in _FLOATS or _uses(idx, r):  # 16-bit sums accumulate in float32 (reduce.py _wide_sum)
-        return _unmarked(loop)
-    combine = combine_rule(kind, dtype, bool(nan))
     acc = buf[tuple(idx)]
-    term = _term(store.value, kind)
-    if term is None or _reads(term, buf) or not tvm_ffi.structural_equal(store.value, combine(acc, term)):
-        return _unmarked(loop)
-    if not _contiguous(term, r):
-        return _unmarked(loop)
     n = lanes(dtype)
     extent = loop.extent
     if isinstance(extent, tirx.IntImm) and extent.value < 2 * n:
@@ -156,7 +169,7 @@ def _split(loop: Any) -> Any:
         lane = tirx.Var("lane", itype)
         return tirx.For(lane, imm(0), imm(count), tirx.ForKind.SERIAL, store_at(lane))
 
-    start = _lane_start(kind, dtype, bool(nan))
+    start = _lane_start(kind, dtype, nan)
     chunk, rest = tirx.Var("chunk", itype), tirx.Var("rest", itype)
     stmts = [
         tirx.AllocBuffer(part),
@@ -174,17 +187,6 @@ def _split(loop: Any) -> Any:
     stmts.append(tirx.For(rest, imm(0), extent - full * imm(n), tirx.ForKind.SERIAL,
                           tirx.BufferStore(buf, combine(acc, term_at(full * imm(n) + rest)), idx)))
     return tirx.SeqStmt(stmts)
-
-
-def _nest(stmt: Any, count: int) -> Optional[list]:
-    """The ``count`` perfectly nested loops starting at ``stmt``, else None."""
-    loops = []
-    for _ in range(count):
-        if not isinstance(stmt, tirx.For):
-            return None
-        loops.append(stmt)
-        stmt = stmt.body
-    return loops
 
 
 def _one_element_each(indices: list, loops: list) -> bool:
@@ -210,18 +212,11 @@ def _one_element_each(indices: list, loops: list) -> bool:
 def _column_update(red: Any, slot: Any) -> Optional[tuple]:
     """``(combine, term)`` of a marked float reduction loop ``for r: slot[0] = combine(slot[0], term(r))``
     whose loads move along another dimension than their last, else None."""
-    mark = _mark(red)
-    store = red.body
-    if mark is None or not isinstance(store, tirx.BufferStore) or not store.buffer.same_as(slot):
+    found = _update(red)
+    if found is None or not found[0].buffer.same_as(slot):
         return None
-    kind, _, nan = mark.partition(".")
-    dtype = str(slot.ty.dtype)
-    if dtype not in _FLOATS:
-        return None
-    combine = combine_rule(kind, dtype, bool(nan))
-    term = _term(store.value, kind)
-    if (term is None or _reads(term, slot) or not _uses([term], red.loop_var) or _contiguous(term, red.loop_var)
-            or not tvm_ffi.structural_equal(store.value, combine(slot[tuple(store.indices)], term))):
+    _, _, _, combine, term = found
+    if not _uses([term], red.loop_var) or _contiguous(term, red.loop_var):
         return None
     return combine, term
 
@@ -257,8 +252,8 @@ def _column_reduction(marker: Any, nest: Any) -> Optional[list]:
     when the nest is a column reduction of reduce.py's block-shared form, else None:
     ``T.Parallel(i): {slot = init; for r: slot = combine(slot, term(i, r)); dst[i] = slot}``."""
     ndim = parallel_ndim(marker)
-    loops = _nest(nest, ndim) if ndim else None
-    body = loops[-1].body if loops else None
+    loops = parallel_loops(nest, ndim) if ndim and isinstance(nest, tirx.For) else []
+    body = loops[-1].body if loops and len(loops) == ndim else None
     if not (isinstance(body, tirx.SeqStmt) and len(body) == 4):
         return None
     alloc, init, red, store = body[0], body[1], body[2], body[3]

@@ -49,6 +49,15 @@ def parallel_ndim(stmt: Any) -> Optional[int]:
     return None if args is None else static_int(args[0])
 
 
+def parallel_loops(loop: Any, ndim: int) -> list:
+    """The loops of the ``T.Parallel`` nest that starts at ``loop`` (the statement after its
+    marker): ``ndim`` perfectly nested loops, fewer when the nest is malformed."""
+    loops = [loop]
+    while len(loops) < ndim and isinstance(loops[-1].body, tirx.For):
+        loops.append(loops[-1].body)
+    return loops
+
+
 def safe_value_marker(stmt: Any) -> Optional[tuple]:
     """``(buffer, value)`` of a ``T.annotate_safe_value`` marker statement, else None."""
     args = marker_args(stmt, SAFE_VALUE_CALL, 2)

@@ -41,7 +41,7 @@ from ..language.tileops.debug import DEVICE_ASSERT_CALL
 from ..language.registered_ops import ADDRESS_OPS
 from ..language.tileops.reducer import FINALIZE_CALL, UPDATE_KEY
 from .atomics import contains_atomics
-from .markers import extern_name, marker_call_args, parallel_ndim
+from .markers import extern_name, marker_call_args, parallel_loops, parallel_ndim
 from .parallel_order import loop_values, static_count
 from .warp import BLOCK_VOTES, COLLECTIVE, MASKED_WARP_OPS
 
@@ -100,10 +100,7 @@ def _nests(body: Any) -> list:
             ndim = parallel_ndim(marker)
             if ndim is None or not isinstance(loop, tirx.For):
                 continue
-            loops = [loop]
-            while len(loops) < ndim and isinstance(loops[-1].body, tirx.For):
-                loops.append(loops[-1].body)
-            found.append(loops)
+            found.append(parallel_loops(loop, ndim))
     return found
 
 

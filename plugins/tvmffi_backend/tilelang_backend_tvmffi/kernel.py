@@ -30,7 +30,7 @@ from typing import Any, Optional, Sequence
 
 from tilelang_core import symbolic
 from tilelang_core.artifact import BuildOptions, KernelArtifact, ScalarParam, TensorParam
-from tilelang_core.calling import element_reach, narrow_symbols, storage_too_small_message, symbol_range_message
+from tilelang_core.calling import narrow_symbols, storage_error, symbol_range_message
 from tilelang_core.errors import BuildError, OutIdxError
 
 #: Byte alignment TVM assumes for tensor data (``kAllocAlignment``).
@@ -642,15 +642,9 @@ class _CallPlan:
                                   f"call .{fix}()"), symbols
             # a freed storage (tvm-ffi refuses its NULL pointer, and this words it); a shrunk one is
             # seen here on the general path only: the fast path does not pay for the check
-            if x.numel():
-                try:
-                    nbytes = x.untyped_storage().nbytes()
-                except (RuntimeError, NotImplementedError) as exc:  # vmap-batched, functional wrappers, ...
-                    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                    return ValueError(f"{pre}: expected a dense tensor with storage, got one without ({first}); "
-                                      "pass a plain tensor"), symbols
-                if (x.storage_offset() + element_reach(x)) * x.element_size() > nbytes:
-                    return ValueError(f"{pre}: {storage_too_small_message(nbytes)}"), symbols
+            err = storage_error(pre, x)
+            if err is not None:
+                return err, symbols
         err = self._overlap(args)
         if err is not None:
             return err, symbols
