@@ -116,8 +116,8 @@ def dynamic_dims(dims: Sequence[Any], shape: Sequence[int]) -> str:
 
 
 def storage_too_small_message(nbytes: int) -> str:
-    """Why a tensor whose storage is smaller than its view is refused (the cython dispatcher's
-    tl_storage_error words it the same)."""
+    """Why a tensor whose storage is smaller than its view is refused (the conformance error
+    table's ``freed_storage`` row: a backend with a native dispatcher words it the same)."""
     return (f"expected a tensor whose storage holds its elements, got one whose storage holds {nbytes} bytes, "
             "fewer than its shape, strides and offset reach (a storage freed or shrunk with "
             "untyped_storage().resize_()); pass a tensor with its data")
