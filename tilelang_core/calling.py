@@ -46,6 +46,7 @@ table either way.
 
 from __future__ import annotations
 
+import builtins
 import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
@@ -106,13 +107,42 @@ def scalar_kind(dtype: str) -> str:
 
 
 def type_name(value: Any) -> str:
-    """The short type name the error messages use (``Tensor``, ``list``, ``NoneType``)."""
-    return type(value).__name__
+    """The short type name the error messages use (``Tensor``, ``list``, ``NoneType``); a type
+    named like a builtin one keeps its module (``numpy.bool``, not ``bool``)."""
+    kind = type(value)
+    if kind.__module__ != "builtins" and kind.__name__ in _BUILTIN_NAMES:
+        return f"{kind.__module__}.{kind.__name__}"
+    return kind.__name__
+
+
+_BUILTIN_NAMES = frozenset(name for name, v in vars(builtins).items() if isinstance(v, type))
+
+
+def is_numpy_bool(value: Any) -> bool:
+    """Whether ``value`` is numpy's bool scalar (``numpy.bool``, ``numpy.bool_`` before numpy 2),
+    which a bool or int scalar parameter takes as ``True``/``False``: unlike Python's bool it is
+    no int (it has no ``__index__``). Tested by name, so numpy is never imported for it."""
+    kind = type(value)
+    return kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_")
 
 
 def dynamic_dims(dims: Sequence[Any], shape: Sequence[int]) -> str:
     """``'m' = 32769, 'n + 1' = 8``: the sizes of a tensor's dynamic dimensions, for messages."""
     return ", ".join(f"'{dim.strip()}' = {got}" for dim, got in zip(dims, shape) if not isinstance(dim, int))
+
+
+#: The fix a nested tensor's error gives (the error table's ``nested_tensor`` row).
+NESTED_TENSOR_FIX = "pass its components (.unbind()) or .to_padded_tensor(0.0)"
+
+
+def not_dense_message(x: Any) -> str:
+    """Why tensor ``x``, nested or of a layout other than strided, is refused (after the argument's
+    name; the error table's ``sparse_tensor`` and ``nested_tensor`` rows). A nested tensor is
+    named as such first: the older kind reports the strided layout and the jagged kind's fix is
+    not ``.to_dense()``."""
+    if x.is_nested:
+        return f"expected a dense (strided) tensor, got a nested tensor; {NESTED_TENSOR_FIX}"
+    return f"expected a dense (strided) tensor, got layout {x.layout}; call .to_dense()"
 
 
 def storage_too_small_message(nbytes: int) -> str:
@@ -160,18 +190,29 @@ def storage_byte_range(x: Any) -> tuple[int, int, int]:
     return x.untyped_storage().data_ptr(), x.storage_offset() * size, element_reach(x) * size
 
 
+#: The ints a ``cudaStream_t`` handle may be given as: a pointer's 64 bits, read signed or unsigned.
+STREAM_HANDLE_RANGE = (-(1 << 63), (1 << 64) - 1)
+
+
 def stream_handle(name: str, stream: Any) -> Optional[int]:
-    """The raw ``cudaStream_t`` of a ``stream=`` keyword: None, an int, or an object with ``cuda_stream``."""
+    """The raw ``cudaStream_t`` of a ``stream=`` keyword: None, an int, or an object with ``cuda_stream``.
+
+    :raises TypeError: another type (a bool too), as the error table's ``stream_type`` row says.
+    :raises ValueError: an int outside :data:`STREAM_HANDLE_RANGE` (the ``stream_range`` row).
+    """
     if stream is None:
         return None
     if isinstance(stream, int) and not isinstance(stream, bool):
-        return stream
-    handle = getattr(stream, "cuda_stream", None)
-    if isinstance(handle, int):
-        return handle
-    raise TypeError(
-        f"{name}() keyword 'stream': expected an int (a cudaStream_t) or a torch.cuda.Stream, got {type_name(stream)}"
-    )
+        handle = stream
+    else:
+        handle = getattr(stream, "cuda_stream", None)
+        if not isinstance(handle, int) or isinstance(handle, bool):
+            raise TypeError(f"{name}() keyword 'stream': expected an int (a cudaStream_t) or a torch.cuda.Stream, "
+                            f"got {type_name(stream)}")
+    low, high = STREAM_HANDLE_RANGE
+    if not low <= handle <= high:
+        raise ValueError(f"{name}() keyword 'stream': expected a cudaStream_t handle of 64 bits, got {handle}")
+    return handle
 
 
 def check_keywords(name: str, kwargs: dict[str, Any]) -> Optional[int]:
@@ -363,9 +404,8 @@ class CallChecker:
         """Check tensor argument ``x``; its device (``first``: the device of the tensors before it)."""
         if not isinstance(x, self._tensor_type):
             raise TypeError(f"{self._prefix(e.index)}: expected a torch.Tensor, got {type_name(x)}")
-        if x.layout is not self._strided:
-            raise ValueError(f"{self._prefix(e.index)}: expected a dense (strided) tensor, got layout {x.layout}; "
-                             "call .to_dense()")
+        if x.layout is not self._strided or x.is_nested:
+            raise ValueError(f"{self._prefix(e.index)}: {not_dense_message(x)}")
         where = x.device
         kind = self._device_kinds.get(where)
         if kind is None:
@@ -436,9 +476,12 @@ class CallChecker:
                     return float(x)
                 except OverflowError:
                     raise ValueError(f"{pre}: expected a float, got {type_name(x)} out of range") from None
-            if isinstance(x, float) or not hasattr(type(x), "__index__"):
+            if is_numpy_bool(x):
+                value = int(bool(x))
+            elif isinstance(x, float) or not hasattr(type(x), "__index__"):
                 raise TypeError(f"{pre}: expected {'a bool' if kind == 'bool' else 'an int'}, got {type_name(x)}")
-            value = operator.index(x)
+            else:
+                value = operator.index(x)
             if kind == "bool":
                 if value not in (0, 1):
                     raise ValueError(f"{pre}: expected a bool (True/False, 0 or 1), got {value}")

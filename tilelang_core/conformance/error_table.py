@@ -80,6 +80,16 @@ def _freed(x: Any) -> Any:
     return x
 
 
+def _nested(m: Maker) -> Any:
+    """Two 16-element rows as one nested tensor on the CPU (torch's older, strided kind, whose
+    ``layout`` says strided; the API is a prototype and warns about it when used)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return m.torch.nested.nested_tensor([m.torch.zeros(16), m.torch.zeros(16)])
+
+
 def _same(m: Maker) -> tuple[tuple, dict]:
     a = m.t(16)
     return _args(a, m.t(16), a)
@@ -161,6 +171,11 @@ ROWS: tuple[ErrorRow, ...] = (
              lambda m: _args(m.t(16).to_sparse(), m.t(16), m.t(16)),
              "ValueError", "vadd() argument 'A' (#0): expected a dense (strided) tensor, got layout torch.sparse_coo; "
              "call .to_dense()"),
+    ErrorRow("nested_tensor", "a nested tensor (made on the CPU: the check comes before the device's)", "vadd",
+             "vadd(torch.nested.nested_tensor([zeros(16), zeros(16)]), B, C)",
+             lambda m: _args(_nested(m), m.t(16), m.t(16)),
+             "ValueError", "vadd() argument 'A' (#0): expected a dense (strided) tensor, got a nested tensor; "
+             "pass its components (.unbind()) or .to_padded_tensor(0.0)"),
     ErrorRow("layout", "not contiguous", "vadd", "vadd(zeros(32)[::2], B, C)",
              lambda m: _args(m.t(32)[::2], m.t(16), m.t(16)),
              "ValueError", "vadd() argument 'A' (#0): expected a contiguous tensor, got strides (2,); call .contiguous()"),
@@ -241,6 +256,13 @@ ROWS: tuple[ErrorRow, ...] = (
     ErrorRow("stream_type", "a stream that is not a stream", "vadd", "vadd(A, B, C, stream='s')",
              lambda m: ((m.t(16), m.t(16), m.t(16)), {"stream": "s"}),
              "TypeError", "vadd() keyword 'stream': expected an int (a cudaStream_t) or a torch.cuda.Stream, got str"),
+    ErrorRow("stream_bool", "a bool as the stream", "vadd", "vadd(A, B, C, stream=True)",
+             lambda m: ((m.t(16), m.t(16), m.t(16)), {"stream": True}),
+             "TypeError", "vadd() keyword 'stream': expected an int (a cudaStream_t) or a torch.cuda.Stream, got bool"),
+    ErrorRow("stream_range", "a stream handle wider than 64 bits", "vadd", "vadd(A, B, C, stream=2**70)",
+             lambda m: ((m.t(16), m.t(16), m.t(16)), {"stream": 2**70}),
+             "ValueError", "vadd() keyword 'stream': expected a cudaStream_t handle of 64 bits, got "
+             "1180591620717411303424"),
     ErrorRow("kernel_status", "the kernel returns a non-zero status", "status7", "status7(A), whose C entry returns 7",
              lambda m: _args(m.t(4)),
              "RuntimeError", "status7() failed: the kernel returned error code 7", when="c_source"),

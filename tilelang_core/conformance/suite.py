@@ -492,6 +492,15 @@ def _k_scalars(suite: Suite, kind: str) -> None:
     out = suite.compile(kind, "scalars")(*values)
     want = 8.0 - float(2**70) + 1.0 + 7.0 - 5.0 + 3.0
     _close(torch, out.cpu(), torch.tensor([want], dtype=torch.float64), f"scalars{values}")
+    try:
+        import numpy
+    except ImportError:  # numpy is optional for torch: its scalars cannot reach a kernel then
+        return
+    # numpy scalars as the kernel's parameters' dtypes; numpy's bool (no __index__) for bool and int
+    values = (numpy.int32(8), numpy.float32(1.5), numpy.bool_(True), numpy.uint8(7), numpy.int64(-5),
+              numpy.bool_(False))
+    out = suite.compile(kind, "scalars")(*values)
+    _close(torch, out.cpu(), torch.tensor([12.5], dtype=torch.float64), f"scalars{tuple(map(repr, values))}")
 
 
 def _k_ieee(suite: Suite, kind: str) -> None:

@@ -129,10 +129,25 @@ typedef struct {
 /* ------------------------------------------------------------------------------------------ */
 /* messages                                                                                   */
 
+/* the type name error messages use: the part after the module, except for a type named like a
+   builtin one (numpy.bool stays numpy.bool, not bool; the core's calling.type_name agrees) */
 static const char *tl_short_type_name(PyObject *obj) {
+  static const char *const builtin_like[] = {"bool", "int", "float", "complex", "str", "bytes", "object", "list",
+                                             "tuple", "dict", "type", NULL};
   const char *n = Py_TYPE(obj)->tp_name;
   const char *dot = strrchr(n, '.');
-  return dot ? dot + 1 : n;
+  int i;
+  if (!dot) return n;
+  for (i = 0; builtin_like[i]; i++)
+    if (strcmp(dot + 1, builtin_like[i]) == 0) return n;
+  return dot + 1;
+}
+
+/* numpy's bool scalar (numpy.bool; numpy.bool_ before numpy 2), which bool and int scalars take as
+   True/False although it has no __index__; told by its type's name, without importing numpy */
+static int tl_is_numpy_bool(PyObject *obj) {
+  const char *n = Py_TYPE(obj)->tp_name;
+  return strcmp(n, "numpy.bool") == 0 || strcmp(n, "numpy.bool_") == 0;
 }
 
 static void tl_dtype_name(uint8_t code, uint8_t bits, uint16_t lanes, char *buf, size_t size) {
@@ -474,11 +489,13 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
   }
   if (k->device_type != TL_DL_CPU && *dev_id < 0) *dev_id = t->device.device_id;
   /* lazy conjugate/negative views: DLPack cannot describe them (the data is read un-negated).
-     Complex tensors are checked always. A real tensor has the negative bit when it is .imag of a
-     conjugate view, which has stride 2 and so is contiguous only with at most one element: real
-     tensors are checked for parameters with declared strides and for tensors of <= 1 element, and
-     the compact-stride check below refuses the others (a Python call per tensor would cost the
-     common call about half of its per-tensor time). */
+     The fast reader refuses every one (3, in the caller); this check covers tensors read through
+     DLPack (no fast reader, or a tensor it leaves to DLPack). Complex tensors are checked always.
+     A real tensor has the negative bit when it is .imag of a conjugate view, which has stride 2
+     and so is contiguous only with at most one element: real tensors are checked for parameters
+     with declared strides and for tensors of <= 1 element, and the compact-stride check below
+     refuses the others (a Python call per tensor would cost the common call about half of its
+     per-tensor time; only a view remade with as_strided or torch._neg_view passes there). */
   if ((p->code == 5 || p->strides_mode != TL_STRIDES_COMPACT || n <= 1) && tl_check_lazy_views(k, p, obj) != 0)
     return -1;
   /* elements but no memory: a freed storage read through DLPack (the fast reader refuses it first) */
@@ -632,6 +649,10 @@ static int tl_read_scalar(tl_kernel *k, const tl_param *p, PyObject *obj, tl_val
       }
       Py_DECREF(i);
       if (x == -1 && PyErr_Occurred()) return -1;
+    } else if (tl_is_numpy_bool(obj)) {
+      int truth = PyObject_IsTrue(obj);
+      if (truth < 0) return -1;
+      x = truth;
     } else {
       tl_arg_error(k, PyExc_TypeError, p, "expected %s, got %s", kind, tl_short_type_name(obj));
       return -1;
@@ -714,6 +735,17 @@ static PyObject *tl_dlpack_error(tl_kernel *k, const tl_param *p, PyObject *obj)
   Py_XDECREF(ev);
   Py_XDECREF(tb);
   PyErr_Clear();
+  {
+    PyObject *nested = PyObject_GetAttrString(obj, "is_nested");
+    int is_nested = nested ? PyObject_IsTrue(nested) : 0;
+    Py_XDECREF(nested);
+    PyErr_Clear();
+    if (is_nested > 0) { /* the core's calling.not_dense_message words it the same */
+      tl_arg_error(k, PyExc_ValueError, p, "expected a dense (strided) tensor, got a nested tensor; "
+                                           "pass its components (.unbind()) or .to_padded_tensor(0.0)");
+      goto done;
+    }
+  }
   layout = PyObject_GetAttrString(obj, "layout");
   if (layout) Py_SETREF(layout, PyObject_Str(layout));
   PyErr_Clear();
@@ -756,14 +788,17 @@ static PyObject *tl_count_error(tl_kernel *k, Py_ssize_t got) {
   return NULL;
 }
 
+/* the stream keyword's handle, as the core's calling.stream_handle reads it: an int (not a bool) or
+   an object with an int cuda_stream, of 64 bits read signed or unsigned (PyLong_AsVoidPtr's range) */
 static int tl_read_stream(tl_kernel *k, PyObject *obj, void **stream) {
+  PyObject *h;
   if (obj == NULL || obj == Py_None) return 0;
-  if (PyLong_Check(obj)) {
-    *stream = PyLong_AsVoidPtr(obj);
-    return (*stream == NULL && PyErr_Occurred()) ? -1 : 0;
+  if (PyLong_Check(obj) && !PyBool_Check(obj)) {
+    h = obj;
+    Py_INCREF(h);
   } else {
-    PyObject *h = PyObject_GetAttrString(obj, "cuda_stream");
-    if (!h || !PyLong_Check(h)) {
+    h = PyObject_GetAttrString(obj, "cuda_stream");
+    if (!h || !PyLong_Check(h) || PyBool_Check(h)) {
       Py_XDECREF(h);
       PyErr_Clear();
       PyErr_Format(PyExc_TypeError,
@@ -771,10 +806,19 @@ static int tl_read_stream(tl_kernel *k, PyObject *obj, void **stream) {
                    k->name, tl_short_type_name(obj));
       return -1;
     }
-    *stream = PyLong_AsVoidPtr(h);
-    Py_DECREF(h);
-    return PyErr_Occurred() ? -1 : 0;
   }
+  *stream = PyLong_AsVoidPtr(h);
+  if (*stream == NULL && PyErr_Occurred()) {
+    if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_ValueError, "%U() keyword 'stream': expected a cudaStream_t handle of 64 bits, got %S",
+                   k->name, h);
+    }
+    Py_DECREF(h);
+    return -1;
+  }
+  Py_DECREF(h);
+  return 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -828,6 +872,11 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
          others, and says why it cannot read one (tl_dlpack_error) */
       read = k->fast_read ? k->fast_read(obj, &t) : 1;
       if (TL_UNLIKELY(read == 2)) return tl_storage_error(k, p, obj);
+      if (TL_UNLIKELY(read == 3)) {
+        if (tl_check_lazy_views(k, p, obj) == 0) /* the bits were read as set: cannot pass */
+          tl_arg_error(k, PyExc_ValueError, p, "expected a tensor with its data materialized, got a lazy view");
+        return NULL;
+      }
       if (read != 0 && k->api->dltensor_from_py_object_no_sync) {
         if (k->api->dltensor_from_py_object_no_sync(obj, &t) != 0) goto dlpack_failed;
         read = 0;

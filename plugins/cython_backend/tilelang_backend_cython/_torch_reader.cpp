@@ -9,7 +9,8 @@
  * storage, no Python dispatch or symbolic sizes, a dtype in the table below) and answers 1 for
  * anything else, and for any C++ exception: the dispatcher then asks DLPack, which reads the
  * unusual tensors and words their errors. It answers 2 for a tensor whose storage is smaller
- * than the view (DLPack does not say), which the dispatcher refuses. It never sets a Python error.
+ * than the view and 3 for a lazy conjugate or negative view (DLPack says neither: it describes the
+ * data as stored), which the dispatcher refuses. It never sets a Python error.
  *
  * The C++ API is not ABI-stable across torch releases, so the module records the torch version it
  * was built against (TORCH_VERSION) and _dispatch.pyx uses it only under that same version, after
@@ -57,7 +58,9 @@ inline int dl_code(c10::ScalarType st) {
 }  // namespace
 
 /* 0: `out` describes `obj` (a torch.Tensor, checked by the caller); 1: ask DLPack instead;
-   2: `out` describes `obj`, but its storage is too small for it (refused by the caller) */
+   2: `out` describes `obj`, but its storage is too small for it (refused by the caller);
+   3: `obj` is a lazy conjugate or negative view, whose elements are not the stored values (refused
+   by the caller: reading it as stored would give the kernel the un-negated data) */
 extern "C" int tl_torch_read(void *py_obj, tl_dl_tensor *out) noexcept {
   try {
     const at::Tensor &t = THPVariable_Unpack(static_cast<PyObject *>(py_obj));
@@ -65,6 +68,9 @@ extern "C" int tl_torch_read(void *py_obj, tl_dl_tensor *out) noexcept {
     c10::TensorImpl *impl = t.unsafeGetTensorImpl();
     if (impl->is_python_dispatch() || impl->has_symbolic_sizes_strides() || !impl->has_storage()) return 1;
     if (impl->layout() != c10::kStrided) return 1;
+    /* two bits of the dispatch key set: a contiguous negative view (.imag of a conjugate view
+       through as_strided) passes every stride check, so it is refused here, at no cost */
+    if (impl->is_conj() || impl->is_neg()) return 3;
     int code = dl_code(impl->dtype().toScalarType());
     if (code < 0) return 1;
     switch (impl->device_type()) {

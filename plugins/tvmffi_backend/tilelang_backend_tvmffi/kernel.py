@@ -30,7 +30,15 @@ from typing import Any, Optional, Sequence
 
 from tilelang_core import symbolic
 from tilelang_core.artifact import BuildOptions, KernelArtifact, ScalarParam, TensorParam
-from tilelang_core.calling import narrow_symbols, storage_error, symbol_range_message
+from tilelang_core.calling import (
+    is_numpy_bool,
+    narrow_symbols,
+    not_dense_message,
+    storage_error,
+    stream_handle,
+    symbol_range_message,
+    type_name,
+)
 from tilelang_core.errors import BuildError, OutIdxError
 
 #: Byte alignment TVM assumes for tensor data (``kAllocAlignment``).
@@ -582,11 +590,9 @@ class _CallPlan:
                         return err, symbols
                 continue
             if not isinstance(x, torch.Tensor):
-                return TypeError(f"{pre}: expected a torch.Tensor, got {_short_type_name(x)}"), symbols
-            if x.layout != torch.strided:
-                return ValueError(
-                    f"{pre}: expected a dense (strided) tensor, got layout {x.layout}; call .to_dense()"
-                ), symbols
+                return TypeError(f"{pre}: expected a torch.Tensor, got {type_name(x)}"), symbols
+            if x.layout != torch.strided or x.is_nested:
+                return ValueError(f"{pre}: {not_dense_message(x)}"), symbols
             if x.device.type == "meta":  # no data: reported before anything else, as DLPack refuses it
                 return ValueError(f"{pre}: expected a tensor on {p.device}, got meta"), symbols
             if x.dtype != self.dtypes[pi]:
@@ -782,15 +788,7 @@ class _CallPlan:
 
         if stream is None:
             return contextlib.nullcontext()
-        if isinstance(stream, int) and not isinstance(stream, bool):
-            handle = stream
-        else:
-            handle = getattr(stream, "cuda_stream", None)
-            if not isinstance(handle, int):
-                raise TypeError(
-                    f"{self.name}() keyword 'stream': expected an int (a cudaStream_t) or a torch.cuda.Stream, "
-                    f"got {_short_type_name(stream)}"
-                )
+        handle = stream_handle(self.name, stream)  # the core's check: type and range, the table's words
         if self.torch_device_type != "cuda":
             return contextlib.nullcontext()  # CPU kernels run synchronously; the stream is ignored
         torch = self.torch
@@ -884,10 +882,6 @@ def _unexpected_keyword(name: str, kwargs: dict) -> None:
     raise TypeError(f"{name}() got an unexpected keyword argument '{next(iter(kwargs))}' (only 'stream' is accepted)")
 
 
-def _short_type_name(x: Any) -> str:
-    return type(x).__name__
-
-
 def _scalar_value(pre: str, dtype: str, x: Any, tensor_type: Any) -> tuple[Optional[Exception], Any]:
     """``(error, python value)`` of a scalar argument, with the cython backend's rules.
 
@@ -901,18 +895,20 @@ def _scalar_value(pre: str, dtype: str, x: Any, tensor_type: Any) -> tuple[Optio
             try:
                 return None, float(x)
             except (TypeError, ValueError, OverflowError):
-                return ValueError(f"{pre}: expected a float, got {_short_type_name(x)} out of range"), None
-        return TypeError(f"{pre}: expected a float, got {_short_type_name(x)}"), None
+                return ValueError(f"{pre}: expected a float, got {type_name(x)} out of range"), None
+        return TypeError(f"{pre}: expected a float, got {type_name(x)}"), None
     kind = "a bool" if dtype == "bool" else "an int"
     if isinstance(x, int):
         value = int(x)
+    elif is_numpy_bool(x):
+        value = int(bool(x))
     elif not isinstance(x, float) and hasattr(type(x), "__index__") and not isinstance(x, tensor_type):
         try:
             value = operator.index(x)
         except TypeError:
-            return TypeError(f"{pre}: expected {kind}, got {_short_type_name(x)}"), None
+            return TypeError(f"{pre}: expected {kind}, got {type_name(x)}"), None
     else:
-        return TypeError(f"{pre}: expected {kind}, got {_short_type_name(x)}"), None
+        return TypeError(f"{pre}: expected {kind}, got {type_name(x)}"), None
     if dtype == "bool":
         if value not in (0, 1):
             return ValueError(f"{pre}: expected a bool (True/False, 0 or 1), got {value}"), None
