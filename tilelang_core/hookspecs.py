@@ -197,7 +197,11 @@ def tilelang_backend_load(artifact: "KernelArtifact", directory: "Path", options
     and the call says what is missing. Document what that compile costs.
 
     :param artifact: the artifact read back from JSON (no TVM objects attached).
-    :param directory: the directory the save hook filled.
+    :param directory: the directory the save hook filled. It may be removed as soon as this hook
+        returns (the cache evicts entries that loaded kernels came from; ``pickle.loads`` loads
+        from a temporary directory): keep what the kernel needs in memory or in a library it has
+        loaded, never read the directory later. The conformance suite loads copies and removes
+        them before the first call.
     :param options: the build options the kernel was built with.
     :returns: a callable kernel, as ``tilelang_backend_build`` returns.
 

@@ -76,6 +76,12 @@ class AutoTuneImpl:
         except AttributeError:  # pragma: no cover
             pass
 
+    def __reduce__(self) -> str:
+        """Pickled by reference, as the function it decorates would be: by its module and
+        qualified name (a decorated function at a module's top level pickles, a local one cannot;
+        what it compiled stays behind)."""
+        return getattr(self, "__qualname__", None) or type(self).__qualname__
+
     @property
     def results(self) -> dict[Any, AutotuneResult]:
         return dict(self._tuner_cache)

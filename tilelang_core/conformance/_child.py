@@ -18,7 +18,10 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any, Iterator
 
 #: Bytes of address space a capped call may add to what the process already uses.
@@ -200,7 +203,14 @@ def load(spec: dict) -> None:
     dev = spec["device"]
     paths = spec["paths"]
     emit(start="tilelang.load")
-    kernels = {name: tilelang_core.load(path) for name, path in paths.items()}
+    kernels = {}
+    for name, path in paths.items():  # each from a copy, removed before any call (the load hook's contract)
+        copy = Path(tempfile.mkdtemp(prefix="tilelang-check-load-")) / "kernel"
+        try:
+            shutil.copytree(path, copy)
+            kernels[name] = tilelang_core.load(copy)
+        finally:
+            shutil.rmtree(copy.parent, ignore_errors=True)
     a, b = torch.randn(100, device=dev), torch.randn(100, device=dev)
     if not torch.allclose(kernels["vadd_dyn"](a, b), a + b):
         problems.append("the loaded vadd_dyn returned a wrong result")

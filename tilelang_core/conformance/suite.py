@@ -713,6 +713,8 @@ def _check_build_only(suite: Suite, kind: str, _id: str) -> str:
 
 
 def _check_save_load(suite: Suite, kind: str, _id: str) -> str:
+    """The reference kernels export, and a fresh process loads each from a copy that is removed
+    before the first call (the load hook's contract), and gets right results."""
     record = suite.record
     if not (record.implements("tilelang_backend_save") and record.implements("tilelang_backend_load")):
         raise Skip("the backend does not implement tilelang_backend_save/load: kernels are rebuilt in every process")
@@ -737,8 +739,8 @@ def _check_save_load(suite: Suite, kind: str, _id: str) -> str:
     not_built = f" (not built, as declared: {'; '.join(refused)})" if refused else ""
     if suite.capability(kind).loads_without_tvm:
         _expect(not done["tvm"], "the declaration claims loads_without_tvm, but loading imported " + ", ".join(done["tvm"]))
-        return "loaded in a fresh process without importing TVM" + not_built
-    return "loaded in a fresh process" + not_built
+        return "loaded in a fresh process without importing TVM, and ran with the directories removed" + not_built
+    return "loaded in a fresh process, and ran with the directories removed" + not_built
 
 
 def _check_cache(suite: Suite, kind: str, _id: str) -> str:

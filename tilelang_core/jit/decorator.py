@@ -131,6 +131,12 @@ class JitFunction:
             except (AttributeError, TypeError):
                 pass  # a builtin or a callable object that takes no attributes
 
+    def __reduce__(self) -> str:
+        """Pickled by reference, as the function it decorates would be: by its module and
+        qualified name (a decorated function at a module's top level pickles, a local one cannot;
+        what it compiled stays behind)."""
+        return getattr(self, "__qualname__", None) or type(self).__qualname__
+
     # The hot path: all-tensor calls of an already compiled specialisation.
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.mode != "lazy":

@@ -142,6 +142,25 @@ class JITKernel:
         """The generated host source, if the pipeline produced one."""
         return self.artifact.host_source
 
+    def __reduce__(self) -> tuple:
+        """Pickle support: the kernel travels as its export's files and is loaded again where it
+        is unpickled, without lowering or compiling (:mod:`tilelang_core.jit.pickling`).
+
+        :raises ArtifactError: the backend cannot export kernels (no save/load hooks).
+        """
+        from .pickling import kernel_files, kernel_from_files
+
+        return kernel_from_files, (kernel_files(self), {"cache_key": self.cache_key})
+
+    def __copy__(self) -> "JITKernel":
+        """A kernel is immutable once built, like a function: copying it gives the kernel itself."""
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "JITKernel":
+        """The kernel itself, as :meth:`__copy__` (``copy.deepcopy`` of a model holding kernels
+        does not export and reload them)."""
+        return self
+
     def __repr__(self) -> str:
         return (
             f"<JITKernel {self.artifact.name} target={self.artifact.target!r} "
