@@ -37,6 +37,7 @@ from .float_identities import GuardFloatIdentities
 from .kept_effects import GuardSideEffects
 from .fragments import FragmentLayoutPass
 from .vectorized_locals import ExpandVectorizedLocals, InlineVectorizedScalars
+from .vector_lane_collisions import LaneCollisionsSerial
 from .vector_lanes import RunTimeVectorsSerial, SplitWideVectors
 from .tile_sizes import CheckTileSizes
 from .condition_loads import HoistConditionLoads
@@ -136,6 +137,7 @@ def cpu_runtime_passes(configs: Mapping[str, Any], vector_types: bool = True) ->
         tirx.transform.StmtSimplify(),
         CheckTileSizes(gpu=False),  # a tile of 0 elements once simplified (bx of a one-block grid) (tile_sizes.py)
         RunTimeVectorsSerial(),  # T.vectorized(n) of a run-time n: a serial loop (vector_lanes.py)
+        LaneCollisionsSerial(),  # lanes that store to one element or read another's: serial (vector_lane_collisions.py)
         tirx.transform.VectorizeLoop(vectorize),
         unroll_loops(gpu=False),
         tirx.transform.StmtSimplify(),
@@ -172,6 +174,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         tirx.transform.StmtSimplify(),
         CheckTileSizes(gpu=True),  # local/shared tiles of 0 elements or of a run-time size (tile_sizes.py)
         RunTimeVectorsSerial(),  # T.vectorized(n) of a run-time n: a serial loop (vector_lanes.py)
+        LaneCollisionsSerial(),  # lanes that store to one element or read another's: serial (vector_lane_collisions.py)
         # CUDA: vectorized loops split into vectors its code generator prints right (vector_lanes.py)
         *([] if config_flag(configs, "tl.disable_vectorize") else [SplitWideVectors()]),
         tirx.transform.VectorizeLoop(not config_flag(configs, "tl.disable_vectorize")),
