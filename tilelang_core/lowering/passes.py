@@ -31,6 +31,7 @@ from .configs import PASS_CONFIGS, config_flag  # noqa: E402,F401 - re-exported
 from .bfloat16_rounding import ExpandBFloat16Rounding, RoundBFloat16
 from .float16_rounding import Float16RoundedPerOp
 from .minus_one_divisors import MinusOneDivisors
+from .narrow_divisions import WidenNarrowDivisions
 from .gpu_math import GpuMathPass
 from .barriers import StripBarriers
 from .float_identities import GuardFloatIdentities
@@ -71,8 +72,9 @@ def _lower_intrin() -> list:
     """TVM's ``LowerIntrin`` of CPU and host code, every float16 operation rounded to float16 first
     (lowering/float16_rounding.py: C compilers keep float16 arithmetic in float, and ``LowerIntrin``
     would fuse a float16 ``a * b + c`` on ``llvm``), integer divisions by -1 without a ``let``
-    (lowering/minus_one_divisors.py)."""
-    return [Float16RoundedPerOp(), MinusOneDivisors(), tirx.transform.LowerIntrin()]
+    (lowering/minus_one_divisors.py), int8/int16 divisions in int32 (``MIN // -1`` trapped on
+    ``llvm``; lowering/narrow_divisions.py)."""
+    return [Float16RoundedPerOp(), MinusOneDivisors(), WidenNarrowDivisions(), tirx.transform.LowerIntrin()]
 
 
 def _cse(configs: Mapping[str, Any]) -> list:
