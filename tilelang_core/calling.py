@@ -118,6 +118,14 @@ def type_name(value: Any) -> str:
 _BUILTIN_NAMES = frozenset(name for name, v in vars(builtins).items() if isinstance(v, type))
 
 
+def is_complex_number(value: Any) -> bool:
+    """Whether ``value`` is Python's complex or one of numpy's complex scalars, which a float
+    scalar parameter refuses (``float()`` of numpy's drops the imaginary part with a warning)."""
+    kind = type(value)
+    return isinstance(value, complex) or (kind.__module__ == "numpy" and (kind.__name__.startswith("complex")
+                                                                          or kind.__name__ == "clongdouble"))
+
+
 def is_numpy_bool(value: Any) -> bool:
     """Whether ``value`` is numpy's bool scalar (``numpy.bool``, ``numpy.bool_`` before numpy 2),
     which a bool or int scalar parameter takes as ``True``/``False``: unlike Python's bool it is
@@ -470,25 +478,31 @@ class CallChecker:
                 raise TypeError(f"{pre}: expected {'a float' if kind == 'float' else 'an int' if kind == 'int' else 'a bool'}, "
                                 f"got Tensor")
             if kind == "float":
-                if isinstance(x, (str, bytes)) or not hasattr(type(x), "__float__") and not hasattr(type(x), "__index__"):
+                if isinstance(x, (str, bytes)) or not hasattr(type(x), "__float__") or is_complex_number(x):
                     raise TypeError(f"{pre}: expected a float, got {type_name(x)}")
                 try:
                     return float(x)
                 except OverflowError:
                     raise ValueError(f"{pre}: expected a float, got {type_name(x)} out of range") from None
+                except (TypeError, ValueError):  # no number after all (a numpy array of several)
+                    raise TypeError(f"{pre}: expected a float, got {type_name(x)}") from None
+            what = "a bool" if kind == "bool" else "an int"
             if is_numpy_bool(x):
                 value = int(bool(x))
             elif isinstance(x, float) or not hasattr(type(x), "__index__"):
-                raise TypeError(f"{pre}: expected {'a bool' if kind == 'bool' else 'an int'}, got {type_name(x)}")
+                raise TypeError(f"{pre}: expected {what}, got {type_name(x)}")
             else:
-                value = operator.index(x)
+                try:
+                    value = operator.index(x)
+                except TypeError:  # __index__ refused (a numpy array that is not one integer)
+                    raise TypeError(f"{pre}: expected {what}, got {type_name(x)}") from None
             if kind == "bool":
                 if value not in (0, 1):
                     raise ValueError(f"{pre}: expected a bool (True/False, 0 or 1), got {value}")
                 return bool(value)
         low, high = INT_RANGES.get(p.dtype, INT_RANGES["int64"])
         if not low <= value <= high:
-            raise ValueError(f"{self._prefix(index)}: value {x!r} does not fit in {p.dtype}")
+            raise ValueError(f"{self._prefix(index)}: value {value} does not fit in {p.dtype}")
         symbol = self._symbol_of_scalar.get(index)
         if symbol is not None:
             if value < 0:

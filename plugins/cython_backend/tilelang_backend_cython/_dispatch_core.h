@@ -143,6 +143,13 @@ static const char *tl_short_type_name(PyObject *obj) {
   return dot + 1;
 }
 
+/* numpy's complex scalars, which a float scalar refuses as it refuses Python's complex (their
+   __float__ drops the imaginary part with a warning); the core's calling.is_complex_number agrees */
+static int tl_is_numpy_complex(PyObject *obj) {
+  const char *n = Py_TYPE(obj)->tp_name;
+  return strncmp(n, "numpy.complex", 13) == 0 || strcmp(n, "numpy.clongdouble") == 0;
+}
+
 /* numpy's bool scalar (numpy.bool; numpy.bool_ before numpy 2), which bool and int scalars take as
    True/False although it has no __index__; told by its type's name, without importing numpy */
 static int tl_is_numpy_bool(PyObject *obj) {
@@ -613,11 +620,15 @@ static int tl_read_scalar(tl_kernel *k, const tl_param *p, PyObject *obj, tl_val
       x = PyFloat_AS_DOUBLE(obj);
     } else if (PyLong_Check(obj) || PyFloat_Check(obj) ||
                (Py_TYPE(obj)->tp_as_number && Py_TYPE(obj)->tp_as_number->nb_float &&
-                !PyObject_TypeCheck(obj, k->tensor_type))) {
+                !PyObject_TypeCheck(obj, k->tensor_type) && !tl_is_numpy_complex(obj))) {
       x = PyFloat_AsDouble(obj);
-      if (x == -1.0 && PyErr_Occurred()) {
+      if (x == -1.0 && PyErr_Occurred()) { /* too large for a double, or no number (an array of several) */
+        int range = PyErr_ExceptionMatches(PyExc_OverflowError);
         PyErr_Clear();
-        tl_arg_error(k, PyExc_ValueError, p, "expected a float, got %s out of range", tl_short_type_name(obj));
+        if (range)
+          tl_arg_error(k, PyExc_ValueError, p, "expected a float, got %s out of range", tl_short_type_name(obj));
+        else
+          tl_arg_error(k, PyExc_TypeError, p, "expected a float, got %s", tl_short_type_name(obj));
         return -1;
       }
     } else {
@@ -681,11 +692,20 @@ static int tl_read_scalar(tl_kernel *k, const tl_param *p, PyObject *obj, tl_val
     } else if (!overflow && !p->scalar_signed && x < 0) {
       overflow = 1;
     }
-    if (overflow) {
-      PyObject *r = PyObject_Repr(obj);
+    if (overflow) { /* the value as an int (a numpy integer's, not its repr np.int64(...)) */
+      PyObject *i = PyNumber_Index(obj), *r;
+      if (!i) {
+        PyErr_Clear();
+        Py_INCREF(obj);
+        i = obj;
+      }
+      r = PyObject_Str(i);
+      Py_DECREF(i);
       if (!r) return -1;
-      tl_arg_error(k, PyExc_ValueError, p, "value %s does not fit in %s", PyUnicode_AsUTF8(r),
-                   p->dtype_name);
+      if (p->scalar_kind == TL_SCALAR_BOOL)
+        tl_arg_error(k, PyExc_ValueError, p, "expected a bool (True/False, 0 or 1), got %s", PyUnicode_AsUTF8(r));
+      else
+        tl_arg_error(k, PyExc_ValueError, p, "value %s does not fit in %s", PyUnicode_AsUTF8(r), p->dtype_name);
       Py_DECREF(r);
       return -1;
     }

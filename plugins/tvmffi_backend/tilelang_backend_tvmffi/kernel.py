@@ -31,6 +31,7 @@ from typing import Any, Optional, Sequence
 from tilelang_core import symbolic
 from tilelang_core.artifact import BuildOptions, KernelArtifact, ScalarParam, TensorParam
 from tilelang_core.calling import (
+    is_complex_number,
     is_numpy_bool,
     narrow_symbols,
     not_dense_message,
@@ -891,11 +892,14 @@ def _scalar_value(pre: str, dtype: str, x: Any, tensor_type: Any) -> tuple[Optio
     if dtype not in _INT_DTYPES and dtype != "bool":
         if isinstance(x, (int, float)) and (type(x) is float or -(2**1023) < x < 2**1023):
             return None, x if type(x) is float else float(x)  # TVM takes ints only within int64
-        if hasattr(type(x), "__float__") and not isinstance(x, tensor_type) and not isinstance(x, (str, bytes)):
+        if hasattr(type(x), "__float__") and not isinstance(x, tensor_type) and not isinstance(x, (str, bytes)) \
+                and not is_complex_number(x):
             try:
                 return None, float(x)
-            except (TypeError, ValueError, OverflowError):
+            except OverflowError:
                 return ValueError(f"{pre}: expected a float, got {type_name(x)} out of range"), None
+            except (TypeError, ValueError):  # no number after all (a numpy array of several)
+                pass
         return TypeError(f"{pre}: expected a float, got {type_name(x)}"), None
     kind = "a bool" if dtype == "bool" else "an int"
     if isinstance(x, int):
@@ -916,7 +920,7 @@ def _scalar_value(pre: str, dtype: str, x: Any, tensor_type: Any) -> tuple[Optio
     bits = int(dtype.lstrip("uint"))
     lo, hi = (0, (1 << bits) - 1) if dtype.startswith("u") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
     if not lo <= value <= hi:
-        return ValueError(f"{pre}: value {x!r} does not fit in {dtype}"), None
+        return ValueError(f"{pre}: value {value} does not fit in {dtype}"), None
     if dtype == "uint64" and value >= 1 << 63:
         value -= 1 << 64  # TVM's FFI passes 64-bit ints signed: the same bits
     return None, value
