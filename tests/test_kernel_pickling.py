@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import pickle
 import runpy
+import shutil
 import sys
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import torch
 
 import tilelang
 import tilelang_core.language as T
-from tilelang_core.errors import ArtifactError
+from tilelang_core.errors import ArtifactError, CacheError
 from tilelang_core.jit import export, pickling
 from tilelang_core.testkit import on_path
 
@@ -142,3 +143,48 @@ def test_decorated_functions_pickle_by_reference(tmp_path, monkeypatch):
     for decorated in (pickled_kernels.double, pickled_kernels.tuned):
         assert pickle.loads(pickle.dumps(decorated)) is decorated
     assert torch.equal(pickle.loads(pickle.dumps(pickled_kernels.double))(4)(torch.ones(4)), torch.full((4,), 2.0))
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+def test_an_unpickled_kernel_pickles_and_exports_again(backend, target, tmp_path):
+    kernel = tilelang.compile(scale(T.dynamic("n")), out_idx=[1], target=target, execution_backend=backend)
+    twice = pickle.loads(pickle.dumps(pickle.loads(pickle.dumps(kernel))))  # a worker passing it on
+    want = (torch.arange(100, dtype=torch.float32) * 3.0).tolist()
+    assert run_scale(twice) == want
+    exported = twice.export(tmp_path / "again")
+    assert run_scale(tilelang.load(exported)) == want
+
+
+@pytest.mark.parametrize("backend", ["cython", "tvm_ffi"])
+def test_a_kernel_whose_directory_was_removed_says_so_when_saved(backend, tmp_path):
+    kernel = tilelang.compile(scale(64), out_idx=[1], target="c", execution_backend=backend)
+    loaded = tilelang.load(kernel.export(tmp_path / "first"))
+    shutil.rmtree(tmp_path / "first")  # as a cache entry that was evicted
+    with pytest.raises(ArtifactError, match=r"the library it was loaded from, .*first.*, is gone \(its cache entry or "
+                                            r"export was removed\); compile the kernel again to save it"):
+        pickle.dumps(loaded)
+    assert torch.equal(loaded(torch.ones(64), 2.0), torch.full((64,), 2.0))  # it still runs
+
+
+def test_unpickling_refuses_a_temporary_directory_others_can_write(tmp_path, monkeypatch):
+    kernel = tilelang.compile(scale(64), out_idx=[1], target="c", execution_backend="cython")
+    data = pickle.dumps(kernel)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o2775)  # group-writable, no sticky bit
+    monkeypatch.setattr(pickling.tempfile, "tempdir", str(shared))
+    with pytest.raises(CacheError, match=rf"the temporary directory {shared} is not private .* set TMPDIR to a "
+                                         r"directory only you can write to"):
+        pickle.loads(data)
+    assert list(shared.iterdir()) == []
+
+
+def test_malformed_pickles_are_artifact_errors():
+    kernel = tilelang.compile(scale(64), out_idx=[1], target="c", execution_backend="cython")
+    files = pickling.kernel_files(kernel)
+    for bad in ({**files, "backend": b"x"}, {**files, "a\x00b": b"x"}, {**files, "x" * 300: b"x"}):
+        with pytest.raises(ArtifactError, match="cannot unpickle a tilelang kernel: its file .* cannot be written"):
+            pickling.kernel_from_files(bad, {})
+    for state in ([], {"cache_key": 5}):
+        with pytest.raises(ArtifactError, match="the pickle's state is not a kernel's"):
+            pickling.kernel_from_files(files, state)

@@ -64,7 +64,12 @@ def export_kernel(kernel: JITKernel, path: Union[str, os.PathLike], *, overwrite
         _make_parents(target.parent, made)
         tmp.mkdir(mode=0o755)
         try:
-            E.write_entry(tmp, kernel.runner, kernel.artifact, kernel.options, record, kind="export")
+            if getattr(kernel, "_export_files", None) is not None:  # unpickled: its files, checked when loaded
+                from .pickling import write_files
+
+                write_files(tmp, kernel._export_files)
+            else:
+                E.write_entry(tmp, kernel.runner, kernel.artifact, kernel.options, record, kind="export")
             _move_into_place(kernel, tmp, target)
         finally:
             if os.path.lexists(tmp):

@@ -46,6 +46,7 @@ class JITKernel:
         self.options = options
         self.cache_key: Optional[str] = None
         self.cannot_run: Optional[str] = None
+        self._export_files: Optional[dict] = None  # a kernel from a pickle: its export's files (jit/pickling.py)
 
     @classmethod
     def create(

@@ -101,6 +101,10 @@ def save(kernel: Any, directory: Path) -> None:
     directory = Path(directory)
     if meta.get("library_data") is not None:  # a fresh build: its files are gone, the bytes are here
         (directory / LIBRARY_FILE).write_bytes(meta["library_data"])
+    elif not Path(meta["library"]).is_file():  # loaded from a cache entry or export since removed
+        raise ArtifactError(f"cannot save cython kernel '{meta['plan'].get('name')}': the library it was loaded "
+                            f"from, {meta['library']}, is gone (its cache entry or export was removed); compile the "
+                            "kernel again to save it")
     else:
         shutil.copy2(meta["library"], directory / LIBRARY_FILE)
     record = {"plan": meta["plan"], "library": LIBRARY_FILE, "source": None,

@@ -372,6 +372,10 @@ def save(kernel: Any, directory: Path) -> None:
         shutil.copyfile(state.library_path, target)  # loaded, with its identity linked in
     elif state.module is not None and hasattr(state.module, "export_library"):
         export(state.module, target, identity=kernel_id(state.artifact, state.module_kinds, state.alignment))
+    elif state.library_path is not None:  # loaded from a cache entry or export since removed
+        raise ArtifactError(f"tvm_ffi: cannot save kernel '{state.artifact.name}': the library it was loaded from, "
+                            f"{state.library_path}, is gone (its cache entry or export was removed); compile the "
+                            "kernel again to save it")
     else:
         raise BuildError("tvm_ffi: this kernel has neither a TVM module nor a library file to save")
     plan = {
