@@ -33,6 +33,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..language.tileops._common import collect
+from .vector_lanes import serial_vectors_pass
 
 __all__ = ["LaneCollisionsSerial", "lanes_collide"]
 
@@ -115,15 +116,4 @@ def lanes_collide(loop: Any) -> bool:
 def LaneCollisionsSerial() -> tvm.transform.Pass:  # noqa: N802 - TVM pass naming
     """Vectorized loops whose lanes meet in memory (:func:`lanes_collide`) become serial loops,
     right before ``VectorizeLoop`` (see the module docstring)."""
-
-    def on_for(loop: Any) -> Any:
-        if loop.kind != tirx.ForKind.VECTORIZED or not lanes_collide(loop):
-            return loop
-        return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, loop.body,
-                        loop.thread_binding, loop.annotations, getattr(loop, "step", None))
-
-    def transform(func, mod, ctx):  # noqa: ARG001
-        body = tvm_ffi.structural_map(func.body, [(tirx.For, on_for)])
-        return func if body.same_as(func.body) else func.with_body(body)
-
-    return tirx.transform.prim_func_pass(transform, opt_level=0, name="tl.LaneCollisionsSerial")
+    return serial_vectors_pass(lanes_collide, "tl.LaneCollisionsSerial")

@@ -34,7 +34,7 @@ from tvm import tirx
 
 from ..language.tileops._common import collect, substitute
 
-__all__ = ["RunTimeVectorsSerial", "SplitWideVectors", "printable", "split_lanes"]
+__all__ = ["RunTimeVectorsSerial", "SplitWideVectors", "printable", "serial_vectors_pass", "split_lanes"]
 
 #: Most lanes of a value the generator prints, by element bits; ``bool`` (8 bits in TVM) has its own.
 _MAX_LANES = {8: 16, 16: 8, 32: 8, 64: 4}
@@ -177,9 +177,19 @@ def RunTimeVectorsSerial() -> tvm.transform.Pass:  # noqa: N802 - TVM pass namin
     vectorize loop with extent 0").
     """
 
-    def on_for(loop: Any) -> Any:
+    def no_constant_lanes(loop: Any) -> bool:
         lanes = _constant(loop.extent)
-        if loop.kind != tirx.ForKind.VECTORIZED or (lanes is not None and lanes >= 1):
+        return lanes is None or lanes < 1
+
+    return serial_vectors_pass(no_constant_lanes, "tl.RunTimeVectorsSerial")
+
+
+def serial_vectors_pass(make_serial: Any, name: str) -> tvm.transform.Pass:
+    """A pass that makes each ``T.vectorized`` loop for which ``make_serial(loop)`` holds a serial
+    loop (the same body, variable, bounds and annotations)."""
+
+    def on_for(loop: Any) -> Any:
+        if loop.kind != tirx.ForKind.VECTORIZED or not make_serial(loop):
             return loop
         return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, loop.body,
                         loop.thread_binding, loop.annotations, getattr(loop, "step", None))
@@ -188,4 +198,4 @@ def RunTimeVectorsSerial() -> tvm.transform.Pass:  # noqa: N802 - TVM pass namin
         body = tvm_ffi.structural_map(func.body, [(tirx.For, on_for)])
         return func if body.same_as(func.body) else func.with_body(body)
 
-    return tirx.transform.prim_func_pass(transform, opt_level=0, name="tl.RunTimeVectorsSerial")
+    return tirx.transform.prim_func_pass(transform, opt_level=0, name=name)
