@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import tilelang
 from tilelang_core.backends import explain_selection, get_registry, select_backend
@@ -144,3 +145,20 @@ def test_a_cuda_runtime_module_is_built_with_tvms_compile_callback_and_the_targe
     artifact = lower(add_one(8), target="cuda -arch=sm_86", consumes=["runtime_module"])
     assert artifact.tvm_modules == "module"
     assert seen == {"callback": True, "arch": "sm_86"}
+
+
+@pytest.mark.parametrize("backend", ["cython", "tvm_ffi", "nvrtc"])
+def test_a_kernel_loaded_where_it_cannot_run_refuses_as_a_compiled_one(backend, tmp_path):
+    """The calls of a CUDA kernel that cannot run here start alike, compiled or loaded, on every backend."""
+    record = get_registry().get(backend)
+    if record is None or not record.usable:
+        pytest.skip(f"{backend} is not installed")
+    availability = get_registry().probe(record, "cuda")
+    if availability.available or not availability.can_build:
+        pytest.skip(f"{backend} runs CUDA kernels here, or cannot build them: {availability.reason}")
+    compiled = tilelang.compile(add_one(64), out_idx=[1], target="cuda", execution_backend=backend)
+    loaded = tilelang.load(compiled.export(tmp_path / "kernel"))
+    for kernel in (compiled, loaded):
+        with pytest.raises(BackendUnavailableError) as info:
+            kernel(torch.ones(64))
+        assert str(info.value).startswith("main() cannot run on this machine: "), str(info.value)

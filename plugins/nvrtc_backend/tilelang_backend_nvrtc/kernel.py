@@ -111,9 +111,14 @@ class NvrtcKernel:
     # -- calling -------------------------------------------------------------------------------
 
     def _bind(self) -> Any:
+        from tilelang_core.errors import BackendUnavailableError
+
         from .driver import get_driver
 
-        driver = get_driver()
+        try:
+            driver = get_driver()
+        except BackendUnavailableError as exc:  # the words of the core's refusal (jit/kernel.py)
+            raise BackendUnavailableError(f"{self.artifact.name}() cannot run on this machine: {exc}") from None
         import torch
 
         self._torch = torch

@@ -505,7 +505,7 @@ def load(artifact: Any, directory: Path, options: Any) -> Any:
 
         state = KernelState(artifact=artifact, options=options, out_idx=_check_out_idx(artifact, options.out_idx),
                             func=None, library_path=library.resolve(), module_kinds=kinds, alignment=alignment)
-        return unrunnable_kernel(state, str(exc))
+        return unrunnable_kernel(state, f"{artifact.name}() cannot run on this machine: {exc}")
     from tilelang_core.cache.native import dlopen_path
 
     try:
