@@ -7,9 +7,10 @@ leaves undefined for that overflow and which x86 ran as a trapping division: the
 with SIGFPE, even for ``%``, whose result (0) does not overflow. C (the ``c`` target, CUDA)
 computes them in ``int`` and the store wraps, as torch does: ``-128 // -1`` is ``-128``.
 
-:func:`WidenNarrowDivisions` runs on the ``llvm`` path before the intrinsics are lowered and
-writes each such scalar or vector operation as the operation on int32 operands cast back to its
-type, which gives C's values on every target.
+:func:`WidenNarrowDivisions` runs right before ``LowerIntrin`` on every CPU path (passes.py
+``_lower_intrin``; on ``c`` the casts only spell out what C does) and writes each such scalar or
+vector operation as the operation on int32 operands cast back to its type, which gives C's values
+on ``llvm`` too.
 """
 
 from __future__ import annotations

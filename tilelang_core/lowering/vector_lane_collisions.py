@@ -32,14 +32,10 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ..language.tileops._common import collect
+from ..language.tileops._common import collect, static_int
 from .vector_lanes import serial_vectors_pass
 
 __all__ = ["LaneCollisionsSerial", "lanes_collide"]
-
-
-def _constant(expr: Any) -> Optional[int]:
-    return int(expr.value) if isinstance(expr, tirx.IntImm) else None
 
 
 def _index(node: Any) -> Any:
@@ -48,20 +44,23 @@ def _index(node: Any) -> Any:
     return indices[0] if len(indices) == 1 else None
 
 
-def _one_element_per_lane(index: Any, lane: Any) -> bool:
+def _linear(index: Any, lane: Any) -> Optional[tuple]:
+    """``(c, base)`` of an index ``c * lane + base`` with ``c`` a constant (``base`` free of the
+    lane), else None."""
     if index is None:
-        return False
-    linear = tvm.sym.detect_linear_equation(index, [lane])
-    return len(linear) == 2 and _constant(linear[0]) not in (None, 0)
+        return None
+    found = tvm.sym.detect_linear_equation(index, [lane])
+    step = static_int(found[0]) if len(found) == 2 else None
+    return None if step is None else (step, found[1])
 
 
 def _bound_inside(body: Any) -> list:
     """The variables the loop body binds: inner loop variables, ``let`` variables, buffers declared in it."""
-    names: list = []
+    bound: list = []
     for node in collect(body, (tirx.For, tirx.LetStmt, tirx.Bind, tirx.AllocBuffer, tirx.DeclBuffer)):
-        names.append(node.loop_var if isinstance(node, tirx.For) else
+        bound.append(node.loop_var if isinstance(node, tirx.For) else
                      node.buffer if isinstance(node, (tirx.AllocBuffer, tirx.DeclBuffer)) else node.var)
-    return names
+    return bound
 
 
 def _same_for_every_lane(expr: Any, lane_vars: list, stored: list) -> bool:
@@ -72,21 +71,19 @@ def _same_for_every_lane(expr: Any, lane_vars: list, stored: list) -> bool:
     return not any(var.same_as(v) for var in used for v in lane_vars)
 
 
-def _another_lanes(load_index: Any, store_index: Any, lane: Any, lanes: Optional[int]) -> bool:
-    """Whether a load at ``load_index`` may read an element a store at ``store_index`` writes for
-    another lane (conservatively True where the indices are not both ``c * lane + constant``)."""
-    if load_index is None or store_index is None:
-        return True
-    if tvm_ffi.structural_equal(load_index, store_index):
+def _another_lanes(read: Any, write: Any, lanes: Optional[int], analyzer: Any) -> bool:
+    """Whether a load at index ``read`` may read an element a store at index ``write`` writes for
+    another lane; each is ``(index, _linear(index))``. Conservatively True where the indices are
+    not both ``c * lane + base`` with the same ``c`` and bases a constant apart."""
+    (read_index, read_form), (write_index, write_form) = read, write
+    if read_index is not None and write_index is not None and tvm_ffi.structural_equal(read_index, write_index):
         return False
-    read = tvm.sym.detect_linear_equation(load_index, [lane])
-    write = tvm.sym.detect_linear_equation(store_index, [lane])
-    if len(read) != 2 or len(write) != 2 or lanes is None:
+    if read_form is None or write_form is None or lanes is None:
         return True
-    step, other = _constant(read[0]), _constant(write[0])
-    if step is None or step == 0 or step != other:
+    step = read_form[0]
+    if step == 0 or step != write_form[0]:
         return True
-    apart = _constant(tvm.sym.Analyzer().simplify(read[1] - write[1]))
+    apart = static_int(analyzer.simplify(read_form[1] - write_form[1]))
     if apart is None:
         return True
     return apart % step == 0 and 0 < abs(apart // step) < lanes
@@ -98,18 +95,25 @@ def lanes_collide(loop: Any) -> bool:
     stores = collect(loop.body, tirx.BufferStore)
     stored = [s.buffer for s in stores]
     lane_vars = [lane, *_bound_inside(loop.body)]
+    written = []  # (buffer, (index, its linear form)) of each store, each form computed once
     for store in stores:
         index = _index(store)
-        if _one_element_per_lane(index, lane):
+        form = _linear(index, lane)
+        written.append((store.buffer, (index, form)))
+        if form is not None and form[0] != 0:  # one element per lane
             continue
         if index is not None and _same_for_every_lane(index, lane_vars, stored) \
                 and _same_for_every_lane(store.value, lane_vars, stored):
             continue
         return True
-    lanes = _constant(loop.extent)
+    lanes, analyzer = static_int(loop.extent), tvm.sym.Analyzer()
     for load in collect(loop.body, tvm.ir.TensorLoad):
-        if any(_another_lanes(_index(load), _index(s), lane, lanes) for s in stores if s.buffer.same_as(load.source)):
-            return True
+        mine = [w for buffer, w in written if buffer.same_as(load.source)]
+        if mine:
+            index = _index(load)
+            read = (index, _linear(index, lane))
+            if any(_another_lanes(read, w, lanes, analyzer) for w in mine):
+                return True
     return False
 
 

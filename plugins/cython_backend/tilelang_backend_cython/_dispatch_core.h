@@ -729,8 +729,6 @@ static int tl_read_scalar(tl_kernel *k, const tl_param *p, PyObject *obj, tl_val
   }
 }
 
-/* torch could not describe the tensor through DLPack (meta device, sparse layout, ...): say why,
- * reading the tensor's Python attributes (this path is not hot). */
 /* a tensor whose storage holds fewer bytes than its view reaches (or none, a NULL data pointer) */
 static PyObject *tl_storage_error(tl_kernel *k, const tl_param *p, PyObject *obj) {
   long long nbytes = -1;
@@ -746,6 +744,8 @@ static PyObject *tl_storage_error(tl_kernel *k, const tl_param *p, PyObject *obj
                       "untyped_storage().resize_()); pass a tensor with its data", nbytes);
 }
 
+/* torch could not describe the tensor through DLPack (meta device, sparse layout, nested, ...): say
+ * why, reading the tensor's Python attributes (this path is not hot). */
 static PyObject *tl_dlpack_error(tl_kernel *k, const tl_param *p, PyObject *obj) {
   PyObject *et, *ev, *tb, *msg, *layout = NULL, *device = NULL;
   const char *first = NULL, *nl;
