@@ -196,10 +196,41 @@ _EMU_COMBINE = {
 }
 
 
+_EMU_TMA_TYPES = {"f16": "half", "f32": "float", "i32": "int32_t", "u32": "uint32_t", "u64": "uint64_t"}
+
+
+def _emulated_tma(body: str) -> str:
+    """Emulator versions of the helpers of ``T.atomic_add(..., use_tma=True)`` (lowering/tma_atomics.py):
+    the fence and the wait do nothing (the emulated block shares one memory), the readiness check
+    is the real one (16-byte aligned addresses, a positive multiple of 16 bytes), and the bulk
+    reduction adds its elements inside the atomics' critical section."""
+    out = []
+    if "tl_tma_store_fence(" in body:
+        out.append("static inline void tl_tma_store_fence() {}\n")
+    if "tl_tma_store_wait(" in body:
+        out.append("static inline void tl_tma_store_wait() {}\n")
+    for kind, suffix in sorted(set(re.findall(r"\btl_tma_store_(add|ready)_([a-z0-9]+)\(", body))):
+        c_type = _EMU_TMA_TYPES[suffix]
+        if kind == "ready":
+            out.append(
+                f"static inline bool tl_tma_store_ready_{suffix}(const void* d, const void* s, int n) {{ "
+                f"unsigned long long b = (unsigned long long)n * sizeof({c_type}); "
+                "return n > 0 && (b % 16) == 0 && (((uintptr_t)d | (uintptr_t)s) % 16) == 0; }\n"
+            )
+        else:
+            out.append(
+                f"static inline void tl_tma_store_add_{suffix}(void* d, const void* s, int n) {{ "
+                f"{c_type}* dst = ({c_type}*)d; const {c_type}* src = (const {c_type}*)s; "
+                "_Pragma(\"omp critical(tl_atomic)\") { for (int i = 0; i < n; ++i) dst[i] += src[i]; } }\n"
+            )
+    return "".join(out)
+
+
 def _emulated_atomics(body: str) -> str:
     """Emulator versions of the atomic helpers a kernel calls (``tl_atomic_<op>_<dtype>_<order>``,
-    lowering/atomics.py): an OpenMP critical section around the read-modify-write."""
-    out = []
+    lowering/atomics.py): an OpenMP critical section around the read-modify-write; and those of
+    the TMA atomic add (:func:`_emulated_tma`)."""
+    out = [_emulated_tma(body)]
     for name, op in sorted(set(re.findall(r"\b(tl_atomic_([a-z]+)_[a-z0-9]+_[a-z_]+)\(", body))):
         if op == "load":
             out.append(f"template <class T> static inline T {name}(T* p) {{ T r; _Pragma(\"omp critical(tl_atomic)\") {{ r = *p; }} return r; }}\n")

@@ -325,6 +325,9 @@ def lower(
                         c_module = codegen.cpu_runtime_module(front, tvm.target.Target("c"), configs)
                         result["host_source"] = codegen.host_source_of(c_module)
             else:
+                from .tma_atomics import arch_number, check_target
+
+                check_target(func.body, kind, arch_number(tgt))  # T.atomic_add(..., use_tma=True)
                 front = lower_tile_constructs(
                     func,
                     FrontendOptions(

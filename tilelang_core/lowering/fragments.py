@@ -30,7 +30,6 @@ atomics (plain updates for per-thread ``local`` destinations). Other GPU kinds r
 
 from __future__ import annotations
 
-import re
 from typing import Any, Optional
 
 import tvm
@@ -41,9 +40,9 @@ from ..errors import LoweringError
 from ..language.tileops._common import scope_of
 from .access_ptr import is_access_ptr
 from .atomics import contains_atomics, lower_gpu_atomics
+from .tma_atomics import arch_number
 from .intrinsics import contains_intrinsics, lower_gpu_intrinsics
 from .signature import inline_binds
-from .target import arch_of
 from .views import owner_of
 
 FRAGMENT_SCOPE = "local.fragment"
@@ -299,9 +298,10 @@ class FragmentLowering:
     def _atomics(self, body: Any) -> Any:
         target = self.func.attrs.get("target") if self.func.attrs is not None else None
         kind = target.kind.name if target is not None else "cuda"
-        arch = re.match(r"sm_(\d+)", (arch_of(target) if target is not None else None) or "")
-        native_bf16 = arch is None or int(arch.group(1)) >= 80
-        return lower_gpu_intrinsics(lower_gpu_atomics(body, kind, self.location, native_bf16), kind, self.location, native_bf16)
+        number = arch_number(target) if target is not None else None
+        native_bf16 = number is None or number >= 80
+        body = lower_gpu_atomics(body, kind, self.location, native_bf16, number)
+        return lower_gpu_intrinsics(body, kind, self.location, native_bf16, number)
 
 
 def lower_fragments(func: tirx.PrimFunc, location: Optional[str] = None) -> tirx.PrimFunc:

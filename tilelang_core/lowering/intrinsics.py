@@ -45,7 +45,7 @@ from ..errors import LoweringError
 from .atomics import CUDA_HELPERS_BEGIN, CUDA_HELPERS_END, checked_map
 from .markers import marker_call_args
 from .source_imports import c_definitions, with_import, with_import_in_first_kernel
-from . import pdl, warp
+from . import pdl, tma_atomics, warp
 
 MATH_CALL = "tl.math"
 _FAST = {"__exp": "exp", "__exp10": "exp10", "__log": "log", "__log2": "log2", "__log10": "log10",
@@ -415,6 +415,7 @@ def lower_cpu_intrinsics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
             return call
         warp.lower_cpu_call(m)
         pdl.refuse_as_value(m)
+        tma_atomics.refuse_cpu(m, language)
         if m.name in _GPU_ONLY:
             public = _PUBLIC_NAME.get(m.name, m.name)
             raise LoweringError(
@@ -475,11 +476,12 @@ _CU_HELPERS = {
 }
 
 
-def lower_gpu_intrinsics(body: Any, kind: str, location: str, native_bf16: bool = True) -> Any:
+def lower_gpu_intrinsics(body: Any, kind: str, location: str, native_bf16: bool = True, arch: Optional[int] = None) -> Any:
     """Replace the markers of a GPU function body by CUDA intrinsics.
 
     ``native_bf16``: the GPU has bfloat16 arithmetic (sm_80 and later); without it, TVM computes
-    bfloat16 in float32 and the bfloat16 IEEE operations are computed that way too.
+    bfloat16 in float32 and the bfloat16 IEEE operations are computed that way too. ``arch``: the
+    CUDA architecture number (90 for sm_90), None when unknown.
     """
     if not contains_intrinsics(body):
         return body
@@ -498,6 +500,8 @@ def lower_gpu_intrinsics(body: Any, kind: str, location: str, native_bf16: bool 
         lowered = warp.lower_gpu_statement(m, used) if m is not None else None
         if m is not None and lowered is None:
             lowered = pdl.lower_gpu_statement(m, used)  # T.pdl_trigger / T.pdl_sync (lowering/pdl.py)
+        if m is not None and lowered is None:
+            lowered = tma_atomics.lower_gpu_statement(m, used, kind, arch)  # use_tma=True (lowering/tma_atomics.py)
         return stmt if lowered is None else lowered  # barriers (lowering/warp.py)
 
     def on_call(call):
@@ -548,7 +552,9 @@ def lower_gpu_intrinsics(body: Any, kind: str, location: str, native_bf16: bool 
         if m.name in ("thread_binding", "block_binding"):
             raise LoweringError(f"{m.loc}: T.{_PUBLIC_NAME[m.name]}() must be used inside a T.Kernel")
         pdl.refuse_as_value(m)
-        lowered = warp.lower_gpu_call(m, used)  # warp reductions (lowering/warp.py)
+        lowered = tma_atomics.lower_gpu_call(m, used, kind, arch)
+        if lowered is None:
+            lowered = warp.lower_gpu_call(m, used)  # warp reductions (lowering/warp.py)
         if lowered is not None:
             return lowered
         raise LoweringError(f"{m.loc}: internal error: unknown intrinsic marker {m.name}")
@@ -558,7 +564,7 @@ def lower_gpu_intrinsics(body: Any, kind: str, location: str, native_bf16: bool 
     if not used:
         return body
     text = f"\n{CUDA_HELPERS_BEGIN}\n" + "".join(
-        f"#ifndef TL_INTRINSIC_{n.upper()}\n#define TL_INTRINSIC_{n.upper()}\n{_CU_HELPERS.get(n) or warp.cuda_helper(n) or pdl.cuda_helper(n)}#endif\n"
+        f"#ifndef TL_INTRINSIC_{n.upper()}\n#define TL_INTRINSIC_{n.upper()}\n{_CU_HELPERS.get(n) or warp.cuda_helper(n) or pdl.cuda_helper(n) or tma_atomics.cuda_helper(n)}#endif\n"
         for n in sorted(used)
     ) + f"{CUDA_HELPERS_END}\n"
     return with_import_in_first_kernel(body, text)[0]

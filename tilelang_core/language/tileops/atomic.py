@@ -45,6 +45,7 @@ from ._common import (
     static_int,
     storage_root,
 )
+from . import tma_atomic
 from .warp import sync_threads
 
 #: Callee name of the atomic marker calls (``call_extern(dtype, ATOMIC_CALL, op, order, loc, ptr, *values)``).
@@ -187,6 +188,8 @@ def _rmw(kind: str, dst: Any, value: Any, memory_order: Any, return_prev: bool, 
     order = _order(op, operands, memory_order)
     call_op = "add_tma" if use_tma else kind
     d = as_tile(op, operands, dst, "destination")
+    if use_tma:
+        tma_atomic.check_dtype(op, operands, d.dtype)
     _check_dtype(op, operands, d.name, d.dtype, allowed)
     if d.kind == "element" and not _is_tile(value):
         ptr = tirx.address_of(d.buffer[tuple(d.starts)])
@@ -217,6 +220,8 @@ def _rmw(kind: str, dst: Any, value: Any, memory_order: Any, return_prev: bool, 
             )
         if is_float(v.dtype) != is_float(d.dtype):
             fail(op, operands, f"dtype mismatch: value '{v.name}' is {v.dtype} but destination '{d.name}' is {d.dtype}")
+        if use_tma and tma_atomic.bulk_rows(op, operands, d, v, order, loc):
+            return None
 
         def body(vs: list) -> None:
             x = cast(v.buffer[tuple(v.indices(vs))], d.dtype)
@@ -252,12 +257,15 @@ def atomic_add(
     returns the update as an expression whose value is the element before the update (read it
     with ``return_prev=True``). ``memory_order`` is a C11 order name (``"relaxed"`` default,
     ``"acquire"``, ``"release"``, ``"acq_rel"``, ``"seq_cst"``, ``"consume"``) or TileLang's id
-    0-5. ``use_tma=True`` is kept on GPU targets (an ordinary atomic there) and refused when the
-    kernel is lowered for a CPU target. ``annotations`` is accepted and ignored.
+    0-5. ``use_tma=True``: a shared-memory value tile is added into a global-memory destination
+    by TMA bulk reductions on CUDA sm_90 and later (:mod:`.tma_atomic`); refused when lowering for
+    an earlier CUDA architecture or a CPU target. ``annotations`` is accepted and ignored.
 
-    dtypes: float16, bfloat16, float32, float64, (u)int32, (u)int64 on every target.
+    dtypes: float16, bfloat16, float32, float64, (u)int32, (u)int64 on every target; with
+    ``use_tma=True`` float16, bfloat16, float32, int32, uint32, uint64.
 
     :raises LoweringError: dtype or shape mismatch, bad ``memory_order``, ``return_prev`` on a tile.
+    :raises TmaAtomicError: ``use_tma=True`` with a dtype the bulk reduction does not add.
     """
     return _rmw("add", dst, value, memory_order, return_prev, use_tma=bool(use_tma))
 
