@@ -150,6 +150,11 @@ def test_cpu_targets_refuse_use_tma(path):
         compile_on(_repeated(), path)
 
 
+def test_a_gpu_target_without_tma_refuses_use_tma():
+    with pytest.raises(TmaAtomicError, match=r"needs a GPU target with TMA \(CUDA sm_90 or later\); the metal target has none"):
+        lower(_repeated(), target="metal")
+
+
 @pytest.mark.parametrize("dtype", ["int16", "int64", "float64", "float32x2"])
 def test_dtypes_the_bulk_reduction_cannot_add_are_refused_when_defined(dtype):
     with pytest.raises(TmaAtomicError, match=rf"TMA atomic add does not support dtype {dtype}; supported scalar "
@@ -227,6 +232,79 @@ def test_emulated_gpu_adds_a_column_tile(tmp_path):
     want = out + a
     CU._emulated(_lower_sm(_column(), "sm_90"), tmp_path)(a, out)
     torch.testing.assert_close(out, want)
+
+
+def _strided(kind):
+    """``Out[i, j] += 100 * i + j + 1`` where one of the buffers is not row-major: ``"columns"`` (a
+    column-major destination), ``"padded"`` (rows 24 elements apart), ``"dynamic"`` (a run-time
+    row stride: a slice of a wider tensor), ``"view"`` (a transposed view of the shared tile)."""
+    s0 = T.dynamic("s0")
+    layout = {"columns": T.StridedTensor((16, 16), (1, 16), "float32"), "padded": T.StridedTensor((16, 16), (24, 1), "float32"),
+              "dynamic": T.StridedTensor((16, 16), (s0, 1), "float32"), "view": T.Tensor((16, 16), "float32")}[kind]
+
+    @T.prim_func
+    def tma_strided(Out: layout):
+        with T.Kernel(1, threads=64):
+            tile = T.alloc_shared((16, 16), "float32")
+            for i, j in T.Parallel(16, 16):
+                if kind == "view":
+                    tile[j, i] = T.Cast("float32", 100 * i + j + 1)
+                else:
+                    tile[i, j] = T.Cast("float32", 100 * i + j + 1)
+            if kind == "view":
+                T.atomic_add(Out, T.view(tile, (16, 16), strides=(1, 16)), use_tma=True)
+            else:
+                T.atomic_add(Out, tile, use_tma=True)
+
+    return tma_strided
+
+
+def _strided_out(kind):
+    """The destination of :func:`_strided`, the storage it lives in (zeroed), and the expected result."""
+    if kind in ("columns", "view"):
+        storage = torch.zeros(16, 16)
+        out = storage.t() if kind == "columns" else storage
+    else:
+        storage = torch.zeros(16, 24 if kind == "padded" else 40)
+        out = storage[:, 8:24] if kind == "dynamic" else storage[:, :16]
+    i, j = torch.meshgrid(torch.arange(16), torch.arange(16), indexing="ij")
+    return out, storage, (100 * i + j + 1).float()
+
+
+@pytest.mark.parametrize("kind", ["columns", "padded", "dynamic", "view"])
+def test_strided_buffers_are_never_read_as_row_major(kind):
+    src = _lower_sm(_strided(kind), "sm_90").device_source
+    body = src[src.index('extern "C" __global__'):]
+    if kind in ("columns", "view"):  # no contiguous run: element by element
+        assert "tl_tma_store_add" not in src
+    else:  # one bulk reduction per row; the rows are not merged
+        assert ", 16);" in body[body.index("tl_tma_store_add_f32("):] and ", 256);" not in body
+
+
+@CU.emulator
+@pytest.mark.parametrize("kind", ["columns", "padded", "dynamic", "view"])
+def test_emulated_gpu_adds_into_and_from_strided_buffers(kind, tmp_path):
+    out, storage, want = _strided_out(kind)
+    CU._emulated(_lower_sm(_strided(kind), "sm_90"), tmp_path)(out)
+    assert torch.equal(out, want)
+    assert int((storage != 0).sum()) == 256  # nothing written outside the destination
+
+
+def test_inside_a_branch_the_tile_is_updated_element_by_element_without_barriers():
+    """A block barrier inside ``if tx < 32`` would be reached by some threads only."""
+
+    @T.prim_func
+    def tma_in_branch(out: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=128):
+            tx = T.get_thread_binding()
+            tile = T.alloc_shared((16, 16), "float32")
+            T.fill(tile, 1)
+            if tx < 32:
+                T.atomic_add(out, tile, use_tma=True)
+
+    src = _lower_sm(tma_in_branch, "sm_90").device_source
+    body = src[src.index('extern "C" __global__'):]
+    assert "tl_tma_store" not in body and body.count("__syncthreads()") == 1  # the one after T.fill
 
 
 requires_sm90 = pytest.mark.skipif(

@@ -4,8 +4,9 @@ per target.
 **CUDA sm_90 and later** (from ``lower_gpu_intrinsics``): calls of helpers in the kernel's
 prelude (:func:`cuda_helper`):
 
-- ``tl_tma_store_fence()``: ``fence.proxy.async.shared::cta``, the thread's writes to shared
-  memory become visible to the bulk-copy unit (every thread, before the block barrier);
+- ``tl_tma_store_fence()``: ``fence.proxy.async``, the thread's earlier accesses (its writes to
+  the shared tile, and its ordinary accesses to the destination) are ordered before the bulk-copy
+  unit's (every thread, before the block barrier);
 - ``tl_tma_store_ready_<t>(dst, src, n)``: whether a row can go through the bulk unit (both
   addresses 16-byte aligned, ``n`` elements a positive multiple of 16 bytes);
 - ``tl_tma_store_add_<t>(dst, src, n)``: ``cp.reduce.async.bulk.global.shared::cta.bulk_group.add``
@@ -57,14 +58,14 @@ def refuse_target(loc: str, kind: str, arch: Optional[int]) -> None:
     architecture is let through: the CUDA compiler then decides)."""
     if kind != "cuda":
         raise TmaAtomicError(
-            f"{loc}: T.atomic_add(..., use_tma=True) needs a GPU target with TMA; the {kind} target has "
-            "none (drop use_tma: CPU atomics need no TMA)"
+            f"{loc}: T.atomic_add(..., use_tma=True) needs a GPU target with TMA (CUDA sm_90 or later); the "
+            f"{kind} target has none (drop use_tma=True for one atomic per element)"
         )
     if arch is not None and arch < _FIRST_ARCH:
         raise TmaAtomicError(
             f"{loc}: T.atomic_add(..., use_tma=True): TMA atomic add requires a CUDA target with TMA support "
             f"(SM90+); the target is sm_{arch} (drop use_tma=True for one atomic per element, or lower for sm_90 "
-            "or later)"
+            'or later: target="cuda -arch=sm_90")'
         )
 
 
@@ -130,7 +131,7 @@ def cuda_helper(name: str) -> Optional[str]:
     if name == f"tl_{FENCE}":
         return (
             f"__device__ __forceinline__ void {name}() {{\n"
-            '  asm volatile("fence.proxy.async.shared::cta;" : : : "memory");\n'
+            '  asm volatile("fence.proxy.async;" : : : "memory");\n'
             "}\n"
         )
     if name == f"tl_{WAIT}":

@@ -220,8 +220,6 @@ def _rmw(kind: str, dst: Any, value: Any, memory_order: Any, return_prev: bool, 
             )
         if is_float(v.dtype) != is_float(d.dtype):
             fail(op, operands, f"dtype mismatch: value '{v.name}' is {v.dtype} but destination '{d.name}' is {d.dtype}")
-        if use_tma and tma_atomic.bulk_rows(op, operands, d, v, order, loc):
-            return None
 
         def body(vs: list) -> None:
             x = cast(v.buffer[tuple(v.indices(vs))], d.dtype)
@@ -230,7 +228,11 @@ def _rmw(kind: str, dst: Any, value: Any, memory_order: Any, return_prev: bool, 
             ptr = tirx.address_of(d.buffer[tuple(d.indices(vs))])
             guarded(cond, lambda: _B.evaluate(atomic_call(d.dtype, call_op, order, ptr, x, loc=loc)))
 
-        _tile_nest(d.squeezed, body)
+        def per_element() -> None:
+            _tile_nest(d.squeezed, body)
+
+        if not (use_tma and tma_atomic.bulk_rows(op, operands, d, v, order, loc, per_element)):
+            per_element()
         return None
     x = _read_once(_scalar(op, operands, value, d.dtype), d)
 

@@ -2,22 +2,28 @@
 the GPU's bulk-copy unit (TMA) instead of one atomic per element.
 
 The tile goes row by row (a row: the run of the tile along the last dimension of both buffers,
-contiguous in memory) through ``cp.reduce.async.bulk ... .add`` (CUDA sm_90 and later), which
-adds every element of the run atomically in global memory. What is emitted, per call:
+contiguous in memory; trailing dimensions the tile covers entirely in both buffers join the run)
+through ``cp.reduce.async.bulk ... .add`` (CUDA sm_90 and later), which adds every element of
+the run atomically in global memory. What is emitted, per call:
 
-1. every thread: a proxy fence (``tma_store_fence``: the block's writes to shared memory become
-   visible to the bulk-copy unit), then a block barrier;
-2. one thread (a ``T.Parallel(1)`` loop): for each row, ``tma_store_add`` when the row's two
-   addresses are 16-byte aligned and its size a multiple of 16 bytes (``tma_store_ready``, a
-   run-time check), else one atomic per element of the row; then ``tma_store_wait`` (the
-   reductions have read shared memory and written global memory);
+1. every thread: a proxy fence (``tma_store_fence``: the thread's writes to the tile are ordered
+   before the bulk-copy unit reads it), then a block barrier;
+2. if the first row's two addresses are 16-byte aligned, its size a positive multiple of 16
+   bytes and the rows 16-byte multiples apart (``tma_store_ready`` and the row strides, checked
+   when the kernel runs; the same answer in every thread): one thread (a ``T.Parallel(1)`` loop)
+   issues ``tma_store_add`` for each row inside the buffers, then ``tma_store_wait`` (the
+   reductions have completed); otherwise the block adds the tile one atomic per element, as
+   without ``use_tma``;
 3. every thread: a block barrier (nobody overwrites the tile before it has been read).
 
-What the bulk unit cannot do is updated element by element (``add_tma`` atomic markers, lowered
-as ordinary atomics): a value that is not a shared-memory tile (a scalar, a fragment, global
-memory), a destination outside global memory, a value of another dtype (converted per element),
-a memory order other than relaxed, a tile with no run along the buffers' last dimension (a
-column), rows that are never a multiple of 16 bytes. Either way ``use_tma=True`` is refused on CUDA before sm_90 and on CPU targets
+What the bulk unit cannot do is updated element by element from the start (``add_tma`` atomic
+markers, lowered as ordinary atomics): a value that is not a shared-memory tile (a scalar, a
+fragment, global memory), a destination outside global memory, a value of another dtype
+(converted per element), a memory order other than relaxed, a tile with no contiguous run along
+the buffers' last dimension (a column, a last stride other than 1), rows that are never a
+multiple of 16 bytes or 16-byte multiples apart, and a statement that some threads of the block
+may not reach (inside an ``if``, a ``while`` or a ``T.Parallel`` loop: the barriers need them all).
+Either way ``use_tma=True`` is refused on CUDA before sm_90 and on other targets
 (:mod:`tilelang_core.lowering.tma_atomics`), so the target decides the same way for every tile.
 
 dtypes: those of the bulk reduction, :data:`TMA_ADD_DTYPES`; another dtype is a
@@ -26,10 +32,11 @@ dtypes: those of the bulk reduction, :data:`TMA_ADD_DTYPES`; another dtype is a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Optional
 
 import tvm
 from tvm import tirx
+from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script.builder import ir as _B
 
 from ...errors import TargetFeatureError
@@ -88,15 +95,30 @@ def _run_length(tile: Any, extent: Any) -> Any:
     return tirx.max(tirx.min(as_expr[1], as_expr[2] - as_expr[0]), 0)
 
 
+def _strides(tile: Any) -> list:
+    """The element strides of ``tile``'s buffer: its declared ones (``T.StridedTensor``, a strided
+    ``T.view``), else those of a row-major buffer of its shape."""
+    declared = list(tile.buffer.ty.strides)
+    if declared:
+        return declared
+    strides: list = [1]
+    for dim in reversed(tile.shape[1:]):
+        strides.insert(0, strides[0] * (static_int(dim) if static_int(dim) is not None else dim))
+    return strides
+
+
 def _full_after(tile: Any, position: int) -> bool:
-    """Whether ``tile`` covers every buffer dimension after ``position`` entirely (constant extents)
-    and lies inside the buffer in dimension ``position``: its elements from there on are one
-    contiguous run of the buffer."""
+    """Whether ``tile``'s elements from dimension ``position`` on are one contiguous run of its
+    buffer: constant extents covering every later dimension entirely, inside the buffer in
+    dimension ``position``, and row-major strides there."""
+    strides = [static_int(x) for x in _strides(tile)]
     for q, (start, extent, dim) in enumerate(zip(tile.starts, tile.extents, tile.shape)):
         s, e, d = static_int(start), static_int(extent), static_int(dim)
         if q < position:
             continue
         if None in (s, e, d) or s < 0 or s + e > d or (q > position and (s != 0 or e != d)):
+            return False
+        if q > position and (strides[q - 1] is None or strides[q] is None or strides[q - 1] != strides[q] * d):
             return False
     return True
 
@@ -114,15 +136,66 @@ def _folded_dims(d: Any, v: Any) -> int:
     return fold
 
 
-def bulk_rows(op: str, operands: Any, d: Any, v: Any, order: str, loc: str) -> bool:
-    """Emit ``d += v`` (tiles of the same extents) as bulk reductions; False (nothing emitted) when
-    the bulk unit cannot do it, for the caller's element-by-element form: ``v`` not in shared
-    memory, ``d`` not in global memory, different dtypes, a memory order other than relaxed, no
-    run along the buffers' last dimension, rows that are never a multiple of 16 bytes."""
+def _row_pitches_aligned(tile: Any, outer: int, item: int) -> Optional[list]:
+    """Conditions that every row of ``tile`` starts 16 bytes after a multiple of 16 from its first
+    row (the strides of its first ``outer`` non-unit dimensions, in bytes, multiples of 16): the
+    run-time ones; None when a constant stride rules it out."""
+    strides = _strides(tile)
+    positions = [i for i, e in enumerate(tile.extents) if not is_unit(e)][:outer]
+    conds = []
+    for pos in positions:
+        stride = strides[pos]
+        if static_int(stride) is not None:
+            if (static_int(stride) * item) % 16:
+                return None
+            continue
+        conds.append(tirx.EQ(tirx.floormod(stride * item, 16), tirx.IntImm(str(stride.ty.dtype), 0)))
+    return conds
+
+
+def _every_thread_gets_here() -> bool:
+    """Whether every thread of the block reaches the statement being built, as block barriers need:
+    it is in a ``T.Kernel`` body, inside no ``if``/``while`` and no ``T.Parallel`` loop (serial
+    loops are fine)."""
+    from ..core import PARALLEL_MARKER, current_kernel
+
+    kernel = current_kernel()
+    if kernel is None or not kernel._frames:
+        return False
+    frames = list(IRBuilder.current().frames)
+    last = kernel._frames[-1]
+    start = next((i for i, f in enumerate(frames) if f.same_as(last)), None)
+    if start is None:
+        return False
+    for parent, frame in zip(frames[start:], frames[start + 1:]):
+        name = type(frame).__name__
+        if name in ("IfFrame", "ThenFrame", "ElseFrame", "WhileFrame"):
+            return False
+        if name == "ForFrame":
+            stmts = list(getattr(parent, "stmts", ()))
+            last_stmt = stmts[-1] if stmts else None
+            call = getattr(last_stmt, "value", None)
+            if getattr(getattr(call, "op", None), "name", "") == "tirx.call_extern" and \
+                    str(getattr(call.args[0], "value", "")) == PARALLEL_MARKER:
+                return False  # a T.Parallel loop: its iterations are spread over the threads
+    return True
+
+
+def bulk_rows(op: str, operands: Any, d: Any, v: Any, order: str, loc: str, per_element: Callable[[], None]) -> bool:
+    """Emit ``d += v`` (tiles of the same extents) as bulk reductions, with ``per_element()`` (the
+    element-by-element form) where the addresses turn out misaligned when the kernel runs; False
+    (nothing emitted) when the bulk unit cannot do it at all: ``v`` not in shared memory, ``d``
+    not in global memory, different dtypes, a memory order other than relaxed, no run along the
+    buffers' last dimension (or a last stride other than 1), rows that are never a multiple of
+    16 bytes, a statement some threads may not reach (block barriers)."""
     if v.scope not in _SHARED or d.scope != "global" or v.dtype != d.dtype or order != "relaxed":
         return False  # the bulk unit reads shared memory, writes global memory, converts nothing, is relaxed
     if is_unit(d.extents[-1]) or is_unit(v.extents[-1]) or not d.squeezed:
         return False  # the tile has no run along the buffers' last dimension
+    if any(static_int(_strides(t)[-1]) != 1 for t in (d, v)):
+        return False  # the last dimension is not contiguous
+    if not _every_thread_gets_here():
+        return False
     fold = _folded_dims(d, v)
     if fold > 1:  # whole rows of both buffers: one run spans them
         elements = 1
@@ -137,40 +210,34 @@ def bulk_rows(op: str, operands: Any, d: Any, v: Any, order: str, loc: str) -> b
     item = tvm.runtime.DataType(d.dtype).bits // 8
     if static_int(count) is not None and (static_int(count) * item) % 16:
         return False  # no row can be a multiple of 16 bytes
+    outer = len(d.squeezed) - fold
+    pitches = [_row_pitches_aligned(t, outer, item) for t in (d, v)]
+    if any(p is None for p in pitches):
+        return False  # rows 16 bytes apart never
 
-    from .atomic import atomic_call
+    first = [tirx.IntImm("int32", 0)] * len(d.squeezed)
+    ready = math_call("bool", READY, tirx.address_of(d.buffer[tuple(d.indices(first))]),
+                      tirx.address_of(v.buffer[tuple(v.indices(first))]), count, mode=d.dtype)
+    for cond in pitches[0] + pitches[1]:
+        ready = tirx.And(ready, cond)
 
-    def element(at: list) -> None:
-        ptr = tirx.address_of(d.buffer[tuple(d.indices(at))])
-        _B.evaluate(atomic_call(d.dtype, "add_tma", order, ptr, v.buffer[tuple(v.indices(at))], loc=loc))
-
-    def row(outer: list) -> None:
-        at = outer + [tirx.IntImm("int32", 0)] * fold
-        dst_row, src_row = d.indices(at), v.indices(at)
-        dst = tirx.address_of(d.buffer[tuple(dst_row)])
-        src = tirx.address_of(v.buffer[tuple(src_row)])
+    def row(outer_vars: list) -> None:
+        at = outer_vars + [tirx.IntImm("int32", 0)] * fold
+        dst = tirx.address_of(d.buffer[tuple(d.indices(at))])
+        src = tirx.address_of(v.buffer[tuple(v.indices(at))])
         cond = all_of([d.bounds_condition(at), v.bounds_condition(at)])
-
-        def emit() -> None:
-            with _B.If(math_call("bool", READY, dst, src, count, mode=d.dtype)):
-                with _B.Then():
-                    _B.evaluate(math_call("int32", ADD, dst, src, count, mode=d.dtype))
-                with _B.Else():  # one atomic per element of the run
-                    if fold > 1:
-                        loop_nest(d.squeezed[-fold:], parallel=False, body=lambda inner: element(outer + inner))
-                    else:
-                        with _B.serial(0, count) as k:
-                            element(outer + [k])
-
-        guarded(cond, emit)
-
-    _B.evaluate(math_call("int32", FENCE))
-    _B.evaluate(sync_threads())
+        guarded(cond, lambda: _B.evaluate(math_call("int32", ADD, dst, src, count, mode=d.dtype)))
 
     def one_thread(_vars: list) -> None:
         loop_nest(d.squeezed[:-fold], parallel=False, body=row)
         _B.evaluate(math_call("int32", WAIT))
 
-    loop_nest([1], parallel=True, body=one_thread)
+    _B.evaluate(math_call("int32", FENCE))
+    _B.evaluate(sync_threads())
+    with _B.If(ready):  # the same for every thread: where the tile lies, not which thread asks
+        with _B.Then():
+            loop_nest([1], parallel=True, body=one_thread)
+        with _B.Else():
+            per_element()
     _B.evaluate(sync_threads())
     return True
