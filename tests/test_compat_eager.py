@@ -57,7 +57,7 @@ def test_eager_in_place_kernel_with_two_constants_and_dtype_parameter():
     yh = torch.empty(7, 5, dtype=torch.float16)
     transpose(xh, yh, T.float16)
     torch.testing.assert_close(yh, xh.T.contiguous())
-    with pytest.raises(TypeError, match="T.const M is 5 from another argument but Y's dimension 1 is 4"):
+    with pytest.raises(TypeError, match="T.const M is 5 from X's dimension 0 but Y's dimension 1 is 4"):
         transpose(x, torch.empty(7, 4))
 
 

@@ -25,7 +25,7 @@ from ..compiler_process import probe_timeout_s, run_compiler
 from ..env_commands import command_from_env
 
 #: Bumped when what goes into a key, or how entries are laid out, changes.
-CACHE_KEY_VERSION = 3
+CACHE_KEY_VERSION = 4
 
 #: Source locations the language records for error messages ("tl.source_location", "tl.kernel_loc"):
 #: moving a kernel to another line or file must not make it a different kernel.
@@ -34,8 +34,14 @@ _LOCATION = re.compile(r'("tl\.[a-z_]*loc(?:ation)?"): "[^"]*"')
 _SUFFIXED = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*?)_(\d+)\b")
 
 
+#: A string literal of the printed TIR (an external function's name, a message, imported source).
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
 def _normalize_counters(text: str, protected: set[str]) -> str:
-    """Renumber ``name_<n>`` identifiers per base name by first appearance (a bijection)."""
+    """Renumber ``name_<n>`` identifiers per base name by first appearance (a bijection), outside
+    string literals: a string names something outside the kernel (``T.call_extern("f32", "scale_2")``)
+    or is text the kernel prints, so ``scale_2`` and ``scale_3`` there are different kernels."""
     numbering: dict[str, dict[str, int]] = {}
 
     def replace(match: "re.Match[str]") -> str:
@@ -47,7 +53,25 @@ def _normalize_counters(text: str, protected: set[str]) -> str:
         index = seen.setdefault(whole, len(seen))
         return f"{base}_#{index}"
 
-    return _SUFFIXED.sub(replace, text)
+    parts, last = [], 0
+    for literal in _STRING.finditer(text):
+        parts.append(_SUFFIXED.sub(replace, text[last:literal.start()]))
+        parts.append(literal.group(0))
+        last = literal.end()
+    parts.append(_SUFFIXED.sub(replace, text[last:]))
+    return "".join(parts)
+
+
+def _shape_variable_names(buffer: Any) -> set[str]:
+    """Names of the variables in ``buffer``'s shape and strides (``T.dynamic("rows_2")``): error
+    messages of the compiled kernel name them."""
+    import tvm_ffi
+    from tvm import tirx
+
+    found: list = []
+    for dim in list(getattr(buffer, "shape", ())) + list(getattr(buffer, "strides", None) or ()):
+        tvm_ffi.structural_walk(dim, ((tirx.Var,), found.append), order="pre")
+    return {str(v.name) for v in found}
 
 
 def kernel_name(prim_func: Any) -> str:
@@ -62,7 +86,8 @@ def canonical_tir(prim_func: Any) -> str:
     """TVMScript text of ``prim_func`` that is the same for the same kernel in any process.
 
     Printed with metadata (constants) and the kernel's own name; variable-name counters are
-    renumbered, except in parameter and buffer names, which users see in error messages; the
+    renumbered, except in parameter, buffer and shape-variable names, which users see in error
+    messages, and in string literals (external names, messages); the
     source locations the language records (``tl.source_location``, ``tl.kernel_loc``) are
     blanked, so a kernel that moved to another line is the same kernel.
     """
@@ -77,6 +102,7 @@ def canonical_tir(prim_func: Any) -> str:
     buffer_map = getattr(prim_func, "buffer_map", None)
     for buf in buffer_map.values() if buffer_map is not None else ():
         protected.add(str(buf.name))
+        protected |= _shape_variable_names(buf)
     lines = [line for line in text.splitlines() if not line.startswith("# from ")]
     text = _LOCATION.sub(r'\1: "<location>"', "\n".join(lines))
     return _normalize_counters(text, protected)

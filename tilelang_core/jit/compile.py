@@ -246,7 +246,8 @@ def _cannot_run_here(record: Any, kind: str) -> Optional[str]:
 #
 # A warm cache hit must cost well under a millisecond, less than printing the kernel's TIR to hash
 # it. So the memory layer is also indexed by the identity of the prim_func object plus the raw
-# arguments (and the enclosing ``with Target`` scope, which "auto" depends on). The entry keeps the
+# arguments (and the enclosing ``with Target`` scope and the environment variables a compile reads,
+# which "auto" and the native compilers depend on: :func:`_environment_key`). The entry keeps the
 # prim_func alive, so its id cannot be reused, and remembers the backend record it was built with:
 # after the registry is refreshed (plugins installed or removed) the entry is ignored.
 
@@ -265,6 +266,22 @@ def _freeze(value: Any) -> Any:
     raise TypeError
 
 
+#: Environment variables besides ``TILELANG_*`` that a compile may read: the native compilers,
+#: toolkits and search paths (``target="auto"``, ``TILELANG_CUDA_ARCH``, ``CC``, ... change the kernel).
+_COMPILE_ENVIRONMENT = frozenset({"CC", "CXX", "NVCC", "CUDA_HOME", "CUDA_PATH", "CFLAGS", "CXXFLAGS", "LDFLAGS",
+                                  "CPATH", "LIBRARY_PATH", "PATH"})
+_COMPILE_ENVIRONMENT_BYTES = frozenset(name.encode() for name in _COMPILE_ENVIRONMENT)
+
+
+def _environment_key() -> tuple:
+    """The environment variables a compile may read, as they are now (part of the fast key: the same
+    prim_func object compiled after ``TILELANG_DEFAULT_TARGET`` or ``CC`` changed is another kernel)."""
+    data = getattr(os.environ, "_data", None)  # POSIX: the bytes behind os.environ, read without decoding
+    if isinstance(data, dict) and all(isinstance(k, bytes) for k in data):
+        return tuple([item for item in data.items() if item[0][:9] == b"TILELANG_" or item[0] in _COMPILE_ENVIRONMENT_BYTES])
+    return tuple(sorted(item for item in os.environ.items() if item[0].startswith("TILELANG_") or item[0] in _COMPILE_ENVIRONMENT))
+
+
 def _fast_key(func, out_idx, execution_backend, target, target_host, pass_configs, compile_flags) -> Optional[tuple]:
     try:
         import tvm
@@ -281,7 +298,7 @@ def _fast_key(func, out_idx, execution_backend, target, target_host, pass_config
             _freeze(pass_configs),
             _freeze(compile_flags),
             None if current is None else str(current),
-            os.environ.get("TILELANG_CACHE_DIR"),
+            _environment_key(),
         )
     except (TypeError, ImportError, AttributeError):
         return None

@@ -17,7 +17,9 @@ the argument count, without a Python loop.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import sys
 import threading
 import types
@@ -75,14 +77,45 @@ def _dtype_name(dtype: Any) -> str:
 
 
 def _freeze(value: Any) -> Any:
+    """A hashable key for an argument value: containers and dataclass instances by content (a
+    plain ``@dataclass`` cannot be hashed), anything else as itself. The key holds the value, so
+    a value hashed by identity cannot be freed and its id reused by another while the key lives.
+
+    :raises TypeError: the value (or one inside it) cannot be hashed.
+    """
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, tuple(_freeze(v) for v in value))
     if isinstance(value, dict):
         return ("dict", tuple(sorted((repr(k), _freeze(v)) for k, v in value.items())))
     if isinstance(value, (set, frozenset)):
         return ("set", tuple(sorted(repr(v) for v in value)))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value), tuple((f.name, _freeze(getattr(value, f.name))) for f in dataclasses.fields(value)))
     hash(value)  # TypeError for anything else that cannot be a key
     return (type(value), value)
+
+
+def _check_binds(func: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> None:
+    """Python's own error for a call that does not fit ``func``'s parameters (a missing or an
+    unexpected argument), before anything is built with it."""
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):  # no signature to check against
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{getattr(func, '__name__', 'kernel')}(): {exc}") from None
+
+
+def unhashable_message(function: str, what: str, value: Any) -> str:
+    """The error for an argument ``what`` (``"argument #1"``, ``"argument 'cfg'"``) of ``function`` that
+    cannot be part of a kernel's key."""
+    return (
+        f"{function}(): {what} is a {type(value).__module__}.{type(value).__qualname__}, which cannot be hashed, so "
+        "the kernel made for it could not be found again: pass a hashable value (an int, float, string, dtype, "
+        "tuple, frozen dataclass, ...), e.g. a tuple instead of a list or a NumPy array"
+    )
 
 
 def _make_fast_key(arity: int) -> Callable[[tuple], tuple]:
@@ -279,16 +312,22 @@ class JitFunction:
                 tensors.append(a)
             else:
                 specs.append(a)
-                key_parts.append(_freeze(a))
-        try:
-            key = ("direct", tuple(key_parts), _freeze(kwargs))
-        except TypeError:
-            raise TypeError(f"{self.func.__name__}(): non-tensor arguments of the direct form must be hashable") from None
+                try:
+                    key_parts.append(_freeze(a))
+                except TypeError:
+                    raise TypeError(unhashable_message(self.func.__name__, f"argument #{len(specs) - 1}", a)) from None
+        for name, value in kwargs.items():
+            try:
+                _freeze(value)
+            except TypeError:
+                raise TypeError(unhashable_message(self.func.__name__, f"argument {name!r}", value)) from None
+        key = ("direct", tuple(key_parts), _freeze(kwargs))
         kernel = self._by_args.get(key)
         if kernel is None:
             target = self.options.get("target", "auto")
             if target == "auto":
                 target = DEVICE_TARGETS.get(device or "cpu", "auto")
+            _check_binds(self.func, args, kwargs)
             try:
                 kernel = self._build(tuple(specs), kwargs, target)
             except TileLangError:

@@ -399,6 +399,10 @@ class EagerFunction:
         """The kernel for these arguments and the bound arguments; ``calling``: every kernel
         parameter must be given (``compile()`` may leave them out), checked before compiling."""
         key, env, bound = self._specialise(args, kwargs)
+        target = self.options.get("target", "auto")
+        if target == "auto":  # the tensors' device picks the target: a CPU kernel is no CUDA kernel
+            target = _target_of(bound, self.analysis.kernel_params)
+            key = (key, target)
         missing = [p for p in self.analysis.kernel_params if p not in bound] if calling else []
         if missing:  # Python's own wording (bind_partial lets the kernel's parameters be left out for compile())
             raise TypeError(f"{self.analysis.name}() missing {len(missing)} required argument"
@@ -412,8 +416,7 @@ class EagerFunction:
             a = self.analysis
             n = len(a.kernel_params)
             opts["out_idx"] = list(range(n, n + len(a.outputs))) or None
-            if opts.get("target", "auto") == "auto":
-                opts["target"] = _target_of(bound, a.kernel_params)
+            opts["target"] = target
             kernel = tl_compile(prim, **opts)
             with self._lock:
                 kernel = self._kernels.setdefault(key, kernel)
@@ -436,6 +439,7 @@ class EagerFunction:
             env[p] = bound[p]
         symbols, decls = self._run_prologue(env)
         consts = dict(const_given)
+        origins = {c: f"the keyword argument {c}={v!r}" for c, v in const_given.items()}
         for p in a.kernel_params:
             decl = decls[p]
             value = bound.get(p)
@@ -445,7 +449,7 @@ class EagerFunction:
                 position = list(a.kernel_params).index(p)  # numbered as the kernel call numbers it
                 raise TypeError(f"{a.name}() argument '{p}' (#{position}): expected a torch.Tensor, got "
                                 f"{type(value).__name__}")
-            _bind_consts(a.name, p, decl, value, symbols, consts)
+            _bind_consts(a.name, p, decl, value, symbols, consts, origins)
         missing = [c for c in a.const_names if c not in consts]
         if missing:
             raise TypeError(
@@ -458,7 +462,13 @@ class EagerFunction:
                 raise TypeError(f"{a.name}(): T.const {c} must be an int >= 0 (a size), got {type(value).__name__} "
                                 f"{value!r}")
         env.update({c: int(consts[c]) for c in a.const_names})
-        key = (_freeze(tuple(bound.get(p) for p in a.compile_params)), tuple(env[c] for c in a.const_names))
+        values = []
+        for p in a.compile_params:
+            try:
+                values.append(_freeze(bound.get(p)))
+            except TypeError:
+                raise TypeError(unhashable_message(a.name, f"compile-time argument {p!r}", bound.get(p))) from None
+        key = (tuple(values), tuple(env[c] for c in a.const_names))
         return key, env, bound
 
     def _run_prologue(self, env: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -555,8 +565,10 @@ def _closure_values(func: Callable[..., Any]) -> dict[str, Any]:
     return values
 
 
-def _bind_consts(fname: str, param: str, decl: Any, value: Any, symbols: dict[str, Any], consts: dict[str, Any]) -> None:
-    """Read each constant used as a dimension (or stride) of ``param`` from the argument ``value``."""
+def _bind_consts(fname: str, param: str, decl: Any, value: Any, symbols: dict[str, Any], consts: dict[str, Any],
+                 origins: dict[str, str]) -> None:
+    """Read each constant used as a dimension (or stride) of ``param`` from the argument ``value``;
+    ``origins`` says where each value in ``consts`` came from (for the error of a disagreement)."""
     from tvm import tirx
 
     want, got = _dtype_text(decl), _dtype_text(value)
@@ -574,9 +586,11 @@ def _bind_consts(fname: str, param: str, decl: Any, value: Any, symbols: dict[st
                 continue
             if isinstance(dim, tirx.Var) and dim.name in symbols and symbols[dim.name].same_as(dim):
                 previous = consts.setdefault(dim.name, got)
+                origins.setdefault(dim.name, f"{param}'s {what} {i}")
                 if previous != got:
                     raise TypeError(
-                        f"{fname}(): T.const {dim.name} is {previous} from another argument but {param}'s {what} {i} is {got}"
+                        f"{fname}(): T.const {dim.name} is {previous} from {origins[dim.name]} but {param}'s {what} {i} "
+                        f"is {got}"
                     )
             elif isinstance(dim, (int, tirx.IntImm)) and int(dim) != got:
                 raise TypeError(f"{fname}(): {param}'s {what} {i} is {got}, its annotation says {int(dim)}")
@@ -622,10 +636,13 @@ def _target_of(bound: dict[str, Any], params: Sequence[str]) -> str:
 def _freeze(value: Any) -> Any:
     from .decorator import _freeze as freeze
 
-    try:
-        return freeze(value)
-    except TypeError:
-        return ("id", id(value))
+    return freeze(value)
+
+
+def unhashable_message(function: str, what: str, value: Any) -> str:
+    from .decorator import unhashable_message as message
+
+    return message(function, what, value)
 
 
 # -- TileLang's lazy style with outputs: a T.prim_func that returns T.empty tensors -----------------

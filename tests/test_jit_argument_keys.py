@@ -1,0 +1,174 @@
+"""What finds a compiled kernel again: argument keys of ``@tilelang.jit``, the cache key's TIR text,
+and ``tilelang.compile``'s in-memory fast path. Each case here returned another kernel than the one
+asked for, silently, or failed with an error that did not say what to do (from a helper's hunt).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+from tilelang_core.cache.key import canonical_tir
+
+
+@dataclasses.dataclass
+class Scale:
+    """A plain dataclass: it cannot be hashed."""
+
+    factor: float
+
+
+def test_eager_kernels_are_found_by_the_content_of_a_dataclass_argument():
+    """Such a value was keyed by the id of a temporary tuple, which later calls reused: about a third
+    of 60 calls got another call's kernel."""
+
+    @tilelang.jit
+    def scale(X, cfg):
+        X: T.Tensor[(4,), T.float32]
+        factor = cfg.factor
+        Y = T.empty((4,), T.float32)
+        with T.Kernel(1, threads=1):
+            for i in T.serial(4):
+                Y[i] = X[i] * factor
+        return Y
+
+    x = torch.ones(4)
+    got = [scale(x, Scale(float(v)))[0].item() for v in range(1, 61)]
+    assert got == [float(v) for v in range(1, 61)]
+    assert scale(x, Scale(7.0))[0].item() == 7.0 and len(scale.kernels) == 60  # found again by content
+
+
+def test_an_unhashable_compile_time_argument_is_named():
+    @tilelang.jit
+    def scale(X, factors):
+        X: T.Tensor[(4,), T.float32]
+        first = float(factors[0])
+        Y = T.empty((4,), T.float32)
+        with T.Kernel(1, threads=1):
+            for i in T.serial(4):
+                Y[i] = X[i] * first
+        return Y
+
+    with pytest.raises(TypeError, match=r"scale\(\): compile-time argument 'factors' is a numpy.ndarray, which cannot "
+                                        r"be hashed.*pass a hashable value"):
+        scale(torch.ones(4), np.ones(2))
+    assert scale(torch.ones(4), (3.0,))[0].item() == 3.0  # a tuple is fine
+
+
+@tilelang.jit(out_idx=-1)
+def _add(A, B):
+    (n,) = A.shape
+
+    @T.prim_func
+    def add(a: T.Tensor(A.shape, A.dtype), b: T.Tensor(B.shape, B.dtype), c: T.Tensor(A.shape, A.dtype)):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(n):
+                c[i] = a[i] + b[i]
+
+    return add
+
+
+def test_direct_form_names_an_unhashable_argument_and_a_missing_one():
+    x = torch.ones(4)
+    with pytest.raises(TypeError, match=r"_add\(\): argument #1 is a numpy.ndarray, which cannot be hashed"):
+        _add(x, np.ones(4, dtype=np.float32))
+    with pytest.raises(TypeError, match=r"^_add\(\): missing a required argument: 'B'$"):
+        _add(x)
+    torch.testing.assert_close(_add(x, x), 2 * x)
+
+
+def _extern(name: str):
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(4):
+                B[i] = T.call_extern("float32", name, A[i])
+
+    return main
+
+
+def test_names_and_texts_in_string_literals_are_not_renumbered():
+    """``scale_2`` and ``scale_3`` (external functions) printed as ``scale_#0`` in both keys: the second
+    kernel got the first one's compiled code, which calls the other function."""
+    assert canonical_tir(_extern("scale_2")) != canonical_tir(_extern("scale_3"))
+    assert '"scale_2"' in canonical_tir(_extern("scale_2"))
+
+
+def _asserting(message: str):
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(4):
+                T.device_assert(A[i] > 0, message)
+                B[i] = A[i]
+
+    return main
+
+
+def test_a_kernel_prints_its_own_assert_message():
+    first = tilelang.compile(_asserting("step_1"), out_idx=-1, target="c")
+    second = tilelang.compile(_asserting("step_2"), out_idx=-1, target="c")
+    assert first.cache_key != second.cache_key
+    with pytest.raises(Exception, match="step_2"):
+        second(-torch.ones(4))
+
+
+def _dynamic(name: str):
+    n = T.dynamic(name)
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), C: T.Tensor((n * 2,), "float32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(n):
+                C[i] = A[i]
+
+    return main
+
+
+@pytest.mark.parametrize("name", ["rows_1", "rows_2"])
+def test_a_shape_variable_keeps_its_name_in_call_errors(name):
+    first = tilelang.compile(_dynamic("rows_1"), target="c")
+    kernel = tilelang.compile(_dynamic(name), target="c")
+    assert (kernel.cache_key == first.cache_key) == (name == "rows_1")
+    with pytest.raises(ValueError, match=rf"expected shape\[0\] == {name} \* 2 = 8, got 7"):
+        kernel(torch.ones(4), torch.ones(7))
+
+
+def test_the_fast_path_sees_a_changed_default_target(monkeypatch):
+    """The same prim_func object compiled after TILELANG_DEFAULT_TARGET changed got the old target's kernel."""
+
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(8):
+                B[i] = A[i] + 1
+
+    monkeypatch.setenv("TILELANG_DEFAULT_TARGET", "c")
+    assert str(tilelang.compile(main, out_idx=-1).target).split()[0] == "c"
+    monkeypatch.setenv("TILELANG_DEFAULT_TARGET", "llvm")
+    kernel = tilelang.compile(main, out_idx=-1)
+    assert str(kernel.target).split()[0] == "llvm"
+    assert tilelang.compile(main, out_idx=-1) is kernel  # and it is found again
+
+
+def test_eager_kernels_are_keyed_by_the_device_that_picks_their_target():
+    """The target comes from the tensors' device; a CUDA call after a CPU one with the same shapes got
+    the C kernel. (No GPU here: the key is checked.)"""
+
+    @tilelang.jit
+    def double(X):
+        X: T.Tensor[(4,), T.float32]
+        Y = T.empty((4,), T.float32)
+        with T.Kernel(1, threads=1):
+            for i in T.serial(4):
+                Y[i] = X[i] * 2
+        return Y
+
+    double(torch.ones(4))
+    (key,) = double.kernels
+    assert key[-1] == "c"
