@@ -172,3 +172,54 @@ def test_eager_kernels_are_keyed_by_the_device_that_picks_their_target():
     double(torch.ones(4))
     (key,) = double.kernels
     assert key[-1] == "c"
+
+
+def test_debug_root_path_writes_each_kernels_source_and_tir(tmp_path):
+    """TileLang's ``@tilelang.jit(debug_root_path=...)`` was refused as an unexpected keyword."""
+    lazy_dir, eager_dir = tmp_path / "lazy", tmp_path / "eager"
+
+    @tilelang.jit(out_idx=-1, debug_root_path=lazy_dir)
+    def plus_one(n):
+        @T.prim_func
+        def plus_one_kernel(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(1, threads=1):
+                for i in T.serial(n):
+                    B[i] = A[i] + 1
+
+        return plus_one_kernel
+
+    @tilelang.jit(debug_root_path=str(eager_dir), target="llvm")
+    def twice(X):
+        X: T.Tensor[(4,), T.float32]
+        Y = T.empty((4,), T.float32)
+        with T.Kernel(1, threads=1):
+            for i in T.serial(4):
+                Y[i] = X[i] * 2
+        return Y
+
+    kernel = plus_one(8)
+    assert (lazy_dir / "tilelang_jit_kernel_plus_one.c").read_text().strip() == kernel.get_kernel_source().strip()
+    assert "def plus_one_kernel(A: T.Buffer((8,), \"float32\")" in (lazy_dir / "tilelang_jit_program_plus_one.py").read_text()
+    assert twice(torch.ones(4)).tolist() == [2.0] * 4
+    assert sorted(p.name for p in eager_dir.iterdir()) == ["tilelang_jit_kernel_twice.ll", "tilelang_jit_program_twice.py"]
+
+
+def test_debug_root_path_errors_name_the_argument(tmp_path):
+    with pytest.raises(TypeError, match=r"debug_root_path=...\): expected a directory path \(str or os.PathLike\), got int 3"):
+        tilelang.jit(debug_root_path=3)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("mine")
+
+    @tilelang.jit(out_idx=-1, debug_root_path=blocker / "sub")
+    def plus_one(n):
+        @T.prim_func
+        def plus_one_kernel(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(1, threads=1):
+                for i in T.serial(n):
+                    B[i] = A[i] + 1
+
+        return plus_one_kernel
+
+    with pytest.raises(OSError, match=r"cannot write the kernel's files there"):
+        plus_one(4)
+    assert blocker.read_text() == "mine"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import os
 import sys
 import threading
 import types
@@ -140,12 +141,14 @@ class JitFunction:
     arguments), ``kernels`` (a snapshot of every kernel compiled so far, by argument key).
     """
 
-    def __init__(self, func: Callable[..., Any], options: dict[str, Any], mode: str = "auto") -> None:
+    def __init__(self, func: Callable[..., Any], options: dict[str, Any], mode: str = "auto",
+                 debug_root_path: Optional[str] = None) -> None:
         if mode not in ("auto", "lazy", "eager"):
             raise ValueError(f"@tilelang.jit(mode=...) must be 'auto', 'lazy' or 'eager', got {mode!r}")
         self.func = func
         self.options = options
         self.mode = mode
+        self.debug_root_path = debug_root_path  # jit/debug_dump.py
         self._eager: Any = None
         self._by_args: dict[Any, JITKernel] = {}  # compile form and direct form, by a general key
         self._table: dict[tuple, JITKernel] = {}  # direct form, all-tensor calls, by the fast key
@@ -236,7 +239,7 @@ class JitFunction:
             from .eager import EagerFunction, is_eager_style
 
             if self.mode == "eager" or is_eager_style(self.func):
-                self._eager = EagerFunction(self.func, self.options)
+                self._eager = EagerFunction(self.func, self.options, debug_root_path=self.debug_root_path)
                 self.mode = "eager"
             else:
                 self.mode = "lazy"
@@ -360,10 +363,16 @@ class JitFunction:
 
         produced = self.func(*args, **kwargs)
         if isinstance(produced, JITKernel):
-            return produced
-        opts = dict(self.options)
-        opts["target"] = target
-        return tl_compile(produced, **opts)
+            kernel, prim_func = produced, None
+        else:
+            opts = dict(self.options)
+            opts["target"] = target
+            kernel, prim_func = tl_compile(produced, **opts), produced
+        if self.debug_root_path is not None:
+            from .debug_dump import dump_kernel
+
+            dump_kernel(self.debug_root_path, self.func.__name__, kernel, prim_func)
+        return kernel
 
     def par_compile(self, configs: Sequence[Any], **kwargs: Any) -> list[JITKernel]:
         """Compile many specialisations at once (see :func:`tilelang.par_compile`).
@@ -397,6 +406,7 @@ def jit(
     pass_configs: Optional[dict[str, Any]] = None,
     compile_flags: Union[None, str, Sequence[str]] = None,
     mode: str = "auto",
+    debug_root_path: Optional[Union[str, "os.PathLike[str]"]] = None,
 ) -> Any:
     """Decorate a kernel-building function; see :class:`JitFunction` and docs/jit.md.
 
@@ -409,7 +419,12 @@ def jit(
 
     :param mode: ``"auto"`` (tell the style from the function's source), ``"lazy"`` (it returns
         a prim_func) or ``"eager"`` (its body is the kernel).
+    :param debug_root_path: a directory into which every kernel built is written, its source and
+        its TIR (:mod:`tilelang_core.jit.debug_dump`); relative to the current directory.
     """
+    from .debug_dump import check_debug_root_path
+
+    root = check_debug_root_path(debug_root_path)
     from ..lowering.configs import config_key
 
     if pass_configs is not None and hasattr(pass_configs, "items"):
@@ -424,7 +439,7 @@ def jit(
         "compile_flags": compile_flags,
     }
     if func is None:
-        return lambda f: JitFunction(f, options, mode)
+        return lambda f: JitFunction(f, options, mode, root)
     if not callable(func):
         raise TypeError(f"@tilelang.jit decorates a function that returns a prim_func, got {type(func).__name__}")
-    return JitFunction(func, options, mode)
+    return JitFunction(func, options, mode, root)

@@ -355,7 +355,8 @@ def _tensor_decl(*args: Any, dtype: Any = "float32", **kwargs: Any) -> Any:
 class EagerFunction:
     """An eager-style ``@tilelang.jit`` function (see the module docstring)."""
 
-    def __init__(self, func: Callable[..., Any], options: dict[str, Any], kind: str = "@tilelang.jit") -> None:
+    def __init__(self, func: Callable[..., Any], options: dict[str, Any], kind: str = "@tilelang.jit",
+                 debug_root_path: Optional[str] = None) -> None:
         if options.get("out_idx") is not None:
             raise KernelDefinitionError(
                 f"@tilelang.jit {func.__name__}: out_idx is for functions that return a prim_func; in the eager style "
@@ -364,6 +365,7 @@ class EagerFunction:
         self.analysis = _Analysis(func, kind)
         self.func = func
         self.options = options
+        self.debug_root_path = debug_root_path  # jit/debug_dump.py
         self._kernels: dict[Any, Any] = {}
         self._annotation_codes: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -418,6 +420,10 @@ class EagerFunction:
             opts["out_idx"] = list(range(n, n + len(a.outputs))) or None
             opts["target"] = target
             kernel = tl_compile(prim, **opts)
+            if self.debug_root_path is not None:
+                from .debug_dump import dump_kernel
+
+                dump_kernel(self.debug_root_path, a.name, kernel, prim)
             with self._lock:
                 kernel = self._kernels.setdefault(key, kernel)
         return kernel, bound
