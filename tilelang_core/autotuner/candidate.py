@@ -7,6 +7,7 @@ the worker's own machine and reports back plain data, never a kernel object).
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -18,6 +19,8 @@ from typing import Any, Callable, Optional, Sequence
 from ..errors import TileLangError
 from .device_lock import exclusive_timing
 from .param import MissingTuningInputs, NestedTuningError, ProfileArgs, Status
+
+logger = logging.getLogger("tilelang.autotuner")
 
 #: Config key that carries per-config ``pass_configs`` instead of a function argument.
 PASS_CONFIGS_KEY = "pass_configs"
@@ -56,11 +59,18 @@ def build_candidate(
 
 @dataclass
 class BenchState:
-    """What consecutive candidates share in one process: cached inputs and the reference's time."""
+    """What consecutive candidates share in one process: cached inputs, the reference's outputs
+    on the last set of inputs and the reference's time."""
 
     inputs: Optional[list[Any]] = None
     ref_latency: Optional[float] = None
     best_latency: Optional[float] = None
+    reference: Optional[tuple[list[Any], Any]] = None
+    """(inputs, what ref_prog returned on them): kept while candidates share those inputs."""
+    slow_reference: bool = False
+    """The reference was too slow to time within the timeout (said once, not retried)."""
+    slow_reference_said: bool = False
+    """A reference call longer than the timeout was reported (once)."""
 
 
 class WrongResult(AssertionError):
@@ -125,24 +135,33 @@ def check_and_time(
 ) -> float:
     """Check ``kernel`` against ``profile.ref_prog`` (unless ``skip_check``) and return its latency (ms).
 
-    Also times the reference once per ``state`` (``state.ref_latency``). The timing holds this
+    The reference's outputs come from :func:`reference_outputs`, outside the deadline. Also
+    times the reference once per ``state`` (``state.ref_latency``; within ``timeout`` of its
+    own, else it is not reported and a warning names ``ref_prog``). The timing holds this
     machine's lock of the kernel's device (:func:`~.device_lock.exclusive_timing`), so workers
     sharing a machine never time at the same moment.
 
-    :raises WrongResult: the check failed (its message says how).
+    :raises WrongResult: the check failed (its message says how), also when
+        ``manual_check_prog`` returned False.
     :raises BenchmarkTimeout: the check and timing together took longer than ``timeout`` seconds.
     """
     from ..profiler.bench import BenchmarkTimeout
 
-    deadline = time.monotonic() + timeout if timeout else None
     profiler, ins = candidate_inputs(kernel, profile, state, inputs)
+    deadline = None
     if not profile.skip_check and profile.ref_prog is not None:
+        expected = reference_outputs(profile, profiler, ins, state, timeout)  # not this candidate's time
+
+        def reference(*_: Any) -> Any:
+            return expected
+
+        deadline = time.monotonic() + timeout if timeout else None
         try:
             if profile.manual_check_prog is not None:
-                profiler.manual_assert_close(profile.ref_prog, input_tensors=ins, manual_check_prog=profile.manual_check_prog)
+                profiler.manual_assert_close(reference, input_tensors=ins, manual_check_prog=profile.manual_check_prog)
             else:
                 profiler.assert_allclose(
-                    profile.ref_prog,
+                    reference,
                     input_tensors=ins,
                     rtol=profile.rtol,
                     atol=profile.atol,
@@ -152,6 +171,8 @@ def check_and_time(
             raise WrongResult(str(exc) or "the check failed") from None
         if deadline is not None and time.monotonic() > deadline:
             raise BenchmarkTimeout("the correctness check went past the timeout")
+    elif timeout:
+        deadline = time.monotonic() + timeout
     baseline = None
     if early_stop_factor is not None and state.best_latency is not None:
         baseline = state.best_latency * early_stop_factor
@@ -168,14 +189,56 @@ def check_and_time(
             early_stop_baseline=baseline,
             deadline=deadline,
         )
-        if profile.ref_prog is not None and state.ref_latency is None:
-            state.ref_latency = profiler.do_bench(
-                profile.ref_prog, n_warmup=n_warmup, n_repeat=n_repeat, input_tensors=ins, timer=profile.timer,
-                return_mode=profile.return_mode
-            )
+        if profile.ref_prog is not None and state.ref_latency is None and not state.slow_reference:
+            try:
+                state.ref_latency = profiler.do_bench(
+                    profile.ref_prog, n_warmup=n_warmup, n_repeat=n_repeat, input_tensors=ins, timer=profile.timer,
+                    return_mode=profile.return_mode, deadline=time.monotonic() + timeout if timeout else None,
+                )
+            except BenchmarkTimeout:  # the reference's time is not the candidate's: it is not reported
+                state.slow_reference = True
+                logger.warning(
+                    "ref_prog %s is too slow to time: its %d warm-up and %d timed calls took longer than the timeout of "
+                    "%s s, so the reference's latency is not reported (the candidates are not affected)",
+                    _callable_name(profile.ref_prog), n_warmup, n_repeat, timeout,
+                )
     if state.best_latency is None or latency < state.best_latency:
         state.best_latency = latency
     return latency
+
+
+def reference_outputs(profile: ProfileArgs, profiler: Any, ins: Sequence[Any], state: BenchState,
+                      timeout: Optional[float]) -> Any:
+    """What ``profile.ref_prog`` returns on ``ins``: computed once per set of inputs (candidates
+    sharing their inputs, ``cache_input_tensors`` or given ones, share it), before and outside
+    a candidate's deadline, so a slow reference never makes a correct candidate time out.
+
+    A reference call longer than ``timeout`` is not an error: a warning names ``ref_prog`` and
+    says what it costs (it is called again for each new set of inputs).
+    """
+    from ..devices import synchronize
+
+    if state.reference is not None:
+        seen, outputs = state.reference
+        if len(seen) == len(ins) and all(a is b for a, b in zip(seen, ins)):
+            return outputs
+    start = time.monotonic()
+    outputs = profile.ref_prog(*ins)  # type: ignore[misc]
+    synchronize(profiler.family)
+    took = time.monotonic() - start
+    state.reference = (list(ins), outputs)  # the inputs are kept: their identity is never another's
+    if timeout and took > timeout and not state.slow_reference_said:
+        state.slow_reference_said = True
+        logger.warning(
+            "ref_prog %s took %.1f s on one set of inputs, longer than the timeout of %s s per candidate: its time is "
+            "not charged to the candidates, but it runs again for every new set of inputs (cache_input_tensors=True "
+            "or set_autotune_inputs computes it once)", _callable_name(profile.ref_prog), took, timeout,
+        )
+    return outputs
+
+
+def _callable_name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
 
 def classify(exc: BaseException) -> tuple[Status, str]:
@@ -380,6 +443,7 @@ __all__ = [
     "build_candidate",
     "check_and_time",
     "classify",
+    "reference_outputs",
     "remote_device_identity",
     "run_candidate",
 ]

@@ -29,10 +29,21 @@ from .param import AutotuneConfigError, AutotuneResult
 from .tuner import AutoTuner, _jit_options, materialize_configs
 
 
-def _freeze(value: Any) -> Any:
+def _freeze(value: Any, keep: dict[str, Any]) -> str:
+    """``value`` as a string key. A value known only by its address is keyed by that address,
+    and ``value`` is then kept alive in ``keep`` (so no later object can get the address)."""
     import json
 
-    return json.dumps(describe_value(value), sort_keys=True)
+    pinned: list[Any] = []
+
+    def pin(obj: Any) -> int:
+        pinned.append(obj)
+        return id(obj)
+
+    text = json.dumps(describe_value(value, pin=pin), sort_keys=True)
+    if pinned:
+        keep[text] = value
+    return text
 
 
 class AutoTuneImpl:
@@ -58,11 +69,21 @@ class AutoTuneImpl:
         self._tuner_cache: dict[Any, AutotuneResult] = {}
         self._kernels: dict[Any, Any] = {}
         self._tuned_call: dict[Any, str] = {}
+        self._kept: dict[str, Any] = {}  # arguments keyed by the address of a value in them (_freeze)
         # re-entrant: a ref_prog/supply_prog may call this function with other arguments while it
         # is being tuned (a plain Lock hung for ever); the same arguments are refused by the tuner
         self._lock = threading.RLock()
         self.func = getattr(jit_impl, "func", jit_impl)
         self.signature = _with_const_keywords(inspect.signature(self.func), jit_impl)
+        # the options are checked now, where the decorator is written, not at the first call
+        AutoTuner(jit_impl, self.configs, cache_key=self.cache_key).set_profile_args(
+            warmup=self.warmup, rep=self.rep, timeout=self.timeout, **self.profile_options)
+        if self.early_stop and (isinstance(self.early_stop_factor, bool)
+                                or not isinstance(self.early_stop_factor, (int, float)) or self.early_stop_factor < 1.0):
+            raise AutotuneConfigError(f"early_stop_factor must be a number >= 1.0, got {self.early_stop_factor!r}")
+        if self.executor is not None and not callable(getattr(self.executor, "submit", None)):
+            raise AutotuneConfigError(f"executor must have the concurrent.futures.Executor interface (submit), got "
+                                      f"{type(self.executor).__name__}")
         unknown = [n for n in self.do_not_specialize if n not in self.signature.parameters]
         if unknown:
             raise AutotuneConfigError(
@@ -174,7 +195,7 @@ class AutoTuneImpl:
         ones left out) and the inputs of an enclosing ``set_autotune_inputs`` (by shape, dtype and
         device, as in the stored result's key)."""
         args = {k: v for k, v in self._arguments(bound).items() if k not in self.do_not_specialize}
-        return _freeze({"arguments": args, "inputs": get_autotune_inputs()})
+        return _freeze({"arguments": args, "inputs": get_autotune_inputs()}, self._kept)
 
     def _tuned_kernel(self, args: tuple, kwargs: dict[str, Any], bound: inspect.BoundArguments, inputs: Any, target: Any) -> Any:
         key = self._key(bound)
@@ -195,9 +216,9 @@ class AutoTuneImpl:
                         tuner.set_inputs(inputs)
                     result = tuner.run(executor=self.executor, early_stop=self.early_stop,
                                        early_stop_factor=self.early_stop_factor)
-                    self._tuned_call[key] = _freeze(arguments)
+                    self._tuned_call[key] = _freeze(arguments, self._kept)
                     self._tuner_cache[key] = result
-        exact = _freeze(self._arguments(bound))
+        exact = _freeze(self._arguments(bound), self._kept)
         if self._tuned_call.get(key) == exact:
             return result.kernel
         # a do_not_specialize argument differs from the tuned call: same config, this call's kernel

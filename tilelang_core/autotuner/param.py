@@ -123,8 +123,9 @@ class AutotuneResult:
     ``libcode`` (its device source), ``func`` (its prim_func, when this process built it),
     ``trials`` (every configuration's :class:`TrialResult`), ``timer``, ``device`` (identity of
     the device it was timed on), ``cache_key`` (of the stored tuning result, None when not
-    stored), ``kernel_cache_key`` (of the best kernel in the kernel cache) and ``from_cache``
-    (True when it was read back instead of tuned).
+    stored), ``kernel_cache_key`` (of the best kernel in the kernel cache), ``from_cache``
+    (True when it was read back instead of tuned) and ``best_index`` (the index of the best
+    trial: of the first fastest one when a config is listed twice).
     """
 
     latency: Optional[float] = None
@@ -139,6 +140,7 @@ class AutotuneResult:
     cache_key: Optional[str] = None
     kernel_cache_key: Optional[str] = None
     from_cache: bool = False
+    best_index: Optional[int] = None
 
     @property
     def failures(self) -> list[TrialResult]:
@@ -149,7 +151,11 @@ class AutotuneResult:
         """One line per configuration: latency or why it was skipped; the best one marked."""
         lines = []
         for t in self.trials:
-            mark = "*" if self.config is not None and t.ok and t.config == self.config else " "
+            if self.best_index is not None:
+                best = t.index == self.best_index
+            else:
+                best = self.config is not None and t.ok and t.config == self.config
+            mark = "*" if best else " "
             what = f"{t.latency:.4f} ms" if t.ok and t.latency is not None else f"{t.status}: {t.reason}"
             lines.append(f"{mark} [{t.index}] {t.config}: {what}")
         return "\n".join(lines)

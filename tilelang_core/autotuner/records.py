@@ -10,14 +10,16 @@ The directory, its privacy check, the ``tmp/`` staging area and the per-key ``fc
 the kernel cache's own (:class:`~tilelang_core.cache.store.DiskCache`). A record names the kernel
 cache key of the best kernel; a later process defines that config's kernel again and finds it in
 the kernel cache without tuning, lowering or compiling (a different key means the kernel changed
-since it was tuned: the configs are tuned again). Nothing is pickled: a record is JSON validated by pydantic, and a
-record that does not validate is removed with a :class:`~tilelang_core.cache.CacheWarning` (the
-configs are then tuned again).
+since it was tuned: the configs are tuned again). Nothing is pickled: a record is JSON validated by pydantic
+and checked for consistency (:func:`inconsistency`: latencies finite and >= 0, ``best_index`` the best
+trial's), and a record that does not validate is removed with a :class:`~tilelang_core.cache.CacheWarning`
+(the configs are then tuned again).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 import uuid
@@ -180,6 +182,10 @@ class TuningStore:
         if record.format_version != RECORD_FORMAT_VERSION or record.key != key:
             self._discard(path, f"format {record.format_version} / key {record.key[:12]}..., not this one")
             return None
+        problem = inconsistency(record)
+        if problem:
+            self._discard(path, f"invalid ({problem})")
+            return None
         return record
 
     def save(self, record: TuningRecord) -> bool:
@@ -210,15 +216,52 @@ class TuningStore:
             return False
 
     def _discard(self, path: Path, why: str) -> None:
+        """Remove an unusable record, with a CacheWarning that says whether it was removed."""
         from ..cache.store import CacheWarning
 
-        warnings.warn(f"removed unusable tuning result {path}: {why}; tuning again", CacheWarning, stacklevel=4)
-        with contextlib.suppress(OSError):
+        try:
             os.unlink(path)
+        except FileNotFoundError:  # another process removed it first
+            pass
+        except OSError as exc:
+            warnings.warn(f"ignored unusable tuning result {path}: {why}; it could not be removed ({exc}): remove it "
+                          f"yourself (or run `tilelang cache clear`); tuning again", CacheWarning, stacklevel=4)
+            return
+        warnings.warn(f"removed unusable tuning result {path}: {why}; tuning again", CacheWarning, stacklevel=4)
 
     def records(self) -> list[Path]:
         """Every record file."""
         return sorted(self.root.glob("*/*.json")) if self.root.is_dir() else []
+
+
+def _latency_problem(value: Optional[float], what: str, required: bool) -> str:
+    if value is None:
+        return f"{what} is missing" if required else ""
+    if not math.isfinite(value) or value < 0:
+        return f"{what} is {value!r}, not a number of milliseconds >= 0"
+    return ""
+
+
+def inconsistency(record: TuningRecord) -> str:
+    """What makes a record that passed the schema unusable ("" when nothing): a latency that is
+    NaN, infinite or negative, or a ``best_index`` that is not the index of an ``ok`` trial with
+    the best config and the record's latency."""
+    problems = [
+        _latency_problem(record.latency, "latency", True),
+        _latency_problem(record.ref_latency, "ref_latency", False),
+    ]
+    problems += [_latency_problem(t.latency, f"trial {t.index}'s latency", t.status == "ok") for t in record.trials]
+    if record.trials:
+        best = [t for t in record.trials if t.index == record.best_index]
+        if not best:
+            problems.append(f"best_index {record.best_index} names no trial (indices "
+                            f"{', '.join(str(t.index) for t in record.trials)})")
+        elif best[0].status != "ok" or best[0].config != record.best_config or best[0].latency != record.latency:
+            problems.append(f"best_index {record.best_index} is trial {best[0].status!r} {best[0].config} at "
+                            f"{best[0].latency!r} ms, not the best config {record.best_config} at {record.latency!r} ms")
+    elif record.best_index < 0:
+        problems.append(f"best_index is {record.best_index}")
+    return "; ".join(p for p in problems if p)
 
 
 def load_cached_kernel(kernel_cache_key: str, backend_name: str, backend_version: str) -> Any:
@@ -268,6 +311,7 @@ __all__ = [
     "TuningStore",
     "decode_config",
     "encode_config",
+    "inconsistency",
     "load_cached_kernel",
     "new_record",
 ]

@@ -45,7 +45,7 @@ from .candidate import (
     run_candidate,
 )
 from .capture import get_autotune_inputs
-from .key import describe_value, tuning_key, unwrap
+from .key import Undescribable, describe_value, tuning_key, unwrap
 from .param import (
     AutotuneConfigError,
     AutotuneError,
@@ -58,6 +58,9 @@ from .param import (
 )
 
 logger = logging.getLogger("tilelang.autotuner")
+
+#: An argument of :meth:`AutoTuner.set_compile_args` that was not given.
+_UNSET: Any = type("_Unset", (), {"__repr__": lambda self: "<not given>"})()
 
 
 class AutoTuner:
@@ -108,32 +111,41 @@ class AutoTuner:
 
     def set_compile_args(
         self,
-        out_idx: Union[None, int, Sequence[int]] = None,
-        target: Any = None,
-        execution_backend: Optional[str] = None,
-        target_host: Any = None,
-        verbose: Optional[bool] = None,
-        pass_configs: Optional[dict[str, Any]] = None,
-        compile_flags: Union[None, str, Sequence[str]] = None,
+        out_idx: Union[None, int, Sequence[int]] = _UNSET,  # type: ignore[assignment]
+        target: Any = _UNSET,
+        execution_backend: Optional[str] = _UNSET,  # type: ignore[assignment]
+        target_host: Any = _UNSET,
+        verbose: Optional[bool] = _UNSET,  # type: ignore[assignment]
+        pass_configs: Optional[dict[str, Any]] = _UNSET,  # type: ignore[assignment]
+        compile_flags: Union[None, str, Sequence[str]] = _UNSET,  # type: ignore[assignment]
     ) -> "AutoTuner":
         """How candidates are compiled (the arguments of ``tilelang.compile``); returns self.
 
-        ``target`` and ``execution_backend`` default to ``"auto"``. The backend name is checked
-        now against the installed backends, with the errors ``tilelang.compile`` raises (not
+        An argument not given keeps its default: the value of a ``@tilelang.jit`` function's
+        own compile arguments (``AutoTuner.from_kernel(jit_fn, ...)``), else ``tilelang.compile``'s
+        (``target`` and ``execution_backend`` ``"auto"``, ``out_idx`` None); a ``target`` or
+        ``execution_backend`` given as None is ``"auto"``. The backend name is checked now
+        against the installed backends, with the errors ``tilelang.compile`` raises (not
         installed, broken, unavailable, no backend for the target).
         """
-        if execution_backend is not None and not isinstance(execution_backend, str):
+        given = {name: value for name, value in (
+            ("out_idx", out_idx), ("target", target), ("execution_backend", execution_backend),
+            ("target_host", target_host), ("verbose", verbose), ("pass_configs", pass_configs),
+            ("compile_flags", compile_flags)) if value is not _UNSET}
+        args = {**_jit_options(self.fn), **given}
+        backend = args.get("execution_backend")
+        if backend is not None and not isinstance(backend, str):
             raise AutotuneConfigError(
-                f"execution_backend must be a backend name or 'auto' (a string), got {type(execution_backend).__name__}"
+                f"execution_backend must be a backend name or 'auto' (a string), got {type(backend).__name__}"
             )
         self.compile_args = CompileArgs(
-            out_idx=out_idx,
-            execution_backend=execution_backend or "auto",
-            target="auto" if target is None else target,
-            target_host=target_host,
-            verbose=bool(verbose),
-            pass_configs=pass_configs,
-            compile_flags=compile_flags,
+            out_idx=args.get("out_idx"),
+            execution_backend=backend or "auto",
+            target="auto" if args.get("target") is None else args["target"],
+            target_host=args.get("target_host"),
+            verbose=bool(args.get("verbose")),
+            pass_configs=args.get("pass_configs"),
+            compile_flags=args.get("compile_flags"),
         )
         self._resolve()
         return self
@@ -159,14 +171,17 @@ class AutoTuner:
     ) -> "AutoTuner":
         """How candidates are checked and timed; returns self.
 
-        :param warmup: warm-up calls per candidate; :param rep: timed calls per candidate.
-        :param timeout: seconds per candidate for compiling, and again for checking and timing.
+        :param warmup: warm-up calls per candidate; :param rep: timed calls per candidate (ints
+            >= 0, as upstream accepts them; 0 counts as 1).
+        :param timeout: seconds per candidate for compiling, and again for checking and timing
+            (0: no limit); the reference's outputs are computed outside it.
         :param supply_type: how generated inputs are filled (ignored with ``supply_prog``).
         :param ref_prog: reference implementation; candidates whose outputs differ from it
             (``rtol``, ``atol``, ``max_mismatched_ratio``) are skipped as wrong.
         :param supply_prog: ``supply_prog(params) -> inputs`` instead of generated inputs.
         :param skip_check: time without checking against ``ref_prog``.
-        :param manual_check_prog: ``manual_check_prog(kernel_outputs, ref_outputs)`` judges instead.
+        :param manual_check_prog: ``manual_check_prog(kernel_outputs, ref_outputs)`` judges instead:
+            raising, or returning False, fails the candidate (``wrong_result``).
         :param cache_input_tensors: reuse one set of inputs for every candidate that fits.
         :param timer: the profiler's timer (``backend`` is upstream's name for it).
         :param return_mode: how per-call times become the latency (``median`` by default).
@@ -189,7 +204,7 @@ class AutoTuner:
         check_tolerances(rtol, atol, max_mismatched_ratio, error=AutotuneConfigError)
         self.profile_args = ProfileArgs(
             warmup=_count(warmup, "warmup"),
-            rep=_count(rep, "rep", minimum=1),
+            rep=_count(rep, "rep"),
             timeout=_timeout(timeout),
             timer=timer,
             supply_type=as_supply_type(supply_type),
@@ -279,6 +294,14 @@ class AutoTuner:
             return None
         host = getattr(resolved, "host", None)
         p = self.profile_args
+        try:
+            return self._tuning_key(configs, resolved, record, device, host, p, callbacks)
+        except Undescribable as exc:
+            warnings.warn(f"the tuning result of {_name(self.fn)} is not kept (in memory or on disk), so each run "
+                          f"tunes again: {exc}", RuntimeWarning, stacklevel=4)
+            return None
+
+    def _tuning_key(self, configs, resolved, record, device, host, p, callbacks) -> str:
         return tuning_key(
             function=self.fn,
             arguments=self._key_arguments if self._key_arguments is not None else (self._kernel_args, self._kernel_kwargs),
@@ -355,7 +378,7 @@ class AutoTuner:
             )
         p = self.profile_args
         warmup = p.warmup if warmup is None else _count(warmup, "warmup")
-        rep = p.rep if rep is None else _count(rep, "rep", minimum=1)
+        rep = p.rep if rep is None else _count(rep, "rep")
         timeout = p.timeout if timeout is None else _timeout(timeout)
         if (warmup, rep, timeout) != (p.warmup, p.rep, p.timeout):
             self.profile_args = p = _replace(p, warmup=warmup, rep=rep, timeout=timeout)
@@ -406,7 +429,7 @@ class AutoTuner:
         """Refuse to tune a call again while this thread is tuning it (a ``ref_prog`` or
         ``supply_prog`` that calls the tuned function with the arguments being tuned): it would
         wait for its own lock, or recurse without end."""
-        ident = key or f"{id(unwrap(self.fn))}:{self._call_digest()}"
+        ident = key or f"{id(unwrap(self.fn))}:{self._call_digest(during_run=True)}"
         running = getattr(self._running, "idents", None)
         if running is None:
             running = self._running.idents = set()
@@ -423,11 +446,22 @@ class AutoTuner:
         finally:
             running.discard(ident)
 
-    def _call_digest(self) -> str:
-        """A digest of this call's complete arguments (``set_kernel_parameters``)."""
-        import hashlib
+    def _call_digest(self, during_run: bool = False) -> str:
+        """A digest of this call's complete arguments (``set_kernel_parameters``).
 
-        return hashlib.sha256(describe_key((self._kernel_args, self._kernel_kwargs)).encode()).hexdigest()
+        An argument known only by its address (see :mod:`.key`) makes it a digest no other call
+        has, or, ``during_run`` (while the arguments are alive, so no address is reused), the
+        digest of that address."""
+        import hashlib
+        import json
+        import uuid
+
+        call = (self._kernel_args, self._kernel_kwargs)
+        try:
+            text = json.dumps(describe_value(call, pin=id if during_run else None), sort_keys=True)
+        except Undescribable:
+            text = uuid.uuid4().hex
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def __call__(self) -> AutotuneResult:
         return self.run()
@@ -454,7 +488,16 @@ class AutoTuner:
 
         if executor is None:
             return device_identity(family)
-        return executor.submit(remote_device_identity, family).result()
+        budget = executor_budget(self.profile_args.timeout)
+        future = executor.submit(remote_device_identity, family)
+        try:
+            return future.result(timeout=budget)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise AutotuneError(
+                f"the executor did not say which device its workers time on within {budget:g} s: its workers may all be "
+                f"busy, e.g. with candidates of an earlier run whose calls never returned; restart them and tune again"
+            ) from None
 
     def _compile_kwargs(self, resolved: Any, record: Any) -> dict[str, Any]:
         """Compile arguments with the target and backend resolved once for every candidate."""
@@ -498,6 +541,7 @@ class AutoTuner:
             cache_key=key,
             kernel_cache_key=kernel.cache_key,
             from_cache=False,
+            best_index=best.index,
         )
 
     def _timer(self, family: str) -> str:
@@ -587,11 +631,11 @@ class AutoTuner:
         outcomes: dict[int, CandidateOutcome] = {}
         trials: dict[int, TrialResult] = {}
         bar = _progress(len(jobs), progress, "tilelang.autotune (executor)")
+        budget = executor_budget(p.timeout)
         try:
-            for future in concurrent.futures.as_completed(list(futures)):
-                index = futures[future]
+            for future, index in self._completed(futures, budget):
                 try:
-                    outcome = future.result()
+                    outcome = future.result(timeout=0) if future is not None else None
                 except (MissingTuningInputs, NestedTuningError):
                     for other in futures:
                         other.cancel()
@@ -599,6 +643,13 @@ class AutoTuner:
                 except Exception as exc:  # noqa: BLE001 - a lost worker, an unpicklable job, ...
                     outcome = CandidateOutcome(index, "error", reason=f"the executor failed to run it: "
                                                                       f"{type(exc).__name__}: {exc}")
+                if outcome is None:  # no result in time: the worker is left running it
+                    outcome = CandidateOutcome(index, "timeout", reason=(
+                        f"the executor gave no result for it within {budget:g} s after the last candidate finished "
+                        f"(3 x the timeout of {p.timeout:g} s, for its compile, its check and timing and the "
+                        f"reference's timing, plus {executor_grace(p.timeout):g} s): a call that never returns, or a "
+                        f"worker that never started it; that worker may still be running it (the tuner cannot stop "
+                        f"it: restart the worker, or end the executor's processes)"))
                 outcomes[index] = outcome
                 trials[index] = TrialResult(index, configs[index], outcome.status, latency=outcome.latency,
                                             reason=outcome.reason, worker=outcome.worker)
@@ -625,6 +676,31 @@ class AutoTuner:
             device = oks[0].device
         ref = next((o.ref_latency for o in oks if o.ref_latency is not None), None)
         return ordered, outcomes, ref, device
+
+    @staticmethod
+    def _completed(futures: dict[Any, int], budget: Optional[float]) -> Any:
+        """``(future, index)`` as the futures finish (in index order when several do at once);
+        ``(None, index)`` for each one still unfinished once none has finished for ``budget``
+        seconds (None: wait for ever). The clock restarts whenever one finishes, so candidates
+        waiting in the executor's queue behind slow ones are not counted as late; those left
+        are cancelled (a queued one does not start; a running one cannot be stopped)."""
+        import time
+
+        pending = set(futures)
+        last = time.monotonic()
+        while pending:
+            wait = None if budget is None else max(0.0, last + budget - time.monotonic())
+            done, pending = concurrent.futures.wait(pending, timeout=wait,
+                                                    return_when=concurrent.futures.FIRST_COMPLETED)
+            if done:
+                last = time.monotonic()
+                for future in sorted(done, key=lambda f: futures[f]):
+                    yield future, futures[future]
+                continue
+            for future in sorted(pending, key=lambda f: futures[f]):
+                future.cancel()
+                yield None, futures[future]
+            return
 
     def _collect(self, outcome: CandidateOutcome, config: dict[str, Any], compile_kwargs: dict[str, Any]) -> Any:
         """The best kernel, from the shared kernel cache (or built here when it is not there)."""
@@ -658,7 +734,7 @@ class AutoTuner:
                             reason=t.reason[:4000], worker=t.worker)
                 for t in result.trials
             ]
-            best = next(t for t in result.trials if t.ok and t.config == result.config)
+            best = next(t for t in result.trials if t.index == result.best_index)
             doc = new_record(
                 key=key,
                 function=_name(self.fn),
@@ -725,6 +801,7 @@ class AutoTuner:
             cache_key=key,
             kernel_cache_key=kernel.cache_key,
             from_cache=True,
+            best_index=doc.best_index,
         )
 
 
@@ -807,6 +884,26 @@ def materialize_configs(configs: Any) -> Any:
     if callable(configs) or isinstance(configs, (dict, list, tuple, str, bytes)) or not hasattr(configs, "__iter__"):
         return configs
     return list(configs)
+
+
+#: Seconds an executor's worker gets beyond 3 x the timeout (at least; the timeout itself when
+#: larger) to start a candidate's job, import what it needs and report back.
+EXECUTOR_GRACE_S = 5.0
+
+
+def executor_grace(timeout: float) -> float:
+    """The seconds beyond 3 x ``timeout`` an executor's candidate gets (see :func:`executor_budget`)."""
+    return max(float(timeout), EXECUTOR_GRACE_S)
+
+
+def executor_budget(timeout: float) -> Optional[float]:
+    """How long the tuner waits for the next result from an executor before it records the
+    candidates still unfinished as ``timeout``: 3 x ``timeout`` (a candidate's compile, its check
+    and timing, the reference's timing) plus :func:`executor_grace`; None (for ever) when
+    ``timeout`` is 0."""
+    if not timeout:
+        return None
+    return 3 * float(timeout) + executor_grace(timeout)
 
 
 def _timeout(value: Any) -> float:

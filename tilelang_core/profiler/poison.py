@@ -60,13 +60,20 @@ def poisoned_allocations() -> Iterator[None]:
 def unwritten_elements(actual: object, expected: object) -> int:
     """How many elements of the kernel's output ``actual`` hold the fill value where
     ``expected`` does not: elements the kernel most likely never wrote (0 for non-tensors)."""
+    return unwritten_positions(actual, expected, limit=0)[0]
+
+
+def unwritten_positions(actual: object, expected: object, limit: int = 8) -> tuple[int, list[tuple[int, ...]]]:
+    """``(count, positions)``: how many elements of ``actual`` hold the fill value where
+    ``expected`` does not (see :func:`unwritten_elements`) and the indices of the first
+    ``limit`` of them, in row-major order."""
     import torch
 
     if not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor) or actual.shape != expected.shape:
-        return 0
+        return 0, []
     a, e = _plain(actual), _plain(expected)
     if a.dtype == torch.bool:
-        return 0  # True is the fill value, and too common a result to point at
+        return 0, []  # True is the fill value, and too common a result to point at
     try:
         if a.dtype.is_floating_point or a.dtype.is_complex:
             hit = torch.isnan(a)
@@ -75,9 +82,32 @@ def unwritten_elements(actual: object, expected: object) -> int:
         else:
             top = torch.iinfo(a.dtype).max
             hit = (a == top) & (e != top)
-        return int(hit.sum().item())
+        count = int(hit.sum().item())
     except (RuntimeError, TypeError):  # a dtype torch cannot compare this way: no hint, the check stands
-        return 0
+        return 0, []
+    if not count or limit <= 0:
+        return count, []
+    flat = torch.nonzero(hit.reshape(-1)).reshape(-1)[:limit].tolist()
+    return count, [_unravel(i, tuple(hit.shape)) for i in flat]
+
+
+def describe_unwritten(count: int, positions: list[tuple[int, ...]], total: int) -> str:
+    """The sentence a check says about ``count`` unwritten elements (of ``total``) at ``positions``."""
+    where = ", ".join(str(p[0]) if len(p) == 1 else str(p) for p in positions)
+    more = ", ..." if count > len(positions) else ""
+    return (
+        f"{count} element(s) of the kernel's output still hold the value outputs are filled with before the checked "
+        f"call (NaN; integers: their largest value), {count / max(total, 1):.2%} of {total}, at {where}{more}: the "
+        f"kernel did not write them"
+    )
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    for extent in reversed(shape):
+        out.append(flat % extent if extent else 0)
+        flat = flat // extent if extent else 0
+    return tuple(reversed(out))
 
 
 def _plain(t: object) -> object:
@@ -88,4 +118,4 @@ def _plain(t: object) -> object:
     return t.to(torch.float32) if "float8" in str(t.dtype) else t
 
 
-__all__ = ["poisoned_allocations", "unwritten_elements"]
+__all__ = ["describe_unwritten", "poisoned_allocations", "unwritten_elements", "unwritten_positions"]

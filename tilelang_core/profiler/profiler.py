@@ -16,7 +16,7 @@ from ..errors import TileLangError
 from ..symbolic import evaluate, free_symbols
 from .bench import BenchmarkError, do_bench, resolve_timer
 from .compare import as_output_list, assert_tensors_close
-from .poison import poisoned_allocations, unwritten_elements
+from .poison import describe_unwritten, poisoned_allocations, unwritten_positions
 from .supply import TensorSupplyError, TensorSupplyType, as_supply_type, make_tensor
 
 
@@ -260,7 +260,9 @@ class Profiler:
         ``atol + rtol * |ref|`` on all but ``max_mismatched_ratio`` of its elements (outputs
         that either side returns as None are skipped). The outputs the kernel allocates start
         as NaN (integers: their largest value), so elements it does not write never pass on
-        values left in reused memory (:mod:`tilelang_core.profiler.poison`).
+        values left in reused memory (:mod:`tilelang_core.profiler.poison`); an element that
+        still holds that value where the reference's does not fails the check whatever
+        ``max_mismatched_ratio`` allows, and the error names how many and where.
 
         :raises AssertionError: with the share of mismatches and the largest difference.
         """
@@ -270,6 +272,8 @@ class Profiler:
         for i, (lhs, rhs) in enumerate(zip(lib_outs, ref_outs)):
             if lhs is None or rhs is None:
                 continue
+            name = names[i] if i < len(names) else f"output {i}"
+            unwritten, where = unwritten_positions(lhs, rhs)
             try:
                 assert_tensors_close(
                     lhs,
@@ -277,17 +281,17 @@ class Profiler:
                     rtol=rtol,
                     atol=atol,
                     max_mismatched_ratio=max_mismatched_ratio,
-                    name=names[i] if i < len(names) else f"output {i}",
+                    name=name,
                 )
             except AssertionError as exc:
-                unwritten = unwritten_elements(lhs, rhs)
                 if not unwritten:
                     raise
+                raise AssertionError(f"{exc}; {describe_unwritten(unwritten, where, lhs.numel())}") from None
+            if unwritten:  # never within max_mismatched_ratio: such a kernel is wrong on other inputs too
                 raise AssertionError(
-                    f"{exc}; {unwritten} element(s) of the kernel's output still hold the value outputs are filled "
-                    f"with before the checked call (NaN; integers: their largest value): the kernel did not write "
-                    f"them"
-                ) from None
+                    f"{name}: {describe_unwritten(unwritten, where, lhs.numel())} (max_mismatched_ratio does not "
+                    f"excuse unwritten elements)"
+                )
 
     def manual_assert_close(
         self,
@@ -295,12 +299,32 @@ class Profiler:
         input_tensors: Optional[Sequence[Any]] = None,
         manual_check_prog: Optional[Callable[[list, list], Any]] = None,
     ) -> None:
-        """Call ``manual_check_prog(kernel_outputs, reference_outputs)`` (two lists) to judge."""
+        """Call ``manual_check_prog(kernel_outputs, reference_outputs)`` (two lists) to judge.
+
+        It fails the check by raising, or by returning False (any false value but None, e.g.
+        ``torch.allclose(...)`` giving False); returning None or a true value passes.
+
+        :raises AssertionError: ``manual_check_prog`` returned a false value (or raised one).
+        :raises ProfilerError: it returned something that is not a truth value (a tensor of
+            several elements).
+        """
         if manual_check_prog is None:
             raise ProfilerError("manual_assert_close needs manual_check_prog(kernel_outputs, reference_outputs)")
         ins = self._inputs_or(input_tensors)
         lib_outs, ref_outs = self._outputs(reference_program, ins)
-        manual_check_prog(lib_outs, ref_outs)
+        verdict = manual_check_prog(lib_outs, ref_outs)
+        if verdict is None:
+            return
+        try:
+            passed = bool(verdict)
+        except (RuntimeError, TypeError, ValueError) as exc:
+            raise ProfilerError(
+                f"manual_check_prog returned a {type(verdict).__name__}, which is not a truth value ({exc}); return "
+                f"True/False (or None and raise AssertionError to fail)"
+            ) from None
+        if not passed:
+            name = getattr(manual_check_prog, "__qualname__", None) or type(manual_check_prog).__name__
+            raise AssertionError(f"manual_check_prog {name} returned {verdict!r}: the kernel's outputs failed its check")
 
     def assert_consistent(self, repeat: int = 10) -> None:
         """Run the kernel ``repeat`` more times on the same inputs; every run must give the
