@@ -14,7 +14,25 @@ import contextlib
 import json
 import os
 import sys
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
+
+
+def one_line(text: Any) -> str:
+    """``text`` for a one-line listing: line breaks and tabs become spaces, other control characters
+    (an escape sequence that would clear the terminal, a carriage return) are shown escaped."""
+    import unicodedata
+
+    out = []
+    for ch in str(text).replace("\r\n", "\n"):
+        if ch in "\n\t\v\f\u2028\u2029":
+            out.append(" ")
+        elif ch == "\r":
+            out.append("\\r")
+        elif unicodedata.category(ch) == "Cc":
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def _backend_rows(registry) -> list[dict]:
@@ -53,26 +71,27 @@ def _print_backends(rows: list[dict]) -> None:
         print("no execution backends installed (pip install tilelang-backend-<name>)")
         return
     for row in rows:
-        head = f"{row['name']}  ({row['distribution']} {row['version']})"
+        release = " ".join(str(p) for p in (row["distribution"], row["version"]) if p) or "unknown distribution"
+        head = one_line(f"{row['name']}  ({release})")
         if row["status"] != "ok":
-            print(f"{head}  {row['status'].upper()}: {row['reason']}")
+            print(f"{head}  {row['status'].upper()}: {one_line(row['reason'])}")
             continue
-        print(f"{head}  {row['description']}")
+        print(f"{head}  {one_line(row['description'])}")
         for warning in row["warnings"]:
-            print(f"    WARNING: {warning}")
+            print(f"    WARNING: {one_line(warning)}")
         if row["deprecated"]:
             dep = row["deprecated"]
             repl = f", use {dep['replacement']}" if dep.get("replacement") else ""
-            print(f"    DEPRECATED since {dep['since']}{repl}. {dep.get('message') or ''}".rstrip())
+            print(one_line(f"    DEPRECATED since {dep['since']}{repl}. {dep.get('message') or ''}".rstrip()))
         if row["supersedes"]:
             print(f"    supersedes: {', '.join(row['supersedes'])}")
         for kind, t in row["targets"].items():
             if t["available"]:
                 state = "available"
             elif t.get("can_build"):
-                state = f"build only (kernels can be built and exported, not run): {t['reason']}"
+                state = f"build only (kernels can be built and exported, not run): {one_line(t['reason'])}"
             else:
-                state = f"unavailable: {t['reason']}"
+                state = f"unavailable: {one_line(t['reason'])}"
             print(f"    {kind:<8} priority {t['priority']:<4} {state}")
 
 
@@ -98,13 +117,13 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         return 2
     candidates = explain_selection(kind, get_registry())
     chosen = candidates[0].name if candidates and candidates[0].verdict == "chosen" else None
-    if args.json:
+    if getattr(args, "json", False):
         print(json.dumps({"target": args.target, "chosen": chosen, "candidates": [c.to_dict() for c in candidates]}, indent=2))
     else:
         print(f"target {args.target!r}: " + (f"auto selects {chosen!r}" if chosen else "no available backend"))
         for c in candidates:
             prio = f"priority {c.priority}" if c.priority is not None else "-"
-            print(f"  {c.name:<12} {c.verdict:<12} {prio:<13} {c.reason}")
+            print(f"  {c.name:<12} {c.verdict:<12} {prio:<13} {one_line(c.reason)}")
     broken = any(c.verdict in ("broken", "incompatible") for c in candidates)
     return 1 if broken else 0
 
@@ -145,7 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     bsub = backends.add_subparsers(dest="backends_command")
     explain = bsub.add_parser("explain", help="show how 'auto' picks a backend for a target")
     explain.add_argument("--target", required=True, help="TVM target kind, e.g. c, llvm, cuda")
-    explain.add_argument("--json", action="store_true", help="machine-readable output")
+    explain.add_argument("--json", action="store_true", default=argparse.SUPPRESS,  # keeps `backends --json explain`
+                         help="machine-readable output")
     explain.set_defaults(func=_cmd_explain)
     schema = bsub.add_parser("schema", help="print the JSON schema of backend capability declarations")
     schema.set_defaults(func=_cmd_schema)

@@ -17,6 +17,9 @@ class BackendEntryPoint:
     distribution: Optional[str]
     version: Optional[str]
     entry_point: Any  # importlib_metadata.EntryPoint
+    problem: Optional[str] = None
+    """Why the distribution's metadata cannot be read (no METADATA, no ``Name:``), else None; the
+    registry lists such a backend as broken with this reason instead of loading it."""
 
     def load(self) -> Any:
         """Import the plugin object (module) the entry point names."""
@@ -28,7 +31,9 @@ def discover(group: str = ENTRY_POINT_GROUP, path: Optional[list[str]] = None) -
 
     ``path`` restricts the search to distributions installed in those directories (default:
     ``sys.path``). The same distribution can be visible twice (an editable install next to a
-    path entry); that is one plugin, not a name conflict.
+    path entry); that is one plugin, not a name conflict. A distribution whose metadata cannot be
+    read (a damaged ``.dist-info``) is still listed, with :attr:`BackendEntryPoint.problem` set:
+    it must not keep other backends from being found.
     """
     import importlib_metadata
 
@@ -39,11 +44,31 @@ def discover(group: str = ENTRY_POINT_GROUP, path: Optional[list[str]] = None) -
     found: dict[tuple[str, Optional[str]], BackendEntryPoint] = {}
     for ep in eps:
         dist = getattr(ep, "dist", None)
-        dist_name = _canonical(dist.metadata["Name"]) if dist is not None else None
-        version = dist.version if dist is not None else None
-        key = (ep.name, dist_name)
-        found.setdefault(key, BackendEntryPoint(ep.name, ep.value, dist_name, version, ep))
+        dist_name, version, problem = _identity(dist) if dist is not None else (None, None, None)
+        key = (ep.name, dist_name if problem is None else f"?{_metadata_path(dist)}")
+        found.setdefault(key, BackendEntryPoint(ep.name, ep.value, dist_name, version, ep, problem))
     return sorted(found.values(), key=lambda e: (e.name, e.distribution or ""))
+
+
+def _metadata_path(dist: Any) -> str:
+    """Where the metadata of ``dist`` lives (its ``.dist-info`` folder), for messages."""
+    return str(getattr(dist, "_path", None) or dist)
+
+
+def _identity(dist: Any) -> tuple[Optional[str], Optional[str], Optional[str]]:
+    """(canonical name, version, problem) of ``dist``; a damaged one gives (None, None, why)."""
+    where = _metadata_path(dist)
+    try:
+        metadata = dist.metadata
+        name = metadata.get("Name") if metadata is not None else None
+        version = metadata.get("Version") if metadata is not None else None
+    except Exception as exc:  # noqa: BLE001 - MetadataNotFound, an unreadable file: the plugin's problem
+        if type(exc).__name__ == "MetadataNotFound":
+            return None, None, f"its distribution metadata {where} has no METADATA file"
+        return None, None, f"its distribution metadata {where} cannot be read ({type(exc).__name__}: {exc})"
+    if metadata is None or not isinstance(name, str) or not name.strip():
+        return None, None, f"its distribution metadata {where} has no 'Name:' field in METADATA"
+    return _canonical(name), version if isinstance(version, str) else None, None
 
 
 def _canonical(name: str) -> str:

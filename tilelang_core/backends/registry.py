@@ -26,7 +26,7 @@ import inspect
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal, Optional
+from typing import Any, Iterator, Literal, NoReturn, Optional
 
 import pluggy
 
@@ -188,6 +188,19 @@ class BackendRecord:
         )
         raise self._broken_error() from exc
 
+    def returned_wrong_type(self, hook: str, value: Any, expected: str) -> NoReturn:
+        """``hook`` returned ``value``, which is not ``expected``: a bug of the plugin, handled like a
+        hook that raised (the backend is marked broken and :class:`~tilelang_core.errors.BackendBrokenError`
+        is raised, so that ``auto`` falls back to the next backend)."""
+        release = " ".join(p for p in (self.distribution or self.name, self.version) if p)
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        self.mark_broken(
+            f"hook {hook} returned {type(value).__name__} ({shown}), expected {expected}",
+            advice=f"This is a bug in {release}: report it to its authors; meanwhile choose another execution backend.",
+        )
+        raise self._broken_error()
+
     def implements(self, hook: str) -> bool:
         """Whether the plugin implements ``hook``."""
         if self._manager is None:
@@ -195,10 +208,11 @@ class BackendRecord:
         return bool(getattr(self._manager.hook, hook).get_hookimpls())
 
     def files_hash(self) -> str:
-        """Content hash of the plugin's installed files (memoised per record, i.e. per process
-        until the registry is refreshed); part of the kernel cache key."""
+        """Content hash of the plugin's code as imported, and of the rest of its installed distribution
+        (:func:`.files.plugin_files_hash`; memoised per record, i.e. per process until the registry is
+        refreshed); part of the kernel cache key."""
         if self._files_hash is None:
-            from ..cache.key import plugin_files_hash
+            from .files import plugin_files_hash
 
             dist = getattr(self._ep.entry_point, "dist", None) if self._ep is not None else None
             self._files_hash = plugin_files_hash(dist, self.package)
@@ -226,6 +240,10 @@ class BackendRegistry:
             if self._entry_points is None:
                 self._entry_points = discover(self.group, self.path)
             return self._entry_points
+
+    def entry_points(self) -> list[BackendEntryPoint]:
+        """Every installed backend entry point (name, distribution, version), from metadata alone."""
+        return list(self._eps())
 
     def names(self) -> list[str]:
         """Names of installed backends, from metadata alone (imports nothing)."""
@@ -276,6 +294,14 @@ class BackendRegistry:
 def _load(eps: list[BackendEntryPoint]) -> BackendRecord:
     first = eps[0]
     record = BackendRecord(first.name, first.distribution, first.version, first.value, _ep=first)
+    damaged = next((ep for ep in eps if ep.problem is not None), None)
+    if damaged is not None:
+        record.mark_broken(
+            f"entry point {damaged.name} = {damaged.value} cannot be loaded: {damaged.problem}",
+            advice=f"Reinstall the distribution that installed it (pip install --force-reinstall <distribution>), or "
+                   f"delete {_metadata_folder(damaged)} (and the package it installed) if it is a leftover.",
+        )
+        return record
     if len(eps) > 1:
         dists = ", ".join(sorted(ep.distribution or "?" for ep in eps))
         record.distribution = dists
@@ -317,7 +343,15 @@ def _load_plugin(record: BackendRecord, ep: BackendEntryPoint, step: list[str]) 
             record.mark_broken(f"importing {ep.value} raised {type(exc).__name__}: {exc}")
         return
 
-    api = getattr(plugin, "TILELANG_PLUGIN_API", None)
+    try:
+        api = getattr(plugin, "TILELANG_PLUGIN_API", None)
+    except BaseException as exc:  # noqa: BLE001 - a module __getattr__ may raise anything
+        record.mark_broken(
+            f"reading {ep.value}.TILELANG_PLUGIN_API raised {type(exc).__name__}: {exc} (a module-level __getattr__ "
+            f"must raise AttributeError for unknown names); define TILELANG_PLUGIN_API = "
+            f"{hookspecs.PLUGIN_API_VERSION} in the module"
+        )
+        return
     if not isinstance(api, int) or isinstance(api, bool):
         record.mark_broken(
             f"{ep.value} does not define TILELANG_PLUGIN_API as an int "
@@ -346,6 +380,10 @@ def _load_plugin(record: BackendRecord, ep: BackendEntryPoint, step: list[str]) 
         manager.check_pending()
     except pluggy.PluginValidationError as exc:
         record.mark_broken(f"plugin {ep.name!r} ({ep.distribution}) has an invalid hook: {_invalid_hook(plugin, exc)}")
+        return
+    except Exception as exc:  # noqa: BLE001 - pluggy reads every attribute: a module __getattr__ may raise anything
+        record.mark_broken(f"registering the hooks of {ep.value} raised {type(exc).__name__}: {exc} (a module-level "
+                           f"__getattr__ must raise AttributeError for unknown names)")
         return
     record._manager = manager
     lacking = _lacking_hooks(record, plugin)
@@ -389,11 +427,26 @@ def _lacking_hooks(record: BackendRecord, plugin: Any) -> str:
 
 def _undecorated(plugin: Any, hooks: list[str]) -> str:
     """A hint for hooks the plugin defines as plain functions (without the ``@hookimpl`` marker)."""
-    plain = [h for h in hooks if callable(getattr(plugin, h, None))]
+    plain = [h for h in hooks if callable(_attribute(plugin, h))]
     if not plain:
         return ""
     return (f" ({', '.join(plain)} {'is' if len(plain) == 1 else 'are'} defined, but without the "
             f"@hookimpl decorator: from tilelang_core.hookspecs import hookimpl)")
+
+
+def _attribute(plugin: Any, name: str) -> Any:
+    """``getattr(plugin, name, None)``, also None when the lookup raises something other than
+    ``AttributeError`` (a module-level ``__getattr__`` with a bug): only used for hints."""
+    try:
+        return getattr(plugin, name, None)
+    except Exception:  # noqa: BLE001 - the hint is left out; the caller reports the real problem
+        return None
+
+
+def _metadata_folder(ep: BackendEntryPoint) -> str:
+    """The ``.dist-info`` folder of ``ep``'s distribution, for messages."""
+    dist = getattr(ep.entry_point, "dist", None)
+    return str(getattr(dist, "_path", None) or "its .dist-info folder")
 
 
 def _hook_signature(name: str) -> str:
@@ -416,7 +469,7 @@ def _invalid_hook(plugin: Any, exc: Exception) -> str:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         return f"unknown hook {name!r}{hint}; the hooks are {', '.join(known)}"
     if name is not None:
-        impl = getattr(plugin, name, None)
+        impl = _attribute(plugin, name)
         try:
             declared = f"{name}({', '.join(inspect.signature(impl).parameters)})"
         except (TypeError, ValueError):

@@ -296,61 +296,11 @@ def _tree_digests(root: str) -> list[tuple[str, str]]:
 
 
 def plugin_files_hash(dist: Any, package: str) -> str:
-    """Content hash (hex) of a backend plugin's installed files; cheap, computed once per registry record.
+    """Content hash (hex) of a backend plugin's code: :func:`tilelang_core.backends.files.plugin_files_hash`
+    (kept here, where the key's other parts are computed)."""
+    from ..backends.files import plugin_files_hash as files_hash
 
-    :param dist: the ``importlib.metadata`` distribution of the plugin (or None).
-    :param package: the top-level package of its entry-point module.
-
-    Uses the per-file sha256 digests that pip wrote into the distribution's ``RECORD`` when their
-    recorded size still matches the file (no file is read); a listed file without a digest or of
-    another size is hashed. When the plugin's package directory is not among the listed files (an
-    editable install, a distribution written by hand), the files of that directory are hashed, so
-    an edited build hook gives new keys even at the same version.
-    """
-    import importlib.util
-
-    entries: list[str] = []
-    covered = False
-    package_dir = None
-    try:
-        spec = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None and spec.submodule_search_locations:
-        package_dir = os.path.realpath(list(spec.submodule_search_locations)[0])
-    files = None
-    if dist is not None:
-        try:
-            files = dist.files
-        except Exception:  # noqa: BLE001 - unreadable metadata: hash what can be found instead
-            files = None
-    for item in sorted(files or (), key=str):
-        name = str(item)
-        if name.endswith(_SKIPPED_SUFFIXES) or "__pycache__" in name:
-            continue
-        try:
-            full = str(item.locate())
-        except Exception:  # noqa: BLE001
-            continue
-        if (not covered and package_dir is not None and name.startswith(package + "/")
-                and os.path.realpath(full).startswith(package_dir + os.sep)):
-            covered = True
-        recorded = getattr(item, "hash", None)
-        size = getattr(item, "size", None)
-        if recorded is not None and size is not None:
-            try:
-                same_size = os.stat(full).st_size == int(size)
-            except OSError:
-                same_size = False
-            if same_size:
-                entries.append(f"{name} {recorded.mode}={recorded.value}")
-                continue
-        if name.endswith("RECORD"):
-            continue  # lists the digests already used; has none of its own
-        entries.append(f"{name} sha256={_file_digest(full)}")
-    if package_dir is not None and not covered:
-        entries += [f"{package}/{rel} sha256={digest}" for rel, digest in _tree_digests(package_dir)]
-    return hashlib.sha256("\n".join(entries).encode()).hexdigest()
+    return files_hash(dist, package)
 
 
 @functools.cache

@@ -52,7 +52,11 @@ def _outcome(result: Result) -> None:
 
 
 def conformance_tests(name: str, targets: Optional[list[str]] = None) -> Any:
-    """A pytest test function parametrised with every check of backend ``name`` (assign it to ``test_*``)."""
+    """A pytest test function parametrised with every check of backend ``name`` (assign it to ``test_*``).
+
+    When ``name`` is not installed, the function is one test that *fails*, saying to install the
+    backend first: a plugin's tests that pass without checking anything would hide the mistake.
+    """
     import pytest
 
     from ..errors import BackendNotInstalledError
@@ -60,10 +64,11 @@ def conformance_tests(name: str, targets: Optional[list[str]] = None) -> Any:
     try:
         checks = shared_suite(name, targets).checks()
     except BackendNotInstalledError as exc:
-        reason = str(exc)
+        reason = (f"{exc}. The conformance tests check the installed backend: run `pip install .` in the "
+                  f"backend's project folder first (`pip install -e .` while you edit it), then run the tests again")
 
         def test_conformance() -> None:
-            pytest.skip(reason)
+            pytest.fail(reason, pytrace=False)
 
         return test_conformance
 
@@ -114,11 +119,16 @@ def pytest_collection_modifyitems(session: Any, config: Any, items: list) -> Non
         def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
             return str(excinfo.value)
 
+    from ..errors import BackendNotInstalledError, BackendTargetUnsupportedError
+
     targets = config.getoption("--tilelang-target", default=[]) or None
     only = config.getoption("--tilelang-check", default=[]) or None
     new = []
     for name in names:
-        suite = shared_suite(name, targets, only)
+        try:
+            suite = shared_suite(name, targets, only)
+        except (BackendNotInstalledError, BackendTargetUnsupportedError) as exc:  # a usage error, not pytest's
+            raise pytest.UsageError(f"--tilelang-backend {name}: {exc}") from None
         for check in suite.checks():
             new.append(ConformanceItem.from_parent(session, name=f"{name}::{check.name}", suite=suite, check=check))
     if items:

@@ -77,13 +77,14 @@ def errors(spec: dict) -> None:
             emit(row=row.id, type=type(exc).__name__, message=str(exc))
         else:
             emit(row=row.id, type=None, message=None)
+    not_built: list[str] = []
     if spec["fuzz"]:
         for kernel_id in ("vadd", "vadd_out", "vadd_dyn", "rows", "pad", "iota", "colmajor", "scalars"):
             try:
                 built.setdefault(kernel_id, _compile(spec, kernel_id))
-            except BackendCapabilityError:
-                pass
-    fuzz(spec, {k: v for k, v in built.items() if k != "status7"}, torch)
+            except BackendCapabilityError as exc:
+                not_built.append(f"{kernel_id}: {exc}")
+    fuzz(spec, {k: v for k, v in built.items() if k != "status7"}, torch, not_built)
 
 
 @contextlib.contextmanager
@@ -158,8 +159,11 @@ def _good_args(rng: random.Random, torch: Any, kernel: Any, device: str) -> list
     return args
 
 
-def fuzz(spec: dict, built: dict[str, Any], torch: Any) -> None:
-    """Random calls: each must succeed or raise TypeError/ValueError starting with ``name()``."""
+def fuzz(spec: dict, built: dict[str, Any], torch: Any, not_built: Any = ()) -> None:
+    """Random calls: each must succeed or raise TypeError/ValueError starting with ``name()``.
+
+    ``not_built`` (why reference kernels were not built) is reported with the count of calls, so that
+    the parent can say why none was made."""
     rng = random.Random(20240601)
     kernels = [(k, getattr(k, "name", None) or getattr(getattr(k, "artifact", None), "name", "")) for k in built.values()]
     problems: list[str] = []
@@ -182,7 +186,8 @@ def fuzz(spec: dict, built: dict[str, Any], torch: Any) -> None:
                 problems.append(f"{name}{_describe(args)} raised {type(exc).__name__}({str(exc)!r:.200}), which does not start with '{name}() '")
         except Exception as exc:  # noqa: BLE001 - reported
             problems.append(f"{name}{_describe(args)} raised {type(exc).__name__}: {str(exc):.200}")
-    emit(fuzz={"calls": spec["fuzz"] if kernels else 0, "errors": refused, "problems": problems[:5]})
+    emit(fuzz={"calls": spec["fuzz"] if kernels else 0, "errors": refused, "problems": problems[:5],
+               "not_built": list(not_built)})
 
 
 def _describe(args: list) -> str:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
 import sys
-from typing import Any, Union
+from typing import Any, Iterator, Optional, Union
 
 
 def add_backend_kit_commands(backends_subparsers: Any) -> None:
@@ -18,7 +19,9 @@ def add_backend_kit_commands(backends_subparsers: Any) -> None:
                        help="only this declared target kind (repeatable; default: every declared one)")
     check.add_argument("--check", action="append", default=[], metavar="TEXT",
                        help="only the checks whose name contains TEXT, e.g. 'error:' or 'c:kernel' (repeatable)")
-    check.add_argument("--json", action="store_true", help="machine-readable output: one object per check")
+    check.add_argument("--json", action="store_true", default=argparse.SUPPRESS,  # keeps `backends --json check`
+                       help="machine-readable output: one object per check (what the backend's hooks print goes "
+                            "to stderr)")
     check.set_defaults(func=_cmd_check)
     new = backends_subparsers.add_parser("new", help="write a new backend plugin distribution to start from")
     new.add_argument("name", help="the backend's name: a lowercase identifier, e.g. mybackend")
@@ -27,17 +30,20 @@ def add_backend_kit_commands(backends_subparsers: Any) -> None:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    from ..cli import one_line
     from .suite import Suite
 
-    with Suite(args.name, args.target or None, args.check or None) as suite:
+    as_json = getattr(args, "json", False)
+    quiet = _output_to_stderr() if as_json else contextlib.nullcontext()
+    with quiet, Suite(args.name, args.target or None, args.check or None) as suite:
         header = f"conformance of {suite.name} ({suite.record.distribution} {suite.record.version})"
-        if not args.json:
+        if not as_json:
             print(header, flush=True)
         results = []
         unavailable: dict[str, list] = {}  # target -> [reason, number of checks skipped for it]
         for result in suite.run():
             results.append(result)
-            if args.json:
+            if as_json:
                 continue
             gone = unavailable.get(result.target or "")
             if gone and result.status == "skip" and result.reason == gone[0]:
@@ -45,22 +51,45 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 continue
             if result.status == "skip" and result.check.endswith(":probe"):
                 unavailable[result.target] = [result.reason, 1]
-                print(f"SKIP  {result.target}:*  {result.reason}", flush=True)
+                print(f"SKIP  {result.target}:*  {one_line(result.reason)}", flush=True)
                 continue
-            reason = f"  {result.reason}" if result.reason else ""
+            reason = f"  {one_line(result.reason)}" if result.reason else ""
             print(f"{result.status.upper():<5} {result.check}{reason}", flush=True)
     if args.check and not results:
         print(f"tilelang: error: no check of {args.name} matches --check {' '.join(args.check)!r}; checks are named like "
               f"'c:error:dtype' (all of them: tilelang backends check {args.name} --json)", file=sys.stderr)
         return 2
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}
-    if args.json:
+    if as_json:
         print(json.dumps({"backend": args.name, "counts": counts, "results": [r.to_dict() for r in results]}, indent=1))
     else:
         for target, (reason, count) in unavailable.items():
             print(f"  ({count} checks of target {target!r} skipped: it cannot run here)")
         print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
     return 1 if counts["fail"] else 0
+
+
+@contextlib.contextmanager
+def _output_to_stderr() -> Iterator[None]:
+    """Inside, what is printed goes to stderr: ``sys.stdout`` and, where it is a real file, file
+    descriptor 1 (what compilers a hook runs print), so that ``--json`` output alone is on stdout."""
+    sys.stdout.flush()
+    try:
+        out, err = sys.stdout.fileno(), sys.stderr.fileno()
+        saved: Optional[int] = os.dup(out)
+    except (AttributeError, OSError, ValueError):  # no file descriptor (captured by pytest)
+        saved = None
+    if saved is not None:
+        os.dup2(err, out)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        if saved is not None:
+            os.dup2(saved, out)
+            os.close(saved)
 
 
 def _cmd_new(args: argparse.Namespace) -> int:

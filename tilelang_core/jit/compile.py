@@ -231,6 +231,8 @@ def build_kernel(
         raise KernelNotSupportedError(
             f"execution backend {record.name!r} does not support kernel {artifact.name!r} for target {kind!r}: {exc}"
         ) from exc
+    if not callable(runner):  # a plugin bug, like a hook that raised: the backend is broken, auto falls back
+        record.returned_wrong_type("tilelang_backend_build", runner, "a callable kernel (the object that runs it)")
     return JITKernel.create(runner, artifact, BackendInfo(record.name, record.version or "0"), options, cannot_run)
 
 

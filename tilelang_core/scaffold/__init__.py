@@ -54,11 +54,29 @@ def plugin_source(name: str) -> str:
     return Template((TEMPLATE / "plugin.py.tmpl").read_text()).substitute(_fields(name))
 
 
+def _refuse_taken_distribution(name: str, distribution: str) -> None:
+    """Refuse a distribution name that an installed distribution of another backend has already:
+    installing the new one would silently uninstall that backend (``my_backend`` and ``mybackend``
+    both become ``tilelang-backend-mybackend``)."""
+    from ..backends import get_registry
+    from ..backends.discovery import _canonical
+
+    for ep in get_registry().entry_points():
+        if ep.name != name and ep.distribution == _canonical(distribution):
+            raise ScaffoldError(
+                f"backend name {name!r} would be distributed as {distribution}, the distribution of the installed "
+                f"backend {ep.name!r} ({ep.distribution} {ep.version or ''}".rstrip() + "): installing one would "
+                f"uninstall the other. Choose a name that gives another distribution (underscores are dropped from "
+                f"it), or uninstall that backend first (pip uninstall {ep.distribution})"
+            )
+
+
 def write_backend(name: str, path: Union[str, os.PathLike] = ".") -> Path:
     """Write the distribution of backend ``name`` under ``path``; returns its directory.
 
-    :raises ScaffoldError: ``name`` is not a lowercase identifier or is ``auto``, ``path`` is a file,
-        or the directory exists.
+    :raises ScaffoldError: ``name`` is not a lowercase identifier or is ``auto``, its distribution
+        name is that of an installed distribution of another backend, ``path`` is a file, or the
+        directory exists.
     """
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name or "") or len(name) > 64:
         raise ScaffoldError(
@@ -72,6 +90,7 @@ def write_backend(name: str, path: Union[str, os.PathLike] = ".") -> Path:
     if Path(path).exists() and not Path(path).is_dir():
         raise ScaffoldError(f"--path {path} is a file; give a directory to write the distribution in")
     fields = _fields(name)
+    _refuse_taken_distribution(name, fields["distribution"])
     project = Path(path) / fields["distribution"]
     if project.exists():
         raise ScaffoldError(f"{project} exists; choose another --path or remove it")
