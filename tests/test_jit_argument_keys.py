@@ -156,12 +156,11 @@ def test_the_fast_path_sees_a_changed_default_target(monkeypatch):
     assert tilelang.compile(main, out_idx=-1) is kernel  # and it is found again
 
 
-def test_eager_kernels_are_keyed_by_the_device_that_picks_their_target():
-    """The target comes from the tensors' device; a CUDA call after a CPU one with the same shapes got
-    the C kernel. (No GPU here: the key is checked.)"""
+def _twice(**jit_options):
+    """An eager ``@tilelang.jit`` function doubling a (4,) tensor."""
 
-    @tilelang.jit
-    def double(X):
+    @tilelang.jit(**jit_options)
+    def twice(X):
         X: T.Tensor[(4,), T.float32]
         Y = T.empty((4,), T.float32)
         with T.Kernel(1, threads=1):
@@ -169,16 +168,23 @@ def test_eager_kernels_are_keyed_by_the_device_that_picks_their_target():
                 Y[i] = X[i] * 2
         return Y
 
+    return twice
+
+
+def test_eager_kernels_are_keyed_by_the_device_that_picks_their_target():
+    """The target comes from the tensors' device; a CUDA call after a CPU one with the same shapes got
+    the C kernel. (No GPU here: the key is checked.)"""
+
+    double = _twice()
     double(torch.ones(4))
     (key,) = double.kernels
     assert key[-1] == "c"
 
 
-def test_debug_root_path_writes_each_kernels_source_and_tir(tmp_path):
-    """TileLang's ``@tilelang.jit(debug_root_path=...)`` was refused as an unexpected keyword."""
-    lazy_dir, eager_dir = tmp_path / "lazy", tmp_path / "eager"
+def _plus_one(debug_root_path):
+    """A lazy ``@tilelang.jit`` function writing what it builds into ``debug_root_path``."""
 
-    @tilelang.jit(out_idx=-1, debug_root_path=lazy_dir)
+    @tilelang.jit(out_idx=-1, debug_root_path=debug_root_path)
     def plus_one(n):
         @T.prim_func
         def plus_one_kernel(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
@@ -188,14 +194,16 @@ def test_debug_root_path_writes_each_kernels_source_and_tir(tmp_path):
 
         return plus_one_kernel
 
-    @tilelang.jit(debug_root_path=str(eager_dir), target="llvm")
-    def twice(X):
-        X: T.Tensor[(4,), T.float32]
-        Y = T.empty((4,), T.float32)
-        with T.Kernel(1, threads=1):
-            for i in T.serial(4):
-                Y[i] = X[i] * 2
-        return Y
+    return plus_one
+
+
+def test_debug_root_path_writes_each_kernels_source_and_tir(tmp_path):
+    """TileLang's ``@tilelang.jit(debug_root_path=...)`` was refused as an unexpected keyword."""
+    lazy_dir, eager_dir = tmp_path / "lazy", tmp_path / "eager"
+
+    plus_one = _plus_one(lazy_dir)
+
+    twice = _twice(debug_root_path=str(eager_dir), target="llvm")
 
     kernel = plus_one(8)
     assert (lazy_dir / "tilelang_jit_kernel_plus_one.c").read_text().strip() == kernel.get_kernel_source().strip()
@@ -210,15 +218,7 @@ def test_debug_root_path_errors_name_the_argument(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("mine")
 
-    @tilelang.jit(out_idx=-1, debug_root_path=blocker / "sub")
-    def plus_one(n):
-        @T.prim_func
-        def plus_one_kernel(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
-            with T.Kernel(1, threads=1):
-                for i in T.serial(n):
-                    B[i] = A[i] + 1
-
-        return plus_one_kernel
+    plus_one = _plus_one(blocker / "sub")
 
     with pytest.raises(OSError, match=r"cannot write the kernel's files there"):
         plus_one(4)

@@ -132,18 +132,11 @@ def _imported_location(package: str) -> Optional[str]:
 
 def _package_files(where: str, package: str, skipped: tuple[str, ...]) -> list[tuple[str, str]]:
     """(name as RECORD spells it, path) of every file of the package at ``where``, byte-code left out."""
+    from ..cache.key import tree_files
+
     if os.path.isfile(where):
         return [(os.path.basename(where), where)]
-    found = []
-    for folder, dirs, files in os.walk(where):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith(skipped):
-                continue
-            full = os.path.join(folder, name)
-            rel = os.path.relpath(full, where).replace(os.sep, "/")
-            found.append((f"{package}/{rel}", full))
-    return found
+    return [(f"{package}/{rel}", full) for rel, full in tree_files(where, skipped)]
 
 
 def _recorded_sha256(full: str, recorded: dict) -> Optional[str]:

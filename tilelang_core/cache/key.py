@@ -282,17 +282,23 @@ def _file_digest(path: str) -> str:
         os.close(fd)
 
 
-def _tree_digests(root: str) -> list[tuple[str, str]]:
-    """(relative path, content digest) of every file under ``root``, except byte-code caches."""
+def tree_files(root: str, skipped: tuple[str, ...] = _SKIPPED_SUFFIXES) -> list[tuple[str, str]]:
+    """(path relative to ``root`` with ``/`` separators, full path) of every file under ``root``, in a
+    stable order, leaving out byte-code caches and names ending in ``skipped``."""
     found = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(files):
-            if name.endswith(_SKIPPED_SUFFIXES):
+            if name.endswith(skipped):
                 continue
             full = os.path.join(folder, name)
-            found.append((os.path.relpath(full, root), _file_digest(full)))
+            found.append((os.path.relpath(full, root).replace(os.sep, "/"), full))
     return found
+
+
+def _tree_digests(root: str) -> list[tuple[str, str]]:
+    """(relative path, content digest) of every file under ``root``, except byte-code caches."""
+    return [(rel, _file_digest(full)) for rel, full in tree_files(root)]
 
 
 def plugin_files_hash(dist: Any, package: str) -> str:
