@@ -364,9 +364,22 @@ def test_info_says_which_entries_belong_to_a_backend_that_is_not_installed(env):
     tl = [sys.executable, "-m", "tilelang", "cache", "info"]
     penv = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # pyadd's site is not on this path
     text = subprocess.run(tl, capture_output=True, text=True, env=penv, check=True).stdout
-    assert "pyadd 1.0.0" in text and "(not installed: never loaded; `tilelang cache clear` removes them)" in text, text
+    assert "pyadd 1.0.0" in text and "(not installed: never loaded; `tilelang cache prune` removes them)" in text, text
     data = json.loads(subprocess.run([*tl, "--json"], capture_output=True, text=True, env=penv, check=True).stdout)
     assert data["backends"]["pyadd 1.0.0"]["installed"] is None
+
+
+@pytest.mark.parametrize("command", ["info", "clear", "prune"])
+def test_a_file_as_the_cache_directory_is_reported_and_kept(command, tmp_path):
+    """``info`` listed 0 entries without a word and ``clear`` said "removed 0", exit 0."""
+    target = tmp_path / "not_a_dir"
+    target.write_text("my notes")
+    penv = {**os.environ, "TILELANG_CACHE_DIR": str(target)}
+    done = subprocess.run([sys.executable, "-m", "tilelang", "cache", command], capture_output=True, text=True, env=penv)
+    said = done.stdout + done.stderr
+    assert f"{target} is not a directory, so the cache keeps kernels in memory only" in said, said
+    assert done.returncode == (0 if command == "info" else 1)
+    assert target.read_text() == "my notes"
 
 
 def test_clear_unlinks_idle_lock_files_and_keeps_a_held_one(env):

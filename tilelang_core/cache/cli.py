@@ -34,9 +34,9 @@ def _cmd_info(args: argparse.Namespace) -> int:
             note = f"  ({row['compiled_at_load']} saved as source: compiled again when loaded)"
         version = name.rsplit(" ", 1)[-1]
         if name != "(unreadable)" and row.get("installed") is None:
-            note += "  (not installed: never loaded; `tilelang cache clear` removes them)"
+            note += "  (not installed: never loaded; `tilelang cache prune` removes them)"
         elif name != "(unreadable)" and row.get("installed") != version:
-            note += f"  (version {row['installed']} is installed: never loaded; `tilelang cache clear` removes them)"
+            note += f"  (version {row['installed']} is installed: never loaded; `tilelang cache prune` removes them)"
         print(f"  {name:<24} {row['entries']:>6} entries  {_human(row['bytes']):>10}{note}")
     junk = data.get("junk", [])
     if junk:
@@ -47,9 +47,23 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _unusable(directory) -> bool:
+    """Print why ``directory`` cannot be the cache (it is a file) to stderr; whether it cannot."""
+    import sys
+
+    from .ownership import not_a_directory
+
+    reason = not_a_directory(directory)
+    if reason is not None:
+        print(f"error: {reason}", file=sys.stderr)
+    return reason is not None
+
+
 def _cmd_clear(args: argparse.Namespace) -> int:
     from . import cache_dir, clear_report
 
+    if _unusable(cache_dir()):
+        return 1
     report = clear_report()
     removed = report["entries"]
     print(f"removed {removed} cached kernel{'s' if removed != 1 else ''} from {cache_dir()}")
@@ -66,6 +80,8 @@ def _cmd_clear(args: argparse.Namespace) -> int:
 def _cmd_prune(args: argparse.Namespace) -> int:
     from . import cache_dir, prune
 
+    if _unusable(cache_dir()):
+        return 1
     counts = prune(args.days)
     total = sum(counts.values())
     print(f"removed {total} cached kernel{'s' if total != 1 else ''} from {cache_dir()}: {counts['unused']} not used "

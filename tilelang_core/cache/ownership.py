@@ -91,6 +91,15 @@ def foreign_reason(directory: Path) -> str | None:
             f"directory")
 
 
+def not_a_directory(path: Path) -> str | None:
+    """Why the cache cannot use ``path`` when it exists and is not a directory (a file), else None."""
+    path = Path(path)
+    if not path.exists() or path.is_dir():
+        return None
+    return (f"{path} is not a directory, so the cache keeps kernels in memory only and has nothing there to "
+            f"list or clear. Set TILELANG_CACHE_DIR to a new or empty directory")
+
+
 def claim(directory: Path) -> None:
     """Make ``directory`` the cache's own: write its tag unless it has one.
 

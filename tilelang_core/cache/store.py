@@ -725,7 +725,7 @@ class KernelCache:
         return {
             "location": str(self.root),
             "exists": self.root.is_dir(),
-            "not_a_cache": ownership.foreign_reason(self.root) if self.root.is_dir() else None,
+            "not_a_cache": ownership.foreign_reason(self.root) if self.root.is_dir() else ownership.not_a_directory(self.root),
             "disabled": cache_disabled(),
             "entries": len(entries),
             "bytes": total,
