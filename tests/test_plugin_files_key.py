@@ -12,8 +12,9 @@ import pytest
 
 import tilelang
 from tilelang_core.backends import get_registry
+from tilelang_core.backends.files import plugin_files_hash
 from tilelang_core.cache import active_cache
-from tilelang_core.cache.key import compute_key, plugin_files_hash
+from tilelang_core.cache.key import compute_key
 from tilelang_core.jit.compile import clear_memory
 from tilelang_core.testkit import on_path, pip, plugin_source, spec_dict, write_project
 

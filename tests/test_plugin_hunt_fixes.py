@@ -22,7 +22,10 @@ from tilelang_core.backends.selection import BackendWarning, explain_selection
 from tilelang_core.errors import BackendBrokenError
 from tilelang_core.scaffold import ScaffoldError, write_backend
 from tilelang_core.scaffold import plugin_source as scaffold_source
-from tilelang_core.testkit import isolated, on_path, plugin_source, spec_dict, subprocess_env, write_distribution
+from tilelang_core.testkit import on_path, plugin_source, spec_dict, subprocess_env, write_distribution
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stub_backends import site  # noqa: E402,F401  (site: a fixture, the only plugins the registry sees)
 
 #: A module-level ``__getattr__`` with a bug: it raises RuntimeError instead of AttributeError.
 LAZY_GETATTR = '''
@@ -31,15 +34,6 @@ def __getattr__(name):
 '''
 
 C_TARGET = {"c": {"priority": 1, "consumes": ["device_source"], "device_language": "c"}}
-
-
-@pytest.fixture
-def site(tmp_path):
-    """A directory of throwaway distributions; the registry sees only them."""
-    root = tmp_path / "site"
-    root.mkdir()
-    with isolated(root):
-        yield root
 
 
 def _run(args, *, roots=(), cwd=None, timeout=600):

@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..errors import TileLangError
 from .device_lock import exclusive_timing
+from .key import callable_name
 from .param import MissingTuningInputs, NestedTuningError, ProfileArgs, Status
 
 logger = logging.getLogger("tilelang.autotuner")
@@ -200,7 +201,7 @@ def check_and_time(
                 logger.warning(
                     "ref_prog %s is too slow to time: its %d warm-up and %d timed calls took longer than the timeout of "
                     "%s s, so the reference's latency is not reported (the candidates are not affected)",
-                    _callable_name(profile.ref_prog), n_warmup, n_repeat, timeout,
+                    callable_name(profile.ref_prog), n_warmup, n_repeat, timeout,
                 )
     if state.best_latency is None or latency < state.best_latency:
         state.best_latency = latency
@@ -232,13 +233,9 @@ def reference_outputs(profile: ProfileArgs, profiler: Any, ins: Sequence[Any], s
         logger.warning(
             "ref_prog %s took %.1f s on one set of inputs, longer than the timeout of %s s per candidate: its time is "
             "not charged to the candidates, but it runs again for every new set of inputs (cache_input_tensors=True "
-            "or set_autotune_inputs computes it once)", _callable_name(profile.ref_prog), took, timeout,
+            "or set_autotune_inputs computes it once)", callable_name(profile.ref_prog), took, timeout,
         )
     return outputs
-
-
-def _callable_name(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
 
 def classify(exc: BaseException) -> tuple[Status, str]:

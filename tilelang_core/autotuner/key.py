@@ -131,6 +131,12 @@ def unwrap(fn: Any) -> Callable[..., Any]:
     return fn
 
 
+def callable_name(fn: Any) -> str:
+    """A name for ``fn`` in messages: the qualified name of the function behind its wrappers."""
+    fn = unwrap(fn)
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+
+
 def _bound_layers(fn: Any, _depth: int, pin: Optional[Callable[[Any], Any]]) -> tuple[Any, list[Any]]:
     """The function under ``functools.partial`` / bound-method / wrapper layers, and what each
     partial and bound method adds to it (its arguments, its ``__self__``), outermost first."""

@@ -46,6 +46,7 @@ from .candidate import (
 )
 from .capture import get_autotune_inputs
 from .key import Undescribable, describe_value, tuning_key, unwrap
+from .key import callable_name as _name
 from .param import (
     AutotuneConfigError,
     AutotuneError,
@@ -865,11 +866,6 @@ def _parameters(fn: Any) -> Optional[list[str]]:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
         return None
     return list(sig.parameters)
-
-
-def _name(fn: Any) -> str:
-    fn = unwrap(fn)
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
 
 def _count(value: Any, name: str, minimum: int = 0) -> int:

@@ -45,19 +45,19 @@ def discover(group: str = ENTRY_POINT_GROUP, path: Optional[list[str]] = None) -
     for ep in eps:
         dist = getattr(ep, "dist", None)
         dist_name, version, problem = _identity(dist) if dist is not None else (None, None, None)
-        key = (ep.name, dist_name if problem is None else f"?{_metadata_path(dist)}")
+        key = (ep.name, dist_name if problem is None else f"?{metadata_path(dist)}")
         found.setdefault(key, BackendEntryPoint(ep.name, ep.value, dist_name, version, ep, problem))
     return sorted(found.values(), key=lambda e: (e.name, e.distribution or ""))
 
 
-def _metadata_path(dist: Any) -> str:
+def metadata_path(dist: Any) -> str:
     """Where the metadata of ``dist`` lives (its ``.dist-info`` folder), for messages."""
     return str(getattr(dist, "_path", None) or dist)
 
 
 def _identity(dist: Any) -> tuple[Optional[str], Optional[str], Optional[str]]:
     """(canonical name, version, problem) of ``dist``; a damaged one gives (None, None, why)."""
-    where = _metadata_path(dist)
+    where = metadata_path(dist)
     try:
         metadata = dist.metadata
         name = metadata.get("Name") if metadata is not None else None

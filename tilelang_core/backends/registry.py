@@ -40,7 +40,7 @@ from ..errors import (
     KernelNotSupportedError,
     TileLangError,
 )
-from .discovery import ENTRY_POINT_GROUP, BackendEntryPoint, discover
+from .discovery import ENTRY_POINT_GROUP, BackendEntryPoint, discover, metadata_path
 from .isolation import TIMEOUT_ENV, plugin_timeout, run_plugin_code
 
 Status = Literal["ok", "broken", "incompatible", "unavailable"]
@@ -299,7 +299,7 @@ def _load(eps: list[BackendEntryPoint]) -> BackendRecord:
         record.mark_broken(
             f"entry point {damaged.name} = {damaged.value} cannot be loaded: {damaged.problem}",
             advice=f"Reinstall the distribution that installed it (pip install --force-reinstall <distribution>), or "
-                   f"delete {_metadata_folder(damaged)} (and the package it installed) if it is a leftover.",
+                   f"delete {metadata_path(damaged.entry_point.dist)} (and the package it installed) if it is a leftover.",
         )
         return record
     if len(eps) > 1:
@@ -441,12 +441,6 @@ def _attribute(plugin: Any, name: str) -> Any:
         return getattr(plugin, name, None)
     except Exception:  # noqa: BLE001 - the hint is left out; the caller reports the real problem
         return None
-
-
-def _metadata_folder(ep: BackendEntryPoint) -> str:
-    """The ``.dist-info`` folder of ``ep``'s distribution, for messages."""
-    dist = getattr(ep.entry_point, "dist", None)
-    return str(getattr(dist, "_path", None) or "its .dist-info folder")
 
 
 def _hook_signature(name: str) -> str:

@@ -228,8 +228,9 @@ def compute_key(
 ) -> str:
     """The cache key (64 hex digits) of compiling ``prim_func`` with these settings.
 
-    ``backend_files`` is :func:`plugin_files_hash` of the backend's distribution, so that a plugin
-    reinstalled with other code under the same version never gets kernels its old code built.
+    ``backend_files`` is :func:`tilelang_core.backends.files.plugin_files_hash` of the backend's
+    distribution, so that a plugin reinstalled with other code under the same version never gets
+    kernels its old code built.
     """
     import tvm
 
@@ -296,19 +297,6 @@ def tree_files(root: str, skipped: tuple[str, ...] = _SKIPPED_SUFFIXES) -> list[
     return found
 
 
-def _tree_digests(root: str) -> list[tuple[str, str]]:
-    """(relative path, content digest) of every file under ``root``, except byte-code caches."""
-    return [(rel, _file_digest(full)) for rel, full in tree_files(root)]
-
-
-def plugin_files_hash(dist: Any, package: str) -> str:
-    """Content hash (hex) of a backend plugin's code: :func:`tilelang_core.backends.files.plugin_files_hash`
-    (kept here, where the key's other parts are computed)."""
-    from ..backends.files import plugin_files_hash as files_hash
-
-    return files_hash(dist, package)
-
-
 @functools.cache
 def core_files_hash() -> str:
     """Content hash (hex) of the core's own files (the imported ``tilelang_core`` package), once per process.
@@ -319,5 +307,5 @@ def core_files_hash() -> str:
     that Python imports from is read (about 1 MB; a few milliseconds), whatever installed it.
     """
     package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    entries = [f"{rel} sha256={digest}" for rel, digest in _tree_digests(package_dir)]
+    entries = [f"{rel} sha256={_file_digest(full)}" for rel, full in tree_files(package_dir)]
     return hashlib.sha256("\n".join(entries).encode()).hexdigest()

@@ -33,18 +33,12 @@ def check_debug_root_path(value: Any) -> Optional[str]:
     return os.path.abspath(os.fspath(value))
 
 
-def _kind(kernel: Any) -> str:
-    target = getattr(kernel, "target", None)
-    kind = getattr(getattr(target, "kind", None), "name", None)
-    return kind if kind is not None else str(target).split()[0] if target is not None else "c"
-
-
 def dump_kernel(root: str, name: str, kernel: Any, prim_func: Any = None) -> None:
     """Write ``kernel``'s source (and the ``prim_func`` it was built from, when known) into ``root``.
 
     :raises OSError: the directory or a file cannot be written (the message names the path).
     """
-    suffix = _SUFFIX.get(_kind(kernel), "txt")
+    suffix = _SUFFIX.get(str(kernel.target).split()[0], "txt")  # "cuda -arch=sm_90" -> cuda
     files = {f"tilelang_jit_kernel_{name}.{suffix}": kernel.get_kernel_source()}
     if prim_func is not None:
         files[f"tilelang_jit_program_{name}.py"] = prim_func.script()

@@ -96,6 +96,15 @@ def _freeze(value: Any) -> Any:
     return (type(value), value)
 
 
+def _freezes(value: Any) -> bool:
+    """Whether :func:`_freeze` takes ``value``."""
+    try:
+        _freeze(value)
+    except TypeError:
+        return False
+    return True
+
+
 def _check_binds(func: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> None:
     """Python's own error for a call that does not fit ``func``'s parameters (a missing or an
     unexpected argument), before anything is built with it."""
@@ -319,12 +328,11 @@ class JitFunction:
                     key_parts.append(_freeze(a))
                 except TypeError:
                     raise TypeError(unhashable_message(self.func.__name__, f"argument #{len(specs) - 1}", a)) from None
-        for name, value in kwargs.items():
-            try:
-                _freeze(value)
-            except TypeError:
-                raise TypeError(unhashable_message(self.func.__name__, f"argument {name!r}", value)) from None
-        key = ("direct", tuple(key_parts), _freeze(kwargs))
+        try:
+            key = ("direct", tuple(key_parts), _freeze(kwargs))
+        except TypeError:
+            name, value = next((n, v) for n, v in kwargs.items() if not _freezes(v))
+            raise TypeError(unhashable_message(self.func.__name__, f"argument {name!r}", value)) from None
         kernel = self._by_args.get(key)
         if kernel is None:
             target = self.options.get("target", "auto")

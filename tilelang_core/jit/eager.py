@@ -468,6 +468,8 @@ class EagerFunction:
                 raise TypeError(f"{a.name}(): T.const {c} must be an int >= 0 (a size), got {type(value).__name__} "
                                 f"{value!r}")
         env.update({c: int(consts[c]) for c in a.const_names})
+        from .decorator import _freeze, unhashable_message
+
         values = []
         for p in a.compile_params:
             try:
@@ -637,18 +639,6 @@ def _target_of(bound: dict[str, Any], params: Sequence[str]) -> str:
         if kind is not None:
             return DEVICE_TARGETS.get(kind, "auto")
     return "auto"
-
-
-def _freeze(value: Any) -> Any:
-    from .decorator import _freeze as freeze
-
-    return freeze(value)
-
-
-def unhashable_message(function: str, what: str, value: Any) -> str:
-    from .decorator import unhashable_message as message
-
-    return message(function, what, value)
 
 
 # -- TileLang's lazy style with outputs: a T.prim_func that returns T.empty tensors -----------------

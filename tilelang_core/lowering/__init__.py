@@ -268,6 +268,9 @@ def lower(
     gpu = kind in GPU_KINDS
     if "runtime_module" in wanted:
         _check_runtime_module_strides(func, location, name)
+    from .tma_atomics import arch_number, check_target
+
+    check_target(func.body, kind, arch_number(tgt))  # T.atomic_add(..., use_tma=True): every target, here only
     try:
         with tvm.transform.PassContext(opt_level=3, config=tvm_configs):
             if not gpu:
@@ -325,9 +328,6 @@ def lower(
                         c_module = codegen.cpu_runtime_module(front, tvm.target.Target("c"), configs)
                         result["host_source"] = codegen.host_source_of(c_module)
             else:
-                from .tma_atomics import arch_number, check_target
-
-                check_target(func.body, kind, arch_number(tgt))  # T.atomic_add(..., use_tma=True)
                 front = lower_tile_constructs(
                     func,
                     FrontendOptions(

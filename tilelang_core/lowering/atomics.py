@@ -38,7 +38,6 @@ from ..errors import LoweringError
 from ..language.tileops._common import collect
 from .access_ptr import element_offset
 from .markers import marker_call_args
-from .tma_atomics import refuse_target as refuse_tma_target
 from .source_imports import c_definitions, with_import, with_import_in_first_kernel
 
 #: Callee name of the marker calls (same as ``tilelang_core.language.tileops.atomic.ATOMIC_CALL``).
@@ -189,14 +188,13 @@ def expand_vector_prev(body: Any, target: str) -> Any:
     return checked_map(body, [(tirx.BufferStore, on_store)])
 
 
-def _refuse(a: AtomicOp, target: str, arch: Optional[int] = None) -> None:
-    """Markers the target does not lower (reported with the statement's line); ``arch``: the CUDA
-    architecture number (90 for sm_90), None when unknown or not CUDA."""
+def _refuse(a: AtomicOp, target: str) -> None:
+    """Markers no target lowers (reported with the statement's line). ``add_tma`` markers
+    (``use_tma=True``) reach this module only where the target has TMA: ``lower`` refuses them
+    for every other target first (:func:`tilelang_core.lowering.tma_atomics.check_target`)."""
     lanes = _vector_prev_lanes(a)
     if lanes:  # a CPU target, or on a GPU one left by expand_vector_prev: not the value of a store
         raise _vector_prev_error(a, lanes, target)
-    if a.op == "add_tma":
-        refuse_tma_target(a.loc, target, arch)
 
 
 def helper_name(a: AtomicOp) -> str:
@@ -214,7 +212,7 @@ def _helper_call(a: AtomicOp, name: str) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def _hoist_bf16(stmt: Any, language: str, used: dict, widened: bool = True, arch: Optional[int] = None) -> Any:
+def _hoist_bf16(stmt: Any, language: str, used: dict, widened: bool = True) -> Any:
     """A statement with bfloat16 markers, preceded by statements that carry the values as float32.
 
     TVM's bfloat16 legalization converts neither values inside extern calls nor ``Bind`` values,
@@ -240,7 +238,7 @@ def _hoist_bf16(stmt: Any, language: str, used: dict, widened: bool = True, arch
                 "select, the right operand of and/or) is not supported: it would run every time. Write the "
                 "branch as an if statement with the atomic in its own statement"
             )
-        _refuse(a, language, arch)
+        _refuse(a, language)
         if language == "cuda" and a.scope == "local":
             _no_local_prev(a)
         name = helper_name(a)
@@ -699,10 +697,9 @@ def _plain_rmw(a: AtomicOp) -> Any:
     return tirx.BufferStore(buf, combine(load, v), idx)
 
 
-def lower_gpu_atomics(body: Any, kind: str, location: str, native_bf16: bool = True, arch: Optional[int] = None) -> Any:
+def lower_gpu_atomics(body: Any, kind: str, location: str, native_bf16: bool = True) -> Any:
     """Replace the markers of a GPU function body (after the fragment layout) by CUDA atomics;
-    ``native_bf16``: the target computes bfloat16 natively (CUDA sm_80 and later); ``arch``: the
-    CUDA architecture number (90 for sm_90), None when unknown."""
+    ``native_bf16``: the target computes bfloat16 natively (CUDA sm_80 and later)."""
     if not contains_atomics(body):
         return body
     if kind != "cuda":
@@ -713,7 +710,7 @@ def lower_gpu_atomics(body: Any, kind: str, location: str, native_bf16: bool = T
     def on_evaluate(stmt):
         a = parse(stmt.value)
         if a is not None and a.scope == "local":
-            _refuse(a, kind, arch)
+            _refuse(a, kind)
             return _plain_rmw(a)
         return stmt
 
@@ -721,7 +718,7 @@ def lower_gpu_atomics(body: Any, kind: str, location: str, native_bf16: bool = T
         a = parse(call)
         if a is None:
             return call
-        _refuse(a, kind, arch)
+        _refuse(a, kind)
         if a.scope == "local":
             _no_local_prev(a)
         name = helper_name(a)
@@ -729,7 +726,7 @@ def lower_gpu_atomics(body: Any, kind: str, location: str, native_bf16: bool = T
         return tirx.call_extern(a.dtype, name, a.ptr, *a.values)
 
     def on_stmt(stmt):
-        return _hoist_bf16(stmt, kind, used, not native_bf16, arch) if _has_bf16_marker(stmt) else stmt
+        return _hoist_bf16(stmt, kind, used, not native_bf16) if _has_bf16_marker(stmt) else stmt
 
     body = checked_map(body, [(tirx.Evaluate, on_evaluate)], order="pre")
     body = checked_map(body, [((tirx.BufferStore, tirx.Evaluate, tirx.Bind), on_stmt)], order="pre")

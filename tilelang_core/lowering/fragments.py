@@ -300,8 +300,7 @@ class FragmentLowering:
         kind = target.kind.name if target is not None else "cuda"
         number = arch_number(target) if target is not None else None
         native_bf16 = number is None or number >= 80
-        body = lower_gpu_atomics(body, kind, self.location, native_bf16, number)
-        return lower_gpu_intrinsics(body, kind, self.location, native_bf16, number)
+        return lower_gpu_intrinsics(lower_gpu_atomics(body, kind, self.location, native_bf16), kind, self.location, native_bf16)
 
 
 def lower_fragments(func: tirx.PrimFunc, location: Optional[str] = None) -> tirx.PrimFunc:

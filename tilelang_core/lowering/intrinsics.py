@@ -415,7 +415,6 @@ def lower_cpu_intrinsics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
             return call
         warp.lower_cpu_call(m)
         pdl.refuse_as_value(m)
-        tma_atomics.refuse_cpu(m, language)
         if m.name in _GPU_ONLY:
             public = _PUBLIC_NAME.get(m.name, m.name)
             raise LoweringError(
@@ -476,12 +475,11 @@ _CU_HELPERS = {
 }
 
 
-def lower_gpu_intrinsics(body: Any, kind: str, location: str, native_bf16: bool = True, arch: Optional[int] = None) -> Any:
+def lower_gpu_intrinsics(body: Any, kind: str, location: str, native_bf16: bool = True) -> Any:
     """Replace the markers of a GPU function body by CUDA intrinsics.
 
     ``native_bf16``: the GPU has bfloat16 arithmetic (sm_80 and later); without it, TVM computes
-    bfloat16 in float32 and the bfloat16 IEEE operations are computed that way too. ``arch``: the
-    CUDA architecture number (90 for sm_90), None when unknown.
+    bfloat16 in float32 and the bfloat16 IEEE operations are computed that way too.
     """
     if not contains_intrinsics(body):
         return body
@@ -501,7 +499,7 @@ def lower_gpu_intrinsics(body: Any, kind: str, location: str, native_bf16: bool 
         if m is not None and lowered is None:
             lowered = pdl.lower_gpu_statement(m, used)  # T.pdl_trigger / T.pdl_sync (lowering/pdl.py)
         if m is not None and lowered is None:
-            lowered = tma_atomics.lower_gpu_statement(m, used, kind, arch)  # use_tma=True (lowering/tma_atomics.py)
+            lowered = tma_atomics.lower_gpu_statement(m, used)  # use_tma=True (lowering/tma_atomics.py)
         return stmt if lowered is None else lowered  # barriers (lowering/warp.py)
 
     def on_call(call):
@@ -552,7 +550,7 @@ def lower_gpu_intrinsics(body: Any, kind: str, location: str, native_bf16: bool 
         if m.name in ("thread_binding", "block_binding"):
             raise LoweringError(f"{m.loc}: T.{_PUBLIC_NAME[m.name]}() must be used inside a T.Kernel")
         pdl.refuse_as_value(m)
-        lowered = tma_atomics.lower_gpu_call(m, used, kind, arch)
+        lowered = tma_atomics.lower_gpu_call(m, used)
         if lowered is None:
             lowered = warp.lower_gpu_call(m, used)  # warp reductions (lowering/warp.py)
         if lowered is not None:

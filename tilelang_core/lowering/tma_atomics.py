@@ -15,19 +15,22 @@ prelude (:func:`cuda_helper`):
   ``fence.proxy.async.global`` (their writes are visible to the block's ordinary loads).
 
 **CUDA before sm_90, other GPU kinds, CPU targets**: a :class:`TmaAtomicError` naming the
-kernel line (the bulk reduction does not exist there; an ordinary ``T.atomic_add`` does).
-The element-by-element form of a ``use_tma=True`` tile (``add_tma`` atomic markers,
-lowering/atomics.py) is refused the same way (:func:`refuse_target`), so whether a kernel
-lowers does not depend on its tiles' shapes.
+kernel line (the bulk reduction does not exist there; an ordinary ``T.atomic_add`` does),
+raised by :func:`check_target`, which ``lower`` runs on every kernel before anything else lowers
+it: the one place these markers are refused. The element-by-element form of a ``use_tma=True``
+tile (``add_tma`` atomic markers, lowering/atomics.py) is refused the same way, so whether a
+kernel lowers does not depend on its tiles' shapes.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
+import tvm
 from tvm import tirx
 
-from ..language.tileops.tma_atomic import ADD, FENCE, MARKERS, READY, WAIT, TmaAtomicError
+from ..language.tileops.tma_atomic import ADD, FENCE, MARKERS, READY, WAIT, TMA_ADD_DTYPES, TmaAtomicError
+from .atomics import _SUFFIX
 
 #: PTX type of the bulk reduction per dtype (16-bit floats need ``.noftz``).
 _PTX_TYPE = {
@@ -38,8 +41,6 @@ _PTX_TYPE = {
     "uint32": "u32",
     "uint64": "u64",
 }
-_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int32": 4, "uint32": 4, "uint64": 8}
-_SUFFIX = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "int32": "i32", "uint32": "u32", "uint64": "u64"}
 _FIRST_ARCH = 90
 
 
@@ -73,8 +74,8 @@ def check_target(node: Any, kind: str, arch: Optional[int]) -> None:
     """Refuse the first ``use_tma=True`` marker of ``node`` (a kernel before lowering) unless the
     target can run it (:func:`refuse_target`). Run before TVM's passes, which would report the
     error as a ``RuntimeError`` of their own (an exception crossing TVM's FFI keeps its class only
-    when TVM does not know the class; :class:`TmaAtomicError` is also TVM's ``InternalError``)."""
-    import tvm
+    when TVM does not know the class; :class:`TmaAtomicError` is also TVM's ``InternalError``).
+    The lowering steps after it lower the markers and refuse nothing."""
     import tvm_ffi
 
     from . import atomics, intrinsics
@@ -94,36 +95,29 @@ def check_target(node: Any, kind: str, arch: Optional[int]) -> None:
     for loc in locations[:1]:
         refuse_target(loc, kind, arch)
 
+
 def _helper(m: Any) -> str:
     if m.name in (FENCE, WAIT):
         return f"tl_{m.name}"
     return f"tl_{m.name}_{_SUFFIX[m.mode]}"
 
 
-def lower_gpu_statement(m: Any, used: set, kind: str, arch: Optional[int]) -> Optional[Any]:
+def lower_gpu_statement(m: Any, used: set) -> Optional[Any]:
     """The CUDA statement of a fence, add or wait marker statement ``m``, else None."""
     if m.name not in (FENCE, ADD, WAIT):
         return None
-    refuse_target(m.loc, kind, arch)
     used.add(_helper(m))
     return tirx.Evaluate(tirx.call_extern("int32", _helper(m), *m.args))
 
 
-def lower_gpu_call(m: Any, used: set, kind: str, arch: Optional[int]) -> Optional[Any]:
+def lower_gpu_call(m: Any, used: set) -> Optional[Any]:
     """The CUDA expression of a ready marker ``m``, else None (other markers used as values: an error)."""
     if m.name not in MARKERS:
         return None
-    refuse_target(m.loc, kind, arch)
     if m.name != READY:
         raise TmaAtomicError(f"{m.loc}: internal error: the TMA marker {m.name} is used as a value")
     used.add(_helper(m))
     return tirx.call_extern("bool", _helper(m), *m.args)
-
-
-def refuse_cpu(m: Any, language: str) -> None:
-    """CPU targets: every TMA marker is refused (there is no bulk-copy unit)."""
-    if m.name in MARKERS:
-        refuse_target(m.loc, language, None)
 
 
 def cuda_helper(name: str) -> Optional[str]:
@@ -141,8 +135,8 @@ def cuda_helper(name: str) -> Optional[str]:
             '  asm volatile("fence.proxy.async.global;" : : : "memory");\n'
             "}\n"
         )
-    for dtype, suffix in _SUFFIX.items():
-        size = _BYTES[dtype]
+    for dtype in TMA_ADD_DTYPES:
+        suffix, size = _SUFFIX[dtype], tvm.runtime.DataType(dtype).bits // 8
         if name == f"tl_{READY}_{suffix}":
             return (
                 f"__device__ __forceinline__ bool {name}(const void* dst, const void* src, int n) {{\n"

@@ -87,8 +87,7 @@ def unwritten_positions(actual: object, expected: object, limit: int = 8) -> tup
         return 0, []
     if not count or limit <= 0:
         return count, []
-    flat = torch.nonzero(hit.reshape(-1)).reshape(-1)[:limit].tolist()
-    return count, [_unravel(i, tuple(hit.shape)) for i in flat]
+    return count, [tuple(p) for p in torch.nonzero(hit)[:limit].tolist()]  # row-major order
 
 
 def describe_unwritten(count: int, positions: list[tuple[int, ...]], total: int) -> str:
@@ -100,14 +99,6 @@ def describe_unwritten(count: int, positions: list[tuple[int, ...]], total: int)
         f"call (NaN; integers: their largest value), {count / max(total, 1):.2%} of {total}, at {where}{more}: the "
         f"kernel did not write them"
     )
-
-
-def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
-    out = []
-    for extent in reversed(shape):
-        out.append(flat % extent if extent else 0)
-        flat = flat // extent if extent else 0
-    return tuple(reversed(out))
 
 
 def _plain(t: object) -> object:

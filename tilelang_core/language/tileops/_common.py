@@ -219,19 +219,65 @@ class Tile:
         """The condition keeping an access inside the buffer, or None when always inside."""
         conds = []
         for index, start, extent, dim in zip(self.indices(squeezed_vars), self.starts, self.extents, self.shape):
-            s, e, d = static_int(start), static_int(extent), static_int(dim)
-            if s is not None and e is not None and d is not None and 0 <= s and s + e <= d:
+            if provably_inside(start, extent, dim):
                 continue
+            s, e, d = static_int(start), static_int(extent), static_int(dim)
             if s is not None and e is not None and d is not None and s + e > d and s >= d:
                 conds.append(tirx.IntImm("bool", 0))
                 continue
-            try:
-                if analyzer().can_prove(_expr(start) + _expr(extent) <= _expr(dim)):
-                    continue
-            except Exception:  # noqa: BLE001
-                pass
             conds.append(_expr(index) < _expr(dim))
         return all_of(conds)
+
+
+#: Frames of control flow: a block barrier inside one may not be reached by every thread.
+_CONTROL_FRAMES = ("IfFrame", "ThenFrame", "ElseFrame", "WhileFrame")
+
+
+def _is_parallel_loop(parent: Any) -> bool:
+    """Whether the loop frame opened inside ``parent`` is a ``T.Parallel`` one (``T.Parallel`` emits
+    its marker statement right before the loop)."""
+    from ..core import PARALLEL_MARKER
+
+    stmts = list(getattr(parent, "stmts", ()))
+    call = getattr(stmts[-1], "value", None) if stmts else None
+    return (getattr(getattr(call, "op", None), "name", "") == "tirx.call_extern"
+            and str(getattr(call.args[0], "value", "")) == PARALLEL_MARKER)
+
+
+def every_thread_gets_here(serial_loops: bool = False) -> bool:
+    """Whether every thread of a GPU block reaches the statement being built, as a block barrier
+    needs: it is in a ``T.Kernel`` body and inside no ``if`` or ``while`` of it, and no loop
+    (``serial_loops``: no ``T.Parallel`` loop; serial loops are run by every thread alike). A
+    barrier inside ``if tx < 8:`` would be reached by some threads only: undefined behaviour in
+    CUDA, where the block may hang."""
+    from ..core import current_kernel
+
+    kernel = current_kernel()
+    if kernel is None or not kernel._frames:
+        return False
+    frames = list(IRBuilder.current().frames)
+    start = next((i for i, f in enumerate(frames) if f.same_as(kernel._frames[-1])), None)
+    if start is None:
+        return False
+    for parent, frame in zip(frames[start:], frames[start + 1:]):
+        name = type(frame).__name__
+        if name in _CONTROL_FRAMES:
+            return False
+        if name == "ForFrame" and (not serial_loops or _is_parallel_loop(parent)):
+            return False
+    return True
+
+
+def provably_inside(start: Any, extent: Any, dim: Any) -> bool:
+    """Whether ``[start, start + extent)`` provably lies inside a dimension of size ``dim`` (ints or
+    expressions: constants are compared, expressions proved by the shared analyzer)."""
+    s, e, d = static_int(start), static_int(extent), static_int(dim)
+    if s is not None and e is not None and d is not None and 0 <= s and s + e <= d:
+        return True
+    try:
+        return bool(analyzer().can_prove(_expr(start) + _expr(extent) <= _expr(dim)))
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def scope_of(buffer: Any) -> str:

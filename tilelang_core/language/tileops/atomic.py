@@ -39,6 +39,7 @@ from ._common import (
     is_float,
     location,
     loop_nest,
+    every_thread_gets_here,
     per_thread,
     same_extent,
     shape_text,
@@ -145,7 +146,7 @@ def _read_once(x: Any, d: Any) -> Any:
         return x
     slot = IRBuilder.name("atomic_value", _B.alloc_buffer((1,), d.dtype, scope="local"))
     _B.buffer_store(slot, x, [0])
-    if not per_thread(d) and _reads_storage_of(x, d.buffer) and _at_kernel_top_level():
+    if not per_thread(d) and _reads_storage_of(x, d.buffer) and every_thread_gets_here():
         _B.evaluate(sync_threads())
     return slot[0]
 
@@ -155,28 +156,6 @@ def _reads_storage_of(x: Any, buffer: Any) -> bool:
     of it (or ``buffer`` is such a view of the buffer ``x`` loads)."""
     root = storage_root(buffer)
     return any(storage_root(load.source).same_as(root) for load in collect(x, tvm.ir.TensorLoad))
-
-
-#: Frames of control flow: a block barrier inside one may not be reached by every thread.
-_CONTROL_FRAMES = ("ForFrame", "IfFrame", "ThenFrame", "ElseFrame", "WhileFrame")
-
-
-def _at_kernel_top_level() -> bool:
-    """Whether the statement being built is at the top level of its ``T.Kernel`` body (inside no
-    loop, ``if`` or ``while`` of the kernel), where every thread of a block reaches a barrier. A
-    barrier inside ``if tx < 8:`` would be reached by some threads only: undefined behaviour in
-    CUDA, where the block may hang."""
-    from ..core import current_kernel
-
-    kernel = current_kernel()
-    if kernel is None or not kernel._frames:
-        return False
-    frames = list(IRBuilder.current().frames)
-    last = kernel._frames[-1]
-    for index, frame in enumerate(frames):
-        if frame.same_as(last):
-            return not any(type(f).__name__ in _CONTROL_FRAMES for f in frames[index + 1:])
-    return False
 
 
 def _rmw(kind: str, dst: Any, value: Any, memory_order: Any, return_prev: bool, use_tma: bool = False) -> Any:

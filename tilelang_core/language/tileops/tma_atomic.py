@@ -36,11 +36,10 @@ from typing import Any, Callable, Optional
 
 import tvm
 from tvm import tirx
-from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script.builder import ir as _B
 
 from ...errors import TargetFeatureError
-from ._common import all_of, analyzer, fail, guarded, is_unit, loop_nest, static_int
+from ._common import _expr, all_of, every_thread_gets_here, fail, guarded, is_unit, loop_nest, provably_inside, static_int
 from .intrinsics import math_call
 from .warp import sync_threads
 
@@ -76,23 +75,12 @@ def check_dtype(op: str, operands: Any, dtype: str) -> None:
         )
 
 
-def _int32(x: Any) -> Any:
-    return tirx.IntImm("int32", x) if isinstance(x, int) else x
-
-
 def _run_length(tile: Any, extent: Any) -> Any:
     """The elements of a row of ``tile`` inside its buffer: ``extent``, cut at the buffer's edge."""
     start, dim = tile.starts[-1], tile.shape[-1]
-    s, e, d = static_int(start), static_int(extent), static_int(dim)
-    if s is not None and e is not None and d is not None and s + e <= d:
-        return e
-    as_expr = [_int32(x) for x in (start, extent, dim)]
-    try:
-        if analyzer().can_prove(as_expr[0] + as_expr[1] <= as_expr[2]):
-            return extent
-    except Exception:  # noqa: BLE001
-        pass
-    return tirx.max(tirx.min(as_expr[1], as_expr[2] - as_expr[0]), 0)
+    if provably_inside(start, extent, dim):
+        return static_int(extent) if static_int(extent) is not None else extent
+    return tirx.max(tirx.min(_expr(extent), _expr(dim) - _expr(start)), 0)
 
 
 def _strides(tile: Any) -> list:
@@ -153,34 +141,6 @@ def _row_pitches_aligned(tile: Any, outer: int, item: int) -> Optional[list]:
     return conds
 
 
-def _every_thread_gets_here() -> bool:
-    """Whether every thread of the block reaches the statement being built, as block barriers need:
-    it is in a ``T.Kernel`` body, inside no ``if``/``while`` and no ``T.Parallel`` loop (serial
-    loops are fine)."""
-    from ..core import PARALLEL_MARKER, current_kernel
-
-    kernel = current_kernel()
-    if kernel is None or not kernel._frames:
-        return False
-    frames = list(IRBuilder.current().frames)
-    last = kernel._frames[-1]
-    start = next((i for i, f in enumerate(frames) if f.same_as(last)), None)
-    if start is None:
-        return False
-    for parent, frame in zip(frames[start:], frames[start + 1:]):
-        name = type(frame).__name__
-        if name in ("IfFrame", "ThenFrame", "ElseFrame", "WhileFrame"):
-            return False
-        if name == "ForFrame":
-            stmts = list(getattr(parent, "stmts", ()))
-            last_stmt = stmts[-1] if stmts else None
-            call = getattr(last_stmt, "value", None)
-            if getattr(getattr(call, "op", None), "name", "") == "tirx.call_extern" and \
-                    str(getattr(call.args[0], "value", "")) == PARALLEL_MARKER:
-                return False  # a T.Parallel loop: its iterations are spread over the threads
-    return True
-
-
 def bulk_rows(op: str, operands: Any, d: Any, v: Any, order: str, loc: str, per_element: Callable[[], None]) -> bool:
     """Emit ``d += v`` (tiles of the same extents) as bulk reductions, with ``per_element()`` (the
     element-by-element form) where the addresses turn out misaligned when the kernel runs; False
@@ -194,7 +154,7 @@ def bulk_rows(op: str, operands: Any, d: Any, v: Any, order: str, loc: str, per_
         return False  # the tile has no run along the buffers' last dimension
     if any(static_int(_strides(t)[-1]) != 1 for t in (d, v)):
         return False  # the last dimension is not contiguous
-    if not _every_thread_gets_here():
+    if not every_thread_gets_here(serial_loops=True):
         return False
     fold = _folded_dims(d, v)
     if fold > 1:  # whole rows of both buffers: one run spans them
@@ -206,7 +166,7 @@ def bulk_rows(op: str, operands: Any, d: Any, v: Any, order: str, loc: str, per_
         run = d.squeezed[-1]
         count_d, count_v = _run_length(d, run), _run_length(v, run)
         same = static_int(count_d) is not None and static_int(count_d) == static_int(count_v)
-        count = _int32(count_d) if same else tirx.min(_int32(count_d), _int32(count_v))
+        count = _expr(count_d) if same else tirx.min(_expr(count_d), _expr(count_v))
     item = tvm.runtime.DataType(d.dtype).bits // 8
     if static_int(count) is not None and (static_int(count) * item) % 16:
         return False  # no row can be a multiple of 16 bytes
