@@ -56,8 +56,28 @@ from .devices import TORCH_DEVICE_TYPES
 from .errors import BuildError
 from .symbolic import compile_expr
 
-#: Status of a C entry point whose ``T.device_assert`` failed (lowering/device_assert.py).
+#: Status of a C entry point whose ``T.device_assert`` failed (lowering/device_assert.py), or that
+#: divided an integer by zero (lowering/checked_divisions.py).
 DEVICE_ASSERT_FAILED = -3
+#: How the text of a failed ``T.device_assert`` starts.
+DEVICE_ASSERT_TEXT = "T.device_assert failed at "
+#: How the text of an integer division by zero in a CPU kernel starts.
+DIVISION_BY_ZERO_TEXT = "integer division by zero at "
+#: Texts of the checks the lowering puts in CPU kernels; the error is ``RuntimeError("<kernel>()
+#: failed: <text>")`` on every backend (docs/backend-conventions.md, "Status").
+KERNEL_CHECK_TEXTS = (DEVICE_ASSERT_TEXT, DIVISION_BY_ZERO_TEXT)
+
+
+def kernel_check_text(error: Any) -> Optional[str]:
+    """The text of a failed kernel check (:data:`KERNEL_CHECK_TEXTS`) inside ``error`` (an exception
+    or its text: a TVM runtime module raises the text within its own error), or None for any other
+    error. A backend whose runtime raises the text re-raises it as ``RuntimeError("<kernel>()
+    failed: <text>")``."""
+    for line in str(error).splitlines():
+        found = [at for at in (line.find(t) for t in KERNEL_CHECK_TEXTS) if at >= 0]
+        if found:
+            return line[min(found):].strip()
+    return None
 
 #: (lowest, highest) value of each integer scalar dtype.
 INT_RANGES = {

@@ -227,6 +227,21 @@ def positive() -> Any:
     return positive
 
 
+def quotient() -> Any:
+    """``C = A // B`` of int32 tensors (a 0 in ``B`` stops the call on CPU targets: status -3
+    from a C entry point, lowering/checked_divisions.py)."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def quotient(A: T.Tensor((n,), "int32"), B: T.Tensor((n,), "int32"), C: T.Tensor((n,), "int32")):
+        with T.Kernel(T.ceildiv(n, BLOCK), threads=BLOCK) as bx:
+            for i in T.Parallel(BLOCK):
+                if bx * BLOCK + i < n:
+                    C[bx * BLOCK + i] = A[bx * BLOCK + i] // B[bx * BLOCK + i]
+
+    return quotient
+
+
 #: Kernel id -> (factory, out_idx). Ids with a dtype are ``"fill:<dtype>"`` / ``"copy:<dtype>"``.
 FACTORIES: dict[str, tuple[Callable[[], Any], Any]] = {
     "vadd": (vadd, None),
@@ -245,6 +260,7 @@ FACTORIES: dict[str, tuple[Callable[[], Any], Any]] = {
     "scalars": (scalars, [0]),
     "ieee": (ieee, [1, 2]),
     "positive": (positive, [1]),
+    "quotient": (quotient, [2]),
 }
 
 

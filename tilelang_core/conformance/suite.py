@@ -550,6 +550,38 @@ def _k_device_assert(suite: Suite, kind: str) -> None:
         raise Fail("positive(A) with A[70] = -1 returned: the failed T.device_assert did not stop the call")
 
 
+def _k_division_by_zero(suite: Suite, kind: str) -> None:
+    """``C = A // B`` of int32: floor division as torch's (``-2**31 // -1`` wraps to ``-2**31``); on
+    CPU targets a 0 in ``B`` raises the division's text instead of crashing the process."""
+    torch, dev = _torch(), suite.device(kind)
+    k = suite.compile(kind, "quotient")
+    pairs = [(7, 2), (-7, 2), (7, -2), (-7, -2), (2**31 - 1, -1), (0, 3), (5, 1)]
+    if kind not in GPU_KINDS:  # the value is unspecified on GPUs (PTX div.s32)
+        pairs.append((-2**31, -1))
+    a = torch.tensor([p[0] for p in pairs], dtype=torch.int32, device=dev)
+    b = torch.tensor([p[1] for p in pairs], dtype=torch.int32, device=dev)
+    got = k(a, b)
+    _expect(torch.equal(got.cpu(), (a // b).cpu()),
+            f"quotient(A, B) = A // B gave {got.tolist()} for A = {a.tolist()}, B = {b.tolist()}, "
+            f"expected {(a // b).tolist()} (floor division; on CPU targets -2**31 // -1 wraps to -2**31, as in torch)")
+    if kind in GPU_KINDS:
+        return  # a GPU does not trap on a division by zero, and the value is unspecified
+    b[3] = 0
+    try:
+        k(a, b)
+    except RuntimeError as exc:
+        text = str(exc)
+        _expect(text.startswith("quotient() failed: integer division by zero at ") and text.endswith(" is 0"),
+                f"quotient(A, B) with B[3] = 0 raised RuntimeError({text!r}); expected 'quotient() failed: "
+                f"integer division by zero at <file>:<line>: the divisor ... is 0' (the entry returned status "
+                f"-3: CallChecker.check_status(status, assert_message); a TVM runtime module's error carries the "
+                f"text: calling.kernel_check_text, see docs/backend-conventions.md)")
+    except Exception as exc:  # noqa: BLE001 - reported as the failure
+        raise Fail(f"quotient(A, B) with B[3] = 0 raised {type(exc).__name__}: {exc}; expected RuntimeError") from None
+    else:
+        raise Fail("quotient(A, B) with B[3] = 0 returned: the division by zero did not stop the call")
+
+
 KERNEL_CHECKS: dict[str, Callable] = {
     "static": _k_static,
     "dynamic": _k_dynamic,
@@ -567,6 +599,7 @@ KERNEL_CHECKS: dict[str, Callable] = {
     "scalars": _k_scalars,
     "ieee": _k_ieee,
     "device_assert": _k_device_assert,
+    "division_by_zero": _k_division_by_zero,
 }
 KERNEL_CHECKS = {name: (lambda fn: lambda suite, kind, _id: fn(suite, kind))(fn) for name, fn in KERNEL_CHECKS.items()}
 #: Kernel checks listed only for targets whose capability declares the named field.

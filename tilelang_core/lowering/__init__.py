@@ -204,6 +204,7 @@ def lower(
     name = str(attrs.get("global_symbol", "")) or str(getattr(func, "__name__", "main"))
     from . import codegen
     from .frontend import FrontendOptions, lower_tile_constructs
+    from .checked_divisions import check_divisions
     from .device_assert import has_device_asserts, lower_device_asserts
     from .signature import describe_params, index_plan, relax_param_alignment, widen_indices, written_params
 
@@ -289,6 +290,7 @@ def lower(
                     )
                     written.append(written_params(front))
                     front = import_for_target(front, imported, "c", location, name)
+                    front = check_divisions(front, "status", location)  # x // 0 raises (checked_divisions.py)
                     entry_func, assert_message = _with_status_asserts(front, f"{name}_kernel")
                     source, kernel = codegen.c_entry_source(
                         entry_func, tvm.target.Target("c"), configs, f"{name}_kernel", symbol_vars, list(func.params)
@@ -321,6 +323,7 @@ def lower(
                     )
                     written.append(written_params(front))
                     front = import_for_target(front, imported, "c", location, name)  # llvm refused it above
+                    front = check_divisions(front, "runtime", location)  # x // 0 raises (checked_divisions.py)
                     front, _ = lower_device_asserts(front, "runtime")  # TVM's host code raises the text
                     if "runtime_module" in wanted and kind != "c":
                         tvm_modules = codegen.cpu_runtime_module(front, tgt, configs)

@@ -22,14 +22,13 @@ from typing import Any
 import tvm
 from tvm import tirx
 
+from ..calling import DEVICE_ASSERT_FAILED  # the status of a C entry point whose check failed
 from ..language.tileops.debug import DEVICE_ASSERT_CALL
 from .atomics import checked_map
 from .markers import marker_args
 
 __all__ = ["DEVICE_ASSERT_FAILED", "FORMS", "assert_message_source", "has_device_asserts", "lower_device_asserts"]
 
-#: Return status of a C entry point whose ``T.device_assert`` failed (docs/backend-conventions.md).
-DEVICE_ASSERT_FAILED = -3
 #: The ways :func:`lower_device_asserts` lowers a marker.
 FORMS = ("status", "runtime", "cuda", "drop")
 

@@ -33,6 +33,7 @@ from tilelang_core.artifact import BuildOptions, KernelArtifact, ScalarParam, Te
 from tilelang_core.calling import (
     is_complex_number,
     is_numpy_bool,
+    kernel_check_text,
     narrow_symbols,
     not_dense_message,
     storage_error,
@@ -154,16 +155,6 @@ def _bind(symbols: dict, origin: dict, sym: str, value: int, where: str, owner: 
                           f"to {symbols[sym]}")
     symbols.setdefault(sym, value)
     origin.setdefault(sym, owner)
-    return None
-
-
-def _device_assert_text(exc: BaseException) -> Optional[str]:
-    """The text of the failed ``T.device_assert`` TVM's host code raised (the lowering's assert
-    statement carries it, lowering/device_assert.py), or None for any other error."""
-    for line in str(exc).splitlines():
-        at = line.find("T.device_assert failed at ")
-        if at >= 0:
-            return line[at:].strip()
     return None
 
 
@@ -705,7 +696,7 @@ class _CallPlan:
                          for j, (_, p) in enumerate(self.inputs)):
             # an empty input, or an output made empty by it: TVM checks strides before running anything
             return self.slow_call(args, None)
-        failed = _device_assert_text(exc)
+        failed = kernel_check_text(exc)  # a failed T.device_assert, a division by zero
         if failed is not None:
             raise RuntimeError(f"{self.name}() failed: {failed}") from None
         raise exc

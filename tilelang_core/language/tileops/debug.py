@@ -13,6 +13,7 @@ import tvm
 from tvm import tirx
 from tvm.tirx.script.builder import ir as _B
 
+from ...calling import DEVICE_ASSERT_TEXT
 from ._common import OperandTypeError, check_options, fail, location
 
 #: Callee name of the marker statement.
@@ -47,5 +48,5 @@ def device_assert(condition: Any, msg: str = "", no_stack_info: bool = False) ->
     check_options("T.device_assert", (condition, msg), no_stack_info=no_stack_info)
     if str(condition.dtype) != "bool":
         condition = condition != tirx.const(0, str(condition.dtype))
-    text = f"T.device_assert failed at {location()}" + (f": {msg}" if msg else "")
+    text = f"{DEVICE_ASSERT_TEXT}{location()}" + (f": {msg}" if msg else "")
     _B.evaluate(tirx.call_extern("int32", DEVICE_ASSERT_CALL, condition, tvm.ir.StringImm(text)))

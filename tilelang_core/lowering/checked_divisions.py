@@ -1,0 +1,311 @@
+"""Integer divisions by a run-time divisor on CPU targets: an error at the call, never a crash.
+
+x86 traps an integer division or remainder by 0, and a signed one of the type's minimum by -1
+(``-2**31 // -1``): a kernel computing ``A[i] // B[i]`` with a 0 in ``B`` stopped the whole
+Python process with ``SIGFPE``, on ``c`` and ``llvm``, with both backends. torch raises
+``RuntimeError: ZeroDivisionError`` for the first and wraps around for the second
+(``-2**31 // -1 == -2**31``, ``-2**31 % -1 == 0``).
+
+:func:`check_divisions` rewrites, after the frontend (lowering/frontend.py) on every CPU path, each
+scalar integer ``//``, ``%``, ``T.truncdiv`` and ``T.truncmod`` whose divisor is not known to be
+nonzero (a constant, or an expression TVM's analyzer proves nonzero from the loop ranges):
+
+* the division itself never traps: it divides by 1 where the divisor is 0, and for a 32- or
+  64-bit signed divisor of -1 its value is ``-a`` (wrapping around) or 0, as in torch
+  (int8/int16 divisions are computed in ``int`` by C and in int32 on ``llvm``,
+  lowering/narrow_divisions.py, where ``MIN // -1`` does not trap);
+* the statement holding it is preceded by a check of the divisor, under the conditions that let
+  the division run at all (the arm of ``T.if_then_else`` or ``T.Select`` it sits in, the right
+  operand of ``and``/``or``), and that check ends the call with ``RuntimeError("<kernel>() failed:
+  integer division by zero at file:line: the divisor B[i] of A[i] // B[i] is 0")``:
+
+  - ``"status"`` (the C entry point, lowering/device_assert.py): the check is a
+    ``T.device_assert`` that returns from the block; a ``#pragma omp simd`` on the loop around it
+    is dropped (x86 has no vector integer division, so the loop was not vectorized anyway);
+  - ``"runtime"`` (TVM's runtime module on ``llvm``): the check records which division failed in
+    a flag of the call and the kernel runs to its end, because TVM's parallel launch drops an
+    error raised inside the parallel block loop; an assertion after the blocks raises it.
+
+A divisor that calls a function with a side effect (an atomic with ``return_prev=True``,
+``T.call_extern``) would run twice and is left as written, and so are vector divisions; divisions
+inside a ``let`` expression or a ``while`` condition are made trap-free but not reported (the
+check cannot be placed before them). CUDA, Metal and ROCm do not trap on a division by 0 and are left alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import tvm
+from tvm import tirx
+
+from ..calling import DIVISION_BY_ZERO_TEXT
+from ..language.kept_effects import has_side_effect
+from ..language.spans import span_to_location
+from ..language.tileops._common import collect
+from ..language.tileops.debug import DEVICE_ASSERT_CALL
+from ..language.zero_divisors import division_text
+from .atomics import checked_map
+from .markers import extern_name
+
+__all__ = ["FORMS", "check_divisions"]
+
+#: The ways :func:`check_divisions` reports a division by zero.
+FORMS = ("status", "runtime")
+
+_DIVISIONS = (tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod)
+_QUOTIENTS = (tirx.Div, tirx.FloorDiv)
+_BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Min, tirx.Max, tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE,
+           tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod)
+_SIMD_PRAGMA = "TL_PRAGMA__omp_simd__"
+_IF_THEN_ELSE = "prim.if_then_else"
+
+
+def _needs_check(node: Any, analyzer: Any) -> bool:
+    """Whether ``node`` is a scalar integer division whose divisor may be 0 (or a signed -1)."""
+    dtype = tvm.DataType(str(node.ty.dtype))
+    if dtype.lanes != 1 or dtype.type_code not in (tvm.DataTypeCode.INT, tvm.DataTypeCode.UINT):
+        return False
+    divisor = node.b
+    if isinstance(divisor, tirx.IntImm):
+        return False  # 0 is refused while lowering (zero_divisors.py); -1 is minus_one_divisors.py's
+    if has_side_effect(divisor):
+        return False
+    zero = tirx.const(0, str(divisor.ty.dtype))
+    if analyzer.can_prove(divisor == zero):
+        return False  # always 0 (bx of a one-block grid): a LoweringError at its line (zero_divisors.py)
+    return not analyzer.can_prove(divisor != zero) or _minus_one_possible(node, analyzer)
+
+
+def _traps_on_minus_one(node: Any) -> bool:
+    dtype = tvm.DataType(str(node.ty.dtype))
+    return dtype.type_code == tvm.DataTypeCode.INT and dtype.bits >= 32
+
+
+def _minus_one_possible(node: Any, analyzer: Any) -> bool:
+    return _traps_on_minus_one(node) and not analyzer.can_prove(node.b != tirx.const(-1, str(node.b.ty.dtype)))
+
+
+def _negated(value: Any) -> Any:
+    """``-value`` of a signed integer, the type's minimum staying itself (as in torch, where
+    ``-2**31 // -1 == -2**31``), without computing ``0 - MIN`` (an overflow)."""
+    dtype = str(value.ty.dtype)
+    lowest = tirx.min_value(dtype)
+    if isinstance(value, tirx.IntImm):
+        return value if value.value == lowest.value else tirx.const(-value.value, dtype)
+    return tirx.Select(value == lowest, value, tirx.Sub(tirx.const(0, dtype), value))
+
+
+def _safe(node: Any, analyzer: Any) -> Any:
+    """``node`` computed without a trap: the divisor 0 (and a signed -1) replaced by 1, the value
+    for -1 (``-a``, or 0 for a remainder) chosen after."""
+    if not _needs_check(node, analyzer):
+        return node
+    a, b = node.a, node.b
+    dtype = str(b.ty.dtype)
+    zero, one = tirx.const(0, dtype), tirx.const(1, dtype)
+    if not _minus_one_possible(node, analyzer):
+        return type(node)(a, tirx.Select(b == zero, one, b))
+    minus_one = tirx.const(-1, dtype)
+    divided = type(node)(a, tirx.Select(tirx.Or(b == zero, b == minus_one), one, b))
+    at_minus_one = _negated(a) if isinstance(node, _QUOTIENTS) else tirx.const(0, str(node.ty.dtype))
+    return tirx.Select(b == minus_one, at_minus_one, divided)
+
+
+def _safe_annotations(loop: Any, analyzer: Any) -> Any:
+    """``loop`` with the divisions in its annotations made safe: the frontend's estimate of a block
+    loop's work (``BLOCK_LOOP_KEY``, computed before the blocks run) holds the extents of the loops
+    in the blocks, ``64 // s`` say."""
+    annotations = dict(loop.annotations or {})
+    changed = {key: checked_map(value, [(_DIVISIONS, lambda node: _safe(node, analyzer))])
+               for key, value in annotations.items() if tvm.ir.is_prim_expr(value)}
+    if all(changed[key].same_as(annotations[key]) for key in changed):
+        return loop
+    annotations.update(changed)
+    return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding, annotations,
+                    loop.step, loop.span)
+
+
+def _unguarded(expr: Any) -> Any:
+    """``expr`` with the access guards' ``T.if_then_else(in bounds, A[i], 0)`` shown as ``A[i]``."""
+
+    def on_call(call: Any) -> Any:
+        if getattr(call.op, "name", None) == _IF_THEN_ELSE and isinstance(call.args[1], tvm.ir.TensorLoad):
+            return call.args[1]
+        return call
+
+    return checked_map(expr, [(tvm.ir.Call, on_call)])
+
+
+class _Divisions:
+    """The divisions of one statement's own expressions that need a check, each with the
+    conditions under which it runs (inner divisions before the ones holding them)."""
+
+    def __init__(self, analyzer: Any):
+        self.analyzer = analyzer
+        self.found: list = []  # (conditions, division)
+
+    def visit(self, expr: Any, conds: tuple) -> None:
+        if isinstance(expr, _DIVISIONS):
+            self.visit(expr.a, conds)
+            self.visit(expr.b, conds)
+            if _needs_check(expr, self.analyzer):
+                self.found.append((conds, expr))
+        elif isinstance(expr, tirx.And):
+            self.visit(expr.a, conds)
+            self.visit(expr.b, conds + (expr.a,))
+        elif isinstance(expr, tirx.Or):
+            self.visit(expr.a, conds)
+            self.visit(expr.b, conds + (tirx.Not(expr.a),))
+        elif isinstance(expr, tirx.Select):
+            self._arms(expr.condition, expr.true_value, expr.false_value, conds)
+        elif isinstance(expr, tvm.ir.Call) and getattr(expr.op, "name", None) == _IF_THEN_ELSE:
+            self._arms(*expr.args, conds)
+        elif isinstance(expr, tirx.Let):
+            self.visit(expr.value, conds)  # its body uses the let variable, unknown before the statement
+        elif isinstance(expr, _BINARY):
+            self.visit(expr.a, conds)
+            self.visit(expr.b, conds)
+        elif isinstance(expr, (tirx.Not, tirx.Cast, tirx.Broadcast)):
+            self.visit(expr.a if isinstance(expr, tirx.Not) else expr.value, conds)
+        elif isinstance(expr, tvm.ir.Call):
+            for arg in expr.args:
+                self.visit(arg, conds)
+        elif isinstance(expr, tvm.ir.TensorLoad):
+            for index in expr.indices:
+                self.visit(index, conds)
+        elif isinstance(expr, tirx.Ramp):
+            self.visit(expr.base, conds)
+            self.visit(expr.stride, conds)
+
+    def _arms(self, cond: Any, then: Any, other: Any, conds: tuple) -> None:
+        self.visit(cond, conds)
+        self.visit(then, conds + (cond,))
+        self.visit(other, conds + (tirx.Not(cond),))
+
+
+def _own_expressions(stmt: Any) -> list:
+    """The expressions a statement evaluates before (or instead of) its body."""
+    if isinstance(stmt, tirx.BufferStore):
+        return [*stmt.indices, stmt.value]
+    if isinstance(stmt, tirx.Evaluate):
+        return [stmt.value]
+    if isinstance(stmt, tirx.Bind):
+        return [stmt.value]
+    if isinstance(stmt, tirx.IfThenElse):
+        return [stmt.condition]
+    if isinstance(stmt, tirx.For):
+        return [stmt.min, stmt.extent]
+    if isinstance(stmt, tirx.AssertStmt):
+        return [stmt.condition]
+    return []
+
+
+def _location(stmt: Any, fallback: str) -> str:
+    where = span_to_location(getattr(stmt, "span", None))
+    return f"{where[0]}:{where[1]}" if where else fallback
+
+
+def _nested(conds: tuple, stmt: Any) -> Any:
+    for cond in reversed(conds):
+        stmt = tirx.IfThenElse(cond, stmt, None)
+    return stmt
+
+
+def _flat(stmt: Any) -> Any:
+    """Nested ``SeqStmt``s spliced into their parent (a ``Bind`` keeps the rest of its sequence)."""
+
+    def on_seq(seq: Any) -> Any:
+        if not any(isinstance(s, tirx.SeqStmt) for s in seq.seq):
+            return seq
+        items: list = []
+        for s in seq.seq:
+            items.extend(s.seq if isinstance(s, tirx.SeqStmt) else [s])
+        return tirx.SeqStmt(items)
+
+    return checked_map(stmt, [(tirx.SeqStmt, on_seq)])
+
+
+def _is_check(stmt: Any) -> bool:
+    texts = [c.args[-1] for c in collect(stmt, tvm.ir.Call)
+             if extern_name(c) == DEVICE_ASSERT_CALL and len(c.args) == 3]
+    return any(isinstance(t, tvm.ir.StringImm) and t.value.startswith(DIVISION_BY_ZERO_TEXT) for t in texts)
+
+
+def _without_simd_pragmas(body: Any) -> Any:
+    """``body`` without the ``omp simd`` pragma markers of loops that hold a status-form check
+    (a ``return`` may not leave an ``omp simd`` loop)."""
+
+    def on_seq(seq: Any) -> Any:
+        items = list(seq.seq)
+        kept = [s for i, s in enumerate(items)
+                if not (isinstance(s, tirx.Evaluate) and (extern_name(s.value) or "").startswith(_SIMD_PRAGMA)
+                        and i + 1 < len(items) and _contains_check(items[i + 1]))]
+        return seq if len(kept) == len(items) else (kept[0] if len(kept) == 1 else tirx.SeqStmt(kept))
+
+    return checked_map(body, [(tirx.SeqStmt, on_seq)])
+
+
+def _contains_check(stmt: Any) -> bool:
+    return any(_is_check(e) for e in collect(stmt, tirx.Evaluate))
+
+
+def _analyzer(body: Any) -> Any:
+    """TVM's analyzer knowing every loop variable's range (the proofs only spare checks)."""
+    analyzer = tvm.sym.Analyzer()
+    for loop in collect(body, tirx.For):
+        try:
+            analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent), allow_override=True)
+        except tvm.error.InternalError:
+            continue
+    return analyzer
+
+
+def check_divisions(func: tirx.PrimFunc, form: str, location: str) -> tirx.PrimFunc:
+    """``func`` (a CPU kernel after the frontend) with its run-time integer divisions made safe and
+    checked, a division by zero reported in ``form`` (one of :data:`FORMS`); ``location`` is the
+    kernel's ``file:line``, used where a statement has no line of its own."""
+    if form not in FORMS:
+        raise ValueError(f"check_divisions: form must be one of {', '.join(FORMS)}, got {form!r}")
+    analyzer = _analyzer(func.body)
+    texts: list[str] = []
+    flag = tirx.decl_buffer([1], "int32", name="tl_division_by_zero", scope="local") if form == "runtime" else None
+
+    def report(conds: tuple, node: Any, where: str) -> Any:
+        divisor = _unguarded(node.b)
+        text = (f"{DIVISION_BY_ZERO_TEXT}{where}: the divisor {divisor} of "
+                f"{division_text(_unguarded(node))} is 0")
+        texts.append(text)
+        is_zero = node.b == tirx.const(0, str(node.b.ty.dtype))
+        if flag is None:
+            marker = tirx.Evaluate(tirx.call_extern("int32", DEVICE_ASSERT_CALL, tirx.Not(is_zero),
+                                                    tvm.ir.StringImm(text)))
+            return _nested(conds, marker)
+        first = tirx.BufferLoad(flag, [tirx.const(0, "int32")]) == tirx.const(0, "int32")
+        record = tirx.BufferStore(flag, tirx.const(len(texts), "int32"), [tirx.const(0, "int32")])
+        return _nested(conds + (is_zero, first), record)  # the first failure of the block, as "status" reports
+
+    def on_stmt(stmt: Any) -> Any:
+        finder = _Divisions(analyzer)
+        for expr in _own_expressions(stmt):
+            finder.visit(expr, ())
+        if not finder.found:
+            return stmt
+        where = _location(stmt, location)
+        checks = [report(conds, node, where) for conds, node in finder.found]
+        return tirx.SeqStmt([*checks, stmt])
+
+    kinds = (tirx.BufferStore, tirx.Evaluate, tirx.Bind, tirx.IfThenElse, tirx.For, tirx.AssertStmt)
+    body = checked_map(func.body, [(kinds, on_stmt)])
+    if not texts:
+        return func
+    body = checked_map(body, [(_DIVISIONS, lambda node: _safe(node, analyzer))])
+    body = checked_map(body, [(tirx.For, lambda loop: _safe_annotations(loop, analyzer))])
+    body = _flat(body)
+    if flag is None:
+        return func.with_body(_without_simd_pragmas(body))
+    zero = tirx.const(0, "int32")
+    raised = [tirx.AssertStmt(tirx.BufferLoad(flag, [zero]) != tirx.const(k + 1, "int32"),
+                              tvm.ir.StringImm("RuntimeError"), [tvm.ir.StringImm(text)])
+              for k, text in enumerate(texts)]
+    return func.with_body(tirx.SeqStmt([tirx.AllocBuffer(flag), tirx.BufferStore(flag, zero, [zero]), body, *raised]))
