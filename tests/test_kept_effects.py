@@ -60,9 +60,9 @@ def counter_kernel(form):
             elif form == "zero_times":
                 P[bx] = 0 * _add(C)
             elif form == "zero_floordiv":
-                P[bx] = 0 // _add(C)
+                P[bx] = 0 // (_add(C) + 1)  # the first block's add returns 0: a divisor of 0 raises
             elif form == "zero_truncdiv":
-                P[bx] = T.truncdiv(0, _add(C))
+                P[bx] = T.truncdiv(0, _add(C) + 1)
             elif form == "floormod_one":
                 P[bx] = _add(C) % 1
             elif form == "truncmod_one":
