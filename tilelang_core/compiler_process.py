@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shlex
 import shutil
@@ -123,6 +124,15 @@ class CompilerRun:
             + (f"compiler output:\n{self.output}" if self.output else "the compiler printed nothing"),
             command=self.command, output=self.output, source=source,
         )
+
+
+def bounded_output(text: str, whole: Optional[Path] = None) -> str:
+    """A compiler's ``text`` (one a library returned, NVRTC's log) kept as :func:`run_compiler`
+    keeps a compiler's output: its first and last bytes with a line saying how much was left out;
+    with ``whole``, all of it is written to that file too and the line says so."""
+    collector = _Collector(io.BytesIO(text.encode("utf-8", errors="replace")), whole)
+    collector.run()
+    return collector.text().strip()
 
 
 class _Collector:
@@ -271,4 +281,5 @@ def run_compiler(command: Sequence[str], *, cwd: Optional[os.PathLike] = None, t
                        seconds=time.monotonic() - start)
 
 
-__all__ = ["DEFAULT_TIMEOUT_S", "TIMEOUT_ENV", "CompilerRun", "compile_timeout_s", "kill_group", "probe_timeout_s", "run_compiler", "writing_build_file"]
+__all__ = ["DEFAULT_TIMEOUT_S", "TIMEOUT_ENV", "CompilerRun", "bounded_output", "compile_timeout_s", "kill_group",
+           "probe_timeout_s", "run_compiler", "writing_build_file"]

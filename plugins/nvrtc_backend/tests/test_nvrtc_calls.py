@@ -143,6 +143,44 @@ def test_threads_fill_their_own_argument_arrays():
     assert 1.0 in seen[1][1] and 2.0 not in seen[1][1] and 2.0 in seen[2][1] and 1.0 not in seen[2][1]
 
 
+class FakeTensor:
+    """Stands for a CUDA tensor where only its address is read (packing the launch arguments)."""
+
+    def __init__(self, address: int) -> None:
+        self.address = address
+
+    def data_ptr(self) -> int:
+        return self.address
+
+
+def half_scalars(N=128):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float16"), B: T.Tensor((N,), "bfloat16"), s: T.float16, t: T.bfloat16):
+        with T.Kernel(1, threads=N) as bx:
+            for i in T.Parallel(N):
+                A[i] = A[i] * s
+                B[i] = B[i] * t
+
+    return main
+
+
+def _bits16(value: float, dtype) -> int:
+    """The bits torch gives ``value`` (a double) in ``dtype``."""
+    return torch.tensor([value], dtype=torch.float64).to(dtype).view(torch.int16).item() & 0xFFFF
+
+
+@pytest.mark.parametrize("s, t", [(70000.0, 1e39), (-70000.0, -1e39), (1e300, -3.5e38)])
+def test_half_and_bfloat16_scalars_past_their_range_are_passed_as_infinity(s, t):
+    """The call checker takes any float a double holds (docs/backend-conventions.md); a float16 or
+    bfloat16 scalar too large for its type is its infinity, as a C conversion gives, not a bare
+    OverflowError from struct.pack."""
+    kernel = _built(half_scalars())
+    ((_, _, address),) = kernel.launch_batch({0: FakeTensor(4096), 1: FakeTensor(8192), 2: s, 3: t}, {})
+    values = _arguments_at(address, kernel.plan["kernels"][0]["args"])
+    assert values == [4096, 8192, _bits16(s, torch.float16), _bits16(t, torch.bfloat16)]
+    assert values[2:] == [0x7C00 if s > 0 else 0xFC00, 0x7F80 if t > 0 else 0xFF80]  # +-inf
+
+
 def _arguments_at(address, args):
     """The argument values behind a ``void**`` argument array, read as the plan's types."""
     import ctypes

@@ -10,6 +10,8 @@ with a deadline, so that a hang fails the test instead of the test run.
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -91,5 +93,94 @@ def test_a_worker_that_dies_is_a_clear_build_error(monkeypatch):
         return original(self, request, timeout)
 
     monkeypatch.setattr(worker._Worker, "ask", dies)
-    with pytest.raises(BuildError, match=r"the NVRTC worker process ended during the compile \(signal SIGKILL"):
+    with pytest.raises(BuildError, match=r"the NVRTC worker process ended during the compile: killed by signal "
+                                         r"SIGKILL \(the kernel's out-of-memory killer"):
         compile_cubin("twice", SMALL + "// killed\n", Arch.parse("sm_80"))
+
+
+def test_a_worker_that_exits_is_not_blamed_on_the_out_of_memory_killer(monkeypatch):
+    """Out of memory is named only for a worker killed by a signal, not one that exited."""
+    from tilelang_core.errors import BuildError
+
+    from tilelang_backend_nvrtc import worker
+
+    monkeypatch.setenv("TILELANG_COMPILE_TIMEOUT_SECONDS", "60")
+    worker._kill_idle()  # the next compile starts a worker, with the "Python" below
+    monkeypatch.setattr(sys, "executable", shutil.which("false"))  # a worker that exits at once, with 1
+    with pytest.raises(BuildError) as info:
+        compile_cubin("twice", SMALL + "// exits\n", Arch.parse("sm_80"))
+    message = str(info.value)
+    assert "the NVRTC worker process ended during the compile: exit code 1\n" in message, message
+    assert "SIGKILL" not in message and "memory" not in message, message
+
+
+#: Modules of a user's own that must not shadow the worker's: a ``cuda.py`` (for ``cuda.bindings``)
+#: and a ``tilelang_core/`` package (for the core the backend's compiler module imports).
+SHADOWS = {
+    "cuda.py": {"cuda.py": "raise ImportError('the user\\'s own cuda.py was imported')\n"},
+    "tilelang_core": {"tilelang_core/__init__.py": "", "tilelang_core/compiler_process.py": "# the user's own\n"},
+}
+
+
+def _shadowing_folder(folder, shadow: str):
+    """``folder`` holding the user's modules named ``shadow`` (see :data:`SHADOWS`)."""
+    for relative, text in SHADOWS[shadow].items():
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_text(text)
+    return folder
+
+
+@pytest.mark.parametrize("shadow", sorted(SHADOWS))
+def test_modules_in_the_current_directory_do_not_shadow_the_workers(shadow, tmp_path):
+    """A script run from a folder holding a ``cuda.py`` or a ``tilelang_core/`` of the user's
+    compiles with the worker as it does in-process (the worker once had the current directory
+    first on its path)."""
+    work = _shadowing_folder(tmp_path / "work", shadow)
+    script = tmp_path / "script" / "build.py"
+    script.parent.mkdir()
+    script.write_text(textwrap.dedent(f"""
+        from tilelang_backend_nvrtc.arch import Arch
+        from tilelang_backend_nvrtc.compiler import compile_cubin
+        print("compiled", len(compile_cubin("twice", {SMALL!r}, Arch.parse("sm_80")).image), "bytes")
+    """))
+    search = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]  # from here
+    env = dict(os.environ, TILELANG_COMPILE_TIMEOUT_SECONDS="60", PYTHONPATH=os.pathsep.join(search))
+    out = subprocess.run([sys.executable, str(script)], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "compiled" in out.stdout, out.stdout + out.stderr
+
+
+@pytest.fixture
+def fresh_workers():
+    """No idle worker before the test (the next compile starts one) nor after it."""
+    from tilelang_backend_nvrtc import worker
+
+    worker._kill_idle()
+    yield
+    worker._kill_idle()
+
+
+@pytest.mark.parametrize("shadow", sorted(SHADOWS))
+def test_a_worker_that_cannot_run_nvrtc_is_a_build_error(shadow, tmp_path, monkeypatch, fresh_workers):
+    """The worker imports what this process's path finds: a user's module first on it there (this
+    process imported the real ones already) is a BuildError saying what the worker met, not a
+    RuntimeError (which marks the backend broken) nor a dead worker blamed on memory."""
+    from tilelang_core.errors import BuildError
+
+    from tilelang_backend_nvrtc.toolchain import toolchain
+
+    toolchain()  # this process found NVRTC (and imported cuda.bindings) before the user's folder came first
+    monkeypatch.setenv("TILELANG_COMPILE_TIMEOUT_SECONDS", "60")
+    monkeypatch.syspath_prepend(str(_shadowing_folder(tmp_path, shadow)))
+    with pytest.raises(BuildError) as info:
+        compile_cubin("twice", SMALL + f"// {shadow}\n", Arch.parse("sm_80"))
+    message = str(info.value)
+    assert "NVRTC did not finish compiling kernel 'twice' for sm_80: the NVRTC worker process could not " \
+           "compile it: " in message, message
+    if shadow == "cuda.py":
+        assert "ImportError: the user's own cuda.py was imported" in message, message
+    else:
+        assert "cannot import the backend's compiler module (ImportError: cannot import name 'DEFAULT_TIMEOUT_S' " \
+               f"from 'tilelang_core.compiler_process' ({tmp_path / 'tilelang_core' / 'compiler_process.py'}))" \
+               in message, message
+    assert "(with $TILELANG_COMPILE_TIMEOUT_SECONDS=0 NVRTC runs in this process" in message, message
+    assert "SIGKILL" not in message and "memory" not in message and "source kept at:" in message, message

@@ -60,15 +60,9 @@ class Arch:
         return self.name
 
 
-def arch_of_target(target: str) -> Optional[Arch]:
-    """The ``-arch=`` of a target string (``"cuda -arch=sm_90"``), or None."""
-    m = re.search(r"-arch=(\S+)", target or "")
-    if not m:
-        return None
-    try:
-        return Arch.parse(m.group(1))
-    except ValueError:
-        return None
+#: What a ``-arch`` may say, for messages.
+ARCH_FORMS = ("sm_XX (e.g. sm_90), sm_XXa for architecture-specific code (e.g. sm_90a) or sm_XXf for a "
+              "family (e.g. sm_100f)")
 
 
 def device_arch(device: Any = None) -> Optional[Arch]:
@@ -84,13 +78,21 @@ def device_arch(device: Any = None) -> Optional[Arch]:
     return Arch(int(major) * 10 + int(minor))
 
 
-def artifact_arch(artifact: Any) -> Optional[Arch]:
-    """The architecture an artifact was lowered for: its ``arch`` field when the core sets one,
-    else the ``-arch=`` of its target string."""
+def artifact_arch_name(artifact: Any) -> Optional[str]:
+    """The architecture an artifact was lowered for, as written: its ``arch`` field when the core
+    sets one, else the ``-arch=`` of its target string (``"cuda -arch=sm_90"``); None when neither
+    says one."""
     value = getattr(artifact, "arch", None)
     if value:
-        try:
-            return Arch.parse(value)
-        except ValueError:
-            pass
-    return arch_of_target(getattr(artifact, "target", ""))
+        return str(value)
+    m = re.search(r"-arch=(\S+)", getattr(artifact, "target", "") or "")
+    return m.group(1) if m else None
+
+
+def artifact_arch(artifact: Any) -> Optional[Arch]:
+    """:func:`artifact_arch_name` parsed; None when the artifact says none.
+
+    :raises ValueError: the one it says is not a CUDA architecture (``sm_90x``).
+    """
+    name = artifact_arch_name(artifact)
+    return Arch.parse(name) if name is not None else None

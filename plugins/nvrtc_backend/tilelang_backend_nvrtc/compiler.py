@@ -10,7 +10,13 @@ kernel need more of libcu++ than the stand-ins give, its compile fails with them
 with the real headers (slower, never wrong); ``TILELANG_NVRTC_REAL_HEADERS=1`` always uses them.
 
 **Errors** raise :class:`~tilelang_core.errors.BuildError` carrying the NVRTC options, NVRTC's
-log and the path of the kept source (also as ``.command``, ``.output``, ``.source_path``).
+log and the path of the kept source (also as ``.command``, ``.output``, ``.source_path``). The log
+is kept to its first and last 32 KiB as a compiler's output is
+(:mod:`tilelang_core.compiler_process`), the whole of it in ``compiler-output.txt`` next to the
+kept source: a source with 100000 ``#warning`` lines once made a ``BuildError`` of 13 MB.
+Options choosing the architecture (``-arch``, ``--gpu-architecture``) are refused in
+``compile_flags`` with :class:`~tilelang_core.errors.CompileFlagsError`: the target says it, and
+the launch plan, the cache key and the rebuild for another GPU go by the target's.
 
 **Time.** A compile is bounded by ``$TILELANG_COMPILE_TIMEOUT_SECONDS`` (default 600 s, ``0``:
 no limit), as the C compilers are: NVRTC then runs in a worker process that is killed past the
@@ -23,6 +29,7 @@ Identical compiles (same source, architecture, options and NVRTC) in one process
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -33,11 +40,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from tilelang_core.compiler_process import DEFAULT_TIMEOUT_S, TIMEOUT_ENV, compile_timeout_s
-from tilelang_core.errors import BuildError
+from tilelang_core.compiler_process import DEFAULT_TIMEOUT_S, TIMEOUT_ENV, bounded_output, compile_timeout_s
+from tilelang_core.errors import BuildError, CompileFlagsError
 
 from .arch import Arch
-from .toolchain import STANDIN_INCLUDE, ToolchainMissing, toolchain
+from .toolchain import STANDIN_INCLUDE, Toolchain, ToolchainMissing, toolchain
 
 #: Options every compile gets, before the caller's ``compile_flags``. ``-diag-suppress=177``
 #: silences "variable declared but never referenced", which TVM's generated code triggers often.
@@ -45,6 +52,12 @@ BASE_OPTIONS = ("-std=c++17", "-diag-suppress=177")
 
 #: Set to 1 to compile with the real libcu++ headers only (no stand-ins).
 REAL_HEADERS_ENV = "TILELANG_NVRTC_REAL_HEADERS"
+
+#: NVRTC's options that choose the architecture (``-arch=sm_80``, ``-arch sm_80`` as two flags).
+ARCH_OPTIONS = ("-arch", "--gpu-architecture")
+
+#: The file next to a failed compile's kept source that holds NVRTC's whole log.
+LOG_FILE = "compiler-output.txt"
 
 _MEMO_CAPACITY = 256
 _memo: "OrderedDict[str, Cubin]" = OrderedDict()
@@ -74,7 +87,8 @@ class _CompileFailed(Exception):
 
 
 class _Stopped(Exception):
-    """The compile did not finish: past the time limit, or its worker process died."""
+    """The compile did not finish: past the time limit, its worker process died, or the worker
+    could not run NVRTC."""
 
     def __init__(self, options: list[str], why: str) -> None:
         super().__init__(why)
@@ -133,13 +147,13 @@ def _compile(source: bytes, name: str, options: list[str]) -> tuple[bytes, str]:
                                 f"{DEFAULT_TIMEOUT_S:g} s; set it higher, or 0 for no limit, if the kernel is merely "
                                 f"slow to compile)") from None
     except WorkerDied as exc:
-        raise _Stopped(options, f"the NVRTC worker process ended during the compile ({exc}; SIGKILL is often the "
-                                f"out-of-memory killer)") from None
+        raise _Stopped(options, f"the NVRTC worker process ended during the compile: {exc}") from None
     if answer[0] == "ok":
         return answer[1], answer[2]
     if answer[0] == "failed":
         raise _CompileFailed(options, answer[1])
-    raise RuntimeError(answer[1])
+    raise _Stopped(options, f"the NVRTC worker process could not compile it: {answer[1]} (with ${TIMEOUT_ENV}=0 "
+                            f"NVRTC runs in this process, without a time limit)")
 
 
 def nvrtc_options(arch: Arch, flags: Sequence[str] = (), *, real_headers: bool = False) -> list[str]:
@@ -163,8 +177,12 @@ def _keep_source(name: str, source: str) -> Path:
 
 def _nvrtc_error(headline: str, source: str, name: str, options: list[str], output: str, log: bool) -> BuildError:
     """The :class:`BuildError` of a compile that failed (``headline``), with the NVRTC options, the
-    kept source and, when ``log``, NVRTC's log ``output``; ``.command``/``.output``/``.source`` set."""
+    kept source and, when ``log``, NVRTC's log ``output`` (bounded:
+    :func:`~tilelang_core.compiler_process.bounded_output`; all of
+    it in :data:`LOG_FILE` next to the kept source); ``.command``/``.output``/``.source`` set."""
     kept = _keep_source(name, source)
+    if log:
+        output = bounded_output(output, kept.with_name(LOG_FILE))
     return BuildError(
         f"{headline}\nNVRTC options: {' '.join(options)}\nsource kept at: {kept}"
         + (f"\nNVRTC log:\n{output}" if log else ""),
@@ -182,24 +200,70 @@ def _stopped_error(name: str, arch: Arch, source: str, stopped: _Stopped) -> Bui
                         name, stopped.options, stopped.why, log=False)
 
 
+def check_flags(name: str, arch: Arch, flags: Sequence[str]) -> None:
+    """Refuse ``compile_flags`` that choose the architecture (:data:`ARCH_OPTIONS`): NVRTC takes
+    the last one given, so the cubin would be for another architecture than the launch plan's.
+
+    :raises CompileFlagsError: naming the flag and the target to use instead.
+    """
+    for k, flag in enumerate(flags):
+        option, equals, value = flag.partition("=")
+        if option not in ARCH_OPTIONS:
+            continue
+        if not equals:
+            value = flags[k + 1] if k + 1 < len(flags) else ""
+            flag = f"{flag} {value}".strip()
+        raise CompileFlagsError(
+            f"compile_flags {list(flags)!r} choose the GPU architecture ({flag!r}), but the nvrtc backend takes it "
+            f"from the target (kernel '{name}' is built for {arch.name}, and its launch plan, cache entry and "
+            f"rebuilds for other GPUs go by that); remove {flag!r} from compile_flags and compile with "
+            f"target='cuda -arch={value if value.startswith('sm_') else 'sm_XX'}'"
+        )
+
+
+@functools.lru_cache(maxsize=None)
+def nvrtc_accepts(arch_name: str) -> bool:
+    """Whether this process's NVRTC compiles for ``arch_name`` (``sm_90a``, ``sm_100f``): it
+    compiles an empty program for it, here (no template to hang on, a few milliseconds)."""
+    try:
+        _run_nvrtc(b"", "arch_check", [f"--gpu-architecture={arch_name}"])
+    except _CompileFailed:
+        return False
+    return True
+
+
+def known_archs(tc: Toolchain) -> list[str]:
+    """Every architecture NVRTC compiles for: each ``sm_XX`` of ``nvrtcGetSupportedArchs``, followed
+    by its architecture-specific (``a``) and family (``f``) variants that NVRTC accepts."""
+    return [f"sm_{a}{s}" for a in tc.supported_archs for s in ("", "a", "f") if not s or nvrtc_accepts(f"sm_{a}{s}")]
+
+
+def check_arch(name: str, arch: Arch, tc: Toolchain) -> None:
+    """:raises BuildError: NVRTC does not compile for ``arch`` (``sm_50``, ``sm_90f``), listing
+    the architectures it does."""
+    if arch.number in tc.supported_archs and (not arch.suffix or nvrtc_accepts(arch.name)):
+        return
+    raise BuildError(
+        f"NVRTC {tc.version_text} cannot compile kernel '{name}' for {arch.name}; it supports "
+        f"{', '.join(known_archs(tc))}. Choose one of them with target='cuda -arch=sm_XX'"
+    )
+
+
 def compile_cubin(name: str, source: str, arch: Arch, flags: Sequence[str] = (), *, verbose: bool = False) -> Cubin:
     """Compile CUDA ``source`` into a cubin for ``arch``.
 
     :param name: the kernel's name (for messages and the kept source's file name).
     :param flags: extra NVRTC options (``compile_flags``).
-    :raises BuildError: NVRTC is missing, does not know ``arch``, rejects the source, or runs
-        past ``$TILELANG_COMPILE_TIMEOUT_SECONDS``.
+    :raises CompileFlagsError: ``flags`` choose the architecture (:func:`check_flags`).
+    :raises BuildError: NVRTC is missing, does not know ``arch``, rejects the source, runs past
+        ``$TILELANG_COMPILE_TIMEOUT_SECONDS``, or its worker process cannot run it.
     """
+    check_flags(name, arch, flags)
     try:
         tc = toolchain()
     except ToolchainMissing as exc:
         raise BuildError(f"cannot compile kernel '{name}' with NVRTC: {exc}") from None
-    if arch.number not in tc.supported_archs:
-        supported = ", ".join(f"sm_{a}" for a in tc.supported_archs)
-        raise BuildError(
-            f"NVRTC {tc.version_text} cannot compile kernel '{name}' for {arch.name}; it supports {supported}. "
-            f"Choose one of them with target='cuda -arch=sm_XX'"
-        )
+    check_arch(name, arch, tc)
     real_only = os.environ.get(REAL_HEADERS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
     key = hashlib.sha256(
         "\0".join([tc.version_text, arch.name, str(real_only), *flags, source]).encode()
@@ -229,7 +293,8 @@ def compile_cubin(name: str, source: str, arch: Arch, flags: Sequence[str] = (),
             if real or real_only:
                 raise _build_error(name, arch, source, failure) from None
             continue
-        result = Cubin(image=image, arch=arch, options=tuple(options), log=log, headers="real" if real else "standin")
+        result = Cubin(image=image, arch=arch, options=tuple(options), log=bounded_output(log),
+                       headers="real" if real else "standin")
         break
     if result is None:
         assert first_failure is not None

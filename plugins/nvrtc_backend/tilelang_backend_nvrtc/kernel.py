@@ -25,7 +25,7 @@ from tilelang_core.calling import CallChecker
 from tilelang_core.errors import ArtifactError, BuildError
 
 from . import plan as P
-from .arch import Arch, artifact_arch, device_arch
+from .arch import ARCH_FORMS, Arch, artifact_arch, artifact_arch_name, device_arch
 from .cubin import CubinError, read_cubin
 from .parameters import ThreadBlocks
 
@@ -45,9 +45,17 @@ or a raw ``cudaStream_t`` int). Attributes: ``artifact``, ``plan`` (the launch p
 def choose_arch(artifact: KernelArtifact) -> Arch:
     """The architecture to build for: the artifact's (target ``-arch``), else the current GPU's.
 
-    :raises BuildError: neither says one (no ``-arch`` and no GPU to ask).
+    :raises BuildError: the target's ``-arch`` is not a CUDA architecture (``sm_90x``), or
+        neither says one (no ``-arch`` and no GPU to ask).
     """
-    arch = artifact_arch(artifact) or device_arch()
+    try:
+        arch = artifact_arch(artifact) or device_arch()
+    except ValueError:
+        raise BuildError(
+            f"nvrtc: kernel {artifact.name!r}: target {artifact.target!r} names the architecture "
+            f"{artifact_arch_name(artifact)!r}, which is not a CUDA architecture; -arch= takes {ARCH_FORMS}: "
+            f"compile with target='cuda -arch=sm_XX'"
+        ) from None
     if arch is None:
         raise BuildError(
             f"nvrtc: kernel {artifact.name!r} has no target architecture (target {artifact.target!r} has no -arch) "
@@ -80,10 +88,18 @@ def build(artifact: KernelArtifact, options: BuildOptions) -> "NvrtcKernel":
         info = read_cubin(result.image)
     except CubinError as exc:
         raise BuildError(f"nvrtc: NVRTC returned an unreadable cubin for {artifact.name!r}: {exc}") from None
-    problem = P.check_plan_against_cubin(plan, info)
+    problem = cubin_arch_problem(info, arch) or P.check_plan_against_cubin(plan, info)
     if problem is not None:
         raise BuildError(f"nvrtc: kernel {artifact.name!r}: {problem}")
     return NvrtcKernel(artifact, options, plan, result.image)
+
+
+def cubin_arch_problem(info: Any, arch: Arch) -> Optional[str]:
+    """Why a cubin (its :class:`~.cubin.CubinInfo`) is not for ``arch`` (the launch plan's), or None:
+    what :func:`load` refuses, found when the cubin is built."""
+    if info.sm != arch.number:
+        return f"the cubin is for sm_{info.sm}, the plan says {arch.name}"
+    return None
 
 
 class NvrtcKernel:
@@ -232,7 +248,7 @@ def rebuild_for(artifact: KernelArtifact, options: BuildOptions, plan: dict, dev
                             f"({device.name}), and NVRTC is not here to rebuild it ({exc}); {advice}") from None
     result = compile_cubin(artifact.name, artifact.device_source, device, options.compile_flags, verbose=options.verbose)
     info = read_cubin(result.image)
-    problem = P.check_plan_against_cubin(plan, info)
+    problem = cubin_arch_problem(info, device) or P.check_plan_against_cubin(plan, info)
     if problem is not None:
         raise ArtifactError(f"nvrtc kernel {artifact.name!r} rebuilt for {device.name}: {problem}")
     return result.image
@@ -276,8 +292,9 @@ def load(artifact: KernelArtifact, directory: Path, options: BuildOptions) -> Nv
         info = read_cubin(image)
     except (ValueError, CubinError) as exc:
         raise ArtifactError(f"nvrtc kernel in {directory} has an unreadable cubin or architecture: {exc}") from None
-    if info.sm != arch.number:
-        raise ArtifactError(f"nvrtc kernel in {directory}: the cubin is for sm_{info.sm}, the plan says {arch.name}")
+    problem = cubin_arch_problem(info, arch)
+    if problem is not None:
+        raise ArtifactError(f"nvrtc kernel in {directory}: {problem}")
     expected = P.make_plan(artifact, sorted(options.out_idx), arch.name)
     if [k for k in plan.get("kernels", [])] != expected["kernels"]:
         raise ArtifactError(f"nvrtc kernel in {directory}: its launch plan does not match the kernel's artifact; "

@@ -20,6 +20,7 @@ format 1::
 from __future__ import annotations
 
 import ctypes
+import math
 import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -50,12 +51,26 @@ _SCALAR_CTYPES: dict[str, Any] = {
 }
 
 
+def _fits_or_infinity(value: float, code: str) -> float:
+    """``value``, or the infinity of its sign when it is too large for the ``struct`` float
+    ``code`` ('e' half, 'f' float): what a C conversion gives (70000.0 is +inf in float16). The
+    call checker takes any float a double holds (docs/backend-conventions.md)."""
+    try:
+        struct.pack("<" + code, value)
+    except OverflowError:
+        return math.copysign(math.inf, value)
+    return value
+
+
 def _half_bits(value: float) -> int:
-    return struct.unpack("<H", struct.pack("<e", value))[0]
+    """The float16 bit pattern of ``value`` (round to nearest even, +-inf past the largest)."""
+    return struct.unpack("<H", struct.pack("<e", _fits_or_infinity(value, "e")))[0]
 
 
 def _bfloat16_bits(value: float) -> int:
-    (bits,) = struct.unpack("<I", struct.pack("<f", value))
+    """The bfloat16 bit pattern of ``value`` (the float32's rounded to nearest even, +-inf past
+    the largest, a NaN stays a quiet NaN)."""
+    (bits,) = struct.unpack("<I", struct.pack("<f", _fits_or_infinity(value, "f")))
     if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF:  # NaN stays a (quiet) NaN
         return (bits >> 16) | 0x40
     return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # round to nearest even

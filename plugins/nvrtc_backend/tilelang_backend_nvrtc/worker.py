@@ -4,19 +4,24 @@ NVRTC cannot be stopped from inside the process: its cancellation callback
 (``nvrtcSetFlowCallback``) is not called while the front end instantiates templates or
 evaluates ``constexpr`` code, so a source that recurses without end (a template instantiating
 two new ones at each step) compiled forever and grew by about 150 MB a second. The backend
-therefore compiles in a worker process (``python -m tilelang_backend_nvrtc.worker``) that stays
+therefore compiles in a worker process (:func:`worker_command`, running :func:`main`) that stays
 up and takes one compile after another: after the first compile (which starts it and loads
 NVRTC, as the first in-process compile loads it) a compile costs what it costs in-process plus
 a pipe round trip. Past the time limit the worker is killed (memory and CPU back at once), the
 compile raises :class:`CompileTimedOut`, and the next compile starts a new worker. A worker that
-dies (the out-of-memory killer) raises :class:`WorkerDied`. Compiles from several threads each
-use a worker of their own (idle ones are kept, at most :data:`MAX_IDLE`, and killed when this
+dies (the out-of-memory killer) raises :class:`WorkerDied`. The worker finds its modules where
+this process finds them (this process's ``sys.path`` is its ``PYTHONPATH``), not in the current
+directory unless this process looks there too: a user's own ``cuda.py`` or ``tilelang_core/``
+there once shadowed ``cuda.bindings`` and the core in the worker (see :data:`WORKER_BOOT`). A
+worker that answers it cannot run NVRTC is not kept. Compiles from several threads each use a
+worker of their own (idle ones are kept, at most :data:`MAX_IDLE`, and killed when this
 process exits; a worker whose parent is gone exits within a second, even mid-compile). A forked
 process never uses its parent's workers.
 
 Messages are ``marshal``-encoded tuples of bytes, str and lists, each after its 8-byte length:
 request ``(source, name, options)``; answer ``("ok", cubin, log)``, ``("failed", log)`` (NVRTC
-rejected the source) or ``("error", text)`` (NVRTC could not be used).
+rejected the source) or ``("error", text)`` (NVRTC could not be used, or the worker could not
+import the backend).
 """
 
 from __future__ import annotations
@@ -25,7 +30,6 @@ import atexit
 import marshal
 import os
 import selectors
-import signal
 import struct
 import subprocess
 import sys
@@ -35,6 +39,12 @@ from typing import IO, Optional
 
 #: Idle workers kept for the next compiles (one per thread compiling at the same time).
 MAX_IDLE = 4
+
+#: The program the worker runs (``python -c``). ``python -m`` would put the current directory
+#: first on ``sys.path`` (``-c`` puts ``''`` there) and ``-P``, which would not, needs Python 3.11;
+#: so the worker drops the empty entry itself before importing anything of its own.
+WORKER_BOOT = ("import sys; sys.path[:] = [p for p in sys.path if p]; "
+               "from tilelang_backend_nvrtc.worker import main; main()")
 
 _HEADER = struct.Struct("<Q")
 _idle: list["_Worker"] = []
@@ -46,7 +56,7 @@ class CompileTimedOut(Exception):
 
 
 class WorkerDied(Exception):
-    """The worker process ended during a compile (its exit status is in the message)."""
+    """The worker process ended during a compile (how, in words, is the message)."""
 
 
 def _write(stream: IO[bytes], value: object) -> None:
@@ -72,8 +82,8 @@ class _Worker:
     def __init__(self) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # this process's modules, this plugin
-        self.proc = subprocess.Popen([sys.executable, "-m", "tilelang_backend_nvrtc.worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, env=env, start_new_session=True)
+        self.proc = subprocess.Popen(worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                                     start_new_session=True)
         self.owner = os.getpid()
 
     def usable(self) -> bool:
@@ -124,13 +134,18 @@ class _Worker:
                 pass
 
 
+def worker_command() -> list[str]:
+    """The command line of a worker process (:data:`WORKER_BOOT` under this Python)."""
+    return [sys.executable, "-c", WORKER_BOOT]
+
+
 def _status_text(status: int) -> str:
-    if status < 0:
-        try:
-            return f"signal {signal.Signals(-status).name}"
-        except ValueError:
-            return f"signal {-status}"
-    return f"exit status {status}"
+    """How a worker ended, in the core's words for a compiler's end (``exit code 1``, ``killed by
+    signal SIGKILL (the kernel's out-of-memory killer, ...)``: the hint only for a signal)."""
+    from tilelang_core.compiler_process import CompilerRun  # not at the top: the worker imports this module
+
+    return CompilerRun(command=worker_command(), returncode=status, output="", output_bytes=0, output_file=None,
+                       timeout=None, seconds=0.0).failure
 
 
 def compile_in_worker(source: bytes, name: str, options: list[str], timeout: float) -> tuple:
@@ -152,7 +167,7 @@ def compile_in_worker(source: bytes, name: str, options: list[str], timeout: flo
         worker.kill()  # timed out, died, or interrupted (Ctrl-C) mid-compile: never reused
         raise
     with _idle_lock:
-        if len(_idle) < MAX_IDLE:
+        if len(_idle) < MAX_IDLE and answer[0] != "error":  # one that cannot run NVRTC is not kept
             _idle.append(worker)
             worker = None
     if worker is not None:
@@ -182,10 +197,24 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="tilelang-nvrtc-parent-watch", daemon=True).start()
 
 
+def _answer(request: bytes) -> tuple:
+    """The answer to one marshalled request (see the module docstring); never raises an Exception."""
+    try:
+        from .compiler import _CompileFailed, _run_nvrtc
+    except Exception as exc:  # noqa: BLE001 - a module shadowing the core's: said in the answer, not a dead worker
+        return ("error", f"cannot import the backend's compiler module ({type(exc).__name__}: {exc})")
+    source, name, options = marshal.loads(request)
+    try:
+        image, log = _run_nvrtc(source, name, options)
+        return ("ok", image, log)
+    except _CompileFailed as failure:
+        return ("failed", failure.log)
+    except Exception as exc:  # noqa: BLE001 - handed to the parent, which raises it as a BuildError
+        return ("error", f"{type(exc).__name__}: {exc}")
+
+
 def main() -> None:
     """The worker: answer compile requests on stdin until it closes."""
-    from .compiler import _CompileFailed, _run_nvrtc
-
     _exit_with_parent()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the answers
@@ -196,15 +225,7 @@ def main() -> None:
         data = _read_exact(stdin, _HEADER.unpack(header)[0])
         if data is None:
             return
-        source, name, options = marshal.loads(data)
-        try:
-            image, log = _run_nvrtc(source, name, options)
-            answer: tuple = ("ok", image, log)
-        except _CompileFailed as failure:
-            answer = ("failed", failure.log)
-        except Exception as exc:  # noqa: BLE001 - handed to the parent, which raises it as a BuildError
-            answer = ("error", f"{type(exc).__name__}: {exc}")
-        _write(stdout, answer)
+        _write(stdout, _answer(data))
 
 
 if __name__ == "__main__":
