@@ -41,14 +41,21 @@ def clear(directory: Optional[Path] = None) -> int:
 
     Removes only what the cache made: files and links found among the entries (including a
     ``kernels/`` or shard folder that is a link) are unlinked, never followed; folders the cache
-    did not create are kept. Raises :class:`~tilelang_core.errors.CacheError` when the cache
+    did not create are kept, and so is what another process is writing in ``tmp/``. What could
+    not be removed (a folder that cannot be written) is not counted, and is said in a
+    ``CacheWarning``. Raises :class:`~tilelang_core.errors.CacheError` when the cache
     directory is one other users can write to.
     """
-    return clear_report(directory)["entries"]
+    from .store import warn_failed
+
+    report = clear_report(directory)
+    warn_failed(report, "clear")
+    return report["entries"]
 
 
 def clear_report(directory: Optional[Path] = None) -> dict[str, Any]:
-    """:func:`clear`, returning ``{"entries": n, "tuning_records": n, "removed_junk": [paths], "kept": [paths]}``."""
+    """:func:`clear`, returning ``{"entries": n, "tuning_records": n, "removed_junk": [paths], "kept": [paths],
+    "in_use": [{"path": p, "why": w}], "failed": [{"path": p, "error": e}]}`` (``failed``: not removed, and why)."""
     import sys
 
     compile_module = sys.modules.get("tilelang_core.jit.compile")
@@ -66,19 +73,34 @@ def prune(older_than_days: float = 30.0, directory: Optional[Path] = None) -> di
     """Remove the disk entries that will not be loaded again or were not used lately.
 
     Goes: entries of a backend that is not installed or installed in another version, entries
-    whose metadata cannot be read, and entries neither saved nor loaded from disk in the last
-    ``older_than_days`` days. Returns ``{"unused": n, "not_installed": n, "unreadable": n}``.
+    whose metadata cannot be read (corrupt), and entries neither saved nor loaded from disk in
+    the last ``older_than_days`` days (only the last reason for entries another tilelang-core
+    wrote). Returns ``{"unused": n, "not_installed": n, "unreadable": n}``; what could not be
+    removed is not counted, and is said in a ``CacheWarning``.
     Kernels this process holds in memory stay usable. Raises
     :class:`~tilelang_core.errors.CacheError` when the directory is not the cache's own.
     """
+    from .store import get_cache
+
+    return get_cache(directory).prune(_days(older_than_days))
+
+
+def prune_report(older_than_days: float = 30.0, directory: Optional[Path] = None) -> dict[str, Any]:
+    """:func:`prune`, returning also ``"other_core_kept": n`` (entries of other tilelang-cores, kept because used
+    lately) and ``"failed": [{"path": p, "error": e}]`` (not removed, and why)."""
+    from .store import get_cache
+
+    return get_cache(directory).prune_report(_days(older_than_days))
+
+
+def _days(older_than_days: Any) -> float:
+    """``older_than_days`` as a float; ValueError unless it is a finite number >= 0."""
     import math
 
     if isinstance(older_than_days, bool) or not isinstance(older_than_days, (int, float)) or not (
             math.isfinite(older_than_days) and older_than_days >= 0):
         raise ValueError(f"prune: older_than_days must be a number of days >= 0, got {older_than_days!r}")
-    from .store import get_cache
-
-    return get_cache(directory).prune(float(older_than_days))
+    return float(older_than_days)
 
 
 def info(directory: Optional[Path] = None) -> dict[str, Any]:
@@ -105,4 +127,5 @@ __all__ = [
     "get_cache",
     "info",
     "prune",
+    "prune_report",
 ]

@@ -1,4 +1,8 @@
-"""``tilelang cache info`` and ``tilelang cache clear``."""
+"""``tilelang cache info``, ``tilelang cache clear`` and ``tilelang cache prune``.
+
+Exit status: 0 when all is well; 1 when the cache directory cannot be one (a file, a link in a
+loop or to nothing) or something could not be removed (each such path is named on stderr, with why).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ def _human(n: int) -> str:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
+    from ..cli import one_line
     from . import info
 
     data = info()
@@ -23,71 +28,108 @@ def _cmd_info(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
         return 0
     state = " (disabled by TILELANG_DISABLE_CACHE)" if data["disabled"] else ""
-    print(f"location: {data['location']}{state}")
+    print(f"location: {one_line(data['location'])}{state}")
     if data.get("not_a_cache"):
-        print(f"warning:  {data['not_a_cache']}")
+        print(f"warning:  {one_line(data['not_a_cache'])}")
     print(f"entries:  {data['entries']}")
     print(f"size:     {_human(data['bytes'])}")
     for name, row in sorted(data["backends"].items()):
-        note = ""
-        if row.get("compiled_at_load"):
-            note = f"  ({row['compiled_at_load']} saved as source: compiled again when loaded)"
-        version = name.rsplit(" ", 1)[-1]
-        if name != "(unreadable)" and row.get("installed") is None:
-            note += "  (not installed: never loaded; `tilelang cache prune` removes them)"
-        elif name != "(unreadable)" and row.get("installed") != version:
-            note += f"  (version {row['installed']} is installed: never loaded; `tilelang cache prune` removes them)"
-        print(f"  {name:<24} {row['entries']:>6} entries  {_human(row['bytes']):>10}{note}")
+        print(f"  {name:<24} {row['entries']:>6} entries  {_human(row['bytes']):>10}{_row_note(name, row)}")
     junk = data.get("junk", [])
     if junk:
         print(f"junk:     {len(junk)} item{'s' if len(junk) != 1 else ''} the cache did not make "
               f"(`tilelang cache clear` unlinks files and links, keeps folders)")
         for item in junk:
-            print(f"  {item['path']} ({item['kind']})")
+            print(f"  {one_line(item['path'])} ({item['kind']})")
     return 0
 
 
+def _row_note(name: str, row: dict) -> str:
+    """What ``tilelang cache info`` says after a backend's row: source compiled at load, a backend
+    not installed (or of another version), entries another tilelang-core wrote, corrupt entries."""
+    note = ""
+    if row.get("compiled_at_load"):
+        note = f"  ({row['compiled_at_load']} saved as source: compiled again when loaded)"
+    if row.get("other_core"):
+        return note + ("  (not corrupt: another tilelang-core wrote them and may load them, this one never does; "
+                       "`tilelang cache prune` removes them only when unused for --days)")
+    if name == "(unreadable)":
+        return note + "  (corrupt: never loaded; `tilelang cache prune` removes them)"
+    version = name.rsplit(" ", 1)[-1]
+    if row.get("installed") is None:
+        note += "  (not installed: never loaded; `tilelang cache prune` removes them)"
+    elif row.get("installed") != version:
+        note += f"  (version {row['installed']} is installed: never loaded; `tilelang cache prune` removes them)"
+    return note
+
+
 def _unusable(directory) -> bool:
-    """Print why ``directory`` cannot be the cache (it is a file) to stderr; whether it cannot."""
+    """Print why ``directory`` cannot be the cache (it is a file, or a link in a loop or to nothing)
+    to stderr; whether it cannot."""
     import sys
 
+    from ..cli import one_line
     from .ownership import not_a_directory
 
     reason = not_a_directory(directory)
     if reason is not None:
-        print(f"error: {reason}", file=sys.stderr)
+        print(f"error: {one_line(reason)}", file=sys.stderr)
     return reason is not None
 
 
+def _failed(report: dict, command: str) -> int:
+    """Print to stderr what ``report`` says could not be removed; the exit status (1 if anything)."""
+    import sys
+
+    from ..cli import one_line
+
+    failed = report.get("failed", [])
+    for item in failed:
+        print(f"error: {one_line(item['error'])}", file=sys.stderr)
+    if failed:
+        print(f"error: {len(failed)} item{'s' if len(failed) != 1 else ''} could not be removed (above): make "
+              f"the folders named writable (`chattr -i` if they are immutable, a read-write mount) and run "
+              f"`tilelang cache {command}` again", file=sys.stderr)
+    return 1 if failed else 0
+
+
 def _cmd_clear(args: argparse.Namespace) -> int:
+    from ..cli import one_line
     from . import cache_dir, clear_report
 
     if _unusable(cache_dir()):
         return 1
     report = clear_report()
     removed = report["entries"]
-    print(f"removed {removed} cached kernel{'s' if removed != 1 else ''} from {cache_dir()}")
+    print(f"removed {removed} cached kernel{'s' if removed != 1 else ''} from {one_line(cache_dir())}")
     tuned = report.get("tuning_records", 0)
     if tuned:
         print(f"removed {tuned} stored autotuning result{'s' if tuned != 1 else ''}")
     for path in report["removed_junk"]:
-        print(f"  unlinked {path} (not made by the cache; not followed)")
+        print(f"  unlinked {one_line(path)} (not made by the cache; not followed)")
     for path in report["kept"]:
-        print(f"  kept {path} (the cache did not make it)")
-    return 0
+        print(f"  kept {one_line(path)} (the cache did not make it)")
+    for item in report.get("in_use", []):
+        print(f"  kept {one_line(item['path'])} ({item['why']})")
+    return _failed(report, "clear")
 
 
 def _cmd_prune(args: argparse.Namespace) -> int:
-    from . import cache_dir, prune
+    from ..cli import one_line
+    from . import cache_dir, prune_report
 
     if _unusable(cache_dir()):
         return 1
-    counts = prune(args.days)
-    total = sum(counts.values())
-    print(f"removed {total} cached kernel{'s' if total != 1 else ''} from {cache_dir()}: {counts['unused']} not used "
-          f"in {args.days:g} days, {counts['not_installed']} of a backend not installed (or of another version), "
-          f"{counts['unreadable']} unreadable")
-    return 0
+    report = prune_report(args.days)
+    total = sum(report[why] for why in ("unused", "not_installed", "unreadable"))
+    print(f"removed {total} cached kernel{'s' if total != 1 else ''} from {one_line(cache_dir())}: {report['unused']} "
+          f"not used in {args.days:g} days, {report['not_installed']} of a backend not installed (or of another "
+          f"version), {report['unreadable']} unreadable")
+    kept = report.get("other_core_kept", 0)
+    if kept:
+        print(f"kept {kept} cached kernel{'s' if kept != 1 else ''} of another tilelang-core (used in the last "
+              f"{args.days:g} days)")
+    return _failed(report, "prune")
 
 
 def _days(text: str) -> float:

@@ -214,23 +214,85 @@ def _compiles_at_load(record: "BackendRecord", artifact: KernelArtifact) -> bool
     return bool(kind is not None and spec.targets[kind].compiles_at_load)
 
 
+class ForeignEntryError(ArtifactError):
+    """A saved kernel written by another tilelang-core: another format version, or metadata fields
+    this one does not know (a newer core sharing the cache directory). Not corrupt: that core can
+    load it, this one cannot."""
+
+    def __init__(self, message: str, *, format_version: int, core_version: Optional[str]) -> None:
+        super().__init__(message)
+        self.format_version = format_version
+        self.core_version = core_version
+
+    @property
+    def writer(self) -> str:
+        """Who wrote it, for a listing: ``tilelang-core 0.2.0, format 2``."""
+        core = f"tilelang-core {self.core_version}" if self.core_version else "another tilelang-core"
+        return f"{core}, format {self.format_version}"
+
+
 def read_meta(directory: Path, *, check: Optional[Check] = None) -> EntryMeta:
     """Read and validate ``tilelang-kernel.json``; raises ArtifactError (FileNotFoundError if absent).
 
     The file is read without following links and must be a regular file (a FIFO put there
-    cannot make this wait); ``check`` judges who may have written it.
+    cannot make this wait); ``check`` judges who may have written it. Metadata of another format
+    version, or with fields this core does not know, raises :class:`ForeignEntryError` (an
+    ``ArtifactError``): another tilelang-core wrote it.
     """
     data = read_regular(directory / META_FILE, limit=META_LIMIT, check=check)
     try:
         meta = schema.validate_json(EntryMeta, data)
     except ValidationError as exc:
+        foreign = _foreign_meta(directory, data, exc)
+        if foreign is not None:
+            raise foreign from None
         raise ArtifactError(f"{directory / META_FILE} is not valid kernel metadata: {schema.error_summary(exc)}") from None
     if meta.format_version != ENTRY_FORMAT_VERSION:
-        raise ArtifactError(
-            f"{directory} holds a kernel saved in format {meta.format_version}; this tilelang-core reads format "
-            f"{ENTRY_FORMAT_VERSION}"
-        )
+        raise _other_format(directory, meta.format_version, meta.core_version)
     return meta
+
+
+def _other_format(directory: Path, format_version: int, core_version: Optional[str]) -> ForeignEntryError:
+    """The error for ``directory``'s kernel, saved in another entry format (by ``core_version``, if known)."""
+    from .. import __version__
+
+    by = f" by tilelang-core {core_version}" if core_version else ""
+    return ForeignEntryError(
+        f"{directory} holds a kernel saved in format {format_version}{by}; this tilelang-core ({__version__}) reads "
+        f"format {ENTRY_FORMAT_VERSION}",
+        format_version=format_version, core_version=core_version)
+
+
+#: pydantic's error types for a field the schema does not have (dataclasses report the second).
+_UNKNOWN_FIELD = ("extra_forbidden", "unexpected_keyword_argument")
+
+
+def _foreign_meta(directory: Path, data: bytes, exc: ValidationError) -> Optional[ForeignEntryError]:
+    """A :class:`ForeignEntryError` when metadata that failed validation was written by another
+    tilelang-core (its ``format`` is ours and its ``format_version`` another, or the only errors
+    are fields this core does not know), else None (corrupt)."""
+    import json
+
+    try:
+        raw = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(raw, dict) or raw.get("format") != "tilelang-kernel":
+        return None
+    version, core = raw.get("format_version"), raw.get("core_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        return None
+    core = core if isinstance(core, str) and _VERSION.fullmatch(core) else None
+    if version != ENTRY_FORMAT_VERSION:
+        return _other_format(directory, version, core)
+    errors = exc.errors()
+    if not errors or any(e["type"] not in _UNKNOWN_FIELD for e in errors):
+        return None
+    fields = ", ".join(sorted({".".join(str(p) for p in e["loc"]) for e in errors})[:5])
+    return ForeignEntryError(
+        f"{directory / META_FILE} was written by {'tilelang-core ' + core if core else 'another tilelang-core'} "
+        f"(format {version}): it has fields this tilelang-core does not know ({fields})",
+        format_version=version, core_version=core)
 
 
 def _listed_path_ok(rel: str) -> bool:

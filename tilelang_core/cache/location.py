@@ -128,7 +128,15 @@ def prepare_cache_dir(directory: Path) -> Path:
     """
     directory = Path(directory)
     _check_path_length(directory)
+    # a link in a loop or to nothing is not a safety problem: an OSError, so the cache works in
+    # memory only with a CacheWarning; a loop first (the way-there check cannot follow it), a link
+    # to nothing after that check (whose refusal of an unsafe way there comes first)
+    problem = link_problem(directory)
+    if problem is not None and _loops(directory):
+        raise _os_error(errno.ELOOP, problem)
     if trust.check_path(directory, root_place(directory)) is None:
+        if problem is not None:
+            raise _os_error(errno.ENOENT, problem)
         os.makedirs(directory, mode=0o700, exist_ok=True)
         try:
             os.chmod(directory, 0o700)
@@ -138,6 +146,70 @@ def prepare_cache_dir(directory: Path) -> Path:
     if not os.access(directory, os.W_OK | os.X_OK):
         raise PermissionError(f"kernel cache directory {directory} is not writable")
     return directory
+
+
+def link_problem(directory: Path) -> Optional[str]:
+    """Why ``directory`` names no directory because of a symbolic link on the way (a link in a
+    loop, or a link whose target does not exist), for a message; None otherwise.
+
+    Such a path can be neither created nor used: ``mkdir`` says "File exists" for a dangling
+    link, the way-there check "too many levels of symbolic links" for a loop.
+    """
+    try:
+        os.stat(directory)
+        return None
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOENT):
+            return None
+    path = os.path.abspath(directory)
+    prefixes = [path]
+    while os.path.dirname(prefixes[-1]) != prefixes[-1]:
+        prefixes.append(os.path.dirname(prefixes[-1]))
+    for prefix in reversed(prefixes):  # from the root down: the first link that goes nowhere
+        if not os.path.islink(prefix):
+            continue
+        try:
+            os.stat(prefix)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return (f"{prefix} is a symbolic link in a loop ({_link_chain(prefix)}), so it leads to no "
+                        f"directory; point one of these links at a directory")
+            if exc.errno == errno.ENOENT:
+                target, missing = os.readlink(prefix), os.path.realpath(prefix)
+                shown = target if os.path.join(os.path.dirname(prefix), target) == missing else f"{target} ({missing})"
+                return (f"{prefix} is a symbolic link to {shown}, which does not exist; create {missing} or point "
+                        f"the link at a directory")
+    return None
+
+
+def _os_error(code: int, message: str) -> OSError:
+    """An ``OSError`` of ``errno`` ``code`` whose text is ``message`` alone (no ``[Errno N]``)."""
+    exc = OSError(message)
+    exc.errno = code
+    return exc
+
+
+def _loops(directory: Path) -> bool:
+    """Whether resolving ``directory`` meets too many symbolic links (a loop)."""
+    try:
+        os.stat(directory)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
+def _link_chain(link: str, most: int = 8) -> str:
+    """``a -> b -> a``: the links followed from ``link`` until one repeats (at most ``most``)."""
+    seen, chain, current = set(), [link], link
+    while current not in seen and len(chain) <= most:
+        seen.add(current)
+        try:
+            target = os.readlink(current)
+        except OSError:
+            break
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+        chain.append(current)
+    return " -> ".join(chain)
 
 
 #: Bytes the cache adds to its directory's path at most (``tmp/<key>.<pid>.<id>/backend/<file>``).

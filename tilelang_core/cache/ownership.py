@@ -92,8 +92,15 @@ def foreign_reason(directory: Path) -> str | None:
 
 
 def not_a_directory(path: Path) -> str | None:
-    """Why the cache cannot use ``path`` when it exists and is not a directory (a file), else None."""
+    """Why the cache cannot use ``path`` when it exists and is not a directory (a file), or when a
+    symbolic link on the way to it is in a loop or leads nowhere, else None."""
+    from .location import link_problem
+
     path = Path(path)
+    problem = link_problem(path)
+    if problem is not None:
+        return (f"kernel cache directory {path}: {problem}. Until then the cache keeps kernels in memory only and "
+                f"has nothing there to list or clear (or set TILELANG_CACHE_DIR to a new or empty directory)")
     if not path.exists() or path.is_dir():
         return None
     return (f"{path} is not a directory, so the cache keeps kernels in memory only and has nothing there to "

@@ -17,10 +17,12 @@ removes things, and loads only from folders and files that this user alone can w
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
 import stat
+import sys
 import threading
 import time
 import uuid
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 from ..errors import ArtifactError, BuildError, CacheError
 from ..flock_wait import flock_within
 from . import entry as E
-from . import ownership, trust
+from . import leftovers, ownership, trust
 from .location import cache_disabled, check_private, default_cache_dir, prepare_cache_dir, tree_place
 
 if TYPE_CHECKING:
@@ -83,19 +85,50 @@ class MemoryCache:
         return len(self._items)
 
 
-def _remove(path: Path) -> None:
+def _remove(path: Path) -> Optional[str]:
     """Remove ``path`` without ever following a link: a real directory is deleted with its
     contents (``shutil.rmtree``, which does not follow links inside either), anything else (a
-    file, a link, a FIFO) is unlinked."""
+    file, a link, a FIFO) is unlinked.
+
+    Returns None when ``path`` is gone (or was never there), else why it is not, naming what
+    could not be deleted (a folder that cannot be written, a read-only file system).
+    """
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if stat.S_ISDIR(st.st_mode):
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISDIR(st.st_mode):
             os.unlink(path)
+            return None
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return _cannot("delete", path, exc)
+    failures: list[str] = []
+    _rmtree(path, failures)
+    if not os.path.lexists(path):
+        return None
+    return failures[0] if failures else f"cannot delete {path}: it is still there after removing it"
+
+
+def _rmtree(path: Path, failures: list[str]) -> None:
+    """``shutil.rmtree(path)``, going on past errors; each one (but a file already gone) is
+    appended to ``failures`` as a message."""
+
+    def note(function: Any, failed: str, error: Any) -> None:
+        exc = error[1] if isinstance(error, tuple) else error
+        if not isinstance(exc, FileNotFoundError):
+            failures.append(_cannot("delete", failed, exc))
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=note)
+    else:  # pragma: no cover - onerror is deprecated from 3.12
+        shutil.rmtree(path, onerror=note)
+
+
+def _cannot(what: str, path: Any, exc: BaseException, into: Optional[Path] = None) -> str:
+    """``cannot delete <path>: Operation not permitted`` (``cannot move <path> into <into> to delete it: ...``)."""
+    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    where = f" into {into} to delete it" if into is not None else ""
+    return f"cannot {what} {path}{where}: {why}"
 
 
 #: Environment variable: seconds a process waits for another one building the same kernel.
@@ -177,7 +210,7 @@ class DiskCache:
             self._remove_stale_tmp()
             self._prepared = True
 
-    def _remove_stale_tmp(self, max_age: float = 24 * 3600) -> None:
+    def _remove_stale_tmp(self, max_age: float = leftovers.STALE_AGE_S) -> None:
         """Remove what interrupted writers (killed processes) left in tmp/ more than a day ago.
 
         Only names the cache gives what it writes there are removed; anything else is left.
@@ -375,8 +408,15 @@ class DiskCache:
             return False
 
     def _discard(self, directory: Path, why: str) -> None:
-        warnings.warn(f"removed unusable kernel cache entry {directory}: {why}; rebuilding it", CacheWarning, stacklevel=5)
-        self._trash(directory)  # renamed first: a concurrent reader never sees a half-deleted entry
+        """Remove the unusable entry ``directory`` (renamed first: a concurrent reader never sees
+        a half-deleted entry) with a :class:`CacheWarning` saying why, and whether it went."""
+        problem = self._trash(directory)
+        if problem is None:
+            message = f"removed unusable kernel cache entry {directory}: {why}; rebuilding it"
+        else:
+            message = (f"kernel cache entry {directory} is unusable ({why}) and could not be removed ({problem}); "
+                       f"rebuilding the kernel. Make the folder writable and run `tilelang cache clear`")
+        warnings.warn(message, CacheWarning, stacklevel=5)
 
     # -- inspection ---------------------------------------------------------------------------
 
@@ -407,14 +447,24 @@ class DiskCache:
         return entries, junk
 
     def entries(self) -> list[tuple[Path, Optional[E.EntryMeta]]]:
-        """Every entry directory with its metadata (None when unreadable)."""
-        out: list[tuple[Path, Optional[E.EntryMeta]]] = []
+        """Every entry directory with its metadata (None when unreadable or of another tilelang-core)."""
+        return [(directory, meta) for directory, meta, _ in self.survey()]
+
+    def survey(self) -> list[tuple[Path, Optional[E.EntryMeta], Optional[str]]]:
+        """Every entry directory with its metadata, or with None and, when another tilelang-core
+        wrote it (another format, fields this one does not know), who did (``tilelang-core 0.2.0,
+        format 2``): such an entry is not corrupt, that core loads it. None and None: unreadable."""
+        out: list[tuple[Path, Optional[E.EntryMeta], Optional[str]]] = []
         for directory in self.scan()[0]:
+            meta: Optional[E.EntryMeta] = None
+            writer = None
             try:
-                meta: Optional[E.EntryMeta] = E.read_meta(directory)
+                meta = E.read_meta(directory)
+            except E.ForeignEntryError as exc:
+                writer = exc.writer
             except (OSError, ArtifactError, UnicodeDecodeError):
-                meta = None
-            out.append((directory, meta))
+                pass
+            out.append((directory, meta, writer))
         return out
 
     def clear(self) -> dict[str, Any]:
@@ -423,8 +473,11 @@ class DiskCache:
         Never follows a link: a ``kernels/`` or shard that is a link, and files or links among
         the entries, are unlinked (what they point to is untouched). Folders the cache did not
         create (other names) are kept and reported, and so is anything in ``tmp/`` that the cache
-        did not write. The autotuner's stored results go too.
-        Returns ``{"entries": n, "tuning_records": n, "removed_junk": [paths], "kept": [paths]}``.
+        did not write, or that another process may still be writing (``in_use``: see
+        :mod:`tilelang_core.cache.leftovers`). The autotuner's stored results go too. What could
+        not be removed (a folder that cannot be written) is not counted but listed in ``failed``.
+        Returns ``{"entries": n, "tuning_records": n, "removed_junk": [paths], "kept": [paths],
+        "in_use": [{"path", "why"}], "failed": [{"path", "error"}]}``.
 
         :raises CacheError: the directory is not the cache's own
             (:func:`~tilelang_core.cache.ownership.foreign_reason`); nothing is removed.
@@ -432,46 +485,61 @@ class DiskCache:
         reason = ownership.foreign_reason(self.root)
         if reason is not None:
             raise CacheError(reason)
+        report: dict[str, Any] = {"entries": 0, "tuning_records": 0, "removed_junk": [], "kept": [], "in_use": [],
+                                  "failed": []}
+        self._clear_tmp(report)  # first: the trash of entries that could not be deleted below is not listed twice
         entries, junk = self.scan()
         for directory in entries:
-            self._trash(directory)
-        removed, kept = [], []
+            _tally(report, "entries", directory, self._trash(directory))
         for path, kind in junk:
             if kind == "a directory":
-                kept.append(str(path))
+                report["kept"].append(str(path))
             else:
-                _remove(path)
-                removed.append(str(path))
+                _tally(report, "removed_junk", path, _remove(path))
         with contextlib.suppress(OSError):
             for shard, sst in _children(self.kernels_dir):
                 if stat.S_ISDIR(sst.st_mode) and _SHARD_NAME.fullmatch(shard.name):
                     with contextlib.suppress(OSError):
                         shard.rmdir()  # only when empty
-        tuning = self._clear_tuning_records(removed, kept)
+        self._clear_tuning_records(report)
+        self._clear_idle_locks()
+        return report
+
+    def _clear_tmp(self, report: dict[str, Any]) -> None:
+        """Remove what the cache left in ``tmp/`` (``tmp/`` itself when it is not a folder), but
+        what another process may still be writing (listed in ``in_use``) and names the cache does
+        not give (listed in ``kept``)."""
         tmp = self.root / "tmp"
         try:
             st = os.lstat(tmp)
         except FileNotFoundError:
-            st = None
-        if st is not None and not stat.S_ISDIR(st.st_mode):
-            _remove(tmp)
-            removed.append(str(tmp))
-        elif st is not None:
-            for child, _ in _children(tmp):
-                if ownership.is_cache_tmp_name(child.name):
-                    _remove(child)
-                else:
-                    kept.append(str(child))
-        self._clear_idle_locks()
-        return {"entries": len(entries), "tuning_records": tuning, "removed_junk": removed, "kept": kept}
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            _tally(report, "removed_junk", tmp, _remove(tmp))
+            return
+        now = time.time()
+        for child, cst in _children(tmp):
+            if not ownership.is_cache_tmp_name(child.name):
+                report["kept"].append(str(child))
+                continue
+            # trash is only ever deleted: deleting it along with a concurrent clear is harmless
+            busy = None if child.name.startswith("trash.") else leftovers.busy_reason(child.name, cst.st_mtime, now)
+            if busy is not None:
+                report["in_use"].append({"path": str(child), "why": busy})
+            else:
+                _tally(report, None, child, _remove(child))
 
-    def prune(self, older_than_days: float) -> dict[str, int]:
+    def prune(self, older_than_days: float) -> dict[str, Any]:
         """Remove the entries no process will load again or none has used for a while.
 
         An entry goes when its backend's distribution is not installed, or installed in another
-        version (such entries are never loaded), when its metadata cannot be read, or when it was
-        neither saved nor loaded in the last ``older_than_days`` days (a disk hit marks it used).
-        Idle lock files go too. Returns how many entries went, per reason.
+        version (such entries are never loaded), when its metadata cannot be read (corrupt), or
+        when it was neither saved nor loaded in the last ``older_than_days`` days (a disk hit
+        marks it used). An entry another tilelang-core wrote (another format version, or fields
+        this one does not know) goes only for the last reason: that core may load it. Idle lock
+        files go too. Returns how many entries went, per reason, the number of entries of other
+        tilelang-cores kept (``other_core_kept``), and what could not be removed (``failed``:
+        ``[{"path", "error"}]``, not counted).
 
         :raises CacheError: the directory is not the cache's own; nothing is removed.
         """
@@ -479,37 +547,64 @@ class DiskCache:
         if reason is not None:
             raise CacheError(reason)
         cutoff = time.time() - older_than_days * 86400
-        counts = {"unused": 0, "not_installed": 0, "unreadable": 0}
+        report: dict[str, Any] = {"unused": 0, "not_installed": 0, "unreadable": 0, "other_core_kept": 0, "failed": []}
         installed: dict[Any, Optional[str]] = {}  # one metadata lookup per backend, not per entry
-        for directory, meta in self.entries():
-            if meta is not None and meta.backend not in installed:
-                installed[meta.backend] = _installed_version(meta.backend)
-            if meta is None:
-                why = "unreadable"
-            elif installed[meta.backend] != meta.backend.version:
-                why = "not_installed"
-            else:
-                try:
-                    used = os.lstat(directory).st_mtime
-                except FileNotFoundError:
-                    continue
-                if used >= cutoff:
-                    continue
-                why = "unused"
-            self._trash(directory)
-            counts[why] += 1
+        for directory, meta, writer in self.survey():
+            why = self._prune_reason(directory, meta, writer is not None, cutoff, installed)
+            if why is None:
+                report["other_core_kept"] += writer is not None
+                continue
+            _tally(report, why, directory, self._trash(directory))
         self._clear_idle_locks()
-        return counts
+        return report
 
-    def _trash(self, directory: Path) -> None:
-        """Remove an entry: renamed into ``tmp/`` first (one step), so that an interrupted clear
-        leaves whole entries or trash (removed by the next clear), never a half-deleted entry."""
-        trash = self.root / "tmp" / f"trash.{uuid.uuid4().hex}"
+    @staticmethod
+    def _prune_reason(directory: Path, meta: Optional[E.EntryMeta], other_core: bool, cutoff: float,
+                      installed: dict[Any, Optional[str]]) -> Optional[str]:
+        """Why :meth:`prune` removes an entry (a key of its report), or None to keep it."""
+        if meta is None and not other_core:
+            return "unreadable"
+        if meta is not None:
+            if meta.backend not in installed:
+                installed[meta.backend] = _installed_version(meta.backend)
+            if installed[meta.backend] != meta.backend.version:
+                return "not_installed"
         try:
-            os.rename(directory, trash)
-        except OSError:
-            trash = directory
-        _remove(trash)
+            used = os.lstat(directory).st_mtime
+        except FileNotFoundError:
+            return None
+        return "unused" if used < cutoff else None
+
+    def _trash(self, directory: Path) -> Optional[str]:
+        """Remove an entry: renamed into ``tmp/`` first (one step), so that an interrupted clear
+        leaves whole entries or trash (removed by the next clear), never a half-deleted entry.
+
+        Returns None when the entry is gone (also when another process removed it meanwhile),
+        else why not, naming the path. An entry that cannot be moved (its shard or ``tmp/``
+        cannot be written) is left whole; it is deleted where it is only when ``tmp/`` is not a
+        folder or is on another file system.
+        """
+        tmp = self.root / "tmp"
+        trash = tmp / f"trash.{uuid.uuid4().hex}"
+        for attempt in (1, 2):
+            try:
+                os.rename(directory, trash)
+                break
+            except OSError as exc:
+                if not os.path.lexists(directory):
+                    return None  # removed meanwhile (a concurrent clear)
+                if exc.errno == errno.ENOENT and attempt == 1 and not os.path.lexists(tmp):
+                    with contextlib.suppress(OSError):
+                        tmp.mkdir(mode=0o700)  # removed (a clear of a tmp/ that was a file): made again
+                    continue
+                if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.EXDEV):
+                    return f"{_cannot('move', directory, exc, into=tmp)}; the entry was left whole"
+                trash = directory  # tmp/ is not a folder, or on another file system: delete it in place
+                break
+        problem = _remove(trash)
+        if problem is None or trash == directory:
+            return problem
+        return f"{directory} was moved to {trash} but not deleted ({problem})"
 
     def _clear_idle_locks(self) -> None:
         """Unlink the lock files of ``locks/`` that no process holds (one per key ever built)."""
@@ -532,41 +627,47 @@ class DiskCache:
             finally:
                 os.close(fd)
 
-    def _clear_tuning_records(self, removed: list[str], kept: list[str]) -> int:
+    def _clear_tuning_records(self, report: dict[str, Any]) -> None:
         """Remove the autotuner's records (``autotune/<k[:2]>/<key>.json``) without following links.
 
-        Files and links of other shapes there are unlinked and reported in ``removed``; folders of
-        other names are kept and reported in ``kept``. Returns how many records were removed.
+        Records removed are counted in the clear ``report``'s ``tuning_records``; files and links
+        of other shapes there are unlinked and listed in ``removed_junk``; folders of other names
+        are kept and listed in ``kept``; what could not be removed is listed in ``failed``.
         """
         base = self.root / "autotune"
         try:
             st = os.lstat(base)
         except FileNotFoundError:
-            return 0
+            return
         if not stat.S_ISDIR(st.st_mode):
-            _remove(base)
-            removed.append(str(base))
-            return 0
-        count = 0
+            _tally(report, "removed_junk", base, _remove(base))
+            return
         for shard, sst in _children(base):
-            if not (stat.S_ISDIR(sst.st_mode) and _SHARD_NAME.fullmatch(shard.name)):
-                (kept if stat.S_ISDIR(sst.st_mode) else removed).append(str(shard))
-                if not stat.S_ISDIR(sst.st_mode):
-                    _remove(shard)
+            if stat.S_ISDIR(sst.st_mode) and not _SHARD_NAME.fullmatch(shard.name):
+                report["kept"].append(str(shard))
+                continue
+            if not stat.S_ISDIR(sst.st_mode):
+                _tally(report, "removed_junk", shard, _remove(shard))
                 continue
             for path, fst in _children(shard):
-                is_record = stat.S_ISREG(fst.st_mode) and path.suffix == ".json" and _KEY_NAME.fullmatch(path.stem)
                 if stat.S_ISDIR(fst.st_mode):
-                    kept.append(str(path))
+                    report["kept"].append(str(path))
                     continue
-                _remove(path)
-                if is_record:
-                    count += 1
-                else:
-                    removed.append(str(path))
+                is_record = stat.S_ISREG(fst.st_mode) and path.suffix == ".json" and _KEY_NAME.fullmatch(path.stem)
+                _tally(report, "tuning_records" if is_record else "removed_junk", path, _remove(path))
             with contextlib.suppress(OSError):
                 shard.rmdir()  # only when empty
-        return count
+
+
+def _tally(report: dict[str, Any], field: Optional[str], path: Path, problem: Optional[str]) -> None:
+    """Record in a clear or prune ``report`` that ``path`` is gone (``problem`` None: counted in
+    ``field``, a number or a list of paths; no field: not counted), or why not (in ``failed``)."""
+    if problem is not None:
+        report["failed"].append({"path": str(path), "error": problem})
+    elif field is not None and isinstance(report[field], list):
+        report[field].append(str(path))
+    elif field is not None:
+        report[field] += 1
 
 
 def _children(directory: Path) -> list[tuple[Path, os.stat_result]]:
@@ -672,8 +773,13 @@ class KernelCache:
             return kernel
 
     def clear(self) -> int:
-        """Empty the memory layer and remove every disk entry; returns how many disk entries."""
-        return self.clear_report()["entries"]
+        """Empty the memory layer and remove every disk entry; returns how many disk entries went.
+
+        What could not be removed is said in one :class:`CacheWarning` (:meth:`clear_report` lists it).
+        """
+        report = self.clear_report()
+        warn_failed(report, "clear")
+        return report["entries"]
 
     def clear_report(self) -> dict[str, Any]:
         """:meth:`clear`, returning what :meth:`DiskCache.clear` reports.
@@ -683,18 +789,25 @@ class KernelCache:
         """
         self.memory.clear()
         if not self.root.is_dir():
-            return {"entries": 0, "tuning_records": 0, "removed_junk": [], "kept": []}
+            return {"entries": 0, "tuning_records": 0, "removed_junk": [], "kept": [], "in_use": [], "failed": []}
         check_private(self.root)
         return self.disk.clear()
 
     def prune(self, older_than_days: float) -> dict[str, int]:
+        """:meth:`prune_report`'s counts of removed entries, per reason (``unused``,
+        ``not_installed``, ``unreadable``); what could not be removed is said in one :class:`CacheWarning`."""
+        report = self.prune_report(older_than_days)
+        warn_failed(report, "prune")
+        return {why: report[why] for why in PRUNE_REASONS}
+
+    def prune_report(self, older_than_days: float) -> dict[str, Any]:
         """:meth:`DiskCache.prune` (the memory layer is kept: what this process holds stays usable).
 
         Raises :class:`CacheError` (and removes nothing) when the directory is one others could
         write to, or not the cache's own.
         """
         if not self.root.is_dir():
-            return {"unused": 0, "not_installed": 0, "unreadable": 0}
+            return {**{why: 0 for why in PRUNE_REASONS}, "other_core_kept": 0, "failed": []}
         check_private(self.root)
         return self.disk.prune(older_than_days)
 
@@ -705,20 +818,29 @@ class KernelCache:
         that loading compiles again (``compiled_at_load``: the backend declares
         ``compiles_at_load``, so a disk hit saves the lowering but not that compile), and names
         the backend distribution's installed version (``installed``: None when it is not
-        installed; entries of another version are never loaded).
+        installed; entries of another version are never loaded). Entries another tilelang-core
+        wrote (another format version, or metadata fields this one does not know) have rows of
+        their own, ``(written by tilelang-core 0.2.0, format 2)``, marked ``"other_core": true``: they
+        are not corrupt, and prune removes them only when unused. Entries whose metadata cannot be
+        read at all (corrupt) are the row ``(unreadable)``.
         """
-        per_backend: dict[str, dict[str, int]] = {}
+        per_backend: dict[str, dict[str, Any]] = {}
         total = 0
-        entries = self.disk.entries() if self.root.is_dir() else []
+        entries = self.disk.survey() if self.root.is_dir() else []
         junk = self.disk.scan()[1] if self.root.is_dir() else []
-        for directory, meta in entries:
+        for directory, meta, writer in entries:
             size = _dir_size(directory)
             total += size
-            name = f"{meta.backend.name} {meta.backend.version}" if meta else "(unreadable)"
+            if meta is not None:
+                name = f"{meta.backend.name} {meta.backend.version}"
+            else:
+                name = f"(written by {writer})" if writer else "(unreadable)"
             row = per_backend.get(name)
             if row is None:
                 row = per_backend[name] = {"entries": 0, "bytes": 0, "compiled_at_load": 0,
                                            "installed": _installed_version(meta.backend) if meta else None}
+                if writer is not None:
+                    row["other_core"] = True
             row["entries"] += 1
             row["bytes"] += size
             row["compiled_at_load"] += bool(meta and meta.compiled_at_load)
@@ -733,6 +855,21 @@ class KernelCache:
             "memory_entries": len(self.memory),
             "junk": [{"path": str(path), "kind": kind} for path, kind in junk],
         }
+
+
+#: The reasons :meth:`KernelCache.prune` counts removed entries under.
+PRUNE_REASONS = ("unused", "not_installed", "unreadable")
+
+
+def warn_failed(report: dict[str, Any], command: str) -> None:
+    """One :class:`CacheWarning` listing what a clear or prune ``report`` could not remove, if anything."""
+    failed = report.get("failed") or []
+    if failed:
+        shown = "; ".join(item["error"] for item in failed[:5])
+        if len(failed) > 5:
+            shown += f"; and {len(failed) - 5} more"
+        warnings.warn(f"kernel cache {command}: {len(failed)} item{'s' if len(failed) != 1 else ''} could not be "
+                      f"removed ({shown}); make the folders writable and {command} again", CacheWarning, stacklevel=3)
 
 
 def _installed_version(backend: Any) -> Optional[str]:

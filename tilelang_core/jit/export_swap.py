@@ -23,6 +23,8 @@ import uuid
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..cache.leftovers import process_alive as _alive
+
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 #: What ``renameat2`` sets when this kernel or file system cannot exchange: fall back to renames.
@@ -56,18 +58,6 @@ def exchange(a: Path, b: Path) -> bool:
 def side_name(target: Path, kind: str) -> Path:
     """A fresh name beside ``target`` for a new (``tmp``) or a previous (``old``) export of this process."""
     return target.parent / f".{target.name[:64]}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process
-        return True
-    return True
 
 
 def recover_leftovers(target: Path, is_export: Callable[[Path], bool]) -> Optional[Path]:
