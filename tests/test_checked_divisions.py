@@ -174,3 +174,41 @@ def test_divisors_known_to_be_nonzero_get_no_check_and_keep_simd():
     assert "integer division by zero" not in source and "#pragma omp simd" in source
     checked = lower(quotients("int32"), target="c").device_source
     assert "integer division by zero at " in checked and "#pragma omp simd" not in checked  # a return may not leave it
+
+
+@T.prim_func
+def shifted(X: T.Tensor((16,), "int32"), Y: T.Tensor((16,), "int32"), s: T.int32):
+    with T.Kernel(1) as bx:
+        for i in T.Parallel(16):
+            Y[i] = (X[i] + 1) // s + 64 // s + (X[i] - 2147483647) // s
+
+
+@pytest.mark.parametrize("path", [PATHS[0], PATHS[2]], ids=path_id)
+def test_dividends_next_to_the_type_minimum_compile_and_divide_as_torch(path):
+    """The quotient for a divisor of -1 is negated without comparing the dividend with the minimum:
+    TVM's simplifier turned ``x + 1 == -2**31`` into ``x == -2**31 - 1``, a literal int32 cannot
+    hold, and the lowering stopped (``(X[i] + 1) // s``, ``T.Persistent`` with a run-time worker
+    count)."""
+    backend, target = path
+    kernel = tilelang.compile(shifted, target=target, execution_backend=backend)
+    x, y = torch.arange(16, dtype=torch.int32), torch.empty(16, dtype=torch.int32)
+    for s in (4, -1, -3):
+        kernel(x, y, s)
+        want = [((v + 1) // s + 64 // s + (v - 2147483647) // s + 2**31) % 2**32 - 2**31 for v in x.tolist()]
+        assert y.tolist() == want, s
+
+
+def test_an_expression_thousands_of_operations_deep_is_checked():
+    """The walk keeps its own stack: 2500 terms raised Python's RecursionError."""
+    def deep(A, s):
+        value = A[0]
+        for i in range(1, 2500):
+            value = value + A[i % 4] * (i % 7)
+        return value // s
+
+    @T.prim_func
+    def taps(A: T.Tensor((4,), "int32"), B: T.Tensor((1,), "int32"), s: T.int32):
+        with T.Kernel(1) as bx:
+            B[0] = deep(A, s)
+
+    assert "integer division by zero at " in lower(taps, target="c").device_source

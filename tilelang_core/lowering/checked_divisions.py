@@ -46,6 +46,7 @@ from ..language.tileops._common import collect
 from ..language.tileops.debug import DEVICE_ASSERT_CALL
 from ..language.zero_divisors import division_text
 from .atomics import checked_map
+from .barriers import barrier
 from .markers import extern_name
 
 __all__ = ["FORMS", "check_divisions"]
@@ -87,18 +88,20 @@ def _minus_one_possible(node: Any, analyzer: Any) -> bool:
 
 
 def _negated(value: Any) -> Any:
-    """``-value`` of a signed integer, the type's minimum staying itself (as in torch, where
-    ``-2**31 // -1 == -2**31``), without computing ``0 - MIN`` (an overflow)."""
+    """``-value`` of a signed integer computed in its unsigned type, so the minimum wraps to itself
+    (``-2**31 // -1 == -2**31`` in torch) without a signed overflow; no comparison with the minimum
+    is made (TVM's simplifier moved constants across one: ``x + 1 == -2**31`` became
+    ``x == -2**31 - 1``, a literal int32 cannot hold). The operand is behind a
+    :func:`~.barriers.barrier`: folding ``0u - 64u`` stops TVM ("will cause a negative uint")."""
     dtype = str(value.ty.dtype)
-    lowest = tirx.min_value(dtype)
-    if isinstance(value, tirx.IntImm):
-        return value if value.value == lowest.value else tirx.const(-value.value, dtype)
-    return tirx.Select(value == lowest, value, tirx.Sub(tirx.const(0, dtype), value))
+    unsigned = "u" + dtype
+    return tirx.Cast(dtype, tirx.Sub(tirx.const(0, unsigned), barrier(tirx.Cast(unsigned, value))))
 
 
 def _safe(node: Any, analyzer: Any) -> Any:
-    """``node`` computed without a trap: the divisor 0 (and a signed -1) replaced by 1, the value
-    for -1 (``-a``, or 0 for a remainder) chosen after."""
+    """``node`` computed without a trap: a divisor of 0 (and a signed -1) replaced by 1, and for
+    -1 the quotient negated after (``a // 1`` is ``a``; a remainder by 1 is already 0, the value
+    for -1)."""
     if not _needs_check(node, analyzer):
         return node
     a, b = node.a, node.b
@@ -108,8 +111,9 @@ def _safe(node: Any, analyzer: Any) -> Any:
         return type(node)(a, tirx.Select(b == zero, one, b))
     minus_one = tirx.const(-1, dtype)
     divided = type(node)(a, tirx.Select(tirx.Or(b == zero, b == minus_one), one, b))
-    at_minus_one = _negated(a) if isinstance(node, _QUOTIENTS) else tirx.const(0, str(node.ty.dtype))
-    return tirx.Select(b == minus_one, at_minus_one, divided)
+    if not isinstance(node, _QUOTIENTS):
+        return divided
+    return tirx.Select(b == minus_one, _negated(divided), divided)
 
 
 def _safe_annotations(loop: Any, analyzer: Any) -> Any:
@@ -139,49 +143,59 @@ def _unguarded(expr: Any) -> Any:
 
 class _Divisions:
     """The divisions of one statement's own expressions that need a check, each with the
-    conditions under which it runs (inner divisions before the ones holding them)."""
+    conditions under which it runs (inner divisions before the ones holding them). The walk keeps
+    its own stack: an expression thousands of operations deep is fine (Python's recursion limit
+    is not)."""
 
     def __init__(self, analyzer: Any):
         self.analyzer = analyzer
         self.found: list = []  # (conditions, division)
 
-    def visit(self, expr: Any, conds: tuple) -> None:
-        if isinstance(expr, _DIVISIONS):
-            self.visit(expr.a, conds)
-            self.visit(expr.b, conds)
-            if _needs_check(expr, self.analyzer):
-                self.found.append((conds, expr))
-        elif isinstance(expr, tirx.And):
-            self.visit(expr.a, conds)
-            self.visit(expr.b, conds + (expr.a,))
-        elif isinstance(expr, tirx.Or):
-            self.visit(expr.a, conds)
-            self.visit(expr.b, conds + (tirx.Not(expr.a),))
-        elif isinstance(expr, tirx.Select):
-            self._arms(expr.condition, expr.true_value, expr.false_value, conds)
-        elif isinstance(expr, tvm.ir.Call) and getattr(expr.op, "name", None) == _IF_THEN_ELSE:
-            self._arms(*expr.args, conds)
-        elif isinstance(expr, tirx.Let):
-            self.visit(expr.value, conds)  # its body uses the let variable, unknown before the statement
-        elif isinstance(expr, _BINARY):
-            self.visit(expr.a, conds)
-            self.visit(expr.b, conds)
-        elif isinstance(expr, (tirx.Not, tirx.Cast, tirx.Broadcast)):
-            self.visit(expr.a if isinstance(expr, tirx.Not) else expr.value, conds)
-        elif isinstance(expr, tvm.ir.Call):
-            for arg in expr.args:
-                self.visit(arg, conds)
-        elif isinstance(expr, tvm.ir.TensorLoad):
-            for index in expr.indices:
-                self.visit(index, conds)
-        elif isinstance(expr, tirx.Ramp):
-            self.visit(expr.base, conds)
-            self.visit(expr.stride, conds)
+    def visit(self, root: Any, conds: tuple) -> None:
+        stack: list = [(root, conds, False)]
+        while stack:
+            expr, where, done = stack.pop()
+            if done:  # a division whose operands were walked
+                if _needs_check(expr, self.analyzer):
+                    self.found.append((where, expr))
+                continue
+            if isinstance(expr, _DIVISIONS):
+                stack.append((expr, where, True))
+            stack.extend(reversed(_operands(expr, where)))
 
-    def _arms(self, cond: Any, then: Any, other: Any, conds: tuple) -> None:
-        self.visit(cond, conds)
-        self.visit(then, conds + (cond,))
-        self.visit(other, conds + (tirx.Not(cond),))
+
+def _operands(expr: Any, conds: tuple) -> list:
+    """``(operand, conditions it runs under, False)`` for each operand of ``expr``, in order: the
+    arms of ``T.if_then_else``/``T.Select`` under their condition (or its negation), the right
+    operand of ``and``/``or`` under the left one (or its negation); a ``let`` body is left out
+    (it uses the let variable, unknown before the statement)."""
+    if isinstance(expr, tirx.And):
+        return [(expr.a, conds, False), (expr.b, conds + (expr.a,), False)]
+    if isinstance(expr, tirx.Or):
+        return [(expr.a, conds, False), (expr.b, conds + (tirx.Not(expr.a),), False)]
+    if isinstance(expr, tirx.Select):
+        return _arms(expr.condition, expr.true_value, expr.false_value, conds)
+    if isinstance(expr, tvm.ir.Call) and getattr(expr.op, "name", None) == _IF_THEN_ELSE:
+        return _arms(*expr.args, conds)
+    if isinstance(expr, tirx.Let):
+        return [(expr.value, conds, False)]
+    if isinstance(expr, _BINARY):
+        return [(expr.a, conds, False), (expr.b, conds, False)]
+    if isinstance(expr, tirx.Not):
+        return [(expr.a, conds, False)]
+    if isinstance(expr, (tirx.Cast, tirx.Broadcast)):
+        return [(expr.value, conds, False)]
+    if isinstance(expr, tvm.ir.Call):
+        return [(arg, conds, False) for arg in expr.args]
+    if isinstance(expr, tvm.ir.TensorLoad):
+        return [(index, conds, False) for index in expr.indices]
+    if isinstance(expr, tirx.Ramp):
+        return [(expr.base, conds, False), (expr.stride, conds, False)]
+    return []
+
+
+def _arms(cond: Any, then: Any, other: Any, conds: tuple) -> list:
+    return [(cond, conds, False), (then, conds + (cond,), False), (other, conds + (tirx.Not(cond),), False)]
 
 
 def _own_expressions(stmt: Any) -> list:
