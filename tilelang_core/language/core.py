@@ -566,10 +566,17 @@ def Persistent(domain: Sequence[Any], wave_size: Any, index: Any, group_size: An
             "T.Persistent(domain, wave_size, index): domain must be a non-empty list of extents, "
             f"one per loop variable, got {domain!r}")
     for name, value in (("wave_size", wave_size), ("group_size", group_size)):
+        value = int(value.value) if isinstance(value, tirx.IntImm) else value
         if isinstance(value, int) and value < 1:
             raise ValueError(f"T.Persistent: {name} must be at least 1, got {value}")
     if group_size is None:
         group_size = 1
+    if isinstance(wave_size, tvm.ir.Expr) and not isinstance(wave_size, tirx.IntImm):
+        from .tile_schedule import assert_stride
+
+        # a run-time wave_size below 1 fails the call (the wave loop runs no wave: lowering/persistent.py)
+        assert_stride("T.Persistent", "wave_size", wave_size,
+                      "pass the number of workers (the blocks of the T.Kernel that share the domain)")
     _B.evaluate(tirx.call_extern("int32", PERSISTENT_MARKER, len(domain), wave_size, index, group_size))
     return _B.grid(*domain)
 

@@ -23,6 +23,15 @@ Stateful use (the default) keeps the current tile in four ``T.alloc_var`` scalar
         sched.next_tile()
 
 ``stateful=False`` allocates nothing and only decodes (``bx, by = sched.coord(tile)``).
+
+``num_workers`` (and a ``next_tile(step)``) is the stride of the walk, so it must be at least 1:
+with 0 the walk never leaves its first tile, and a negative one goes down forever (such a call
+never returned). A constant below 1 is refused where the scheduler is made; a run-time one makes
+:meth:`~PersistentTileScheduler.valid` false (the walk ends, so no target loops forever) and the
+call fails with ``T.device_assert``'s error ``... num_workers = workers must be at least 1, got 0``
+(CPU targets: ``RuntimeError``; CUDA: a trap). Like every ``T.device_assert``, that check makes
+the kernel's blocks serial with ``tvm_ffi`` on ``llvm`` (docs/tile-operators.md); a constant
+``num_workers`` adds no check and keeps them parallel.
 """
 
 from __future__ import annotations
@@ -52,6 +61,55 @@ def _expr(value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, (Integral, tvm.ir.Expr)):
         _refuse(f"expected an int or an integer expression, got {value!r}")
     return tirx.IntImm("int32", int(value)) if isinstance(value, Integral) else getattr(value, "scalar", value)
+
+
+def _constant(expr: Any) -> Optional[int]:
+    """The value of a constant integer expression, else None."""
+    return int(expr.value) if isinstance(expr, tirx.IntImm) else None
+
+
+#: What to pass instead of a stride below 1, by the stride's name.
+_STRIDE_FIX = {
+    "num_workers": "pass the number of workers (the blocks of the T.Kernel that share the tiles)",
+    "next_tile's step": "pass a step of at least 1, or no step (num_workers)",
+}
+
+
+def _stride(what: str, value: Any) -> Any:
+    """``value`` (``num_workers`` or a ``next_tile`` step, named ``what``) as an expression; a
+    constant below 1 is refused here (the walk would never end)."""
+    expr = _expr(value)
+    constant = _constant(expr)
+    if constant is not None and constant < 1:
+        _refuse(f"{what} must be at least 1, got {constant} (a worker's walk over the tiles steps by it: "
+                f"it would never end); {_STRIDE_FIX[what]}")
+    return expr
+
+
+def assert_stride(op: str, what: str, expr: Any, fix: str) -> None:
+    """``T.device_assert``s that ``expr``, the run-time stride ``what`` of ``op``'s walk over the
+    tiles, is at least 1 (nothing for a constant: the caller refuses one below 1 at once). The
+    kernel call fails naming ``op``, ``what``, the expression, whether it was 0 or negative, and
+    ``fix`` (what to pass instead)."""
+    if _constant(expr) is not None:
+        return
+    from .tileops.debug import device_assert
+
+    zero = tirx.const(0, str(expr.ty.dtype))
+    text = f"{op}: {what} = {expr} must be at least 1, got"
+    why = f"(worker w takes the tiles w, w + {what}, w + 2 * {what}, ...)"
+    device_assert(tirx.NE(expr, zero), f"{text} 0 {why}; {fix}")
+    device_assert(tirx.GT(expr, zero), f"{text} a negative value {why}; {fix}")
+
+
+def _check_stride(what: str, expr: Any) -> None:
+    """:func:`assert_stride` for the scheduler's ``num_workers`` or ``next_tile`` step."""
+    assert_stride(_OP, what, expr, _STRIDE_FIX[what])
+
+
+def _at_least_one(expr: Any) -> Any:
+    """The condition that a stride is at least 1 (None for a constant one)."""
+    return None if _constant(expr) is not None else tirx.GE(expr, tirx.const(1, str(expr.ty.dtype)))
 
 
 def _ceildiv(a: Any, b: Any) -> Any:
@@ -89,7 +147,7 @@ class PersistentTileScheduler:
         for what, value in (("swizzle_size", swizzle_size), ("cluster_size", cluster_size)):
             if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
                 _refuse(f"{what} must be an int of at least 1, got {value!r}")
-        self.num_workers = _expr(num_workers)
+        self.num_workers = _stride("num_workers", num_workers)
         self.swizzle_size = int(swizzle_size)
         self.column_major = bool(column_major)
         self.cluster_size = int(cluster_size)
@@ -105,6 +163,7 @@ class PersistentTileScheduler:
             self.n_idx = _B.alloc_scalar("int32", scope="local.var")
             self.linear_idx = _B.alloc_scalar("int32", scope="local.var")
             self.current_iter = _B.alloc_scalar("int32", scope="local.var")
+            _check_stride("num_workers", self.num_workers)  # a run-time one below 1 fails the call
 
     # -- decoding ---------------------------------------------------------------------------------
 
@@ -151,11 +210,22 @@ class PersistentTileScheduler:
         self._update()
 
     def next_tile(self, step: Any = None) -> None:
-        """Advance by ``step`` tiles (default: ``num_workers``)."""
+        """Advance by ``step`` tiles (default: ``num_workers``). A constant ``step`` below 1 is
+        refused; a run-time one fails the call and ends the walk (module docstring)."""
         self._store("current_iter", self.current_iter + 1)
-        self._store("linear_idx", self.linear_idx + (self.num_workers if step is None else _expr(step)))
+        if step is None:
+            self._store("linear_idx", self.linear_idx + self.num_workers)
+        else:
+            step = _stride("next_tile's step", step)
+            _check_stride("next_tile's step", step)
+            ok = _at_least_one(step)
+            ahead = self.linear_idx + step
+            self._store("linear_idx", ahead if ok is None else tirx.Select(ok, ahead, self.total_tiles))
         self._update()
 
     def valid(self) -> Any:
-        """Whether the current tile number is inside the grid (the ``while`` condition)."""
-        return self.linear_idx < self.total_tiles
+        """Whether the current tile number is inside the grid (the ``while`` condition); always
+        false for a run-time ``num_workers`` below 1, so the walk ends (module docstring)."""
+        inside = self.linear_idx < self.total_tiles
+        ok = _at_least_one(self.num_workers)
+        return inside if ok is None else tirx.And(ok, inside)

@@ -39,7 +39,7 @@ from .kept_effects import GuardSideEffects
 from .fragments import FragmentLayoutPass
 from .vectorized_locals import ExpandVectorizedLocals, InlineVectorizedScalars
 from .vector_lane_collisions import LaneCollisionsSerial
-from .vector_lanes import RunTimeVectorsSerial, SplitWideVectors
+from .vector_lanes import RunTimeVectorsSerial, SplitWideVectors, VectorLoopsForLlvm
 from .tile_sizes import CheckTileSizes
 from .condition_loads import HoistConditionLoads
 from .shared_hazards import DropSameThreadSyncs, PlanSharedBarriers, UnmarkUniformConditions
@@ -140,6 +140,8 @@ def cpu_runtime_passes(configs: Mapping[str, Any], vector_types: bool = True) ->
         CheckTileSizes(gpu=False),  # a tile of 0 elements once simplified (bx of a one-block grid) (tile_sizes.py)
         RunTimeVectorsSerial(),  # T.vectorized(n) of a run-time n: a serial loop (vector_lanes.py)
         LaneCollisionsSerial(),  # lanes that store to one element or read another's: serial (vector_lane_collisions.py)
+        # llvm: vectorized loops run 256 lanes at a time (65537 wrapped to 1) from 0 (vector_lanes.py)
+        *([VectorLoopsForLlvm()] if vectorize else []),
         tirx.transform.VectorizeLoop(vectorize),
         unroll_loops(gpu=False),
         tirx.transform.StmtSimplify(),

@@ -73,7 +73,10 @@ def _expand(marker: list, nest: Any, location: str) -> Any:
     last_var = loops[-1].loop_var
     binds.append(tirx.Bind(last_var, _cast(last_var.dtype, rest * group + tirx.floormod(tile, group))))
     guarded = tirx.IfThenElse(_cast(dtype, last_var) < last, body, None)
-    wave_loop = tirx.For(w, tirx.IntImm(dtype, 0), ceildiv(tiles, wave), tirx.ForKind.SERIAL,
+    waves = ceildiv(tiles, wave)
+    if not isinstance(wave, tirx.IntImm):  # T.Persistent asserts a run-time wave size >= 1: none ran below
+        waves = tirx.Select(tirx.GE(wave, one), ceildiv(tiles, tirx.max(wave, one)), tirx.IntImm(dtype, 0))
+    wave_loop = tirx.For(w, tirx.IntImm(dtype, 0), waves, tirx.ForKind.SERIAL,
                          tirx.SeqStmt([*binds, guarded]))
     return wave_loop
 

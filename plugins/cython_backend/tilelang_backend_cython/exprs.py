@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Callable, Sequence, Union
 
+from tilelang_core.errors import KernelNotSupportedError
 from tilelang_core.symbolic import compile_expr
 
 # opcodes understood by _dispatch_core.h (keep in sync with TL_OP_*)
@@ -62,8 +63,9 @@ def to_bytecode(expr: str, symbol_index: Callable[[str], int]) -> list[int]:
             raise ValueError(f"invalid symbolic expression {expr!r}")
 
     emit(_tree(expr), 1)
-    if depth > _MAX_DEPTH:
-        raise ValueError(f"symbolic expression {expr!r} is nested too deeply for the cython dispatcher")
+    if depth > _MAX_DEPTH:  # a ValueError too
+        raise KernelNotSupportedError(f"the cython backend evaluates shape expressions nested at most {_MAX_DEPTH} "
+                                      f"deep, {expr!r} is nested {depth} deep")
     code.append(OP_END)
     return code
 

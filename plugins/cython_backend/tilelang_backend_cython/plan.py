@@ -24,6 +24,15 @@ kernel needs neither TVM nor a compiler). Layout, format 1::
          "signed": true, "symbol": slot | -1, "output": false}
       ]
     }
+
+The dispatcher holds a call's state in fixed arrays (``_dispatch_core.h``): at most
+:data:`MAX_DIMS` dimensions per tensor, :data:`MAX_PARAMS` parameters, :data:`MAX_SYMBOLS`
+symbols, :data:`MAX_DEFERRED` checks made once the symbols are bound (an input's dimensions given
+by an expression, and its strides when they are fixed), and shape expressions nested at most
+``exprs._MAX_DEPTH`` deep. :func:`make_plan` refuses a kernel past one of them with
+``KernelNotSupportedError`` naming the limit, before anything is compiled: ``auto`` builds it with
+another backend, and this one stays usable (a ``ValueError`` from the build hook marked the
+backend broken for the rest of the process).
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ from typing import Any, Optional
 
 from tilelang_core.artifact import BuildOptions, KernelArtifact, ScalarParam, TensorParam
 from tilelang_core.calling import INT_RANGES
-from tilelang_core.errors import BuildError, OutIdxError
+from tilelang_core.errors import BuildError, KernelNotSupportedError, OutIdxError
 
 from .exprs import is_plain_symbol, to_bytecode
 
@@ -45,6 +54,15 @@ ERROR_STRING_SYMBOL = "__tl_cy_error_string"
 
 #: CPU kernels whose tensor inputs hold at least this many elements run with the GIL released.
 GIL_RELEASE_ELEMS = 1 << 16
+
+#: The dispatcher's limits (module docstring; TL_MAX_NDIM, TL_MAX_PARAMS and TL_MAX_SYMS of
+#: _dispatch_core.h; its deferred checks live in arrays of TL_MAX_PARAMS entries).
+MAX_DIMS = 16
+MAX_PARAMS = 256
+MAX_SYMBOLS = 64
+MAX_DEFERRED = 256
+#: What a kernel past a limit can use instead.
+_ELSEWHERE = "use execution_backend='tvm_ffi'"
 
 _FLOAT8 = {
     "float8_e3m4": 7,
@@ -93,14 +111,57 @@ def _scalar_info(p: ScalarParam) -> dict[str, Any]:
                      f"use an int, uint, bool or float dtype")
 
 
+def _refuse(what: str) -> KernelNotSupportedError:
+    """The refusal of a kernel past one of the dispatcher's limits (``what``: which, and by how
+    much; the core's message names the backend and the kernel)."""
+    return KernelNotSupportedError(f"{what}; {_ELSEWHERE}")
+
+
+def _check_sizes(artifact: KernelArtifact) -> None:
+    """Refuse (:func:`_refuse`) a kernel with more parameters, or a tensor with more dimensions,
+    than the dispatcher holds."""
+    params = artifact.params
+    if len(params) > MAX_PARAMS:
+        raise _refuse(f"the cython backend supports at most {MAX_PARAMS} parameters, the kernel has {len(params)}")
+    for p in params:
+        if isinstance(p, TensorParam) and len(p.shape) > MAX_DIMS:
+            raise _refuse(f"the cython backend supports at most {MAX_DIMS} dimensions per tensor, "
+                          f"parameter '{p.name}' has {len(p.shape)}")
+
+
+def _deferred_checks(out_params: list[dict[str, Any]]) -> int:
+    """How many checks the dispatcher defers until the symbols are bound (as ``make_kernel``
+    counts them): each input's dimensions of kind ``expr`` and its strides not of kind ``sym``."""
+    count = 0
+    for p in out_params:
+        if p["kind"] != "tensor" or p["output"]:
+            continue
+        count += sum(1 for kind, _ in p["dims"] if kind == "expr")
+        count += sum(1 for kind, _ in p["strides"] or () if kind != "sym")
+    return count
+
+
+def _check_counts(symbols: list[str], out_params: list[dict[str, Any]]) -> None:
+    """Refuse (:func:`_refuse`) a plan with more symbols or deferred checks than the dispatcher holds."""
+    if len(symbols) > MAX_SYMBOLS:
+        raise _refuse(f"the cython backend supports at most {MAX_SYMBOLS} shape symbols, "
+                      f"the kernel uses {len(symbols)}")
+    deferred = _deferred_checks(out_params)
+    if deferred > MAX_DEFERRED:
+        raise _refuse(f"the cython backend checks at most {MAX_DEFERRED} input dimensions given by an "
+                      f"expression and fixed strides per call, the kernel has {deferred}")
+
+
 def make_plan(artifact: KernelArtifact, options: BuildOptions, *, device: Optional[str] = None) -> dict[str, Any]:
     """Build the call plan of ``artifact`` (see the module docstring for its layout).
 
     :param device: ``"cpu"`` or ``"cuda"``; by default from ``artifact.target_kind``.
     :raises OutIdxError: an ``out_idx`` entry is not a tensor parameter, or an output's shape uses a
         symbol that no input binds.
+    :raises KernelNotSupportedError: the kernel is past one of the dispatcher's limits (module docstring).
     :raises BuildError: the artifact uses something the dispatcher cannot do.
     """
+    _check_sizes(artifact)
     if device is None:
         device = "cuda" if artifact.target_kind == "cuda" else "cpu"
     params = artifact.params
@@ -129,8 +190,12 @@ def make_plan(artifact: KernelArtifact, options: BuildOptions, *, device: Option
     def expr(text: str) -> int:
         key = text.strip()
         if key not in expr_index:
+            try:
+                code = to_bytecode(key, slot)
+            except KernelNotSupportedError as exc:  # nested too deeply
+                raise _refuse(str(exc)) from None
             expr_index[key] = len(exprs)
-            exprs.append({"text": key, "code": to_bytecode(key, slot)})
+            exprs.append({"text": key, "code": code})
         return expr_index[key]
 
     # which (param, dim) a declared binding reads; scalars bind through dim None
@@ -206,6 +271,7 @@ def make_plan(artifact: KernelArtifact, options: BuildOptions, *, device: Option
             raise OutIdxError(f"kernel '{artifact.name}': output(s) {sorted(set(users))} have shapes using symbol(s) "
                               f"{unbound} that no input binds; pass those outputs as arguments instead of out_idx")
         raise BuildError(f"kernel '{artifact.name}' uses symbol(s) {unbound} that no parameter binds")
+    _check_counts(symbols, out_params)
 
     return {
         "format": PLAN_FORMAT,
