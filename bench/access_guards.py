@@ -12,12 +12,12 @@ before the loop; its ``T.assume`` variant promises the index is inside and drops
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
 import tilelang
 import tilelang.language as T
+from timing import best_time  # bench/timing.py
 
 
 def elementwise(block: int = 256):
@@ -65,16 +65,6 @@ def gather(assume: bool = False, block: int = 256):
     return k
 
 
-def _time(fn, reps: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20)
@@ -99,9 +89,9 @@ def main() -> None:
             guarded = tilelang.compile(make(), target=target, execution_backend=backend)
             plain = tilelang.compile(make(), target=target, execution_backend=backend,
                                      pass_configs={"tl.disable_safe_memory_legalize": True})
-            t_ref = _time(reference, args.reps)
-            t_guarded = _time(lambda: guarded(*operands), args.reps)
-            t_plain = _time(lambda: plain(*operands), args.reps)
+            t_ref = best_time(reference, args.reps)
+            t_guarded = best_time(lambda: guarded(*operands), args.reps)
+            t_plain = best_time(lambda: plain(*operands), args.reps)
             print(f"{name:24} {backend + '-' + target:12} {t_guarded / t_ref:14.2f} {t_plain / t_ref:16.2f} "
                   f"{t_guarded / t_plain:18.2f}")
 

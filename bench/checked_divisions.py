@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 os.environ["TILELANG_DISABLE_CACHE"] = "1"  # both builds of a kernel have one cache key
 
@@ -20,6 +19,7 @@ import torch  # noqa: E402
 import tilelang  # noqa: E402
 import tilelang.language as T  # noqa: E402
 from tilelang_core.lowering import checked_divisions  # noqa: E402
+from timing import best_time  # noqa: E402 - bench/timing.py
 
 BLOCK = 1024
 
@@ -46,16 +46,6 @@ def by_scalar():
                 C[bx * BLOCK + i] = A[bx * BLOCK + i] // s
 
     return k
-
-
-def _time(fn, reps: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def _compile(make, backend: str, target: str, checked: bool):
@@ -87,9 +77,9 @@ def main() -> None:
         for backend, target in (("cython", "c"), ("tvm_ffi", "llvm")):
             checked = _compile(make, backend, target, True)
             plain = _compile(make, backend, target, False)
-            t_ref = _time(reference, args.reps)
-            t_checked = _time(lambda: checked(*operands), args.reps)
-            t_plain = _time(lambda: plain(*operands), args.reps)
+            t_ref = best_time(reference, args.reps)
+            t_checked = best_time(lambda: checked(*operands), args.reps)
+            t_plain = best_time(lambda: plain(*operands), args.reps)
             print(f"{name:18} {backend + '-' + target:14} {t_checked / t_ref:14.2f} {t_plain / t_ref:16.2f} "
                   f"{t_checked / t_plain:18.2f}")
 

@@ -535,19 +535,28 @@ def _k_device_assert(suite: Suite, kind: str) -> None:
     if kind in GPU_KINDS:
         return  # a failed assertion traps on a GPU: the process's device context is lost
     a[70] = -1.0
+    _expect_check_failure(
+        lambda: k(a), "positive(A) with A[70] = -1", "a failed T.device_assert",
+        "positive() failed: T.device_assert failed at ", f": {POSITIVE_MESSAGE}",
+        f"'positive() failed: T.device_assert failed at <file>:<line>: {POSITIVE_MESSAGE}' (the entry returned status "
+        f"-3: CallChecker.check_status(status, assert_message) with a callable that returns the text, see "
+        f"docs/backend-conventions.md)")
+
+
+def _expect_check_failure(call: Callable[[], Any], what: str, failure: str, starts: str, ends: str,
+                          expected: str) -> None:
+    """``call()`` (``what``) must raise ``RuntimeError`` whose text starts with ``starts`` and ends
+    with ``ends``: the text of a kernel check that failed (``failure``), ``expected`` in words."""
     try:
-        k(a)
+        call()
     except RuntimeError as exc:
         text = str(exc)
-        _expect(text.startswith("positive() failed: T.device_assert failed at ") and text.endswith(f": {POSITIVE_MESSAGE}"),
-                f"a failed T.device_assert raised RuntimeError({text!r}); expected the assertion's text, "
-                f"'positive() failed: T.device_assert failed at <file>:<line>: {POSITIVE_MESSAGE}' (the entry "
-                f"returned status -3: CallChecker.check_status(status, assert_message) with a callable that "
-                f"returns the text, see docs/backend-conventions.md)")
+        _expect(text.startswith(starts) and text.endswith(ends),
+                f"{failure} raised RuntimeError({text!r}); expected the check's text, {expected}")
     except Exception as exc:  # noqa: BLE001 - reported as the failure
-        raise Fail(f"a failed T.device_assert raised {type(exc).__name__}: {exc}; expected RuntimeError") from None
+        raise Fail(f"{failure} raised {type(exc).__name__}: {exc}; expected RuntimeError") from None
     else:
-        raise Fail("positive(A) with A[70] = -1 returned: the failed T.device_assert did not stop the call")
+        raise Fail(f"{what} returned: {failure} did not stop the call")
 
 
 def _k_division_by_zero(suite: Suite, kind: str) -> None:
@@ -567,19 +576,12 @@ def _k_division_by_zero(suite: Suite, kind: str) -> None:
     if kind in GPU_KINDS:
         return  # a GPU does not trap on a division by zero, and the value is unspecified
     b[3] = 0
-    try:
-        k(a, b)
-    except RuntimeError as exc:
-        text = str(exc)
-        _expect(text.startswith("quotient() failed: integer division by zero at ") and text.endswith(" is 0"),
-                f"quotient(A, B) with B[3] = 0 raised RuntimeError({text!r}); expected 'quotient() failed: "
-                f"integer division by zero at <file>:<line>: the divisor ... is 0' (the entry returned status "
-                f"-3: CallChecker.check_status(status, assert_message); a TVM runtime module's error carries the "
-                f"text: calling.kernel_check_text, see docs/backend-conventions.md)")
-    except Exception as exc:  # noqa: BLE001 - reported as the failure
-        raise Fail(f"quotient(A, B) with B[3] = 0 raised {type(exc).__name__}: {exc}; expected RuntimeError") from None
-    else:
-        raise Fail("quotient(A, B) with B[3] = 0 returned: the division by zero did not stop the call")
+    _expect_check_failure(
+        lambda: k(a, b), "quotient(A, B) with B[3] = 0", "a division by zero",
+        "quotient() failed: integer division by zero at ", " is 0",
+        "'quotient() failed: integer division by zero at <file>:<line>: the divisor ... is 0' (the entry returned "
+        "status -3: CallChecker.check_status(status, assert_message); a TVM runtime module's error carries the "
+        "text: calling.kernel_check_text, see docs/backend-conventions.md)")
 
 
 KERNEL_CHECKS: dict[str, Callable] = {
