@@ -21,6 +21,7 @@ __all__ = [
     "get_buffer_span",
     "get_stmt_span",
     "make_span",
+    "node_location",
     "set_buffer_span",
     "set_stmt_span",
     "span_coverage",
@@ -62,6 +63,12 @@ def span_to_location(span: Any) -> Optional[tuple[str, int]]:
     if source is None:
         return None
     return (str(source.name), int(span.line))
+
+
+def node_location(node: Any, fallback: str) -> str:
+    """``file:line`` of a statement's (or buffer's) span, else ``fallback``."""
+    where = span_to_location(getattr(node, "span", None))
+    return f"{where[0]}:{where[1]}" if where else fallback
 
 
 def _span_property(node: Any) -> Any:

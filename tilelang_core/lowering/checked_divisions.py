@@ -41,12 +41,13 @@ from tvm import tirx
 
 from ..calling import DIVISION_BY_ZERO_TEXT
 from ..language.kept_effects import has_side_effect
-from ..language.spans import span_to_location
+from ..language.spans import node_location
 from ..language.tileops._common import collect
 from ..language.tileops.debug import DEVICE_ASSERT_CALL
 from ..language.zero_divisors import division_text
 from .atomics import checked_map
 from .barriers import barrier
+from .frontend import without_simd_pragmas
 from .markers import extern_name
 
 __all__ = ["FORMS", "check_divisions"]
@@ -58,7 +59,6 @@ _DIVISIONS = (tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod)
 _QUOTIENTS = (tirx.Div, tirx.FloorDiv)
 _BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Min, tirx.Max, tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE,
            tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod)
-_SIMD_PRAGMA = "TL_PRAGMA__omp_simd__"
 _IF_THEN_ELSE = "prim.if_then_else"
 
 
@@ -215,11 +215,6 @@ def _own_expressions(stmt: Any) -> list:
     return []
 
 
-def _location(stmt: Any, fallback: str) -> str:
-    where = span_to_location(getattr(stmt, "span", None))
-    return f"{where[0]}:{where[1]}" if where else fallback
-
-
 def _nested(conds: tuple, stmt: Any) -> Any:
     for cond in reversed(conds):
         stmt = tirx.IfThenElse(cond, stmt, None)
@@ -244,20 +239,6 @@ def _is_check(stmt: Any) -> bool:
     texts = [c.args[-1] for c in collect(stmt, tvm.ir.Call)
              if extern_name(c) == DEVICE_ASSERT_CALL and len(c.args) == 3]
     return any(isinstance(t, tvm.ir.StringImm) and t.value.startswith(DIVISION_BY_ZERO_TEXT) for t in texts)
-
-
-def _without_simd_pragmas(body: Any) -> Any:
-    """``body`` without the ``omp simd`` pragma markers of loops that hold a status-form check
-    (a ``return`` may not leave an ``omp simd`` loop)."""
-
-    def on_seq(seq: Any) -> Any:
-        items = list(seq.seq)
-        kept = [s for i, s in enumerate(items)
-                if not (isinstance(s, tirx.Evaluate) and (extern_name(s.value) or "").startswith(_SIMD_PRAGMA)
-                        and i + 1 < len(items) and _contains_check(items[i + 1]))]
-        return seq if len(kept) == len(items) else (kept[0] if len(kept) == 1 else tirx.SeqStmt(kept))
-
-    return checked_map(body, [(tirx.SeqStmt, on_seq)])
 
 
 def _contains_check(stmt: Any) -> bool:
@@ -305,7 +286,7 @@ def check_divisions(func: tirx.PrimFunc, form: str, location: str) -> tirx.PrimF
             finder.visit(expr, ())
         if not finder.found:
             return stmt
-        where = _location(stmt, location)
+        where = node_location(stmt, location)
         checks = [report(conds, node, where) for conds, node in finder.found]
         return tirx.SeqStmt([*checks, stmt])
 
@@ -317,7 +298,7 @@ def check_divisions(func: tirx.PrimFunc, form: str, location: str) -> tirx.PrimF
     body = checked_map(body, [(tirx.For, lambda loop: _safe_annotations(loop, analyzer))])
     body = _flat(body)
     if flag is None:
-        return func.with_body(_without_simd_pragmas(body))
+        return func.with_body(without_simd_pragmas(body, _contains_check))  # a return may not leave omp simd
     zero = tirx.const(0, "int32")
     raised = [tirx.AssertStmt(tirx.BufferLoad(flag, [zero]) != tirx.const(k + 1, "int32"),
                               tvm.ir.StringImm("RuntimeError"), [tvm.ir.StringImm(text)])

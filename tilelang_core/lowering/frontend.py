@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import tvm
 import tvm_ffi
@@ -38,7 +38,7 @@ from ..errors import LoweringError
 from .atomics import contains_atomics
 from ..language.tileops._common import collect, scope_of, substitute
 from .access_guards import guard_global_accesses
-from .markers import parallel_loops, parallel_ndim, safe_value_marker
+from .markers import extern_name, parallel_loops, parallel_ndim, safe_value_marker
 from .parallel_locals import plan as plan_parallel_locals
 from .parallel_order import loop_values, static_count
 from .signature import to_int64
@@ -183,6 +183,22 @@ def _bind_indices(stmt: Any, variables: list, which: str) -> Any:
         return var if var is not None else tirx.IntImm("int32", 0)
 
     return tvm_ffi.structural_map(stmt, [(tvm.ir.Call, on_call)])
+
+
+def without_simd_pragmas(body: Any, scalar: Callable[[Any], bool]) -> Any:
+    """``body`` without the ``omp simd`` pragma marker (:func:`_pragma`) of each loop for which
+    ``scalar(loop)`` holds: a loop a later pass gave a ``return`` (a check, a failed allocation),
+    which may not leave an ``omp simd`` loop. The marker is the statement right before its loop."""
+    simd = f"{PRAGMA_MARKER}__omp_simd__"
+
+    def on_seq(seq: Any) -> Any:
+        items = list(seq.seq)
+        kept = [s for i, s in enumerate(items)
+                if not (isinstance(s, tirx.Evaluate) and (extern_name(s.value) or "").startswith(simd)
+                        and i + 1 < len(items) and isinstance(items[i + 1], tirx.For) and scalar(items[i + 1]))]
+        return seq if len(kept) == len(items) else _seq(kept)
+
+    return tvm_ffi.structural_map(body, [(tirx.SeqStmt, on_seq)])
 
 
 def contains(stmt: Any, kinds: tuple) -> bool:

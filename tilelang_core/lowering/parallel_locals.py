@@ -35,7 +35,7 @@ from tvm import tirx
 
 from ..errors import LoweringError
 from ..language.core import LOCAL_SCOPES
-from ..language.spans import span_to_location
+from ..language.spans import node_location, span_to_location
 from ..language.tileops._common import FRAGMENT_SCOPE, collect, contains, scope_of, substitute
 from ..language.tileops.debug import DEVICE_ASSERT_CALL
 from ..language.registered_ops import ADDRESS_OPS
@@ -71,11 +71,6 @@ class _Nest:
 
 def _is_local(buffer: Any) -> bool:
     return scope_of(buffer) in LOCAL_SCOPES
-
-
-def _where(node: Any, fallback: str) -> str:
-    where = span_to_location(getattr(node, "span", None))
-    return f"{where[0]}:{where[1]}" if where else fallback
 
 
 def _reducers(body: Any) -> list:
@@ -211,8 +206,8 @@ def _check_reads(body: Any, writer: _Nest, buffer: Any, nests: list, kernel_loc:
     # the innermost statement with a location that holds the read (pre-order: parents first)
     holders = [s for s in collect(body, tirx.Stmt)
                if span_to_location(getattr(s, "span", None)) and contains(collect(s, tvm.ir.TensorLoad), bad[0])]
-    where = _where(holders[-1], kernel_loc) if holders else kernel_loc
-    wrote = _where(writer.loops[0], kernel_loc)
+    where = node_location(holders[-1], kernel_loc) if holders else kernel_loc
+    wrote = node_location(writer.loops[0], kernel_loc)
     raise LoweringError(
         f"{where}: the local tile '{buffer}' is read here, but the T.Parallel loop at {wrote} writes it "
         f"spread over the block's threads (that loop also {writer.spread_reason}), so each thread holds only "

@@ -49,10 +49,9 @@ import tvm_ffi
 from tvm import tirx
 from tvm.ir import PointerType, PrimType
 
-from ..language.spans import span_to_location
+from ..language.spans import node_location
 from ..language.tileops._common import collect, substitute
-from .frontend import PRAGMA_MARKER, contains
-from .markers import extern_name
+from .frontend import contains, without_simd_pragmas
 from .source_imports import c_definitions, with_import
 from .stack_buffers import KEEP_ON_STACK, RUNTIME_STACK_LIMIT_BYTES, constant_bytes
 
@@ -148,8 +147,6 @@ _ALLOC_CALLS = {"shared": "T.alloc_shared", "shared.dyn": "T.alloc_shared", "loc
                 "local.fragment": "T.alloc_fragment", "local.var": "T.alloc_var", "global": "T.alloc_global"}
 
 #: How the name of a ``#pragma omp simd`` marker starts (lowering/frontend.py), the loop variable's follows.
-_SIMD_MARKER = f"{PRAGMA_MARKER}__omp_simd__"
-
 _BINARY_STEPS = ("Add", "Sub", "Mul", "Div", "Mod", "FloorDiv", "FloorMod", "Min", "Max")
 
 
@@ -415,17 +412,12 @@ def _narrow_indexed(body: Any) -> list:
     return narrow
 
 
-def _where(stmt: Any) -> str:
-    where = span_to_location(getattr(stmt, "span", None))
-    return f"{where[0]}:{where[1]}" if where else "<unknown line>"
-
-
 def _tile_text(stmt: Any, lets: _Lets) -> str:
     """``T.alloc_shared at file:line: the tile 'S' of n * m float32 elements`` (for messages)."""
     buf = stmt.buffer
     call = _ALLOC_CALLS.get(str(buf.ty.storage_scope) or "global", "an allocation")
     extent = " * ".join(f"({lets.expand(e)})" if len(buf.ty.shape) > 1 else str(lets.expand(e)) for e in buf.ty.shape)
-    return f"{call} at {_where(stmt)}: the tile '{buf}' of {extent} {buf.ty.dtype} elements"
+    return f"{call} at {node_location(stmt, '<unknown line>')}: the tile '{buf}' of {extent} {buf.ty.dtype} elements"
 
 
 def _run_time_size(stmt: Any, lets: _Lets, narrow: list) -> Optional[_Size]:
@@ -595,19 +587,10 @@ def _without_simd_around(body: Any, kept: list) -> Any:
     """``body`` without the ``#pragma omp simd`` markers of the loops that hold an allocation of
     ``kept`` (a ``return`` may not leave such a loop; a loop holding an allocation has no marker
     from the frontend, so this is a safeguard)."""
-    def marked_var(stmt: Any) -> Optional[str]:
-        name = extern_name(stmt.value) if isinstance(stmt, tirx.Evaluate) else None
-        return name[len(_SIMD_MARKER):] if name and name.startswith(_SIMD_MARKER) else None
-
-    def on_seq(seq: Any) -> Any:
-        items = list(seq.seq)
-        loops = [s for s in items if isinstance(s, tirx.For) and any(k.same_as(a) for a in collect(s, tirx.AllocBuffer)
-                                                                     for k in kept)]
-        names = {str(loop.loop_var) for loop in loops}
-        left = [s for s in items if marked_var(s) not in names]
-        return seq if len(left) == len(items) else _seq(left)
-
-    return tvm_ffi.structural_map(body, [(tirx.SeqStmt, on_seq)]) if kept else body
+    if not kept:
+        return body
+    return without_simd_pragmas(body, lambda loop: any(k.same_as(a) for a in collect(loop, tirx.AllocBuffer)
+                                                       for k in kept))
 
 
 def _hoist_from_inner_loops(body: Any, lets: _Lets) -> Any:
