@@ -137,6 +137,33 @@ def test_wide_vectorized_loop_in_cuda_source_stores_every_vector():
     assert source.count("*(float4*)(B_ptr + ") == 65540 // 4
 
 
+@T.prim_func
+def _nested_vectors(A: T.Tensor((2, 4, 8), "float32"), B: T.Tensor((2, 4, 8), "float32")):
+    with T.Kernel(1, threads=1) as bx:
+        for i in T.vectorized(2):
+            for j in T.vectorized(4):
+                for l in T.vectorized(8):
+                    B[i, j, l] = A[i, j, l] * 2 + 1
+
+
+@pytest.mark.parametrize(("backend", "target"), [("cython", "c"), ("tvm_ffi", "llvm"), ("tvm_ffi", "c")])
+def test_nested_vectorized_loops_run(backend, target):
+    """Nested ``T.vectorized``: TVM's vectorizer left the inner loop vectorized ("Detect vectorize
+    inside vectorized loop, ignoring") and ``llvm`` stopped with "cannot handle for type vectorized";
+    the innermost loop is the vector now, the loops around it serial."""
+    kernel = tilelang.compile(_nested_vectors, execution_backend=backend, target=target)
+    a = torch.randn(2, 4, 8)
+    b = torch.zeros_like(a)
+    kernel(a, b)
+    assert torch.equal(b, a * 2 + 1)
+
+
+def test_nested_vectorized_loops_keep_the_innermost_vector_in_cuda_source():
+    source = lower(_nested_vectors, target="cuda").device_source
+    assert source.count("*(float4*)(B_ptr + ") == 2  # 8 lanes: two float4 stores, in serial i, j loops
+    assert "for (int i = 0; i < 2; ++i)" in source
+
+
 # -- persistent workers ----------------------------------------------------------------------------
 
 _SCHEDULER_SCRIPT = """

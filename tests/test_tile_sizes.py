@@ -171,3 +171,32 @@ def test_vectorized_loop_of_extent_zero_runs_no_iteration(backend, target):
     kernel(a, b)
     torch.testing.assert_close(b, torch.tensor([-7.0, -7.0, -7.0, float(a[3]) + 1.0]), rtol=0, atol=0)
     lower(vectorized_nothing, target="cuda")  # no "Failed to vectorize loop with extent 0"
+
+
+@T.prim_func
+def workspace_in_kernel(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+    with T.Kernel(2, threads=32) as bx:
+        W = T.alloc_global((32,), "float32")  # <workspace in kernel>
+        for i in T.Parallel(32):
+            W[i] = A[bx * 32 + i] * 2
+        for i in T.Parallel(32):
+            B[bx * 32 + i] = W[i]
+
+
+def test_gpu_workspace_inside_the_kernel_is_refused_with_its_line():
+    """TVM stopped with "Cannot allocate global memory when targeting CUDA", without the line."""
+    with pytest.raises(LoweringError) as info:
+        lower(workspace_in_kernel, target="cuda")
+    text = str(info.value)
+    assert f"{_THIS}:{_line_of('workspace in kernel')}: T.alloc_global: the workspace 'W'" in text
+    assert "declare it before 'with T.Kernel(...)'" in text
+    assert "Check failed" not in text
+
+
+@pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "llvm")])
+def test_cpu_workspace_inside_the_kernel_is_one_per_block(backend, target):
+    kernel = tilelang.compile(workspace_in_kernel, execution_backend=backend, target=target)
+    a = torch.randn(64)
+    b = torch.zeros(64)
+    kernel(a, b)
+    assert torch.equal(b, a * 2)

@@ -10,7 +10,10 @@ run-time sized local or shared arrays (registers and shared memory are sized whe
 CUDA code generation stopped with "Check failed: (dim_imm) is false" (dynamic shared memory,
 scope ``"shared.dyn"``, is sized at launch and keeps a run-time size). :func:`CheckTileSizes`
 runs after the first simplification and raises a :class:`LoweringError` naming the tile, its
-allocation line, the extent as written and what to use instead.
+allocation line, the extent as written and what to use instead. On GPU targets it also refuses a
+``T.alloc_global`` inside ``T.Kernel`` (the threads of a GPU kernel cannot allocate global memory;
+TVM stopped with "Cannot allocate global memory when targeting CUDA"); CPU targets give each block
+its own workspace from the heap (lowering/workspaces.py).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from tvm import tirx
 
 from ..errors import LoweringError
 from ..language.spans import get_buffer_span, span_to_location
-from ..language.tileops._common import FRAGMENT_SCOPE, scope_of
+from ..language.tileops._common import FRAGMENT_SCOPE, collect, scope_of
 
 __all__ = ["CheckTileSizes", "tile_size_error"]
 
@@ -74,9 +77,26 @@ def tile_size_error(stmt: Any, buffer: Any, gpu: bool) -> Optional[str]:
             "part of it; T.dynamic sizes are for the kernel's global tensors")
 
 
+def _global_in_kernel_error(body: Any) -> Optional[str]:
+    """The message for the first ``T.alloc_global`` inside a GPU kernel's ``T.Kernel``, else None."""
+    for attr in collect(body, tirx.AttrStmt):
+        if attr.attr_key != "thread_extent":
+            continue
+        for alloc in collect(attr.body, tirx.AllocBuffer):
+            if scope_of(alloc.buffer) == "global":
+                where, written = _where(alloc, alloc.buffer)
+                return (f"{where}: T.alloc_global: the workspace '{alloc.buffer.name}'"
+                        + (f" ({written})" if written else "")
+                        + " is inside T.Kernel: on GPU targets the threads of a kernel cannot allocate global "
+                        "memory; declare it before 'with T.Kernel(...)' in the prim_func (the host allocates it "
+                        "for each call) or pass it to the kernel as a tensor parameter")
+    return None
+
+
 def CheckTileSizes(gpu: bool) -> tvm.transform.Pass:  # noqa: N802 - TVM pass naming
     """Refuse on-chip tiles whose simplified shape has an extent below 1 (every target) or, with
-    ``gpu``, an extent known only at run time (CPU targets take those from the heap)."""
+    ``gpu``, an extent known only at run time (CPU targets take those from the heap), and, with
+    ``gpu``, a ``T.alloc_global`` inside ``T.Kernel``."""
 
     def transform(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
         errors: list = []
@@ -87,6 +107,9 @@ def CheckTileSizes(gpu: bool) -> tvm.transform.Pass:  # noqa: N802 - TVM pass na
                 errors.append(message)
 
         tvm_ffi.structural_walk(func.body, ((tirx.AllocBuffer,), visit), order="pre")
+        in_kernel = _global_in_kernel_error(func.body) if gpu and not errors else None
+        if in_kernel:
+            errors.append(in_kernel)
         if errors:
             raise LoweringError(errors[0])
         return func

@@ -268,12 +268,16 @@ def RunTimeVectorsSerial() -> tvm.transform.Pass:  # noqa: N802 - TVM pass namin
     serial under ``#pragma omp simd``), and the C and LLVM compilers still vectorize the loop.
     A loop whose extent simplified to 0 or less (``T.vectorized(bx)`` in a one-block grid, where
     ``bx`` is 0) runs no iteration; it too becomes serial (the vectorizer stopped with "Failed to
-    vectorize loop with extent 0").
+    vectorize loop with extent 0"). So does a vectorized loop that holds another one (nested
+    ``T.vectorized``): the innermost stays a vector, the loops around it run its vectors one after
+    another (TVM's vectorizer warned "Detect vectorize inside vectorized loop, ignoring", left the
+    inner loop as it was, and ``llvm`` stopped with "cannot handle for type vectorized").
     """
 
     def no_constant_lanes(loop: Any) -> bool:
         lanes = _constant(loop.extent)
-        return lanes is None or lanes < 1
+        inner_vectors = any(inner.kind == tirx.ForKind.VECTORIZED for inner in collect(loop.body, tirx.For))
+        return lanes is None or lanes < 1 or inner_vectors
 
     return serial_vectors_pass(no_constant_lanes, "tl.RunTimeVectorsSerial")
 
