@@ -8,7 +8,8 @@ them (lowering/workspaces.py).
    hang in ``malloc``). The size is now computed in int64 with every step checked, and a call
    whose sizes give more elements than the tile's 32-bit indices reach fails before anything is
    allocated: the C entry returns its workspace status (-2; cython and ctypes raise
-   ``RuntimeError('... error code -2')``, tvm_ffi's C module ``MemoryError``), an ``llvm`` module
+   ``RuntimeError('... a workspace ... could not be allocated: ... (error -2)')``, tvm_ffi's C
+   module ``MemoryError``, both with the remedy), an ``llvm`` module
    raises ``RuntimeError`` naming the tile, its line, its size and the remedy (int64 sizes), which
    works: a 2 GiB tile of int64 sizes runs. A tile of int64 sizes whose byte count passes int64
    (``(2**22,) * 3``: 2**66 wrapped to 0) fails the call the same way.
@@ -248,9 +249,11 @@ def _check_refused(error: list, backend: str, target: str, tile: str, size: str)
         assert "test_workspace_sizes.py:" in text, text  # the tile's line
         assert f"the tile '{tile}' of {size}" in text and "is too large for the sizes of this call" in text, text
     elif backend == "tvm_ffi":  # the C entry's status -2 (lowering/c_runtime.py)
-        assert kind == "MemoryError" and "a workspace could not be allocated" in text, error
-    else:
-        assert kind == "RuntimeError" and "error code -2" in text, error
+        assert kind == "MemoryError" and "a workspace (T.alloc_global, or a tile whose size is known at call time only) could not be allocated" in text, error
+        assert "declare the sizes int64" in text, error
+    else:  # the status's text from calling.STATUS_TEXTS (cython: its library's __tl_cy_error_string)
+        assert kind == "RuntimeError" and "a workspace (T.alloc_global, or a tile whose size is known at call time only) could not be allocated" in text and text.endswith("(error -2)"), error
+        assert "declare the sizes int64" in text, error
 
 
 @pytest.mark.slow

@@ -56,9 +56,22 @@ from .devices import TORCH_DEVICE_TYPES
 from .errors import BuildError
 from .symbolic import compile_expr
 
+#: Status of a C entry point one of whose dynamic sizes is negative (lowering/codegen.py).
+NEGATIVE_SIZE = -1
+#: Status of a C entry point that could not allocate a workspace (lowering/workspaces.py).
+WORKSPACE_ALLOC_FAILED = -2
 #: Status of a C entry point whose ``T.device_assert`` failed (lowering/device_assert.py), or that
 #: divided an integer by zero (lowering/checked_divisions.py).
 DEVICE_ASSERT_FAILED = -3
+#: What the other statuses of a C entry point mean, for the error a backend raises
+#: (``RuntimeError("<kernel>() failed: <text> (error N)")``, :meth:`BoundCall.check_status`).
+STATUS_TEXTS = {
+    NEGATIVE_SIZE: "a dynamic size of the call is negative",
+    WORKSPACE_ALLOC_FAILED: (
+        "a workspace (T.alloc_global, or a tile whose size is known at call time only) could not be "
+        "allocated: out of memory, or more elements for this call's sizes than its 32-bit indices reach "
+        "(2**31 - 1; declare the sizes int64: T.dynamic('n', 'int64'))"),
+}
 #: How the text of a failed ``T.device_assert`` starts.
 DEVICE_ASSERT_TEXT = "T.device_assert failed at "
 #: How the text of an integer division by zero in a CPU kernel starts.
@@ -299,6 +312,8 @@ class BoundCall:
                 text = text.decode("utf-8", "replace")
             if text:
                 raise RuntimeError(f"{self.name}() failed: {text}")
+        if int(status) in STATUS_TEXTS:
+            raise RuntimeError(f"{self.name}() failed: {STATUS_TEXTS[int(status)]} (error {int(status)})")
         raise RuntimeError(f"{self.name}() failed: the kernel returned error code {int(status)}")
 
     def result(self) -> Any:

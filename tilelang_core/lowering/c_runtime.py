@@ -28,9 +28,8 @@ from tvm.ir import PrimType
 from ..artifact import DeviceKernel
 from ..errors import LoweringError
 from . import passes as P
-from .codegen import NEGATIVE_SIZE
-from .device_assert import DEVICE_ASSERT_FAILED
-from .workspaces import WORKSPACE_ALLOC_FAILED
+from ..calling import DEVICE_ASSERT_FAILED, NEGATIVE_SIZE, STATUS_TEXTS, WORKSPACE_ALLOC_FAILED
+from .device_assert import c_string
 
 GLUE_C = """\
 /* packed-function glue of the C entry %(entry)s (tilelang_core/lowering/c_runtime.py) */
@@ -60,8 +59,8 @@ RAISE_C = """\
 int32_t %(entry)s_raise(int32_t rc) {
   const char *text = %(assert_text)s;
   if (text) TVMFFIErrorSetRaisedFromCStr("RuntimeError", text);
-  else if (rc == %(negative)d) TVMFFIErrorSetRaisedFromCStr("ValueError", "%(name)s: a dynamic size is negative");
-  else if (rc == %(no_memory)d) TVMFFIErrorSetRaisedFromCStr("MemoryError", "%(name)s: a workspace could not be allocated");
+  else if (rc == %(negative)d) TVMFFIErrorSetRaisedFromCStr("ValueError", %(negative_text)s);
+  else if (rc == %(no_memory)d) TVMFFIErrorSetRaisedFromCStr("MemoryError", %(no_memory_text)s);
   else TVMFFIErrorSetRaisedFromCStr("RuntimeError", "%(name)s: the kernel returned an error status");
   return -1;
 }
@@ -112,8 +111,11 @@ def c_runtime_module(func: tirx.PrimFunc, entry_source: str, kernel: DeviceKerne
     wrapper = tir_to_runtime(P.host_finalize_passes()(host_mod), device_mods, target).inspect_source()
     glue = [GLUE_C % {"entry": kernel.name}] if kernel.block_launcher else []
     assert_text = f"rc == {DEVICE_ASSERT_FAILED} ? {kernel.assert_message}() : 0" if kernel.assert_message else "0"
-    glue.append(RAISE_C % {"entry": kernel.name, "assert_text": assert_text, "negative": NEGATIVE_SIZE,
-                           "no_memory": WORKSPACE_ALLOC_FAILED, "name": name.replace('"', "")})
+    glue.append(RAISE_C % {
+        "entry": kernel.name, "assert_text": assert_text, "name": name.replace('"', ""),
+        "negative": NEGATIVE_SIZE, "negative_text": c_string(f"{name}: {STATUS_TEXTS[NEGATIVE_SIZE]}"),
+        "no_memory": WORKSPACE_ALLOC_FAILED,
+        "no_memory_text": c_string(f"{name}: {STATUS_TEXTS[WORKSPACE_ALLOC_FAILED]}")})
     # TVM's part first: its headers define TVM_DLL and the backend API the glue uses; its
     # declaration of the C entry (same parameter types) comes before the entry's definition
     code = "\n".join([wrapper, entry_source, *glue])

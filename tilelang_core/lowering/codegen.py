@@ -12,6 +12,7 @@ from tvm import tirx
 from tvm.ir import PointerType, PrimType
 
 from ..artifact import DeviceKernel, KernelArg, LaunchConfig, SymbolBinding
+from ..calling import NEGATIVE_SIZE
 from ..errors import LoweringError
 from . import passes as P
 from .atomics import lower_cpu_atomics
@@ -121,9 +122,6 @@ def _rename_reserved_vars(func: tirx.PrimFunc) -> tirx.PrimFunc:
     params = [on_var(p) for p in func.params]
     return tirx.PrimFunc(params, body, func.ret_type, func.attrs, func.span)
 
-
-#: Status of the C entry point when a dynamic size is negative.
-NEGATIVE_SIZE = -1
 
 #: Name of the extern call marking where an outlined block loop is run (``<marker>__<k>(blocks, work)``).
 RUN_BLOCKS_MARKER = "TL_RUN_BLOCKS"

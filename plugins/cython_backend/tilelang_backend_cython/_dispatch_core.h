@@ -1053,10 +1053,11 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
   }
   if (rc != 0) {
     const char *failed = rc == TL_DEVICE_ASSERT_FAILED && k->assert_message ? k->assert_message() : NULL;
+    const char *meaning = !failed && k->errstr ? k->errstr(rc) : NULL; /* NULL: a status it does not explain */
     if (failed)
       PyErr_Format(PyExc_RuntimeError, "%U() failed: %s", k->name, failed);
-    else if (k->errstr)
-      PyErr_Format(PyExc_RuntimeError, "%U() failed: %s (error %d)", k->name, k->errstr(rc), rc);
+    else if (meaning)
+      PyErr_Format(PyExc_RuntimeError, "%U() failed: %s (error %d)", k->name, meaning, rc);
     else
       PyErr_Format(PyExc_RuntimeError, "%U() failed: the kernel returned error code %d", k->name, rc);
     goto fail;

@@ -14,9 +14,11 @@ with the identity constant of :mod:`.identity` (which kernel the library was bui
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tilelang_core.artifact import DeviceKernel, KernelArtifact
+from tilelang_core.calling import STATUS_TEXTS
 from tilelang_core.errors import BuildError
 
 from . import identity
@@ -70,7 +72,21 @@ def c_source(artifact: KernelArtifact, plan: dict[str, Any]) -> str:
         "  (void)__tl_cy_v; (void)__tl_cy_s; (void)__tl_cy_stream; (void)__tl_cy_device;\n"
         f"  {body}\n"
         "}\n"
+        + _status_texts_function()
         + identity.c_definition(identity.kernel_id(artifact, plan), cuda=False)
+    )
+
+
+def _status_texts_function() -> str:
+    """``const char *__tl_cy_error_string(int code)``: the text of each status of a C entry point
+    that ``tilelang_core.calling.STATUS_TEXTS`` explains, NULL for the others (the dispatcher then
+    says "the kernel returned error code N")."""
+    # the texts are printable ASCII: JSON's string literal is C's
+    cases = "".join(f"    case {code}: return {json.dumps(text)};\n" for code, text in sorted(STATUS_TEXTS.items()))
+    return (
+        "#if defined(__GNUC__)\n__attribute__((visibility(\"default\")))\n#endif\n"
+        f"const char *{ERROR_STRING_SYMBOL}(int code) {{\n"
+        f"  switch (code) {{\n{cases}    default: return 0;\n  }}\n}}\n"
     )
 
 

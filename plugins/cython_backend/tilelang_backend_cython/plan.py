@@ -278,7 +278,7 @@ def make_plan(artifact: KernelArtifact, options: BuildOptions, *, device: Option
         "name": artifact.name,
         "device": device,
         "entry": ENTRY_SYMBOL,
-        "error_string": ERROR_STRING_SYMBOL if device == "cuda" else None,
+        "error_string": ERROR_STRING_SYMBOL,
         "gil_release_elems": GIL_RELEASE_ELEMS if device == "cpu" else None,
         "block_launcher": _entry_symbol(artifact, "block_launcher") if device == "cpu" else None,
         "assert_message": _entry_symbol(artifact, "assert_message") if device == "cpu" else None,
