@@ -141,27 +141,24 @@ def _unguarded(expr: Any) -> Any:
     return checked_map(expr, [(tvm.ir.Call, on_call)])
 
 
-class _Divisions:
-    """The divisions of one statement's own expressions that need a check, each with the
-    conditions under which it runs (inner divisions before the ones holding them). The walk keeps
-    its own stack: an expression thousands of operations deep is fine (Python's recursion limit
-    is not)."""
-
-    def __init__(self, analyzer: Any):
-        self.analyzer = analyzer
-        self.found: list = []  # (conditions, division)
-
-    def visit(self, root: Any, conds: tuple) -> None:
-        stack: list = [(root, conds, False)]
+def _divisions(exprs: Any, analyzer: Any) -> list:
+    """``(conditions, division)`` for each division of ``exprs`` (one statement's own expressions)
+    that needs a check, with the conditions under which it runs (inner divisions before the ones
+    holding them). The walk keeps its own stack: an expression thousands of operations deep is
+    fine (Python's recursion limit is not)."""
+    found: list = []
+    for root in exprs:
+        stack: list = [(root, (), False)]
         while stack:
             expr, where, done = stack.pop()
             if done:  # a division whose operands were walked
-                if _needs_check(expr, self.analyzer):
-                    self.found.append((where, expr))
+                if _needs_check(expr, analyzer):
+                    found.append((where, expr))
                 continue
             if isinstance(expr, _DIVISIONS):
                 stack.append((expr, where, True))
             stack.extend(reversed(_operands(expr, where)))
+    return found
 
 
 def _operands(expr: Any, conds: tuple) -> list:
@@ -281,13 +278,11 @@ def check_divisions(func: tirx.PrimFunc, form: str, location: str) -> tirx.PrimF
         return _nested(conds + (is_zero, first), record)  # the first failure of the block, as "status" reports
 
     def on_stmt(stmt: Any) -> Any:
-        finder = _Divisions(analyzer)
-        for expr in _own_expressions(stmt):
-            finder.visit(expr, ())
-        if not finder.found:
+        found = _divisions(_own_expressions(stmt), analyzer)
+        if not found:
             return stmt
         where = node_location(stmt, location)
-        checks = [report(conds, node, where) for conds, node in finder.found]
+        checks = [report(conds, node, where) for conds, node in found]
         return tirx.SeqStmt([*checks, stmt])
 
     kinds = (tirx.BufferStore, tirx.Evaluate, tirx.Bind, tirx.IfThenElse, tirx.For, tirx.AssertStmt)

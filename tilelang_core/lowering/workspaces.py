@@ -30,13 +30,14 @@ run-time size, of the size below.
 **Run-time sizes.** After ``FlattenBuffer`` a tile ``(n, m)`` has the one extent ``n * m``, an
 int32 product that wrapped (``65536 * 65536`` is 0: ``malloc(1)``, then a heap overflow). The
 size of every workspace whose size is known at call time only is computed again, in int64 from
-its leaves (:class:`_ExactSize`), each step checked against the range of its own integer type,
+its leaves (:class:`ExactSize`), each step checked against the range of its own integer type,
 and compared with what the kernel can index (:data:`INDEX_LIMIT_32` elements when an extent or an
 index of the tile is 32-bit). A call whose sizes make it too large fails before anything is
-allocated: the C entry returns :data:`WORKSPACE_ALLOC_FAILED` (it has no text to give; the
-backends raise their error for that status), an ``llvm`` runtime module raises ``RuntimeError``
-naming the tile, its line, its size and what to do, checked before the parallel loop that holds
-the tile where the size allows (TVM's parallel launch drops an error raised inside it).
+allocated: the C entry returns :data:`WORKSPACE_ALLOC_FAILED` (it has no text of its own; the
+backends raise the error ``calling.STATUS_TEXTS`` gives that status), an ``llvm`` runtime module
+raises ``RuntimeError`` naming the tile, its line, its size and what to do, checked before the
+parallel loop that holds the tile where the size allows (TVM's parallel launch drops an error
+raised inside it). The exact int64 arithmetic is lowering/exact_sizes.py.
 """
 
 from __future__ import annotations
@@ -49,8 +50,10 @@ import tvm_ffi
 from tvm import tirx
 from tvm.ir import PointerType, PrimType
 
+from ..calling import WORKSPACE_ALLOC_FAILED  # out of memory, or too large for the sizes of the call
 from ..language.spans import node_location
-from ..language.tileops._common import collect, substitute
+from ..language.tileops._common import collect
+from .exact_sizes import BOUND_64, ExactSize, Lets, all_of, as_bool, as_i64, is_int
 from .frontend import contains, without_simd_pragmas
 from .source_imports import c_definitions, with_import
 from .stack_buffers import KEEP_ON_STACK, RUNTIME_STACK_LIMIT_BYTES, constant_bytes
@@ -58,9 +61,6 @@ from .stack_buffers import KEEP_ON_STACK, RUNTIME_STACK_LIMIT_BYTES, constant_by
 __all__ = ["C_STACK_LIMIT_BYTES", "INDEX_LIMIT_32", "WORKSPACE_ALLOC_FAILED", "heap_workspaces",
            "release_workspaces_on_assert"]
 
-#: Return code of the C entry point when a workspace cannot be allocated (out of memory, or too
-#: large for the sizes of the call).
-WORKSPACE_ALLOC_FAILED = -2
 
 #: C element types as TVM's C code generator prints them (bfloat16 is stored as uint16_t).
 _C_TYPES = {
@@ -135,242 +135,12 @@ def _with_body(stmt: Any, body: Any) -> Any:
 #: tile ``(n, m)`` is ``S[i * m + j]`` computed in int32, which wraps past this.
 INDEX_LIMIT_32 = 2**31 - 1
 
-#: Bound of every 64-bit step of a size computation: a sum or a difference of two such values
-#: cannot overflow int64, and a product is formed only once it is known to stay within it.
-_BOUND_64 = 2**62 - 1
-
 #: Annotation of an allocation whose size was checked before a parallel loop: its element count.
 _CHECKED_ELEMENTS = "tl.workspace_elements"
 
 #: The language call that makes a tile of each scope (for messages).
 _ALLOC_CALLS = {"shared": "T.alloc_shared", "shared.dyn": "T.alloc_shared", "local": "T.alloc_local",
                 "local.fragment": "T.alloc_fragment", "local.var": "T.alloc_var", "global": "T.alloc_global"}
-
-#: How the name of a ``#pragma omp simd`` marker starts (lowering/frontend.py), the loop variable's follows.
-_BINARY_STEPS = ("Add", "Sub", "Mul", "Div", "Mod", "FloorDiv", "FloorMod", "Min", "Max")
-
-
-def _is_int(dtype: str) -> bool:
-    return dtype.startswith("int") or dtype.startswith("uint")
-
-
-def _step_range(dtype: str) -> tuple[int, int]:
-    """The values a step of integer type ``dtype`` takes without wrapping (64-bit steps: within
-    :data:`_BOUND_64`, so that the next step cannot overflow int64 either)."""
-    bits = tvm.runtime.DataType(dtype).bits
-    unsigned = dtype.startswith("uint")
-    if bits >= 64:
-        return (0 if unsigned else -_BOUND_64), _BOUND_64
-    return (0, (1 << bits) - 1) if unsigned else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-
-
-def _i64(value: Any) -> Any:
-    return tirx.IntImm("int64", value) if isinstance(value, int) else value
-
-
-def _all(*conditions: Any) -> Any:
-    """The conjunction of ``conditions`` (Python bools or TIR ones); a Python bool when they all are."""
-    out: Any = True
-    for cond in conditions:
-        if cond is False or out is False:
-            return False
-        if cond is True:
-            continue
-        out = cond if out is True else tirx.And(out, cond)
-    return out
-
-
-def _truncdiv(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
-
-
-def _fold(kind: str, a: int, b: int) -> tuple[bool, int]:
-    """``(divisor not 0, value)`` of the step ``kind`` on two constants."""
-    if kind in ("Div", "Mod", "FloorDiv", "FloorMod") and b == 0:
-        return False, 0
-    value = {
-        "Add": lambda: a + b, "Sub": lambda: a - b, "Mul": lambda: a * b, "Div": lambda: _truncdiv(a, b),
-        "Mod": lambda: a - b * _truncdiv(a, b), "FloorDiv": lambda: a // b, "FloorMod": lambda: a % b,
-        "Min": lambda: min(a, b), "Max": lambda: max(a, b),
-    }[kind]()
-    return True, value
-
-
-class _Lets:
-    """The variables a function body binds (``Bind``) once to a value that reads no memory and
-    calls nothing (the simplifier's ``cse_v1 = m + 1``): a size naming one is computed from its
-    value. A variable bound otherwise counts as the value the kernel computed."""
-
-    def __init__(self, body: Any):
-        found: dict = {}
-        for bind in collect(body, tirx.Bind):
-            key = hash(bind.var)
-            pure = not collect(bind.value, (tvm.ir.TensorLoad, tvm.ir.Call))
-            found[key] = None if key in found else ((bind.var, bind.value) if pure else None)
-        self._values = found
-
-    def value(self, var: Any) -> Optional[Any]:
-        """The value ``var`` is bound to, or None."""
-        entry = self._values.get(hash(var))
-        return entry[1] if entry is not None and entry[0].same_as(var) else None
-
-    def expand(self, expr: Any) -> Any:
-        """``expr`` with the variables of :meth:`value` replaced by their values (for messages)."""
-        def on_var(var: Any) -> Any:
-            value = self.value(var)
-            return var if value is None else self.expand(value)
-
-        return tvm_ffi.structural_map(expr, [(tvm.ir.Var, on_var)])
-
-
-class _ExactSize:
-    """``Bind`` statements computing integer expressions exactly, in int64.
-
-    Each step (``+ - * / % min max``, a cast) is computed from its operands' exact values and
-    checked against the range of its own type (:func:`_step_range`): a step out of it, which the
-    kernel's own arithmetic would have wrapped, makes the result invalid. A product is formed only
-    once it is known to fit and a division only by a divisor that is not 0, so nothing computed
-    here can overflow or trap. Constant steps are folded here.
-    """
-
-    def __init__(self, lets: _Lets, prefix: str):
-        self.lets = lets
-        self.prefix = prefix
-        self.stmts: list = []
-        self.leaves: list = []  # the variables the statements read
-        self._known: dict = {}  # hash(let variable) -> (variable, its (valid, value))
-
-    def bind(self, value: Any, dtype: str) -> Any:
-        """``value`` bound to a new variable of ``dtype`` (a constant or a variable as it is)."""
-        if isinstance(value, (tirx.IntImm, tvm.ir.Var)):
-            return value
-        var = tirx.Var(f"{self.prefix}_{len(self.stmts)}", PrimType(dtype))
-        self.stmts.append(tirx.Bind(var, value))
-        return var
-
-    def in_array(self, name: str, results: list) -> tuple[list, list]:
-        """The statements bound so far as stores into one int64 stack array ``name``, and
-        ``results`` (expressions of them) as loads from it.
-
-        TVM's simplifying passes (``LowerIntrin``) substitute the value of every pure ``Bind``
-        into its uses, and the steps use their operands several times: a chain of ``Bind``s grew
-        exponentially there (minutes for a tile ``(n, m)`` of int64 sizes). A load they leave alone.
-        """
-        if not self.stmts:
-            return [], results
-        slots = [b.var for b in self.stmts]
-        array = tirx.decl_buffer([len(slots)], "int64", name=name, scope="global")
-
-        def load(k: int, var: Any) -> Any:
-            value = tirx.BufferLoad(array, [tirx.IntImm("int32", k)])
-            return value != _i64(0) if str(var.ty.dtype) == "bool" else value
-
-        mapping = [(var, load(k, var)) for k, var in enumerate(slots)]
-        stores = [tirx.BufferStore(array, tirx.Cast("int64", substitute(b.value, mapping)), [tirx.IntImm("int32", k)])
-                  for k, b in enumerate(self.stmts)]
-        alloc = tirx.AllocBuffer(array, annotations={KEEP_ON_STACK: tirx.IntImm("int32", 1)})
-        return [alloc, *stores], [substitute(_bool(r), mapping) for r in results]
-
-    def evaluate(self, expr: Any) -> tuple[Any, Any]:
-        """``(valid, value)`` of the integer expression ``expr``: ``value`` (int64, 0 when not
-        ``valid``) is its exact value when ``valid``; Python values where they are constant."""
-        kind = type(expr).__name__
-        if kind == "IntImm":
-            return True, int(expr.value)
-        if isinstance(expr, tvm.ir.Var):
-            value = self.lets.value(expr)
-            if value is None:
-                return self._leaf(expr)
-            known = self._known.get(hash(expr))
-            if known is None or not known[0].same_as(expr):
-                known = (expr, self.evaluate(value))  # once: a let used twice is not expanded twice
-                self._known[hash(expr)] = known
-            return known[1]
-        if kind == "Cast" and _is_int(str(expr.value.ty.dtype)):
-            valid, value = self.evaluate(expr.value)
-            return self._step(str(expr.ty.dtype), valid, value)
-        if kind in _BINARY_STEPS:
-            valid_a, a = self.evaluate(expr.a)
-            valid_b, b = self.evaluate(expr.b)
-            return self._binary(kind, str(expr.ty.dtype), _all(valid_a, valid_b), a, b)
-        if kind == "Select":
-            valid_t, t = self.evaluate(expr.true_value)
-            valid_f, f = self.evaluate(expr.false_value)
-            cond = expr.condition
-            valid = tirx.Select(cond, _bool(valid_t), _bool(valid_f))
-            return self.bind(valid, "bool"), self.bind(tirx.Select(cond, _i64(t), _i64(f)), "int64")
-        return self._leaf(expr)
-
-    def _leaf(self, expr: Any) -> tuple[Any, Any]:
-        """A value taken as the kernel computed it (a variable, a load): in range of its type."""
-        self.leaves.extend(collect(expr, tvm.ir.Var) if not isinstance(expr, tvm.ir.Var) else [expr])
-        dtype = str(expr.ty.dtype)
-        value = expr if dtype == "int64" else tirx.Cast("int64", expr)
-        if tvm.runtime.DataType(dtype).bits < 64:
-            return True, value
-        return self._step(dtype, True, value)  # an int64 size may pass _BOUND_64
-
-    def product(self, valid: Any, a: Any, b: Any) -> tuple[Any, Any]:
-        """``(valid, a * b)`` of two results of :meth:`evaluate`, an int64 step."""
-        return self._binary("Mul", "int64", valid, a, b)
-
-    def _binary(self, kind: str, dtype: str, valid: Any, a: Any, b: Any) -> tuple[Any, Any]:
-        if isinstance(a, int) and isinstance(b, int):
-            divisor_ok, value = _fold(kind, a, b)
-            return self._step(dtype, _all(valid, divisor_ok), value)
-        x, y = _i64(a), _i64(b)
-        if kind == "Add":
-            raw = x + y
-        elif kind == "Sub":
-            raw = x - y
-        elif kind == "Mul" and dtype.startswith("int") and tvm.runtime.DataType(dtype).bits <= 32:
-            raw = x * y  # operands within +-2**31: the product fits int64
-        elif kind == "Mul":
-            lo, hi = _step_range(dtype)
-            divisor = self.bind(_at_least_one(_abs(y)), "int64")
-            fits = self.bind(_abs(x) <= tirx.Div(_i64(max(-lo, hi)), divisor), "bool")
-            valid = _all(valid, fits)
-            raw = tirx.Select(fits, x * y, _i64(0))
-        elif kind in ("Div", "Mod", "FloorDiv", "FloorMod"):
-            nonzero = self.bind(y != _i64(0), "bool") if not isinstance(b, int) else b != 0
-            valid = _all(valid, nonzero)
-            safe = y if isinstance(b, int) and b != 0 else tirx.Select(_bool(nonzero), y, _i64(1))
-            raw = getattr(tirx, kind)(x, safe)
-        elif kind == "Min":
-            raw = tirx.Select(x < y, x, y)
-        else:
-            raw = tirx.Select(x > y, x, y)
-        return self._step(dtype, valid, raw)
-
-    def _step(self, dtype: str, valid: Any, raw: Any) -> tuple[Any, Any]:
-        """The result of a step of ``dtype``: ``raw`` when ``valid`` and within the step's range."""
-        lo, hi = _step_range(dtype)
-        if isinstance(raw, int):
-            ok = _all(valid, lo <= raw <= hi)
-            if isinstance(ok, bool):
-                return ok, (raw if ok else 0)
-            return ok, self.bind(tirx.Select(ok, _i64(raw), _i64(0)), "int64")
-        raw = self.bind(raw, "int64")
-        ok = self.bind(_all(valid, _i64(lo) <= raw, raw <= _i64(hi)), "bool")
-        return ok, self.bind(tirx.Select(ok, raw, _i64(0)), "int64")
-
-
-def _bool(value: Any) -> Any:
-    return tirx.IntImm("bool", int(value)) if isinstance(value, bool) else value
-
-
-def _abs(x: Any) -> Any:
-    if isinstance(x, tirx.IntImm):
-        return tirx.IntImm("int64", abs(int(x.value)))
-    return tirx.Select(x < _i64(0), _i64(0) - x, x)
-
-
-def _at_least_one(x: Any) -> Any:
-    if isinstance(x, tirx.IntImm):
-        return tirx.IntImm("int64", max(int(x.value), 1))
-    return tirx.Select(x > _i64(1), x, _i64(1))
-
 
 @dataclass
 class _Size:
@@ -397,7 +167,7 @@ def _narrow_indexed(body: Any) -> list:
         if not isinstance(ty, PrimType):
             return False
         dtype = str(ty.dtype)
-        return _is_int(dtype) and tvm.runtime.DataType(dtype).bits < 64
+        return is_int(dtype) and tvm.runtime.DataType(dtype).bits < 64
 
     for load in collect(body, tvm.ir.TensorLoad):
         if any(is_narrow(i) for i in load.indices):
@@ -412,7 +182,7 @@ def _narrow_indexed(body: Any) -> list:
     return narrow
 
 
-def _tile_text(stmt: Any, lets: _Lets) -> str:
+def _tile_text(stmt: Any, lets: Lets) -> str:
     """``T.alloc_shared at file:line: the tile 'S' of n * m float32 elements`` (for messages)."""
     buf = stmt.buffer
     call = _ALLOC_CALLS.get(str(buf.ty.storage_scope) or "global", "an allocation")
@@ -420,7 +190,7 @@ def _tile_text(stmt: Any, lets: _Lets) -> str:
     return f"{call} at {node_location(stmt, '<unknown line>')}: the tile '{buf}' of {extent} {buf.ty.dtype} elements"
 
 
-def _run_time_size(stmt: Any, lets: _Lets, narrow: list) -> Optional[_Size]:
+def _run_time_size(stmt: Any, lets: Lets, narrow: list) -> Optional[_Size]:
     """The checked size of the allocation ``stmt`` when it is known at call time only, else None.
 
     :param narrow: :func:`_narrow_indexed` of the function: a buffer found there, or one with a
@@ -429,16 +199,16 @@ def _run_time_size(stmt: Any, lets: _Lets, narrow: list) -> Optional[_Size]:
     buf = stmt.buffer
     if constant_bytes(buf) is not None:
         return None
-    exact = _ExactSize(lets, f"{buf}_size")
+    exact = ExactSize(lets, f"{buf}_size")
     valid, count = exact.evaluate(buf.ty.shape[0])
     for extent in list(buf.ty.shape)[1:]:  # one extent after FlattenBuffer
         valid_e, value = exact.evaluate(extent)
-        valid, count = exact.product(_all(valid, valid_e), count, value)
+        valid, count = exact.product(all_of(valid, valid_e), count, value)
     wide = all(tvm.runtime.DataType(str(e.ty.dtype)).bits >= 64 for e in buf.ty.shape) and not any(
         v.same_as(buf.data) for v in narrow)
-    limit = _BOUND_64 // _element_bytes(buf) if wide else INDEX_LIMIT_32
-    fits = exact.bind(_bool(_all(valid, _i64(count) <= _i64(limit))), "bool")
-    elements = exact.bind(tirx.Select(_i64(count) > _i64(0), _i64(count), _i64(1)), "int64")
+    limit = BOUND_64 // _element_bytes(buf) if wide else INDEX_LIMIT_32
+    fits = exact.bind(as_bool(all_of(valid, as_i64(count) <= as_i64(limit))), "bool")
+    elements = exact.bind(tirx.Select(as_i64(count) > as_i64(0), as_i64(count), as_i64(1)), "int64")
     stmts, (fits, elements) = exact.in_array(f"{buf}_size", [fits, elements])
     if not isinstance(elements, tirx.IntImm):
         count_var = tirx.Var(f"{buf}_elements", PrimType("int64"))
@@ -561,7 +331,7 @@ def _removed(stmt: Any, moved: list) -> Any:
     return tvm_ffi.structural_map(stmt, [(tirx.SeqStmt, on_seq), ((tirx.AllocBuffer, tirx.Bind), on_single)])
 
 
-def _hoistable(loop: Any, alloc: Any, lets: _Lets) -> Optional[list]:
+def _hoistable(loop: Any, alloc: Any, lets: Lets) -> Optional[list]:
     """The ``Bind``s inside ``loop`` that the size of ``alloc`` (inside it too) needs, in program
     order, to move out of the loop with it; None when the size depends on a variable the loop
     sets (a loop variable, a value read inside it)."""
@@ -593,7 +363,7 @@ def _without_simd_around(body: Any, kept: list) -> Any:
                                                        for k in kept))
 
 
-def _hoist_from_inner_loops(body: Any, lets: _Lets) -> Any:
+def _hoist_from_inner_loops(body: Any, lets: Lets) -> Any:
     """``body`` (a C function's) with every allocation for the heap (:func:`_heap_local`) that is
     inside a loop of a block loop moved, with the ``Bind``s its size needs, before the outermost
     such loop: one allocation, whose storage every iteration reuses (each had an uninitialized
@@ -651,7 +421,7 @@ def heap_workspaces(body: Any) -> Any:
     for the sizes of the call, the entry returns :data:`WORKSPACE_ALLOC_FAILED` too.
     """
     dtypes: list = []
-    lets = _Lets(body)
+    lets = Lets(body)
     body = _hoist_from_inner_loops(body, lets)
     narrow = _narrow_indexed(body)
 
@@ -705,7 +475,7 @@ def _reachable_allocs(stmt: Any) -> list:
     return []
 
 
-def _checks_before_parallel(lets: _Lets, narrow: list) -> _BeforeLoop:
+def _checks_before_parallel(lets: Lets, narrow: list) -> _BeforeLoop:
     """The loop rule of runtime modules: the size of each run-time sized allocation inside a
     parallel loop is checked before the loop when it depends on nothing the loop sets (TVM's
     parallel launch drops an error raised inside it), and the allocation is annotated with the
@@ -738,17 +508,17 @@ def _checks_before_parallel(lets: _Lets, narrow: list) -> _BeforeLoop:
     return before
 
 
-def _leaves_of(alloc: Any, lets: _Lets) -> Optional[list]:
+def _leaves_of(alloc: Any, lets: Lets) -> Optional[list]:
     """The variables the checked size of ``alloc`` reads, or None for a constant size."""
     if constant_bytes(alloc.buffer) is not None:
         return None
-    probe = _ExactSize(lets, "probe")
+    probe = ExactSize(lets, "probe")
     for extent in alloc.buffer.ty.shape:
         probe.evaluate(extent)
     return probe.leaves
 
 
-def _tvm_workspace(buf: Any, elements: Optional[Any], live: list, lets: _Lets) -> tuple:
+def _tvm_workspace(buf: Any, elements: Optional[Any], live: list, lets: Lets) -> tuple:
     """``(statements allocating buf, the statement releasing it)`` through TVM's workspace API:
     ``elements`` of it (a checked run-time count), else the size of its constant extents; a
     ``RuntimeError`` after releasing the ``live`` workspaces when the allocation fails."""
@@ -770,7 +540,7 @@ def _tvm_workspace(buf: Any, elements: Optional[Any], live: list, lets: _Lets) -
 
 def _release_on_assert(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
     """``func`` with the workspaces :func:`release_workspaces_on_assert` takes made explicit."""
-    lets = _Lets(func.body)
+    lets = Lets(func.body)
     narrow = _narrow_indexed(func.body)
 
     def allocate(stmt: Any, rest: list, live: list, top: bool, loops: int) -> Optional[tuple]:  # noqa: ARG001
