@@ -223,3 +223,49 @@ def test_debug_root_path_errors_name_the_argument(tmp_path):
     with pytest.raises(OSError, match=r"cannot write the kernel's files there"):
         plus_one(4)
     assert blocker.read_text() == "mine"
+
+
+@tilelang.jit(out_idx=-1, target="c")
+def _times(n):
+    @T.prim_func
+    def times(a: T.Tensor((4,), "int32"), c: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(4):
+                c[i] = a[i] * n  # int32 (wraps) for an int n, float32 for a float n
+    return times
+
+
+@pytest.mark.parametrize("first,second", [(2.0, 2), (2, 2.0)])
+def test_equal_values_of_different_types_are_different_kernels(first, second):
+    """``f(2.0)`` then ``f(2)`` returned the float kernel for the int, and the other way round:
+    the result of ``f(2)`` depended on which call came first."""
+    a = torch.tensor([1, 3, 5, 2**30 + 1], dtype=torch.int32)
+    wrapped = torch.tensor([2.0, 6.0, 10.0, float(-(2**31) + 2)])
+    exact = torch.tensor([2.0, 6.0, 10.0, float(2**31 + 2)])
+    results = {type(v): _times(v)(a) for v in (first, second)}
+    assert torch.equal(results[int], wrapped)
+    assert torch.equal(results[float], exact)
+    assert _times(first) is _times(first) and _times(first) is not _times(second)
+    # TileLang's key is still the value alone; the kernel is kept for the key and the types
+    assert _times.func.parse_args(first)[0] == _times.func.parse_args(second)[0]
+
+
+def test_a_kernel_put_under_a_key_from_outside_is_found_for_it():
+    """TileLang's tests put a kernel in ``_kernel_cache`` under ``parse_args``' key and expect the
+    call to return it."""
+
+    @tilelang.jit(out_idx=-1, target="c")
+    def plus(n):
+        raise AssertionError("not built: the kernel under the key is used")
+
+    sentinel = object()
+    plus._kernel_cache[plus.func.parse_args(3)[0]] = sentinel
+    assert plus(3) is sentinel
+
+
+def test_decorating_a_compiled_kernel_says_what_to_do():
+    kernel = _times(2)
+    with pytest.raises(TypeError, match=r"got the compiled kernel 'times' \(a JITKernel\): call it directly"):
+        tilelang.jit(kernel)
+    with pytest.raises(TypeError, match="call it directly"):
+        tilelang.jit(out_idx=-1)(kernel)

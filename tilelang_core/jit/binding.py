@@ -24,7 +24,7 @@ import inspect
 import sys
 from typing import Any, Callable
 
-__all__ = ["ArgumentBinder", "cache_value"]
+__all__ = ["ArgumentBinder", "cache_value", "value_types"]
 
 
 def cache_value(value: Any, where: str = "value") -> Any:
@@ -48,6 +48,20 @@ def cache_value(value: Any, where: str = "value") -> Any:
             "pass an int, float, str, dtype, or a tuple/list/dict of those (or make the type hashable)"
         ) from None
     return value
+
+
+def value_types(key: Any) -> Any:
+    """The types of the values in ``key`` (a :func:`cache_value` or a call's arguments), in its
+    shape: values that compare equal (``1``, ``1.0``, ``True``) can still build different kernels.
+
+    :raises TypeError: a value in it cannot be hashed (a list or dict in a call's arguments).
+    """
+    if isinstance(key, tuple):
+        return tuple(value_types(v) for v in key)
+    if isinstance(key, frozenset):
+        return frozenset(value_types(v) for v in key)
+    hash(key)
+    return type(key)
 
 
 def _tensor_type() -> Any:

@@ -27,6 +27,7 @@ import types
 from typing import Any, Callable, Optional, Sequence, Union
 
 from ..errors import TileLangError
+from .binding import value_types
 from .kernel import JITKernel
 from .outputs import OutIdx
 
@@ -167,6 +168,8 @@ class JitFunction:
         self._binder: Any = None
         self._kernel_cache: dict[Any, JITKernel] = {}  # compile form, by the bound-arguments key (binding.py)
         self._call_form_cache: dict[Any, JITKernel] = {}  # compile form, by the call as written
+        self._key_types: dict[Any, tuple] = {}  # the value types each _kernel_cache kernel was built for
+        self._typed_kernels: dict[Any, JITKernel] = {}  # compile form, keys equal to one of other types
         functools.update_wrapper(self, func)
         # TileLang's spelling: f.func.parse_args(...), f.func._parse_phase1_key(...), f.func.set_mode(...)
         for name, method in (("parse_args", self.parse_args), ("_parse_phase1_key", self._parse_phase1_key),
@@ -208,7 +211,7 @@ class JitFunction:
     def kernels(self) -> dict[Any, JITKernel]:
         if self._eager is not None:
             return self._eager.kernels
-        return {**self._kernel_cache, **self._by_args}
+        return {**self._kernel_cache, **self._typed_kernels, **self._by_args}
 
     def _argument_binder(self) -> Any:
         if self._binder is None:
@@ -292,6 +295,7 @@ class JitFunction:
             return eager.compile(*args, **kwargs)
         form = (args, tuple(kwargs.items()))
         try:
+            form = (form, value_types(form))  # 1, 1.0 and True are equal, and three kernels
             kernel = self._call_form_cache.get(form)
         except TypeError as exc:
             raise TypeError(
@@ -302,12 +306,32 @@ class JitFunction:
         if kernel is not None:
             return kernel
         key, _ = getattr(self.func, "parse_args", self.parse_args)(*args, **kwargs)
-        kernel = self._kernel_cache.get(key)
+        kernel = self._kernel_for(key)
         if kernel is None:
             kernel = self._build(args, kwargs, self.options.get("target", "auto"))
             with self._lock:
-                kernel = self._kernel_cache.setdefault(key, kernel)
+                kernel = self._kernel_for(key) or self._keep(key, kernel)
         self._call_form_cache[form] = kernel
+        return kernel
+
+    def _kernel_for(self, key: Any) -> Optional[JITKernel]:
+        """The kernel compiled for the bound-arguments ``key`` and the types of its values: a key
+        equal to another (``1`` and ``1.0``, ``1`` and ``True``) of other types is another kernel
+        (``a // 2`` and ``a // 2.0`` are not the same operation). ``_kernel_cache`` stays keyed by
+        ``parse_args`` alone, as TileLang's is; the first kernel of a key is kept there, the others
+        in ``_typed_kernels``. A kernel put there from outside counts for every type."""
+        types = value_types(key)
+        kernel = self._kernel_cache.get(key)
+        if kernel is not None and self._key_types.get(key, types) == types:
+            return kernel
+        return self._typed_kernels.get((key, types))
+
+    def _keep(self, key: Any, kernel: JITKernel) -> JITKernel:
+        if key not in self._kernel_cache:
+            self._kernel_cache[key] = kernel
+            self._key_types[key] = value_types(key)
+        else:
+            self._typed_kernels[(key, value_types(key))] = kernel
         return kernel
 
     def _call_direct(self, args: tuple, kwargs: dict[str, Any], tensor_type: Any) -> Any:
@@ -400,7 +424,9 @@ class JitFunction:
         return par_compile([job(c) for c in configs], **kwargs)
 
     def __repr__(self) -> str:
-        return f"<tilelang.jit {self.func.__qualname__} ({len(self._by_args) + len(self._kernel_cache)} compiled)>"
+        compiled = len(self._by_args) + len(self._kernel_cache) + len(self._typed_kernels)
+        name = getattr(self.func, "__qualname__", None) or type(self.func).__name__
+        return f"<tilelang.jit {name} ({compiled} compiled)>"
 
 
 def jit(
@@ -447,7 +473,16 @@ def jit(
         "compile_flags": compile_flags,
     }
     if func is None:
-        return lambda f: JitFunction(f, options, mode, root)
+        return lambda f: JitFunction(_decoratable(f), options, mode, root)
+    return JitFunction(_decoratable(func), options, mode, root)
+
+
+def _decoratable(func: Any) -> Callable[..., Any]:
+    """``func`` when ``@tilelang.jit`` can decorate it, else a ``TypeError`` saying what to pass."""
+    if isinstance(func, JITKernel):
+        raise TypeError(
+            f"@tilelang.jit decorates a function that returns a prim_func (or whose body is the kernel), got the "
+            f"compiled kernel {func.name!r} (a JITKernel): call it directly, or decorate the function that built it")
     if not callable(func):
         raise TypeError(f"@tilelang.jit decorates a function that returns a prim_func, got {type(func).__name__}")
-    return JitFunction(func, options, mode, root)
+    return func
