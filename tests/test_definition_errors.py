@@ -314,6 +314,31 @@ def test_kernel_grid_extent_is_an_integer_expression():
         "(a T.dynamic size, T.ceildiv(n, 64)), got the region A[0:8]")
 
 
+def test_ceildiv_and_truncdiv_take_integers():
+    """TVM's raw "Check failed: (a.ty().MatchesCode(kDLInt, kDLUInt)) is false: T.float32(64.0)"
+    (or an FFI signature for a string) before."""
+
+    def float_block():
+        @T.prim_func
+        def k(A: T.Tensor((16,), "float32")):
+            with T.Kernel(T.ceildiv(16, 4.0), threads=1) as bx:  # <ceildiv-float>
+                A[bx] = 0.0
+
+    assert _message(float_block, "ceildiv-float", TypeError) == (
+        "T.ceildiv: rhs must be an int or an integer expression, got float 4.0; for floats write T.ceil(x / y)")
+
+    def float_elements():
+        @T.prim_func
+        def k(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                for i in T.serial(16):
+                    A[i] = T.truncdiv(A[i], 2)  # <truncdiv-float>
+
+    assert _message(float_elements, "truncdiv-float", TypeError) == (
+        "T.truncdiv: the dividend must be an int or an integer expression, got the float32 expression A[i]; "
+        "for floats write T.trunc(x / y)")
+
+
 _STORE = "the stored value must be a scalar expression (a number, an element A[i], a T.alloc_var)"
 _TILE_ADVICE = ("index it for one element, or copy a tile with T.copy(source, destination) "
                 "(both regions or buffers of the same extents)")

@@ -169,9 +169,14 @@ def ceildiv(lhs: Any, rhs: Any, span: Any = None) -> Any:
     (``lhs - 1`` wraps for 0; TVM's ``(lhs + rhs - 1) // rhs`` wrapped for ``lhs`` within ``rhs``
     of the maximum: ``T.ceildiv(x, 7)`` of the uint32 ``2**32 - 1`` was 0).
 
+    :raises OperandTypeError: ``lhs`` or ``rhs`` is not an int or an integer expression.
     :raises LoweringError: (a ``ValueError``) ``rhs`` is always 0 in the kernel body (the block
         index ``bx`` of ``T.Kernel(1)``; language/zero_divisors.py).
     """
+    from .operand_checks import check_integer
+
+    for name, value in (("lhs", lhs), ("rhs", rhs)):
+        check_integer("T.ceildiv", name, value, "; for floats write T.ceil(x / y)")
     if isinstance(lhs, Integral) and isinstance(rhs, Integral):
         return -(-int(lhs) // int(rhs))
     from .zero_divisors import always_zero

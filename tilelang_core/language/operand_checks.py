@@ -18,7 +18,8 @@ from typing import Any, Callable, Sequence
 import tvm
 from tvm import tirx
 
-__all__ = ["check_dtype", "check_extents", "check_grid_extent", "check_loop_bounds", "check_scalar", "check_condition", "install"]
+__all__ = ["check_dtype", "check_extents", "check_grid_extent", "check_integer", "check_loop_bounds", "check_scalar",
+           "check_condition", "install"]
 
 
 def _fail(op: str, message: str, error: str = "type") -> None:
@@ -109,6 +110,15 @@ def check_loop_bounds(op: str, **bounds: Any) -> None:
                   f"got {_given(value)}")
 
 
+def check_integer(op: str, name: str, value: Any, advice: str = "") -> None:
+    """``value`` is an int or an integer expression (not a bool, a float, a buffer, a string);
+    ``advice`` ends the message (what to write for other operands)."""
+    value = getattr(value, "scalar", value)  # T.alloc_var's wrapper
+    if (isinstance(value, Integral) and not isinstance(value, bool)) or _is_integer_expr(value):
+        return
+    _fail(op, f"{name} must be an int or an integer expression, got {_given(value)}{advice}")
+
+
 def _check_no_zero_division(op: str, name: str, value: Any) -> None:
     from .zero_divisors import zero_division
 
@@ -183,8 +193,8 @@ def _checked(op: str, original: Callable[..., Any], names: Sequence[str], condit
 
 
 def install(namespace: dict) -> None:
-    """Put checked ``T.if_then_else``, ``T.max``, ``T.min`` and ``T.vectorized`` into ``namespace``
-    (the language module)."""
+    """Put checked ``T.if_then_else``, ``T.max``, ``T.min``, ``T.truncdiv`` and ``T.vectorized``
+    into ``namespace`` (the language module)."""
     for key, names, condition in (
         ("if_then_else", ("the condition", "the true value", "the false value"), True),
         ("max", ("the first operand", "the second operand"), False),
@@ -193,6 +203,16 @@ def install(namespace: dict) -> None:
         original = namespace[key]
         if not getattr(original, _CHECKED_MARK, False):
             namespace[key] = _checked(f"T.{key}", original, names, condition)
+    truncdiv = namespace["truncdiv"]
+    if not getattr(truncdiv, _CHECKED_MARK, False):
+        def checked_truncdiv(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
+            for name, value in (("the dividend", a), ("the divisor", b)):
+                check_integer("T.truncdiv", name, value, "; for floats write T.trunc(x / y)")
+            return truncdiv(a, b, *args, **kwargs)
+
+        checked_truncdiv.__doc__ = truncdiv.__doc__
+        setattr(checked_truncdiv, _CHECKED_MARK, True)
+        namespace["truncdiv"] = checked_truncdiv
     vectorized = namespace["vectorized"]
     if not getattr(vectorized, _CHECKED_MARK, False):
         def checked_vectorized(start: Any, stop: Any = None, *args: Any, **kwargs: Any) -> Any:
