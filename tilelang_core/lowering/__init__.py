@@ -353,6 +353,10 @@ def lower(
 
                     front = front.with_body(with_import_in_first_kernel(front.body, helpers)[0])
                 front = import_for_target(front, imported, kind, location, name)  # T.import_source
+                if kind == "metal":
+                    from .msl import check_generator_names
+
+                    check_generator_names(front)  # a scalar called threadIdx stopped TVM's Metal generator
                 mod = tvm.IRModule({name: front})
                 mod = tirx.transform.BindTarget(tgt)(mod)
                 mod = P.gpu_passes(configs)(mod)

@@ -27,6 +27,12 @@ CUDA does not have, such as ``hsinh``), or stopped on a bare TVM check failure:
   ``nearbyint`` is MSL's ``rint`` (round half to even, the same), and ``log1p``/``hypot``, which
   MSL lacks, are small helpers defined once in the source (:data:`METAL_HELPERS`). ``T.fma``,
   which TVM's Metal generator did not lower at all ("Unresolved call tirx.fma"), is MSL's ``fma``.
+* **Metal float remainder:** TVM's Metal generator prints a float ``tirx.Mod`` (``T.truncmod``, and
+  so ``%``, ``//``, ``T.floormod`` and ``T.floordiv`` of floats, which language/float_modulo.py
+  builds from it) as C's ``fmodf``, which MSL does not have: every such kernel lowered, then
+  failed in Metal's compiler. Here it is MSL's overloaded ``fmod`` (:func:`_metal_fmod`), float16
+  and bfloat16 computed in float32 and rounded back as the functions above (``fmod`` is exact, so
+  this is the correctly rounded remainder). ``T.fmod`` was already MSL's ``fmod``.
 
 :func:`GpuMathPass` runs in the GPU pipeline right after the fragment layout. The CPU targets'
 rules are in :mod:`.cpu_math`.
@@ -40,7 +46,8 @@ import tvm
 from tvm import tirx
 
 from .atomics import checked_map
-from .math_widening import computed_in_float32, dtype_of, element, has_half_operand, widened_clz, widened_unsigned
+from .math_widening import (HALF, computed_in_float32, dtype_of, element, has_half_operand, is_float, widened_clz,
+                             widened_unsigned)
 from .source_imports import with_import_in_first_kernel
 
 __all__ = ["HALF_WITHOUT_RULE", "METAL_HELPERS", "METAL_NAMES", "lower_gpu_math", "GpuMathPass"]
@@ -122,6 +129,18 @@ def _metal_function(call: Any, helpers: dict) -> Any:
     return None
 
 
+def _metal_fmod(mod: Any) -> Any:
+    """A float ``tirx.Mod`` (truncated remainder) as MSL's ``fmod``, 16-bit floats in float32;
+    TVM printed C's ``fmodf``. Integer and vector remainders are left to TVM."""
+    dtype = dtype_of(mod)
+    if "x" in dtype or not is_float(dtype):
+        return mod
+    if dtype not in HALF:
+        return tirx.call_pure_extern(dtype, "fmod", mod.a, mod.b)
+    wide = [tirx.Cast("float32", x) for x in (mod.a, mod.b)]
+    return tirx.Cast(dtype, tirx.call_pure_extern("float32", "fmod", *wide))
+
+
 def lower_gpu_math(body: Any, kind: Optional[str] = None) -> Any:
     """``body`` (a GPU kernel's, for target kind ``kind``) with the calls above rewritten."""
     functions = HALF_WITHOUT_RULE.get(kind or "", frozenset())
@@ -147,7 +166,10 @@ def lower_gpu_math(body: Any, kind: Optional[str] = None) -> Any:
             return computed_in_float32(call, rule)
         return call if rule is None else rule(call)
 
-    body = checked_map(body, [(tvm.ir.Call, on_call)])
+    rules = [(tvm.ir.Call, on_call)]
+    if kind == "metal":
+        rules.append((tirx.Mod, _metal_fmod))
+    body = checked_map(body, rules)
     if helpers:
         body, _ = with_import_in_first_kernel(body, "".join(helpers[h] for h in sorted(helpers)))
     return body

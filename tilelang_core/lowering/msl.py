@@ -17,14 +17,25 @@ module turns that into what a backend can compile and call:
   :class:`~tilelang_core.artifact.ScalarStruct` (member, byte offset, stored dtype, slot size), and
   checked against the kernel's arguments, so a backend packs the bytes from the artifact and a
   change in TVM's layout is a :class:`~tilelang_core.errors.LoweringError` here, not wrong values
-  on a device.
+  on a device;
+* **scalar names Metal cannot take**: TVM names each struct member after its parameter, so a
+  scalar parameter (or dynamic size) called ``device``, ``kernel``, ``half``, ``constant``,
+  ``thread``, ... gave ``struct main_kernel_args_t { float device[2]; };`` and ``arg.device[0]``,
+  which Metal's compiler refuses (reserved words, :data:`METAL_RESERVED`). Such members are
+  renamed here (``tl_device``; :func:`safe_member_names`), in the struct and where the kernel reads
+  them; the slot's ``field`` is the new name, the argument keeps its own, and a backend packs by
+  slot order, not by name. A scalar called ``arg`` or ``A_ptr`` (names TVM's generator gives the
+  struct and the pointers) is a member ``arg_1``/``A_ptr_1``, valid Metal that the layout check used
+  to refuse ("struct main_kernel_args_t has members ['arg_1'], but kernel 'main_kernel' takes
+  scalars ['arg']"): it is accepted now. A scalar called ``threadIdx`` or ``blockIdx`` stopped TVM's
+  generator with a bare check failure; :func:`check_generator_names` refuses it first, naming it.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Optional
+from typing import Any, Optional
 
 from ..artifact import DeviceKernel, ScalarSlot, ScalarStruct
 from ..errors import LoweringError
@@ -61,6 +72,36 @@ _TYPE_LAYOUT: dict[str, tuple[int, int]] = {
     "ulong": (8, 8),
     UNION_NAME: (8, 4),
 }
+
+#: Words a Metal struct member cannot be called (Metal Shading Language specification, sections 2
+#: and 4-5: address-space and function qualifiers, scalar, vector and matrix type names, the C++14
+#: keywords and alternative tokens a Python parameter may be called, and metal_stdlib's macros),
+#: besides C++'s reserved identifiers (``__x``, ``_X``): :func:`is_reserved`.
+METAL_RESERVED: frozenset = frozenset(
+    ["device", "constant", "thread", "threadgroup", "threadgroup_imageblock", "ray_data", "object_data",
+     "kernel", "vertex", "fragment", "visible", "intersection", "mesh", "object", "stitchable", "metal",
+     "uniform", "imageblock", "sampler"]
+    + [f"{p}{t}{n}" for t in ("bool", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "half",
+                              "float", "bfloat") for p in ("", "packed_") for n in ("", "2", "3", "4")
+       if p == "" or n]
+    + [f"{t}{r}x{c}" for t in ("half", "float", "bfloat") for r in "234" for c in "234"]
+    + ["size_t", "ptrdiff_t", "void", "double", "signed", "unsigned", "wchar_t", "char16_t", "char32_t",
+       "alignas", "alignof", "asm", "auto", "case", "catch", "const", "constexpr", "const_cast", "decltype",
+       "default", "delete", "do", "dynamic_cast", "enum", "explicit", "export", "extern", "false", "friend",
+       "goto", "inline", "mutable", "namespace", "new", "noexcept", "nullptr", "operator", "private",
+       "protected", "public", "register", "reinterpret_cast", "sizeof", "static", "static_assert",
+       "static_cast", "struct", "switch", "template", "this", "thread_local", "throw", "true", "typedef",
+       "typeid", "typename", "union", "using", "virtual", "volatile", "bitand", "bitor", "compl", "and_eq",
+       "not_eq", "or_eq", "xor", "xor_eq", "INFINITY", "NAN", "MAXFLOAT", "MAXHALF", "HUGE_VALF", "HUGE_VALH",
+       "FP_ILOGB0", "FP_ILOGBNAN"]
+)
+_RESERVED_PATTERN = re.compile(
+    r"__|_[A-Z]|M_[A-Z0-9_]+$|(FLT|HALF|BFLOAT|DBL|CHAR|SCHAR|UCHAR|SHRT|USHRT|INT|UINT|LONG|ULONG)_[A-Z0-9_]+$"
+)
+
+#: Names TVM's Metal generator gives the kernel's thread positions: a scalar of one of these names
+#: stops it ("Check failed: name_supply_->FreshName(\"threadIdx\") == \"threadIdx\"").
+GENERATOR_NAMES = ("threadIdx", "blockIdx")
 
 _MEMBER = re.compile(r"^\s*(?P<type>[A-Za-z_]\w*)\s+(?P<name>[A-Za-z_]\w*)\s*(?:\[\s*(?P<count>\d+)\s*\])?\s*;\s*$")
 _UNION_READ = re.compile(r"\barg\.(?P<field>[A-Za-z_]\w*)\.(?P<member>v_\w+)")
@@ -119,6 +160,80 @@ def _find(items: list[str], pattern: str) -> Optional[str]:
     return next((item for item in items if regex.match(item)), None)
 
 
+def is_reserved(name: str) -> bool:
+    """Whether a Metal struct member cannot be called ``name`` (:data:`METAL_RESERVED`)."""
+    return name in METAL_RESERVED or _RESERVED_PATTERN.match(name) is not None
+
+
+def _names_member(member: str, name: str) -> bool:
+    """Whether struct member ``member`` is the one for scalar ``name``: the name itself, TVM's
+    fresh name for it (``arg_1`` where the generator took ``arg``), or :func:`safe_member_names`'s."""
+    fresh = r"(?:_\d+)?"
+    return (re.fullmatch(re.escape(name) + fresh, member) is not None
+            or re.fullmatch("tl_" + re.escape(name.lstrip("_")) + fresh, member) is not None)
+
+
+def _kernel_struct(items: list[str], kernel: DeviceKernel) -> Optional[tuple[int, int, str]]:
+    """``(signature index, struct index, struct type)`` of ``kernel``'s scalar struct in ``items``."""
+    regex = re.compile(r"kernel\s+void\s+" + re.escape(kernel.name) + r"\s*\(")
+    signature = next((i for i, item in enumerate(items) if regex.match(item)), None)
+    if signature is None:
+        return None
+    bound = re.search(r"constant\s+([A-Za-z_]\w*)\s*&\s*arg\s*\[\[", items[signature])
+    if bound is None:
+        return None
+    regex = re.compile(r"struct\s+" + re.escape(bound.group(1)) + r"\s*\{")
+    definition = next((i for i, item in enumerate(items) if regex.match(item)), None)
+    return None if definition is None else (signature, definition, bound.group(1))
+
+
+def safe_member_names(items: list[str], kernels: list[DeviceKernel]) -> list[str]:
+    """``items`` with every scalar struct member that has a reserved name (:func:`is_reserved`,
+    or the struct's own name) renamed ``tl_<name>`` (``_1``, ... if taken), in the struct and in
+    the kernel's reads ``arg.<name>``; the members keep their order (module docstring)."""
+    items = list(items)
+    for kernel in kernels:
+        found = _kernel_struct(items, kernel)
+        if found is None:  # scalar_struct says what is missing
+            continue
+        signature, definition, type_name = found
+        names = [name for _, name, _ in _struct_members(items[definition])]
+        taken = set(names)
+        for name in names:
+            if not (is_reserved(name) or name == type_name):
+                continue
+            base = new = "tl_" + name.lstrip("_")
+            k = 0
+            while new in taken or is_reserved(new):
+                k += 1
+                new = f"{base}_{k}"
+            taken.add(new)
+            member = re.compile(r"(?m)^(\s*[A-Za-z_]\w*\s+)" + re.escape(name) + r"(\s*(?:\[\s*\d+\s*\])?\s*;\s*)$")
+            items[definition] = member.sub(lambda m: m.group(1) + new + m.group(2), items[definition])
+            items[signature] = re.sub(r"\barg\." + re.escape(name) + r"\b", "arg." + new, items[signature])
+    return items
+
+
+def check_generator_names(func: Any) -> None:
+    """Refuse a PrimFunc for Metal whose scalar parameter or dynamic size has one of the names TVM's
+    Metal generator gives the thread positions (:data:`GENERATOR_NAMES`), before that generator
+    stops on a bare check failure.
+
+    :raises LoweringError: naming the parameter, why, and what to do.
+    """
+    from tvm import tirx
+
+    params = list(func.params)
+    for var in params + list(tirx.analysis.undefined_vars(func.body, params)):
+        name = str(getattr(var, "name", ""))
+        if name in GENERATOR_NAMES and not str(var.ty.dtype).startswith("handle"):
+            what = "scalar parameter" if any(var.same_as(p) for p in params) else "dynamic size"
+            raise LoweringError(
+                f"{what} {name!r} cannot be passed to a Metal kernel: {name!r} is a name TVM's Metal code "
+                "generator uses (the kernel's thread position); rename it"
+            )
+
+
 def scalar_struct(kernel: DeviceKernel, items: list[str], where: str) -> Optional[ScalarStruct]:
     """The layout of ``kernel``'s scalar struct, read from the source and checked against its args."""
     scalars = [(i, a) for i, a in enumerate(kernel.args) if a.kind == "scalar"]
@@ -145,7 +260,7 @@ def scalar_struct(kernel: DeviceKernel, items: list[str], where: str) -> Optiona
     if definition is None:
         raise LoweringError(f"{where}: the generated Metal source does not define struct {type_name!r}")
     members = _struct_members(definition)
-    if [name for _, name, _ in members] != [a.name for _, a in scalars]:
+    if len(members) != len(scalars) or not all(_names_member(m[1], a.name) for m, (_, a) in zip(members, scalars)):
         raise LoweringError(
             f"{where}: struct {type_name} has members {[m[1] for m in members]}, but kernel {kernel.name!r} "
             f"takes scalars {[a.name for _, a in scalars]} in that order"
@@ -237,7 +352,7 @@ def finish_source(source: str, kernels: list[DeviceKernel], where: str) -> tuple
     if has_union:
         body.append(merged_union(items, where))
     body += rest
-    merged = "\n\n".join(body) + "\n"
+    merged = "\n\n".join(safe_member_names(body, kernels)) + "\n"
     merged_items = split_items(merged)
     finished = [replace(k, scalar_struct=scalar_struct(k, merged_items, where)) for k in kernels]
     return merged, finished
