@@ -252,3 +252,36 @@ def test_floor_quotient_and_remainder_of_floats_agree():
     k(a, b, q, q2, r)
     torch.testing.assert_close(q * b + r, a, rtol=1e-5, atol=1e-4)
     torch.testing.assert_close(q2, torch.div(a, 0.75, rounding_mode="floor"), rtol=0, atol=0)
+
+
+def _quotient_by_constant_zero(dtype: str, zero: float):
+    @T.prim_func
+    def by_zero(A: T.Tensor((6,), dtype), B: T.Tensor((6,), dtype)):
+        with T.Kernel(1, threads=1) as _:
+            for i in T.serial(6):
+                B[i] = A[i] // T.cast(zero, dtype)
+
+    return by_zero
+
+
+@pytest.mark.parametrize("backend,target", CPU)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("zero", [0.0, -0.0])
+def test_floor_quotient_by_a_constant_zero_is_torchs(backend, target, dtype, zero):
+    """``x // T.float32(0)`` stopped the compile with TVM's bare "Check failed: fb->value != 0 ...
+    Divide by zero" (printing the kernel's cache key folds the division); it is the infinity or
+    NaN torch gives."""
+    kernel = tilelang.compile(_quotient_by_constant_zero(dtype, zero), execution_backend=backend, target=target)
+    tdt = getattr(torch, dtype)
+    a = torch.tensor([1.5, -2.0, 0.0, -0.0, math.nan, math.inf], dtype=tdt)
+    b = torch.zeros_like(a)
+    kernel(a, b)
+    expected = torch.div(a, torch.full_like(a, zero), rounding_mode="floor")
+    assert torch.equal(b.isnan(), expected.isnan()) and torch.equal(b.nan_to_num(7.0), expected.nan_to_num(7.0)), b
+
+
+@pytest.mark.skipif(CU.NVCC is None, reason="nvcc is not installed")
+def test_floor_quotient_by_a_constant_zero_compiles_with_nvcc(tmp_path):
+    artifacts = {f"by_zero_{dtype}": lower(_quotient_by_constant_zero(dtype, 0.0), target="cuda")
+                 for dtype in ("float32", "float16")}
+    CU.compile_translation_units(artifacts, tmp_path)

@@ -20,7 +20,8 @@ floor quotient, computed from the same ``fmod`` as Python and ``torch.div(..., r
 ``d = (x - m) / y``, ``d - 1`` where ``m`` is not zero and its sign differs from ``y``'s, then
 ``floor(d)``, plus 1 where ``d - floor(d) > 0.5`` (``d`` is an integer up to rounding); a zero
 quotient has the sign of ``x / y``. ``y == 0`` gives ``x / y`` (an infinity or NaN, as torch;
-Python raises). 16-bit and 8-bit floats are computed in float32 and rounded once at the end.
+Python raises); for a constant 0 it is written without the division, which TVM cannot print.
+16-bit and 8-bit floats are computed in float32 and rounded once at the end.
 
 Both expressions repeat their operands. An operand with a side effect (an atomic's previous value,
 a ``T.call_extern``) is bound once by a ``Let`` first, which lowering/atomic_values.py turns into a
@@ -98,7 +99,10 @@ def _float_floordiv(a: Any, b: Any, span: Any = None) -> Any:
     dtype = str(ty)
     if ty.bits < 32:  # float16/bfloat16/float8: in float32, rounded once at the end
         wide = dtype.replace(dtype.split("x")[0], "float32")
-        return tirx.Cast(dtype, _float_floordiv(tirx.Cast(wide, x), tirx.Cast(wide, y)))
+        wide_y = tirx.const(float(y.value), wide) if isinstance(y, tirx.FloatImm) else tirx.Cast(wide, y)
+        return tirx.Cast(dtype, _float_floordiv(tirx.Cast(wide, x), wide_y))
+    if isinstance(y, tirx.FloatImm) and float(y.value) == 0.0:
+        return _quotient_by_zero(x, float(y.value), ty)
     zero, one, half = (_constant(v, ty) for v in (0.0, 1.0, 0.5))
     # No Let bindings: the bfloat16 legalization of TVM 0.27 leaves their values' casts raw; the
     # repeated subexpressions are merged by CSE (TVM's own integer floordiv repeats its operands too).
@@ -108,6 +112,22 @@ def _float_floordiv(a: Any, b: Any, span: Any = None) -> Any:
     rounded = tirx.Select(tirx.GT(tirx.Sub(d, f), half), tirx.Add(f, one), f)
     nonzero = tirx.Select(tirx.NE(d, zero), rounded, tirx.copysign(zero, tirx.Div(x, y)))
     return tirx.Select(tirx.EQ(y, zero), tirx.Div(x, y), nonzero)
+
+
+def _quotient_by_zero(x: Any, divisor: float, ty: Any) -> Any:
+    """``x // 0.0`` (or ``-0.0``) as torch gives it, ``x / divisor``: an infinity of the sign of
+    ``x / divisor``, NaN for a zero or NaN ``x``. Written without the division: TVM folds a
+    division by the constant 0 into "Check failed: fb->value != 0 ... Divide by zero" wherever
+    the expression is printed or simplified (the kernel's cache key first)."""
+    import math
+
+    from tvm import tirx
+
+    inf = tirx.copysign(_constant(math.inf, ty), x)
+    if math.copysign(1.0, divisor) < 0:
+        inf = tirx.Sub(_constant(0.0, ty), inf)
+    undefined = tirx.Or(tirx.EQ(x, _constant(0.0, ty)), tirx.isnan(x))
+    return tirx.Select(undefined, _constant(math.nan, ty), inf)
 
 
 def _float_aware(ffi_op: Callable[..., Any], float_op: Callable[..., Any], name: str) -> Callable[..., Any]:
