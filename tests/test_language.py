@@ -115,6 +115,10 @@ def test_kernel_argument_errors():
         T.Kernel(4, threads="many")
     # a static grid of 0 (or less) is empty and launches nothing (tests/test_empty_grid.py)
     assert T.Kernel(0).grid == (0,) and T.Kernel(4, -2).grid == (4, 0)
+    # past the 32-bit block index: llvm stopped with TVM's "Literal value 2147483648 exceeds range of int32"
+    with pytest.raises(ValueError, match=r"grid extent #1 is 2147483648: at most 2147483647 \(2\*\*31 - 1\) blocks"):
+        T.Kernel(4, 2**31)
+    assert T.Kernel(2**31 - 1).grid == (2**31 - 1,)
 
 
 def test_prim_func_keeps_tvmscript_semantics():

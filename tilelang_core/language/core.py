@@ -368,6 +368,10 @@ def _as_target_is_sequence() -> bool:
     return False
 
 
+#: The most blocks along one grid axis: block indices are 32-bit on every target.
+_MAX_GRID_EXTENT = 2**31 - 1
+
+
 class Kernel:
     """``with T.Kernel(gx[, gy[, gz]], threads=128) as (bx, by, ...)``: launch a grid of blocks.
 
@@ -412,6 +416,11 @@ class Kernel:
                 from .operand_checks import check_grid_extent
 
                 check_grid_extent(i, g)
+            elif g > _MAX_GRID_EXTENT:
+                raise ValueError(
+                    f"T.Kernel grid extent #{i} is {int(g)}: at most {_MAX_GRID_EXTENT} (2**31 - 1) blocks, the most "
+                    "that a 32-bit block index counts on every target (CUDA: also the limit of grid x; y and z take "
+                    "65535); use fewer, larger blocks, or a loop over the work inside each block")
         threads = _normalize_threads(threads)
         if not isinstance(is_cpu, (bool, Integral)) or is_cpu not in (0, 1):
             raise TypeError(f"T.Kernel is_cpu must be a bool, got {is_cpu!r}")
