@@ -139,6 +139,19 @@ def test_load_refuses_corrupt_or_foreign_directories(site, tmp_path):
             tilelang.load(tmp_path)
 
 
+@pytest.mark.parametrize("trusted", [False, True])
+def test_load_of_a_link_loop_or_a_dangling_link_says_what_it_is(tmp_path, trusted):
+    """A loop was a CacheError advising to trust its owner (and, trusted, a raw OSError)."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    with pytest.raises(ArtifactError, match=r"not an exported tilelang kernel: .*/a is a symbolic link in a loop"):
+        tilelang.load(tmp_path / "a", trusted=trusted)
+    with pytest.raises(ArtifactError, match=r"not an exported tilelang kernel: .*/dangling is a symbolic link to .*gone"
+                                            r", which does not exist"):
+        tilelang.load(tmp_path / "dangling", trusted=trusted)
+
+
 def test_export_needs_save_and_load_hooks(site, tmp_path):
     with on_path(site):
         with pytest.raises(ArtifactError, match="'memonly' cannot export kernels"):

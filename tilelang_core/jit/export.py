@@ -299,6 +299,11 @@ def _load(directory: Path, *, trusted: bool = False) -> JITKernel:
 
         warnings.warn(f"{directory} was missing: an export into it was interrupted; the previous export was put back",
                       stacklevel=3)
+    from ..cache.location import link_problem
+
+    problem = link_problem(directory)  # a link loop or a dangling link: no trust question to ask
+    if problem is not None:
+        raise ArtifactError(f"{directory} is not an exported tilelang kernel: {problem}")
     if not trusted:
         from ..cache import trust
 
