@@ -184,3 +184,23 @@ def test_a_worker_that_cannot_run_nvrtc_is_a_build_error(shadow, tmp_path, monke
                in message, message
     assert "(with $TILELANG_COMPILE_TIMEOUT_SECONDS=0 NVRTC runs in this process" in message, message
     assert "SIGKILL" not in message and "memory" not in message and "source kept at:" in message, message
+
+
+def test_an_nvrtc_call_failing_in_this_process_is_a_build_error_standin(monkeypatch):
+    """With no time limit NVRTC runs in this process; an NVRTC call that fails there (out of memory,
+    an internal error: stood in for by a ``nvrtcGetCUBINSize`` that returns an error, since a real one
+    cannot be provoked here) raised RuntimeError, which marks the backend broken for the process.
+    It is this kernel's BuildError now, as in the worker."""
+    from cuda.bindings import nvrtc
+
+    from tilelang_core.errors import BuildError
+
+    monkeypatch.setenv("TILELANG_COMPILE_TIMEOUT_SECONDS", "0")
+    monkeypatch.setattr(nvrtc, "nvrtcGetCUBINSize", lambda prog: (nvrtc.nvrtcResult.NVRTC_ERROR_OUT_OF_MEMORY, 0))
+    with pytest.raises(BuildError) as info:
+        compile_cubin("twice", SMALL + "// in process, failing\n", Arch.parse("sm_80"))
+    message = str(info.value)
+    assert "NVRTC did not finish compiling kernel 'twice' for sm_80: NVRTC could not compile it in this process: " \
+           "RuntimeError: nvrtcGetCUBINSize failed: NVRTC_ERROR_OUT_OF_MEMORY" in message, message
+    monkeypatch.undo()
+    assert compile_cubin("twice", SMALL + "// in process, failing\n", Arch.parse("sm_80")).image  # nothing cached

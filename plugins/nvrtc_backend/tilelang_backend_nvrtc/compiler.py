@@ -133,11 +133,17 @@ def _compile(source: bytes, name: str, options: list[str]) -> tuple[bytes, str]:
     in a worker process (:mod:`.worker`) when there is a limit, in this process when there is none.
 
     :raises _CompileFailed: NVRTC rejected the source.
-    :raises _Stopped: past the limit, or the worker died.
+    :raises _Stopped: past the limit, the worker died, or an NVRTC call failed (out of memory, ...):
+        a failure of this compile, not of the backend (it marked the backend broken in this process).
     """
     timeout = compile_timeout_s()
     if timeout is None:
-        return _run_nvrtc(source, name, options)
+        try:
+            return _run_nvrtc(source, name, options)
+        except _CompileFailed:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an NVRTC call that failed: this kernel's BuildError, as the worker's
+            raise _Stopped(options, f"NVRTC could not compile it in this process: {type(exc).__name__}: {exc}") from None
     from .worker import CompileTimedOut, WorkerDied, compile_in_worker
 
     try:
