@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -17,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 from ..errors import TileLangError
+from ..profiler.compare import as_output_list
 from .device_lock import exclusive_timing
 from .key import callable_name
-from .param import MissingTuningInputs, NestedTuningError, ProfileArgs, Status
+from .param import CallbackError, MissingTuningInputs, NestedTuningError, ProfileArgs, Status
 
 logger = logging.getLogger("tilelang.autotuner")
 
@@ -66,7 +68,7 @@ class BenchState:
     inputs: Optional[list[Any]] = None
     ref_latency: Optional[float] = None
     best_latency: Optional[float] = None
-    reference: Optional[tuple[list[Any], Any]] = None
+    reference: Optional[tuple[list[Any], Any, list[Any]]] = None  # (inputs, ref_prog's return, its arguments after)
     """(inputs, what ref_prog returned on them): kept while candidates share those inputs."""
     slow_reference: bool = False
     """The reference was too slow to time within the timeout (said once, not retried)."""
@@ -98,15 +100,21 @@ def _compatible(inputs: Sequence[Any], profiler: Any) -> bool:
     return True
 
 
-def candidate_inputs(kernel: Any, profile: ProfileArgs, state: BenchState, given: Optional[list[Any]]) -> tuple[Any, list[Any]]:
-    """The profiler of ``kernel`` and the inputs to check and time it on."""
+def candidate_inputs(kernel: Any, profile: ProfileArgs, state: BenchState,
+                     given: Optional[list[Any]]) -> tuple[Any, list[Any], bool]:
+    """The profiler of ``kernel``, the pristine inputs to check and time it on, and whether they
+    are shared with other candidates (given ones, or ``cache_input_tensors``).
+
+    The pristine inputs are never passed to a kernel or to ``ref_prog``: each gets
+    :func:`fresh_copies` of them.
+    """
     profiler = kernel.get_profiler(profile.supply_type)
     if given is not None:
-        return profiler, list(given)
+        return profiler, list(given), True
     if profile.cache_input_tensors and state.inputs is not None and _compatible(state.inputs, profiler):
-        return profiler, state.inputs
+        return profiler, state.inputs, True
     if profile.supply_prog is not None:
-        inputs = list(profile.supply_prog(profiler._get_params()))
+        inputs = supplied_inputs(profile.supply_prog, profiler._get_params())
     else:
         from ..profiler.supply import TensorSupplyError
 
@@ -120,7 +128,51 @@ def candidate_inputs(kernel: Any, profile: ProfileArgs, state: BenchState, given
             ) from None
     if profile.cache_input_tensors:
         state.inputs = inputs
-    return profiler, inputs
+        return profiler, inputs, True
+    return profiler, inputs, False
+
+
+def supplied_inputs(supply_prog: Callable[..., Any], params: list[Any]) -> list[Any]:
+    """What ``supply_prog(params)`` returns, as a list of one input per kernel input.
+
+    Before, a supply_prog that raised or returned None or the wrong number of inputs failed
+    every configuration with the bare error ("TypeError: 'NoneType' object is not iterable"),
+    never naming supply_prog; now the run stops at once with a :class:`CallbackError` that does.
+    """
+    name = callable_name(supply_prog)
+    try:
+        produced = supply_prog(params)
+    except (MissingTuningInputs, NestedTuningError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the same for every configuration
+        raise CallbackError(f"supply_prog {name} raised {type(exc).__name__}: {exc}") from exc
+    wanted = [getattr(p, "name", str(p)) for p in params]
+    if produced is None or isinstance(produced, (str, bytes)) or not hasattr(produced, "__iter__"):
+        raise CallbackError(
+            f"supply_prog {name} must return a list of {len(params)} input(s) ({', '.join(wanted)}), one per kernel "
+            f"input in order, got {type(produced).__name__}: return them, e.g. `return [a, b]`")
+    inputs = list(produced)
+    if len(inputs) != len(params):
+        raise CallbackError(
+            f"supply_prog {name} must return {len(params)} input(s) ({', '.join(wanted)}), one per kernel input in "
+            f"order (outputs made by the kernel are not included), got {len(inputs)}")
+    return inputs
+
+
+def fresh_copies(inputs: Sequence[Any]) -> list[Any]:
+    """A copy of each tensor of ``inputs`` (other values as they are): what one candidate's check
+    or timing, or one call of ``ref_prog``, runs on.
+
+    Before, every candidate and the reference ran on the shared inputs themselves: a kernel that
+    writes an input (``A[i] += 1``) changed the tensors given to ``set_autotune_inputs``, and every
+    later candidate was checked on the changed inputs against the reference computed on the
+    original ones, so all but the first failed as ``wrong_result`` and the first always won. A
+    copy costs one memory copy per input and call, far below a candidate's compile and timing.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return list(inputs)
+    return [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in inputs]
 
 
 def check_and_time(
@@ -148,12 +200,15 @@ def check_and_time(
     """
     from ..profiler.bench import BenchmarkTimeout
 
-    profiler, ins = candidate_inputs(kernel, profile, state, inputs)
+    profiler, pristine, shared = candidate_inputs(kernel, profile, state, inputs)
     deadline = None
     if not profile.skip_check and profile.ref_prog is not None:
-        expected = reference_outputs(profile, profiler, ins, state, timeout)  # not this candidate's time
+        expected, written = reference_outputs(profile, profiler, pristine, state, timeout, shared)  # not its time
+        ins = fresh_copies(pristine)
 
-        def reference(*_: Any) -> Any:
+        def reference(*args: Any) -> Any:
+            if not as_output_list(expected):  # an in-place reference: what it wrote into its arguments
+                _write_back(args, written)
             return expected
 
         deadline = time.monotonic() + timeout if timeout else None
@@ -174,6 +229,7 @@ def check_and_time(
             raise BenchmarkTimeout("the correctness check went past the timeout")
     elif timeout:
         deadline = time.monotonic() + timeout
+    ins = fresh_copies(pristine)
     baseline = None
     if early_stop_factor is not None and state.best_latency is not None:
         baseline = state.best_latency * early_stop_factor
@@ -193,7 +249,8 @@ def check_and_time(
         if profile.ref_prog is not None and state.ref_latency is None and not state.slow_reference:
             try:
                 state.ref_latency = profiler.do_bench(
-                    profile.ref_prog, n_warmup=n_warmup, n_repeat=n_repeat, input_tensors=ins, timer=profile.timer,
+                    profile.ref_prog, n_warmup=n_warmup, n_repeat=n_repeat, input_tensors=fresh_copies(pristine),
+                    timer=profile.timer,
                     return_mode=profile.return_mode, deadline=time.monotonic() + timeout if timeout else None,
                 )
             except BenchmarkTimeout:  # the reference's time is not the candidate's: it is not reported
@@ -208,26 +265,48 @@ def check_and_time(
     return latency
 
 
+def _write_back(args: Sequence[Any], written: Sequence[Any]) -> None:
+    """Copy the reference's arguments as it left them (``written``) into ``args``, the profiler's
+    copies of the inputs, so that an in-place kernel (no ``out_idx``) is compared with what the
+    reference wrote (:meth:`~tilelang_core.profiler.Profiler.assert_allclose`)."""
+    torch = sys.modules.get("torch")
+    for arg, value in zip(args, written):
+        if torch is not None and isinstance(arg, torch.Tensor) and isinstance(value, torch.Tensor):
+            arg.copy_(value)
+
+
 def reference_outputs(profile: ProfileArgs, profiler: Any, ins: Sequence[Any], state: BenchState,
-                      timeout: Optional[float]) -> Any:
-    """What ``profile.ref_prog`` returns on ``ins``: computed once per set of inputs (candidates
-    sharing their inputs, ``cache_input_tensors`` or given ones, share it), before and outside
-    a candidate's deadline, so a slow reference never makes a correct candidate time out.
+                      timeout: Optional[float], shared: bool = False) -> tuple[Any, list[Any]]:
+    """What ``profile.ref_prog`` returns on a copy of ``ins``, and that copy as the reference left
+    it (what an in-place reference wrote, compared with what an in-place kernel writes; before,
+    such a kernel passed every check): computed once for the candidates
+    that share their inputs (``shared``: ``cache_input_tensors`` or given ones), once per
+    candidate otherwise, before and outside a candidate's deadline, so a slow reference never
+    makes a correct candidate time out.
+
+    Before, outputs were reused whenever the inputs were the same objects, also when a
+    ``supply_prog`` refilled the same buffers with new values for each candidate: the later
+    candidates were checked against the first one's reference and failed. Inputs that are not
+    shared are never reused now.
 
     A reference call longer than ``timeout`` is not an error: a warning names ``ref_prog`` and
     says what it costs (it is called again for each new set of inputs).
+
+    :raises CallbackError: ``ref_prog`` raised (its error chained; it would for every candidate).
     """
     from ..devices import synchronize
 
-    if state.reference is not None:
-        seen, outputs = state.reference
+    if shared and state.reference is not None:
+        seen, outputs, written = state.reference
         if len(seen) == len(ins) and all(a is b for a, b in zip(seen, ins)):
-            return outputs
+            return outputs, written
     start = time.monotonic()
-    outputs = profile.ref_prog(*ins)  # type: ignore[misc]
+    written = fresh_copies(ins)
+    outputs = _call_reference(profile.ref_prog, written)  # type: ignore[arg-type]
     synchronize(profiler.family)
     took = time.monotonic() - start
-    state.reference = (list(ins), outputs)  # the inputs are kept: their identity is never another's
+    # shared inputs are kept: their identity is never another's
+    state.reference = (list(ins), outputs, written) if shared else None
     if timeout and took > timeout and not state.slow_reference_said:
         state.slow_reference_said = True
         logger.warning(
@@ -235,7 +314,24 @@ def reference_outputs(profile: ProfileArgs, profiler: Any, ins: Sequence[Any], s
             "not charged to the candidates, but it runs again for every new set of inputs (cache_input_tensors=True "
             "or set_autotune_inputs computes it once)", callable_name(profile.ref_prog), took, timeout,
         )
-    return outputs
+    return outputs, written
+
+
+def _call_reference(ref_prog: Callable[..., Any], ins: list[Any]) -> Any:
+    """``ref_prog(*ins)``; an error is the reference's, not the candidate's.
+
+    Before, a ref_prog that raised (or did not take the kernel's inputs) failed every
+    configuration with the bare error ("error: ZeroDivisionError ...") and was called again for
+    each; now the first failure stops the run with a :class:`CallbackError` naming ref_prog.
+    """
+    try:
+        return ref_prog(*ins)
+    except (MissingTuningInputs, NestedTuningError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the same for every configuration
+        raise CallbackError(
+            f"ref_prog {callable_name(ref_prog)} raised {type(exc).__name__} when called with the kernel's {len(ins)} "
+            f"input(s) (ref_prog(*inputs), outputs made by the kernel not included): {exc}") from exc
 
 
 def classify(exc: BaseException) -> tuple[Status, str]:
@@ -419,7 +515,7 @@ def run_candidate(job: CandidateJob) -> CandidateOutcome:
             worker=worker,
             timer=resolve_timer(job.profile.timer, family),
         )
-    except (MissingTuningInputs, NestedTuningError):
+    except (MissingTuningInputs, NestedTuningError, CallbackError):
         raise
     except Exception as exc:  # noqa: BLE001
         status, reason = classify(exc)
@@ -439,6 +535,7 @@ __all__ = [
     "WrongResult",
     "build_candidate",
     "check_and_time",
+    "fresh_copies",
     "classify",
     "reference_outputs",
     "remote_device_identity",

@@ -120,6 +120,7 @@ class AutoTuneImpl:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return_kernel = kwargs.pop("__return_kernel", False)
         torch = sys.modules.get("torch")
+        self._refuse_tensor_keywords(kwargs, torch)
         tensors = [a for a in args if torch is not None and isinstance(a, torch.Tensor)]
         call_args, inputs, target = self._specs(args) if tensors else (args, None, None)
         try:
@@ -134,6 +135,24 @@ class AutoTuneImpl:
         if tensors and not return_kernel:
             return kernel(*tensors)
         return kernel
+
+    def _refuse_tensor_keywords(self, kwargs: dict[str, Any], torch: Any) -> None:
+        """Refuse torch tensors passed by keyword, as ``@tilelang.jit`` does.
+
+        Before, such a tensor was keyed by its shape, dtype and device only (the direct form
+        looked at positional arguments alone), so ``f(8, table=torch.tensor([1.0]))`` and then
+        ``f(8, table=torch.tensor([5.0]))`` got the first call's kernel, built from the first
+        table's values.
+        """
+        if torch is None:
+            return
+        names = [k for k, v in kwargs.items() if isinstance(v, torch.Tensor)]
+        if names:
+            raise TypeError(
+                f"{self.func.__qualname__}(): pass tensors positionally in the direct form (got tensor keyword "
+                f"argument(s) {', '.join(names)}); a tensor whose values the kernel reads when it is defined must be "
+                f"passed as plain Python values (e.g. table.tolist()) instead"
+            )
 
     def compile(self, *args: Any, **kwargs: Any) -> Any:
         """The tuned kernel for these arguments (never runs it)."""

@@ -64,10 +64,15 @@ def device_slot(family: str) -> str:
 
 def lock_dir() -> Path:
     """This user's directory of timing lock files (in the system's temporary directory)."""
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    path = Path(tempfile.gettempdir()) / f"tilelang-timing-{uid}"
+    path = _lock_dir_path()
     path.mkdir(mode=0o700, exist_ok=True)
     return path
+
+
+def _lock_dir_path() -> Path:
+    """Where :func:`lock_dir` is (made or not)."""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return Path(tempfile.gettempdir()) / f"tilelang-timing-{uid}"
 
 
 #: How the kernel cache's ownership check (cache/trust.py) names the lock directory.
@@ -130,15 +135,33 @@ def _held_slots() -> set[str]:
 
 @contextlib.contextmanager
 def _flock_slot(slot: str, wait_s: float) -> Iterator[float]:
-    """The cross-process part of :func:`exclusive_timing`: the ``flock`` of ``slot``'s file."""
-    directory = lock_dir()
+    """The cross-process part of :func:`exclusive_timing`: the ``flock`` of ``slot``'s file.
+
+    A lock directory or file that cannot be made (a file in the directory's place, a full or
+    read-only temporary directory) times without the lock and logs a warning, as a directory
+    that is not private does. Before, its ``OSError`` (``FileExistsError`` for a file named
+    ``tilelang-timing-<uid>``) failed every candidate.
+    """
+    try:
+        directory = lock_dir()
+    except OSError as exc:
+        logger.warning("timing without the device lock: its directory %s cannot be made (%s: %s); remove what is in "
+                       "its place", _lock_dir_path(), type(exc).__name__, exc)
+        yield 0.0
+        return
     problem = _not_private(directory)
     if problem is not None:
         logger.warning("timing without the device lock: %s is not a private directory of this user: %s",
                        directory, problem)
         yield 0.0
         return
-    fd = os.open(directory / f"{slot}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        fd = os.open(directory / f"{slot}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError as exc:
+        logger.warning("timing without the device lock: its file %s cannot be opened (%s: %s); remove what is in "
+                       "its place", directory / f"{slot}.lock", type(exc).__name__, exc)
+        yield 0.0
+        return
     start = time.monotonic()
     held = False
     try:

@@ -33,6 +33,13 @@ class NestedTuningError(AutotuneConfigError):
     the function being tuned with the same arguments); it stops the run at once."""
 
 
+class CallbackError(AutotuneError):
+    """A callback of the tuner (``ref_prog``, ``supply_prog``) raised, or returned what the tuner
+    cannot use. It fails the same way for every configuration, so the run stops at the first one
+    with the callback named and its original error chained (before, every configuration was
+    recorded as failing with the bare error, which never named the callback)."""
+
+
 @dataclass(frozen=True)
 class CompileArgs:
     """How every candidate is compiled: the arguments of :func:`tilelang.compile`.
@@ -164,6 +171,7 @@ class AutotuneResult:
 __all__ = [
     "AutotuneConfigError",
     "AutotuneError",
+    "CallbackError",
     "AutotuneResult",
     "CompileArgs",
     "MissingTuningInputs",

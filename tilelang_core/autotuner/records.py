@@ -157,10 +157,13 @@ class TuningStore:
         return self.root / key[:2] / f"{key}.json"
 
     @contextlib.contextmanager
-    def lock(self, key: str) -> Iterator[None]:
-        """Hold the cache's exclusive lock for this tuning key (other processes wait)."""
-        with self.disk.lock(f"autotune-{key}"):
-            yield
+    def lock(self, key: str) -> Iterator[bool]:
+        """Hold the cache's exclusive lock for this tuning key (other processes wait); yields
+        whether it is held (:meth:`DiskCache.lock`: not after ``$TILELANG_CACHE_LOCK_TIMEOUT``
+        seconds, with a warning that this process tunes the key too; its warnings spoke of
+        "building the kernel" before)."""
+        with self.disk.lock(f"autotune-{key}", doing="tuning key") as held:
+            yield held
 
     def load(self, key: str) -> Optional[TuningRecord]:
         """The record of ``key``, or None; an unusable one is removed with a CacheWarning."""

@@ -51,6 +51,7 @@ from .param import (
     AutotuneConfigError,
     AutotuneError,
     AutotuneResult,
+    CallbackError,
     CompileArgs,
     MissingTuningInputs,
     NestedTuningError,
@@ -101,6 +102,7 @@ class AutoTuner:
         self._kernel_kwargs: dict[str, Any] = {}
         self._key_arguments: Any = None
         self._inputs: Optional[list[Any]] = None
+        self._lost: set[int] = set()  # indices of configs the executor of the last run never ran
 
     @classmethod
     def from_kernel(cls, kernel: Callable[..., Any], configs: Any, *, cache_key: Optional[str] = None) -> "AutoTuner":
@@ -227,9 +229,9 @@ class AutoTuner:
         ``k_parameters`` is ``(args, kwargs)`` (kwargs a dict or pairs); ``f_parameters`` is
         accepted for upstream compatibility and unused. Returns self.
         """
-        args, kwargs = k_parameters
-        self._kernel_args = tuple(args)
-        self._kernel_kwargs = dict(kwargs)
+        args, kwargs = _kernel_parameters(k_parameters)
+        self._kernel_args = args
+        self._kernel_kwargs = kwargs
         return self
 
     def set_key_arguments(self, arguments: Any) -> "AutoTuner":
@@ -262,7 +264,7 @@ class AutoTuner:
     def _configs(self) -> list[dict[str, Any]]:
         configs = self.configs
         if callable(configs):
-            configs = configs(*self._kernel_args, **self._kernel_kwargs)
+            configs = self._called_configs(configs)
         if isinstance(configs, dict):
             raise AutotuneConfigError(
                 "configs must be a list of dicts (one per candidate), got a single dict; wrap it in a list "
@@ -286,6 +288,22 @@ class AutoTuner:
                         f"(its parameters: {', '.join(params)})"
                     )
         return [dict(c) for c in configs]
+
+    def _called_configs(self, configs: Callable[..., Any]) -> Any:
+        """What the ``configs`` callable returns for this call's arguments.
+
+        Before, its error came out bare (a ``ZeroDivisionError`` with no word of ``configs``);
+        now an :class:`AutotuneConfigError` names it, with the original error chained.
+        """
+        try:
+            return configs(*self._kernel_args, **self._kernel_kwargs)
+        except AutotuneConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported as the configs' error
+            raise AutotuneConfigError(
+                f"configs {_name(configs)} (called with the kernel arguments {self._kernel_args!r}, "
+                f"{self._kernel_kwargs!r} to make the list of configurations) raised {type(exc).__name__}: {exc}"
+            ) from exc
 
     def _key(self, configs, resolved, record, device) -> Optional[str]:
         from ..cache.location import cache_disabled
@@ -419,11 +437,28 @@ class AutoTuner:
                     return stored
             result = self._tune(configs, resolved, record, family, device, key, executor, num_workers, progress,
                                 early_stop, early_stop_factor)
+            if self._lost:
+                self._warn_not_kept(result)
+                return result
             if store is not None:
                 self._save(store, key, result, resolved, record)
         with self._memory_lock:
             self._memory_cache[memory_key] = result
         return result
+
+    def _warn_not_kept(self, result: AutotuneResult) -> None:
+        """Say that a run in which the executor lost candidates is used but not kept.
+
+        Before, configurations an executor never ran (a lost worker: ``BrokenProcessPool``,
+        Dask's ``KilledWorker``, or no result within its deadline) were stored as failed with the
+        rest, and every later process read that incomplete result back and never tuned them.
+        """
+        lost = [t for t in result.trials if t.index in self._lost]
+        warnings.warn(
+            f"the tuning result of {_name(self.fn)} is not stored on disk (nor in AutoTuner's memory), so the "
+            f"next run tunes again: the executor did not run {len(lost)} of {len(result.trials)} configuration(s) "
+            f"({', '.join(str(t.config) for t in lost)}); the best of the others is used for now",
+            RuntimeWarning, stacklevel=5)
 
     @contextlib.contextmanager
     def _not_nested(self, key: Optional[str]) -> Any:
@@ -511,6 +546,7 @@ class AutoTuner:
               early_stop_factor) -> AutotuneResult:
         compile_kwargs = self._compile_kwargs(resolved, record)
         inputs = self._tuning_inputs()
+        self._lost: set[int] = set()  # configs the executor never ran (see _warn_not_kept)
         if executor is None:
             trials, kernels, ref_latency = self._tune_here(
                 configs, compile_kwargs, inputs, num_workers, progress, early_stop_factor if early_stop else None
@@ -579,7 +615,7 @@ class AutoTuner:
                                              inputs=inputs, early_stop_factor=early_stop_factor)
                     trials[i] = TrialResult(i, configs[i], "ok", latency=latency)
                     logger.info("config %d %s: %.4f ms", i, configs[i], latency)
-                except (MissingTuningInputs, NestedTuningError):
+                except (MissingTuningInputs, NestedTuningError, CallbackError):
                     raise  # every configuration would fail the same way
                 except Exception as exc:  # noqa: BLE001 - one config never aborts the run
                     status, reason = classify(exc)
@@ -637,14 +673,16 @@ class AutoTuner:
             for future, index in self._completed(futures, budget):
                 try:
                     outcome = future.result(timeout=0) if future is not None else None
-                except (MissingTuningInputs, NestedTuningError):
+                except (MissingTuningInputs, NestedTuningError, CallbackError):
                     for other in futures:
                         other.cancel()
                     raise  # every configuration would fail the same way
                 except Exception as exc:  # noqa: BLE001 - a lost worker, an unpicklable job, ...
                     outcome = CandidateOutcome(index, "error", reason=f"the executor failed to run it: "
                                                                       f"{type(exc).__name__}: {exc}")
+                    self._lost.add(index)
                 if outcome is None:  # no result in time: the worker is left running it
+                    self._lost.add(index)
                     outcome = CandidateOutcome(index, "timeout", reason=(
                         f"the executor gave no result for it within {budget:g} s after the last candidate finished "
                         f"(3 x the timeout of {p.timeout:g} s, for its compile, its check and timing and the "
@@ -903,9 +941,37 @@ def executor_budget(timeout: float) -> Optional[float]:
 
 
 def _timeout(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise AutotuneConfigError(f"timeout must be a number of seconds >= 0 (0: no limit), got {value!r}")
+    """``value`` as a timeout in seconds. NaN and infinity are refused here, where they are given
+    (before, ``timeout=float('nan')`` was accepted by the decorator and failed at its first call)."""
+    import math
+
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or value < 0):
+        raise AutotuneConfigError(f"timeout must be a finite number of seconds >= 0 (0: no limit), got {value!r}")
     return float(value)
+
+
+def _kernel_parameters(k_parameters: Any) -> tuple[tuple, dict[str, Any]]:
+    """``(args, kwargs)`` of :meth:`AutoTuner.set_kernel_parameters`, checked.
+
+    Before, a malformed value (``((64,))``, which is ``(64,)``) failed with Python's "not enough
+    values to unpack"; now the error names k_parameters and shows the expected form.
+    """
+    expected = "k_parameters must be a pair (args, kwargs), e.g. ((64,), {}) or ((64,), {'block': 32})"
+    if not isinstance(k_parameters, (tuple, list)) or len(k_parameters) != 2:
+        raise AutotuneConfigError(f"{expected}, got {k_parameters!r}")
+    args, kwargs = k_parameters
+    if not isinstance(args, (tuple, list)):
+        raise AutotuneConfigError(f"{expected}: its args must be a tuple or list, got {type(args).__name__} {args!r}")
+    try:
+        kwargs = dict(kwargs)
+    except (TypeError, ValueError):
+        raise AutotuneConfigError(
+            f"{expected}: its kwargs must be a dict (or name-value pairs), got {type(kwargs).__name__} {kwargs!r}"
+        ) from None
+    if not all(isinstance(k, str) for k in kwargs):
+        raise AutotuneConfigError(f"{expected}: the names of its kwargs must be strings, got {list(kwargs)!r}")
+    return tuple(args), kwargs
 
 
 def _replace(profile: ProfileArgs, **changes: Any) -> ProfileArgs:

@@ -237,8 +237,10 @@ class DiskCache:
     # -- locking ------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def lock(self, key: str) -> Iterator[bool]:
+    def lock(self, key: str, doing: str = "building the kernel of key") -> Iterator[bool]:
         """Hold an exclusive file lock for ``key`` (waits while another process builds it).
+        ``doing`` says in the warnings what the holder does with the key (the autotuner's
+        tuning store: "tuning key").
 
         Yields True when the lock is held. A process that has held it for more than
         :func:`lock_wait_s` seconds (``$TILELANG_CACHE_LOCK_TIMEOUT``, default 600: stopped with
@@ -256,8 +258,8 @@ class DiskCache:
             fd = self._open_lock(path)
         except OSError as exc:
             warnings.warn(
-                f"kernel cache lock file for key {key[:16]}... could not be opened ({exc}); building without "
-                f"waiting for other processes. Remove {path} if it is not a file",
+                f"kernel cache lock file for key {key[:16]}... could not be opened ({exc}); going on without "
+                f"waiting for other processes {doing} it. Remove {path} if it is not a file",
                 CacheWarning,
                 stacklevel=5,
             )
@@ -269,8 +271,8 @@ class DiskCache:
             held = flock_within(fd, wait_s) is not None
             if not held:
                 warnings.warn(
-                    f"another process has been building the kernel of key {key[:16]}... for over {wait_s:g} s "
-                    f"(it holds {path}: stopped, or hung?); building it here without "
+                    f"another process has been {doing} {key[:16]}... for over {wait_s:g} s "
+                    f"(it holds {path}: stopped, or hung?); {doing.split()[0]} it here too without "
                     f"waiting. Set {LOCK_WAIT_ENV} to wait longer",
                     CacheWarning,
                     stacklevel=5,

@@ -124,7 +124,10 @@ def do_bench(
     :param deadline: a ``time.monotonic()`` value; past it :class:`BenchmarkTimeout` is raised
         between calls (a call that never returns cannot be interrupted).
     :raises BenchmarkError: bad ``timer``, ``return_mode`` or ``quantiles``; ``warmup``/``rep`` not
-        finite numbers >= 0, or call counts not ints >= 0.
+        finite numbers >= 0, call counts not ints >= 0, or a negative device index.
+    :raises DeviceError: ``device`` names a family torch cannot use in this process (``"cuda"``
+        on a torch without CUDA, ``"metal"`` without MPS) or an index past its devices; nothing
+        is called.
     """
     if backend is not None:
         if timer != "auto" and timer != backend:
@@ -145,6 +148,7 @@ def do_bench(
             raise BenchmarkError(f"{name} must be an int >= 0 (0: from the milliseconds), got {value!r}")
     family, index = _family_and_index(device)
     kind = resolve_timer(timer, family)
+    check_device(family, index, device)
     n_warmup = n_warmup or _n_warmup
     n_repeat = n_repeat or _n_repeat
     bench = _Bench(fn, family, index, deadline, cache_size, fast_flush)
@@ -186,6 +190,9 @@ def _family_and_index(device: Any) -> tuple[str, Optional[int]]:
     if isinstance(device, bool):
         raise BenchmarkError(f"device must be a device family, a torch.device or a CUDA index, got {device!r}")
     if isinstance(device, int):
+        if device < 0:
+            raise BenchmarkError(f"device index must be >= 0 (a CUDA device), got {device}; pass device=None for "
+                                 f"the current device, or device='cpu' for CPU work")
         return "cuda", device
     if isinstance(device, str) and device in TORCH_DEVICE_TYPES:
         return device, None
@@ -199,6 +206,44 @@ def _family_and_index(device: Any) -> tuple[str, Optional[int]]:
             f"got {device!r}"
         ) from None
     return family_of_torch_device(dev), dev.index
+
+
+def check_device(family: str, index: Optional[int], device: Any) -> None:
+    """Raise :class:`~tilelang_core.devices.DeviceError` unless torch can run on ``family``
+    (device ``index``) in this process.
+
+    Before, ``do_bench(fn, device="cuda")`` on a torch without CUDA (or ``"metal"`` without MPS)
+    called ``fn`` and then failed inside torch with its own error (``Torch not compiled with CUDA
+    enabled``). Now the device is checked before anything runs, and the error names the device
+    asked for and the families available here.
+    """
+    from ..devices import DeviceError, is_available
+
+    if is_available(family):
+        count = _device_count(family)
+        if index is None or count is None or index < count:
+            return
+        raise DeviceError(f"do_bench was given device={device!r}, but torch sees {count} {family} device(s) here "
+                          f"(indices 0..{count - 1})")
+    try:  # torch says no device; a synchronisation that works anyway is a stand-in driver (tests): let it be
+        synchronize(family)
+        return
+    except (AssertionError, RuntimeError, AttributeError) as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+    usable = [f for f in ("cpu", "cuda", "rocm", "metal") if is_available(f)]
+    raise DeviceError(
+        f"do_bench was given device={device!r} ({family} family), which torch cannot use here ({reason}); "
+        f"available: {', '.join(usable)}; pass device='cpu' (or leave device out) to time CPU work"
+    )
+
+
+def _device_count(family: str) -> Optional[int]:
+    """Number of devices torch sees for a GPU family with indices (None: not counted)."""
+    import torch
+
+    if torch_device_type(family) == "cuda":
+        return int(torch.cuda.device_count())
+    return None
 
 
 class _Bench:
@@ -370,6 +415,7 @@ __all__ = [
     "BenchmarkError",
     "BenchmarkTimeout",
     "default_family",
+    "check_device",
     "do_bench",
     "resolve_timer",
     "summarize",

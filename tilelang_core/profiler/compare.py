@@ -57,28 +57,46 @@ def assert_tensors_close(
     if _integral(actual) and _integral(expected):
         # exactly: as float64, int64 values past 2**53 that differ by 1 would compare equal
         a, e = _cpu(actual).to(torch.int64), _cpu(expected).to(torch.int64)
-        gap = (a - e).abs().to(torch.float64)
-        close = gap <= atol + rtol * e.abs().to(torch.float64)
+        gap = integer_gap(a, e)
+        close = (a == e) | (gap <= atol + rtol * e.to(torch.float64).abs())
     else:
         a, e = _comparable(actual), _comparable(expected)
         if a.dtype != e.dtype:
             common = torch.promote_types(a.dtype, e.dtype)
             a, e = a.to(common), e.to(common)
         close = torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
+        gap = (a - e).abs().to(torch.float64)
     total = close.numel()
     bad = int((~close).sum().item()) if total else 0
     if total and bad / total > max_mismatched_ratio:
-        diff = (a - e).abs().to(torch.float64)
-        diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)  # NaN against a number
+        diff = torch.where(torch.isnan(gap), torch.full_like(gap, float("inf")), gap)  # NaN against a number
         diff = torch.where(close, torch.full_like(diff, -1.0), diff)  # report an element that differs
         worst = int(torch.argmax(diff.reshape(-1)).item())
         where = tuple(int(i) for i in _unravel(worst, tuple(actual.shape)))
+        lhs, rhs = a.reshape(-1)[worst].item(), e.reshape(-1)[worst].item()
+        exact = isinstance(lhs, int) and isinstance(rhs, int)  # integers: the exact difference, never rounded
+        largest = abs(lhs - rhs) if exact else f"{float(diff.reshape(-1)[worst]):.6g}"
         raise AssertionError(
             f"{name}: {bad} of {total} elements ({bad / total:.2%}) differ between {actual_name} and {expected_name} "
             f"beyond atol={atol}, rtol={rtol} (allowed: {max_mismatched_ratio:.2%}); largest difference "
-            f"{float(diff.reshape(-1)[worst]):.6g} at {where}: {actual_name} {_show(a.reshape(-1)[worst])}, "
+            f"{largest} at {where}: {actual_name} {_show(a.reshape(-1)[worst])}, "
             f"{expected_name} {_show(e.reshape(-1)[worst])}"
         )
+
+
+def integer_gap(a: Any, e: Any) -> Any:
+    """``|a - e|`` of two int64 tensors as float64, without wrapping around.
+
+    Before, the gap was ``(a - e).abs()`` in int64, which wraps for differences of 2**63 or more:
+    ``2**62`` against ``-2**62`` gave a gap of -2**63, which passed every tolerance, and large
+    differences were reported with wrong sizes. Now the larger minus the smaller is taken (at
+    most 2**64 - 1, so only its top bit can wrap) and read as unsigned.
+    """
+    import torch
+
+    larger_minus_smaller = torch.where(a >= e, a - e, e - a)  # wraps to a negative int64 past 2**63 - 1
+    gap = larger_minus_smaller.to(torch.float64)
+    return torch.where(larger_minus_smaller < 0, gap + 2.0**64, gap)
 
 
 def check_tolerances(rtol: Any, atol: Any, max_mismatched_ratio: Any, error: type = ValueError) -> None:
@@ -127,4 +145,4 @@ def _unravel(flat: int, shape: Sequence[int]) -> list[int]:
     return list(reversed(out))
 
 
-__all__ = ["as_output_list", "assert_tensors_close", "check_tolerances"]
+__all__ = ["as_output_list", "assert_tensors_close", "check_tolerances", "integer_gap"]

@@ -226,25 +226,86 @@ class Profiler:
 
     # -- checks ------------------------------------------------------------------------------
 
-    def _outputs(self, reference_program: Callable[..., Any], ins: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    def _written_inputs(self) -> list[int]:
+        """Indices (into the kernel's arguments) of the tensors it writes in place: the tensor
+        parameters the artifact marks ``written`` (True when unknown). Only for a kernel without
+        ``out_idx``, whose arguments are all its parameters."""
+        return [i for i, p in enumerate(self.params) if isinstance(p, TensorParam) and getattr(p, "written", True)]
+
+    def _outputs(
+        self, reference_program: Callable[..., Any], ins: Sequence[Any]
+    ) -> tuple[list[Any], list[Any], list[str]]:
+        """The kernel's and the reference's outputs on ``ins``, and their names.
+
+        Before, a kernel without ``out_idx`` (it returns nothing) checked against a reference
+        that returns nothing compared 0 outputs with 0 and passed whatever it computed. Now such
+        a kernel is checked on what it writes in place: the reference gets its own copy of the
+        inputs, and each tensor the kernel writes (``TensorParam.written``) is compared with the
+        reference's copy of it afterwards.
+
+        :raises ProfilerError: neither side returns anything and the kernel writes no tensor:
+            nothing to compare.
+        :raises AssertionError: the two sides return different numbers of outputs.
+        """
         from ..devices import synchronize
 
-        ref_outs = as_output_list(reference_program(*ins))
+        in_place = not self.result_idx
+        ref_ins = [_copy_tensor(x) for x in ins] if in_place else list(ins)
+        ref_outs = as_output_list(reference_program(*ref_ins))
         synchronize(self.family)
+        if in_place and not ref_outs:
+            self._require_reference_writes(ins, ref_ins)
         with poisoned_allocations():  # outputs start as NaN, never as a freed right answer (poison.py)
             lib_outs = as_output_list(self.func(*ins))
             synchronize(self.family)
+        if in_place and not lib_outs and not ref_outs:
+            return self._written_pairs(ins, ref_ins)
         if len(lib_outs) != len(ref_outs):
             hint = (
-                " (the kernel has no out_idx, so it returns nothing: compile it with out_idx, or compare "
-                "yourself with manual_assert_close)"
-                if not self.result_idx
+                " (the kernel has no out_idx, so it returns nothing: compile it with out_idx, or return nothing "
+                "from the reference and write its results into its arguments, which are then compared with "
+                "the tensors the kernel writes)"
+                if in_place
                 else ""
             )
             raise AssertionError(
                 f"the kernel returned {len(lib_outs)} output(s) but the reference returned {len(ref_outs)}{hint}"
             )
-        return lib_outs, ref_outs
+        if not lib_outs:
+            raise ProfilerError(
+                "nothing to compare: neither the kernel nor the reference returned an output; compile the kernel "
+                "with out_idx, or return the expected tensors from the reference"
+            )
+        names = [self.params[i].name for i in self.result_idx] or [f"output {i}" for i in range(len(lib_outs))]
+        return lib_outs, ref_outs, names
+
+    def _require_reference_writes(self, ins: Sequence[Any], ref_ins: Sequence[Any]) -> None:
+        """Raise :class:`ProfilerError` when a reference that returned nothing also left its
+        copies of the tensors the kernel writes as they were: it says nothing about what the
+        kernel should compute, so comparing with it would fail a right kernel."""
+        import torch
+
+        written = [i for i in self._written_inputs() if i < len(ins) and isinstance(ins[i], torch.Tensor)]
+        if written and all(torch.equal(ref_ins[i], ins[i]) for i in written):
+            names = ", ".join(self.params[i].name for i in written)
+            raise ProfilerError(
+                f"nothing to compare: the kernel has no out_idx and writes {names} in place, but the reference "
+                f"returned nothing and left its copies of {names} unchanged; write the expected values into those "
+                f"arguments in the reference, return them, or compile the kernel with out_idx"
+            )
+
+    def _written_pairs(self, ins: Sequence[Any], ref_ins: Sequence[Any]) -> tuple[list[Any], list[Any], list[str]]:
+        """The tensors the kernel wrote in place and the reference's copies of them, with names."""
+        import torch
+
+        written = [i for i in self._written_inputs() if i < len(ins) and isinstance(ins[i], torch.Tensor)]
+        if not written:
+            raise ProfilerError(
+                "nothing to compare: the kernel has no out_idx and writes no tensor argument, and the reference "
+                "returned nothing; compile the kernel with out_idx, or return the expected tensors from the reference"
+            )
+        names = [f"{self.params[i].name} (written in place)" for i in written]
+        return [ins[i] for i in written], [ref_ins[i] for i in written], names
 
     def assert_allclose(
         self,
@@ -267,8 +328,7 @@ class Profiler:
         :raises AssertionError: with the share of mismatches and the largest difference.
         """
         ins = self._inputs_or(input_tensors)
-        lib_outs, ref_outs = self._outputs(reference_program, ins)
-        names = [self.params[i].name for i in self.result_idx] or [f"output {i}" for i in range(len(lib_outs))]
+        lib_outs, ref_outs, names = self._outputs(reference_program, ins)
         for i, (lhs, rhs) in enumerate(zip(lib_outs, ref_outs)):
             if lhs is None or rhs is None:
                 continue
@@ -311,7 +371,7 @@ class Profiler:
         if manual_check_prog is None:
             raise ProfilerError("manual_assert_close needs manual_check_prog(kernel_outputs, reference_outputs)")
         ins = self._inputs_or(input_tensors)
-        lib_outs, ref_outs = self._outputs(reference_program, ins)
+        lib_outs, ref_outs, _ = self._outputs(reference_program, ins)
         verdict = manual_check_prog(lib_outs, ref_outs)
         if verdict is None:
             return
@@ -427,6 +487,18 @@ def _check_sizes(sizes: Optional[Mapping[str, int]], what: str) -> dict[str, int
             raise TensorSupplyError(f"{what}[{key!r}] must be a number, got {value!r}")
         out[key] = value
     return out
+
+
+def _copy_tensor(value: Any) -> Any:
+    """A copy of a tensor argument with its strides (anything else as it is), so a reference
+    that writes into its arguments leaves the kernel's inputs alone."""
+    import torch
+
+    if not isinstance(value, torch.Tensor):
+        return value
+    copy = torch.empty_strided(tuple(value.shape), tuple(value.stride()), dtype=value.dtype, device=value.device)
+    copy.copy_(value)
+    return copy
 
 
 def _with_strides(tensor: Any, strides: Sequence[int]) -> Any:

@@ -5,9 +5,12 @@ The kinds of input have upstream TileLang's meanings:
 =========  ==============================================================================
 Integer    random integers: 0..2 for unsigned, bool 0/1, float8 from int8 -128..127,
            -2..2 for everything else (floats get integer values, so sums are exact)
-Uniform    uniform in [-1, 1) (drawn in float32, then cast); ones for int8
-Normal     normal with mean -1 and standard deviation 1 (upstream's parameters); ones for int8
-Randn      standard normal, cast to the dtype
+Uniform    uniform in [-1, 1) (drawn in float32, then cast); ones for int8; other integer
+           dtypes: random integers -4..4 (unsigned: 0..8)
+Normal     normal with mean -1 and standard deviation 1 (upstream's parameters); ones for int8;
+           other integer dtypes: rounded to the nearest integer (unsigned: its absolute value)
+Randn      standard normal, cast to the dtype; integer dtypes: rounded to the nearest integer
+           (unsigned: its absolute value)
 Zero       zeros
 One        ones
 Auto       float16/bfloat16/float32: uniform in [-1, 1); other dtypes as ``Integer``
@@ -96,6 +99,35 @@ def _integers(shape: Sequence[int], dtype: Any, device: Any) -> Any:
     return torch.randint(-2, 3, tuple(shape), dtype=dtype, device=device)
 
 
+def _is_integer(dtype: Any) -> bool:
+    import torch
+
+    return dtype != torch.bool and not dtype.is_floating_point and not dtype.is_complex and not _is_float4(dtype)
+
+
+def _small_integers(shape: Sequence[int], dtype: Any, kind: TensorSupplyType, device: Any) -> Any:
+    """Random small integers for ``Uniform``, ``Normal`` and ``Randn`` on an integer dtype.
+
+    Before, these drew floats and cast them: ``Uniform``'s [-1, 1) truncated to all zeros, and
+    ``Normal``/``Randn`` wrapped around to 252..255 for ``uint8``. Now ``Uniform`` draws integers
+    uniformly in -4..4 (unsigned: 0..8); ``Normal`` and ``Randn`` round their draws to the
+    nearest integer (unsigned: its absolute value), clamped to the dtype's range.
+    """
+    import torch
+
+    unsigned = not dtype.is_signed
+    if kind is TensorSupplyType.Uniform:
+        low, high = (0, 9) if unsigned else (-4, 5)
+        return torch.randint(low, high, tuple(shape), dtype=dtype, device=device)
+    draws = torch.empty(tuple(shape), dtype=torch.float32, device=device)
+    draws = draws.normal_(-1.0, 1.0) if kind is TensorSupplyType.Normal else draws.normal_(0.0, 1.0)
+    draws = draws.round()
+    if unsigned:
+        draws = draws.abs()
+    info = torch.iinfo(dtype)
+    return draws.clamp(max(info.min, -(2**24)), min(info.max, 2**24)).to(dtype)
+
+
 def make_tensor(shape: Sequence[int], dtype: str, supply_type: TensorSupplyType, device: Any) -> Any:
     """A new tensor of ``shape`` and TVM ``dtype`` on ``device``, filled as ``supply_type`` says."""
     import torch
@@ -115,6 +147,8 @@ def make_tensor(shape: Sequence[int], dtype: str, supply_type: TensorSupplyType,
         return torch.ones(shape, dtype=tdtype, device=device)
     if tdtype == torch.int8 and kind in (TensorSupplyType.Uniform, TensorSupplyType.Normal):
         return torch.ones(shape, dtype=tdtype, device=device)
+    if _is_integer(tdtype):
+        return _small_integers(shape, tdtype, kind, device)
     if kind is TensorSupplyType.Uniform:
         return torch.empty(shape, dtype=torch.float32, device=device).uniform_(-1.0, 1.0).to(tdtype)
     if kind is TensorSupplyType.Normal:
