@@ -98,3 +98,46 @@ def test_emulated_gpu_launches_no_block(grid, tmp_path):
     a, b, c = _inputs()
     CU._emulated(lower(_kernel(grid), target="cuda"), tmp_path)(a, b, c)
     assert torch.all(b == -7.0) and torch.all(c == 0.0), (b, c)
+
+
+_N, _M = T.dynamic("n"), T.dynamic("m")
+
+
+@T.prim_func
+def _dynamic_grid(A: T.Tensor((_N,), "float32"), C: T.Tensor((2,), "int32")):
+    n = _N
+    with T.Kernel(n - 5, n - 6, threads=1) as (bx, by):
+        T.atomic_add(C[0], 1)
+        T.atomic_add(C[1], bx * 100 + by)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+@pytest.mark.parametrize("n,blocks", [(3, 0), (5, 0), (4, 0), (8, 6)])
+def test_run_time_extents_below_one_run_no_block(path, n, blocks):
+    """Two negative run-time extents made a positive product: ``T.Kernel(n - 5, n - 6)`` ran
+    2 * 3 = 6 blocks for n = 3 (with block indices that do not exist)."""
+    c = torch.zeros(2, dtype=torch.int32)
+    compile_on(_dynamic_grid, path)(torch.zeros(n), c)
+    assert int(c[0]) == blocks
+    if blocks:
+        assert int(c[1]) == sum(bx * 100 + by for bx in range(n - 5) for by in range(n - 6))
+
+
+@T.prim_func
+def _offset_grid_copy(A: T.Tensor((_M, _N), "float32"), O: T.Tensor((_M, _N), "float32")):
+    m, n = _M, _N
+    with T.Kernel(T.ceildiv(n + 3, 4), T.ceildiv(m, 8), threads=32) as (bx, by):
+        S = T.alloc_shared((8, 4), "float32")
+        T.copy(A[by * 8, bx * 4], S)
+        T.copy(S, O[by * 8, bx * 4])
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_a_run_time_grid_extent_the_lowering_cannot_prove_nonzero_compiles(path):
+    """``T.Kernel(T.ceildiv(n + 3, 4), ...)``: the flat block index was split by the extent, which
+    the division checks could not prove nonzero; the check's never-taken branch stopped llvm's bound
+    analysis ("Check failed: y != 0")."""
+    a = torch.randn(13, 9)
+    o = torch.zeros_like(a)
+    compile_on(_offset_grid_copy, path)(a, o)
+    assert torch.equal(o, a)

@@ -433,12 +433,19 @@ class Frontend:
             if wide:
                 extents = [to_int64(e) for e in extents]
             block_var = tirx.Var("block_idx", "int64" if wide else "int32")
-            extent = extents[0]
-            for e in extents[1:]:
+            # A run-time extent counts max(e, 0) blocks (two negative extents made a positive
+            # product: T.Kernel(n - 5, m - 5) ran 4 blocks for n = m = 3), and divides the flat
+            # index as max(e, 1): equal to e whenever a block runs, and provably not 0 or -1, so
+            # lowering/checked_divisions.py puts no check on it (a check there stopped llvm's
+            # bound analysis in its never-taken "e == 0" branch).
+            counts = [e if _int(e) is not None else tirx.Max(e, tirx.const(0, str(e.ty.dtype))) for e in extents]
+            divisors = [e if _int(e) is not None else tirx.Max(e, tirx.const(1, str(e.ty.dtype))) for e in extents]
+            extent = counts[0]
+            for e in counts[1:]:
                 extent = extent * e
             mapping = []
             stride = None
-            for loop, e in zip(loops, extents):
+            for loop, e in zip(loops, divisors):
                 value = block_var if stride is None else tirx.floordiv(block_var, stride)
                 if loop is not loops[-1]:
                     value = tirx.floormod(value, e)
