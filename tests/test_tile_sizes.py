@@ -200,3 +200,33 @@ def test_cpu_workspace_inside_the_kernel_is_one_per_block(backend, target):
     b = torch.zeros(64)
     kernel(a, b)
     assert torch.equal(b, a * 2)
+
+
+def test_a_constant_tile_past_32_bit_indices_is_refused_with_its_real_size():
+    """``(65536, 65536)`` wrapped to 0 elements when flattened in int32, and the error said the
+    tile had "the shape (0,) once simplified, no element"."""
+
+    def define():
+        @T.prim_func
+        def huge(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                S = T.alloc_shared((65536, 65536), "float32")  # <huge tile>
+                S[0, 0] = A[0]
+                A[1] = S[0, 0]
+
+    with pytest.raises(LoweringError) as info:
+        define()
+    assert (f"{_THIS}:{_line_of('huge tile')}: T.alloc_shared: shape (65536, 65536) has 4294967296 elements, more "
+            "than the 2147483647 (2**31 - 1) that its 32-bit indices reach") in str(info.value)
+
+
+def test_a_constant_tile_of_int64_extents_is_indexed_in_64_bits():
+    @T.prim_func
+    def wide(A: T.Tensor((4,), "int8")):
+        with T.Kernel(1, threads=1) as _:
+            S = T.alloc_global((T.int64(2), T.int64(2**30 + 1)), "int8")
+            S[1, 2**30] = A[0]
+            A[1] = S[1, 2**30]
+
+    source = lower(wide, target="c").device_source
+    assert "tl_workspace_alloc_int8((int64_t)2147483650)" in source and "[(int64_t)2147483649]" in source

@@ -89,6 +89,27 @@ def check_extents(op: str, shape: Sequence[Any]) -> None:
         elif not _is_integer_expr(extent):
             _fail(op, f"shape {text}: every extent must be an int or an integer expression "
                       f"(a T.dynamic size), got {_given(extent)}")
+    _check_element_count(op, shape, text)
+
+
+#: The most elements a tile indexed with 32-bit integers holds.
+_MAX_32_BIT_ELEMENTS = 2**31 - 1
+
+
+def _check_element_count(op: str, shape: Sequence[Any], text: str) -> None:
+    """A constant shape of 32-bit extents holds at most 2**31 - 1 elements: its flat index is an
+    int32 (``(65536, 65536)`` wrapped to 0 elements, and the error said "no element")."""
+    count = 1
+    for extent in shape:
+        if isinstance(extent, tirx.IntImm) and str(extent.ty.dtype) == "int64":
+            return  # 64-bit extents: indexed in 64 bits
+        if not ((isinstance(extent, Integral) and not isinstance(extent, bool)) or isinstance(extent, tirx.IntImm)):
+            return  # a run-time size: checked when the kernel is called (lowering/workspaces.py)
+        count *= int(extent)
+    if count > _MAX_32_BIT_ELEMENTS:
+        _fail(op, f"shape {text} has {count} elements, more than the {_MAX_32_BIT_ELEMENTS} (2**31 - 1) that its "
+                  "32-bit indices reach; make it smaller, or give its extents as T.int64(...) to index it in 64 bits",
+              "value")
 
 
 def check_loop_bounds(op: str, **bounds: Any) -> None:
