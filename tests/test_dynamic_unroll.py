@@ -76,3 +76,36 @@ def test_cuda_prints_a_pragma_unroll_before_the_run_time_loop(cuda_artifact):
 @pytest.mark.skipif(CU.NVCC is None, reason="nvcc is not installed")
 def test_cuda_source_compiles_with_nvcc(cuda_artifact, tmp_path):
     CU.compile_translation_units({"sums": cuda_artifact}, tmp_path)
+
+
+def _long_unroll(n: int):
+    @T.prim_func
+    def doubled(A: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            for i in T.unroll(n):
+                A[i] = A[i] * 2
+
+    return doubled
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_a_very_long_constant_unroll_is_left_to_the_compiler(path):
+    """``T.unroll(1 << 20)`` copied its body a million times: minutes of lowering and compiling."""
+    from tilelang_core.lowering.dynamic_unroll import MAX_UNROLLED_ITERATIONS
+
+    n = 1 << 20
+    kernel = compile_on(_long_unroll(n), path)
+    a = torch.randn(n)
+    expected = a * 2
+    kernel(a)
+    assert torch.equal(a, expected)
+    source = lower(_long_unroll(n), target="c").device_source
+    assert "1048576" in source and len(source) < 50_000  # one loop, not a million statements
+    unrolled = lower(_long_unroll(MAX_UNROLLED_ITERATIONS), target="c").device_source
+    assert unrolled.count("A_ptr[") >= 2 * MAX_UNROLLED_ITERATIONS  # up to the limit, still copied out
+
+
+def test_a_very_long_constant_unroll_is_a_pragma_on_cuda():
+    lines = [line.strip() for line in lower(_long_unroll(1 << 20), target="cuda").device_source.splitlines()]
+    loop = next(i for i, line in enumerate(lines) if line.startswith("for (") and "1048576" in line)
+    assert lines[loop - 1] == "#pragma unroll", lines[loop - 2: loop + 1]

@@ -11,7 +11,10 @@ target's own compiler may honour. :func:`unroll_loops` wraps ``UnrollLoop``:
   targets it stays a plain loop (the C compiler and LLVM unroll loops at ``-O2``/``-O3`` by
   themselves).
 
-Constant-extent unrolled loops are left to ``UnrollLoop`` as before.
+Constant-extent unrolled loops are left to ``UnrollLoop`` as before, up to
+:data:`MAX_UNROLLED_ITERATIONS` iterations; a longer one is a hint like a run-time extent (the
+target's compiler unrolls it as far as it sees fit). ``T.unroll(1 << 20)`` made a million copies of
+its body: minutes of lowering and of C compiling, 7 s of lowering for ``1 << 16``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ from tvm import tirx
 #: Annotation of a run-time-extent loop that was asked to be unrolled.
 HINT_KEY = "tl.unroll_hint"
 
+#: The most iterations of one ``T.unroll`` loop copied out here (0.6 s of lowering for 8192 copies
+#: of a one-line body); a longer loop is left to the target's compiler.
+MAX_UNROLLED_ITERATIONS = 4096
+
 
 def _with_kind(loop: Any, kind: Any, annotations: dict) -> Any:
     return tirx.For(loop.loop_var, loop.min, loop.extent, kind, loop.body, loop.thread_binding, annotations,
@@ -32,10 +39,13 @@ def _with_kind(loop: Any, kind: Any, annotations: dict) -> Any:
 
 
 def mark_dynamic_unrolls(body: Any) -> Any:
-    """Unrolled loops with a non-constant extent -> serial loops marked :data:`HINT_KEY`."""
+    """Unrolled loops with a non-constant extent, or of more than :data:`MAX_UNROLLED_ITERATIONS`,
+    -> serial loops marked :data:`HINT_KEY`."""
 
     def on_for(loop: Any) -> Any:
-        if loop.kind != tirx.ForKind.UNROLLED or isinstance(loop.extent, tirx.IntImm):
+        if loop.kind != tirx.ForKind.UNROLLED:
+            return loop
+        if isinstance(loop.extent, tirx.IntImm) and int(loop.extent.value) <= MAX_UNROLLED_ITERATIONS:
             return loop
         annotations = dict(loop.annotations or {})
         annotations[HINT_KEY] = tirx.IntImm("int32", 1)
