@@ -133,8 +133,8 @@ def test_wide_vectorized_loop_in_cuda_source_stores_every_vector():
                 B[i] = A[i] * 2
 
     source = lower(scaled, target="cuda").device_source
-    assert "*(float4*)(B_ptr + 65536) = " in source  # the last of 16385 float4 stores
-    assert source.count("*(float4*)(B_ptr + ") == 65540 // 4
+    # 16385 float4 stores: a loop left to nvcc (more than 4096 iterations, lowering/dynamic_unroll.py)
+    assert "*(float4*)(B_ptr + (i_outer * 4)) = " in source and "i_outer < 16385" in source, source[-800:]
 
 
 @T.prim_func

@@ -159,10 +159,10 @@ class PersistentTileScheduler:
         self.stateful = bool(stateful)
         if self.stateful:
             # attribute names = the IR names' suffixes (TVMScript names them <variable>_<attribute>)
-            self.m_idx = _B.alloc_scalar("int32", scope="local.var")
-            self.n_idx = _B.alloc_scalar("int32", scope="local.var")
-            self.linear_idx = _B.alloc_scalar("int32", scope="local.var")
-            self.current_iter = _B.alloc_scalar("int32", scope="local.var")
+            self.m_idx = _B.alloc_scalar("int32", scope="local")
+            self.n_idx = _B.alloc_scalar("int32", scope="local")
+            self.linear_idx = _B.alloc_scalar("int32", scope="local")
+            self.current_iter = _B.alloc_scalar("int32", scope="local")
             _check_stride("num_workers", self.num_workers)  # a run-time one below 1 fails the call
 
     # -- decoding ---------------------------------------------------------------------------------
