@@ -6,6 +6,7 @@ distribution on a temporary path, with one bug planted each."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -18,6 +19,7 @@ from tilelang_core.testkit import on_path, write_distribution
 
 #: Planted bugs: text replaced in the scaffold's plugin.py.
 CALL = "        call = self.checker.bind(args, kwargs)\n"
+OFFSET = "        if any(getattr(a, 'storage_offset', lambda: 0)() for a in args):\n"
 BUGS = {
     "kitok": {},
     # a first ctypes attempt: no range checks, so ctypes silently truncates 2**64
@@ -35,6 +37,12 @@ BUGS = {
     # a failed T.device_assert's text is dropped: the status -3 alone is reported
     "kitnoassert": {"call.check_status(self.function(*values), self.assert_message)":
                     "call.check_status(self.function(*values))"},
+    # a call with a view at a storage offset dereferences NULL (in the kernel checks, not a subprocess)
+    "kitsegv": {CALL: OFFSET + "            import ctypes; ctypes.string_at(0)\n" + CALL},
+    # a call with a view at a storage offset never returns
+    "kithang": {CALL: OFFSET + "            import time; time.sleep(10**6)\n" + CALL},
+    # every call raises: every random wrong call misbehaves
+    "kitraise": {CALL: "        raise RuntimeError('always')\n" + CALL},
 }
 
 
@@ -201,7 +209,29 @@ def test_command_line(installed):
     proc = subprocess.run([*env_cmd, "kitheavy", "--check", "declaration"], capture_output=True, text=True)
     assert proc.returncode == 1 and "FAIL  declaration" in proc.stdout and "0 passed, 1 failed" in proc.stdout
     proc = subprocess.run([*env_cmd, "nosuch"], capture_output=True, text=True)
-    assert proc.returncode == 1 and "execution backend 'nosuch' is not installed" in proc.stderr
+    assert proc.returncode == 2 and "execution backend 'nosuch' is not installed" in proc.stderr  # a usage error
+
+
+def test_usage_errors_of_check_and_new_exit_2(installed, tmp_path):
+    """Before, a target the backend does not declare and an invalid name exited 1, as a failed check."""
+    cli = [sys.executable, "-m", "tilelang", "backends"]
+    proc = subprocess.run([*cli, "check", "kitok", "--target", "cuda"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "does not declare target(s) cuda (it declares: c)" in proc.stderr, proc.stderr
+    proc = subprocess.run([*cli, "new", "MyBackend", "--path", str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "must be a lowercase identifier" in proc.stderr and "Traceback" not in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+    proc = subprocess.run([*cli, "new", "kitok", "--path", str(tmp_path / "afile")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr  # a name that is installed is only noted
+    (tmp_path / "file").write_text("")
+    proc = subprocess.run([*cli, "new", "mine", "--path", str(tmp_path / "file")], capture_output=True, text=True)
+    assert proc.returncode == 1 and "is a file" in proc.stderr  # the command failed: not a usage error
+
+
+def test_repeated_targets_and_checks_run_each_check_once(installed):
+    proc = subprocess.run([sys.executable, "-m", "tilelang", "backends", "check", "kitok", "--target", "c", "--target",
+                           "c", "--check", "probe", "--check", "probe", "--json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["check"] for r in json.loads(proc.stdout)["results"]] == ["c:probe"]
 
 
 @pytest.mark.slow
@@ -290,3 +320,63 @@ def test_a_gpu_target_without_a_probe_fails_the_probe_check(installed):
     assert run("kitbuildonly", "probe")["cuda:probe"].status == "skip"  # it says why it cannot run here
     result = run("kitnoprobe", "probe")["cuda:probe"]
     assert result.status == "fail" and "implements no tilelang_backend_probe" in result.reason, result
+
+
+@pytest.mark.slow
+def test_a_kernel_call_that_segfaults_fails_its_check_and_the_suite_goes_on(installed):
+    """Before, the kernel checks called kernels in the suite's process: SIGSEGV killed it."""
+    results = run("kitsegv", "kernel:scalar_symbol", "kernel:offset_views", "kernel:explicit_strides")
+    assert results["c:kernel:scalar_symbol"].status == "pass", results["c:kernel:scalar_symbol"]
+    crashed = results["c:kernel:offset_views"]
+    assert crashed.status == "fail" and "the check's subprocess died by signal 11 (SIGSEGV)" in crashed.reason, crashed
+    assert results["c:kernel:explicit_strides"].status == "pass", results["c:kernel:explicit_strides"]  # a fresh worker
+
+
+@pytest.mark.slow
+def test_the_command_line_reports_a_segfaulting_backend_and_removes_its_temporary_folders(installed, tmp_path):
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "tilelang", "backends", "check", "kitsegv", "--check",
+                           "kernel:offset_views", "--check", "kernel:static", "--json"], capture_output=True, text=True,
+                          env=env)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    assert out["counts"] == {"pass": 1, "fail": 1, "skip": 0}, out
+    assert [r["check"] for r in out["results"] if r["status"] == "fail"] == ["c:kernel:offset_views"]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_kernel_call_that_hangs_fails_its_check_naming_the_timeout(installed, monkeypatch):
+    from tilelang_core.conformance import suite as suite_module
+
+    monkeypatch.setattr(suite_module, "CHECK_TIMEOUT", 30)
+    results = run("kithang", "kernel:offset_views", "kernel:explicit_strides")
+    hung = results["c:kernel:offset_views"]
+    assert hung.status == "fail" and hung.reason.startswith("the check did not finish in 30 s"), hung
+    assert results["c:kernel:explicit_strides"].status == "pass", results["c:kernel:explicit_strides"]
+
+
+def test_a_backend_a_fresh_interpreter_does_not_see_fails_once_saying_to_install_it(installed, monkeypatch):
+    """Before, every check run in a subprocess failed with "'NoneType' object has no attribute 'call'"."""
+    monkeypatch.delenv("PYTHONPATH")  # this process sees the backends, fresh interpreters do not
+    with Suite("kitok") as suite:
+        results = list(suite.run())
+    assert len(results) == 1 and results[0].status == "fail", results
+    assert "execution backend 'kitok' is not visible in a fresh interpreter (this process found it only through the " \
+           "sys.path entry" in results[0].reason and "pip install it" in results[0].reason, results[0].reason
+    with Suite("kitok", only=["c:cache"]) as suite:
+        (check,) = suite.checks()
+        assert "is not visible in a fresh interpreter" in suite.run_check(check).reason
+    from tilelang_core.conformance import conformance_tests
+
+    test = conformance_tests("kitok", ["c"])  # the scaffold's tests: one failing test, not one per check
+    assert not hasattr(test, "pytestmark")
+    with pytest.raises(pytest.fail.Exception, match="is not visible in a fresh interpreter"):
+        test()
+
+
+@pytest.mark.slow
+def test_wrong_calls_counts_every_misbehaving_call(installed):
+    """Before, the count was of the 5 examples the subprocess sends."""
+    result = run("kitraise", "wrong_calls")["c:wrong_calls"]
+    assert result.status == "fail" and result.reason.startswith("2000 of 2000 random calls misbehaved"), result.reason

@@ -56,6 +56,9 @@ def conformance_tests(name: str, targets: Optional[list[str]] = None) -> Any:
 
     When ``name`` is not installed, the function is one test that *fails*, saying to install the
     backend first: a plugin's tests that pass without checking anything would hide the mistake.
+    So it is when a fresh interpreter does not see the backend this process sees (the ``.egg-info``
+    that ``pip install .`` leaves in the project folder, after ``pip uninstall``): before, every
+    check run in a subprocess failed with an ``AttributeError`` on ``None``.
     """
     import pytest
 
@@ -69,6 +72,13 @@ def conformance_tests(name: str, targets: Optional[list[str]] = None) -> Any:
 
         def test_conformance() -> None:
             pytest.fail(reason, pytrace=False)
+
+        return test_conformance
+    problem = shared_suite(name, targets).visibility_problem()
+    if problem:
+
+        def test_conformance() -> None:
+            pytest.fail(problem, pytrace=False)
 
         return test_conformance
 

@@ -7,7 +7,9 @@ Jobs (SPEC is JSON with ``backend``, ``target``, ``device`` and the job's fields
 - ``cache``: compile a kernel the parent cached (``key``) and count the build hook's calls;
 - ``build_only``: for a target that cannot run here, ``tilelang.load`` the exported kernels
   (``paths``; reporting whether that imported TVM), then compile the kernels the parent cached
-  (``kernels``): each must come from the disk cache, and its call refuse.
+  (``kernels``): each must come from the disk cache, and its call refuse;
+- ``checks``: the worker of one target (``target``, ``only``, ``directory``: the parent suite's):
+  run each check named on a line of stdin, answer ``{"result": ...}`` (see ``suite._Worker``).
 
 Each result is one JSON line on stdout, flushed before the next call, so that the parent can
 tell which call a crash happened in (``{"start": ...}`` lines mark each call).
@@ -40,12 +42,26 @@ def _compile(spec: dict, kernel_id: str) -> Any:
     return tl_compile(func, out_idx=out_idx, target=spec["target"], execution_backend=spec["backend"])
 
 
-def _status7(spec: dict) -> Any:
-    from ..artifact import BuildOptions
+def _record(spec: dict) -> Any:
+    """The registry's record of the backend under test.
+
+    Before, a backend that this interpreter does not see gave ``None``, and the job failed with
+    ``AttributeError: 'NoneType' object has no attribute 'call'``; now it fails saying so."""
     from ..backends import get_registry
-    from .kernels import status7_artifact
 
     record = get_registry().get(spec["backend"])
+    if record is None:
+        raise SystemExit(f"execution backend {spec['backend']!r} is not visible in a fresh interpreter (the suite's "
+                         f"process found it only through a sys.path entry of its own, e.g. the current folder that "
+                         f"`python -m` adds, holding an .egg-info): pip install it, then check again")
+    return record
+
+
+def _status7(spec: dict) -> Any:
+    from ..artifact import BuildOptions
+    from .kernels import status7_artifact
+
+    record = _record(spec)
     return record.call("tilelang_backend_build", artifact=status7_artifact(), options=BuildOptions())
 
 
@@ -186,8 +202,9 @@ def fuzz(spec: dict, built: dict[str, Any], torch: Any, not_built: Any = ()) -> 
                 problems.append(f"{name}{_describe(args)} raised {type(exc).__name__}({str(exc)!r:.200}), which does not start with '{name}() '")
         except Exception as exc:  # noqa: BLE001 - reported
             problems.append(f"{name}{_describe(args)} raised {type(exc).__name__}: {str(exc):.200}")
+    # "count": every call that misbehaved (before, the parent counted the 5 examples sent)
     emit(fuzz={"calls": spec["fuzz"] if kernels else 0, "errors": refused, "problems": problems[:5],
-               "not_built": list(not_built)})
+               "count": len(problems), "not_built": list(not_built)})
 
 
 def _describe(args: list) -> str:
@@ -239,9 +256,7 @@ def load(spec: dict) -> None:
 
 def _count_hook_calls(spec: dict) -> list[str]:
     """The names of the backend's hooks called from now on, in order (a live list)."""
-    from ..backends import get_registry
-
-    record = get_registry().get(spec["backend"])
+    record = _record(spec)
     calls: list[str] = []
     original = record.call
 
@@ -311,9 +326,35 @@ def build_only(spec: dict) -> None:
     emit(built_only=True, problems=problems, tvm=tvm[:5])
 
 
+def checks(spec: dict) -> None:
+    """The worker of one target: runs the checks named on stdin, one a line, in a suite that shares
+    the parent's directory (its kernel cache and exports), until stdin closes. What the backend
+    prints (file descriptor 1 included) goes to stderr: stdout carries the results alone."""
+    import os
+
+    from .suite import Suite
+
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    _record(spec)
+    with Suite(spec["backend"], [spec["target"]], spec["only"] or None, directory=Path(spec["directory"]),
+               isolated=False) as suite:
+        known = {c.name: c for c in suite.checks()}
+        for line in sys.stdin:
+            name = line.strip()
+            if name in known:
+                result = suite.run_check(known[name]).to_dict()
+            else:
+                result = {"check": name, "target": spec["target"], "status": "fail",
+                          "reason": f"the worker of target {spec['target']!r} has no check named {name!r}"}
+            answers.write(json.dumps({"result": result}, default=str) + "\n")
+            answers.flush()
+
+
 def main(argv: list[str]) -> int:
     job, spec = argv[1], json.loads(argv[2])
-    {"errors": errors, "load": load, "cache": cache, "build_only": build_only}[job](spec)
+    {"errors": errors, "load": load, "cache": cache, "build_only": build_only, "checks": checks}[job](spec)
     return 0
 
 

@@ -29,13 +29,34 @@ def add_backend_kit_commands(backends_subparsers: Any) -> None:
     new.set_defaults(func=_cmd_new)
 
 
+def _unique(items: list[str]) -> list[str]:
+    """``items`` without repeats, in order: before, ``--target c --target c`` (or a repeated
+    ``--check``) ran each check twice ("2 passed" for one check)."""
+    return list(dict.fromkeys(items))
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
-    from ..cli import one_line
+    """Run the suite; a backend that is not installed, or a target it does not declare, is a
+    usage error (exit status 2; before, 1, as if the backend had failed a check)."""
+    from ..errors import BackendNotInstalledError, BackendTargetUnsupportedError
     from .suite import Suite
+
+    args.target, args.check = _unique(args.target), _unique(args.check)
+    try:
+        suite = Suite(args.name, args.target or None, args.check or None)
+    except (BackendNotInstalledError, BackendTargetUnsupportedError) as exc:
+        print(f"tilelang: error: {exc}", file=sys.stderr)
+        return 2
+    with suite:
+        return _run_check(args, suite)
+
+
+def _run_check(args: argparse.Namespace, suite: Any) -> int:
+    from ..cli import one_line
 
     as_json = getattr(args, "json", False)
     quiet = _output_to_stderr() if as_json else contextlib.nullcontext()
-    with quiet, Suite(args.name, args.target or None, args.check or None) as suite:
+    with quiet:
         header = f"conformance of {suite.name} ({suite.record.distribution} {suite.record.version})"
         if not as_json:
             print(header, flush=True)
@@ -93,8 +114,15 @@ def _output_to_stderr() -> Iterator[None]:
 
 
 def _cmd_new(args: argparse.Namespace) -> int:
-    from ..scaffold import write_backend
+    """Write the distribution; a name that cannot be used is a usage error (exit status 2; before,
+    1, as for a folder in the way, which still is: the command failed)."""
+    from ..scaffold import ScaffoldError, check_name, write_backend
 
+    try:
+        check_name(args.name)
+    except ScaffoldError as exc:
+        print(f"tilelang: error: {exc}", file=sys.stderr)
+        return 2
     project = write_backend(args.name, args.path)
     print(f"wrote {project}")
     from ..backends import get_registry

@@ -9,15 +9,28 @@ pipeline into a private kernel cache (a temporary directory, removed by ``close`
 table, the fresh-process load and the cache checks run in subprocesses so that a crash is
 reported, not suffered. The subprocesses start in the suite's temporary directory, so that a
 backend's source folder in the current directory does not shadow the installed backend.
+
+Every check of a target runs in a worker subprocess of that target (``_child checks``: one
+interpreter runs the target's checks in order, so that the kernels it compiled serve the later
+checks), never in the suite's own process: before, the reference kernel, dtype, scalar and threads
+checks built and called kernels in the suite's process, so a backend whose call segfaulted killed
+``tilelang backends check`` (no failure named the check, no summary, no JSON, temporary folders
+left behind) and a call that never returned hung it forever. Now a worker that dies fails the
+check it was running, naming the signal, and one that runs longer than :data:`CHECK_TIMEOUT`
+seconds is killed and fails it naming the timeout; the next checks run in a fresh worker. The
+workers' temporary files go into the suite's temporary directory, removed on every path.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import math
 import os
+import queue
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -40,6 +53,11 @@ SCALAR_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "
 GPU_KINDS = ("cuda", "nvptx", "rocm", "hip", "metal", "opencl", "vulkan", "webgpu")
 #: Seconds a subprocess of the suite may run.
 CHILD_TIMEOUT = 300
+#: Seconds one check may run in its target's worker subprocess before it is killed and the check
+#: fails (more than :data:`CHILD_TIMEOUT`, so that a subprocess the check starts times out first).
+CHECK_TIMEOUT = CHILD_TIMEOUT + 60
+#: Seconds after which a check still running is named on stderr (which check hangs, while it does).
+SLOW_CHECK_NOTE = 60
 #: Random wrong calls thrown at the kernels in the error-table subprocess.
 FUZZ_CALLS = 2000
 
@@ -102,11 +120,15 @@ class Suite:
 
     :param targets: only these declared target kinds (default: every declared one).
     :param only: only the checks whose name contains one of these strings.
+    :param directory: the suite's temporary directory, owned by another suite (a worker's suite
+        runs in its parent's directory, and leaves it to the parent to remove).
+    :param isolated: run each target's checks in a worker subprocess (False in the worker itself).
     :raises BackendNotInstalledError: no such backend; :raises BackendTargetUnsupportedError: a
         target the backend does not declare.
     """
 
-    def __init__(self, name: str, targets: Optional[list[str]] = None, only: Optional[list[str]] = None) -> None:
+    def __init__(self, name: str, targets: Optional[list[str]] = None, only: Optional[list[str]] = None, *,
+                 directory: Optional[Path] = None, isolated: bool = True) -> None:
         from ..backends import get_registry
         from ..errors import BackendNotInstalledError, BackendTargetUnsupportedError
 
@@ -128,16 +150,25 @@ class Suite:
             )
         self.targets = list(targets) if targets else declared
         self.only = list(only or [])  # substrings of check names: when given, only those checks run
-        self._tmp = Path(tempfile.mkdtemp(prefix=f"tilelang-conformance-{name}-"))
+        self._owns_tmp = directory is None
+        self._tmp = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix=f"tilelang-conformance-{name}-"))
+        self.isolated = isolated
         self._kernels: dict[tuple, Any] = {}
         self._children: dict[tuple, dict] = {}
         self._availability: dict[str, Any] = {}
+        self._workers: dict[str, _Worker] = {}
+        self._visibility: Optional[list[str]] = None  # [problem] once checked ("" when none)
 
     # -- lifetime -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Remove the suite's temporary directory (its kernel cache and exported kernels)."""
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        """Stop the workers and remove the suite's temporary directory (its kernel cache, exported
+        kernels and whatever the subprocesses wrote to their temporary directory)."""
+        for worker in list(self._workers.values()):
+            worker.stop()
+        self._workers.clear()
+        if self._owns_tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
 
     def __enter__(self) -> "Suite":
         return self
@@ -199,7 +230,13 @@ class Suite:
     # -- running ------------------------------------------------------------------------------
 
     def run_check(self, check: Check) -> Result:
-        """Run one check; never raises (a crash of the check is a failure with the traceback's last line)."""
+        """Run one check; never raises (a crash of the check is a failure with the traceback's last
+        line; a check of a target runs in the target's worker subprocess, see :class:`_Worker`)."""
+        problem = self.visibility_problem() if self.isolated else ""
+        if problem:
+            return Result(check.name, check.target, "fail", problem)
+        if check.target is not None and self.isolated:
+            return self._run_in_worker(check)
         start = time.perf_counter()
         try:
             with self._environment():
@@ -216,9 +253,42 @@ class Suite:
         return Result(check.name, check.target, status, reason, round(time.perf_counter() - start, 3))
 
     def run(self) -> Iterator[Result]:
-        """Run every check in order."""
+        """Run every check in order; where a fresh interpreter does not see the backend (see
+        :meth:`visibility_problem`), one failed ``declaration`` result saying so instead of a
+        failure of every check."""
+        problem = self.visibility_problem()
+        if problem:
+            yield Result("declaration", None, "fail", problem)
+            return
         for check in self.checks():
             yield self.run_check(check)
+
+    def visibility_problem(self) -> str:
+        """Why a fresh interpreter started in the suite's directory does not see the backend this
+        process sees, or ``""``; checked once per suite.
+
+        Before, a backend this process found only through a ``sys.path`` entry of its own (the
+        current folder that ``python -m`` adds, holding the ``.egg-info`` that ``pip install .``
+        leaves in the project folder, after ``pip uninstall``) passed the listing, and every check
+        that runs in a subprocess failed with an ``AttributeError`` on ``None``; now the suite
+        fails once, naming the path entry and saying to install the backend."""
+        if self._visibility is None:
+            self._visibility = [_visibility_problem(self)]
+        return self._visibility[0]
+
+    def _run_in_worker(self, check: Check) -> Result:
+        """``check`` run by the worker of its target (started when there is none, again after one
+        died or was killed): its result, or a failure naming the signal or the timeout."""
+        start = time.perf_counter()
+        worker = self._workers.get(check.target)
+        if worker is None:
+            worker = self._workers[check.target] = _Worker(self, check.target)
+        answer = worker.run(check.name)
+        if isinstance(answer, dict):
+            return Result(**answer)
+        del self._workers[check.target]
+        worker.stop()
+        return Result(check.name, check.target, "fail", answer, round(time.perf_counter() - start, 3))
 
     def availability(self, kind: str) -> Any:
         """The backend's probe answer for ``kind`` (probed once per suite)."""
@@ -276,6 +346,129 @@ class Suite:
         result = {"lines": lines, "code": code, "stderr": (err or "")[-2000:]}
         self._children[key] = result
         return result
+
+
+class _Worker:
+    """A subprocess (``python -m tilelang_core.conformance._child checks``) that runs the checks of
+    one target, one at a time, as the parent names them on its stdin; each result comes back as a
+    JSON line on its stdout (what the backend prints goes to stderr, passed on to the suite's)."""
+
+    def __init__(self, suite: Suite, kind: str) -> None:
+        spec = {"backend": suite.name, "target": kind, "only": suite.only, "directory": str(suite._tmp)}
+        cmd = [sys.executable, "-m", "tilelang_core.conformance._child", "checks", json.dumps(spec)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, cwd=suite._tmp, env=_worker_env(suite))
+        self.lines: "queue.Queue[Optional[str]]" = queue.Queue()
+        self.tail: collections.deque = collections.deque(maxlen=20)
+        threading.Thread(target=self._read, daemon=True).start()
+        self._stderr = threading.Thread(target=self._forward_stderr, daemon=True)
+        self._stderr.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def _forward_stderr(self) -> None:
+        for line in self.proc.stderr:
+            self.tail.append(line)
+            with contextlib.suppress(Exception):
+                sys.stderr.write(line)
+                sys.stderr.flush()
+
+    def run(self, name: str) -> Any:
+        """The result of check ``name`` (a :class:`Result`'s fields), or why there is none (a string:
+        the worker died, or ran longer than :data:`CHECK_TIMEOUT` seconds)."""
+        try:
+            self.proc.stdin.write(name + "\n")
+            self.proc.stdin.flush()
+        except OSError:
+            pass  # the worker is gone: its end is reported below
+        start, noted = time.monotonic(), False
+        while True:
+            elapsed = time.monotonic() - start
+            if elapsed >= CHECK_TIMEOUT:
+                return (f"the check did not finish in {CHECK_TIMEOUT} s (does a call of the backend hang?): its "
+                        f"subprocess was killed, the next checks run in a fresh one")
+            if not noted and elapsed >= SLOW_CHECK_NOTE:
+                noted = True
+                print(f"tilelang: conformance check {name} still running after {SLOW_CHECK_NOTE} s (it fails after "
+                      f"{CHECK_TIMEOUT} s)", file=sys.stderr, flush=True)
+            try:
+                line = self.lines.get(timeout=min(1.0, CHECK_TIMEOUT - elapsed))
+            except queue.Empty:
+                continue
+            if line is None:
+                return self._death()
+            if line.startswith("{") and "result" in (message := json.loads(line)):
+                return message["result"]
+
+    def _death(self) -> str:
+        code = self.proc.wait()
+        self._stderr.join(timeout=5)  # the last lines of stderr (a grandchild may hold it open)
+        tail = [line.strip() for line in self.tail if line.strip()][-1:]
+        return (f"the check's subprocess {_how_it_ended(code)}" + (f": {tail[0]}" if tail else "")
+                + "; the next checks run in a fresh one")
+
+    def stop(self) -> None:
+        """End the worker (it ends by itself when its stdin closes; killed if it does not)."""
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _how_it_ended(code: int) -> str:
+    """``died by signal 11 (SIGSEGV)`` or ``exited with code 1``."""
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        return f"died by signal {-code} ({signal.Signals(-code).name})"
+    except ValueError:
+        return f"died by signal {-code}"
+
+
+def _worker_env(suite: Suite) -> dict:
+    """The worker's environment: the suite's, with ``TMPDIR`` in the suite's directory, so that
+    what the worker and its subprocesses leave there is removed with it (even after a crash)."""
+    tmp = suite._tmp / "tmp"
+    tmp.mkdir(exist_ok=True)
+    return {**os.environ, "TMPDIR": str(tmp), "PYTHONFAULTHANDLER": "1"}
+
+
+_VISIBILITY_CHILD = """
+import json, sys
+from tilelang_core.backends import get_registry
+record = get_registry().get({name!r})
+print(json.dumps(None if record is None else [record.distribution, record.version]))
+"""
+
+
+def _visibility_problem(suite: Suite) -> str:
+    """Why a fresh interpreter in the suite's directory does not see the backend (see
+    :meth:`Suite.visibility_problem`), or ``""``."""
+    record = suite.record
+    proc = subprocess.run([sys.executable, "-c", _VISIBILITY_CHILD.format(name=suite.name)], capture_output=True,
+                          text=True, timeout=CHILD_TIMEOUT, cwd=suite._tmp)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or [""])[-1]
+        return f"a fresh interpreter cannot list the execution backends (exit code {proc.returncode}): {tail}"
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    if seen == [record.distribution, record.version]:
+        return ""
+    metadata = getattr(getattr(record._ep, "entry_point", None), "dist", None)
+    where = getattr(metadata, "_path", None)
+    found = (f" (this process found it only through the sys.path entry {str(Path(where).parent)!r}, which holds "
+             f"{Path(where).name}: the current folder, which `python -m` puts on sys.path, keeps such metadata where "
+             f"`pip install .` ran even after `pip uninstall`)") if where else ""
+    if seen is None:
+        return (f"execution backend {suite.name!r} is not visible in a fresh interpreter{found}: the checks run "
+                f"in fresh interpreters, so pip install it (`pip install .` in its project folder), then check again")
+    return (f"a fresh interpreter sees execution backend {suite.name!r} as {seen[0]} {seen[1]}, this process as "
+            f"{record.distribution} {record.version}{found}: pip install the one to check, then check again")
 
 
 def _death(child: dict) -> str:
@@ -684,8 +877,9 @@ def _check_wrong_calls(suite: Suite, kind: str, _id: str) -> str:
         why = f"; {refused[0]}" if refused else ""
         raise Skip(f"no random call was made: the backend's declaration refuses every reference kernel of the "
                    f"random calls{why}")
-    _expect(not fuzz["problems"], f"{len(fuzz['problems'])} of {fuzz['calls']} random calls misbehaved, e.g. {fuzz['problems'][0]}"
-            if fuzz["problems"] else "")
+    # the count of every misbehaving call (before, the 5 examples the subprocess sends were counted)
+    count = fuzz.get("count", len(fuzz["problems"]))
+    _expect(not count, f"{count} of {fuzz['calls']} random calls misbehaved, e.g. {fuzz['problems'][0]}" if count else "")
     _expect(child["code"] == 0, _death(child))
     return f"{fuzz['calls']} random calls ({fuzz['errors']} refused), no crash"
 

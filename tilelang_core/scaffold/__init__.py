@@ -71,12 +71,14 @@ def _refuse_taken_distribution(name: str, distribution: str) -> None:
             )
 
 
-def write_backend(name: str, path: Union[str, os.PathLike] = ".") -> Path:
-    """Write the distribution of backend ``name`` under ``path``; returns its directory.
+def check_name(name: str) -> None:
+    """Refuse a backend name that can never be used: not a lowercase identifier, or ``auto``.
 
-    :raises ScaffoldError: ``name`` is not a lowercase identifier or is ``auto``, its distribution
-        name is that of an installed distribution of another backend, ``path`` is a file, or the
-        directory exists.
+    Split out of :func:`write_backend` so that ``tilelang backends new`` can tell an invalid name
+    (a usage error, exit status 2; before, 1) from what is in the way here (a folder, the
+    distribution of another installed backend: the command failed, 1).
+
+    :raises ScaffoldError: with what is wrong and what to do.
     """
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name or "") or len(name) > 64:
         raise ScaffoldError(
@@ -87,6 +89,16 @@ def write_backend(name: str, path: Union[str, os.PathLike] = ".") -> Path:
     if name == AUTO:
         raise ScaffoldError(f"backend name {AUTO!r} is reserved: execution_backend='auto' means the automatic choice, so a "
                             "backend of that name could never be selected; choose another name")
+
+
+def write_backend(name: str, path: Union[str, os.PathLike] = ".") -> Path:
+    """Write the distribution of backend ``name`` under ``path``; returns its directory.
+
+    :raises ScaffoldError: ``name`` is not a lowercase identifier or is ``auto``, its distribution
+        name is that of an installed distribution of another backend, ``path`` is a file, or the
+        directory exists.
+    """
+    check_name(name)
     if Path(path).exists() and not Path(path).is_dir():
         raise ScaffoldError(f"--path {path} is a file; give a directory to write the distribution in")
     fields = _fields(name)
