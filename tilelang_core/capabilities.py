@@ -150,6 +150,8 @@ class TargetCapability:
     """Loading a saved kernel (a disk cache hit, tilelang.load) imports no TVM Python package (the conformance suite checks it)."""
 
     def __post_init__(self) -> None:
+        _check_platforms(self)
+        _check_requirements(self.requires)
         if self.dtypes != "all":
             unknown = [d for d in self.dtypes if not is_canonical_dtype(d)]
             if unknown:
@@ -157,6 +159,48 @@ class TargetCapability:
                     f"field 'dtypes': unknown dtype name(s) {unknown}; use TVM's names "
                     f"({', '.join(SCALAR_DTYPES[:14])}, ..., or a vector form such as 'float16x2'), or 'all'"
                 )
+
+
+def _check_platforms(cap: "TargetCapability") -> None:
+    """Refuse an empty list of platforms.
+
+    Before, ``"platforms": []`` was accepted and the target was listed as "unavailable:  only
+    (this is linux)" everywhere; now the declaration is refused, naming the field. (An empty
+    ``build_platforms`` likewise: None means "the same as platforms".)
+    """
+    for name in ("platforms", "build_platforms"):
+        value = getattr(cap, name)
+        if isinstance(value, list) and not value:
+            raise ValueError(f"field '{name}': must list at least one platform (linux, darwin, win32), or be 'all'")
+
+
+def _check_requirements(requires: Requirements) -> None:
+    """Refuse an empty name among the requirements (checked from :class:`TargetCapability`,
+    whose ``__post_init__`` the snapshotted schema already runs).
+
+    Before, ``"executables": [""]`` was accepted and every probe said "unavailable:  not found on
+    PATH" (a requirement that can never be met); now the declaration is refused, naming the field.
+    """
+    for name in ("executables", "shared_libraries", "python_modules"):
+        blank = [entry for entry in getattr(requires, name) if not entry.strip()]
+        if blank:
+            raise ValueError(f"field 'requires.{name}': entries must be non-empty names, got {blank}")
+
+
+def check_priority_types(data: object) -> None:
+    """Refuse a boolean ``targets.<kind>.priority`` in a raw declaration, before validation.
+
+    Before, ``"priority": True`` was accepted as priority 1 (pydantic takes a bool for an int in
+    lax mode, and the value is already 1 when ``__post_init__`` runs); now it is an error naming
+    the field. The check looks at the raw data so the snapshotted core schema stays as it is.
+    """
+    targets = data.get("targets") if isinstance(data, dict) else None
+    if not isinstance(targets, dict):
+        return
+    for kind, cap in targets.items():
+        priority = cap.get("priority") if isinstance(cap, dict) else None
+        if isinstance(priority, bool):
+            raise ValueError(f"field 'targets.{kind}.priority': must be an integer >= 0, got the boolean {priority}")
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -214,6 +258,8 @@ class BackendSpec:
         bad = [n for n in self.supersedes if not _IDENTIFIER.fullmatch(n)]
         if bad:
             raise ValueError(f"field 'supersedes': entries must be lowercase identifiers, got {bad}")
+        if self.name in self.supersedes:  # before: accepted, a backend "replacing" itself
+            raise ValueError(f"field 'supersedes': lists the backend's own name {self.name!r}; list only retired names")
 
 
 @dataclass(kw_only=True, frozen=True)

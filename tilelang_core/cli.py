@@ -82,6 +82,8 @@ def _print_backends(rows: list[dict]) -> None:
         if row["deprecated"]:
             dep = row["deprecated"]
             repl = f", use {dep['replacement']}" if dep.get("replacement") else ""
+            if dep.get("replacement") and dep["replacement"] not in {r["name"] for r in rows}:
+                repl += " (not installed)"
             print(one_line(f"    DEPRECATED since {dep['since']}{repl}. {dep.get('message') or ''}".rstrip()))
         if row["supersedes"]:
             print(f"    supersedes: {', '.join(row['supersedes'])}")
@@ -95,11 +97,25 @@ def _print_backends(rows: list[dict]) -> None:
             print(f"    {kind:<8} priority {t['priority']:<4} {state}")
 
 
+def _plugin_output_to_stderr():
+    """A context in which what plugins print goes to stderr, at the file-descriptor level.
+
+    Before, only ``sys.stdout`` was swapped while plugin code ran (backends/isolation.py), so a
+    probe that ran ``subprocess.run(["cc", "--version"])`` or an import that did ``os.write(1, ...)``
+    put its text on stdout ahead of ``tilelang backends --json``, and the JSON could not be parsed.
+    Now descriptor 1 points at stderr while plugins load and probe, as in ``backends check --json``.
+    """
+    from .conformance.cli import _output_to_stderr
+
+    return _output_to_stderr()
+
+
 def _cmd_backends(args: argparse.Namespace) -> int:
     from .backends import get_registry
 
-    registry = get_registry()
-    rows = _backend_rows(registry)
+    with _plugin_output_to_stderr():
+        registry = get_registry()
+        rows = _backend_rows(registry)
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
@@ -111,16 +127,20 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from .backends import explain_selection, get_registry
 
     kind = _target_kind(args.target)
+    if kind is None and args.target.strip() == "auto":
+        return 2  # _auto_target_kind said why
     if kind is None:
         print(f"tilelang: error: --target {args.target!r} is not a TVM target (a kind such as c, llvm, cuda, metal, "
               f"rocm, or a target string such as 'cuda -arch=sm_90')", file=sys.stderr)
         return 2
-    candidates = explain_selection(kind, get_registry())
+    with _plugin_output_to_stderr():
+        candidates = explain_selection(kind, get_registry())
     chosen = candidates[0].name if candidates and candidates[0].verdict == "chosen" else None
     if getattr(args, "json", False):
-        print(json.dumps({"target": args.target, "chosen": chosen, "candidates": [c.to_dict() for c in candidates]}, indent=2))
+        print(json.dumps({"target": args.target, "kind": kind, "chosen": chosen, "candidates": [c.to_dict() for c in candidates]}, indent=2))
     else:
-        print(f"target {args.target!r}: " + (f"auto selects {chosen!r}" if chosen else "no available backend"))
+        means = f" (here: {kind!r})" if args.target.strip() == "auto" else ""
+        print(f"target {args.target!r}{means}: " + (f"auto selects {chosen!r}" if chosen else "no available backend"))
         for c in candidates:
             prio = f"priority {c.priority}" if c.priority is not None else "-"
             print(f"  {c.name:<12} {c.verdict:<12} {prio:<13} {one_line(c.reason)}")
@@ -129,7 +149,13 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _target_kind(text: str) -> Optional[str]:
-    """The target kind of ``text`` (``"cuda -arch=sm_90"`` -> ``"cuda"``), or None when TVM knows no such target."""
+    """The target kind of ``text`` (``"cuda -arch=sm_90"`` -> ``"cuda"``), or None when TVM knows no such target.
+
+    ``"auto"`` is resolved as ``tilelang.compile`` resolves it (``TILELANG_DEFAULT_TARGET``, else
+    the device torch sees, else ``c``); before, ``--target auto`` was refused as "not a TVM target".
+    """
+    if text.strip() == "auto":
+        return _auto_target_kind()
     try:
         from tvm.target import Target
 
@@ -137,6 +163,19 @@ def _target_kind(text: str) -> Optional[str]:
 
         return str(Target(parse_target_string(text)).kind.name)
     except Exception:  # noqa: BLE001 - TVM's error for an unknown kind; the caller says what is wrong
+        return None
+
+
+def _auto_target_kind() -> Optional[str]:
+    """The kind ``target="auto"`` means here, or None (after saying why on stderr) when
+    ``TILELANG_DEFAULT_TARGET`` cannot be understood."""
+    from .errors import TargetError
+    from .lowering.target import resolve_target
+
+    try:
+        return str(resolve_target("auto").kind.name)
+    except TargetError as exc:
+        print(f"tilelang: error: {exc}", file=sys.stderr)
         return None
 
 
@@ -190,16 +229,37 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     try:
         code = int(args.func(args))
+        sys.stdout.flush()  # a pipe closed early shows here, not at the interpreter's exit
+    except BrokenPipeError:  # output piped into a pager or `head` that closed early
+        return _stdout_closed()
     except (TileLangError, OSError) as exc:  # OSError: a path that cannot be written or read
         print(f"tilelang: error: {exc}", file=sys.stderr)
         code = 1
-    except BrokenPipeError:  # output piped into a pager or `head` that closed early
-        sys.stderr.close()
-        return 0
     except KeyboardInterrupt:  # Ctrl-C: one line, the shell's status for SIGINT
         print("\ntilelang: interrupted", file=sys.stderr)
         return 130
     return code
+
+
+#: Exit status when the reader of stdout went away: the shell's status for death by SIGPIPE (128 + 13).
+BROKEN_PIPE_EXIT = 141
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout closed it early (``tilelang ... | head -1``): exit quietly.
+
+    Before, ``BrokenPipeError`` (an ``OSError``) was caught by the general ``OSError`` branch, so
+    the command printed ``tilelang: error: [Errno 32] Broken pipe`` and exited 1; and a pipe that
+    closed at the final flush made the interpreter print "Exception ignored ... BrokenPipeError"
+    and exit 120. Now stdout is pointed at ``/dev/null`` (so the interpreter's last flush cannot
+    fail again), nothing is printed, and the status is :data:`BROKEN_PIPE_EXIT` (141, what a shell
+    reports for a program ended by SIGPIPE, as ``cat`` or ``grep`` would be).
+    """
+    with contextlib.suppress(Exception):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return BROKEN_PIPE_EXIT
 
 
 def console_main() -> int:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def check_requirements(requires: Requirements, distribution: Optional[str] = None,
-                       native_env: Optional[str] = None) -> Availability:
+                       native_env: Optional[str] = None, native_program: str = "cc") -> Availability:
     """Check declared executables, shared libraries and Python modules, without importing them.
 
     A missing Python module's reason says how to install it, from ``distribution``'s declared
@@ -29,6 +29,9 @@ def check_requirements(requires: Requirements, distribution: Optional[str] = Non
     """
     for exe in requires.executables:
         if shutil.which(exe) is None:
+            unsplittable = _unsplittable_setting(native_env, native_program)
+            if unsplittable is not None:
+                return Availability.no(unsplittable)
             setting = os.environ.get(native_env, "") if native_env else ""
             where = f" (it is ${native_env}={setting!r}; set {native_env} to an installed compiler or unset it)" if (
                 setting.strip()) else ""
@@ -46,6 +49,25 @@ def check_requirements(requires: Requirements, distribution: Optional[str] = Non
                 f"Python module '{module}' is not installed; install it with: {install_hint(module, distribution)}"
             )
     return Availability.yes()
+
+
+def _unsplittable_setting(native_env: Optional[str], program: str) -> Optional[str]:
+    """Why ``$native_env`` is not a command line (an unbalanced quote), or None.
+
+    Before, a declaration's program taken from such a value (``program_from_env`` gives the whole
+    value back) was looked up on PATH, and the probe said ``"unbalanced not found on PATH``; now
+    it says what building would: the SettingError of :func:`command_from_env`, naming the variable.
+    """
+    from ..env_commands import command_from_env
+    from ..errors import SettingError
+
+    if not native_env:
+        return None
+    try:
+        command_from_env(native_env, program)
+    except SettingError as exc:
+        return str(exc)
+    return None
 
 
 def probe_backend(record: "BackendRecord", target_kind: str) -> Availability:
@@ -78,8 +100,9 @@ def _probe(record: "BackendRecord", target_kind: str, cap: TargetCapability) -> 
     runs_here = _on(cap.platforms)
     if not runs_here and (cap.build_platforms is None or not _on(cap.build_platforms)):
         return Availability.no(f"{', '.join(cap.platforms)} only (this is {sys.platform})")
-    declared = check_requirements(cap.requires, record.distribution,
-                                  cap.native_compiler.env if cap.native_compiler is not None else None)
+    compiler = cap.native_compiler
+    declared = check_requirements(cap.requires, record.distribution, compiler.env if compiler is not None else None,
+                                  compiler.program if compiler is not None else "cc")
     if not declared.available:
         return declared
     if not record.implements("tilelang_backend_probe"):

@@ -237,7 +237,23 @@ def warn_if_deprecated(record: BackendRecord, stacklevel: int = 2) -> None:
     record._deprecation_warned = True  # once per loaded plugin (so once per process)
     message = f"execution backend {record.name!r} is deprecated since {record.distribution} {dep.since}"
     if dep.replacement:
-        message += f"; use execution_backend={dep.replacement!r} instead"
+        message += f"; use execution_backend={dep.replacement!r} instead{_not_installed(dep.replacement)}"
     if dep.message:
         message += f". {dep.message}"
     warnings.warn(message, DeprecationWarning, stacklevel=stacklevel)
+
+
+def _not_installed(name: str) -> str:
+    """`` (not installed)`` when no installed plugin is named ``name``, else nothing.
+
+    Before, a ``deprecated.replacement`` naming no installed backend (a typo, or one not yet
+    published) was passed on as "use execution_backend='nosuchbackend' instead" as if it would
+    work; it cannot be refused when declared (the replacement may simply not be installed here).
+    """
+    from .registry import get_registry
+
+    try:
+        installed = name in get_registry().names()
+    except Exception:  # noqa: BLE001 - only a hint: never let it hide the deprecation itself
+        return ""
+    return "" if installed else " (not installed)"

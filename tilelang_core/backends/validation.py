@@ -7,7 +7,7 @@ from typing import Any
 from pydantic_core import ValidationError
 
 from .. import schema
-from ..capabilities import BackendSpec
+from ..capabilities import BackendSpec, check_priority_types
 from ..errors import InvalidBackendSpecError
 from .discovery import BackendEntryPoint
 
@@ -33,6 +33,10 @@ def validate_declaration(raw: Any, ep: BackendEntryPoint, api_version: int) -> B
     data.setdefault("distribution", ep.distribution or "unknown")
     data.setdefault("version", ep.version or "0")
     data.setdefault("plugin_api_version", api_version)
+    try:
+        check_priority_types(data)
+    except ValueError as exc:
+        raise InvalidBackendSpecError(f"{where} has an invalid capability declaration: {exc}") from None
     try:
         spec = schema.validate_python(BackendSpec, data)
     except ValidationError as exc:

@@ -23,14 +23,16 @@ def _cmd_info(args: argparse.Namespace) -> int:
     from ..cli import one_line
     from . import info
 
-    data = info()
+    data = _info_or_unusable(info)
+    data.setdefault("not_private", _not_private())
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
     state = " (disabled by TILELANG_DISABLE_CACHE)" if data["disabled"] else ""
     print(f"location: {one_line(data['location'])}{state}")
-    if data.get("not_a_cache"):
-        print(f"warning:  {one_line(data['not_a_cache'])}")
+    for problem in ("not_a_cache", "not_private"):
+        if data.get(problem):
+            print(f"warning:  {one_line(data[problem])}")
     print(f"entries:  {data['entries']}")
     print(f"size:     {_human(data['bytes'])}")
     for name, row in sorted(data["backends"].items()):
@@ -42,6 +44,50 @@ def _cmd_info(args: argparse.Namespace) -> int:
         for item in junk:
             print(f"  {one_line(item['path'])} ({item['kind']})")
     return 0
+
+
+def _info_or_unusable(info) -> dict:
+    """``info()``, or, when the cache directory's path cannot even be looked at (a name too long for
+    the system), the report of an empty cache whose ``not_a_cache`` says why.
+
+    Before, ``tilelang cache info`` ended with a raw ``[Errno 36] File name too long`` there; now
+    it shows the location and the problem as a warning, like for a path that is a file.
+    """
+    from . import cache_dir
+    from .location import cache_disabled
+    from .ownership import not_a_directory
+
+    try:
+        return info()
+    except OSError:
+        reason = not_a_directory(cache_dir())
+        if reason is None:
+            raise
+    return {"location": str(cache_dir()), "exists": False, "not_a_cache": reason, "disabled": cache_disabled(),
+            "entries": 0, "bytes": 0, "backends": {}, "memory_entries": 0, "junk": []}
+
+
+def _not_private() -> "str | None":
+    """Why the cache directory is refused as one others could write to or redirect (what ``clear``,
+    ``prune`` and compiling raise as a CacheError, e.g. "chmod 700 ..."), else None.
+
+    Before, ``tilelang cache info`` said nothing about a world-writable cache folder that every
+    other command refuses; now it shows the same problem as a warning.
+    """
+    from ..errors import CacheError
+    from . import cache_dir
+    from .location import check_private
+
+    directory = cache_dir()
+    try:
+        if not directory.is_dir():
+            return None
+        check_private(directory)
+    except CacheError as exc:
+        return str(exc)
+    except OSError:  # a file, a name too long, ...: not_a_cache says so
+        return None
+    return None
 
 
 def _row_note(name: str, row: dict) -> str:

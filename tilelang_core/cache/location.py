@@ -18,11 +18,29 @@ CACHE_DIR_ENV = "TILELANG_CACHE_DIR"
 DISABLE_ENV = "TILELANG_DISABLE_CACHE"
 
 _TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
 
 
 def cache_disabled() -> bool:
-    """Whether ``TILELANG_DISABLE_CACHE`` turns the kernel cache off."""
-    return os.environ.get(DISABLE_ENV, "").strip().lower() in _TRUE
+    """Whether ``TILELANG_DISABLE_CACHE`` turns the kernel cache off.
+
+    Before, a value it did not know (``2``, ``bogus``, a typo of ``true``) silently meant
+    "enabled". Now the usual spellings are read (``1``/``true``/``yes``/``on`` off,
+    ``0``/``false``/``no``/``off`` or empty or unset on, any case) and another value is an error.
+
+    :raises SettingError: the value is none of these, naming the variable and what it accepts.
+    """
+    value = os.environ.get(DISABLE_ENV, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    from ..errors import SettingError
+
+    raise SettingError(
+        f"${DISABLE_ENV}={os.environ[DISABLE_ENV]!r} is not a yes/no value; set it to 1 (or true, yes, on) to "
+        f"turn the kernel cache off, 0 (or false, no, off) or unset it to keep it on"
+    )
 
 
 def default_cache_dir() -> Path:

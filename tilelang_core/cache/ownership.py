@@ -92,8 +92,16 @@ def foreign_reason(directory: Path) -> str | None:
 
 
 def not_a_directory(path: Path) -> str | None:
-    """Why the cache cannot use ``path`` when it exists and is not a directory (a file), or when a
-    symbolic link on the way to it is in a loop or leads nowhere, else None."""
+    """Why the cache cannot use ``path`` when it exists and is not a directory (a file), when a
+    symbolic link on the way to it is in a loop or leads nowhere, when a folder on the way is a
+    file, or when the path is too long for the system, else None.
+
+    Before, ``Path.exists()`` answered: it took a path below a file (``.../afile/sub``, ENOTDIR)
+    for one that does not exist yet, so ``tilelang cache clear`` said "removed 0 cached kernels"
+    and ``info`` warned of nothing, and it raised on a name too long (ENAMETOOLONG), so the
+    commands ended with a raw ``[Errno 36] File name too long``. Now ``os.stat`` answers, and both
+    give a reason, handled like the path that is a file.
+    """
     from .location import link_problem
 
     path = Path(path)
@@ -101,10 +109,40 @@ def not_a_directory(path: Path) -> str | None:
     if problem is not None:
         return (f"kernel cache directory {path}: {problem}. Until then the cache keeps kernels in memory only and "
                 f"has nothing there to list or clear (or set TILELANG_CACHE_DIR to a new or empty directory)")
-    if not path.exists() or path.is_dir():
+    problem = _stat_problem(path)
+    if problem is None:
         return None
-    return (f"{path} is not a directory, so the cache keeps kernels in memory only and has nothing there to "
+    return (f"{path} {problem}, so the cache keeps kernels in memory only and has nothing there to "
             f"list or clear. Set TILELANG_CACHE_DIR to a new or empty directory")
+
+
+def _stat_problem(path: Path) -> str | None:
+    """What keeps ``path`` from being a directory, as words after the path; None when it is one or
+    does not exist yet (the cache creates it)."""
+    import errno
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        return f"cannot be a directory: {_file_on_the_way(path)} is a file, not a folder"
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            return "is a name too long for this system (a part of it is longer than the file system allows)"
+        raise  # permission denied on the way, ...: the command says so, as before
+    return None if stat.S_ISDIR(mode) else "is not a directory"
+
+
+def _file_on_the_way(path: Path) -> Path:
+    """The first folder on the way to ``path`` that is not a folder (ENOTDIR below it)."""
+    for parent in reversed(Path(os.path.abspath(path)).parents):
+        try:
+            if not stat.S_ISDIR(os.stat(parent).st_mode):
+                return parent
+        except OSError:
+            break
+    return path.parent
 
 
 def claim(directory: Path) -> None:
