@@ -105,9 +105,9 @@ def _plugin_output_to_stderr():
     put its text on stdout ahead of ``tilelang backends --json``, and the JSON could not be parsed.
     Now descriptor 1 points at stderr while plugins load and probe, as in ``backends check --json``.
     """
-    from .conformance.cli import _output_to_stderr
+    from .backends.isolation import output_to_stderr
 
-    return _output_to_stderr()
+    return output_to_stderr()
 
 
 def _cmd_backends(args: argparse.Namespace) -> int:

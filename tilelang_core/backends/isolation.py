@@ -25,6 +25,7 @@ after flushing its output when there are any, so its exit status stays the one i
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -75,6 +76,30 @@ def _stdout_to_stderr() -> Iterator[None]:
             _redirect_depth -= 1
             if _redirect_depth == 0:
                 sys.stdout, _saved_stdout = _saved_stdout, None
+
+
+@contextlib.contextmanager
+def output_to_stderr() -> Iterator[None]:
+    """Inside, what is printed goes to stderr: ``sys.stdout`` and, where it is a real file, file
+    descriptor 1 (what a plugin's subprocesses, compilers or ``os.write(1, ...)`` print), so that
+    the ``--json`` output of ``tilelang backends`` and ``tilelang backends check`` alone is on stdout."""
+    sys.stdout.flush()
+    try:
+        out, err = sys.stdout.fileno(), sys.stderr.fileno()
+        saved: Optional[int] = os.dup(out)
+    except (AttributeError, OSError, ValueError):  # no file descriptor (captured by pytest)
+        saved = None
+    if saved is not None:
+        os.dup2(err, out)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        if saved is not None:
+            os.dup2(saved, out)
+            os.close(saved)
 
 
 @dataclass

@@ -8,7 +8,9 @@ import json
 import os
 import shlex
 import sys
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Union
+
+from ..backends.isolation import output_to_stderr
 
 
 def add_backend_kit_commands(backends_subparsers: Any) -> None:
@@ -55,7 +57,7 @@ def _run_check(args: argparse.Namespace, suite: Any) -> int:
     from ..cli import one_line
 
     as_json = getattr(args, "json", False)
-    quiet = _output_to_stderr() if as_json else contextlib.nullcontext()
+    quiet = output_to_stderr() if as_json else contextlib.nullcontext()
     with quiet:
         header = f"conformance of {suite.name} ({suite.record.distribution} {suite.record.version})"
         if not as_json:
@@ -88,29 +90,6 @@ def _run_check(args: argparse.Namespace, suite: Any) -> int:
             print(f"  ({count} checks of target {target!r} skipped: it cannot run here)")
         print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
     return 1 if counts["fail"] else 0
-
-
-@contextlib.contextmanager
-def _output_to_stderr() -> Iterator[None]:
-    """Inside, what is printed goes to stderr: ``sys.stdout`` and, where it is a real file, file
-    descriptor 1 (what compilers a hook runs print), so that ``--json`` output alone is on stdout."""
-    sys.stdout.flush()
-    try:
-        out, err = sys.stdout.fileno(), sys.stderr.fileno()
-        saved: Optional[int] = os.dup(out)
-    except (AttributeError, OSError, ValueError):  # no file descriptor (captured by pytest)
-        saved = None
-    if saved is not None:
-        os.dup2(err, out)
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        with contextlib.suppress(Exception):
-            sys.stderr.flush()
-        if saved is not None:
-            os.dup2(saved, out)
-            os.close(saved)
 
 
 def _cmd_new(args: argparse.Namespace) -> int:
