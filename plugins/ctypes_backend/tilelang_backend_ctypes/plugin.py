@@ -60,7 +60,6 @@ class Kernel:
 
     def __init__(self, artifact: Any, options: Any, directory: Path) -> None:
         import ctypes
-        import shutil
         import weakref
 
         from tilelang_core.calling import CallChecker, ctypes_assert_message, ctypes_type
@@ -75,8 +74,9 @@ class Kernel:
         self.checker = CallChecker(artifact, options.out_idx)
         self.assert_message = ctypes_assert_message(library, entry)  # a failed T.device_assert's text
         # The folder is this kernel's own (a build's, or a private copy of a saved one): remove it with
-        # the kernel. The loaded library stays mapped; a failed build keeps its folder for the error.
-        weakref.finalize(self, shutil.rmtree, str(self.directory), True)
+        # the kernel, and give the library back (it stayed mapped before: 5 maps and ~25 KB for each
+        # load, for the life of the process). A failed build keeps its folder for the error.
+        weakref.finalize(self, _release, library._handle, str(self.directory))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Check the call, allocate the outputs, run the entry function (ctypes releases the GIL)."""
@@ -85,6 +85,15 @@ class Kernel:
                   else call.symbols[a.symbol] if a.symbol else call.values[a.param_index] for a in self.args]
         call.check_status(self.function(*values), self.assert_message)
         return call.result()
+
+
+def _release(handle: int, directory: str) -> None:
+    """Unload a freed kernel's library (``dlclose``) and remove its folder."""
+    import _ctypes
+    import shutil
+
+    _ctypes.dlclose(handle)
+    shutil.rmtree(directory, True)
 
 
 @hookimpl

@@ -1113,7 +1113,12 @@ static void tl_kernel_dealloc(PyObject *self) {
   Py_XDECREF(k->api_owner);
   Py_XDECREF(k->arg_names);
   Py_XDECREF((PyObject *)k->tensor_type);
-  /* the shared library stays loaded: another kernel object may use the same file */
+  /* Each kernel object dlopen()ed its library once: give that reference back, so that a library
+     no kernel uses any more is unmapped (every unpickle or tilelang.load maps a new copy: 5 maps and
+     ~25 KB each, for the life of the process before, until dlopen failed). CUDA libraries stay
+     loaded: their static CUDA runtime registered the kernels with the driver, and unloading them
+     under a live context has not been tried on a GPU. */
+  if (k->lib && k->device_type == TL_DL_CPU) dlclose(k->lib);
   Py_TYPE(self)->tp_free(self);
 }
 
@@ -1232,6 +1237,7 @@ static int tl_kernel_open_library(tl_kernel *k, const char *path, const char *en
   k->entry = (tl_entry_fn)dlsym(lib, entry);
   if (!k->entry) {
     PyErr_Format(PyExc_OSError, "kernel library %s has no symbol %s", path, entry);
+    dlclose(lib);
     return -1;
   }
   k->errstr = errstr && errstr[0] ? (tl_errstr_fn)dlsym(lib, errstr) : NULL;
@@ -1242,6 +1248,8 @@ static int tl_kernel_open_library(tl_kernel *k, const char *path, const char *en
     tl_block_launcher_fn *slot = (tl_block_launcher_fn *)dlsym(lib, launcher);
     if (!slot) {
       PyErr_Format(PyExc_OSError, "kernel library %s has no block launcher variable %s", path, launcher);
+      k->entry = NULL;
+      dlclose(lib);
       return -1;
     }
     *slot = tl_block_launcher;

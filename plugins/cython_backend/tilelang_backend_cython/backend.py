@@ -201,7 +201,7 @@ def load(artifact: KernelArtifact, directory: Path, options: BuildOptions) -> An
 
     try:
         load_as = dlopen_path(library)  # never a library loaded earlier from this path
-        found = identity.library_id(Path(load_as))
+        found = identity.library_id(Path(load_as), keep_loaded=plan.get("device") == "cuda")
     except OSError as exc:
         raise ArtifactError(f"cannot load cython kernel from {directory}: {exc}; recompile the kernel") from None
     expected = identity.kernel_id(artifact, plan)

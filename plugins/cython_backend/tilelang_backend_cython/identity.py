@@ -39,11 +39,17 @@ def c_definition(kid: str, *, cuda: bool) -> str:
     )
 
 
-def library_id(library: Path) -> Optional[str]:
+def library_id(library: Path, *, keep_loaded: bool = False) -> Optional[str]:
     """The kernel hash ``library`` carries, or None when it defines no identity constant.
+
+    The library is loaded to read it, then given back (``dlclose``) unless ``keep_loaded``: before,
+    it stayed mapped for the life of the process, also after the kernel loaded from it was freed
+    (every unpickle or ``tilelang.load`` maps a new copy). CUDA libraries are kept (their static
+    CUDA runtime registers the kernels with the driver; unloading them is not tried here).
 
     :raises OSError: the library cannot be loaded.
     """
+    import _ctypes
     import ctypes
     import os
 
@@ -53,5 +59,8 @@ def library_id(library: Path) -> Optional[str]:
         raw = (ctypes.c_char * size).in_dll(lib, ID_SYMBOL).raw
     except ValueError:  # no such symbol
         return None
+    finally:
+        if not keep_loaded:
+            _ctypes.dlclose(lib._handle)
     text = raw.split(b"\0", 1)[0].decode("ascii", "replace")
     return text[len(ID_PREFIX):] if text.startswith(ID_PREFIX) else None
