@@ -143,9 +143,12 @@ def test_a_second_process_gets_the_tuned_kernel_without_building(kit):
                           env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["config"] == {"speed": 4} and out["from_cache"] is True and out["key"] == kernel.cache_key
-    assert kit.log("builds") == builds  # nothing built (the build hook logs every build)
-    assert kit.log("loads") == ["vadd_s4"]  # the best kernel came out of the kernel cache
+    # every part said on failure: this test failed once, rarely, under heavy load (cause not found)
+    seen = (f"second process: {out}; its stderr: {proc.stderr[-2000:]!r}; first process: config {kernel.config}, "
+            f"key {kernel.cache_key}; records {[p.name for p in kit.records()]}")
+    assert out["config"] == {"speed": 4} and out["from_cache"] is True and out["key"] == kernel.cache_key, seen
+    assert kit.log("builds") == builds, seen  # nothing built (the build hook logs every build)
+    assert kit.log("loads") == ["vadd_s4"], seen  # the best kernel came out of the kernel cache
 
 
 def test_a_record_whose_kernel_is_gone_compiles_only_the_best_config(kit):
