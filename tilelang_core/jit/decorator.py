@@ -306,32 +306,34 @@ class JitFunction:
         if kernel is not None:
             return kernel
         key, _ = getattr(self.func, "parse_args", self.parse_args)(*args, **kwargs)
-        kernel = self._kernel_for(key)
+        types = value_types(key)
+        kernel = self._kernel_for(key, types)
         if kernel is None:
             kernel = self._build(args, kwargs, self.options.get("target", "auto"))
             with self._lock:
-                kernel = self._kernel_for(key) or self._keep(key, kernel)
+                kernel = self._kernel_for(key, types) or self._keep(key, types, kernel)
         self._call_form_cache[form] = kernel
         return kernel
 
-    def _kernel_for(self, key: Any) -> Optional[JITKernel]:
+    def _kernel_for(self, key: Any, types: Any) -> Optional[JITKernel]:
         """The kernel compiled for the bound-arguments ``key`` and the types of its values: a key
         equal to another (``1`` and ``1.0``, ``1`` and ``True``) of other types is another kernel
         (``a // 2`` and ``a // 2.0`` are not the same operation). ``_kernel_cache`` stays keyed by
         ``parse_args`` alone, as TileLang's is; the first kernel of a key is kept there, the others
-        in ``_typed_kernels``. A kernel put there from outside counts for every type."""
-        types = value_types(key)
+        in ``_typed_kernels``. A kernel put there from outside counts for every type. ``types`` is
+        :func:`~.binding.value_types` of ``key``."""
         kernel = self._kernel_cache.get(key)
         if kernel is not None and self._key_types.get(key, types) == types:
             return kernel
         return self._typed_kernels.get((key, types))
 
-    def _keep(self, key: Any, kernel: JITKernel) -> JITKernel:
+    def _keep(self, key: Any, types: Any, kernel: JITKernel) -> JITKernel:
+        """Keep ``kernel`` for ``key`` and its value ``types`` (see :meth:`_kernel_for`)."""
         if key not in self._kernel_cache:
             self._kernel_cache[key] = kernel
-            self._key_types[key] = value_types(key)
+            self._key_types[key] = types
         else:
-            self._typed_kernels[(key, value_types(key))] = kernel
+            self._typed_kernels[(key, types)] = kernel
         return kernel
 
     def _call_direct(self, args: tuple, kwargs: dict[str, Any], tensor_type: Any) -> Any:
