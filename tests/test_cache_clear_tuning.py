@@ -1,4 +1,5 @@
-"""`tilelang cache clear` also removes the autotuner's stored results, without following links."""
+"""`tilelang cache clear` also removes the autotuner's stored results, without following links,
+and keeps plain files it did not write."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ def test_clear_removes_tuning_records_and_never_follows_links(tmp_path):
     (outside / "keep.txt").write_text("precious")
     os.symlink(outside, shard / "link-to-user-data")
     os.symlink(outside, root / "autotune" / "cd")
+    (shard / "notes.txt").write_text("the user's")  # a plain file the cache never writes there
 
     report = cache.clear_report()
 
@@ -29,3 +31,4 @@ def test_clear_removes_tuning_records_and_never_follows_links(tmp_path):
     assert not os.path.lexists(root / "autotune" / "cd")
     assert (outside / "keep.txt").read_text() == "precious"
     assert str(shard / "link-to-user-data") in report["removed_junk"]
+    assert (shard / "notes.txt").read_text() == "the user's" and report["kept"] == [str(shard / "notes.txt")]

@@ -103,7 +103,7 @@ def test_clear_unlinks_a_shard_that_is_a_link_and_never_follows_it(env):
     assert not os.path.lexists(link) and not entry.exists()
 
 
-def test_info_reports_junk_apart_from_entries_and_clear_unlinks_it(env):
+def test_info_reports_junk_apart_from_entries_and_clear_unlinks_links_but_keeps_files(env):
     entry = saved_entry(env)
     user = user_folder(env.tmp)
     before = tree(user)
@@ -139,9 +139,13 @@ def test_info_reports_junk_apart_from_entries_and_clear_unlinks_it(env):
     out = subprocess.run([*cli, "clear"], capture_output=True, text=True, check=True, timeout=TIMEOUT).stdout
     assert "removed 1 cached kernel" in out and f"unlinked {kernels / 'zz'}" in out and "kept" in out
     assert tree(user) == before
-    assert sorted(p.name for p in kernels.iterdir()) == ["mine"]  # the user's folder is kept
+    assert f"unlinked {kernels / 'fifo'}" in out and f"kept {kernels / 'README'}" in out
+    # links and the FIFO go; the user's folder and plain files are kept (the cache writes neither there)
+    assert sorted(p.name for p in kernels.iterdir()) == sorted(["README", "mine", shard.name])
     assert (kernels / "mine" / "data.bin").exists()
-    assert tilelang.cache.info()["junk"] == [{"path": str(kernels / "mine"), "kind": "a directory"}]
+    assert (kernels / "README").read_text() == "a file" and (shard / "junk.txt").read_text() == "a file in a shard"
+    assert sorted((Path(j["path"]).name, j["kind"]) for j in tilelang.cache.info()["junk"]) == [
+        ("README", "a regular file"), ("junk.txt", "a regular file"), ("mine", "a directory")]
 
 
 # --- §2: the way to the cache directory ---------------------------------------------------------

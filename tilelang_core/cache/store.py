@@ -494,10 +494,7 @@ class DiskCache:
         for directory in entries:
             _tally(report, "entries", directory, self._trash(directory))
         for path, kind in junk:
-            if kind == "a directory":
-                report["kept"].append(str(path))
-            else:
-                _tally(report, "removed_junk", path, _remove(path))
+            _clear_junk(report, path, kind)
         with contextlib.suppress(OSError):
             for shard, sst in _children(self.kernels_dir):
                 if stat.S_ISDIR(sst.st_mode) and _SHARD_NAME.fullmatch(shard.name):
@@ -642,23 +639,34 @@ class DiskCache:
         except FileNotFoundError:
             return
         if not stat.S_ISDIR(st.st_mode):
-            _tally(report, "removed_junk", base, _remove(base))
+            _clear_junk(report, base, trust.describe_kind(st))
             return
         for shard, sst in _children(base):
-            if stat.S_ISDIR(sst.st_mode) and not _SHARD_NAME.fullmatch(shard.name):
-                report["kept"].append(str(shard))
-                continue
-            if not stat.S_ISDIR(sst.st_mode):
-                _tally(report, "removed_junk", shard, _remove(shard))
+            if not (stat.S_ISDIR(sst.st_mode) and _SHARD_NAME.fullmatch(shard.name)):
+                _clear_junk(report, shard, trust.describe_kind(sst))
                 continue
             for path, fst in _children(shard):
-                if stat.S_ISDIR(fst.st_mode):
-                    report["kept"].append(str(path))
-                    continue
                 is_record = stat.S_ISREG(fst.st_mode) and path.suffix == ".json" and _KEY_NAME.fullmatch(path.stem)
-                _tally(report, "tuning_records" if is_record else "removed_junk", path, _remove(path))
+                if is_record:
+                    _tally(report, "tuning_records", path, _remove(path))
+                else:
+                    _clear_junk(report, path, trust.describe_kind(fst))
             with contextlib.suppress(OSError):
                 shard.rmdir()  # only when empty
+
+
+_KEPT_KINDS = ("a directory", "a regular file")  # as trust.describe_kind names them
+
+
+def _clear_junk(report: dict[str, Any], path: Path, kind: str) -> None:
+    """What ``clear`` does with an item the cache did not name: folders and regular files are
+    kept and listed in ``kept`` (the cache never writes either outside its entries and records,
+    so someone put them there: their data is not the cache's to delete); links, FIFOs and other
+    special files are unlinked (what a link points to is untouched) and listed in ``removed_junk``."""
+    if kind in _KEPT_KINDS:
+        report["kept"].append(str(path))
+    else:
+        _tally(report, "removed_junk", path, _remove(path))
 
 
 def _tally(report: dict[str, Any], field: Optional[str], path: Path, problem: Optional[str]) -> None:
