@@ -38,12 +38,14 @@ def check_stored_value(buffer: Any, indices: Any, value: Any) -> None:
     a string, ``None``, a tuple), naming the store ``buffer[indices]``."""
     from tvm import tirx
 
+    from .expression_depth import check_store_depth
     from .operand_checks import _given, _is_region
     from .tileops._common import is_buffer, location
     from ..errors import LoweringError
 
     value = getattr(value, "scalar", value)  # T.alloc_var's wrapper
     if isinstance(value, Number) or (isinstance(value, tirx.Expr) and not is_buffer(value) and not _is_region(value)):
+        check_store_depth(getattr(buffer, "name", None) or "the buffer", value, indices)  # before anything prints it
         _check_slice_store(buffer, indices, value)
         return
     if _is_region(value) or is_buffer(value):
