@@ -109,6 +109,16 @@ def test_cache_name_too_long_is_a_reason_not_an_errno(tmp_path, command):
     assert out.returncode == (0 if command == "info" else 1)
 
 
+def test_the_python_api_names_a_cache_name_too_long_as_the_command_does(tmp_path):
+    from tilelang_core.cache.store import get_cache
+
+    cache = get_cache(tmp_path / ("x" * 300))  # Path.is_dir raised [Errno 36] in info, clear and prune
+    info = cache.info()
+    assert info["exists"] is False and info["entries"] == 0
+    assert "name too long for this system" in info["not_a_cache"]
+    assert cache.clear() == 0 and cache.prune(0) == {"unused": 0, "not_installed": 0, "unreadable": 0}
+
+
 # -- 5. cache info shows a world-writable cache folder -----------------------------------------
 
 def test_cache_info_warns_of_a_world_writable_folder(tmp_path):

@@ -680,6 +680,17 @@ def _tally(report: dict[str, Any], field: Optional[str], path: Path, problem: Op
         report[field] += 1
 
 
+def _is_dir(path: Path) -> bool:
+    """Whether ``path`` is a directory (following links), False where it cannot be looked at.
+    ``Path.is_dir`` raised on a name too long for the system (ENAMETOOLONG), so
+    ``tilelang.cache.info()`` ended with a raw ``[Errno 36] File name too long`` where the command
+    names the problem; :func:`~tilelang_core.cache.ownership.not_a_directory` says why."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def _children(directory: Path) -> list[tuple[Path, os.stat_result]]:
     """The entries of ``directory`` with their ``lstat``, sorted by name (empty if it is gone)."""
     try:
@@ -798,7 +809,7 @@ class KernelCache:
         others could write to, or not the cache's own (a user's folder named by mistake).
         """
         self.memory.clear()
-        if not self.root.is_dir():
+        if not _is_dir(self.root):
             return {"entries": 0, "tuning_records": 0, "removed_junk": [], "kept": [], "in_use": [], "failed": []}
         check_private(self.root)
         return self.disk.clear()
@@ -816,7 +827,7 @@ class KernelCache:
         Raises :class:`CacheError` (and removes nothing) when the directory is one others could
         write to, or not the cache's own.
         """
-        if not self.root.is_dir():
+        if not _is_dir(self.root):
             return {**{why: 0 for why in PRUNE_REASONS}, "other_core_kept": 0, "failed": []}
         check_private(self.root)
         return self.disk.prune(older_than_days)
@@ -836,8 +847,8 @@ class KernelCache:
         """
         per_backend: dict[str, dict[str, Any]] = {}
         total = 0
-        entries = self.disk.survey() if self.root.is_dir() else []
-        junk = self.disk.scan()[1] if self.root.is_dir() else []
+        entries = self.disk.survey() if _is_dir(self.root) else []
+        junk = self.disk.scan()[1] if _is_dir(self.root) else []
         for directory, meta, writer in entries:
             size = _dir_size(directory)
             total += size
@@ -856,8 +867,8 @@ class KernelCache:
             row["compiled_at_load"] += bool(meta and meta.compiled_at_load)
         return {
             "location": str(self.root),
-            "exists": self.root.is_dir(),
-            "not_a_cache": ownership.foreign_reason(self.root) if self.root.is_dir() else ownership.not_a_directory(self.root),
+            "exists": _is_dir(self.root),
+            "not_a_cache": ownership.foreign_reason(self.root) if _is_dir(self.root) else ownership.not_a_directory(self.root),
             "disabled": cache_disabled(),
             "entries": len(entries),
             "bytes": total,
