@@ -41,8 +41,13 @@ def install(site, name, targets=None, **fields):
         ({"c": cap(requires={"python_modules": [" "]})}, {}, "field 'requires.python_modules': entries must be non-empty"),
         ({"c": cap(priority=True)}, {}, "field 'targets.c.priority': must be an integer >= 0, got the boolean True"),
         ({"c": cap()}, {"supersedes": ["selfish", "older"]}, "field 'supersedes': lists the backend's own name 'selfish'"),
+        ({"c": cap()}, {"plugin_api_version": True}, "field 'plugin_api_version': must be an integer >= 1 "
+                                                     "(tilelang_core.PLUGIN_API_VERSION), got bool True"),
+        ({"c": cap()}, {"plugin_api_version": "1"}, "field 'plugin_api_version': must be an integer >= 1 "
+                                                    "(tilelang_core.PLUGIN_API_VERSION), got str '1'"),
     ],
-    ids=["empty-platforms", "empty-build-platforms", "empty-executable", "blank-module", "bool-priority", "supersedes-self"],
+    ids=["empty-platforms", "empty-build-platforms", "empty-executable", "blank-module", "bool-priority", "supersedes-self",
+         "bool-api-version", "str-api-version"],
 )
 def test_bad_declarations_are_refused_naming_the_field(site, targets, fields, expected):
     record = install(site, "selfish", targets, **fields)

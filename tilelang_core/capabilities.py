@@ -187,13 +187,19 @@ def _check_requirements(requires: Requirements) -> None:
             raise ValueError(f"field 'requires.{name}': entries must be non-empty names, got {blank}")
 
 
-def check_priority_types(data: object) -> None:
-    """Refuse a boolean ``targets.<kind>.priority`` in a raw declaration, before validation.
+def check_integer_types(data: object) -> None:
+    """Refuse a boolean ``targets.<kind>.priority``, and a ``plugin_api_version`` that is not an
+    integer, in a raw declaration, before validation.
 
-    Before, ``"priority": True`` was accepted as priority 1 (pydantic takes a bool for an int in
-    lax mode, and the value is already 1 when ``__post_init__`` runs); now it is an error naming
-    the field. The check looks at the raw data so the snapshotted core schema stays as it is.
+    Before, ``"priority": True`` was accepted as priority 1, and ``"plugin_api_version": True``
+    or ``"1"`` as version 1 (pydantic takes a bool or a numeric string for an int in lax mode, and
+    the value is already 1 when ``__post_init__`` runs); now each is an error naming the field.
+    The check looks at the raw data so the snapshotted core schema stays as it is.
     """
+    version = data.get("plugin_api_version") if isinstance(data, dict) else None
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise ValueError(f"field 'plugin_api_version': must be an integer >= 1 (tilelang_core.PLUGIN_API_VERSION), "
+                         f"got {type(version).__name__} {version!r}")
     targets = data.get("targets") if isinstance(data, dict) else None
     if not isinstance(targets, dict):
         return

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic_core import ValidationError
 
 from .. import schema
-from ..capabilities import BackendSpec, check_priority_types
+from ..capabilities import BackendSpec, check_integer_types
 from ..errors import InvalidBackendSpecError
 from .discovery import BackendEntryPoint
 
@@ -34,7 +34,7 @@ def validate_declaration(raw: Any, ep: BackendEntryPoint, api_version: int) -> B
     data.setdefault("version", ep.version or "0")
     data.setdefault("plugin_api_version", api_version)
     try:
-        check_priority_types(data)
+        check_integer_types(data)
     except ValueError as exc:
         raise InvalidBackendSpecError(f"{where} has an invalid capability declaration: {exc}") from None
     try:
