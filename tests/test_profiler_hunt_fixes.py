@@ -128,6 +128,21 @@ def test_unsigned_integers_report_their_exact_difference():
     assert_tensors_close(a, e, atol=255, rtol=0, max_mismatched_ratio=0)
 
 
+def test_uint64_values_past_2_53_that_differ_by_one_are_mismatches():
+    """Before, uint64 was compared as float64, where 2**64 - 1 and 2**64 - 2 are one number."""
+    u = torch.tensor([2**64 - 1, 2**53 + 1, 7], dtype=torch.uint64)
+    with pytest.raises(AssertionError, match=r"largest difference 1 at \(0,\): kernel 18446744073709551615, "
+                                             r"reference 18446744073709551614"):
+        assert_tensors_close(u, torch.tensor([2**64 - 2, 2**53 + 1, 7], dtype=torch.uint64), atol=0, rtol=0,
+                             max_mismatched_ratio=0)
+    with pytest.raises(AssertionError, match=r"largest difference 1 at \(0,\)"):  # against int64 (torch's results)
+        assert_tensors_close(u[1:], torch.tensor([2**53, 7]), atol=0, rtol=0, max_mismatched_ratio=0)
+    with pytest.raises(AssertionError, match=r"largest difference 8 at \(1,\): kernel 7, reference -1"):
+        assert_tensors_close(u[1:], torch.tensor([2**53 + 1, -1]), atol=0, rtol=0, max_mismatched_ratio=0)
+    assert_tensors_close(u, u.clone(), atol=0, rtol=0, max_mismatched_ratio=0)
+    assert_tensors_close(u[2:], torch.tensor([5]), atol=2, rtol=0, max_mismatched_ratio=0)
+
+
 # -- 3. integer inputs for Uniform / Normal / Randn ------------------------------------------------
 
 
@@ -152,6 +167,13 @@ def test_int8_keeps_upstreams_ones_and_randn_rounds():
     assert bool((make_tensor((32,), "int8", TensorSupplyType.Normal, "cpu") == 1).all())
     t = make_tensor((64, 64), "int8", TensorSupplyType.Randn, "cpu")
     assert float((t == 0).float().mean()) < 0.5  # rounded (about 38% zeros), not truncated (about 68%)
+
+
+@pytest.mark.parametrize("supply", [TensorSupplyType.Uniform, TensorSupplyType.Normal, TensorSupplyType.Randn])
+def test_bool_inputs_are_half_false(supply):
+    t = make_tensor((64, 64), "bool", supply, "cpu")
+    assert t.dtype == torch.bool
+    assert 0.4 < float(t.float().mean()) < 0.6  # a float draw cast to bool was True but for exact zeros
 
 
 # -- 4. a device torch cannot use is a DeviceError, before anything runs ---------------------------

@@ -56,9 +56,8 @@ def assert_tensors_close(
         )
     if _integral(actual) and _integral(expected):
         # exactly: as float64, int64 values past 2**53 that differ by 1 would compare equal
-        a, e = _cpu(actual).to(torch.int64), _cpu(expected).to(torch.int64)
-        gap = integer_gap(a, e)
-        close = (a == e) | (gap <= atol + rtol * e.to(torch.float64).abs())
+        a, e = _cpu(actual), _cpu(expected)
+        close, gap = _integer_closeness(a, e, rtol, atol)
     else:
         a, e = _comparable(actual), _comparable(expected)
         if a.dtype != e.dtype:
@@ -82,6 +81,38 @@ def assert_tensors_close(
             f"{largest} at {where}: {actual_name} {_show(a.reshape(-1)[worst])}, "
             f"{expected_name} {_show(e.reshape(-1)[worst])}"
         )
+
+
+def _integer_closeness(a: Any, e: Any, rtol: float, atol: float) -> tuple[Any, Any]:
+    """``(close, gap)`` of two integer (or bool) tensors, exact at every size.
+
+    Integers that int64 holds are compared as int64. A ``uint64`` side was compared as float64,
+    so values past 2**53 that differ by 1 compared equal; now each side is moved down by 2**63
+    into int64 (the bits of a ``uint64`` with the top bit flipped), where differences are
+    unchanged, and only an element whose other side is negative (which no ``uint64`` equals)
+    takes its gap from float64.
+    """
+    import torch
+
+    uint64 = getattr(torch, "uint64", None)
+    if uint64 is None or (a.dtype != uint64 and e.dtype != uint64):
+        a, e = a.to(torch.int64), e.to(torch.int64)
+        gap = integer_gap(a, e)
+        return (a == e) | (gap <= atol + rtol * e.to(torch.float64).abs()), gap
+    lowest = torch.tensor(-(2**63), dtype=torch.int64)
+
+    def moved_down(t: Any) -> tuple[Any, Any]:  # (t - 2**63 where t >= 0, whether t < 0)
+        if t.dtype == uint64:
+            return t.view(torch.int64) ^ lowest, torch.zeros(t.shape, dtype=torch.bool)
+        t = t.to(torch.int64)
+        return t ^ lowest, t < 0
+
+    (ma, negative_a), (me, negative_e) = moved_down(a), moved_down(e)
+    one_negative = negative_a | negative_e
+    float_gap = (a.to(torch.float64) - e.to(torch.float64)).abs()
+    gap = torch.where(one_negative, float_gap, integer_gap(ma, me))
+    close = ((ma == me) & ~one_negative) | (gap <= atol + rtol * e.to(torch.float64).abs())
+    return close, gap
 
 
 def integer_gap(a: Any, e: Any) -> Any:
@@ -120,10 +151,8 @@ def _cpu(t: Any) -> Any:
 
 
 def _integral(t: Any) -> bool:
-    """An integer or bool tensor that int64 holds exactly (uint64 past 2**63 does not)."""
-    import torch
-
-    return not (t.dtype.is_floating_point or t.dtype.is_complex) and t.dtype != getattr(torch, "uint64", None)
+    """An integer or bool tensor (compared exactly, :func:`_integer_closeness`)."""
+    return not (t.dtype.is_floating_point or t.dtype.is_complex) and "float" not in str(t.dtype)
 
 
 def _comparable(t: Any) -> Any:

@@ -11,6 +11,8 @@ Normal     normal with mean -1 and standard deviation 1 (upstream's parameters);
            other integer dtypes: rounded to the nearest integer (unsigned: its absolute value)
 Randn      standard normal, cast to the dtype; integer dtypes: rounded to the nearest integer
            (unsigned: its absolute value)
+(bool)     Uniform, Normal and Randn give random False/True, half each, as ``Integer`` does
+           (a float draw cast to bool was True almost everywhere)
 Zero       zeros
 One        ones
 Auto       float16/bfloat16/float32: uniform in [-1, 1); other dtypes as ``Integer``
@@ -145,6 +147,8 @@ def make_tensor(shape: Sequence[int], dtype: str, supply_type: TensorSupplyType,
         return torch.zeros(shape, dtype=tdtype, device=device)
     if kind is TensorSupplyType.One:
         return torch.ones(shape, dtype=tdtype, device=device)
+    if tdtype == torch.bool:  # Uniform, Normal, Randn: a float cast to bool is True but for exact zeros
+        return _integers(shape, tdtype, device)
     if tdtype == torch.int8 and kind in (TensorSupplyType.Uniform, TensorSupplyType.Normal):
         return torch.ones(shape, dtype=tdtype, device=device)
     if _is_integer(tdtype):
