@@ -31,6 +31,7 @@ from tvm.script.parser.core.entry import parse as _parse_tvmscript
 from tvm.tirx.script.parser.entry import TIRMacro as _TIRMacro
 
 from ..ast_lock import AST_LOCK
+from .expression_depth import check_function_depth
 from .source import ensure_source
 from .spans import spans_enabled, strip_spans
 
@@ -773,6 +774,7 @@ def prim_func(func: Any = None, *, private: bool = False, check_well_formed: boo
             if inner is None:
                 raise
             raise inner.with_traceback(inner.__traceback__) from None
+        check_function_depth(parsed, _def_location(fn))  # before anything prints or lowers it (a crash)
         result = parsed.with_attr(SOURCE_LOCATION_ATTR, _def_location(fn))
         if not spans_enabled():
             strip_spans(result)  # TILELANG_ENABLE_IR_SPAN=0 (language/spans.py)

@@ -18,6 +18,8 @@ from typing import Any, Callable, Sequence
 import tvm
 from tvm import tirx
 
+from .expression_depth import check_operand_depth
+
 __all__ = ["check_dtype", "check_extents", "check_grid_extent", "check_integer", "check_loop_bounds", "check_scalar",
            "check_condition", "install"]
 
@@ -125,6 +127,7 @@ def check_loop_bounds(op: str, **bounds: Any) -> None:
         if isinstance(value, Integral) and not isinstance(value, bool):
             continue
         if _is_integer_expr(value):
+            check_operand_depth(op, name, value)  # before the zero-division check simplifies it
             _check_no_zero_division(op, name, value)
             continue
         _fail(op, f"{name} must be an int or an integer expression (a T.dynamic size, a loop variable), "
@@ -152,6 +155,7 @@ def check_grid_extent(index: int, value: Any) -> None:
     """A ``T.Kernel`` grid extent given as an expression: an integer expression of the kernel's
     sizes (a ``T.dynamic`` size, ``T.ceildiv(n, 64)``); not a float, a buffer or a region."""
     if _is_integer_expr(value):
+        check_operand_depth("T.Kernel", f"grid extent #{index}", value)
         return
     _fail("T.Kernel", f"grid extent #{index} must be an int or an integer expression of the kernel's sizes "
                       f"(a T.dynamic size, T.ceildiv(n, 64)), got {_given(value)}")

@@ -338,19 +338,43 @@ def index_plan(params: list, bits: int) -> tuple[set[int], dict[int, int]]:
     return widened, limits
 
 
+_BINARY_INT64 = ("Add", "Sub", "Mul", "FloorDiv", "FloorMod", "Div", "Mod", "Min", "Max")
+
+
 def to_int64(expr: Any) -> Any:
-    """``expr`` computed in int64 from its leaves (not just cast at the end, which would overflow first)."""
-    dtype = str(expr.ty.dtype)
-    if dtype == "int64" or not (dtype.startswith("int") or dtype.startswith("uint")):
-        return expr
-    kind = type(expr).__name__
-    if kind == "IntImm":
-        return tirx.IntImm("int64", int(expr.value))
-    if kind in ("Add", "Sub", "Mul", "FloorDiv", "FloorMod", "Div", "Mod", "Min", "Max"):
-        return getattr(tirx, kind)(to_int64(expr.a), to_int64(expr.b))
-    if kind == "Select":
-        return tirx.Select(expr.condition, to_int64(expr.true_value), to_int64(expr.false_value))
-    return tirx.Cast("int64", expr)
+    """``expr`` computed in int64 from its leaves (not just cast at the end, which would overflow first).
+
+    Iterative (an expression as deep as the frontend accepts, about 1,000 levels, passed Python's
+    recursion limit here: "maximum recursion depth exceeded" for a deep ``T.Kernel`` grid extent)."""
+    done: dict[int, Any] = {}  # a node's handle -> its int64 form
+    pending = [expr]
+    while pending:
+        node = pending[-1]
+        handle = node.__chandle__()
+        if handle in done:
+            pending.pop()
+            continue
+        dtype = str(node.ty.dtype)
+        kind = type(node).__name__
+        if dtype == "int64" or not (dtype.startswith("int") or dtype.startswith("uint")):
+            done[handle] = node
+        elif kind == "IntImm":
+            done[handle] = tirx.IntImm("int64", int(node.value))
+        elif kind in _BINARY_INT64 or kind == "Select":
+            operands = (node.a, node.b) if kind != "Select" else (node.true_value, node.false_value)
+            missing = [o for o in operands if o.__chandle__() not in done]
+            if missing:
+                pending.extend(missing)
+                continue
+            first, second = (done[o.__chandle__()] for o in operands)
+            if kind == "Select":
+                done[handle] = tirx.Select(node.condition, first, second)
+            else:
+                done[handle] = getattr(tirx, kind)(first, second)
+        else:
+            done[handle] = tirx.Cast("int64", node)
+        pending.pop()
+    return done[expr.__chandle__()]
 
 
 def widen_indices(func: tirx.PrimFunc, widened: set[int]) -> tirx.PrimFunc:

@@ -24,6 +24,8 @@ import tvm
 from tvm import tirx
 from tvm.tirx.script.builder import ir as _B
 
+from ..expression_depth import check_operand_depth
+
 from ._common import OperandCheckError, OperandTypeError, describe, fail, is_buffer, location, static_int
 
 __all__ = ["PRINT_CALL", "WARP_GROUP_SIZE", "WARP_SIZE", "print", "printable_dtype"]
@@ -145,6 +147,7 @@ def print(obj: Any = None, msg: str = "", warp_group_id: int = 0, warp_id: int =
     if isinstance(obj, (bool, Integral, Real)) and not isinstance(obj, tvm.ir.Expr):
         value, label = _python_scalar(obj), msg or repr(obj)
     elif isinstance(obj, tvm.ir.Expr) and getattr(getattr(obj, "ty", None), "dtype", None) is not None:
+        check_operand_depth(_OP, "obj", obj)  # before describe() prints it
         value, label = obj, msg or describe(obj)
     else:
         fail(_OP, operands, "obj must be a scalar expression (A[i], x + 1, a T.alloc_var), a buffer, a region "
