@@ -390,6 +390,10 @@ def lower(
     except (LoweringError, TargetError, PassConfigError):
         raise
     except Exception as exc:  # noqa: BLE001 - TVM's errors, reported with the kernel's location
+        from .interrupts import interrupted_in_callback
+
+        if interrupted_in_callback(exc):  # Ctrl-C in a Python pass: TVM's FFI made it RuntimeError('')
+            raise KeyboardInterrupt(f"interrupted while lowering kernel '{name}' for {kind}") from None
         text = str(exc).strip()
         from .zero_divisors import is_zero_division_failure, zero_divisor_error
 
