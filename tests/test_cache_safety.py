@@ -457,3 +457,20 @@ def test_a_lock_file_that_cannot_be_made_warns_and_the_kernel_still_builds_and_s
     assert len(texts) == 1 and "lock file for key" in texts[0] and "Is a directory" in texts[0], texts
     assert (fresh(env).disk.entry_dir(key_of("k")) / E.META_FILE).is_file()
     assert lock_path(env).is_dir()
+
+
+def test_an_interrupted_save_leaves_nothing_in_tmp_and_the_next_one_saves(env, monkeypatch):
+    """Before, Ctrl-C while an entry was written left its half-written folder in tmp/ (3 of 20
+    interrupts of a tvm_ffi save), invisible to `cache info`, for a day."""
+    real_write = E.write_entry
+
+    def interrupted(tmp, *args, **kwargs):
+        (tmp / "half-written").write_text("...")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(E, "write_entry", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        fresh(env).get_or_build(key_of("k"), env.record, env.builder())
+    assert list((env.cache_dir / "tmp").iterdir()) == []
+    monkeypatch.setattr(E, "write_entry", real_write)
+    assert saved_entry(env).is_dir()

@@ -408,6 +408,10 @@ class DiskCache:
                 stacklevel=4,
             )
             return False
+        except BaseException:  # Ctrl-C while writing (or a backend's save hook raising past Exception)
+            with contextlib.suppress(OSError):  # else the half-written folder stays in tmp/ for a day
+                _remove(tmp)
+            raise
 
     def _discard(self, directory: Path, why: str) -> None:
         """Remove the unusable entry ``directory`` (renamed first: a concurrent reader never sees
