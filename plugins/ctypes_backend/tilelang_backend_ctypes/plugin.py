@@ -104,22 +104,30 @@ def tilelang_backend_build(artifact: Any, options: Any) -> Kernel:
     from tilelang_core.compiler_process import run_compiler, writing_build_file
     from tilelang_core.errors import BuildError
 
+    import shutil
+
     directory = Path(tempfile.mkdtemp(prefix=f"tilelang-ctypes-{artifact.name[:40]}-"))
-    with writing_build_file(directory, directory / SOURCE, artifact.name):  # a full disk: say where, leave nothing
-        (directory / SOURCE).write_text(artifact.device_source or "")
-    # -fno-strict-aliasing: T.view with another dtype (clang ignores the source's GCC pragma)
-    cmd = [*compiler(), "-O2", "-fno-strict-aliasing", "-fPIC", "-shared", *options.compile_flags, "-o", str(directory / LIBRARY),
-           str(directory / SOURCE)]
-    if options.verbose:
-        print(f"[tilelang ctypes] {shlex.join(cmd)}")
-    try:  # bounded in time ($TILELANG_COMPILE_TIMEOUT_SECONDS) and in the output kept
-        run = run_compiler(cmd)
-    except OSError as exc:
-        raise BuildError(f"cannot run the C compiler {cmd[0]!r}: {exc}; set $CC to a working compiler",
-                         command=cmd, output=str(exc), source=directory / SOURCE) from None
-    if not run.ok:
-        raise run.build_error(f"kernel '{artifact.name}'", directory / SOURCE)
-    return Kernel(artifact, options, directory)
+    try:
+        with writing_build_file(directory, directory / SOURCE, artifact.name):  # a full disk: say where, leave nothing
+            (directory / SOURCE).write_text(artifact.device_source or "")
+        # -fno-strict-aliasing: T.view with another dtype (clang ignores the source's GCC pragma)
+        cmd = [*compiler(), "-O2", "-fno-strict-aliasing", "-fPIC", "-shared", *options.compile_flags, "-o",
+               str(directory / LIBRARY), str(directory / SOURCE)]
+        if options.verbose:
+            print(f"[tilelang ctypes] {shlex.join(cmd)}")
+        try:  # bounded in time ($TILELANG_COMPILE_TIMEOUT_SECONDS) and in the output kept
+            run = run_compiler(cmd)
+        except OSError as exc:
+            raise BuildError(f"cannot run the C compiler {cmd[0]!r}: {exc}; set $CC to a working compiler",
+                             command=cmd, output=str(exc), source=directory / SOURCE) from None
+        if not run.ok:
+            raise run.build_error(f"kernel '{artifact.name}'", directory / SOURCE)
+        return Kernel(artifact, options, directory)
+    except BuildError:
+        raise  # the folder stays: the error names the source kept there
+    except BaseException:  # Ctrl-C while compiling, a library that does not load: nothing to inspect
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
 
 
 @hookimpl

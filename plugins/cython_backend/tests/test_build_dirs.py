@@ -78,3 +78,17 @@ def test_asked_for_builds_are_kept(tmpdir_root, monkeypatch, capsys, how):
     assert k.meta["source"] == str(tmpdir_root / kept / "vadd.c")
     a = torch.randn(16)
     torch.testing.assert_close(k(a, a), 2 * a)
+
+
+def test_an_interrupted_build_leaves_no_directory(tmpdir_root, monkeypatch):
+    """Before, Ctrl-C while the C compiler ran left the build folder (source, library, compiler
+    output) in the temp dir (4 of 20 interrupts)."""
+    from tilelang_backend_cython import compiler
+
+    def interrupted(cmd, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(compiler, "run_compiler", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        K.build(_unique_vadd("build-dirs: interrupted"), out_idx=[2])
+    assert _leftovers(tmpdir_root) == []

@@ -1,7 +1,8 @@
 """Running the system compilers: ``$CC``/``cc`` for ``c`` kernels and ``nvcc`` for ``cuda`` kernels.
 
 Every build gets a private directory (``tempfile.mkdtemp``). When the compiler fails, the
-directory stays, with the source, and the :class:`BuildError` names it. When it succeeds, the
+directory stays, with the source, and the :class:`BuildError` names it; a build stopped otherwise
+(Ctrl-C) removes it. When it succeeds, the
 library's bytes are read into memory (:class:`BuiltLibrary`), the backend loads the library, and
 :meth:`BuiltLibrary.release` removes the directory: nothing is left in the temp dir, and the save
 hook writes the bytes into the kernel cache. Set ``TILELANG_CYTHON_KEEP_BUILD=1`` (or build with
@@ -168,6 +169,20 @@ def _compile_shared_library(compiler: list[str], flags: list[str], source: str, 
     key = hashlib.sha256("\0".join([shlex.join(compiler), *flags, source]).encode()).hexdigest()
     keep = keep_builds(verbose)
     d = _build_dir(name)
+    try:
+        return _compile_in(d, key, keep, compiler, flags, source, name=name, suffix=suffix, target=target,
+                           verbose=verbose)
+    except BuildError:
+        raise  # the folder stays: the error names the source kept there
+    except BaseException:  # Ctrl-C while compiling (a build folder was left in the temp dir each time)
+        if not keep:
+            shutil.rmtree(d, ignore_errors=True)
+        raise
+
+
+def _compile_in(d: Path, key: str, keep: bool, compiler: list[str], flags: list[str], source: str, *, name: str,
+                suffix: str, target: str, verbose: bool) -> BuiltLibrary:
+    """:func:`_compile_shared_library` in the build folder ``d``."""
     src = d / f"{_safe_name(name)}{suffix}"
     lib = d / f"{_safe_name(name)}.so"
     with _lock:
