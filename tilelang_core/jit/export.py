@@ -193,7 +193,9 @@ def _move_into_place(kernel: JITKernel, tmp: Path, target: Path) -> None:
     no longer change under the check (and swapped back if it is not an export) and removed by
     the caller. Elsewhere the previous export is first moved aside (and checked), then the new
     one is renamed in; if that fails the previous one is put back. The moved-aside copy never
-    outlives this call (a killed process's is put back or removed by the next export or load).
+    outlives this call; a killed process's is put back by the next load when ``target`` is
+    missing, and removed (or put back) by the next export to ``target``. A load otherwise leaves
+    the folders beside the export alone: loading only reads.
     """
     if not os.path.lexists(target):
         os.rename(tmp, target)
