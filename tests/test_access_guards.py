@@ -391,3 +391,45 @@ def test_versioned_loop_with_a_scalar_in_its_body(path):
     if path == CYTHON_C:
         source = kernel.get_kernel_source()
         assert len(re.findall(r"float acc\w*\[1\];", source)) == 2, source  # one scalar per copy of the loop
+
+
+def _tile_histogram(n: int, bins: int = 16):
+    """A histogram in a fragment tile and a shared tile, indexed with values read from memory."""
+
+    @T.prim_func
+    def k(idx: T.Tensor((n,), "int32"), out: T.Tensor((2, bins), "float32")):
+        with T.Kernel(1, threads=1) as bx:
+            h = T.alloc_fragment((bins,), "float32")
+            s = T.alloc_shared((bins,), "float32")
+            T.fill(h, 0.0)
+            T.fill(s, 0.0)
+            for i in T.serial(n):
+                h[idx[i]] = h[idx[i]] + 1.0
+                s[idx[i]] += 1.0
+            T.copy(h, out[0, :])
+            T.copy(s, out[1, :])
+
+    return k
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_tile_indices_outside_the_tile_are_skipped_on_cpu(path):
+    """Before: an index of 100000 into a 16-element tile killed the process (SIGSEGV), a
+    smaller one wrote over the stack; now such a store is skipped, as outside a tensor. The
+    call runs in the test's own process: without the guard it would crash it."""
+    kernel = compile_on(_tile_histogram(64), path)
+    idx = torch.randint(0, 16, (64,), dtype=torch.int32)
+    idx[[3, 9, 20, 40]] = torch.tensor([100000, -5000000, 16, -1], dtype=torch.int32)
+    out = torch.zeros(2, 16)
+    kernel(idx, out)
+    inside = idx[(idx >= 0) & (idx < 16)].long()
+    expected = torch.bincount(inside, minlength=16).float()
+    torch.testing.assert_close(out, torch.stack([expected, expected]))
+
+
+def test_tile_operators_on_tiles_keep_guard_free_loops():
+    """The guards go only where the index is not proven inside: the fills and copies of the tiles
+    get none; every condition is about an index read from ``idx``."""
+    source = compile_on(_tile_histogram(64), CYTHON_C).get_kernel_source()
+    conditions = re.findall(r"\bif \((.*)\) \{", source)
+    assert conditions and all("guarded_index" in c or "idx_ptr[i]" in c for c in conditions), source

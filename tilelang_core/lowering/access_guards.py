@@ -31,7 +31,9 @@ them> else: <the guarded nest>``, so only the tiles that cross an edge pay for t
 LLVM vectorizes the others; ``bench/access_guards.py``). Vector accesses (``Ramp`` indices) come
 from the operators, which guard themselves, and addresses taken with ``T.address_of`` /
 ``T.access_ptr`` (for extern calls) are the caller's responsibility. ``tl.disable_safe_memory_legalize``
-turns the guards off (lowering/configs.py).
+turns the guards off (lowering/configs.py). On CPU targets (``on_chip``) the kernel's tiles
+(shared, fragment and local buffers, not ``T.alloc_var`` scalars) are guarded the same way: an
+index outside a tile there wrote over the process's stack or heap, or killed it (SIGSEGV).
 """
 
 from __future__ import annotations
@@ -141,9 +143,11 @@ def _seq(binds: list, stmt: Any) -> Any:
 class _Guarder:
     """One kernel body's rewrite; the analyzer carries the ranges and conditions in scope."""
 
-    def __init__(self, loops: Sequence[Any], threads: Sequence[int] = (1, 1, 1), version_loops: bool = False) -> None:
+    def __init__(self, loops: Sequence[Any], threads: Sequence[int] = (1, 1, 1), version_loops: bool = False,
+                 on_chip: bool = False) -> None:
         self.analyzer = tvm.sym.Analyzer()
         self.version_loops = version_loops
+        self.on_chip = on_chip
         self.added: list = []  # the conditions of the guards added so far (as proved: with_known)
         self.loops = list(loops)
         #: stand-ins of the T.get_thread_binding(d) markers, with the block's thread ranges
@@ -158,6 +162,12 @@ class _Guarder:
         self.facts: list = []  # the conjuncts of the conditions in scope
         for loop in loops:
             self._bind_loop(loop)
+
+    def _guards(self, buffer: Any) -> bool:
+        """Whether accesses of ``buffer`` are guarded: a global buffer's always, a tile's
+        (``T.alloc_shared``, ``T.alloc_fragment``, ``T.alloc_local``) with ``on_chip`` (CPU
+        targets). A ``T.alloc_var`` scalar is only ever read and written at [0]."""
+        return _is_global(buffer) or (self.on_chip and not is_var_buffer(buffer))
 
     # -- conditions -----------------------------------------------------------------------------
     def _bind_loop(self, loop: Any) -> None:
@@ -290,7 +300,7 @@ class _Guarder:
 
     def _load(self, load: Any, safe: tuple) -> Any:
         buffer = load.source
-        if not _is_global(buffer) or int(getattr(load.ty, "lanes", 1) or 1) != 1:
+        if not self._guards(buffer) or int(getattr(load.ty, "lanes", 1) or 1) != 1:
             return load
         cond = self._inside(load.indices, buffer.ty.shape)
         if cond is None:
@@ -324,7 +334,7 @@ class _Guarder:
         load = a.load
         indices = [self.expr(i, safe) for i in load.indices]
         binds, cond = [], None
-        if _is_global(load.source):
+        if self._guards(load.source):
             lanes = int(a.op[len("addx"):].split("_")[0]) if a.op.startswith("addx") else 1
             binds, indices, cond = self._guarded_indices(load.source, indices, lanes, bind)
         values = [self.expr(v, safe) for v in a.values]
@@ -501,7 +511,7 @@ class _Guarder:
         if isinstance(s, tirx.BufferStore):
             self._forget(_address_taken(s))  # an atomic in the value may write a scalar
             indices = [self.expr(i, safe) for i in s.indices]
-            if not _is_global(s.buffer):
+            if not self._guards(s.buffer):
                 store = tirx.BufferStore(s.buffer, self.expr(s.value, safe), indices, s.span)
                 self._remember(store)
                 return store
@@ -527,12 +537,14 @@ class _Guarder:
 
 
 def guard_global_accesses(body: Any, loops: Sequence[Any] = (), threads: Sequence[int] = (1, 1, 1),
-                          version_loops: bool = False) -> Any:
+                          version_loops: bool = False, on_chip: bool = False) -> Any:
     """``body`` (one ``T.Kernel``'s) with its global accesses guarded (module docstring).
 
     :param loops: the kernel's block loops, whose ranges the guards may rely on.
     :param threads: the block's thread counts per axis (the ranges of ``T.get_thread_binding``).
     :param version_loops: CPU targets: a loop nest whose guards are affine gets a guard-free copy
         for the iterations that are all inside (see :meth:`_Guarder._loop_nest`).
+    :param on_chip: CPU targets: the kernel's tiles (shared, fragment and local buffers) are
+        guarded too; their accesses outside the tile wrote over the stack or the heap.
     """
-    return _Guarder(loops, threads, version_loops).stmt(body, ())
+    return _Guarder(loops, threads, version_loops, on_chip).stmt(body, ())

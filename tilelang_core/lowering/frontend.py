@@ -343,7 +343,7 @@ class Frontend:
             loops.append(inner)
         body = loops[-1].body
         if self.opt.guard_accesses:  # accesses outside a tensor are skipped (lowering/access_guards.py)
-            body = guard_global_accesses(body, loops, threads, version_loops=not self.opt.gpu)
+            body = guard_global_accesses(body, loops, threads, version_loops=not self.opt.gpu, on_chip=not self.opt.gpu)
         if self.opt.gpu:
             if _int(ann.get(KERNEL_IS_CPU_KEY, 0)):
                 raise LoweringError(
