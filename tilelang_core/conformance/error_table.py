@@ -196,6 +196,12 @@ ROWS: tuple[ErrorRow, ...] = (
              lambda m: _args(m.t(1)._neg_view(), m.t(1)),
              "ValueError", "vadd_dyn() argument 'A' (#0): expected a tensor with its data materialized, got a lazy "
              "negative view; call .resolve_neg()"),
+    ErrorRow("negative_view_compact", "a compact tensor of 16 elements with the lazy negative bit "
+             "(`._neg_view()`, or `.as_strided()` of `z.conj().imag`)", "vadd_dyn",
+             "vadd_dyn(ones(16)._neg_view(), B) with out_idx=[2]",
+             lambda m: _args(m.t(16)._neg_view(), m.t(16)),
+             "ValueError", "vadd_dyn() argument 'A' (#0): expected a tensor with its data materialized, got a lazy "
+             "negative view; call .resolve_neg()"),
     ErrorRow("freed_storage", "a tensor whose storage was freed (as FSDP and activation offloading do)", "vadd",
              "vadd(A with untyped_storage().resize_(0), B, C)",
              lambda m: _args(_freed(m.t(16)), m.t(16), m.t(16)),

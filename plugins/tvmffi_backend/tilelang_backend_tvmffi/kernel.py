@@ -506,13 +506,13 @@ class _CallPlan:
         if any(isinstance(p, TensorParam) and p.strides is not None for _, p in self.inputs):
             conds.append("_M is None")  # explicit strides: always the general path (see slow_call)
         for j, (_, p) in enumerate(self.inputs):
-            # A real tensor with torch's negative bit (.imag of a conjugate view) has stride 2, so
-            # the C entry's compact-stride check refuses it, unless it has at most one element:
-            # such tensors take the general path, which refuses it with the fix (.resolve_neg()).
+            # A tensor with torch's negative bit takes the general path, which refuses it with the
+            # fix (.resolve_neg()). Such a tensor is usually .imag of a conjugate view (stride 2, which
+            # the C entry's compact-stride check refuses), but .as_strided() or ._neg_view() of one
+            # is compact: DLPack hands over its memory without the sign, and the kernel read the
+            # values negated (C = A + B gave A - B).
             if isinstance(p, TensorParam) and p.strides is None:
-                static = math.prod(p.shape) if all(isinstance(d, int) for d in p.shape) else None
-                if static is None or static <= 1:
-                    conds.append(f"(a{j}.numel() > 1 or not a{j}.is_neg())")
+                conds.append(f"not a{j}.is_neg()")
         for j, (_, p) in enumerate(self.inputs):
             if isinstance(p, ScalarParam):  # exact Python types only; others are converted by _slow
                 conds.append(_scalar_fast_condition(f"a{j}", p.dtype))
