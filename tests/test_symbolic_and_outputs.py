@@ -72,6 +72,23 @@ def test_output_symbol_bound_by_no_input_is_an_error():
         bind_symbols_from_inputs(a, [1])
 
 
+def test_output_stride_symbol_bound_by_no_input_names_the_output():
+    """Before: "output  of kernel ..." (no name) when the symbol was only in the output's strides."""
+    import tilelang
+    import tilelang.language as T
+
+    m, s = T.dynamic("m"), T.dynamic("s")
+
+    @T.prim_func
+    def sout(X: T.Tensor((m, 4), "float32"), Y: T.StridedTensor((m, 4), (s, 1), "float32")):
+        with T.Kernel(1, threads=1) as bx:
+            Y[0, 0] = X[0, 0]
+
+    with pytest.raises(OutIdxError, match="output 'Y' of kernel 'sout' has a shape or strides that use symbol 's', "
+                                          "but no input binds it"):
+        tilelang.compile(sout, execution_backend="cython", target="c", out_idx=[1])
+
+
 def test_artifact_json_round_trip_keeps_everything():
     from tilelang_core.artifact import DeviceKernel, KernelArg, LaunchConfig
 

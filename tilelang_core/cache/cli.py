@@ -40,7 +40,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     junk = data.get("junk", [])
     if junk:
         print(f"junk:     {len(junk)} item{'s' if len(junk) != 1 else ''} the cache did not make "
-              f"(`tilelang cache clear` unlinks files and links, keeps folders)")
+              f"(`tilelang cache clear` unlinks links, keeps files and folders)")
         for item in junk:
             print(f"  {one_line(item['path'])} ({item['kind']})")
     return 0

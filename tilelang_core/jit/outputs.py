@@ -78,11 +78,12 @@ def bind_symbols_from_inputs(artifact: KernelArtifact, out_idx: list[int]) -> Ke
                 artifact.params[i].name
                 for i in out_idx
                 if any(binding.name in free_symbols(d) for d in artifact.params[i].shape)
+                or any(binding.name in free_symbols(d) for d in (getattr(artifact.params[i], "strides", None) or ()))
             ]
             raise OutIdxError(
-                f"output {', '.join(repr(u) for u in users)} of kernel {artifact.name!r} has a shape that uses symbol "
-                f"{binding.name!r}, but no input binds it; give an input with that dimension, or pass the output "
-                f"yourself (leave it out of out_idx)"
+                f"output {', '.join(repr(u) for u in users)} of kernel {artifact.name!r} has a shape or strides that "
+                f"use symbol {binding.name!r}, but no input binds it; give an input with that dimension, or pass the "
+                f"output yourself (leave it out of out_idx)"
             )
         bindings.append(replacement)
     return artifact.replace(symbols=bindings)
