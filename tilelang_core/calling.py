@@ -210,6 +210,48 @@ def storage_error(prefix: str, x: Any) -> Optional[ValueError]:
     return None
 
 
+def elements_overlap(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether two elements of a tensor of ``shape`` and ``strides`` (in elements) may share memory.
+
+    Dimensions of size 1 are ignored and a tensor without elements overlaps nothing; a dimension
+    of size > 1 with stride 0 overlaps. The others, sorted by ``|stride|``, must each have a stride
+    of at least the previous stride times the previous size (the previous dimensions' elements
+    then all lie below one step of it): that is sufficient for no two elements to share an
+    address, and whatever fails it is called overlapping. It is not necessary, so an exotic
+    interleaving of non-overlapping elements (strides (3, 2) for shape (2, 3): offsets 0, 2, 4, 3,
+    5, 7) is a false positive; no tensor torch makes by slicing, transposing or expanding is one.
+    """
+    dims = []
+    for n, st in zip(shape, strides):
+        if n == 0:
+            return False
+        if n != 1:
+            if st == 0:
+                return True
+            dims.append((abs(st), n))
+    if len(dims) < 2:
+        return False
+    dims.sort()
+    reach = dims[0][0] * dims[0][1]
+    for st, n in dims[1:]:
+        if st < reach:
+            return True
+        reach = st * n
+    return False
+
+
+def self_overlap_message(x: Any) -> Optional[str]:
+    """Why a tensor the kernel writes is refused when its elements overlap one another (after the
+    argument's name; :func:`elements_overlap`); None when they do not. Reading such a tensor is
+    fine (the check applies to written parameters with declared strides: compact ones hold
+    contiguous tensors)."""
+    shape, strides = tuple(x.shape), tuple(x.stride())
+    if not elements_overlap(shape, strides):
+        return None
+    return (f"expected a tensor whose elements do not overlap (it is written), got strides {strides} for shape "
+            f"{shape}; pass a tensor with its own memory per element (.contiguous())")
+
+
 def element_reach(x: Any) -> int:
     """Elements from a tensor's first to its last element, + 1 (its ``numel`` when compact, 0 when empty)."""
     if x.numel() == 0:
@@ -338,6 +380,7 @@ class _TensorEntry:
     device_text: str  # how messages name the expected device
     compact: bool
     maybe_conj: bool  # only complex tensors can be lazy conjugate views
+    self_overlap: bool  # written with declared strides: refused when its elements overlap one another
 
 
 class CallChecker:
@@ -401,7 +444,8 @@ class CallChecker:
                            for d, sym in pairs if sym in self._symbol_high)
             self._entries.append(_TensorEntry(index, self._dtype[index], len(p.shape), tuple(static), tuple(binds),
                                               tuple(stride_binds.get(index, ())), narrow, want, device_type or p.device,
-                                              p.strides is None, self._dtype[index].is_complex))
+                                              p.strides is None, self._dtype[index].is_complex,
+                                              p.written and p.strides is not None))
         #: parameter index -> 32-bit index limit (dynamic shapes indexed with 32-bit integers)
         self._limit = {i: p.index_limit for i, p in enumerate(self.params)
                        if isinstance(p, TensorParam) and p.index_limit is not None}
@@ -498,6 +542,10 @@ class CallChecker:
         err = storage_error(self._prefix(e.index), x)
         if err is not None:
             raise err
+        if e.self_overlap:  # written, declared strides (compact tensors never overlap themselves)
+            text = self_overlap_message(x)
+            if text is not None:
+                raise ValueError(f"{self._prefix(e.index)}: {text}")
         return where
 
     def _scalar(self, index: int, x: Any, symbols: dict, source: dict) -> Any:

@@ -208,6 +208,36 @@ static void tl_format_tuple(const int64_t *v, int n, char *buf, size_t size) {
   if (used < size) snprintf(buf + used, size - used, n == 1 ? ",)" : ")");
 }
 
+/* whether two elements of a tensor may share memory (tilelang_core.calling.elements_overlap):
+   size-1 dimensions are ignored, an empty tensor overlaps nothing, a dimension of size > 1 with
+   stride 0 overlaps; the others, sorted by |stride|, must each have a stride of at least the
+   previous stride times the previous size. Sufficient for no overlap, not necessary: an exotic
+   interleaving (strides (3, 2) for shape (2, 3)) is called overlapping too. */
+static int tl_elements_overlap(const int64_t *shape, const int64_t *strides, int ndim) {
+  long long st[TL_MAX_NDIM], sz[TL_MAX_NDIM], reach;
+  int d, m = 0, i, j;
+  for (d = 0; d < ndim; d++) {
+    if (shape[d] == 0) return 0;
+    if (shape[d] == 1) continue;
+    if (strides[d] == 0) return 1;
+    /* insertion sort by |stride| */
+    for (i = m; i > 0 && st[i - 1] > (strides[d] < 0 ? -strides[d] : strides[d]); i--) {
+      st[i] = st[i - 1];
+      sz[i] = sz[i - 1];
+    }
+    st[i] = strides[d] < 0 ? -strides[d] : strides[d];
+    sz[i] = shape[d];
+    m++;
+  }
+  if (m < 2) return 0;
+  reach = st[0] * sz[0];
+  for (j = 1; j < m; j++) {
+    if (st[j] < reach) return 1;
+    reach = st[j] * sz[j];
+  }
+  return 0;
+}
+
 /* "<kernel>() argument '<param>' (#i): <what>" */
 static PyObject *tl_arg_error(tl_kernel *k, PyObject *exc, const tl_param *p, const char *fmt, ...) {
   char what[512];
@@ -548,6 +578,18 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
       long long last = 0;
       for (d = 0; d < p->ndim; d++) last += (t->shape[d] - 1) * (t->strides[d] < 0 ? -t->strides[d] : t->strides[d]);
       *span = (last + 1) * p->elem_bytes;
+      /* a tensor the kernel writes: its elements must not overlap one another (compact
+         parameters hold contiguous tensors, which never do) */
+      if (p->is_written && n > 1 && tl_elements_overlap(t->shape, t->strides, p->ndim)) {
+        char shape_s[256], strides_s[256];
+        tl_format_tuple(t->strides, t->ndim, strides_s, sizeof strides_s);
+        tl_format_tuple(t->shape, t->ndim, shape_s, sizeof shape_s);
+        tl_arg_error(k, PyExc_ValueError, p,
+                     "expected a tensor whose elements do not overlap (it is written), got strides %s for shape %s; "
+                     "pass a tensor with its own memory per element (.contiguous())",
+                     strides_s, shape_s);
+        return -1;
+      }
     }
   }
   return 0;

@@ -36,6 +36,7 @@ from tilelang_core.calling import (
     kernel_check_text,
     narrow_symbols,
     not_dense_message,
+    self_overlap_message,
     storage_error,
     stream_handle,
     symbol_range_message,
@@ -643,6 +644,10 @@ class _CallPlan:
             err = storage_error(pre, x)
             if err is not None:
                 return err, symbols
+            if p.written and p.strides is not None:  # a written tensor's elements must not overlap one another
+                text = self_overlap_message(x)  # (explicit strides: always on this general path)
+                if text is not None:
+                    return ValueError(f"{pre}: {text}"), symbols
         err = self._overlap(args)
         if err is not None:
             return err, symbols
