@@ -115,3 +115,35 @@ def test_a_build_abandoned_for_its_timeout_does_not_hold_up_the_queued_ones():
         assert isinstance(results[0], CompileTimeout) and results[1:] == ["second", "third"]
     finally:
         release.set()
+
+
+def test_an_interrupted_call_drops_the_builds_not_started(monkeypatch):
+    """Before: Ctrl-C stopped the call, but every queued build still started and ran in the
+    background (the autotuner compiles through par_compile)."""
+    import threading
+    import time
+
+    from tilelang_core.jit import parallel
+
+    started = []
+    release = threading.Event()
+
+    def job(i):
+        def build():
+            started.append(i)
+            release.wait(5)
+            return i
+        return build
+
+    real_wait = parallel.wait
+
+    def interrupted_wait(*args, **kwargs):
+        real_wait(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(parallel, "wait", interrupted_wait)
+    with pytest.raises(KeyboardInterrupt):
+        parallel.par_compile([job(i) for i in range(6)], num_workers=1, progress=False, timeout=30)
+    release.set()
+    time.sleep(0.5)  # a worker that was not stopped takes the next job now
+    assert started == [0], started

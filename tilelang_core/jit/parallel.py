@@ -116,6 +116,8 @@ def par_compile(
             bar.update(1)
 
     abandoned = False
+    finished = False
+    futures: dict = {}
     try:
         running = _DaemonJobs([functools.partial(job, i, item) for i, item in enumerate(items)], workers)
         futures = {future: i for i, future in enumerate(running.futures)}
@@ -140,8 +142,11 @@ def par_compile(
                         abandoned = True
                         fail(index, CompileTimeout(f"kernel {index} was still compiling after the timeout of {timeout} s"))
                         running.add_worker()  # its thread is lost to the queue: the others still get built
+        finished = True
     finally:
-        if abandoned:  # jobs not started yet (an interrupted call) are dropped; those running finish in the background
+        # jobs not started yet are dropped, after a timeout or when the call was interrupted (Ctrl-C:
+        # they went on building in the background before); those running finish in the background
+        if abandoned or not finished:
             for future in futures:
                 future.cancel()
         if bar is not None:
