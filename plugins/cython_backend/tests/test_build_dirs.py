@@ -92,3 +92,53 @@ def test_an_interrupted_build_leaves_no_directory(tmpdir_root, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         K.build(_unique_vadd("build-dirs: interrupted"), out_idx=[2])
     assert _leftovers(tmpdir_root) == []
+
+
+def test_the_folders_of_killed_builds_are_removed_by_the_next_build(tmpdir_root):
+    """Before: a process killed while it compiled (SIGKILL, or SIGTERM: no cleanup either) left its
+    build folder in the temp dir for good (2 of 6 kills). Folders of processes that still run, kept
+    ones (no marker) and ones written in the last minutes stay."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from tilelang_backend_cython import build_dirs
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    dead = int(gone.stdout)
+
+    def folder(pid, tag, marked=True, age=3600):
+        d = tmpdir_root / f"tilelang-cython-{pid}-{tag}-abcd1234"
+        d.mkdir()
+        (d / f"{tag}.c").write_text("int x;")
+        if marked:
+            (d / build_dirs.BUILDING).touch()
+            old = time.time() - age
+            os.utime(d / build_dirs.BUILDING, (old, old))
+        return d
+
+    killed = folder(dead, "killed")
+    running = folder(os.getpid(), "running")
+    kept = folder(dead, "kept", marked=False)
+    recent = folder(dead, "recent", age=10)
+    other = tmpdir_root / "tilelang-cython-k-abcd1234"  # an older build's name, without a pid: never touched
+    other.mkdir()
+    assert build_dirs.reap_leftovers(force=True) == [killed]
+    assert not killed.exists() and running.exists() and kept.exists() and recent.exists() and other.exists()
+    k = K.build(_unique_vadd("build-dirs: after a killed build"), out_idx=[2])
+    a, b = torch.randn(16), torch.randn(16)
+    torch.testing.assert_close(k(a, b), a + b)
+
+
+def test_a_failed_build_is_kept_without_the_building_marker(tmpdir_root):
+    from tilelang_backend_cython import build_dirs
+
+    art = K.artifact("broken_marker", [K.tensor("A", [4])], [K.ptr("A", 0)],
+                     "#include <stdint.h>\nint32_t broken_marker(float *A) { return not C at all; }\n")
+    with pytest.raises(BuildError):
+        K.build(art)
+    (kept,) = [p for p in tmpdir_root.iterdir() if p.name.startswith("tilelang-cython-")]
+    assert not (kept / build_dirs.BUILDING).exists()
+    assert build_dirs.reap_leftovers(force=True) == [] and kept.exists()

@@ -2,7 +2,8 @@
 
 Every build gets a private directory (``tempfile.mkdtemp``). When the compiler fails, the
 directory stays, with the source, and the :class:`BuildError` names it; a build stopped otherwise
-(Ctrl-C) removes it. When it succeeds, the
+(Ctrl-C) removes it, and the folders of builds whose process was killed are removed by the next
+process that builds (:mod:`tilelang_backend_cython.build_dirs`). When it succeeds, the
 library's bytes are read into memory (:class:`BuiltLibrary`), the backend loads the library, and
 :meth:`BuiltLibrary.release` removes the directory: nothing is left in the temp dir, and the save
 hook writes the bytes into the kernel cache. Set ``TILELANG_CYTHON_KEEP_BUILD=1`` (or build with
@@ -27,6 +28,8 @@ from typing import Optional, Sequence
 from tilelang_core.compiler_process import probe_timeout_s, run_compiler, writing_build_file
 from tilelang_core.env_commands import command_from_env
 from tilelang_core.errors import BuildError
+
+from . import build_dirs
 
 #: Base flags of CPU kernels. No OpenMP runtime is linked: parallel block loops run on the
 #: dispatcher's own threads (the kernel's block launcher, see _pool.h); ``SIMD_FLAGS`` are added
@@ -132,7 +135,7 @@ def simd_flags_work(cc: Sequence[str]) -> bool:
     with _lock:
         if key in _simd_ok:
             return _simd_ok[key]
-    d = Path(tempfile.mkdtemp(prefix="tilelang-cython-simd-"))
+    d = build_dirs.make("simd")
     try:
         src = d / "simd.c"
         src.write_text("void f(float *a, int n) {\n#pragma omp simd\n for (int i = 0; i < n; ++i) a[i] += 1.0f;\n}\n")
@@ -173,9 +176,12 @@ def _compile_shared_library(compiler: list[str], flags: list[str], source: str, 
         return _compile_in(d, key, keep, compiler, flags, source, name=name, suffix=suffix, target=target,
                            verbose=verbose)
     except BuildError:
-        raise  # the folder stays: the error names the source kept there
+        build_dirs.keep(d)  # the folder stays: the error names the source kept there
+        raise
     except BaseException:  # Ctrl-C while compiling (a build folder was left in the temp dir each time)
-        if not keep:
+        if keep:
+            build_dirs.keep(d)
+        else:
             shutil.rmtree(d, ignore_errors=True)
         raise
 
@@ -192,6 +198,8 @@ def _compile_in(d: Path, key: str, keep: bool, compiler: list[str], flags: list[
             lib.write_bytes(data)
             if keep:
                 src.write_text(source)
+        if keep:
+            build_dirs.keep(d)
         return BuiltLibrary(data=data, source=source, path=lib, directory=d, kept=keep)
     with writing_build_file(d, src, name):
         src.write_text(source)
@@ -203,6 +211,7 @@ def _compile_in(d: Path, key: str, keep: bool, compiler: list[str], flags: list[
     with _lock:
         _built[key] = data
     if keep:
+        build_dirs.keep(d)
         if verbose:
             print(f"[tilelang cython] build kept in {d}")
     else:
@@ -216,7 +225,7 @@ def _build_dir(name: str) -> Path:
     :raises OSError: none can be made (no writable temporary folder), saying so and what to do.
     """
     try:
-        return Path(tempfile.mkdtemp(prefix=f"tilelang-cython-{_safe_name(name)}-"))
+        return build_dirs.make(_safe_name(name))
     except OSError as exc:
         raise type(exc)(exc.errno, f"cannot make a build folder for kernel '{name}' in the temporary folder "
                         f"{tempfile.gettempdir()}: {exc.strerror or exc}; set TMPDIR to a writable folder with "
