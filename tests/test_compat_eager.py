@@ -276,3 +276,28 @@ def test_prim_func_outputs_need_typed_parameters_and_no_const():
             with T.Kernel(1):
                 B[0] = A[0]
             return B
+
+
+@T.macro
+def _add_twice(local):  # two statements: the macro's body carries a SequentialSpan
+    local[0] = local[0] + 1.0
+    local[0] = local[0] + 1.0
+
+
+@tilelang.jit(target="c")
+def _uses_a_macro(A):
+    A: T.Tensor((4,), T.float32)
+    B = T.empty((4,), T.float32)
+    with T.Kernel(1, threads=1) as bx:
+        local = T.alloc_local((1,), T.float32)
+        local[0] = A[0]
+        _add_twice(local)
+        B[0] = local[0]
+    return B
+
+
+def test_an_eager_kernel_calling_a_macro_of_several_statements():
+    """Before: "'SequentialSpan' object has no attribute 'source_name'" when the kernel was
+    defined (upstream's examples/hadamard_transform, whose warp_shfl is such a macro)."""
+    x = torch.randn(4)
+    assert float(_uses_a_macro(x)[0]) == pytest.approx(float(x[0]) + 2.0)

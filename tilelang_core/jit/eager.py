@@ -550,11 +550,28 @@ def _restore_spans(func: Any, a: Any) -> None:
 
     if not spans_enabled():
         return
+    def in_user_file(span: Any) -> Any:
+        """``span`` pointing at the user's file; a macro's statements carry a ``SequentialSpan``
+        (the spans of its statements, without a file of its own: it stopped the kernel's
+        definition with "'SequentialSpan' object has no attribute 'source_name'")."""
+        inner = getattr(span, "spans", None)
+        if inner is not None:
+            import tvm
+
+            inner = list(inner)
+            moved = [in_user_file(s) for s in inner]
+            return span if all(m is s for m, s in zip(moved, inner)) else tvm.ir.SequentialSpan(moved)
+        source = getattr(span, "source_name", None)
+        if source is None or str(source.name) == a.filename:
+            return span
+        return make_span(a.filename, span.line, span.column, span.end_line, span.end_column)
+
     stmts, _ = _walk(func)
     for stmt in stmts:
         span = get_stmt_span(stmt)
-        if span is not None and str(span.source_name.name) != a.filename:
-            set_stmt_span(stmt, make_span(a.filename, span.line, span.column, span.end_line, span.end_column))
+        moved = None if span is None else in_user_file(span)
+        if moved is not span:
+            set_stmt_span(stmt, moved)
     declared: dict[str, ast.AST] = dict(a.annotations)
     declared.update({name: call for name, call in a.outputs})
     for param in func.params:
