@@ -851,8 +851,9 @@ class KernelCache:
         """
         per_backend: dict[str, dict[str, Any]] = {}
         total = 0
-        entries = self.disk.survey() if _is_dir(self.root) else []
-        junk = self.disk.scan()[1] if _is_dir(self.root) else []
+        exists = _is_dir(self.root)  # one stat: the answer is the same for every use below
+        entries = self.disk.survey() if exists else []
+        junk = self.disk.scan()[1] if exists else []
         for directory, meta, writer in entries:
             size = _dir_size(directory)
             total += size
@@ -871,8 +872,8 @@ class KernelCache:
             row["compiled_at_load"] += bool(meta and meta.compiled_at_load)
         return {
             "location": str(self.root),
-            "exists": _is_dir(self.root),
-            "not_a_cache": ownership.foreign_reason(self.root) if _is_dir(self.root) else ownership.not_a_directory(self.root),
+            "exists": exists,
+            "not_a_cache": ownership.foreign_reason(self.root) if exists else ownership.not_a_directory(self.root),
             "disabled": cache_disabled(),
             "entries": len(entries),
             "bytes": total,

@@ -40,6 +40,10 @@ MAX_EXPRESSION_DEPTH = 1000
 #: passes recurse through as well: a stored expression just under the limit stays accepted.
 STATEMENT_LEVELS = 256
 
+#: Why an expression too deep is refused (every refusal says it).
+_WHY = ("which TVM's passes cannot handle (they recurse once per level and would overflow the stack and crash "
+        "the process)")
+
 _FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
 
@@ -159,14 +163,15 @@ _STATEMENT_WORDS = {
 
 def check_function_depth(func: Any, kernel_location: str) -> None:
     """Refuse a parsed kernel in which anything nests deeper than :data:`MAX_EXPRESSION_DEPTH`
-    plus :data:`STATEMENT_LEVELS` levels, counted from the function (an expression in an ``if`` or ``while`` condition, a loop or grid extent, a shape, a
-    call's arguments, with the statements around it): a ``LoweringError`` naming the line of the
+    plus :data:`STATEMENT_LEVELS` levels, counted from the function (an expression in an ``if`` or
+    ``while`` condition, a loop or grid extent, a shape, a call's arguments, with the statements
+    around it): a ``LoweringError`` naming the line of the
     innermost statement around it when the kernel keeps spans, else the kernel's ``def`` line.
     Element stores are checked as they are parsed (:func:`check_store_depth`); this catches the
     rest before anything prints or lowers the kernel."""
     from tvm import tirx
 
-    depth, path = _walk(func, _object_children, MAX_EXPRESSION_DEPTH + STATEMENT_LEVELS)
+    _, path = _walk(func, _object_children, MAX_EXPRESSION_DEPTH + STATEMENT_LEVELS)
     if not path:
         return
     where, what = kernel_location, "the kernel"
@@ -181,8 +186,7 @@ def check_function_depth(func: Any, kernel_location: str) -> None:
     from ..errors import LoweringError
 
     raise LoweringError(
-        f"{where}: {what} holds an expression nested about {MAX_EXPRESSION_DEPTH} levels deep or more, which TVM's "
-        f"passes cannot handle (they recurse once per level and would overflow the stack and crash the process); "
+        f"{where}: {what} holds an expression nested about {MAX_EXPRESSION_DEPTH} levels deep or more, {_WHY}; "
         f"compute parts of it into local names first (t = <part>; ... t ...) so that no single expression "
         f"nests that deep")
 
@@ -197,8 +201,7 @@ def check_operand_depth(op: str, name: str, value: Any) -> None:
 
         raise LoweringError(
             f"{location()}: {op}: {name} is an expression nested more than {MAX_EXPRESSION_DEPTH} levels deep, "
-            f"which TVM's passes cannot handle (they recurse once per level and would overflow the stack and crash "
-            f"the process); compute parts of it into local names first (t = <part>; ... t ...)")
+            f"{_WHY}; compute parts of it into local names first (t = <part>; ... t ...)")
 
 
 def check_store_depth(buffer_name: str, value: Any, indices: Any) -> None:
@@ -213,6 +216,5 @@ def check_store_depth(buffer_name: str, value: Any, indices: Any) -> None:
 
             raise LoweringError(
                 f"{location()}: {buffer_name}[...] = ...: the stored {what} is an expression nested more than "
-                f"{MAX_EXPRESSION_DEPTH} levels deep, which TVM's passes cannot handle (they recurse once per "
-                f"level and would overflow the stack and crash the process); bind parts of it to local names "
+                f"{MAX_EXPRESSION_DEPTH} levels deep, {_WHY}; bind parts of it to local names "
                 f"(t = <part>; ... t ...) so that no single expression nests that deep")

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import math
 import operator
 from dataclasses import dataclass, field
 from pathlib import Path
