@@ -45,6 +45,7 @@ from .condition_loads import HoistConditionLoads
 from .shared_hazards import DropSameThreadSyncs, PlanSharedBarriers, UnmarkUniformConditions
 from .dynamic_unroll import unroll_loops
 from .warp import NamedBarriers
+from .thread_allreduce import ResolveAllreduceThreads
 from .pdl import PdlSyncKernels
 from .access_ptr import LowerAccessPtr
 from .packed_reductions import PackHalfReductions
@@ -163,6 +164,7 @@ def cpu_runtime_passes(configs: Mapping[str, Any], vector_types: bool = True) ->
 def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
     """GPU: TIR with thread bindings -> host function + device kernels (``SplitHostDevice``)."""
     passes = [
+        ResolveAllreduceThreads(),  # T.tvm_thread_allreduce of a name given T.get_thread_binding (thread_allreduce.py)
         FragmentLayoutPass(),  # GPU fragments spread over the block's threads, atomics (lowering/fragments.py)
         LowerAccessPtr(),  # T.access_ptr -> tvm_access_ptr, once fragments have their place (lowering/access_ptr.py)
         GpuMathPass(),  # bit counts of every integer width, 16-bit float math without a GPU rule (lowering/gpu_math.py)
