@@ -173,6 +173,16 @@ def test_the_fast_reader_refuses_a_contiguous_negative_view(monkeypatch):
         assert torch.equal(c, lazy + r(16))
 
 
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor:UserWarning")
+def test_a_quantized_tensor_is_refused_naming_its_dtype_as_the_other_backends_do(monkeypatch):
+    """Before, both readers said "cannot read the tensor through DLPack: ..." (torch's DLPack
+    export has no quantized dtypes), where tvm_ffi and ctypes name the dtype."""
+    q = torch.quantize_per_tensor(r(16), 0.1, 0, torch.quint8)
+    for kernel in build_both(K.vadd_static(), monkeypatch):
+        with pytest.raises(ValueError, match=r"argument 'B' \(#1\): expected dtype float32, got quint8$"):
+            kernel(r(16), q, torch.zeros(16))
+
+
 def test_a_negative_view_of_stride_2_gets_each_readers_fix(monkeypatch):
     """`z.conj().imag` as it comes: the fast reader names the negative bit, DLPack the stride 2
     (its fix, .contiguous(), materializes the negation too)."""

@@ -808,6 +808,24 @@ static PyObject *tl_dlpack_error(tl_kernel *k, const tl_param *p, PyObject *obj)
       goto done;
     }
   }
+  {
+    /* a quantized tensor (torch.qint8, ...): no DLPack dtype; worded as the other paths word it */
+    PyObject *quantized = PyObject_GetAttrString(obj, "is_quantized");
+    int is_quantized = quantized ? PyObject_IsTrue(quantized) : 0;
+    PyObject *dtype = is_quantized > 0 ? PyObject_GetAttrString(obj, "dtype") : NULL;
+    PyObject *text = dtype ? PyObject_Str(dtype) : NULL;
+    const char *name = text ? PyUnicode_AsUTF8(text) : NULL;
+    Py_XDECREF(quantized);
+    Py_XDECREF(dtype);
+    PyErr_Clear();
+    if (name) {
+      tl_arg_error(k, PyExc_ValueError, p, "expected dtype %s, got %s", p->dtype_name,
+                   strncmp(name, "torch.", 6) == 0 ? name + 6 : name);
+      Py_DECREF(text);
+      goto done;
+    }
+    Py_XDECREF(text);
+  }
   layout = PyObject_GetAttrString(obj, "layout");
   if (layout) Py_SETREF(layout, PyObject_Str(layout));
   PyErr_Clear();
