@@ -172,6 +172,17 @@ def dynamic_dims(dims: Sequence[Any], shape: Sequence[int]) -> str:
     return ", ".join(f"'{dim.strip()}' = {got}" for dim, got in zip(dims, shape) if not isinstance(dim, int))
 
 
+def index_reach_text(reach: int, dims: Sequence[Any], shape: Sequence[int], strides: Optional[Sequence[int]]) -> str:
+    """``5000 elements ('m' = 5000)`` of a compact tensor, or ``2147483642 elements from its first to its
+    last in memory ('m' = 2, strides (2147483638, 1))`` of one with declared strides (``strides``): what
+    an index-limit message says is too many (the backends' dispatchers word it alike)."""
+    details = dynamic_dims(dims, shape)
+    if strides is None:
+        return f"{reach} elements ({details})"
+    details = ", ".join(t for t in (details, f"strides {tuple(strides)}") if t)
+    return f"{reach} elements from its first to its last in memory ({details})"
+
+
 #: The fix a nested tensor's error gives (the error table's ``nested_tensor`` row).
 NESTED_TENSOR_FIX = "pass its components (.unbind()) or .to_padded_tensor(0.0)"
 
@@ -520,9 +531,9 @@ class CallChecker:
         if limit is not None:  # elements (compact) or largest offset + 1 (declared strides)
             reach = x.numel() if e.compact else element_reach(x)
             if reach > limit:
-                raise ValueError(f"{self._prefix(e.index)}: {reach} elements "
-                                 f"({dynamic_dims(self.params[e.index].shape, shape)}) exceed this kernel's "
-                                 f"32-bit index limit of {limit}; {WIDE_INDEX_HINT}")
+                raise ValueError(f"{self._prefix(e.index)}: "
+                                 f"{index_reach_text(reach, self.params[e.index].shape, shape, None if e.compact else x.stride())}"
+                                 f" exceed this kernel's 32-bit index limit of {limit}; {WIDE_INDEX_HINT}")
         if e.narrow:
             for what, d, symbol, high, dtype in e.narrow:  # an int32 symbol: never narrow (after the index limit)
                 got = shape[d] if what == "shape" else x.stride(d)

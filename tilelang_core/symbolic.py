@@ -9,13 +9,24 @@ function of the symbol values, so evaluating it at call time costs one function 
 from __future__ import annotations
 
 import ast
+import keyword
 from functools import lru_cache
-from typing import Callable, Mapping, Union
+from typing import Callable, Mapping, Optional, Union
 
 from .ast_lock import AST_LOCK
 
 _ALLOWED_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
 _ALLOWED_CALLS = {"min", "max"}
+
+
+def unusable_symbol_name(name: str) -> Optional[str]:
+    """Why ``name`` cannot name a symbol in these expressions (``None`` when it can): a Python
+    keyword (``for``, ``None``) does not parse, and ``min``/``max`` are the expressions' functions."""
+    if keyword.iskeyword(name):
+        return f"{name!r} is a Python keyword"
+    if name in _ALLOWED_CALLS:
+        return f"{name!r} names the {name}() function of shape expressions"
+    return None
 
 
 def free_symbols(expr: Union[int, str]) -> set[str]:

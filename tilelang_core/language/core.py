@@ -95,6 +95,16 @@ def dtype_name(dtype: Any) -> str:
         ) from None
 
 
+def _refuse_unusable_names(what: str, names: list) -> None:
+    """A ``ValueError`` for the first of ``names`` that cannot name a symbol (symbolic.py)."""
+    from ..symbolic import unusable_symbol_name
+
+    for n in names:
+        why = unusable_symbol_name(n)
+        if why:
+            raise ValueError(f"{what}: {why}, which cannot name a dynamic dimension; choose another name, such as {n + '_'!r}")
+
+
 def dynamic(name: str, dtype: str = "int32") -> Any:
     """A dynamic (symbolic) dimension, e.g. ``N = T.dynamic("n")``; several names separated by
     commas or spaces give a tuple of them (``b, n = T.dynamic("batch, seq_len")``, as in TileLang).
@@ -105,6 +115,7 @@ def dynamic(name: str, dtype: str = "int32") -> Any:
     parts = name.replace(",", " ").split() if isinstance(name, str) else None
     if not parts or not all(n.isidentifier() for n in parts):
         raise ValueError(f"T.dynamic(name): name must be a Python identifier (or several separated by commas), got {name!r}")
+    _refuse_unusable_names("T.dynamic(name)", parts)
     if len(parts) > 1:
         return tuple(tirx.Var(n, dtype_name(dtype)) for n in parts)
     return tirx.Var(parts[0], dtype_name(dtype))
@@ -128,6 +139,7 @@ def const(names: str, dtype: str = "int32") -> Any:
     parts = [n for n in names.replace(",", " ").split() if n]
     if not parts or not all(n.isidentifier() for n in parts):
         raise ValueError(f"T.const(names): give identifiers separated by spaces or commas, got {names!r}")
+    _refuse_unusable_names("T.const(names)", parts)
     symbols = tuple(dynamic(n, dtype) for n in parts)
     return symbols[0] if len(symbols) == 1 else symbols
 

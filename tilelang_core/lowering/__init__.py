@@ -206,7 +206,8 @@ def lower(
     from .frontend import FrontendOptions, lower_tile_constructs
     from .checked_divisions import check_divisions
     from .device_assert import has_device_asserts, lower_device_asserts
-    from .signature import describe_params, index_plan, relax_param_alignment, widen_indices, written_params
+    from .signature import (constant_strides_in_size_dtype, describe_params, distinct_symbol_names, index_plan,
+                            relax_param_alignment, widen_indices, written_params)
 
     from .pointer_params import address_params, sink_address_tensors
 
@@ -247,6 +248,7 @@ def lower(
     callees = extern_callees(func) if imported else set()
     if imported and kind == "llvm":
         import_for_target(func, imported, kind, location, name)  # raises: no C source on llvm
+    func = distinct_symbol_names(func)  # two T.dynamic('n') objects: n and n_1 (signature.py)
     params, symbols, symbol_vars = describe_params(func, device_of(kind), location)
     params = [replace(p, pointer=device_of(kind)) if i in pointer_indices else p for i, p in enumerate(params)]
     if kind in CPU_KINDS:  # a bfloat16 scalar travels as a float32 (lowering/bfloat16_rounding.py)
@@ -268,6 +270,7 @@ def lower(
     tvm_modules = None
     gpu = kind in GPU_KINDS
     if "runtime_module" in wanted:
+        func = constant_strides_in_size_dtype(func)  # (s, 1) beside int64 sizes: an int64 1 (signature.py)
         _check_runtime_module_strides(func, location, name)
     from .tma_atomics import arch_number, check_target
 

@@ -56,27 +56,62 @@ def relax_param_alignment(func: tirx.PrimFunc) -> tirx.PrimFunc:
     (``x[1:]``) would crash such code. With the element size as the declared alignment no
     backend relies on more than any tensor view guarantees.
     """
+
+    def retype(ty: Any) -> Optional[dict]:
+        align = element_alignment(ty.dtype)
+        if int(ty.data_alignment) == align and int(ty.offset_factor) == 1:
+            return None
+        return {"data_alignment": align, "offset_factor": 1}
+
+    return _retyped_tensor_params(func, retype)
+
+
+def constant_strides_in_size_dtype(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with each constant stride (or size) of a tensor parameter in the dtype of its
+    dimension's symbolic size (or stride): ``T.StridedTensor((m, k), (s, 1))`` with int64
+    symbols has an int32 literal ``1`` beside the int64 ``k``, which TVM's packed host code
+    cannot compare (``_check_runtime_module_strides``); the value is the same in either dtype."""
+
+    def retype(ty: Any) -> Optional[dict]:
+        if not len(ty.strides):
+            return None
+        shape, strides = list(ty.shape), list(ty.strides)
+        for d, (size, stride) in enumerate(zip(shape, strides)):
+            if str(size.dtype) == str(stride.dtype):
+                continue
+            if isinstance(stride, tirx.IntImm):
+                strides[d] = tirx.IntImm(str(size.dtype), int(stride.value))
+            elif isinstance(size, tirx.IntImm):
+                shape[d] = tirx.IntImm(str(stride.dtype), int(size.value))
+        if all(a.same_as(b) for a, b in zip(strides, ty.strides)) and all(a.same_as(b) for a, b in zip(shape, ty.shape)):
+            return None
+        return {"shape": shape, "strides": strides}
+
+    return _retyped_tensor_params(func, retype)
+
+
+def _retyped_tensor_params(func: tirx.PrimFunc, retype: Any) -> tirx.PrimFunc:
+    """``func`` with the type of each tensor parameter for which ``retype(type)`` gives changes
+    (``{"shape"|"strides"|"data_alignment"|"offset_factor": value}``) rebuilt with them, and the
+    body reading the new parameter variables."""
     from tvm.tirx import _ffi_api
 
     mapping = []
     params = []
     for var in func.params:
         ty = getattr(var, "ty", None)
-        if not is_tensor_param(var):
-            params.append(var)
-            continue
-        align = element_alignment(ty.dtype)
-        if int(ty.data_alignment) == align and int(ty.offset_factor) == 1:
+        changes = retype(ty) if is_tensor_param(var) else None
+        if not changes:
             params.append(var)
             continue
         new_ty = _ffi_api.BufferType(
             ty.storage_scope,
             ty.dtype,
-            list(ty.shape),
-            list(ty.strides),
+            list(changes.get("shape", ty.shape)),
+            list(changes.get("strides", ty.strides)),
             ty.elem_offset,
-            align,
-            1,
+            changes.get("data_alignment", ty.data_alignment),
+            changes.get("offset_factor", ty.offset_factor),
             ty.layout,
             list(ty.allocated_addr),
             ty.span,
@@ -92,8 +127,6 @@ def relax_param_alignment(func: tirx.PrimFunc) -> tirx.PrimFunc:
             if v.same_as(old):
                 return new
         return v
-
-    import tvm_ffi
 
     body = tvm_ffi.structural_map(func.body, [(tvm.ir.Var, on_var)])
     return tirx.PrimFunc(params, body, func.ret_type, func.attrs, func.span)
@@ -217,6 +250,7 @@ def describe_params(func: tirx.PrimFunc, device: str, location: str):
             dtype = str(var.ty.dtype) if hasattr(var.ty, "dtype") else str(var.ty)
             params.append(ScalarParam(name=name, dtype=dtype))
             scalar_vars[index] = var
+    _check_symbol_names(symbol_vars, location)
     symbols: list[SymbolBinding] = []
     for sym in symbol_vars:
         binding = _find_binding(func, sym, scalar_vars)
@@ -228,6 +262,58 @@ def describe_params(func: tirx.PrimFunc, device: str, location: str):
             )
         symbols.append(binding)
     return params, symbols, symbol_vars
+
+
+def _check_symbol_names(symbol_vars: list, location: str) -> None:
+    """Symbols are named in the artifact (``"n + 1"``) and bound by name at call time, so each
+    name must parse in a shape expression (:func:`distinct_symbol_names` made them unique)."""
+    from ..symbolic import unusable_symbol_name
+
+    for sym in symbol_vars:
+        why = unusable_symbol_name(str(sym))
+        if why:
+            raise LoweringError(f"{location}: dynamic dimension {str(sym)!r}: {why}, which cannot name a dimension in "
+                                "the kernel's signature; give the symbol another name")
+
+
+def distinct_symbol_names(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with the second and later of different symbol variables of one name (two
+    ``T.dynamic("n")`` objects) renamed ``n_1``, ``n_2``, ...
+
+    They are different dimensions to TVM, which may differ in a call; the artifact and the
+    backends bind symbols by name, so without this each backend mixed them up its own way (one
+    refused a valid call, one failed to lower, one ran it right).
+    """
+    symbols: list = []
+    for var in func.params:
+        if is_tensor_param(var):
+            for d in list(var.ty.shape) + list(var.ty.strides):
+                for v in free_vars(d):
+                    if not any(v.same_as(s) for s in symbols):
+                        symbols.append(v)
+    taken = {str(v) for v in symbols} | {param_name(v) for v in func.params}
+    seen: set = set()
+    mapping: list = []
+    for sym in symbols:
+        name = str(sym)
+        if name not in seen:
+            seen.add(name)
+            continue
+        k = 1
+        while f"{name}_{k}" in taken:
+            k += 1
+        taken.add(f"{name}_{k}")
+        mapping.append((sym, tirx.Var(f"{name}_{k}", sym.dtype)))
+    if not mapping:
+        return func
+
+    def on_var(v):
+        for old, new in mapping:
+            if v.same_as(old):
+                return new
+        return v
+
+    return tvm_ffi.structural_map(func, [(tvm.ir.Var, on_var)])
 
 
 def _find_binding(func: tirx.PrimFunc, sym: Any, scalar_vars: dict) -> Optional[SymbolBinding]:

@@ -424,9 +424,31 @@ static void tl_dynamic_dims(tl_kernel *k, const tl_param *p, const int64_t *shap
   }
 }
 
-static int tl_index_limit_error(tl_kernel *k, const tl_param *p, const int64_t *shape, long long elems) {
+/* declared: a parameter with declared strides, whose message names its strides (NULL strides: compact
+   ones); the words are tilelang_core.calling.index_reach_text's */
+static int tl_index_limit_error(tl_kernel *k, const tl_param *p, const int64_t *shape, int declared,
+                                const int64_t *strides, long long elems) {
   char dims[256];
   tl_dynamic_dims(k, p, shape, dims, sizeof dims);
+  if (declared && !p->is_output) {
+    size_t used = strlen(dims);
+    int d;
+    long long compact[TL_MAX_NDIM], step = 1;
+    for (d = p->ndim - 1; d >= 0; d--) {
+      compact[d] = step;
+      step *= shape[d];
+    }
+    used += (size_t)snprintf(dims + used, sizeof dims - used, "%sstrides (", used ? ", " : "");
+    for (d = 0; d < p->ndim && used < sizeof dims; d++)
+      used += (size_t)snprintf(dims + used, sizeof dims - used, d == 0 ? "%lld" : ", %lld",
+                               strides ? (long long)strides[d] : compact[d]);
+    if (used < sizeof dims) snprintf(dims + used, sizeof dims - used, p->ndim == 1 ? ",)" : ")");
+    tl_arg_error(k, PyExc_ValueError, p,
+                 "%lld elements from its first to its last in memory (%s) exceed this kernel's 32-bit index limit "
+                 "of %lld; compile it with pass_configs={'tl.config_index_bitwidth': 64}",
+                 elems, dims, p->index_limit);
+    return -1;
+  }
   if (p->is_output)
     PyErr_Format(PyExc_ValueError,
                  "%U(): output '%U' would have %lld elements (%s), over this kernel's 32-bit index limit of %lld; "
@@ -508,7 +530,8 @@ TL_INLINE int tl_check_tensor(tl_kernel *k, const tl_param *p, PyObject *obj, co
       reach = 1;
       for (d = 0; d < p->ndim; d++) reach += (t->shape[d] - 1) * (t->strides[d] < 0 ? -t->strides[d] : t->strides[d]);
     }
-    if (reach > p->index_limit) return tl_index_limit_error(k, p, t->shape, reach);
+    if (reach > p->index_limit)
+      return tl_index_limit_error(k, p, t->shape, p->strides_mode != TL_STRIDES_COMPACT, t->strides, reach);
   }
   /* an int32 symbol's size (after the index limit, which names the first remedy) */
   if (narrow_d >= 0)
@@ -1074,7 +1097,7 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
       if (strided) total = span[0];
       else for (d = 0; d < p->ndim; d++) over |= __builtin_mul_overflow(total, (long long)shape[d], &total);
       if (over || total > p->index_limit) {
-        tl_index_limit_error(k, p, shape, over ? LLONG_MAX : total);
+        tl_index_limit_error(k, p, shape, 0, NULL, over ? LLONG_MAX : total);
         goto fail;
       }
     }

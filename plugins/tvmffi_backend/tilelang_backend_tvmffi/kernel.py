@@ -32,6 +32,7 @@ from tilelang_core.artifact import BuildOptions, KernelArtifact, ScalarParam, Te
 from tilelang_core.calling import (
     is_complex_number,
     is_numpy_bool,
+    index_reach_text,
     kernel_check_text,
     narrow_symbols,
     not_dense_message,
@@ -614,8 +615,9 @@ class _CallPlan:
             if p.index_limit is not None:  # elements (compact) or largest offset + 1 (explicit strides)
                 reach = x.numel() if p.strides is None else _reach(x)
                 if reach > p.index_limit:
+                    what = index_reach_text(reach, p.shape, shape, None if p.strides is None else x.stride())
                     return ValueError(
-                        f"{pre}: {reach} elements ({_dynamic_dims(p, shape)}) exceed this kernel's 32-bit index "
+                        f"{pre}: {what} exceed this kernel's 32-bit index "
                         f"limit of {p.index_limit}; compile it with pass_configs={{'tl.config_index_bitwidth': 64}}"
                     ), symbols
             if narrowed is not None:
