@@ -99,6 +99,10 @@ from . import chained_assign as _chained_assign  # noqa: E402
 
 _chained_assign.install()  # A[i] = B[i] = value in kernels (TVMScript refuses a = b = c)
 
+from . import python_conditions as _python_conditions  # noqa: E402
+
+_python_conditions.install()  # if None: / if 0: / if []: choose a branch by Python truthiness, as in TileLang
+
 from . import body_annotations as _body_annotations  # noqa: E402
 
 _body_annotations.install()  # def k(A): A: T.Tensor[...] (parameters typed in the body)

@@ -848,7 +848,12 @@ def macro(*args: Any, hygienic: bool = True) -> Any:
         from tvm.script.parser._core import scan_macro
 
         ensure_source(fn, "macro")
-        source, closure_vars = scan_macro(fn, _parser_utils.inspect_function_capture(fn))
+        # a global of a parameter's name (X = torch.randn(...) above @T.macro def f(X): a script or
+        # notebook) is hidden by the parameter; captured too, TVMScript stopped every call with
+        # "Variable X already defined in current scope"
+        parameters = set(inspect.signature(fn).parameters)
+        captured = {k: v for k, v in _parser_utils.inspect_function_capture(fn).items() if k not in parameters}
+        source, closure_vars = scan_macro(fn, captured)
         obj = _ValueMacro(source, closure_vars, fn, hygienic)
 
         @functools.wraps(fn)

@@ -1,0 +1,58 @@
+"""``if`` on a plain Python value in a kernel: Python's truthiness, as in TileLang.
+
+TVMScript takes an ``if`` whose condition is a TIR expression (a run-time branch) or a Python
+``bool`` (a branch chosen when the kernel is parsed), and stops at any other value with "If
+condition must be a boolean expression, but got None". Kernels written for TileLang branch on
+configuration values of any kind: ``is_hopper = check_hopper()`` is ``None`` on a machine
+without CUDA, ``if block_k:`` tests a number, ``if extra_args:`` a list (upstream's
+``examples/convolution`` does the first). :func:`install` makes such a condition choose its
+branch by Python's ``bool(value)``, once, when the kernel is parsed, and hands every other
+condition to TVMScript's own visitor with the value already evaluated (a condition that calls a
+``T.macro`` is not evaluated twice).
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+from .tirx_visitors import wrap_visitor
+
+__all__ = ["install", "is_python_condition"]
+
+#: Values branched on by their truthiness: ``None``, numbers (numpy's too), strings, containers.
+_PLAIN = (type(None), numbers.Number, str, bytes, list, tuple, dict, set, frozenset)
+
+
+def is_python_condition(value: Any) -> bool:
+    """Whether ``value`` is a plain Python value (not a TIR expression, not a ``bool``) whose
+    truthiness chooses an ``if`` branch at parse time."""
+    import numpy as np
+    import tvm
+
+    if isinstance(value, bool) or tvm.ir.is_prim_expr(value) or isinstance(value, tvm.tirx.expr.ExprOp):
+        return False
+    return isinstance(value, _PLAIN) or isinstance(value, (np.generic,)) and np.ndim(value) == 0
+
+
+def _visit_if(original: Any, self: Any, node: Any) -> None:
+    value = self.eval_expr(node.test)
+    if is_python_condition(value):
+        value = bool(value)
+    # TVMScript's visitor evaluates the condition itself: give it the value already computed (an
+    # instance attribute over the method, for this node's test only; nested ifs stack their own)
+    own = self.__dict__.get("eval_expr")
+    evaluate = self.eval_expr
+    self.eval_expr = lambda expr: value if expr is node.test else evaluate(expr)
+    try:
+        return original(self, node)
+    finally:
+        if own is None:
+            del self.eval_expr
+        else:
+            self.eval_expr = own
+
+
+def install() -> None:
+    """Register Python truthiness for ``if`` conditions with TVMScript's ``tirx`` parser (idempotent)."""
+    wrap_visitor("If", _visit_if)
