@@ -7,6 +7,8 @@ intrinsics, ``T.launch_thread``, ``T.thread_binding``, ``T.alloc_shared``, ``T.s
 ``T.ceildiv``, ``T.Kernel``, ``T.Parallel``, ``T.alloc_fragment``. See docs/language.md.
 """
 
+import sys as _sys
+
 from ..dependencies import require as _require
 
 _require("tvm", needed_by="tilelang.language")  # a clear MissingDependencyError without TVM
@@ -164,3 +166,14 @@ __tilelang_dialect__ = "cuda"
 __all__ = sorted(
     {n for n, v in globals().items() if not n.startswith("_") and not isinstance(v, type(_tvm))} | set(tileops.__all__)
 )
+
+
+def __getattr__(name: str):
+    """A name this module lacks: ``AttributeError``, with the reason and what to do instead when
+    it is a name of upstream TileLang's ``T.`` namespace (language/not_provided.py)."""
+    from .not_provided import why_not_provided
+
+    why = None if name.startswith("__") else why_not_provided(name)
+    message = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(f"{message}: T.{name} is not provided by tilelang-core: {why}" if why else message, name=name,
+                         obj=_sys.modules[__name__])
