@@ -115,3 +115,17 @@ def test_the_index_limit_error_of_a_strided_tensor_names_its_reach_and_strides(b
         "last() argument 'A' (#0): 2147483642 elements from its first to its last in memory ('m' = 2, 'k' = 4, "
         "strides (2147483638, 1)) exceed this kernel's 32-bit index limit of 2146435072; compile it with "
         "pass_configs={'tl.config_index_bitwidth': 64}"), str(info.value)
+
+
+@pytest.mark.parametrize("backend", ["cython", "tvm_ffi"])
+def test_an_unsigned_symbol_is_refused_on_c_and_runs_on_llvm(backend, monkeypatch):
+    """On c, TVM stopped in its C entry's arithmetic ("Minuend's value is 0U ... will cause a negative uint")."""
+    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
+    kernel = add_one(T.dynamic("n", "uint32"))
+    with pytest.raises(LoweringError, match=r"kernel 'add_one_kernel': dynamic dimension 'n' is uint32, which the c target "
+                                            r"cannot take .*; declare it T\.dynamic\('n', 'int64'\), or lower the kernel "
+                                            r"for llvm"):
+        tilelang.compile(kernel, out_idx=-1, target="c", execution_backend=backend)
+    if backend == "tvm_ffi":
+        a = torch.randn(5)
+        assert torch.equal(tilelang.compile(kernel, out_idx=-1, target="llvm", execution_backend=backend)(a), a + 1)

@@ -251,6 +251,13 @@ def lower(
     func = distinct_symbol_names(func)  # two T.dynamic('n') objects: n and n_1 (signature.py)
     params, symbols, symbol_vars = describe_params(func, device_of(kind), location)
     params = [replace(p, pointer=device_of(kind)) if i in pointer_indices else p for i, p in enumerate(params)]
+    if kind == "c":  # TVM 0.27 folds 0u - n while lowering the C entry of an unsigned size and stops
+        for sym in symbols:
+            if sym.dtype.startswith("uint"):
+                raise LoweringError(
+                    f"{location}: kernel '{name}': dynamic dimension '{sym.name}' is {sym.dtype}, which the c target "
+                    f"cannot take (TVM's C entry computes with signed sizes); declare it T.dynamic('{sym.name}', "
+                    "'int64'), or lower the kernel for llvm")
     if kind in CPU_KINDS:  # a bfloat16 scalar travels as a float32 (lowering/bfloat16_rounding.py)
         from .bfloat16_rounding import float32_bfloat16_params
 
