@@ -252,6 +252,9 @@ def make_kernel(
             "the pipeline must build the kernel under that global symbol"
         )
     out_idx = _check_out_idx(artifact, options.out_idx)
+    from .fork_safety import install
+
+    install()  # CPU blocks run on TVM's thread pool: a forked child runs them serially, not waiting forever
     state = KernelState(
         artifact=artifact, options=options, out_idx=out_idx, func=func, module=module_for_export,
         library_path=library_path, library_bytes=library_bytes, module_kinds=list(kinds), alignment=alignment,
