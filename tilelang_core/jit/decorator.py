@@ -119,9 +119,27 @@ def _check_binds(func: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) 
         raise TypeError(f"{getattr(func, '__name__', 'kernel')}(): {exc}") from None
 
 
+def is_numpy_array(value: Any) -> bool:
+    """Whether ``value`` is a NumPy array (told without importing NumPy)."""
+    kind = type(value)
+    return kind.__module__ == "numpy" and kind.__name__ == "ndarray"
+
+
+def numpy_array_message(function: str, what: str) -> str:
+    """The error for a NumPy array given as argument ``what`` of ``function``: kernels take torch
+    tensors, and an array cannot be a compile-time value (it cannot be hashed)."""
+    return (
+        f"{function}(): {what} is a numpy.ndarray, which cannot be hashed: NumPy arrays are not tensors here "
+        "(kernels take torch tensors); pass torch.from_numpy(x) for a tensor, or pass a hashable value (a tuple, "
+        "tuple(x.tolist())) for a compile-time value"
+    )
+
+
 def unhashable_message(function: str, what: str, value: Any) -> str:
     """The error for an argument ``what`` (``"argument #1"``, ``"argument 'cfg'"``) of ``function`` that
     cannot be part of a kernel's key."""
+    if is_numpy_array(value):
+        return numpy_array_message(function, what)
     return (
         f"{function}(): {what} is a {type(value).__module__}.{type(value).__qualname__}, which cannot be hashed, so "
         "the kernel made for it could not be found again: pass a hashable value (an int, float, string, dtype, "
@@ -298,6 +316,10 @@ class JitFunction:
             form = (form, value_types(form))  # 1, 1.0 and True are equal, and three kernels
             kernel = self._call_form_cache.get(form)
         except TypeError as exc:
+            given = [(f"argument #{i}", a) for i, a in enumerate(args)] + [(f"argument {k!r}", v) for k, v in kwargs.items()]
+            array = next((what for what, v in given if is_numpy_array(v)), None)
+            if array is not None:
+                raise TypeError(numpy_array_message(self.func.__name__, array)) from None
             raise TypeError(
                 f"{self.func.__name__}(): arguments of a @tilelang.jit function must be hashable values "
                 f"(ints, floats, strings, dtypes, tuples, ...) to find their kernel ({exc}); got "

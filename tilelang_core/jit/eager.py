@@ -43,9 +43,16 @@ import types
 from typing import Any, Callable, Optional, Sequence
 
 from ..ast_lock import AST_LOCK
-from ..errors import KernelDefinitionError
+from ..errors import KernelDefinitionError, TileLangError
 
-__all__ = ["is_eager_style", "EagerFunction", "declares_outputs", "prim_func_with_outputs", "OUT_IDX_ATTR"]
+__all__ = ["is_eager_style", "EagerFunction", "declares_outputs", "prim_func_with_outputs", "OUT_IDX_ATTR",
+           "ArgumentShapeError"]
+
+
+class ArgumentShapeError(TileLangError, ValueError, TypeError):
+    """A tensor argument's shape (or strides) disagrees with its annotation or with another
+    argument over a ``T.const``: a ``ValueError``, as TileLang raises for a static shape mismatch
+    and this project for a ``T.dynamic`` one, and a ``TypeError``, as it was first raised here."""
 
 #: Attribute of a ``T.prim_func`` that returns its ``T.empty`` outputs: their parameter indices,
 #: negative (TileLang's name and form); ``tilelang.compile`` takes them as ``out_idx``.
@@ -54,6 +61,7 @@ OUT_IDX_ATTR = "tilelang_out_idx"
 _ENV = "__tl_env"
 _TENSOR = "__tl_tensor"
 _PRIM_FUNC = "__tl_prim_func"
+_ANN = "__tl_annotation_"  # + a parameter's name: its annotation, evaluated once in the generated factory
 
 
 # -- reading the function ----------------------------------------------------------------------
@@ -109,8 +117,22 @@ def is_eager_style(func: Callable[..., Any]) -> bool:
 
     Eager: the body has no inner ``@T.prim_func`` and, at its top level, annotates a parameter
     (``A: T.Tensor[...]``), calls ``T.const``/``T.empty``, or opens ``with T.Kernel(...)``; or a
-    signature annotation is a tensor or dtype. Functions whose source cannot be read are not.
+    signature annotation is a tensor or dtype. Functions whose source cannot be read are not,
+    unless their code names ``Kernel`` or ``const`` and no ``prim_func`` (an eager body, which
+    is compiled from its source text): that is the :func:`~tilelang_core.language.source.ensure_source`
+    error, which says where to define the function.
+
+    :raises KernelDefinitionError: an eager-looking function whose source Python does not keep
+        (defined by ``exec`` of a string, or read from a pipe).
     """
+    from ..language.source import ensure_source
+
+    try:
+        ensure_source(func, "@tilelang.jit function")
+    except KernelDefinitionError:
+        if _names_eager_calls(func):  # the same error, naming the style that needs the text
+            ensure_source(func, "eager-style @tilelang.jit function")
+        return False
     try:
         fdef, _, _ = _function_def(func)
     except (OSError, TypeError, SyntaxError, KernelDefinitionError):
@@ -127,6 +149,13 @@ def is_eager_style(func: Callable[..., Any]) -> bool:
             return True
     annotations = _runtime_annotations(func)
     return any(_is_kernel_annotation(v) for k, v in annotations.items() if k != "return")
+
+
+def _names_eager_calls(func: Callable[..., Any]) -> bool:
+    """Whether ``func``'s own code (not a nested function's) names ``Kernel`` or ``const`` and no
+    ``prim_func``: an eager-style body (``with T.Kernel(...)``, ``T.const``), told without its source."""
+    names = set(getattr(getattr(func, "__code__", None), "co_names", ()))
+    return bool(names & {"Kernel", "const"}) and "prim_func" not in names
 
 
 def _runtime_annotations(func: Callable[..., Any]) -> dict[str, Any]:
@@ -197,6 +226,9 @@ class _Analysis:
         self.const_names: list[str] = []
         self.prologue: list[ast.stmt] = []  # statements run in Python, in order (not annotations/outputs)
         self.outputs: list[tuple[str, ast.Call]] = []
+        # where each parameter annotated in the body is declared: the number of prologue statements
+        # before its annotation (the statements after it may read A.dtype, A.shape, ...)
+        self.annotated_at: dict[str, int] = {}
         kernel_names = set(self.kernel_params)
         index = 0
         while index < len(body):
@@ -205,6 +237,7 @@ class _Analysis:
                 if stmt.value is not None:
                     raise self._error(stmt, f"parameter {stmt.target.id!r} is annotated with a value; write '{stmt.target.id}: T.Tensor[...]'")
                 self.annotations[stmt.target.id] = stmt.annotation
+                self.annotated_at[stmt.target.id] = len(self.prologue)
             elif isinstance(stmt, ast.Assign) and _call_attr(stmt.value) == "const":
                 self.const_names.extend(self._target_names(stmt))
                 self.prologue.append(stmt)
@@ -215,11 +248,13 @@ class _Analysis:
                 self.outputs.append((names[0], stmt.value))
             elif isinstance(stmt, ast.Assign) and (_call_attr(stmt.value) or "").startswith("alloc_"):
                 break  # T.alloc_global & co. declare buffers of the kernel function: its body starts here
-            elif _plain_python(stmt) and not (_names_in(stmt) & kernel_names):
+            elif _plain_python(stmt) and _reads_only_declarations(stmt, kernel_names, set(self.annotations)):
                 self.prologue.append(stmt)
             else:
                 break
             index += 1
+        # the parameters the prologue reads (A.dtype): declared at their annotation, the others after it
+        self.prologue_reads = set().union(set(), *(_names_in(s) for s in self.prologue)) & kernel_names
         kernel = body[index:]
         self.returns: Optional[list[str]] = None
         if kernel and isinstance(kernel[-1], ast.Return):
@@ -287,18 +322,31 @@ class _Analysis:
         env_names = list(self.func.__code__.co_freevars) + self.compile_params + self.const_names
         if env_names:
             header.append(pad + "; ".join(f"{n} = {_ENV}[{n!r}]" for n in dict.fromkeys(env_names)))
-        # scalar kernel parameters the prologue or an output's shape reads (T.empty([m + 1], ...)):
-        # their variables, for the Python run here; the kernel's signature declares the parameters
+        # kernel parameters the prologue or an output reads (T.empty([m + 1], ...), T.empty(..., A.dtype)):
+        # a scalar's variable (from env), a tensor's declaration (its annotation, evaluated here with
+        # the constants and T.dynamic symbols of this run), for the Python run here; the kernel's
+        # signature declares the parameters
         read = set().union(set(), *(_names_in(stmt) for stmt in self.prologue), *(_names_in(call) for _, call in self.outputs))
-        scalars = [p for p in self.kernel_params if p in read and p not in env_names]
-        if scalars:
-            header.append(pad + "; ".join(f"{n} = {_ENV}.get({n!r})" for n in scalars))
-        for stmt in self.prologue:
+        declared = [p for p in self.kernel_params if p in read and p not in env_names]
+
+        def bind(params: list[str]) -> None:
+            """One header line evaluating the annotations of ``params`` once (the kernel's signature
+            takes the same declaration, so a ``T.dynamic`` made in the annotation is one symbol)."""
+            if params:
+                header.append(pad + "; ".join(
+                    f"{_ANN}{n} = ({ast.unparse(self.annotations[n])}); {n} = {_ENV}[{n!r}] if {n!r} in {_ENV} "
+                    f"else {_ANN}{n}" for n in params))
+
+        early = [p for p in declared if p in self.prologue_reads]  # at their annotation; the others after the prologue
+        bind([p for p in early if p not in self.annotated_at])  # annotated in the signature
+        for index, stmt in enumerate(self.prologue):
+            bind([p for p in early if self.annotated_at.get(p) == index])
             if isinstance(stmt, ast.Assign) and _call_attr(stmt.value) == "const":
                 continue
             for line in ast.unparse(stmt).splitlines():
                 header.append(pad + line)
-        signature = [f"{p}: {ast.unparse(self.annotations[p])}" for p in self.kernel_params]
+        bind([p for p in declared if p not in early])
+        signature = [f"{p}: {_ANN + p if p in declared else ast.unparse(self.annotations[p])}" for p in self.kernel_params]
         for name, call in self.outputs:
             args = [ast.unparse(a) for a in call.args] + [ast.unparse(k) for k in call.keywords]
             signature.append(f"{name}: {_TENSOR}({', '.join(args)})")
@@ -336,17 +384,38 @@ def _names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
+#: What a statement before the kernel body may read of a kernel parameter already annotated
+#: (``B = T.empty((N,), A.dtype)``, ``M, K = A.shape``): the attributes of its declaration.
+_DECLARATION_ATTRS = frozenset({"dtype", "shape", "strides", "name", "scope", "elem_offset", "offset_factor",
+                                "data_alignment"})
+
+
+def _reads_only_declarations(stmt: ast.stmt, kernel_names: set[str], annotated: set[str]) -> bool:
+    """Whether ``stmt`` uses the kernel parameters ``kernel_names`` only to read an attribute of
+    :data:`_DECLARATION_ATTRS` of one already ``annotated`` (``dtype = A.dtype``), so it can run
+    before the kernel body; any other use (``A[0]``, ``T.view(A, ...)``, ``A = ...``) starts the body."""
+    allowed = {
+        id(node.value)
+        for node in ast.walk(stmt)
+        if isinstance(node, ast.Attribute) and node.attr in _DECLARATION_ATTRS and isinstance(node.value, ast.Name)
+        and node.value.id in annotated and isinstance(node.value.ctx, ast.Load)
+    }
+    return all(id(n) in allowed for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id in kernel_names)
+
+
 # -- per call --------------------------------------------------------------------------------
 
 
 def _tensor_decl(*args: Any, dtype: Any = "float32", **kwargs: Any) -> Any:
     """``T.empty``'s arguments as a tensor declaration: ``(shape, dtype)``, ``(d0, d1, dtype=)``."""
+    import tvm_ffi
+
     from ..language.core import Tensor
 
     if len(args) >= 2 and isinstance(args[-1], str):
         dtype, args = args[-1], args[:-1]
-    if len(args) == 1 and isinstance(args[0], (list, tuple)):
-        shape = tuple(args[0])
+    if len(args) == 1 and isinstance(args[0], (list, tuple, tvm_ffi.Array)):
+        shape = tuple(args[0])  # a list, a tuple, or a declaration's shape (T.empty(A.shape, A.dtype))
     else:
         shape = tuple(args)
     return Tensor(shape, dtype, **kwargs)
@@ -451,6 +520,10 @@ class EagerFunction:
             value = bound.get(p)
             if value is None or not hasattr(decl, "shape"):
                 continue
+            from .decorator import is_numpy_array, numpy_array_message
+
+            if is_numpy_array(value):  # it has a shape, but a kernel takes torch tensors
+                raise TypeError(numpy_array_message(a.name, f"argument {p!r}"))
             if not hasattr(value, "shape"):  # a list or a number for a tensor: the calling convention's error
                 position = list(a.kernel_params).index(p)  # numbered as the kernel call numbers it
                 raise TypeError(f"{a.name}() argument '{p}' (#{position}): expected a torch.Tensor, got "
@@ -501,7 +574,18 @@ class EagerFunction:
                 decls[p] = declared
                 env[p] = namespace[p] = tirx.Var(p, str(declared))
         symbols: dict[str, Any] = {}
-        for stmt in a.prologue:
+
+        def declare(index: Optional[int]) -> None:
+            """Bind the tensors the prologue reads and that are annotated before its statement
+            ``index`` (None: in the signature) to their declarations (the statements after them read
+            A.dtype); the others are declared after the prologue, as before."""
+            for p in a.prologue_reads:
+                if p not in decls and a.annotated_at.get(p) == index:
+                    decls[p] = namespace[p] = eval(self._annotation_code(p), namespace)  # noqa: S307 - the user's own annotation
+
+        declare(None)
+        for index, stmt in enumerate(a.prologue):
+            declare(index)
             if isinstance(stmt, ast.Assign) and _call_attr(stmt.value) == "const":
                 for name in a._target_names(stmt):
                     symbols[name] = namespace[name] = tirx.Var(name, "int32")
@@ -605,7 +689,7 @@ def _bind_consts(fname: str, param: str, decl: Any, value: Any, symbols: dict[st
         if not dims or actual is None:
             continue
         if len(dims) != len(actual):
-            raise TypeError(f"{fname}(): {param} has {len(actual)} {what}s, its annotation declares {len(dims)}")
+            raise ArgumentShapeError(f"{fname}(): {param} has {len(actual)} {what}s, its annotation declares {len(dims)}")
         for i, (dim, got) in enumerate(zip(dims, actual)):
             if got is None:
                 continue
@@ -613,12 +697,12 @@ def _bind_consts(fname: str, param: str, decl: Any, value: Any, symbols: dict[st
                 previous = consts.setdefault(dim.name, got)
                 origins.setdefault(dim.name, f"{param}'s {what} {i}")
                 if previous != got:
-                    raise TypeError(
+                    raise ArgumentShapeError(
                         f"{fname}(): T.const {dim.name} is {previous} from {origins[dim.name]} but {param}'s {what} {i} "
                         f"is {got}"
                     )
             elif isinstance(dim, (int, tirx.IntImm)) and int(dim) != got:
-                raise TypeError(f"{fname}(): {param}'s {what} {i} is {got}, its annotation says {int(dim)}")
+                raise ArgumentShapeError(f"{fname}(): {param}'s {what} {i} is {got}, its annotation says {int(dim)}")
 
 
 def _dtype_text(x: Any) -> Optional[str]:
