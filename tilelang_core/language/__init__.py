@@ -73,6 +73,10 @@ from . import tvm_names as _tvm_names  # noqa: E402
 
 _tvm_names.install()  # tvm.tirx.Call, tvm.arith, expr.dtype, ... as TileLang code spells them
 
+from . import ir_pickling as _ir_pickling  # noqa: E402
+
+_ir_pickling.install()  # pickle/copy of a T.prim_func or an expression: TypeError (TVM 0.27 crashed the process)
+
 from . import literals as _literals  # noqa: E402
 
 _literals.install()  # x & 0x7FFFFFFFFFFFFFFF and x64 * 1e300 keep their literals (TVM 0.27 cuts them to 32 bits)
