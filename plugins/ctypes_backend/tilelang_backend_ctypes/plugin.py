@@ -9,6 +9,7 @@ This module imports nothing heavy; torch is imported when a kernel is built.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shlex
 from pathlib import Path
@@ -76,7 +77,11 @@ class Kernel:
         # The folder is this kernel's own (a build's, or a private copy of a saved one): remove it with
         # the kernel, and give the library back (it stayed mapped before: 5 maps and ~25 KB for each
         # load, for the life of the process). A failed build keeps its folder for the error.
-        weakref.finalize(self, _release, library._handle, str(self.directory))
+        # At interpreter exit a kernel still alive keeps its library mapped (an atexit handler or a
+        # __del__ may still call it: a dlclose there made that call jump into unmapped memory); its
+        # folder goes then (_remove_live_folders).
+        weakref.finalize(self, _release, library._handle, str(self.directory)).atexit = False
+        _LIVE_FOLDERS.add(str(self.directory))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Check the call, allocate the outputs, run the entry function (ctypes releases the GIL)."""
@@ -87,13 +92,32 @@ class Kernel:
         return call.result()
 
 
+#: The folders of the kernels alive now, removed at interpreter exit (their libraries stay mapped).
+_LIVE_FOLDERS: set = set()
+
+
 def _release(handle: int, directory: str) -> None:
     """Unload a freed kernel's library (``dlclose``) and remove its folder."""
     import _ctypes
     import shutil
 
+    _LIVE_FOLDERS.discard(directory)
     _ctypes.dlclose(handle)
     shutil.rmtree(directory, True)
+
+
+def _remove_live_folders() -> None:
+    """At interpreter exit: remove the folders of the kernels still alive, keeping their libraries
+    mapped (unlinking a mapped file is fine); registered when this module is imported, so it runs
+    after the atexit handlers registered later (LIFO), which may still call a kernel."""
+    import shutil
+
+    for directory in list(_LIVE_FOLDERS):
+        shutil.rmtree(directory, True)
+    _LIVE_FOLDERS.clear()
+
+
+atexit.register(_remove_live_folders)
 
 
 @hookimpl
