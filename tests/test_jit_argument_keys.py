@@ -269,3 +269,28 @@ def test_decorating_a_compiled_kernel_says_what_to_do():
         tilelang.jit(kernel)
     with pytest.raises(TypeError, match="call it directly"):
         tilelang.jit(out_idx=-1)(kernel)
+
+
+def test_a_fresh_symbol_of_the_same_name_finds_the_same_kernel():
+    """Each T.dynamic("n") was a new key (symbols hash by identity): building the kernel where it
+    is used, once per forward call, kept one more kernel per call (3,001 after 3,000 calls, 9 ms
+    each). Symbols are keyed by name and dtype now; another name or dtype is another kernel."""
+
+    @tilelang.jit(out_idx=-1, target="c", execution_backend="cython")
+    def add_one(n, dtype="float32"):
+        @T.prim_func
+        def add_one_kernel(A: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype)):
+            with T.Kernel(1):
+                for i in T.serial(n):
+                    B[i] = A[i] + T.cast(1, dtype)
+
+        return add_one_kernel
+
+    a = torch.randn(7)
+    kernels = {id(add_one(T.dynamic("n"))) for _ in range(20)}
+    assert len(kernels) == 1 and len(add_one.kernels) == 1
+    assert torch.equal(add_one(T.dynamic("n"))(a), a + 1)
+    assert add_one(T.dynamic("m")) is not add_one(T.dynamic("n"))
+    assert add_one(T.dynamic("n", "int64")) is not add_one(T.dynamic("n"))
+    assert add_one((T.dynamic("n")), dtype="float32") is add_one(T.dynamic("n"))
+    assert len(add_one.kernels) == 3

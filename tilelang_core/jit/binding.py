@@ -24,7 +24,36 @@ import inspect
 import sys
 from typing import Any, Callable
 
-__all__ = ["ArgumentBinder", "cache_value", "value_types"]
+__all__ = ["ArgumentBinder", "cache_value", "symbol_stand_in", "value_types"]
+
+
+def symbol_stand_in(value: Any) -> Any:
+    """``value``, with a scalar TVM variable (a ``T.dynamic`` symbol) in it, at the top or in
+    tuples, replaced by ``("T.dynamic", name, dtype)``.
+
+    A symbol hashes by identity, so a function called with a fresh ``T.dynamic("n")`` each time
+    (``vector_add(T.dynamic("n"))`` in a model's forward) made a new key, a new parse and a kept
+    kernel per call, without bound (3,001 kernels after 3,000 calls). Two symbols of one name and
+    dtype build the same kernel: its cache key is the kernel's text, which names the symbol.
+    """
+    var = _VAR[0]
+    if var is None:
+        tvm = sys.modules.get("tvm")
+        if tvm is None:
+            return value
+        var = _VAR[0] = tvm.ir.Var
+    if type(value) is tuple:
+        for item in value:
+            if isinstance(item, (tuple, var)):
+                return tuple([symbol_stand_in(v) for v in value])
+        return value
+    if isinstance(value, var) and type(getattr(value, "ty", None)).__name__ == "PrimType":
+        return ("T.dynamic", str(value), str(value.dtype))
+    return value
+
+
+#: TVM's variable class, once TVM is imported (symbol_stand_in).
+_VAR: list = [None]
 
 
 def cache_value(value: Any, where: str = "value") -> Any:
@@ -40,6 +69,7 @@ def cache_value(value: Any, where: str = "value") -> Any:
         return ("dict", tuple(sorted(((repr(k), cache_value(v, where)) for k, v in value.items()), key=lambda kv: kv[0])))
     if isinstance(value, (set, frozenset)):
         return ("set", frozenset(cache_value(v, where) for v in value))
+    value = symbol_stand_in(value)
     try:
         hash(value)
     except TypeError:

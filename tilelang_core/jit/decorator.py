@@ -27,7 +27,7 @@ import types
 from typing import Any, Callable, Optional, Sequence, Union
 
 from ..errors import TileLangError
-from .binding import value_types
+from .binding import symbol_stand_in, value_types
 from .kernel import JITKernel
 from .outputs import OutIdx
 
@@ -93,6 +93,9 @@ def _freeze(value: Any) -> Any:
         return ("set", tuple(sorted(repr(v) for v in value)))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return (type(value), tuple((f.name, _freeze(getattr(value, f.name))) for f in dataclasses.fields(value)))
+    stand_in = symbol_stand_in(value)  # a T.dynamic symbol: by name and dtype (binding.py)
+    if stand_in is not value:
+        return stand_in
     hash(value)  # TypeError for anything else that cannot be a key
     return (type(value), value)
 
@@ -311,7 +314,7 @@ class JitFunction:
         eager = self._eager_function()
         if eager is not None:
             return eager.compile(*args, **kwargs)
-        form = (args, tuple(kwargs.items()))
+        form = (symbol_stand_in(args), symbol_stand_in(tuple(kwargs.items())) if kwargs else ())
         try:
             form = (form, value_types(form))  # 1, 1.0 and True are equal, and three kernels
             kernel = self._call_form_cache.get(form)
