@@ -10,11 +10,24 @@ it is re-entrant because parsing a kernel parses its macros and nested functions
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
 #: Held while the core parses Python source (``ast.parse``, TVMScript's parser).
-AST_LOCK = threading.RLock()
+AST_LOCK = threading.RLock()  # a fork child gets it unlocked (_reinit_lock_in_child)
+
+
+def _reinit_lock_in_child() -> None:
+    """``os.register_at_fork`` hook: :data:`AST_LOCK` unlocked again in a child made by ``os.fork()``
+    (another thread of the parent may have held it at the fork; the child has only the forking
+    thread, so nothing would ever release it there)."""
+    if not AST_LOCK._is_owned():  # held by the forking thread itself: it releases it as usual
+        AST_LOCK._at_fork_reinit()  # the same object: other modules imported it by name
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_reinit_lock_in_child)
 
 
 class _LockedAst:
