@@ -294,3 +294,21 @@ def test_a_fresh_symbol_of_the_same_name_finds_the_same_kernel():
     assert add_one(T.dynamic("n", "int64")) is not add_one(T.dynamic("n"))
     assert add_one((T.dynamic("n")), dtype="float32") is add_one(T.dynamic("n"))
     assert len(add_one.kernels) == 3
+
+
+def test_parse_cache_key_is_the_key_of_equivalent_calls():
+    """TileLang's notebooks time ``f.parse_cache_key(A, B)`` against a call (it was missing)."""
+
+    @tilelang.jit(out_idx=-1, target="c", execution_backend="cython")
+    def scaled(n, factor=2):
+        @T.prim_func
+        def scaled_kernel(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(1):
+                for i in T.serial(n):
+                    B[i] = A[i] * factor
+
+        return scaled_kernel
+
+    key = scaled.parse_cache_key(8)
+    assert key == scaled.parse_args(8)[0] == scaled.parse_cache_key(8, factor=2) == scaled.parse_cache_key(n=8)
+    assert key != scaled.parse_cache_key(8, 3)

@@ -251,6 +251,11 @@ class JitFunction:
         """
         return self._argument_binder().parse_args(*args, **kwargs)
 
+    def parse_cache_key(self, *args: Any, **kwargs: Any) -> tuple:
+        """The key of a call's kernel without the tensors themselves (TileLang's spelling; its
+        notebooks time it against a kernel call): :meth:`parse_args`'s key."""
+        return self.parse_args(*args, **kwargs)[0]
+
     def _parse_phase1_key(self, *args: Any, **kwargs: Any) -> tuple[tuple, dict[str, Any], dict[str, Any]]:
         """``(key, tensors, compile_kwargs)``: the non-tensor arguments by name (``**kwargs`` flattened) and their key."""
         return self._argument_binder().phase1_key(*args, **kwargs)
