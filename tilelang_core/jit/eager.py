@@ -406,6 +406,27 @@ def _reads_only_declarations(stmt: ast.stmt, kernel_names: set[str], annotated: 
 # -- per call --------------------------------------------------------------------------------
 
 
+def _call_key(args: tuple, runtime: frozenset) -> tuple:
+    """What a positional call's kernel depends on: each tensor's shape, strides, dtype and device
+    (they give the ``T.const`` values and the target), each other value by type and value, except
+    at the ``runtime`` positions (the kernel's own scalar parameters, passed at every call): by
+    type only, so that their values do not make one entry each.
+
+    :raises TypeError: a value cannot be hashed.
+    """
+    tensor = _TORCH_TENSOR[0]
+    if tensor is None:
+        import torch
+
+        tensor = _TORCH_TENSOR[0] = torch.Tensor
+    return tuple((x.shape, x.stride(), x.dtype, x.device) if isinstance(x, tensor)
+                 else (type(x),) if i in runtime else (type(x), x) for i, x in enumerate(args))
+
+
+#: ``torch.Tensor``, once :func:`_call_key` first runs.
+_TORCH_TENSOR: list = [None]
+
+
 def _tensor_decl(*args: Any, dtype: Any = "float32", **kwargs: Any) -> Any:
     """``T.empty``'s arguments as a tensor declaration: ``(shape, dtype)``, ``(d0, d1, dtype=)``."""
     import tvm_ffi
@@ -438,13 +459,42 @@ class EagerFunction:
         self._kernels: dict[Any, Any] = {}
         self._annotation_codes: dict[str, Any] = {}
         self._lock = threading.Lock()
+        #: positional calls seen before -> (kernel, positions of the kernel's arguments): see __call__
+        self._calls: dict[Any, tuple[Any, tuple[int, ...]]] = {}
+        names = list(self.analysis.signature.parameters)
+        self._positions = tuple(names.index(p) for p in self.analysis.kernel_params)
+        self._runtime = frozenset(self._positions)
 
     # the three entry points
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Specialise for these arguments (once), run the kernel, return the declared outputs.
+
+        A positional call like one seen before (the same tensor shapes, strides, dtypes and
+        devices, and equal other values) goes straight to its kernel: specialising runs the
+        prologue and builds TVM declarations, about 110 us a call for two tensors, against a few
+        hundred nanoseconds for this lookup. The kernel's own call still checks every tensor.
+        """
         a = self.analysis
+        if not kwargs:
+            try:
+                found = self._calls.get(_call_key(args, self._runtime))
+            except TypeError:  # an unhashable value: the full path says what is wrong with it
+                found = None
+            if found is not None:
+                return self._outputs(found[0](*[args[i] for i in found[1]]))
         kernel, bound = self._kernel_for(args, kwargs, calling=True)
         inputs = [bound[p] for p in a.kernel_params]
         result = kernel(*inputs)
+        if not kwargs and all(i < len(args) for i in self._positions):
+            try:
+                self._calls.setdefault(_call_key(args, self._runtime), (kernel, self._positions))
+            except TypeError:
+                pass
+        return self._outputs(result)
+
+    def _outputs(self, result: Any) -> Any:
+        """What a call returns: the declared outputs it returns, in order (None, one, or a tuple)."""
+        a = self.analysis
         if not a.returns:
             return None
         produced = result if isinstance(result, (list, tuple)) else [result]

@@ -1,0 +1,77 @@
+"""The call path of an eager ``@tilelang.jit`` function (jit/eager.py, ``EagerFunction.__call__``).
+
+Every call specialised the function again (ran its prologue, built TVM declarations for its
+tensors, bound its ``T.const`` values) before finding its kernel: about 110 us a call for two
+tensors (upstream's eager_jit notebook times this). A positional call like one seen before now
+goes straight to its kernel. These tests check that it does, and that what must still differ
+does: new shapes or strides (new constants), other compile-time values, wrong calls."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+from tilelang_core.jit.eager import EagerFunction
+
+
+@tilelang.jit
+def scale_rows(A, factor):
+    M, N = T.const("M, N")
+    A: T.Tensor[[M, N], T.float32]
+    B = T.empty((M, N), T.float32)
+    with T.Kernel(M) as bx:
+        for j in T.serial(N):
+            B[bx, j] = A[bx, j] * factor
+    return B
+
+
+@tilelang.jit
+def iota(m: T.int32):
+    B = T.empty([m], T.float32)
+    with T.Kernel(1):
+        for i in T.serial(m):
+            B[i] = T.Cast("float32", i)
+    return B
+
+
+def count_specialisations(monkeypatch) -> list:
+    calls: list = []
+    original = EagerFunction._specialise
+
+    def counting(self, args, kwargs):
+        calls.append(args)
+        return original(self, args, kwargs)
+
+    monkeypatch.setattr(EagerFunction, "_specialise", counting)
+    return calls
+
+
+def test_a_call_like_an_earlier_one_does_not_specialise_again(monkeypatch):
+    calls = count_specialisations(monkeypatch)
+    a = torch.randn(4, 6)
+    for _ in range(5):
+        assert torch.equal(scale_rows(a, 2.0), a * 2.0)
+    assert len(calls) == 1
+    b = torch.randn(3, 5)  # other constants: specialised (and compiled) once more
+    assert torch.equal(scale_rows(b, 2.0), b * 2.0) and torch.equal(scale_rows(b, 2.0), b * 2.0)
+    assert torch.equal(scale_rows(a, 3.0), a * 3.0)  # another compile-time value
+    assert torch.equal(scale_rows(a, 3), a * 3)  # another type of value: its own kernel
+    assert len(calls) == 4
+
+
+def test_a_wrong_call_after_a_good_one_is_still_refused():
+    a = torch.randn(4, 6)
+    scale_rows(a, 2.0)
+    with pytest.raises(ValueError, match="expected dtype float32, got float64"):
+        scale_rows(a.double(), 2.0)
+    with pytest.raises(ValueError, match="contiguous"):
+        scale_rows(torch.randn(6, 4).t(), 2.0)  # other strides: the full path, whose checks refuse it
+
+
+def test_a_scalar_kernel_parameter_is_passed_at_each_call_without_a_new_entry(monkeypatch):
+    calls = count_specialisations(monkeypatch)
+    for m in (3, 7, 5, 7):
+        assert torch.equal(iota(m), torch.arange(m, dtype=torch.float32))
+    assert len(calls) == 1 and len(iota._eager_function()._calls) == 1
