@@ -66,8 +66,7 @@ def _location(stmt: Any, fallback: str) -> str:
 
 
 def _rewrite(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
-    calls = [node for node in _collect_calls(func.body)]
-    if not calls:
+    if not _has_allreduce(func.body):
         return func
     threads = _thread_vars(func.body)
     single = _single_stores(func.body)
@@ -105,7 +104,8 @@ def _rewrite(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa:
     return func if body.same_as(func.body) else func.with_body(body)
 
 
-def _collect_calls(body: Any) -> list:
+def _has_allreduce(body: Any) -> bool:
+    """Whether ``body`` calls ``T.tvm_thread_allreduce`` (most kernels do not: nothing to do)."""
     found: list = []
 
     def visit(node: Any) -> None:
@@ -113,7 +113,7 @@ def _collect_calls(body: Any) -> list:
             found.append(node)
 
     tvm_ffi.structural_walk(body, ((tvm.ir.Call,), visit), order="pre")
-    return found
+    return bool(found)
 
 
 def ResolveAllreduceThreads() -> tvm.transform.Pass:  # noqa: N802 - TVM pass naming
