@@ -139,3 +139,20 @@ def test_buffer_map_sends_each_tensor_parameter_to_its_buffer():
     assert list(mapping) == [table, out] and mapping[out].same_as(out)
     assert mapping[table].dtype == "int64"  # a table of addresses is stored as int64
     assert [int(d) for d in mapping[out].shape] == [4, 8] and n not in mapping
+
+
+def test_buffer_load_and_region_answer_isinstance_and_still_construct():
+    """TVM 0.27's tirx.BufferLoad / BufferRegion are constructor functions: isinstance(x, tirx.BufferLoad),
+    as upstream's access_ptr tests and passes write it, raised "isinstance() arg 2 must be a type"."""
+    import tvm
+    from tvm import tirx
+
+    import tilelang.language  # noqa: F401 - installs the names
+
+    buf = tirx.decl_buffer((8, 8), "float16", name="A")
+    load = tirx.BufferLoad(buf, [tirx.IntImm("int32", 2), tirx.IntImm("int32", 3)])
+    region = tirx.BufferRegion(buf, [tvm.ir.Range(0, 4), tvm.ir.Range(0, 8)])
+    assert isinstance(load, tvm.ir.TensorLoad) and isinstance(region, tvm.ir.TensorRegion)
+    assert isinstance(load, tirx.BufferLoad) and not isinstance(load, tirx.BufferRegion)
+    assert isinstance(region, tirx.BufferRegion) and not isinstance(buf, tirx.BufferLoad)
+    assert issubclass(tvm.ir.TensorLoad, tirx.BufferLoad)

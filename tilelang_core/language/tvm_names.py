@@ -11,10 +11,15 @@ uses a few names that the ``apache-tvm`` 0.27 installed here has moved or droppe
 * ``prim_func.buffer_map`` (parameter -> buffer): in TVM 0.27 a tensor parameter *is* its
   buffer (a ``Var`` of ``BufferType``), so the map sends each such parameter to itself;
 * ``expr.dtype`` on any scalar expression (``T.exp(x).dtype == "float32"``): TVM 0.27 keeps
-  the type in ``expr.ty`` and has ``dtype`` only on buffers.
+  the type in ``expr.ty`` and has ``dtype`` only on buffers;
+* ``isinstance(x, tirx.BufferLoad)`` / ``tirx.BufferRegion``: in TVM 0.27 these two names are
+  constructor functions (of ``tvm.ir.TensorLoad`` / ``TensorRegion`` nodes), and ``isinstance``
+  with a function raises ``TypeError``.
 
 :func:`install` adds exactly these aliases, and only where TVM lacks the name; it never
-replaces anything TVM defines. ``import tilelang.language`` and ``tilelang.tvm`` call it.
+replaces anything TVM defines, but for the two constructor functions, which become classes that
+call the same function when called and answer ``isinstance`` for the nodes they build.
+``import tilelang.language`` and ``tilelang.tvm`` call it.
 See docs/compatibility.md ("TVM").
 """
 
@@ -113,6 +118,26 @@ def _stmt_functor_module() -> types.ModuleType:
     return module
 
 
+class _ConstructorClass(type):
+    """The metaclass of :func:`_constructor_class`'s classes: calling one calls TVM's constructor
+    function, ``isinstance`` asks for the node class that function builds."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, cls._node)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, cls._node)
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        return cls._make(*args, **kwargs)
+
+
+def _constructor_class(make: Callable[..., Any], node: type) -> type:
+    """A class standing for TVM's constructor function ``make`` of ``node`` objects (module docstring)."""
+    return _ConstructorClass(make.__name__, (), {"_make": staticmethod(make), "_node": node, "__doc__": make.__doc__,
+                                                 "__module__": make.__module__})
+
+
 def install() -> None:
     """Add the aliases listed in this module's docstring where TVM lacks them (idempotent)."""
     global _INSTALLED
@@ -132,4 +157,8 @@ def install() -> None:
     if not hasattr(tirx.PrimFunc, "buffer_map"):
         tirx.PrimFunc.buffer_map = property(_buffer_map, doc="Tensor parameters, each mapped to itself (its buffer).")
     _install_dtype_properties()
+    for name, node in (("BufferLoad", ir.TensorLoad), ("BufferRegion", ir.TensorRegion)):
+        make = getattr(tirx, name, None)
+        if make is not None and not isinstance(make, type):
+            setattr(tirx, name, _constructor_class(make, node))
     _INSTALLED = True
