@@ -121,6 +121,11 @@ def _retyped_tensor_params(func: tirx.PrimFunc, retype: Any) -> tirx.PrimFunc:
         params.append(new)
     if not mapping:
         return func
+    return tirx.PrimFunc(params, _substitute(func.body, mapping), func.ret_type, func.attrs, func.span)
+
+
+def _substitute(node: Any, mapping: list) -> Any:
+    """``node`` with each variable ``old`` of the ``(old, new)`` pairs of ``mapping`` replaced by ``new``."""
 
     def on_var(v):
         for old, new in mapping:
@@ -128,8 +133,7 @@ def _retyped_tensor_params(func: tirx.PrimFunc, retype: Any) -> tirx.PrimFunc:
                 return new
         return v
 
-    body = tvm_ffi.structural_map(func.body, [(tvm.ir.Var, on_var)])
-    return tirx.PrimFunc(params, body, func.ret_type, func.attrs, func.span)
+    return tvm_ffi.structural_map(node, [(tvm.ir.Var, on_var)])
 
 
 def is_tensor_param(var: Any) -> bool:
@@ -306,14 +310,7 @@ def distinct_symbol_names(func: tirx.PrimFunc) -> tirx.PrimFunc:
         mapping.append((sym, tirx.Var(f"{name}_{k}", sym.dtype)))
     if not mapping:
         return func
-
-    def on_var(v):
-        for old, new in mapping:
-            if v.same_as(old):
-                return new
-        return v
-
-    return tvm_ffi.structural_map(func, [(tvm.ir.Var, on_var)])
+    return _substitute(func, mapping)
 
 
 def _find_binding(func: tirx.PrimFunc, sym: Any, scalar_vars: dict) -> Optional[SymbolBinding]:
