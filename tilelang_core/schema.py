@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import re
+import sys
 import threading
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
+
+from .fork_locks import renew_after_fork
 
 T = TypeVar("T")
 
@@ -57,19 +59,8 @@ class _Codec(NamedTuple):
 
 
 _codecs: dict[type, _Codec] = {}
-_lock = threading.Lock()  # a fork child gets a fresh one (_reinit_lock_in_child)
-
-
-def _reinit_lock_in_child() -> None:
-    """``os.register_at_fork`` hook: a fresh, unlocked :data:`_lock` in a child made by ``os.fork()`` (another thread of
-    the parent may have held it at the fork; the child has only the forking thread, so nothing
-    would ever release it there)."""
-    global _lock
-    _lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_reinit_lock_in_child)
+_lock = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_lock")
 _snapshot: dict[str, Any] | None = None
 
 

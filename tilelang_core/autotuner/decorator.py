@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import inspect
 import sys
-import os
 import threading
-import weakref
 from typing import Any, Callable, Optional, Sequence
 
+from ..fork_locks import renew_after_fork
 from ..profiler.supply import TensorSupplyType
 from .capture import get_autotune_inputs
 from .key import describe_value
@@ -46,23 +45,6 @@ def _freeze(value: Any, keep: dict[str, Any]) -> str:
     if pinned:
         keep[text] = value
     return text
-
-
-#: Every AutoTuneImpl, without keeping any alive: a fork child gives each a fresh lock.
-_instances: "weakref.WeakSet[AutoTuneImpl]" = weakref.WeakSet()
-
-
-def _reinit_locks_in_child() -> None:
-    """``os.register_at_fork`` hook: a fresh, unlocked ``_lock`` for every :class:`AutoTuneImpl`
-    in a child made by ``os.fork()``. It is held for a whole tuning run: another thread of the
-    parent may have held it at the fork, and the child, which has only the forking thread, would
-    never see it released."""
-    for impl in list(_instances):
-        impl._lock = threading.RLock()
-
-
-if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_reinit_locks_in_child)
 
 
 class AutoTuneImpl:
@@ -91,8 +73,8 @@ class AutoTuneImpl:
         self._kept: dict[str, Any] = {}  # arguments keyed by the address of a value in them (_freeze)
         # re-entrant: a ref_prog/supply_prog may call this function with other arguments while it
         # is being tuned (a plain Lock hung for ever); the same arguments are refused by the tuner
-        self._lock = threading.RLock()  # a fork child gets a fresh one (_reinit_locks_in_child)
-        _instances.add(self)
+        self._lock = threading.RLock()
+        renew_after_fork(self, "_lock")  # held for a whole tuning run: a fork child gets a fresh one
         self.func = getattr(jit_impl, "func", jit_impl)
         self.signature = _with_const_keywords(inspect.signature(self.func), jit_impl)
         # the options are checked now, where the decorator is written, not at the first call

@@ -27,11 +27,11 @@ import contextlib
 import functools
 import inspect
 import logging
-import os
 import threading
 import warnings
 from typing import Any, Callable, Optional, Sequence, Union
 
+from ..fork_locks import renew_after_fork
 from ..profiler.compare import check_tolerances
 from ..profiler.supply import TensorSupplyType, as_supply_type
 from .candidate import (
@@ -79,7 +79,7 @@ class AutoTuner:
     #: Results of this process by (tuning key, call): calls that differ only in arguments left
     #: out of the key (``do_not_specialize``) share the key but not the kernel.
     _memory_cache: dict[tuple[str, str], AutotuneResult] = {}
-    _memory_lock = threading.Lock()  # a fork child gets a fresh one (_reinit_memory_lock_in_child)
+    _memory_lock = threading.Lock()  # a fork child gets a fresh one (renew_after_fork below)
     #: Tuning runs in progress on each thread (a ref_prog that tunes the same call again).
     _running = threading.local()
 
@@ -1018,17 +1018,7 @@ def _progress(total: int, enabled: bool, desc: str) -> Any:
         return None
     return tqdm(total=total, desc=desc, unit="config", leave=False)
 
-
-
-def _reinit_memory_lock_in_child() -> None:
-    """``os.register_at_fork`` hook: a fresh, unlocked :attr:`AutoTuner._memory_lock` in a child
-    made by ``os.fork()`` (another thread of the parent may have held it at the fork; the child
-    has only the forking thread, so nothing would ever release it there)."""
-    AutoTuner._memory_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_reinit_memory_lock_in_child)
+renew_after_fork(AutoTuner, "_memory_lock")
 
 
 __all__ = ["AutoTuner"]

@@ -23,15 +23,15 @@ from __future__ import annotations
 import contextlib
 import difflib
 import inspect
-import os
 import re
+import sys
 import threading
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal, NoReturn, Optional
 
 import pluggy
 
+from ..fork_locks import renew_after_fork
 from .. import hookspecs
 from ..capabilities import Availability, BackendSpec
 from ..dependencies import dependency_message, missing_module
@@ -231,8 +231,8 @@ class BackendRegistry:
     def __init__(self, group: str = ENTRY_POINT_GROUP, path: Optional[list[str]] = None) -> None:
         self.group = group
         self.path = path
-        self._lock = threading.RLock()  # a fork child gets a fresh one (_reinit_locks_in_child)
-        _registries.add(self)
+        self._lock = threading.RLock()
+        renew_after_fork(self, "_lock")  # held while a plugin loads or a probe runs: fresh in a fork child
         self._entry_points: Optional[list[BackendEntryPoint]] = None
         self._records: dict[str, BackendRecord] = {}
 
@@ -479,24 +479,8 @@ def _invalid_hook(plugin: Any, exc: Exception) -> str:
 
 
 _default: Optional[BackendRegistry] = None
-_default_lock = threading.Lock()  # a fork child gets a fresh one (_reinit_locks_in_child)
-#: Every BackendRegistry, without keeping any alive: a fork child gives each a fresh lock.
-_registries: "weakref.WeakSet[BackendRegistry]" = weakref.WeakSet()
-
-
-def _reinit_locks_in_child() -> None:
-    """``os.register_at_fork`` hook: fresh, unlocked :data:`_default_lock` and ``_lock`` of every
-    :class:`BackendRegistry` (held while a plugin loads or a probe runs) in a child made by
-    ``os.fork()``: another thread of the parent may have held one at the fork, and the child,
-    which has only the forking thread, would never see it released."""
-    global _default_lock
-    _default_lock = threading.Lock()
-    for registry in list(_registries):
-        registry._lock = threading.RLock()
-
-
-if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_reinit_locks_in_child)
+_default_lock = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_default_lock")
 
 
 def get_registry() -> BackendRegistry:

@@ -17,9 +17,11 @@ import json
 import os
 import re
 import shutil
+import sys
 import threading
 from typing import Any, Optional, Sequence
 
+from ..fork_locks import renew_after_fork
 from ..capabilities import TargetCapability
 from ..compiler_process import probe_timeout_s, run_compiler
 from ..env_commands import command_from_env
@@ -119,19 +121,8 @@ def canonical_out_idx(out_idx: Any, n_params: int) -> Any:
 
 
 _compiler_ids: dict[tuple, str] = {}
-_compiler_lock = threading.Lock()  # a fork child gets a fresh one (_reinit_lock_in_child)
-
-
-def _reinit_lock_in_child() -> None:
-    """``os.register_at_fork`` hook: a fresh, unlocked :data:`_compiler_lock` in a child made by
-    ``os.fork()`` (another thread of the parent may have held it at the fork, and none will
-    release it there)."""
-    global _compiler_lock
-    _compiler_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_reinit_lock_in_child)
+_compiler_lock = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_compiler_lock")
 
 
 def _exe_identity(path: Optional[str]) -> str:

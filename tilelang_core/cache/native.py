@@ -14,25 +14,18 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from pathlib import Path
 from typing import Optional
 
+from ..fork_locks import renew_after_fork
+
 _seen: dict[str, tuple[int, int, int, int]] = {}
-_lock = threading.Lock()  # a fork child gets a fresh one (_reinit_lock_in_child)
+_lock = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_lock")
 _alias_dir: Optional[Path] = None
-
-
-def _reinit_lock_in_child() -> None:
-    """``os.register_at_fork`` hook: a fresh, unlocked :data:`_lock` in a child made by ``os.fork()``
-    (another thread of the parent may have held it at the fork, and none will release it there)."""
-    global _lock
-    _lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_reinit_lock_in_child)
 
 
 def _signature(st: os.stat_result) -> tuple[int, int, int, int]:

@@ -27,11 +27,11 @@ import threading
 import time
 import uuid
 import warnings
-import weakref
 from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
+from ..fork_locks import renew_after_fork
 from ..errors import ArtifactError, BuildError, CacheError
 from ..flock_wait import flock_within
 from . import entry as E
@@ -52,10 +52,6 @@ class CacheWarning(UserWarning):
     """A cache entry was unusable (removed and rebuilt) or the disk cache is unavailable."""
 
 
-#: Every MemoryCache, DiskCache and KernelCache, without keeping any alive: a child made by
-#: ``os.fork()`` gives each fresh thread locks (:func:`_reinit_locks_in_child`).
-_instances: "weakref.WeakSet[Any]" = weakref.WeakSet()
-
 #: Most kernels the memory layer keeps (least recently used ones are dropped first).
 MEMORY_CAPACITY = 4096
 
@@ -66,12 +62,8 @@ class MemoryCache:
     def __init__(self, capacity: int = MEMORY_CAPACITY) -> None:
         self.capacity = capacity
         self._items: "OrderedDict[str, JITKernel]" = OrderedDict()
-        self._lock = threading.Lock()  # a fork child gets a fresh one (_reinit_locks_in_child)
-        _instances.add(self)
-
-    def _after_fork_in_child(self) -> None:
-        """A fresh, unlocked lock in a child made by ``os.fork()`` (see :func:`_reinit_locks_in_child`)."""
         self._lock = threading.Lock()
+        renew_after_fork(self, "_lock")
 
     def get(self, key: str) -> "Optional[JITKernel]":
         with self._lock:
@@ -174,14 +166,10 @@ class DiskCache:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._prepared = False
-        self._lock = threading.Lock()  # a fork child gets a fresh one (_reinit_locks_in_child)
+        self._lock = threading.Lock()
+        renew_after_fork(self, "_lock")
         self._place = tree_place(self.root)
         self._check = trust.checker(self._place)
-        _instances.add(self)
-
-    def _after_fork_in_child(self) -> None:
-        """A fresh, unlocked lock in a child made by ``os.fork()`` (see :func:`_reinit_locks_in_child`)."""
-        self._lock = threading.Lock()
 
     @property
     def kernels_dir(self) -> Path:
@@ -745,24 +733,12 @@ class KernelCache:
         self.memory = MemoryCache()
         self.disk = DiskCache(self.root)
         self._disk_error: Optional[str] = None
-        # Held while a thread builds a key. A fork child gets fresh, unlocked ones: see
-        # _after_fork_in_child.
+        # Held while a thread builds a key. In a fork child these start afresh (fork_locks.py): the
+        # child builds or loads the kernel a parent thread was building; the disk layer's file
+        # lock still makes it wait for a parent writing the same entry, which appears by rename.
         self._key_locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
-        _instances.add(self)
-
-    def _after_fork_in_child(self) -> None:
-        """Give this cache fresh, unlocked per-key locks in a child made by ``os.fork()``.
-
-        The child has only the thread that forked: a lock another thread of the parent held at
-        the fork (the per-key lock of a kernel it was building) would stay
-        locked in the child for ever, and the child would hang asking for that kernel. The child
-        then builds or loads the kernel itself; the disk layer's fcntl lock still makes it wait
-        for a parent that is writing the same entry, and the entry appears by rename, whole.
-        A ``with`` block of the forking thread that holds an old lock releases that old object.
-        """
-        self._locks_lock = threading.Lock()
-        self._key_locks = {}
+        renew_after_fork(self, "_key_locks", "_locks_lock")
 
     def _key_lock(self, key: str) -> threading.Lock:
         with self._locks_lock:
@@ -943,22 +919,8 @@ def _installed_version(backend: Any) -> Optional[str]:
 
 
 _caches: dict[str, KernelCache] = {}
-_caches_lock = threading.Lock()  # a fork child gets a fresh one (_reinit_locks_in_child)
-
-
-def _reinit_locks_in_child() -> None:
-    """``os.register_at_fork`` hook, run in a child made by ``os.fork()``: fresh, unlocked thread
-    locks for this module and for every :class:`MemoryCache`, :class:`DiskCache` and
-    :class:`KernelCache` (see :meth:`KernelCache._after_fork_in_child`), as :mod:`logging` does
-    for its own locks."""
-    global _caches_lock
-    _caches_lock = threading.Lock()
-    for cache in list(_instances):
-        cache._after_fork_in_child()
-
-
-if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_reinit_locks_in_child)
+_caches_lock = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_caches_lock")
 
 
 def get_cache(directory: Optional[os.PathLike] = None) -> KernelCache:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 import threading
 import warnings
 from collections import OrderedDict
 from typing import Any, Optional, Sequence, Union
 
+from ..fork_locks import renew_after_fork
 from ..artifact import BuildOptions, KernelArtifact, TensorParam
 from ..backends import BackendWarning, auto_candidates, select_backend
 from ..backends.selection import AUTO, declared_kind, warn_if_deprecated
@@ -255,19 +257,8 @@ def _cannot_run_here(record: Any, kind: str) -> Optional[str]:
 
 _FAST_CAPACITY = 4096
 _fast: "OrderedDict[tuple, tuple[Any, Any, JITKernel]]" = OrderedDict()
-_fast_lock = threading.Lock()  # a fork child gets a fresh one (_reinit_fast_lock_in_child)
-
-
-def _reinit_fast_lock_in_child() -> None:
-    """``os.register_at_fork`` hook: a fresh, unlocked :data:`_fast_lock` in a child made by
-    ``os.fork()`` (another thread of the parent may have held it at the fork; the child has only
-    the forking thread, so nothing would ever release it there)."""
-    global _fast_lock
-    _fast_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_reinit_fast_lock_in_child)
+_fast_lock = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_fast_lock")
 
 
 def _freeze(value: Any) -> Any:
