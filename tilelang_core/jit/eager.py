@@ -44,6 +44,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..ast_lock import AST_LOCK
 from ..errors import KernelDefinitionError, TileLangError
+from .binding import _tensor_type
 
 __all__ = ["is_eager_style", "EagerFunction", "declares_outputs", "prim_func_with_outputs", "OUT_IDX_ATTR",
            "ArgumentShapeError"]
@@ -414,17 +415,9 @@ def _call_key(args: tuple, runtime: frozenset) -> tuple:
 
     :raises TypeError: a value cannot be hashed.
     """
-    tensor = _TORCH_TENSOR[0]
-    if tensor is None:
-        import torch
-
-        tensor = _TORCH_TENSOR[0] = torch.Tensor
+    tensor = _tensor_type()
     return tuple((x.shape, x.stride(), x.dtype, x.device) if isinstance(x, tensor)
                  else (type(x),) if i in runtime else (type(x), x) for i, x in enumerate(args))
-
-
-#: ``torch.Tensor``, once :func:`_call_key` first runs.
-_TORCH_TENSOR: list = [None]
 
 
 def _tensor_decl(*args: Any, dtype: Any = "float32", **kwargs: Any) -> Any:
