@@ -227,7 +227,6 @@ def describe_params(func: tirx.PrimFunc, device: str, location: str):
     variable, else a tensor stride that is exactly the variable (``stride=True``).
     """
     params: list[Union[TensorParam, ScalarParam]] = []
-    symbol_vars: list = []
     scalar_vars: dict[int, Any] = {}
     for index, var in enumerate(func.params):
         name = param_name(var)
@@ -243,10 +242,6 @@ def describe_params(func: tirx.PrimFunc, device: str, location: str):
                 )
             shape = [expr_to_dim(d, where) for d in ty.shape]
             strides = [expr_to_dim(s, where) for s in ty.strides] if len(ty.strides) else None
-            for d in list(ty.shape) + list(ty.strides):
-                for v in free_vars(d):
-                    if not any(v.same_as(s) for s in symbol_vars):
-                        symbol_vars.append(v)
             params.append(
                 TensorParam(name=name, dtype=str(var.dtype), shape=shape, strides=strides, device=device)
             )
@@ -254,6 +249,7 @@ def describe_params(func: tirx.PrimFunc, device: str, location: str):
             dtype = str(var.ty.dtype) if hasattr(var.ty, "dtype") else str(var.ty)
             params.append(ScalarParam(name=name, dtype=dtype))
             scalar_vars[index] = var
+    symbol_vars = shape_symbols(func)
     _check_symbol_names(symbol_vars, location)
     symbols: list[SymbolBinding] = []
     for sym in symbol_vars:
@@ -266,6 +262,19 @@ def describe_params(func: tirx.PrimFunc, device: str, location: str):
             )
         symbols.append(binding)
     return params, symbols, symbol_vars
+
+
+def shape_symbols(func: tirx.PrimFunc) -> list:
+    """The variables used in the shapes and strides of ``func``'s tensor parameters, each once,
+    in the order the parameters use them."""
+    symbols: list = []
+    for var in func.params:
+        if is_tensor_param(var):
+            for d in list(var.ty.shape) + list(var.ty.strides):
+                for v in free_vars(d):
+                    if not any(v.same_as(s) for s in symbols):
+                        symbols.append(v)
+    return symbols
 
 
 def _check_symbol_names(symbol_vars: list, location: str) -> None:
@@ -288,13 +297,7 @@ def distinct_symbol_names(func: tirx.PrimFunc) -> tirx.PrimFunc:
     backends bind symbols by name, so without this each backend mixed them up its own way (one
     refused a valid call, one failed to lower, one ran it right).
     """
-    symbols: list = []
-    for var in func.params:
-        if is_tensor_param(var):
-            for d in list(var.ty.shape) + list(var.ty.strides):
-                for v in free_vars(d):
-                    if not any(v.same_as(s) for s in symbols):
-                        symbols.append(v)
+    symbols = shape_symbols(func)
     taken = {str(v) for v in symbols} | {param_name(v) for v in func.params}
     seen: set = set()
     mapping: list = []
