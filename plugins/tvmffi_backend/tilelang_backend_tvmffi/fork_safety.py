@@ -8,7 +8,7 @@ for workers that do not exist (``multiprocessing`` with the ``fork`` start metho
 ``DataLoader`` workers; whenever ``TVM_NUM_THREADS`` or the core count gives TVM two or more
 threads).
 
-:func:`install` registers, once, an after-fork handler for the child that sets TVM's maximum
+Importing this module registers an after-fork handler for the child that sets TVM's maximum
 concurrency of the forking thread (the only thread of the child) to 1 through
 ``runtime.config_threadpool``: every parallel launch of that thread then runs its tasks in the
 calling thread, the path TVM takes for one thread, and never reaches the copied pool. Blocks in
@@ -20,12 +20,8 @@ copied worker handles, which name threads of the parent.
 from __future__ import annotations
 
 import os
-import threading
 
-__all__ = ["install"]
-
-_INSTALLED = False
-_LOCK = threading.Lock()
+__all__: list = []
 
 
 def _serial_in_child() -> None:
@@ -51,13 +47,5 @@ def _serial_in_child() -> None:
             os.environ["TVM_BIND_THREADS"] = previous
 
 
-def install() -> None:
-    """Register the child's after-fork handler (once per process; the build and load hooks of CPU
-    kernels call it)."""
-    global _INSTALLED
-    if _INSTALLED or not hasattr(os, "register_at_fork"):
-        return
-    with _LOCK:
-        if not _INSTALLED:
-            os.register_at_fork(after_in_child=_serial_in_child)
-            _INSTALLED = True
+if hasattr(os, "register_at_fork"):  # POSIX; kernel.py imports this module
+    os.register_at_fork(after_in_child=_serial_in_child)

@@ -44,6 +44,8 @@ from tilelang_core.calling import (
 )
 from tilelang_core.errors import BuildError, OutIdxError
 
+from . import fork_safety  # noqa: F401 - registers the after-fork handler: a forked child runs CPU blocks serially
+
 #: Byte alignment TVM assumes for tensor data (``kAllocAlignment``).
 TVM_ALIGNMENT = 64
 
@@ -252,9 +254,6 @@ def make_kernel(
             "the pipeline must build the kernel under that global symbol"
         )
     out_idx = _check_out_idx(artifact, options.out_idx)
-    from .fork_safety import install
-
-    install()  # CPU blocks run on TVM's thread pool: a forked child runs them serially, not waiting forever
     state = KernelState(
         artifact=artifact, options=options, out_idx=out_idx, func=func, module=module_for_export,
         library_path=library_path, library_bytes=library_bytes, module_kinds=list(kinds), alignment=alignment,
