@@ -85,9 +85,14 @@ def test_check_status_takes_a_function_for_the_assertion_text_and_says_so_when_g
     call = CallChecker(art).bind((torch.zeros(16), torch.zeros(16), torch.zeros(16)))
     call.check_status(0, "ignored: the status is 0")
     with pytest.raises(RuntimeError, match=r"^main\(\) failed: T.device_assert failed at x.py:3: no$"):
-        call.check_status(-3, lambda: b"T.device_assert failed at x.py:3: no")
+        call.check_status(-3, lambda status: b"T.device_assert failed at x.py:3: no")
+    texts = {-3: "T.device_assert failed at x.py:3: first", -5: "T.device_assert failed at x.py:7: third"}
+    with pytest.raises(RuntimeError, match=r"^main\(\) failed: T.device_assert failed at x.py:7: third$"):
+        call.check_status(-5, texts.get)  # the status says which check failed
     with pytest.raises(RuntimeError, match=r"^main\(\) failed: the kernel returned error code -3$"):
         call.check_status(-3)
-    with pytest.raises(TypeError, match=r"check_status: assert_message must be a function that returns the "
-                                        r"assertion's text .* got str 'main_assert_message'; this is a bug in the backend"):
+    with pytest.raises(RuntimeError, match=r"^main\(\) failed: the kernel returned error code -4$"):
+        call.check_status(-4, texts.get)  # no text for that status
+    with pytest.raises(TypeError, match=r"check_status: assert_message must be a function that takes the status "
+                                        r"and returns the assertion's text .* got str 'main_assert_message'; this is a bug in the backend"):
         call.check_status(-3, "main_assert_message")

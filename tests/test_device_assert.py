@@ -1,7 +1,8 @@
 """``T.device_assert``: a failed check stops the call with the kernel line (lowering/device_assert.py).
 
 On CPU targets every backend raises ``RuntimeError("<kernel>() failed: T.device_assert failed at
-file:line: msg")``: the C entry point returns -3 and names the text (cython, ctypes), TVM's
+file:line: msg")``: the C entry point returns the check's status (-3 - k for its k-th check) and
+a function of the library names its text (cython, ctypes), TVM's
 runtime modules raise it (tvm_ffi). A passing check changes nothing; the message survives the
 kernel cache; blocks that run in parallel report it too. On CUDA the generated source prints the
 text and traps, and compiles with nvcc; Metal drops the statement.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import pathlib
+import re
 import sys
 
 import pytest
@@ -73,6 +75,84 @@ def test_blocks_running_in_parallel_report_the_failure(backend, target):
         kernel(a, b)
 
 
+def three_checks(n: int, block: int):
+    """Blocks of 1,024 elements; an element equal to 1, 2 or 3 fails the check with that text."""
+
+    @T.prim_func
+    def three_checks(A: T.Tensor((n,), T.int32), B: T.Tensor((n,), T.int32)):
+        with T.Kernel(T.ceildiv(n, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                T.device_assert(A[bx * block + i] != 1, "one")
+                T.device_assert(A[bx * block + i] != 2, "two")
+                T.device_assert(A[bx * block + i] != 3, "three")
+                B[bx * block + i] = A[bx * block + i] * 2
+
+    return three_checks
+
+
+@pytest.mark.filterwarnings("ignore:execution backend 'ctypes' is deprecated")
+@pytest.mark.parametrize("backend,target", PAIRS)
+def test_concurrent_failing_calls_each_report_their_own_assertion(backend, target):
+    """Two threads whose calls fail at the same time, at two different checks: each error names its
+    own check. (The text of the last failure was once kept in one place per library, and about half
+    of such errors read the other thread's text.)"""
+    import threading
+
+    n = 1 << 17  # enough elements for cython to call the kernel without the GIL
+    kernel = tilelang.compile(three_checks(n, 1024), target=target, execution_backend=backend)
+    start, wrong = threading.Barrier(2), []
+
+    def fail_at(value: int, expected: str) -> None:
+        a, b = torch.zeros(n, dtype=torch.int32), torch.zeros(n, dtype=torch.int32)
+        a[n // 2] = value
+        start.wait()
+        for _ in range(150):
+            try:
+                kernel(a, b)
+                wrong.append("no error")
+            except RuntimeError as exc:
+                if not str(exc).endswith(f": {expected}"):
+                    wrong.append(str(exc))
+
+    threads = [threading.Thread(target=fail_at, args=args) for args in ((2, "two"), (3, "three"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong, f"{len(wrong)} of 300 errors named another check, e.g. {wrong[0]!r}"
+
+
+@pytest.mark.filterwarnings("ignore:execution backend 'ctypes' is deprecated")
+def test_a_status_gives_its_own_text_after_another_call_failed_elsewhere():
+    """The interleaving of the test above, made certain: call 1 fails at "two", call 2 at
+    "three", then call 1's status is read. Through the library's own entry and text function
+    (the retired ctypes backend is the one that hands them out as they are)."""
+    pytest.importorskip("tilelang_backend_ctypes", reason="tilelang-backend-ctypes is not installed")
+    kernel = tilelang.compile(three_checks(2048, 1024), target="c", execution_backend="ctypes")
+    entry, text_of = kernel.runner.function, kernel.runner.assert_message
+    b = torch.zeros(2048, dtype=torch.int32)
+    two, three = torch.zeros(2048, dtype=torch.int32), torch.zeros(2048, dtype=torch.int32)
+    two[5], three[1500] = 2, 3
+    first, second = entry(two.data_ptr(), b.data_ptr()), entry(three.data_ptr(), b.data_ptr())
+    assert (first, second) == (-4, -5)
+    assert text_of(first).endswith(b": two") and text_of(second).endswith(b": three")
+    assert text_of(-3).endswith(b": one") and text_of(-6) is None and text_of(-1) is None
+
+
+@pytest.mark.filterwarnings("ignore:execution backend 'ctypes' is deprecated")
+@pytest.mark.parametrize("backend,target", PAIRS)
+def test_blocks_failing_at_different_checks_report_one_of_them(backend, target):
+    """Block ranges that fail at different checks on several threads: the call reports one of
+    those checks, whole (statuses combined bit by bit once read as 'a dynamic size is negative')."""
+    n = 1 << 18
+    kernel = tilelang.compile(three_checks(n, 1024), target=target, execution_backend=backend)
+    a, b = torch.zeros(n, dtype=torch.int32), torch.zeros(n, dtype=torch.int32)
+    a[: n // 2 : 1024], a[n // 2 :: 1024] = 2, 3  # every block fails: the first half at "two", the rest at "three"
+    for _ in range(5):
+        with pytest.raises(RuntimeError, match=r"three_checks\(\) failed: T.device_assert failed at .*: (two|three)$"):
+            kernel(a, b)
+
+
 def test_the_message_survives_a_disk_cache_hit(tmp_path, monkeypatch):
     monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("TILELANG_DISABLE_CACHE", raising=False)
@@ -110,6 +190,14 @@ def test_the_status_code_is_one_number_everywhere():
     from tilelang_core.lowering import device_assert
 
     assert calling.DEVICE_ASSERT_FAILED == device_assert.DEVICE_ASSERT_FAILED == -3
+    assert [calling.assertion_status(k) for k in range(3)] == [-3, -4, -5]
+
+
+def test_the_text_function_maps_each_status_to_its_check():
+    source = lower(three_checks(2048, 1024), target="c").device_source
+    assert "const char *three_checks_kernel_assert_message(int32_t status)" in source
+    for status, text in ((-3, "one"), (-4, "two"), (-5, "three")):
+        assert re.search(rf'case {status}: return ".*: {text}";', source)
 
 
 def test_a_message_that_is_not_a_str_is_refused():

@@ -187,9 +187,10 @@ class DeviceKernel:
     ``tl_block_launcher_fn``, initially null) a backend may set to run those loops on its own
     threads (docs/backend-conventions.md); None when every block loop is serial."""
     assert_message: Optional[str] = None
-    """CPU entries of kernels with ``T.device_assert``: name of the exported ``const char *f(void)``
-    that returns the text of the last assertion that failed; the entry then returns -3
-    (``lowering.device_assert.DEVICE_ASSERT_FAILED``). None: the kernel asserts nothing."""
+    """CPU entries of kernels with ``T.device_assert``: name of the exported
+    ``const char *f(int32_t status)`` that returns the text of the assertion whose status the
+    entry returned (-3 - k for its k-th check, ``calling.assertion_status``; NULL for any other
+    status). None: the kernel asserts nothing."""
 
 
 @dataclass(kw_only=True)

@@ -60,9 +60,17 @@ from .symbolic import compile_expr
 NEGATIVE_SIZE = -1
 #: Status of a C entry point that could not allocate a workspace (lowering/workspaces.py).
 WORKSPACE_ALLOC_FAILED = -2
-#: Status of a C entry point whose ``T.device_assert`` failed (lowering/device_assert.py), or that
-#: divided an integer by zero (lowering/checked_divisions.py).
+#: Status of a C entry point whose first ``T.device_assert`` failed (lowering/device_assert.py),
+#: or that divided an integer by zero (lowering/checked_divisions.py): every status from -3 down is
+#: a failed check, the k-th check of the kernel returning :func:`assertion_status` ``(k)``.
 DEVICE_ASSERT_FAILED = -3
+
+
+def assertion_status(k: int) -> int:
+    """The status a C entry point returns when its ``k``-th (from 0) check failed: -3 - k."""
+    return DEVICE_ASSERT_FAILED - k
+
+
 #: What the other statuses of a C entry point mean, for the error a backend raises
 #: (``RuntimeError("<kernel>() failed: <text> (error N)")``, :meth:`BoundCall.check_status`).
 STATUS_TEXTS = {
@@ -345,22 +353,23 @@ class BoundCall:
     device: Any = None
     output_shapes: list[list[int]] = field(default_factory=list)
 
-    def check_status(self, status: Any, assert_message: Optional[Callable[[], Any]] = None) -> None:
+    def check_status(self, status: Any, assert_message: Optional[Callable[[int], Any]] = None) -> None:
         """Raise ``RuntimeError`` when a CPU entry function returned a non-zero status.
 
-        :param assert_message: the entry's ``DeviceKernel.assert_message`` function, called (no
-            arguments; a ``str``, ``bytes`` or None) when the status says a ``T.device_assert``
-            failed: its text is the message (``"<kernel>() failed: T.device_assert failed at ..."``).
+        :param assert_message: the entry's ``DeviceKernel.assert_message`` function, called with
+            the status when it says a ``T.device_assert`` failed (-3 or less); it returns the
+            assertion's text (a ``str``, ``bytes`` or None), which is the message
+            (``"<kernel>() failed: T.device_assert failed at ..."``).
         """
         if not status:
             return
-        if status == DEVICE_ASSERT_FAILED and assert_message is not None:
+        if status <= DEVICE_ASSERT_FAILED and assert_message is not None:
             if not callable(assert_message):
                 raise TypeError(
-                    f"check_status: assert_message must be a function that returns the assertion's "
-                    f"text (calling.ctypes_assert_message(library, entry) makes one for a ctypes library), "
+                    f"check_status: assert_message must be a function that takes the status and returns the "
+                    f"assertion's text (calling.ctypes_assert_message(library, entry) makes one for a ctypes library), "
                     f"got {type(assert_message).__name__} {assert_message!r:.80}; this is a bug in the backend")
-            text = assert_message()
+            text = assert_message(int(status))
             if isinstance(text, bytes):
                 text = text.decode("utf-8", "replace")
             if text:
@@ -729,7 +738,7 @@ def ctypes_type(dtype: str) -> Callable:
     return table[dtype]
 
 
-def ctypes_assert_message(library: Any, entry: Any) -> Optional[Callable[[], Any]]:
+def ctypes_assert_message(library: Any, entry: Any) -> Optional[Callable[[int], Any]]:
     """The ``DeviceKernel.assert_message`` function of ``entry`` in a ``ctypes.CDLL`` ``library``,
     ready for :meth:`BoundCall.check_status`; None when the kernel has no ``T.device_assert``."""
     if not entry.assert_message:
@@ -737,7 +746,7 @@ def ctypes_assert_message(library: Any, entry: Any) -> Optional[Callable[[], Any
     import ctypes
 
     function = getattr(library, entry.assert_message)
-    function.restype, function.argtypes = ctypes.c_char_p, []
+    function.restype, function.argtypes = ctypes.c_char_p, [ctypes.c_int32]
     return function
 
 

@@ -732,7 +732,8 @@ def _k_device_assert(suite: Suite, kind: str) -> None:
         lambda: k(a), "positive(A) with A[70] = -1", "a failed T.device_assert",
         "positive() failed: T.device_assert failed at ", f": {POSITIVE_MESSAGE}",
         f"'positive() failed: T.device_assert failed at <file>:<line>: {POSITIVE_MESSAGE}' (the entry returned status "
-        f"-3: CallChecker.check_status(status, assert_message) with a callable that returns the text, see "
+        f"-3: CallChecker.check_status(status, assert_message) with a callable that takes the status and "
+        f"returns the text, see "
         f"docs/backend-conventions.md)")
 
 

@@ -334,7 +334,7 @@ def lower(
                     written.append(written_params(front))
                     front = import_for_target(front, imported, "c", location, name)  # llvm refused it above
                     front = check_divisions(front, "runtime", location)  # x // 0 raises (checked_divisions.py)
-                    front, _ = lower_device_asserts(front, "runtime")  # TVM's host code raises the text
+                    front, _, _ = lower_device_asserts(front, "runtime")  # TVM's host code raises the text
                     if "runtime_module" in wanted and kind != "c":
                         tvm_modules = codegen.cpu_runtime_module(front, tgt, configs)
                     if "host_source" in wanted:
@@ -353,7 +353,7 @@ def lower(
                 from . import passes as P
 
                 written.append(written_params(front))
-                front, helpers = lower_device_asserts(front, "cuda" if kind == "cuda" else "drop")
+                front, _, helpers = lower_device_asserts(front, "cuda" if kind == "cuda" else "drop")
                 from .debug_print import lower_gpu_prints
 
                 front, print_helpers = lower_gpu_prints(front, kind)  # T.print: device printf (cuda only)
@@ -441,14 +441,14 @@ def lower(
 
 def _with_status_asserts(func: Any, entry: str) -> tuple[Any, Optional[str]]:
     """``func`` with its ``T.device_assert`` statements lowered for a C entry point named ``entry``
-    (status -3, the text kept for ``<entry>_assert_message``), and that function's name (None
-    when the kernel asserts nothing)."""
+    (assertion k returns status -3 - k), and the name of the function that gives a status's text,
+    ``<entry>_assert_message`` (None when the kernel asserts nothing)."""
     from .device_assert import assert_message_source, lower_device_asserts
     from .source_imports import with_import
 
-    func, helpers = lower_device_asserts(func, "status")
-    if not helpers:  # the status form defines one function per assertion: none, no assertions
+    func, texts, _ = lower_device_asserts(func, "status")
+    if not texts:
         return func, None
     function = f"{entry}_assert_message"
-    text = helpers + assert_message_source(function)
+    text = assert_message_source(function, texts)
     return func.with_body(with_import(func.body, "pragma_import_c", text)), function

@@ -7,7 +7,7 @@ Here the module is made of two parts, compiled as one C file:
 
 1. the kernel's C entry (:func:`.codegen.c_entry_source`, the source every C-consuming backend
    compiles): parallel block loops, ``#pragma omp simd`` loops, heap workspaces released on
-   every early return, ``T.device_assert`` as status ``-3``;
+   every early return, ``T.device_assert`` as status ``-3 - k`` for its ``k``-th check;
 2. a packed function with the kernel's name and parameters, made by TVM's ``MakePackedAPI``
    (the same argument checks as before: dtype, shape, strides, device), whose body calls the C
    entry with the tensors' data pointers, the scalars and the dynamic sizes;
@@ -40,7 +40,8 @@ static int %(entry)s_pool_task(int task_id, TVMParallelGroupEnv *penv, void *cda
   int64_t begin = job->blocks * task_id / tasks, end = job->blocks * (task_id + 1) / tasks;
   if (begin < end) {
     int32_t rc = job->fn(job->args, begin, end);
-    if (rc != 0) __atomic_fetch_or(&job->rc, rc, __ATOMIC_RELAXED);
+    int32_t none = 0; /* the first failed range's status is kept whole: it says which check failed */
+    if (rc != 0) __atomic_compare_exchange_n(&job->rc, &none, rc, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
   }
   return 0;
 }
@@ -110,7 +111,7 @@ def c_runtime_module(func: tirx.PrimFunc, entry_source: str, kernel: DeviceKerne
     host_mod, device_mods = split_host_device_mods(mod)
     wrapper = tir_to_runtime(P.host_finalize_passes()(host_mod), device_mods, target).inspect_source()
     glue = [GLUE_C % {"entry": kernel.name}] if kernel.block_launcher else []
-    assert_text = f"rc == {DEVICE_ASSERT_FAILED} ? {kernel.assert_message}() : 0" if kernel.assert_message else "0"
+    assert_text = f"rc <= {DEVICE_ASSERT_FAILED} ? {kernel.assert_message}(rc) : 0" if kernel.assert_message else "0"
     glue.append(RAISE_C % {
         "entry": kernel.name, "assert_text": assert_text, "name": name.replace('"', ""),
         "negative": NEGATIVE_SIZE, "negative_text": c_string(f"{name}: {STATUS_TEXTS[NEGATIVE_SIZE]}"),

@@ -145,10 +145,13 @@ static int32_t tl_run_blocks(tl_block_launcher_fn launcher, int64_t blocks, int6
     if (launcher) return launcher(blocks, work, fn, args);
 #ifdef _OPENMP
     {
-      int32_t rc = 0;
+      int32_t rc = 0; /* the status of a block that failed (its own check's status: kept whole) */
       int64_t b;
-#pragma omp parallel for schedule(static) reduction(|:rc)
-      for (b = 0; b < blocks; ++b) rc |= fn(args, b, b + 1);
+#pragma omp parallel for schedule(static)
+      for (b = 0; b < blocks; ++b) {
+        int32_t status = fn(args, b, b + 1), none = 0;
+        if (status != 0) __atomic_compare_exchange_n(&rc, &none, status, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+      }
       return rc;
     }
 #endif

@@ -39,8 +39,8 @@ typedef union {
 
 typedef int (*tl_entry_fn)(tl_value *values, const long long *symbols, void *stream, int device);
 typedef const char *(*tl_errstr_fn)(int code);
-typedef const char *(*tl_assert_message_fn)(void);
-#define TL_DEVICE_ASSERT_FAILED (-3) /* a T.device_assert failed (lowering/device_assert.py) */
+typedef const char *(*tl_assert_message_fn)(int32_t status);
+#define TL_DEVICE_ASSERT_FAILED (-3) /* this status and those below: a T.device_assert failed (lowering/device_assert.py) */
 
 enum { TL_DIM_STATIC = 0, TL_DIM_SYM = 1, TL_DIM_EXPR = 2 };
 enum { TL_STRIDES_COMPACT = 0, TL_STRIDES_EXPLICIT = 1 };
@@ -122,7 +122,7 @@ typedef struct {
   void *lib;
   tl_entry_fn entry;
   tl_errstr_fn errstr;
-  tl_assert_message_fn assert_message; /* text of the last failed T.device_assert, or NULL */
+  tl_assert_message_fn assert_message; /* the text of the T.device_assert of a status, or NULL */
   PyObject *weakreflist;
 } tl_kernel;
 
@@ -1135,7 +1135,7 @@ static PyObject *tl_kernel_vectorcall(PyObject *self, PyObject *const *args, siz
     rc = k->entry(values, syms, stream, dev_id);
   }
   if (rc != 0) {
-    const char *failed = rc == TL_DEVICE_ASSERT_FAILED && k->assert_message ? k->assert_message() : NULL;
+    const char *failed = rc <= TL_DEVICE_ASSERT_FAILED && k->assert_message ? k->assert_message(rc) : NULL;
     const char *meaning = !failed && k->errstr ? k->errstr(rc) : NULL; /* NULL: a status it does not explain */
     if (failed)
       PyErr_Format(PyExc_RuntimeError, "%U() failed: %s", k->name, failed);

@@ -47,7 +47,7 @@ typedef struct {
   int64_t blocks, chunk; /* chunk: the smallest claim */
   int team;
   int64_t next;   /* next block to claim (atomic) */
-  int32_t rc;     /* OR of the chunks' return codes (atomic) */
+  int32_t rc;     /* the first failed chunk's return code, kept whole: it says which check failed (atomic) */
   int active;     /* workers running chunks of this job (under the pool lock) */
   int64_t cpu_ns; /* CPU time the workers spent on chunks (atomic) */
 } tl_job;
@@ -105,8 +105,8 @@ static int64_t tl_claim(tl_job *job, int64_t *end) {
 /* runs the claimed chunk [b, e), then claims and runs chunks until none is left */
 static void tl_run_chunks(tl_job *job, int64_t b, int64_t e) {
   while (b < job->blocks) {
-    int32_t rc = job->fn(job->args, b, e);
-    if (rc != 0) __atomic_fetch_or(&job->rc, rc, __ATOMIC_RELAXED);
+    int32_t rc = job->fn(job->args, b, e), none = 0;
+    if (rc != 0) __atomic_compare_exchange_n(&job->rc, &none, rc, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     b = tl_claim(job, &e);
   }
 }
@@ -176,7 +176,7 @@ static int tl_pool_grow(tl_pool *P, int want) {
   return P->threads;
 }
 
-/* runs blocks [0, blocks) on the caller and up to team - 1 workers; returns the OR of the rcs */
+/* runs blocks [0, blocks) on the caller and up to team - 1 workers; returns the first failed rc */
 static int32_t tl_pool_run(int team, int64_t blocks, tl_blocks_fn fn, void *args) {
   tl_pool *P = &tl_the_pool;
   tl_adapt *adapt = &tl_adapt_slots[((uintptr_t)fn >> 4) % TL_POOL_ADAPT_SLOTS];
