@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -83,7 +84,7 @@ def test_fork_child_compiles_the_kernel_a_parent_thread_is_compiling(tmp_path):
     slow_cc.write_text(SLOW_CC)
     slow_cc.chmod(0o755)
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "TILELANG_DISABLE_CACHE"},  # the child loads the parent's entry
         "CC": str(slow_cc),
         "CC_ARMED": str(tmp_path / "cc_armed"),
         "CC_STARTED": str(tmp_path / "cc_started"),
@@ -98,3 +99,32 @@ def test_fork_child_compiles_the_kernel_a_parent_thread_is_compiling(tmp_path):
     entries = [p for shard in (tmp_path / "cache" / "kernels").iterdir() for p in shard.iterdir()]
     assert len(entries) == 2 and all((p / "tilelang-kernel.json").is_file() for p in entries), entries
     assert list((tmp_path / "cache" / "tmp").iterdir()) == []
+
+
+def _module_locks(package: Any) -> list[tuple[Any, str]]:
+    """(module, name) of every thread lock held in a module-level variable of ``package``."""
+    import _thread
+    import importlib
+    import pkgutil
+    import threading
+
+    kinds = (_thread.LockType, type(threading.RLock()))
+    found = []
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        module = importlib.import_module(info.name)
+        found += [(module, name) for name, value in vars(module).items()
+                  if isinstance(value, kinds) and not name.startswith("AST_LOCK")]
+    return found
+
+
+@pytest.mark.parametrize("package", ["tilelang_core", "tilelang_backend_cython", "tilelang_backend_tvmffi"])
+def test_every_module_level_lock_is_renewed_in_a_fork_child(package):
+    """A lock held by another thread at the fork would stay locked in the child for ever: each one
+    of the core and of the CPU backends is named to fork_locks.renew_after_fork. (The AST lock,
+    imported by name elsewhere, resets in place: ast_lock.py.)"""
+    from tilelang_core import fork_locks
+
+    locks = _module_locks(pytest.importorskip(package))
+    assert locks, f"no module-level lock found in {package}: the scan is broken"
+    missing = [f"{m.__name__}.{name}" for m, name in locks if name not in fork_locks._owners.get(m, ())]
+    assert not missing, f"not renewed after fork: {missing}"

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
 from ..env_numbers import MAX_SECONDS, seconds_from_env
+from ..fork_locks import renew_after_fork
 
 #: Environment variable: seconds one loading step of a plugin may take.
 TIMEOUT_ENV = "TILELANG_PLUGIN_TIMEOUT"
@@ -56,6 +57,7 @@ def plugin_timeout() -> float:
 
 
 _redirect_lock = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_redirect_lock")  # a fork child gets a fresh one
 _redirect_depth = 0
 _saved_stdout: Any = None
 

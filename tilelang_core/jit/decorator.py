@@ -29,6 +29,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 from ..errors import TileLangError
 from .binding import symbol_stand_in, value_types
 from .kernel import JITKernel
+from ..fork_locks import renew_after_fork
 from .outputs import OutIdx
 
 #: Target used by the direct form with ``target="auto"``, by the tensors' device type.
@@ -186,6 +187,7 @@ class JitFunction:
         self._fast_key: Callable[[tuple], tuple] = _no_fast_key
         self._fast_arity: Optional[int] = None
         self._lock = threading.Lock()
+        renew_after_fork(self, "_lock")
         self._binder: Any = None
         self._kernel_cache: dict[Any, JITKernel] = {}  # compile form, by the bound-arguments key (binding.py)
         self._call_form_cache: dict[Any, JITKernel] = {}  # compile form, by the call as written

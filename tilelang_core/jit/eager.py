@@ -44,6 +44,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..ast_lock import AST_LOCK
 from ..errors import KernelDefinitionError, TileLangError
+from ..fork_locks import renew_after_fork
 from .binding import _tensor_type
 
 __all__ = ["is_eager_style", "EagerFunction", "declares_outputs", "prim_func_with_outputs", "OUT_IDX_ATTR",
@@ -452,6 +453,7 @@ class EagerFunction:
         self._kernels: dict[Any, Any] = {}
         self._annotation_codes: dict[str, Any] = {}
         self._lock = threading.Lock()
+        renew_after_fork(self, "_lock")
         #: positional calls seen before -> (kernel, positions of the kernel's arguments): see __call__
         self._calls: dict[Any, tuple[Any, tuple[int, ...]]] = {}
         names = list(self.analysis.signature.parameters)

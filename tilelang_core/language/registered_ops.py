@@ -13,8 +13,10 @@ the attributes still missing, so importing this module again or calling it twice
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
+from ..fork_locks import renew_after_fork
 
 __all__ = ["ACCESS_PTR_OP", "ADDRESS_OPS", "access_ptr_op"]
 
@@ -24,6 +26,7 @@ ACCESS_PTR_OP = "tl.access_ptr"
 ADDRESS_OPS = ("tirx.address_of", "tirx.tvm_access_ptr", ACCESS_PTR_OP)
 
 _LOCK = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_LOCK")  # a fork child gets a fresh one
 _DONE: list = []
 
 

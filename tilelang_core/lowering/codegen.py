@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from typing import Any, Mapping, Optional
 
@@ -31,6 +32,7 @@ from .workspaces import heap_workspaces, release_workspaces_on_assert
 from .frontend import BLOCK_LOOP_KEY, PARALLEL_MIN_WORK, PRAGMA_MARKER
 from .signature import expr_to_dim, free_vars, inline_binds, is_tensor_param, param_name
 from .views import owner_of
+from ..fork_locks import renew_after_fork
 
 # --------------------------------------------------------------------------------------------
 # CPU: plain C entry function
@@ -494,6 +496,7 @@ def _c_function(fn: tirx.PrimFunc, params: list, prologue: list, name: str, targ
 # --------------------------------------------------------------------------------------------
 
 _CODEGEN_LOCK = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_CODEGEN_LOCK")  # a fork child gets a fresh one
 _COMPILE_CALLBACKS = ("tvm_callback_cuda_compile", "tvm_callback_metal_compile", "tvm_callback_rocm_link")
 
 

@@ -19,10 +19,13 @@ leaves.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from typing import Iterator, Optional
+from ..fork_locks import renew_after_fork
 
 _lock = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_lock")  # a fork child gets a fresh one
 _depth = 0
 _saved: Optional[tuple[bool, bool, bool]] = None
 

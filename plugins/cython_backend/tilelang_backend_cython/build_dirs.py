@@ -18,10 +18,13 @@ import contextlib
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+from tilelang_core.fork_locks import renew_after_fork
 
 __all__ = ["BUILDING", "PREFIX", "keep", "make", "reap_leftovers"]
 
@@ -31,6 +34,7 @@ BUILDING = ".tilelang-building"
 _NAME = re.compile(re.escape(PREFIX) + r"(\d+)-")
 _reaped = False
 _reap_lock = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_reap_lock")  # a fork child gets a fresh one
 
 
 def make(name: str) -> Path:

@@ -19,6 +19,7 @@ import os
 import re
 import shlex
 import shutil
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from typing import Optional, Sequence
 from tilelang_core.compiler_process import probe_timeout_s, run_compiler, writing_build_file
 from tilelang_core.env_commands import command_from_env
 from tilelang_core.errors import BuildError
+from tilelang_core.fork_locks import renew_after_fork
 
 from . import build_dirs
 
@@ -48,6 +50,7 @@ PROBE_TIMEOUT_S = 60.0
 KEEP_BUILD_ENV = "TILELANG_CYTHON_KEEP_BUILD"
 
 _lock = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_lock")  # a fork child gets a fresh one
 _simd_ok: dict[str, bool] = {}
 _built: dict[str, bytes] = {}
 

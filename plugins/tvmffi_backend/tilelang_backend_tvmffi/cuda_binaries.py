@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from tilelang_core.errors import ArtifactError
+from tilelang_core.fork_locks import renew_after_fork
 
 CALLBACK = "tvm_callback_cuda_compile"
 
@@ -29,6 +31,7 @@ CALLBACK = "tvm_callback_cuda_compile"
 _BINARIES: dict[tuple[str, str], bytes] = {}
 _LOCK = threading.Lock()
 _SERVING_LOCK = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_LOCK", "_SERVING_LOCK")  # a fork child gets fresh ones
 
 
 def source_key(source: str | bytes) -> str:
