@@ -166,6 +166,13 @@ def _buffer_of(data: Any) -> Any:
     return owner_of(data, data)
 
 
+def _storage_name(data: Any) -> str:
+    """The name of the buffer whose storage ``data`` is (a ``buffer_data(B)`` call in TVM 0.27,
+    or a plain variable)."""
+    owner = _buffer_of(data)
+    return str(getattr(owner, "name", None) or owner)
+
+
 def _uses(expr: Any, var: Any) -> bool:
     return any(v.same_as(var) for v in collect(expr, tvm.ir.Var))
 
@@ -426,7 +433,7 @@ class _Planner:
         elif isinstance(ptr, tvm.ir.Call) and _op(ptr) == _ACCESS_PTR_OP:
             var = ptr.args[1]
             key = self._key(var, str(getattr(var.ty, "storage_scope", "") or ""))
-            bits, points, name = _bits(ptr.args[0].ty), None, str(var.name)
+            bits, points, name = _bits(ptr.args[0].ty), None, _storage_name(var)
             seen.append(ptr)
         else:
             return []
@@ -462,9 +469,9 @@ class _Planner:
                     if key is not None and isinstance(flag, tirx.IntImm):
                         bits = _bits(node.args[0].ty)
                         if int(flag.value) & 1:
-                            found.append(self._new("R", key, bits, None, str(var.name)))
+                            found.append(self._new("R", key, bits, None, _storage_name(var)))
                         if int(flag.value) & 2:
-                            found.append(self._new("W", key, bits, None, str(var.name)))
+                            found.append(self._new("W", key, bits, None, _storage_name(var)))
 
         tvm_ffi.structural_walk(expr, ((tvm.ir.TensorLoad, tvm.ir.Call), on_node), order="pre")
         return found
