@@ -34,7 +34,7 @@ from tilelang.autotuner import (  # noqa: E402
 from tilelang_core.autotuner.key import tuning_key  # noqa: E402
 from tilelang_core.autotuner.records import TuningStore  # noqa: E402
 from tilelang_core.cache import CacheWarning  # noqa: E402
-from tilelang_core.errors import BackendNotInstalledError, TileLangError  # noqa: E402
+from tilelang_core.errors import BackendNotInstalledError, SettingError, TileLangError  # noqa: E402
 from tilelang_core.testkit import on_path, subprocess_env  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
@@ -189,6 +189,25 @@ def test_cache_clear_removes_stored_results_so_the_next_call_tunes_again(kit):
     assert kit.records() == []
     kernel = K.kit_vadd_tuned(64)
     assert kernel.config == {"speed": 4} and not only_result(K.kit_vadd_tuned).from_cache
+
+
+def test_auto_tuning_disable_cache_tunes_every_run_and_keeps_nothing(kit, monkeypatch):
+    """``TILELANG_AUTO_TUNING_DISABLE_CACHE=1`` (upstream TileLang's switch, ignored before): a
+    stored result and this process's memory of it are not read, and nothing is saved."""
+    K.kit_vadd_tuned(64)  # tuned and stored while the switch is off
+    assert len(kit.records()) == 1
+    (path,) = kit.records()
+    path.unlink()
+    monkeypatch.setenv("TILELANG_AUTO_TUNING_DISABLE_CACHE", "1")
+    for _ in range(2):
+        K.kit_vadd_tuned._tuner_cache.clear()  # a new call signature's worth: the tuner runs
+        kernel = K.kit_vadd_tuned(64)
+        assert kernel.config == {"speed": 4} and not only_result(K.kit_vadd_tuned).from_cache
+        assert kit.records() == []
+    monkeypatch.setenv("TILELANG_AUTO_TUNING_DISABLE_CACHE", "perhaps")
+    K.kit_vadd_tuned._tuner_cache.clear()
+    with pytest.raises(SettingError, match=r"\$TILELANG_AUTO_TUNING_DISABLE_CACHE='perhaps' is not a yes/no value"):
+        K.kit_vadd_tuned(64)
 
 
 def test_callbacks_keep_results_off_disk_unless_a_key_is_given(kit):

@@ -51,6 +51,17 @@ class Environment:
         "TILELANG_DEFAULT_TARGET", "auto",
         "The target ``target='auto'`` means: a target string or a JSON object (docs/jit.md).",
     )
+    TILELANG_EXECUTION_BACKEND = _Variable(
+        "TILELANG_EXECUTION_BACKEND", "auto",
+        "The execution backend of a compile that names none (``tilelang.compile``, ``@tilelang.jit``, the autotuner).",
+    )
+    TILELANG_VERBOSE = _Variable(
+        "TILELANG_VERBOSE", "0", "1 (true, yes, on) makes a compile that does not give ``verbose`` verbose.",
+    )
+    TILELANG_AUTO_TUNING_DISABLE_CACHE = _Variable(
+        "TILELANG_AUTO_TUNING_DISABLE_CACHE", "0",
+        "1 (true, yes, on): every tuning run tunes; tuning results are neither read nor saved (docs/autotune.md).",
+    )
     TILELANG_CLEANUP_TEMP_FILES = _Variable(
         "TILELANG_CLEANUP_TEMP_FILES", "1",
         "0 keeps the temporary folder of a ``tilelang.contrib.nvcc.compile_cuda`` call (source and output).",
@@ -73,6 +84,30 @@ class Environment:
 
         value = env_default_target()
         return "auto" if value is None else value
+
+    def get_default_execution_backend(self) -> str:
+        """The backend a compile that names none uses: ``$TILELANG_EXECUTION_BACKEND``, else ``"auto"``."""
+        from tilelang_core.backends.selection import default_execution_backend
+
+        return default_execution_backend()
+
+    def get_default_verbose(self) -> bool:
+        """``verbose`` of a compile that does not give it (``$TILELANG_VERBOSE``).
+
+        :raises tilelang_core.errors.SettingError: the value is not a yes/no value.
+        """
+        from tilelang_core.jit.compile import default_verbose
+
+        return default_verbose()
+
+    def is_autotune_cache_disabled(self) -> bool:
+        """Whether every tuning run tunes (``$TILELANG_AUTO_TUNING_DISABLE_CACHE``).
+
+        :raises tilelang_core.errors.SettingError: the value is not a yes/no value.
+        """
+        from tilelang_core.autotuner.records import tuning_cache_disabled
+
+        return tuning_cache_disabled()
 
     def is_cache_enabled(self) -> bool:
         """Whether the kernel cache is on."""

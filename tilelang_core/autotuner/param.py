@@ -44,15 +44,16 @@ class CallbackError(AutotuneError):
 class CompileArgs:
     """How every candidate is compiled: the arguments of :func:`tilelang.compile`.
 
-    ``execution_backend`` is a backend name or ``"auto"``; it is checked against the installed
-    backends when set (the errors ``tilelang.compile`` raises for it).
+    ``execution_backend`` is a backend name or ``"auto"`` (None: ``$TILELANG_EXECUTION_BACKEND``,
+    else ``"auto"``, read when tuning starts); it is checked against the installed backends when set
+    (the errors ``tilelang.compile`` raises for it).
     """
 
     out_idx: Union[None, int, Sequence[int]] = None
-    execution_backend: str = "auto"
+    execution_backend: Optional[str] = None
     target: Any = "auto"
     target_host: Any = None
-    verbose: bool = False
+    verbose: Optional[bool] = None  # None: $TILELANG_VERBOSE
     pass_configs: Optional[dict[str, Any]] = None
     compile_flags: Union[None, str, Sequence[str]] = None
 

@@ -33,8 +33,21 @@ from .. import schema
 #: Version of the record layout; a record of another version is ignored (and tuned again).
 RECORD_FORMAT_VERSION = 1
 RECORDS_DIR = "autotune"
+#: Environment variable: 1 (true, yes, on) makes every tuning run tune, neither reading nor saving results.
+DISABLE_ENV = "TILELANG_AUTO_TUNING_DISABLE_CACHE"
 
 _STRICT = {"extra": "forbid", "use_attribute_docstrings": True}
+
+
+def tuning_cache_disabled() -> bool:
+    """Whether ``$TILELANG_AUTO_TUNING_DISABLE_CACHE`` says every tuning run tunes: results are
+    neither read (from disk or from this process's memory) nor saved, as in upstream TileLang.
+
+    :raises SettingError: the value is not a yes/no value.
+    """
+    from ..env_switches import switch_from_env
+
+    return switch_from_env(DISABLE_ENV, "tune on every run (tuning results neither read nor saved)", "keep them")
 
 
 @dataclass(kw_only=True)
@@ -144,9 +157,13 @@ class TuningStore:
     @classmethod
     def active(cls) -> Optional["TuningStore"]:
         """The store of the kernel cache ``tilelang.compile`` uses now; None when the cache is
-        disabled (``TILELANG_DISABLE_CACHE``) or its directory is unusable."""
+        disabled (``TILELANG_DISABLE_CACHE``), tuning results are not to be kept or read
+        (``TILELANG_AUTO_TUNING_DISABLE_CACHE``, as in upstream TileLang: every run tunes) or the
+        cache's directory is unusable."""
         from ..cache.store import active_cache
 
+        if tuning_cache_disabled():
+            return None
         cache = active_cache()
         if cache is None:
             return None

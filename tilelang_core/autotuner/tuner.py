@@ -127,8 +127,8 @@ class AutoTuner:
 
         An argument not given keeps its default: the value of a ``@tilelang.jit`` function's
         own compile arguments (``AutoTuner.from_kernel(jit_fn, ...)``), else ``tilelang.compile``'s
-        (``target`` and ``execution_backend`` ``"auto"``, ``out_idx`` None); a ``target`` or
-        ``execution_backend`` given as None is ``"auto"``. The backend name is checked now
+        (``target`` ``"auto"``, ``execution_backend`` None: ``$TILELANG_EXECUTION_BACKEND``, else
+        ``"auto"``; ``out_idx`` None); a ``target`` given as None is ``"auto"``. The backend name is checked now
         against the installed backends, with the errors ``tilelang.compile`` raises (not
         installed, broken, unavailable, no backend for the target).
         """
@@ -144,10 +144,10 @@ class AutoTuner:
             )
         self.compile_args = CompileArgs(
             out_idx=args.get("out_idx"),
-            execution_backend=backend or "auto",
+            execution_backend=backend,
             target="auto" if args.get("target") is None else args["target"],
             target_host=args.get("target_host"),
-            verbose=bool(args.get("verbose")),
+            verbose=args.get("verbose"),
             pass_configs=args.get("pass_configs"),
             compile_flags=args.get("compile_flags"),
         )
@@ -251,13 +251,13 @@ class AutoTuner:
     def _resolve(self) -> tuple[Any, Any, Any]:
         """(resolved target, backend record, its capability), with compile's errors."""
         from ..backends import select_backend
-        from ..backends.selection import declared_kind
+        from ..backends.selection import declared_kind, default_execution_backend
         from ..lowering import resolve_target
 
         args = self.compile_args
         resolved = resolve_target(args.target, args.target_host)
         kind = resolved.kind.name
-        record = select_backend(args.execution_backend, kind)
+        record = select_backend(args.execution_backend or default_execution_backend(), kind)
         assert record.spec is not None
         capability = record.spec.targets[declared_kind(record, kind)]
         return resolved, record, capability
@@ -417,7 +417,9 @@ class AutoTuner:
 
     def _run_keyed(self, configs, resolved, record, family, device, key, executor, num_workers, progress, early_stop,
                    early_stop_factor) -> AutotuneResult:
-        if key is None:
+        from .records import TuningStore, tuning_cache_disabled
+
+        if key is None or tuning_cache_disabled():
             return self._tune(configs, resolved, record, family, device, None, executor, num_workers, progress, early_stop,
                               early_stop_factor)
         memory_key = (key, self._call_digest())
@@ -425,8 +427,6 @@ class AutoTuner:
             cached = self._memory_cache.get(memory_key)
         if cached is not None and cached.kernel is not None:
             return cached
-        from .records import TuningStore
-
         store = TuningStore.active()
         lock = store.lock(key) if store is not None else contextlib.nullcontext()
         with lock:

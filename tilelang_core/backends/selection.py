@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import asdict, dataclass
 from typing import Literal, Optional
@@ -16,6 +17,8 @@ from .discovery import pip_name_for
 from .registry import BackendRecord, BackendRegistry, get_registry
 
 AUTO = "auto"
+#: Environment variable: the backend a compile that names none uses (as in upstream TileLang).
+BACKEND_ENV = "TILELANG_EXECUTION_BACKEND"
 
 #: Target kinds that mean the same thing to a backend declaration.
 _KIND_ALIASES = {"hip": "rocm"}
@@ -110,6 +113,13 @@ def _successor(name: str, registry: BackendRegistry) -> Optional[str]:
         if record.spec is not None and record.status == "ok" and name in record.spec.supersedes:
             return record.name
     return None
+
+
+def default_execution_backend() -> str:
+    """The backend of a ``tilelang.compile`` (``@tilelang.jit``, autotuner) that names none:
+    ``$TILELANG_EXECUTION_BACKEND`` when set and not empty, else ``"auto"``. Read at each compile,
+    as upstream TileLang reads it; an explicit ``execution_backend=`` wins."""
+    return os.environ.get(BACKEND_ENV, "").strip() or AUTO
 
 
 def select_backend(name: str, target_kind: str, registry: Optional[BackendRegistry] = None) -> BackendRecord:

@@ -17,9 +17,6 @@ CACHE_DIR_ENV = "TILELANG_CACHE_DIR"
 #: Environment variable that disables the cache (memory and disk) when set to 1/true/yes/on.
 DISABLE_ENV = "TILELANG_DISABLE_CACHE"
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"", "0", "false", "no", "off"}
-
 
 def cache_disabled() -> bool:
     """Whether ``TILELANG_DISABLE_CACHE`` turns the kernel cache off.
@@ -30,17 +27,9 @@ def cache_disabled() -> bool:
 
     :raises SettingError: the value is none of these, naming the variable and what it accepts.
     """
-    value = os.environ.get(DISABLE_ENV, "").strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    from ..errors import SettingError
+    from ..env_switches import switch_from_env
 
-    raise SettingError(
-        f"${DISABLE_ENV}={os.environ[DISABLE_ENV]!r} is not a yes/no value; set it to 1 (or true, yes, on) to "
-        f"turn the kernel cache off, 0 (or false, no, off) or unset it to keep it on"
-    )
+    return switch_from_env(DISABLE_ENV, "turn the kernel cache off", "keep it on")
 
 
 def default_cache_dir() -> Path:

@@ -13,11 +13,13 @@ from typing import Any, Optional, Sequence, Union
 from ..fork_locks import renew_after_fork
 from ..artifact import BuildOptions, KernelArtifact, TensorParam
 from ..backends import BackendWarning, auto_candidates, select_backend
-from ..backends.selection import AUTO, declared_kind, warn_if_deprecated
+from ..backends.selection import AUTO, BACKEND_ENV, declared_kind, default_execution_backend, warn_if_deprecated
+from ..env_switches import switch_from_env
 from ..capabilities import TargetCapability
 from ..errors import (
     BackendCapabilityError,
     BackendError,
+    BackendNotInstalledError,
     BuildError,
     CompileFlagsError,
     KernelDefinitionError,
@@ -30,10 +32,10 @@ from .outputs import OutIdx, bind_symbols_from_inputs, declared_out_idx, normali
 def compile(  # noqa: A001 - the public name is tilelang.compile
     func: Any,
     out_idx: OutIdx = None,
-    execution_backend: str = "auto",
+    execution_backend: Optional[str] = None,
     target: Any = "auto",
     target_host: Any = None,
-    verbose: bool = False,
+    verbose: Optional[bool] = None,
     pass_configs: Optional[dict[str, Any]] = None,
     compile_flags: Union[None, str, Sequence[str]] = None,
 ) -> JITKernel:
@@ -46,10 +48,12 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
         the available backend with the highest declared priority for the target; when that one
         refuses the kernel or its build fails, ``auto`` warns (``BackendWarning``, naming the
         failure) and tries the next available backend. A backend given by name never falls back.
+        None (the default): ``$TILELANG_EXECUTION_BACKEND`` when set, else ``"auto"``.
     :param target: ``"auto"``, a target string (``"c"``, ``"llvm"``, ``"cuda -arch=sm_90"``), a
         dict or a ``tvm.target.Target``.
     :param target_host: host target for GPU targets.
-    :param verbose: print the generated sources and the commands the backend runs.
+    :param verbose: print the generated sources and the commands the backend runs. None (the
+        default): ``$TILELANG_VERBOSE`` (1/true/yes/on), else False.
     :param pass_configs: lowering options (see docs/pipeline.md); unknown keys are an error.
     :param compile_flags: extra flags for the backend's native compiler (a list or one string).
     :raises MissingDependencyError: TVM is not installed (the message says what to install).
@@ -57,6 +61,11 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
     """
     from ..cache.store import active_cache
 
+    from_env = execution_backend is None
+    if from_env:
+        execution_backend = default_execution_backend()
+    if verbose is None:
+        verbose = default_verbose()
     cache = active_cache()
     fast = None
     if cache is not None:
@@ -80,7 +89,7 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
     resolved = resolve_target(target, target_host)
     kind = resolved.kind.name
     auto = execution_backend == AUTO
-    records = auto_candidates(kind) if auto else [select_backend(execution_backend, kind)]
+    records = auto_candidates(kind) if auto else [_named_backend(execution_backend, kind, from_env)]
     failures: list[tuple[Any, BaseException]] = []
     for position, record in enumerate(records):
         try:
@@ -106,6 +115,31 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
 #: unavailable backends. Mistakes in the kernel or the call (``OutIdxError``, ``LoweringError``, ...)
 #: and the environment's ``OSError`` are the same for every backend and raise at once.
 _FALL_BACK_ON = (BackendError, BuildError)
+
+#: Environment variable: ``verbose`` of a compile that does not give it (as in upstream TileLang).
+VERBOSE_ENV = "TILELANG_VERBOSE"
+
+
+def default_verbose() -> bool:
+    """``verbose`` of a compile that does not give it: ``$TILELANG_VERBOSE`` (1/true/yes/on), else False.
+
+    :raises SettingError: the value is not a yes/no value.
+    """
+    return switch_from_env(VERBOSE_ENV, "print the sources and commands of each compile", "keep it quiet")
+
+
+def _named_backend(name: str, kind: str, from_env: bool) -> Any:
+    """:func:`select_backend` for a backend given by name; a name from ``$TILELANG_EXECUTION_BACKEND``
+    that is not installed says where it came from."""
+    try:
+        return select_backend(name, kind)
+    except BackendNotInstalledError as exc:
+        if not from_env:
+            raise
+        raise BackendNotInstalledError(
+            f"${BACKEND_ENV}={os.environ.get(BACKEND_ENV, '')!r} names the backend of compiles that give none: {exc}; "
+            f"set it to an installed backend or 'auto', or unset it"
+        ) from None
 
 
 def _kernel_name(prim_func: Any) -> Optional[str]:

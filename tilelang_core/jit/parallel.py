@@ -47,10 +47,10 @@ def default_workers() -> int:
 def par_compile(
     funcs: Sequence[Any],
     out_idx: OutIdx = None,
-    execution_backend: str = "auto",
+    execution_backend: Optional[str] = None,
     target: Any = "auto",
     target_host: Any = None,
-    verbose: bool = False,
+    verbose: Optional[bool] = None,
     pass_configs: Optional[dict[str, Any]] = None,
     compile_flags: Union[None, str, Sequence[str]] = None,
     *,
