@@ -106,3 +106,26 @@ def test_get_default_target_asks_for_json_syntax_for_unquoted_keys(monkeypatch):
     with pytest.raises(ValueError, match="Use JSON syntax") as info:
         tilelang.env.get_default_target()
     assert isinstance(info.value, TargetError) and "TILELANG_DEFAULT_TARGET" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "target,message",
+    [
+        ({"kind": "cuda", "arch": "sm_100f", "code": ["sm_100a", "sm_103a"]},
+         r"'code' \(TileLang's list of architectures one build covers\) is not an option of TVM 0.27's cuda target; "
+         r"compile once per architecture"),
+        ({"kind": "cuda", "arch": "compute_90"},
+         r"'arch' must be a real GPU architecture 'sm_<major><minor>' .*got 'compute_90'; for the virtual "
+         r"architecture 'compute_90' give 'sm_90'$"),
+        ("cuda -arch=compute_80", r"got 'compute_80'; for the virtual architecture 'compute_80' give 'sm_80'$"),
+        ({"kind": "cuda", "arch": "gfx90a"}, r"got 'gfx90a'$"),
+    ],
+)
+def test_cuda_targets_tvm_cannot_build_are_refused_in_our_words(target, message):
+    """Before, the first was TVM's list of every option it knows, the second a failed C++ check."""
+    from tilelang_core.errors import TargetError
+    from tilelang_core.lowering.target import resolve_target
+
+    with pytest.raises(TargetError, match=r"^cannot understand target .*: " + message):
+        resolve_target(target)
+    assert str(resolve_target({"kind": "cuda", "arch": "sm_100f"}).attrs["arch"]) == "sm_100f"

@@ -90,6 +90,24 @@ def _with_cuda_arch(target: Any) -> Any:
     return target
 
 
+def _check_cuda_config(target: Any, described: str) -> None:
+    """Refuse, in words of this package, what a CUDA target dict asks that TVM 0.27 cannot build
+    (TVM's own message was a failed C++ check, or a list of every option it knows)."""
+    if not (isinstance(target, dict) and target.get("kind") == "cuda"):
+        return
+    if "code" in target:
+        raise TargetError(
+            f"cannot understand target {described}: 'code' (TileLang's list of architectures one build covers) is not "
+            f"an option of TVM 0.27's cuda target; compile once per architecture ('arch': 'sm_100a', then 'sm_103a')")
+    arch = target.get("arch")
+    if isinstance(arch, str) and not arch.startswith("sm_"):
+        raise TargetError(
+            f"cannot understand target {described}: 'arch' must be a real GPU architecture 'sm_<major><minor>' "
+            f"(e.g. 'sm_90', 'sm_90a'), got {arch!r}"
+            + (f"; for the virtual architecture {arch!r} give 'sm_{arch[len('compute_'):]}'"
+               if arch.startswith("compute_") else ""))
+
+
 def auto_target_kind() -> str:
     """``cuda`` when torch sees a CUDA device, ``metal`` when MPS is available, else ``c``."""
     try:
@@ -164,6 +182,7 @@ def resolve_target(target: Any = "auto", target_host: Any = None):
     if isinstance(target, str):
         target = parse_target_string(target)
     target = _with_cuda_arch(target)
+    _check_cuda_config(target, described)
     try:
         resolved = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
     except Exception as exc:  # noqa: BLE001 - TVM raises various errors for bad strings
