@@ -11,6 +11,11 @@ from tvm.tirx.script.builder import ir as _B
 from ._common import as_tile, cast, check_options, fail, is_float, loop_nest, per_thread, same_extent, shape_text, static_int
 
 
+#: Destination dtypes whose running sum is kept in float32 (_WIDE), as torch keeps it.
+_HALF = ("float16", "bfloat16")
+_WIDE = "float32"
+
+
 def _running_max(acc: Any, x: Any) -> Any:
     """``max(acc, x)`` of the running maximum; for floats NaN elements are ignored, as by
     ``T.reduce_max`` and CUDA's ``fmaxf`` (NaN only while every element so far is NaN). With the
@@ -47,6 +52,10 @@ def _scan(kind: str, src: Any, dst: Optional[Any], dim: Any, reverse: bool) -> N
     n = s.extents[dim]
     outer = [e for k, e in enumerate(s.extents) if k != dim]
     acc_dtype = d.dtype
+    # a float16/bfloat16 running sum is kept in float32 and each output rounded from it, as torch
+    # does: rounded after every addition, the sum stalled (1 + 0.001 + ... stayed 1.0 in float16)
+    # and an intermediate inf stuck for the rest of the row
+    wide = kind == "cumsum" and acc_dtype in _HALF
 
     def at(t: Any, vs: list, k: Any) -> list:
         point = vs[:dim] + [k] + vs[dim:]
@@ -65,12 +74,28 @@ def _scan(kind: str, src: Any, dst: Optional[Any], dim: Any, reverse: bool) -> N
         acc = d.buffer[tuple(at(d, vs, prev))]
         _B.buffer_store(d.buffer, acc + x if kind == "cumsum" else _running_max(acc, x), at(d, vs, k))
 
+    def wide_start(sums: Any, vs: list, lane: list) -> None:
+        """The first output and the float32 running sum of a row (``lane``: its index in ``sums``)."""
+        _B.buffer_store(sums, tirx.Cast(_WIDE, s.buffer[tuple(at(s, vs, first))]), lane)
+        _B.buffer_store(d.buffer, tirx.Cast(acc_dtype, sums[tuple(lane)]), at(d, vs, first))
+
+    def wide_step(sums: Any, vs: list, lane: list, r: Any) -> None:
+        k = (n - 1 - r) if reverse else r
+        _B.buffer_store(sums, sums[tuple(lane)] + tirx.Cast(_WIDE, s.buffer[tuple(at(s, vs, k))]), lane)
+        _B.buffer_store(d.buffer, tirx.Cast(acc_dtype, sums[tuple(lane)]), at(d, vs, k))  # the new sum, read back
+
     in_place = d.buffer.same_as(s.buffer) and all(
         static_int(a) is not None and static_int(a) == static_int(b) for a, b in zip(s.starts, d.starts)
     )
 
     if per_thread(s, d):
         def body(vs: list) -> None:
+            if wide:
+                sums = _B.alloc_buffer((1,), _WIDE, scope="local")
+                wide_start(sums, vs, [0])
+                with _B.serial(1, n) as r:
+                    wide_step(sums, vs, [0], r)
+                return
             if not in_place:
                 start(vs)
             with _B.serial(1, n) as r:
@@ -86,6 +111,13 @@ def _scan(kind: str, src: Any, dst: Optional[Any], dim: Any, reverse: bool) -> N
     def over(fn):
         loop_nest(lanes, parallel=True, body=(lambda vs: fn([])) if not outer else fn)
 
+    if wide:  # one float32 running sum per row, in the destination's memory (the same threads own it)
+        sums = _B.alloc_buffer(lanes, _WIDE, scope=d.buffer.scope())
+        lane = (lambda vs: list(vs) or [0])
+        over(lambda vs: wide_start(sums, vs, lane(vs)))
+        with _B.serial(1, n) as r:
+            over(lambda vs: wide_step(sums, vs, lane(vs), r))
+        return
     if not in_place:  # in place, the first element is already there
         over(start)
     with _B.serial(1, n) as r:
@@ -96,7 +128,8 @@ def cumsum(src: Any, dst: Optional[Any] = None, dim: int = 0, reverse: bool = Fa
     """Inclusive prefix sum of ``src`` along ``dim`` into ``dst`` (in place when ``dst`` is None).
 
     ``reverse=True`` sums from the end (``dst[k] = src[k] + ... + src[n-1]``). Tiles (buffer or
-    region) in any memory; ``dst`` has ``src``'s shape. Accumulates in ``dst``'s dtype.
+    region) in any memory; ``dst`` has ``src``'s shape. Accumulates in ``dst``'s dtype, except a
+    float16/bfloat16 ``dst``: its running sum is float32 and each output is rounded from it, as torch.
 
     :raises LoweringError: ``dim`` out of range, shape or dtype mismatch.
     """
