@@ -158,6 +158,22 @@ def float64_operands(a: Any, b: Any) -> tuple[Any, Any]:
     return a, b
 
 
+def _is_16_bit_float(expr: Any, kind: str) -> bool:
+    dtype = _element_dtype(expr)
+    return dtype is not None and str(dtype) == kind
+
+
+def half_pair_operands(a: Any, b: Any) -> tuple[Any, Any]:
+    """``(a, b)`` with a bfloat16 expression next to a float16 one both widened to float32, as
+    torch promotes them (neither holds the other: float16 lacks bfloat16's range, bfloat16
+    float16's precision); TVM 0.27 cast the bfloat16 operand to float16 (lanes kept)."""
+    if (_is_16_bit_float(a, "bfloat16") and _is_16_bit_float(b, "float16")) or (
+        _is_16_bit_float(a, "float16") and _is_16_bit_float(b, "bfloat16")
+    ):
+        return tuple(tirx.Cast(str(tvm.DataType("float32").with_lanes(x.ty.dtype.lanes)), x) for x in (a, b))
+    return a, b
+
+
 def _is_float64(expr: Any) -> bool:
     dtype = _element_dtype(expr)
     return dtype is not None and dtype.is_float and dtype.bits == 64
@@ -206,13 +222,15 @@ def _wrap_shift(name: str, ffi_function: Callable[..., Any]) -> Callable[..., An
 
 
 def _float64_pair(name: str, args: tuple) -> tuple:
-    """Binary operators: ``(a, b, [span])`` with a float literal next to float64 kept in float64."""
-    return (*float64_operands(args[0], args[1]), *args[2:])
+    """Binary operators: ``(a, b, [span])`` with a float literal next to float64 kept in float64,
+    bfloat16 next to float16 in float32."""
+    return (*half_pair_operands(*float64_operands(args[0], args[1])), *args[2:])
 
 
 def _float64_branches(name: str, args: tuple) -> tuple:
-    """``if_then_else``: ``(cond, t, f, [span])`` with a float branch next to a float64 one kept in float64."""
-    return (args[0], *float64_operands(args[1], args[2]), *args[3:])
+    """``if_then_else``: ``(cond, t, f, [span])`` with a float branch next to a float64 one kept in
+    float64, bfloat16 next to float16 in float32."""
+    return (args[0], *half_pair_operands(*float64_operands(args[1], args[2])), *args[3:])
 
 
 def _wrap(name: str, ffi_function: Callable[..., Any], convert: Callable[[str, tuple], tuple]) -> Callable[..., Any]:

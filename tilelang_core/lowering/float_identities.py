@@ -38,9 +38,26 @@ from tvm import tirx
 
 from .atomics import checked_map
 from .barriers import barrier
-from .math_widening import dtype_of, is_float
+from .math_widening import constant, dtype_of, element, is_float, with_lanes
 
 __all__ = ["guard_float_identities", "GuardFloatIdentities"]
+
+
+def _hide(value: Any) -> Any:
+    """``value`` behind a :func:`.barrier`; a bfloat16 one as its float32 value behind it, cast
+    back: this guard also runs before ``BF16ComputeLegalize`` (passes.py ``_bf16_compute``, whose
+    rebuilt float32 operations fold ``x * 0.0``), which makes a bfloat16 value float32 and so would
+    break a round trip through ``uint16``."""
+    dtype = dtype_of(value)
+    if element(dtype) != "bfloat16":
+        return barrier(value)
+    f32 = with_lanes("float32", dtype)
+    scalar = value.value if isinstance(value, tirx.Broadcast) else value
+    if isinstance(scalar, (tirx.FloatImm, tirx.IntImm)):
+        wide = constant(float(scalar.value), f32)
+    else:
+        wide = tirx.Cast(f32, value)
+    return tirx.Cast(dtype, barrier(wide))
 
 
 def _is_float(node: Any) -> bool:
@@ -76,9 +93,9 @@ def _on_add(node: Any) -> Any:
     if not _is_float(node):
         return node
     if _zero_sign(node.b) == 1 and not _is_constant(node.a):
-        return tirx.Add(node.a, barrier(node.b))
+        return tirx.Add(node.a, _hide(node.b))
     if _zero_sign(node.a) == 1 and not _is_constant(node.b):
-        return tirx.Add(barrier(node.a), node.b)
+        return tirx.Add(_hide(node.a), node.b)
     return node
 
 
@@ -87,12 +104,12 @@ def _on_sub(node: Any) -> Any:
         return node
     a, b = node.a, node.b
     if _zero_sign(b) == -1 and not _is_constant(a):  # x - (-0.0): +0.0 for x = -0.0
-        return tirx.Sub(a, barrier(b))
+        return tirx.Sub(a, _hide(b))
     if not any(_same(x, y) for x in _terms(a) for y in _terms(b)):
         return node
     if _is_constant(b):  # (x + 1) - 1: the sum is hidden (code generators cannot take a constant's bits)
-        return node if _is_constant(a) else tirx.Sub(barrier(a), b)
-    return tirx.Sub(a, barrier(b))
+        return node if _is_constant(a) else tirx.Sub(_hide(a), b)
+    return tirx.Sub(a, _hide(b))
 
 
 def _is_zero(node: Any) -> bool:
@@ -106,23 +123,23 @@ def _on_mul(node: Any) -> Any:
     if not _is_float(node):
         return node
     if _is_zero(node.b) and not _is_constant(node.a):
-        return tirx.Mul(node.a, barrier(node.b))
+        return tirx.Mul(node.a, _hide(node.b))
     if _is_zero(node.a) and not _is_constant(node.b):
-        return tirx.Mul(barrier(node.a), node.b)
+        return tirx.Mul(_hide(node.a), node.b)
     return node
 
 
 def _on_div(node: Any) -> Any:
     """``0 / x``: the zero is hidden (NaN for ``x`` zero or NaN)."""
     if _is_float(node) and _is_zero(node.a) and not _is_constant(node.b):
-        return tirx.Div(barrier(node.a), node.b)
+        return tirx.Div(_hide(node.a), node.b)
     return node
 
 
 def _on_compare(node: Any) -> Any:
     if not _is_float(node.a) or _is_constant(node.a) or not _same(node.a, node.b):
         return node
-    return type(node)(node.a, barrier(node.b))
+    return type(node)(node.a, _hide(node.b))
 
 
 _ENTRIES = [(tirx.Add, _on_add), (tirx.Sub, _on_sub), ((tirx.EQ, tirx.NE), _on_compare), (tirx.Mul, _on_mul), (tirx.Div, _on_div)]

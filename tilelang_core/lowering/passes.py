@@ -35,6 +35,7 @@ from .narrow_divisions import WidenNarrowDivisions
 from .gpu_math import GpuMathPass
 from .barriers import StripBarriers
 from .float_identities import GuardFloatIdentities
+from .unsigned_compares import GuardUnsignedCompares
 from .kept_effects import GuardSideEffects
 from .fragments import FragmentLayoutPass
 from .vectorized_locals import ExpandVectorizedLocals, InlineVectorizedScalars
@@ -58,15 +59,18 @@ from .vector_not import VectorBitwiseNot
 def _bf16_compute() -> list:
     """bfloat16 computed in float32 where the target has no bfloat16 arithmetic (TVM's
     ``BF16ComputeLegalize``), every bfloat16 value rounded where it is made first
-    (lowering/bfloat16_rounding.py: the legalizer alone rounds only at stores)."""
-    return [RoundBFloat16(), tirx.transform.BF16ComputeLegalize(), ExpandBFloat16Rounding()]
+    (lowering/bfloat16_rounding.py: the legalizer alone rounds only at stores). The float
+    identities are guarded before them too (float_identities.py): the legalizer rebuilds each
+    float32 operation on a legalized bfloat16 operand with TVM's folding constructors, and so
+    folded ``x * 0.0``, ``0.0 / x`` and ``x + 0.0`` of a bfloat16 ``x`` before any guard ran."""
+    return [GuardFloatIdentities(), RoundBFloat16(), tirx.transform.BF16ComputeLegalize(), ExpandBFloat16Rounding()]
 
 
 def _simplifier_guards() -> list:
     """What must survive the ``StmtSimplify`` that follows: calls with a side effect are not folded
     away (``bump(p) * 0``, ``f(p) - f(p)``; kept_effects.py), and floats get no real-number rules
     (``x - x``, ``(x + y) - x``, ``x != x``; float_identities.py)."""
-    return [GuardSideEffects(), GuardFloatIdentities()]
+    return [GuardSideEffects(), GuardFloatIdentities(), GuardUnsignedCompares()]
 
 
 def _lower_intrin() -> list:

@@ -212,13 +212,37 @@ def ieee_fdiv(x: Any, y: Any, rounding_mode: str = "rn") -> Any:
 def abs(x: Any, span: Any = None) -> Any:  # noqa: A001 - T.abs
     """``|x|`` (TVM's ``T.abs``). An operand with a side effect (an atomic's previous value, a
     ``T.call_extern``) is bound once (``Let``) instead of being repeated in the select an integer
-    ``|x|`` is made of."""
+    ``|x|`` is made of. A signed integer's minimum is its own ``|x|``, as in torch (see
+    :func:`wrapping_abs`)."""
     from tvm.tirx import op as tir_op
 
     value = _expr(x)
-    if _dtype(value) and not is_float(_dtype(value)):
+    dtype = _dtype(value)
+    if dtype and dtype.startswith("int"):
+        return _evaluated_once(value, wrapping_abs)
+    if dtype and not is_float(dtype):
         return _evaluated_once(value, lambda v: tir_op.abs(v, span))
     return tir_op.abs(x, span)
+
+
+def wrapping_abs(x: Any) -> Any:
+    """``|x|`` of a signed integer ``x`` that wraps as torch's: ``|MIN|`` is ``MIN`` (int8 -128,
+    int32 -2**31), on every target and without C's undefined ``-MIN``.
+
+    TVM's ``T.abs`` is ``select(x >= 0, x, 0 - x)``: ``0 - MIN`` overflows, so ``c`` and ``llvm``
+    disagreed (``max(|MIN|, 3)`` was 3 on ``c`` and ``MIN`` on ``llvm``, whose optimizer takes
+    ``|x| >= 0`` for granted), and TVM's simplifier folded ``|x| < 0`` to false. Here the
+    minimum takes the outer select's other arm: ``select(MIN < x, select(x < 0, 0 - x, x), x)``,
+    whose ``0 - x`` never overflows where it is taken (C's ``?:`` evaluates one arm, LLVM's
+    ``select`` ignores the other arm's value), and whose bounds include ``MIN``, so no simplifier
+    or optimizer rule drops the sign. (A form in the unsigned type cast back would not do: TVM
+    bounds a cast to its value's range, ``[0, MAX]``, and folded ``|x| < 0`` again.)"""
+    dtype = tvm.DataType(_dtype(x))
+    element = str(dtype.with_lanes(1))
+    zero, low = tirx.const(0, element), tirx.min_value(element)
+    if dtype.lanes > 1:
+        zero, low = tirx.Broadcast(zero, dtype.lanes), tirx.Broadcast(low, dtype.lanes)
+    return tirx.Select(low < x, tirx.Select(x < zero, zero - x, x), x)
 
 
 def _evaluated_once(value: Any, build: Any) -> Any:

@@ -10,6 +10,7 @@ from tvm import tirx
 from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script.builder import ir as _B
 
+from .intrinsics import wrapping_abs
 from ._common import (
     ON_CHIP_SCOPES,
     as_tile,
@@ -33,6 +34,11 @@ _BITWISE = ("bitand", "bitor", "bitxor")
 
 def identity(kind: str, dtype: str) -> Any:
     """The value a ``kind`` reduction of ``dtype`` starts from."""
+    if dtype == "bool":  # max is logical or, min logical and (as torch's max/min of bool tensors)
+        return tirx.const(kind == "min", "bool")
+    if kind == "absmax" and not is_float(dtype):
+        # |MIN| of a signed integer is MIN (it wraps, as in torch): 0 would beat a row of only MIN
+        return tirx.min_value(dtype)
     if kind in ("sum", "abssum", "absmax", "bitor", "bitxor"):
         return cast(0, dtype)
     if kind == "bitand":
@@ -43,8 +49,12 @@ def identity(kind: str, dtype: str) -> Any:
 
 
 def _abs(x: Any) -> Any:
-    """``|x|`` as a select (TVM's ``fabs`` has no C lowering)."""
-    return tirx.Select(x < cast(0, str(x.ty.dtype)), -x, x)
+    """``|x|`` as a select (TVM's ``fabs`` has no C lowering); a signed integer's minimum is its own
+    ``|x|``, as in torch and ``T.abs`` (``-x`` of it was undefined in C, and wrong on ``llvm``)."""
+    dtype = str(x.ty.dtype)
+    if dtype.startswith("int"):
+        return wrapping_abs(x)
+    return tirx.Select(x < cast(0, dtype), -x, x)
 
 
 def isnan(x: Any) -> Any:
@@ -57,6 +67,8 @@ def combine_rule(kind: str, dtype: str, nan_propagate: bool) -> Callable[[Any, A
     """``(acc, x) -> the accumulator after taking x`` of a ``kind`` reduction in ``dtype``."""
     if kind in ("sum", "abssum"):
         return lambda acc, x: acc + x
+    if dtype == "bool":
+        return tirx.Or if kind == "max" else tirx.And
     if kind in _BITWISE:
         return {"bitand": tirx.bitwise_and, "bitor": tirx.bitwise_or, "bitxor": tirx.bitwise_xor}[kind]
     bigger = kind in ("max", "absmax")
@@ -112,7 +124,16 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
             f"{kind_err}: reducing {shape_text(s.extents)} over dim {dim} gives {shape_text(out or [1])}, but the "
             f"destination '{d.name}' is {shape_text(dext)}",
         )
-    if is_float(s.dtype) != is_float(d.dtype) or "bool" in (s.dtype, d.dtype):
+    if "bool" in (s.dtype, d.dtype) and (s.dtype != d.dtype or kind not in ("max", "min")):
+        fail(
+            op,
+            operands,
+            f"bool tiles: source '{s.name}' is {s.dtype} and destination '{d.name}' is {d.dtype}; only "
+            "T.reduce_max (any) and T.reduce_min (all) reduce a bool tile, into a bool tile. For a "
+            "count or a sum, cast the elements into an integer tile first (in a T.Parallel loop: "
+            "c[i, j] = T.cast(a[i, j], \"int32\"))",
+        )
+    if is_float(s.dtype) != is_float(d.dtype):
         fail(
             op,
             operands,
@@ -161,7 +182,7 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
             _B.buffer_store(d.buffer, slot[0], didx)
             return
         if clear:
-            # every reduction starts from its identity (-inf for max, +inf for min, 0 for absmax),
+            # every reduction starts from its identity (-inf for max, +inf for min, 0 for a float absmax),
             # as TileLang: a row of only NaN (NaN ignored) gives the identity
             _B.buffer_store(d.buffer, identity(kind, acc), didx)
         with _B.serial(0, red_extent, annotations={**(packing or {}), **(lanes or {})} or None) as r:
