@@ -73,6 +73,8 @@ def _needs_check(node: Any, analyzer: Any) -> bool:
     if has_side_effect(divisor):
         return False
     zero = tirx.const(0, str(divisor.ty.dtype))
+    if analyzer.const_int_bound(divisor).min_value > 0:
+        return False  # ``max(size, 1)`` of uint64, which ``can_prove(size != 0)`` does not see (lowering/loop_steps.py)
     if analyzer.can_prove(divisor == zero):
         return False  # always 0 (bx of a one-block grid): a LoweringError at its line (zero_divisors.py)
     return not analyzer.can_prove(divisor != zero) or _minus_one_possible(node, analyzer)
@@ -287,10 +289,12 @@ def check_divisions(func: tirx.PrimFunc, form: str, location: str) -> tirx.PrimF
 
     kinds = (tirx.BufferStore, tirx.Evaluate, tirx.Bind, tirx.IfThenElse, tirx.For, tirx.AssertStmt)
     body = checked_map(func.body, [(kinds, on_stmt)])
-    if not texts:
-        return func
+    # made trap-free even where nothing is reported: a division in a ``while`` condition or a
+    # ``let`` body has no check of its own, and divided by 0 (SIGFPE) when it was the only one
     body = checked_map(body, [(_DIVISIONS, lambda node: _safe(node, analyzer))])
     body = checked_map(body, [(tirx.For, lambda loop: _safe_annotations(loop, analyzer))])
+    if not texts:
+        return func if body.same_as(func.body) else func.with_body(body)
     body = _flat(body)
     if flag is None:
         return func.with_body(without_simd_pragmas(body, _contains_check))  # a return may not leave omp simd

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import tvm
 import tvm_ffi
 from tvm import tirx
 
@@ -30,7 +31,8 @@ from ..language.tileops._common import static_int, substitute
 
 
 def _count(extent: Any, step: Any) -> Any:
-    """How many values ``range(start, start + extent, step)`` has."""
+    """How many values ``range(start, start + extent, step)`` has, computed in ``extent``'s dtype
+    (for a span and step that cannot overflow it: :func:`_wide_count` widens them first)."""
     dtype = str(extent.ty.dtype)
     one = tirx.IntImm(dtype, 1)
     zero = tirx.IntImm(dtype, 0)
@@ -45,6 +47,109 @@ def _count(extent: Any, step: Any) -> Any:
     size = tirx.Select(positive, step, -step)
     count = tirx.floordiv(span + size - one, tirx.max(size, one))
     return tirx.Select(step == zero, zero, tirx.max(count, zero))
+
+
+def _unsigned(value: Any) -> Any:
+    """``value`` as the unsigned integer of its width, a literal wrapped around here (TVM refused
+    to cast a negative literal to uint: "cannot make uint from negative value")."""
+    dtype = str(value.ty.dtype)
+    unsigned = "u" + dtype
+    v = static_int(value)
+    if v is not None:
+        return tirx.IntImm(unsigned, v % 2 ** tvm.DataType(dtype).bits)
+    return tirx.Cast(unsigned, value)
+
+
+def _long_count(start: Any, stop: Any, step: Any) -> Any:
+    """How many values ``range(start, stop, step)`` of int64 bounds has, without a signed overflow
+    (``stop - start`` of ``range(-2**62, 2**62, 2**61)`` overflowed int64) and exact wherever that
+    count fits in int64: the distance and the step's magnitude are computed in uint64 (each
+    exact, ``-(-2**63)`` included), the count is ``distance / size`` rounded up. The divisor is a
+    constant or ``max(size, 1)`` (TVM's simplifier, knowing the step's sign inside a ``Select``
+    arm, turned a divisor ``max(step, 1)`` into ``step`` and hoisted the division out of the arm,
+    where it divided by 0)."""
+    dtype = str(step.ty.dtype)
+    unsigned = "u" + dtype
+    zero = tirx.IntImm(dtype, 0)
+    uzero, uone = tirx.IntImm(unsigned, 0), tirx.IntImm(unsigned, 1)
+    ustart, ustop = _unsigned(start), _unsigned(stop)
+    s = static_int(step)
+    if s is not None:
+        positive = s > 0
+        distance = ustop - ustart if positive else ustart - ustop
+        size = tirx.IntImm(unsigned, abs(s))
+        ahead = start < stop if positive else stop < start
+    else:
+        up = step > zero
+        distance = tirx.Select(up, ustop - ustart, ustart - ustop)
+        size = tirx.max(tirx.Select(up, _unsigned(step), uzero - _unsigned(step)), uone)
+        ahead = tirx.Or(tirx.And(up, start < stop), tirx.And(step < zero, stop < start))
+    count = tirx.Div(distance, size) + tirx.Select(tirx.Mod(distance, size) != uzero, uone, uzero)
+    return tirx.Select(ahead, tirx.Cast(dtype, count), zero)
+
+
+#: The widest value of an int32 (and narrower) loop's count kept in the loop's own dtype.
+_INT32_MAX = 2**31 - 1
+
+
+def _stop(loop: Any, analyzer: Any) -> Any:
+    """The ``stop`` of the ``range`` a loop came from: TVMScript made its extent ``stop - start``
+    (in the loop's dtype, wrapping around: ``hi - (-2**63)`` became ``hi + -2**63``)."""
+    extent = loop.extent
+    if isinstance(extent, tirx.Sub) and tvm_ffi.structural_equal(extent.b, loop.min):
+        return extent.a
+    try:
+        return analyzer.simplify(loop.min + extent)  # lo + 3 + (hi - lo - 3) is hi
+    except Exception:  # noqa: BLE001 - TVM's simplifier refused a literal past the dtype's limits
+        pass
+    dtype = str(extent.ty.dtype)
+    bits = tvm.DataType(dtype).bits
+    start, offset = static_int(loop.min), static_int(getattr(extent, "b", None))
+    if isinstance(extent, tirx.Add) and start is not None and offset is not None:
+        # hi + -2**63 of a start -2**63: stop is hi + (the two literals added around)
+        total = (start + offset + 2 ** (bits - 1)) % 2**bits - 2 ** (bits - 1)
+        return extent.a if total == 0 else extent.a + tirx.IntImm(dtype, total)
+    return tirx.Cast(dtype, _unsigned(loop.min) + _unsigned(extent))
+
+
+def _stepped(loop: Any, step: Any, dtype: Any) -> tuple:
+    """``(index dtype, count, value of the loop variable at the index)`` of a stepped loop, the
+    count computed without a signed overflow (``hi - lo`` and ``(hi + s) - lo - 1`` of int32 bounds
+    near the limits overflowed in C, and the loop ran no iteration): in int64 for a loop of 32 bits
+    or fewer, then narrowed where the analyzer bounds the count and every ``k * step`` within the
+    loop's dtype; else the index is int64 and the value computed in int64 (each value fits the
+    loop's dtype). An int64 loop's count comes from :func:`_long_count`."""
+    const_extent = static_int(loop.extent)
+    s = static_int(step)
+    kind = tvm.DataType(dtype)
+    if kind.type_code != tvm.DataTypeCode.INT:  # uint32: wraps around without undefined behaviour
+        return dtype, _count(loop.extent, step), lambda k: loop.min + k * step
+    if const_extent is not None and s is not None:
+        count = len(range(0, const_extent, s))
+        return dtype, tirx.IntImm(dtype, count), lambda k: loop.min + k * step
+    analyzer = tvm.sym.Analyzer()
+    stop = None if const_extent is not None else _stop(loop, analyzer)
+    if kind.bits >= 64:
+        count = _count(loop.extent, step) if stop is None else _long_count(loop.min, stop, step)
+        if s is not None and analyzer.can_prove(loop.min >= 0 if s > 0 else loop.min <= 0):
+            return dtype, count, lambda k: loop.min + k * step  # |k * step| < |stop - start| <= 2**63 - 1
+        # k * step overflows int64 where stop - start does (range(-2**62, 2**62, 2**61) at k = 3):
+        # computed in uint64, where it wraps around to the value, which fits int64
+        return dtype, count, lambda k: tirx.Cast(dtype, _unsigned(loop.min) + _unsigned(k) * _unsigned(step))
+    wide = "int64"
+    if stop is None:
+        span = tirx.IntImm(wide, const_extent)
+    else:
+        span = tirx.Cast(wide, stop) - tirx.Cast(wide, loop.min)
+    wide_step = tirx.Cast(wide, step) if s is None else tirx.IntImm(wide, s)
+    count = _count(span, wide_step)
+    low, high = -(2 ** (kind.bits - 1)), 2 ** (kind.bits - 1) - 1
+    span_bound, count_bound = analyzer.const_int_bound(span), analyzer.const_int_bound(count)
+    fits = count_bound.max_value <= high or max(-span_bound.min_value, span_bound.max_value) <= high  # count <= |span|
+    if fits and low <= span_bound.min_value and span_bound.max_value <= high:
+        # |k * step| < |span|: the narrow arithmetic does not overflow either
+        return dtype, tirx.Cast(dtype, count), lambda k: loop.min + k * step
+    return wide, count, lambda k: tirx.Cast(dtype, tirx.Cast(wide, loop.min) + k * wide_step)
 
 
 def normalize_loop_steps(func: tirx.PrimFunc, location: str) -> tirx.PrimFunc:
@@ -73,12 +178,17 @@ def normalize_loop_steps(func: tirx.PrimFunc, location: str) -> tirx.PrimFunc:
         dtype = str(loop.loop_var.ty.dtype)
         if stepped and str(step.ty.dtype) != dtype:
             step = tirx.Cast(dtype, step)
-        count = _count(loop.extent, step) if stepped else loop.extent
-        index = tirx.Var(loop.loop_var.name, dtype)
-        value = loop.min + index * step if stepped else loop.min + index
+        if stepped:
+            index_dtype, count, at = _stepped(loop, step, dtype)
+            index = tirx.Var(loop.loop_var.name, index_dtype)
+            value = at(index)
+        else:
+            index_dtype, count = dtype, loop.extent
+            index = tirx.Var(loop.loop_var.name, dtype)
+            value = loop.min + index
         body = substitute(loop.body, [(loop.loop_var, value)])
-        return tirx.For(index, tirx.IntImm(dtype, 0), count, loop.kind, body, loop.thread_binding, loop.annotations,
-                        None, loop.span)
+        return tirx.For(index, tirx.IntImm(index_dtype, 0), count, loop.kind, body, loop.thread_binding,
+                        loop.annotations, None, loop.span)
 
     body = tvm_ffi.structural_map(func.body, [(tirx.For, on_for)])
     return func if body.same_as(func.body) else func.with_body(body)
