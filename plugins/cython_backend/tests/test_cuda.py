@@ -137,3 +137,31 @@ def test_cuda_builds_here_and_exports_without_a_driver(tmp_path, monkeypatch):
                                                       r"machine .*load this export on a machine with an NVIDIA GPU"):
         loaded(torch.zeros(256))
     assert (loaded.export(tmp_path / "again") / "backend" / "kernel.so").is_file()
+
+
+def test_arch_flags_keep_architecture_specific_code_to_its_architecture():
+    from tilelang_backend_cython.compiler import nvcc_arch_flags
+
+    assert nvcc_arch_flags("sm_80") == ["-arch=sm_80"]
+    assert nvcc_arch_flags("sm_100a") == ["-gencode=arch=compute_100a,code=[sm_100a,compute_100a]"]
+    assert nvcc_arch_flags("sm_100f") == ["-gencode=arch=compute_100f,code=[sm_100f,compute_100f]"]
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", ["sm_100a", "sm_103a"])
+def test_stochastic_rounding_casts_build_for_their_architectures(arch, monkeypatch, tmp_path):
+    """``T.cast(..., round="rs")`` uses instructions of sm_100a/sm_103a only: ``nvcc -arch=sm_100a``
+    also assembled the portable compute_100 PTX and failed ("Feature '.rs' not supported on
+    .target 'sm_100'"), so the kernel never built with this backend. Built here without a GPU."""
+    import tilelang
+    import tilelang.language as T
+
+    @T.prim_func
+    def rs_cast(A: T.Tensor((64,), "float32"), R: T.Tensor((64,), "uint32"), B: T.Tensor((64,), "bfloat16")):
+        with T.Kernel(1, threads=64) as _:
+            for i in T.Parallel(64):
+                B[i] = T.cast(A[i], "bfloat16", round="rs", sat=True, rbits=R[i])
+
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
+    kernel = tilelang.compile(rs_cast, target=f"cuda -arch={arch}", execution_backend="cython")
+    assert "cvt.rs" in kernel.get_kernel_source()

@@ -254,6 +254,20 @@ def cuda_arch(target: str) -> str:
     return "sm_80"
 
 
+def nvcc_arch_flags(arch: str) -> list[str]:
+    """nvcc's flags for ``arch``: ``-arch=sm_80`` for a plain architecture; for an
+    architecture-specific or family one (``sm_90a``, ``sm_100a``, ``sm_100f``) only that
+    architecture's code and PTX, ``-gencode=arch=compute_100a,code=[sm_100a,compute_100a]``:
+    ``-arch=sm_100a`` also assembles the portable ``compute_100`` PTX, where the instructions of
+    ``sm_100a`` alone (the ``.rs`` stochastic-rounding conversions of ``T.cast(..., round="rs")``)
+    are an error ("Feature '.rs' not supported on .target 'sm_100'")."""
+    m = re.fullmatch(r"sm_(\d+)([a-z]+)", arch)
+    if m is None:
+        return [f"-arch={arch}"]
+    virtual = f"compute_{m.group(1)}{m.group(2)}"
+    return [f"-gencode=arch={virtual},code=[{arch},{virtual}]"]
+
+
 def compile_cuda(name: str, source: str, *, target: str = "cuda", compile_flags: Sequence[str] = (),
                  verbose: bool = False) -> BuiltLibrary:
     """Compile CUDA ``source`` (device code + host launcher) with nvcc into a shared library.
@@ -261,6 +275,6 @@ def compile_cuda(name: str, source: str, *, target: str = "cuda", compile_flags:
     :raises BuildError: with the command line, nvcc's output and the kept source path.
     """
     nvcc = nvcc_compiler()
-    flags = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", f"-arch={cuda_arch(target)}",
+    flags = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", *nvcc_arch_flags(cuda_arch(target)),
              *compile_flags]
     return _compile_shared_library(nvcc, flags, source, name=name, suffix=".cu", target="cuda", verbose=verbose)
