@@ -176,3 +176,14 @@ def test_a_slow_but_working_compiler_still_builds(env, monkeypatch, backend, tar
     kernel = _compile(backend, target)
     a, b = torch.randn(N), torch.randn(N)
     torch.testing.assert_close(kernel(a, b), a + b)
+
+
+def test_nvcc_arch_flags_keep_architecture_specific_code_to_its_architecture():
+    """``-arch=sm_100a`` also assembles the portable compute_100 PTX, which refuses sm_100a's own
+    instructions; an architecture-specific or family target gets ``-gencode`` for itself only
+    (used by the CUDA builds of the cython and tvm_ffi backends)."""
+    from tilelang_core.compiler_process import nvcc_arch_flags
+
+    assert nvcc_arch_flags("sm_80") == ["-arch=sm_80"]
+    assert nvcc_arch_flags("sm_100a") == ["-gencode=arch=compute_100a,code=[sm_100a,compute_100a]"]
+    assert nvcc_arch_flags("sm_100f") == ["-gencode=arch=compute_100f,code=[sm_100f,compute_100f]"]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -215,6 +216,20 @@ def writing_build_file(directory: os.PathLike, path: os.PathLike, kernel: str) -
                         f"{exc.strerror or exc}; free space there or set TMPDIR to a folder with room") from None
 
 
+def nvcc_arch_flags(arch: str) -> list[str]:
+    """nvcc's flags for ``arch``: ``-arch=sm_80`` for a plain architecture; for an
+    architecture-specific or family one (``sm_90a``, ``sm_100a``, ``sm_100f``) only that
+    architecture's code and PTX, ``-gencode=arch=compute_100a,code=[sm_100a,compute_100a]``:
+    ``-arch=sm_100a`` also assembles the portable ``compute_100`` PTX, where the instructions of
+    ``sm_100a`` alone (the ``.rs`` stochastic-rounding conversions of ``T.cast(..., round="rs")``)
+    are an error ("Feature '.rs' not supported on .target 'sm_100'")."""
+    m = re.fullmatch(r"sm_(\d+)([a-z]+)", arch)
+    if m is None:
+        return [f"-arch={arch}"]
+    virtual = f"compute_{m.group(1)}{m.group(2)}"
+    return [f"-gencode=arch={virtual},code=[{arch},{virtual}]"]
+
+
 def kill_group(proc: subprocess.Popen) -> None:
     """Kill ``proc`` and its process group (it was started with ``start_new_session=True``); a
     process already gone is no error."""
@@ -282,4 +297,4 @@ def run_compiler(command: Sequence[str], *, cwd: Optional[os.PathLike] = None, t
 
 
 __all__ = ["DEFAULT_TIMEOUT_S", "TIMEOUT_ENV", "CompilerRun", "bounded_output", "compile_timeout_s", "kill_group",
-           "probe_timeout_s", "run_compiler", "writing_build_file"]
+           "nvcc_arch_flags", "probe_timeout_s", "run_compiler", "writing_build_file"]

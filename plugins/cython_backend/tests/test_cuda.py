@@ -139,14 +139,6 @@ def test_cuda_builds_here_and_exports_without_a_driver(tmp_path, monkeypatch):
     assert (loaded.export(tmp_path / "again") / "backend" / "kernel.so").is_file()
 
 
-def test_arch_flags_keep_architecture_specific_code_to_its_architecture():
-    from tilelang_backend_cython.compiler import nvcc_arch_flags
-
-    assert nvcc_arch_flags("sm_80") == ["-arch=sm_80"]
-    assert nvcc_arch_flags("sm_100a") == ["-gencode=arch=compute_100a,code=[sm_100a,compute_100a]"]
-    assert nvcc_arch_flags("sm_100f") == ["-gencode=arch=compute_100f,code=[sm_100f,compute_100f]"]
-
-
 @needs_nvcc
 @pytest.mark.parametrize("arch", ["sm_100a", "sm_103a"])
 def test_stochastic_rounding_casts_build_for_their_architectures(arch, monkeypatch, tmp_path):

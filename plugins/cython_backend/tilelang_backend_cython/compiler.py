@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from tilelang_core.compiler_process import probe_timeout_s, run_compiler, writing_build_file
+from tilelang_core.compiler_process import nvcc_arch_flags, probe_timeout_s, run_compiler, writing_build_file
 from tilelang_core.env_commands import command_from_env
 from tilelang_core.errors import BuildError
 from tilelang_core.fork_locks import renew_after_fork
@@ -252,20 +252,6 @@ def cuda_arch(target: str) -> str:
     except Exception:  # pragma: no cover - torch without CUDA
         pass
     return "sm_80"
-
-
-def nvcc_arch_flags(arch: str) -> list[str]:
-    """nvcc's flags for ``arch``: ``-arch=sm_80`` for a plain architecture; for an
-    architecture-specific or family one (``sm_90a``, ``sm_100a``, ``sm_100f``) only that
-    architecture's code and PTX, ``-gencode=arch=compute_100a,code=[sm_100a,compute_100a]``:
-    ``-arch=sm_100a`` also assembles the portable ``compute_100`` PTX, where the instructions of
-    ``sm_100a`` alone (the ``.rs`` stochastic-rounding conversions of ``T.cast(..., round="rs")``)
-    are an error ("Feature '.rs' not supported on .target 'sm_100'")."""
-    m = re.fullmatch(r"sm_(\d+)([a-z]+)", arch)
-    if m is None:
-        return [f"-arch={arch}"]
-    virtual = f"compute_{m.group(1)}{m.group(2)}"
-    return [f"-gencode=arch={virtual},code=[{arch},{virtual}]"]
 
 
 def compile_cuda(name: str, source: str, *, target: str = "cuda", compile_flags: Sequence[str] = (),

@@ -188,6 +188,27 @@ def test_one_source_saved_for_two_archs_gets_code_for_each(cuda_artifact, tmp_pa
     assert sms["sm_80"][1] == {("elf", 80), ("ptx", 80)} and sms["sm_90"][1] == {("elf", 90), ("ptx", 90)}
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_code_saved_for_an_architecture_specific_target_compiles():
+    """The fat binary saved for ``sm_100a`` holds sm_100a code and PTX only: ``-arch=sm_100a`` also
+    assembled the portable compute_100 PTX, which refused the ``.rs`` conversions of
+    ``T.cast(..., round="rs")``, so such a kernel could not be saved."""
+    import tilelang.language as T
+
+    from tilelang_backend_tvmffi.cuda_binaries import compile_source
+    from tilelang_core.lowering import lower
+
+    @T.prim_func
+    def rs_cast(A: T.Tensor((64,), "float32"), R: T.Tensor((64,), "uint32"), B: T.Tensor((64,), "bfloat16")):
+        with T.Kernel(1, threads=64) as _:
+            for i in T.Parallel(64):
+                B[i] = T.cast(A[i], "bfloat16", round="rs", sat=True, rbits=R[i])
+
+    source = lower(rs_cast, target="cuda -arch=sm_100a").device_source
+    assert "cvt.rs" in source
+    assert _fatbin_entries(compile_source(source, "sm_100a")) == {("elf", 100), ("ptx", 100)}
+
+
 @pytest.mark.parametrize("entries, message", [
     ("cubin", "invalid cuda_binaries"),
     ([{"source_sha256": "ab", "file": "cuda-ab.fatbin"}], "invalid cuda_binaries entry"),

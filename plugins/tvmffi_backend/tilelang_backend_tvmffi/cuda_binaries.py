@@ -22,6 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from tilelang_core.compiler_process import nvcc_arch_flags
 from tilelang_core.errors import ArtifactError
 from tilelang_core.fork_locks import renew_after_fork
 
@@ -107,7 +108,7 @@ def compile_source(source: str, arch: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="tilelang_tvmffi_cuda_") as scratch:
         src, out = Path(scratch) / "kernel.cu", Path(scratch) / "kernel.fatbin"
         src.write_text(source)
-        cmd = [nvcc, "--fatbin", f"-arch={arch}", *NVCC_OPTIONS, "-o", str(out), str(src)]
+        cmd = [nvcc, "--fatbin", *nvcc_arch_flags(arch), *NVCC_OPTIONS, "-o", str(out), str(src)]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=NVCC_TIMEOUT_S)
         except subprocess.TimeoutExpired:
