@@ -295,9 +295,49 @@ def NamedBarriers() -> tvm.transform.Pass:  # noqa: N802 - TVM pass naming
     the ``bar.sync`` helper (TVM's CUDA code generator would print ``__syncthreads()``)."""
 
     def transform(func, mod, ctx):  # noqa: ARG001
+        refuse_match_before_sm70(func)
         return func.with_body(tvm_ffi.structural_map(func.body, [(tvm.ir.Call, _named_barrier)]))
 
     return tirx.transform.prim_func_pass(transform, opt_level=0, name="tl.NamedBarriers")
+
+
+#: CUDA callee of ``T.match_any_sync``/``T.match_all_sync`` (lowering/intrinsics.py) -> the ``T.`` name.
+_MATCH_CALLEES = {"__match_any_sync": "match_any_sync", "tl_match_all_sync": "match_all_sync"}
+_MATCH_FIRST_ARCH = 70
+
+
+def refuse_match_before_sm70(func: Any) -> None:
+    """Raise :class:`TargetFeatureError` when a CUDA kernel for an architecture before sm_70 calls
+    ``__match_any_sync``/``__match_all_sync`` (``T.match_any_sync``/``T.match_all_sync``): the
+    instructions exist from sm_70 (Volta) on, and the source would not compile (an unknown
+    architecture is let through: the CUDA compiler then decides)."""
+    from ..errors import TargetFeatureError
+    from .tma_atomics import arch_number
+
+    attrs = func.attrs if func.attrs is not None else {}
+    target = attrs.get("target")
+    if target is None or target.kind.name != "cuda":
+        return
+    arch = arch_number(target)
+    if arch is None or arch >= _MATCH_FIRST_ARCH:
+        return
+    found: list = []
+
+    def on_call(call):
+        if not found and getattr(call.op, "name", "") == "tirx.call_extern" and call.args:
+            callee = call.args[0]
+            if isinstance(callee, tvm.ir.StringImm) and callee.value in _MATCH_CALLEES:
+                found.append(_MATCH_CALLEES[callee.value])
+        return call
+
+    tvm_ffi.structural_map(func.body, [(tvm.ir.Call, on_call)])  # raised outside: the map would wrap the error
+    if found:
+        location = str(attrs.get("tl.source_location", "")) or "<unknown>"
+        raise TargetFeatureError(
+            f"{location}: T.{found[0]} needs CUDA sm_70 or later (__{found[0]} exists from Volta on); the "
+            f"target is sm_{arch}. Lower the kernel for sm_70 or later (target=\"cuda -arch=sm_70\"), or compare "
+            "the lanes' values another way on this architecture (T.shfl_sync and T.ballot_sync)"
+        )
 
 
 # -- CPU -----------------------------------------------------------------------------------

@@ -222,6 +222,11 @@ def abs(x: Any, span: Any = None) -> Any:  # noqa: A001 - T.abs
         return _evaluated_once(value, wrapping_abs)
     if dtype and not is_float(dtype):
         return _evaluated_once(value, lambda v: tir_op.abs(v, span))
+    element = str(tvm.DataType(dtype).with_lanes(1)) if dtype else ""
+    if element and element not in ("float16", "bfloat16", "float32", "float64"):
+        # TVM's abs takes no float8 (or narrower float): computed in float32, which is exact
+        wide = str(tvm.DataType("float32").with_lanes(tvm.DataType(dtype).lanes))
+        return tirx.Cast(dtype, tir_op.abs(tirx.Cast(wide, value), span))
     return tir_op.abs(x, span)
 
 
@@ -457,7 +462,14 @@ def _shuffle(name: str, value: Any, lane: Any, width: Any, mask: Any) -> Any:
     if w is not None and (w < 1 or w > 32 or w & (w - 1)):
         _fail(f"T.{name}", f"width must be a power of two from 1 to 32 (lanes per shuffle group), got {w}", "value")
     v = _expr(value)
-    return math_call(_dtype(v), name, _mask(mask, name), v, lane, width)
+    dtype = _dtype(v)
+    if dtype.startswith("float8"):
+        # CUDA has no __shfl_*_sync of __nv_fp8_*: shuffle its bits as a 32-bit integer (as the
+        # warp reductions carry 8-bit integers): reinterpret as uint8, widen, shuffle, narrow back
+        bits = tirx.Cast("uint32", tirx.reinterpret("uint8", v))
+        moved = math_call("uint32", name, _mask(mask, name), bits, lane, width)
+        return tirx.reinterpret(dtype, tirx.Cast("uint8", moved))
+    return math_call(dtype, name, _mask(mask, name), v, lane, width)
 
 
 def shfl_sync(value: Any, srcLane: Any, width: Any = 32, mask: Any = _FULL_MASK) -> Any:  # noqa: N803 - TileLang name

@@ -6,7 +6,7 @@ from __future__ import annotations
 from numbers import Integral
 from typing import Any, Callable
 
-from tvm import tirx
+from tvm import DataType, tirx
 from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script.builder import ir as _B
 
@@ -43,6 +43,12 @@ def identity(kind: str, dtype: str) -> Any:
         return cast(0, dtype)
     if kind == "bitand":
         return tirx.max_value(dtype) if dtype.startswith("uint") else tirx.IntImm(dtype, -1)
+    if dtype.startswith("float8"):
+        # a float8 infinity constant prints as ``inff`` in CUDA (no such identifier): float8_e5m2's
+        # infinity by its bits, and the largest finite value of a float8 without one (e4m3fn)
+        if dtype == "float8_e5m2":
+            return tirx.reinterpret(dtype, tirx.IntImm("uint8", 0xFC if kind == "max" else 0x7C))
+        return tirx.min_value(dtype) if kind == "max" else tirx.max_value(dtype)
     if is_float(dtype):
         return tirx.FloatImm(dtype, float("-inf") if kind == "max" else float("inf"))
     return tirx.max_value(dtype) if kind == "min" else tirx.min_value(dtype)
@@ -58,9 +64,12 @@ def _abs(x: Any) -> Any:
 
 
 def isnan(x: Any) -> Any:
-    """``isnan(x)`` for every float dtype (TVM has no bfloat16 ``isnan``: compared in float32)."""
-    dtype = str(x.ty.dtype)
-    return tirx.isnan(tirx.Cast("float32", x) if dtype == "bfloat16" else x)
+    """``isnan(x)`` for every float dtype (TVM's ``isnan`` takes float16/32/64 only: bfloat16,
+    float8 and narrower floats are compared in float32, which keeps a NaN a NaN)."""
+    dtype = DataType(str(x.ty.dtype))
+    if str(dtype.with_lanes(1)) in ("float16", "float32", "float64"):
+        return tirx.isnan(x)
+    return tirx.isnan(tirx.Cast(str(DataType("float32").with_lanes(dtype.lanes)), x))
 
 
 def combine_rule(kind: str, dtype: str, nan_propagate: bool) -> Callable[[Any, Any], Any]:

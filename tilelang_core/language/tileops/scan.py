@@ -47,7 +47,16 @@ def _scan(kind: str, src: Any, dst: Optional[Any], dim: Any, reverse: bool) -> N
             f"{kind_err}: the destination '{d.name}' {shape_text(d.extents)} must have the source's shape "
             f"{shape_text(s.extents)}",
         )
-    if is_float(s.dtype) != is_float(d.dtype) or "bool" in (s.dtype, d.dtype):
+    if "bool" in (s.dtype, d.dtype):
+        running = "a running count" if kind == "cumsum" else "a running any (0/1)"
+        fail(
+            op,
+            operands,
+            f"bool tiles: source '{s.name}' is {s.dtype} and destination '{d.name}' is {d.dtype}; {op} does not "
+            f"scan bool tiles. For {running}, cast the elements into an integer tile first (in a T.Parallel "
+            f"loop: c[i, j] = T.cast(a[i, j], \"int32\")) and {op} that tile",
+        )
+    if is_float(s.dtype) != is_float(d.dtype):
         fail(op, operands, f"dtype mismatch: source '{s.name}' is {s.dtype} and destination '{d.name}' is {d.dtype}")
     n = s.extents[dim]
     outer = [e for k, e in enumerate(s.extents) if k != dim]
