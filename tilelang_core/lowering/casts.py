@@ -93,6 +93,28 @@ def _helper_source(dtype: str) -> tuple[str, str]:
     return name, body
 
 
+def _directed_helper_source(dtype: str, suffix: str) -> tuple[str, str]:
+    """(name, CUDA source) of the helper rounding a float to ``dtype`` toward zero/down/up (``suffix``
+    ``rz``/``rd``/``ru``) and giving the result back as a float.
+
+    The source includes the header that declares ``__float2half_*``/``__float2bfloat16_*`` itself:
+    below sm_80 TVM stores bfloat16 as ``ushort`` and its preamble no longer includes cuda_bf16.h, so
+    ``__float2bfloat16_rz`` was undefined there (nvcc and NVRTC). Returning a float (exactly the
+    rounded value) keeps the call out of TVM's bfloat16 legalization below sm_80.
+    """
+    short, header, to_float = ("f16", "cuda_fp16.h", "__half2float") if dtype == "float16" else (
+        "bf16", "cuda_bf16.h", "__bfloat162float")
+    name = f"__tl_cvt_f32_to_{short}_{suffix}"
+    guard = f"TL_CVT_F32_TO_{short.upper()}_{suffix.upper()}"
+    body = (
+        f"#include <{header}>\n"
+        f"#ifndef {guard}\n#define {guard}\n"
+        f"__device__ __forceinline__ float {name}(float x) {{ return {to_float}({_DIRECTED_FUNCS[dtype].format(suffix)}(x)); }}\n"
+        "#endif\n"
+    )
+    return name, body
+
+
 def _marker(call: Any) -> Any:
     """``(value, dtype, mode, sat, rbits, loc)`` of a rounded-cast marker call, else None."""
     from ..language.tir.ir import ROUNDED_CAST
@@ -131,7 +153,11 @@ def _lower_one(value: Any, dtype: str, mode: str, sat: bool, rbits: Any, loc: st
         bits = rbits if str(rbits.ty.dtype) == "uint32" else tirx.Cast("uint32", rbits)
         return cuda_func_call(name, source, bits, source_code=code, return_type=dtype)
     if mode in _DIRECTED and dtype in _DIRECTED_FUNCS and sat:
-        return tirx.call_extern(dtype, _DIRECTED_FUNCS[dtype].format(_DIRECTED[mode]), source)
+        from tvm.backend.cuda.op import cuda_func_call
+
+        name, code = _directed_helper_source(dtype, _DIRECTED[mode])
+        # the helper gives the rounded value as a float (exact), so TVM's conversion back is exact too
+        return tirx.Cast(dtype, cuda_func_call(name, source, source_code=code, return_type="float32"))
     raise LoweringError(
         f"{what}: not lowered for CUDA; provided are round='rs' (sat=True) to {sorted(_RS_TYPES)} on sm_100a, "
         "round='rz'/'rm'/'rp' to float16/bfloat16, and round='rn' with sat=False to 16/32/64-bit floats"

@@ -36,6 +36,11 @@ float8 formats CUDA has no type for (the ``fnuz`` ones, ``float8_e3m4``, ``float
 refused when lowering starts (:func:`refuse_float8_without_cuda_type`; TVM's legalization gave
 them wrong values below sm_89 and its code generator refused them from sm_89 on). Metal and
 OpenCL refuse float8 altogether (lowering/cpu_dtypes.py); ROCm keeps TVM's passes.
+
+float6 and float4 on CUDA: arithmetic and math are computed in float32 and rounded back as for
+float8; float6 below sm_100 and float4 below sm_80 are refused when the CUDA functions are
+legalized (:func:`refuse_narrow_floats_before_cuda_arch`): TVM's prelude includes cuda_fp6.h only
+from sm_100, and cuda_fp4.h needs the bfloat16 types TVM legalizes away below sm_80.
 """
 
 from __future__ import annotations
@@ -79,6 +84,18 @@ def is_float8(expr: Any) -> bool:
     return dtype is not None and str(dtype).startswith("float8")
 
 
+#: float4/float6 on CUDA: dtype prefix -> (first architecture whose build has the type, header).
+#: TVM's prelude includes cuda_fp6.h only for ``__CUDA_ARCH__ >= 1000``; cuda_fp4.h needs the
+#: bfloat16 types, which TVM legalizes away below sm_80 ('identifier "nv_bfloat162" is undefined').
+NARROW_CUDA_ARCH = {"float6_": (100, "cuda_fp6.h"), "float4_": (80, "cuda_fp4.h")}  # not float64
+
+
+def _is_narrow(expr: Any) -> bool:
+    """Whether ``expr`` is a float8, float6 or float4 (vector) value: arithmetic in float32."""
+    dtype = getattr(getattr(expr, "ty", None), "dtype", None)
+    return dtype is not None and str(dtype).startswith(("float8", "float6_", "float4_"))  # not float64
+
+
 def _convert(dtype: str, value: Any) -> Any:
     """``Cast(dtype, value)``, refused for float8 vectors of more than 4 lanes."""
     if tvm.DataType(dtype).lanes > 4:
@@ -92,7 +109,7 @@ def _convert(dtype: str, value: Any) -> Any:
 
 
 def _f32(x: Any) -> Any:
-    return _convert(with_lanes("float32", dtype_of(x)), x) if is_float8(x) else x
+    return _convert(with_lanes("float32", dtype_of(x)), x) if _is_narrow(x) else x
 
 
 def _bfloat16_vector(expr: Any) -> bool:
@@ -115,7 +132,7 @@ def _rewrites() -> list:
 
     def arithmetic(make: Callable[[Any, Any], Any]) -> Callable[[Any], Any]:
         def rewrite(node: Any) -> Any:
-            if not is_float8(node):
+            if not _is_narrow(node):
                 return node
             return _convert(dtype_of(node), make(_f32(node.a), _f32(node.b)))
 
@@ -123,7 +140,7 @@ def _rewrites() -> list:
 
     def comparison(make: Callable[[Any, Any], Any]) -> Callable[[Any], Any]:
         def rewrite(node: Any) -> Any:
-            return make(_f32(node.a), _f32(node.b)) if is_float8(node.a) else node
+            return make(_f32(node.a), _f32(node.b)) if _is_narrow(node.a) else node
 
         return rewrite
 
@@ -140,10 +157,10 @@ def _rewrites() -> list:
         return node
 
     def on_call(node: Any) -> Any:
-        if getattr(node.op, "name", None) not in _MATH or not (is_float8(node) or any(is_float8(a) for a in node.args)):
+        if getattr(node.op, "name", None) not in _MATH or not (_is_narrow(node) or any(_is_narrow(a) for a in node.args)):
             return node
         ret = dtype_of(node)
-        wide = with_lanes("float32", ret) if is_float8(node) else ret
+        wide = with_lanes("float32", ret) if _is_narrow(node) else ret
         call = tvm.ir.Call(node.op, [_f32(a) for a in node.args], ret_ty=wide)
         return _convert(ret, call) if wide != ret else call
 
@@ -172,7 +189,36 @@ def _split_by_target(mod: tvm.IRModule, on_cuda: Callable[[Any], Any], tvm_pass:
     return tvm.IRModule(funcs, attrs=mod.attrs)
 
 
+def refuse_narrow_floats_before_cuda_arch(func: tirx.PrimFunc) -> None:
+    """Raise when CUDA function ``func`` uses float6 below sm_100 or float4 below sm_80
+    (:data:`NARROW_CUDA_ARCH`); a target without ``-arch`` is not refused.
+
+    :raises TargetFeatureError: naming the dtype, the first use, the architecture and what is needed.
+    """
+    from .target import arch_of
+
+    target = func.attrs.get("target") if func.attrs is not None else None
+    arch = arch_of(target) if target is not None else None
+    digits = "".join(c for c in (arch or "").removeprefix("sm_") if c.isdigit())
+    if not digits:
+        return
+    number = int(digits)
+    for prefix, (first, header) in NARROW_CUDA_ARCH.items():
+        if number >= first:
+            continue
+        use = first_use(func, lambda d, p=prefix: element(str(d)).startswith(p))
+        if use is not None:
+            dtype, what = use
+            name = func.attrs.get("global_symbol", "main") if func.attrs is not None else "main"
+            raise TargetFeatureError(
+                f"kernel '{name}' uses {dtype} ({what}), which CUDA cannot compile for {arch}: its type "
+                f"({header}) needs sm_{first} or newer. Target sm_{first}+ (cuda -arch=sm_{first}...), or keep "
+                "the tensor in float8/float16 for this architecture"
+            )
+
+
 def _legalize_cuda(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    refuse_narrow_floats_before_cuda_arch(func)
     body = checked_map(func.body, _rewrites())
     return func if body.same_as(func.body) else func.with_body(body)
 
