@@ -157,13 +157,10 @@ class TuningStore:
     @classmethod
     def active(cls) -> Optional["TuningStore"]:
         """The store of the kernel cache ``tilelang.compile`` uses now; None when the cache is
-        disabled (``TILELANG_DISABLE_CACHE``), tuning results are not to be kept or read
-        (``TILELANG_AUTO_TUNING_DISABLE_CACHE``, as in upstream TileLang: every run tunes) or the
-        cache's directory is unusable."""
+        disabled (``TILELANG_DISABLE_CACHE``) or its directory is unusable. (The tuner asks for it
+        only when :func:`tuning_cache_disabled` is false.)"""
         from ..cache.store import active_cache
 
-        if tuning_cache_disabled():
-            return None
         cache = active_cache()
         if cache is None:
             return None

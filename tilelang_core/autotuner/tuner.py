@@ -251,13 +251,13 @@ class AutoTuner:
     def _resolve(self) -> tuple[Any, Any, Any]:
         """(resolved target, backend record, its capability), with compile's errors."""
         from ..backends import select_backend
-        from ..backends.selection import declared_kind, default_execution_backend
+        from ..backends.selection import declared_kind
         from ..lowering import resolve_target
 
         args = self.compile_args
         resolved = resolve_target(args.target, args.target_host)
         kind = resolved.kind.name
-        record = select_backend(args.execution_backend or default_execution_backend(), kind)
+        record = select_backend(args.execution_backend, kind)  # None: $TILELANG_EXECUTION_BACKEND, else auto
         assert record.spec is not None
         capability = record.spec.targets[declared_kind(record, kind)]
         return resolved, record, capability

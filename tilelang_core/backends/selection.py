@@ -122,8 +122,10 @@ def default_execution_backend() -> str:
     return os.environ.get(BACKEND_ENV, "").strip() or AUTO
 
 
-def select_backend(name: str, target_kind: str, registry: Optional[BackendRegistry] = None) -> BackendRecord:
-    """The backend to use for ``target_kind``: the one named, or the best one for ``"auto"``.
+def select_backend(name: Optional[str], target_kind: str, registry: Optional[BackendRegistry] = None) -> BackendRecord:
+    """The backend to use for ``target_kind``: the one named, or the best one for ``"auto"``; None:
+    :func:`default_execution_backend` (a name from ``$TILELANG_EXECUTION_BACKEND`` that is not
+    installed says where it came from).
 
     Raises :class:`BackendNotInstalledError` (with a pip hint and any installed successor),
     :class:`BackendBrokenError`/:class:`BackendIncompatibleError`,
@@ -136,6 +138,14 @@ def select_backend(name: str, target_kind: str, registry: Optional[BackendRegist
     missing. ``auto`` never picks such a backend.
     """
     registry = registry or get_registry()
+    if name is None:
+        try:
+            return select_backend(default_execution_backend(), target_kind, registry)
+        except BackendNotInstalledError as exc:
+            raise BackendNotInstalledError(
+                f"${BACKEND_ENV}={os.environ.get(BACKEND_ENV, '')!r} names the backend of compiles that give none: "
+                f"{exc}; set it to an installed backend or 'auto', or unset it"
+            ) from None
     if not isinstance(name, str) or not name:
         raise BackendNotInstalledError(
             f"execution_backend must be a backend name or 'auto', got {name!r}; "

@@ -13,13 +13,12 @@ from typing import Any, Optional, Sequence, Union
 from ..fork_locks import renew_after_fork
 from ..artifact import BuildOptions, KernelArtifact, TensorParam
 from ..backends import BackendWarning, auto_candidates, select_backend
-from ..backends.selection import AUTO, BACKEND_ENV, declared_kind, default_execution_backend, warn_if_deprecated
+from ..backends.selection import AUTO, declared_kind, default_execution_backend, warn_if_deprecated
 from ..env_switches import switch_from_env
 from ..capabilities import TargetCapability
 from ..errors import (
     BackendCapabilityError,
     BackendError,
-    BackendNotInstalledError,
     BuildError,
     CompileFlagsError,
     KernelDefinitionError,
@@ -61,15 +60,13 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
     """
     from ..cache.store import active_cache
 
-    from_env = execution_backend is None
-    if from_env:
-        execution_backend = default_execution_backend()
+    backend_name = default_execution_backend() if execution_backend is None else execution_backend
     if verbose is None:
         verbose = default_verbose()
     cache = active_cache()
     fast = None
     if cache is not None:
-        fast = _fast_key(func, out_idx, execution_backend, target, target_host, pass_configs, compile_flags)
+        fast = _fast_key(func, out_idx, backend_name, target, target_host, pass_configs, compile_flags)
         if fast is not None:
             hit = _fast_lookup(fast)
             if hit is not None:
@@ -88,8 +85,8 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
     _check_pass_configs(pass_configs)
     resolved = resolve_target(target, target_host)
     kind = resolved.kind.name
-    auto = execution_backend == AUTO
-    records = auto_candidates(kind) if auto else [_named_backend(execution_backend, kind, from_env)]
+    auto = backend_name == AUTO
+    records = auto_candidates(kind) if auto else [select_backend(execution_backend, kind)]
     failures: list[tuple[Any, BaseException]] = []
     for position, record in enumerate(records):
         try:
@@ -126,20 +123,6 @@ def default_verbose() -> bool:
     :raises SettingError: the value is not a yes/no value.
     """
     return switch_from_env(VERBOSE_ENV, "print the sources and commands of each compile", "keep it quiet")
-
-
-def _named_backend(name: str, kind: str, from_env: bool) -> Any:
-    """:func:`select_backend` for a backend given by name; a name from ``$TILELANG_EXECUTION_BACKEND``
-    that is not installed says where it came from."""
-    try:
-        return select_backend(name, kind)
-    except BackendNotInstalledError as exc:
-        if not from_env:
-            raise
-        raise BackendNotInstalledError(
-            f"${BACKEND_ENV}={os.environ.get(BACKEND_ENV, '')!r} names the backend of compiles that give none: {exc}; "
-            f"set it to an installed backend or 'auto', or unset it"
-        ) from None
 
 
 def _kernel_name(prim_func: Any) -> Optional[str]:
