@@ -158,18 +158,11 @@ def float64_operands(a: Any, b: Any) -> tuple[Any, Any]:
     return a, b
 
 
-def _is_16_bit_float(expr: Any, kind: str) -> bool:
-    dtype = _element_dtype(expr)
-    return dtype is not None and str(dtype) == kind
-
-
 def half_pair_operands(a: Any, b: Any) -> tuple[Any, Any]:
     """``(a, b)`` with a bfloat16 expression next to a float16 one both widened to float32, as
     torch promotes them (neither holds the other: float16 lacks bfloat16's range, bfloat16
     float16's precision); TVM 0.27 cast the bfloat16 operand to float16 (lanes kept)."""
-    if (_is_16_bit_float(a, "bfloat16") and _is_16_bit_float(b, "float16")) or (
-        _is_16_bit_float(a, "float16") and _is_16_bit_float(b, "bfloat16")
-    ):
+    if sorted(str(_element_dtype(x)) for x in (a, b)) == ["bfloat16", "float16"]:
         return tuple(tirx.Cast(str(tvm.DataType("float32").with_lanes(x.ty.dtype.lanes)), x) for x in (a, b))
     return a, b
 

@@ -24,6 +24,11 @@ from ..core import ATOMIC_ADD_KEY, FRAGMENT_SCOPE, Parallel, _caller_location  #
 PIPELINED_STAGES_KEY = "tl.pipelined_num_stages"
 
 ON_CHIP_SCOPES = ("shared", "shared.dyn", "local", FRAGMENT_SCOPE)
+#: The 16-bit float dtypes. Their sums run in float32 and are rounded from it, as torch's:
+#: ``T.reduce_sum``/``reduce_abssum`` (reduce.py) and ``T.cumsum`` (scan.py).
+HALF_FLOATS = ("float16", "bfloat16")
+#: The dtype those sums run in.
+HALF_SUM_DTYPE = "float32"
 
 
 def location() -> str:

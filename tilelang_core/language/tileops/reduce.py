@@ -12,6 +12,8 @@ from tvm.tirx.script.builder import ir as _B
 
 from .intrinsics import wrapping_abs
 from ._common import (
+    HALF_FLOATS,
+    HALF_SUM_DTYPE,
     ON_CHIP_SCOPES,
     as_tile,
     cast,
@@ -175,7 +177,7 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
             didx = _indices(d, vs[:dim] + [0] + vs[dim:])
         else:
             didx = _indices(d, vs)
-        if kind in _WIDE_SUMS and acc in _HALF:
+        if kind in _WIDE_SUMS and acc in HALF_FLOATS:
             _wide_sum(s, d, didx, lambda r: _indices(s, vs[:dim] + [r] + vs[dim:]), red_extent, clear, absolute)
             return
         if not per_thread(d):
@@ -212,8 +214,7 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
     loop_nest(out, parallel=not per_thread(d), body=body)
 
 
-#: Sums of these destination dtypes accumulate in float32 and round once (see _wide_sum).
-_HALF = ("float16", "bfloat16")
+#: Reductions whose float16/bfloat16 (HALF_FLOATS) sums accumulate in float32 and round once (_wide_sum).
 _WIDE_SUMS = ("sum", "abssum")
 
 
@@ -222,7 +223,7 @@ def _wide_sum(s: Any, d: Any, didx: list, source_index: Callable[[Any], list], e
     """A sum into a float16/bfloat16 element, accumulated in float32 and rounded once at the end
     (as torch sums 16-bit tensors): adding 128 values into a bfloat16 accumulator, rounded after
     every addition, is off by several units of its last place."""
-    wide = "float32"
+    wide = HALF_SUM_DTYPE
     slot = _B.alloc_buffer((1,), wide, scope="local")
     _B.buffer_store(slot, cast(0, wide) if clear else tirx.Cast(wide, d.buffer[tuple(didx)]), [0])
     with _B.serial(0, extent, annotations={LANE_REDUCE: "sum"}) as r:
@@ -250,7 +251,7 @@ PACKED_REDUCE = "tl.packed_reduce"
 def packable(kind: str, s: Any, d: Any, nan_propagate: bool) -> Any:
     """The loop annotations of a reduction the CUDA lowering may pack (:data:`PACKED_REDUCE`), else None:
     max/min/absmax of a per-thread float16/bfloat16 destination from a per-thread source of its dtype."""
-    if kind not in ("max", "min", "absmax") or d.dtype not in _HALF or s.dtype != d.dtype:
+    if kind not in ("max", "min", "absmax") or d.dtype not in HALF_FLOATS or s.dtype != d.dtype:
         return None
     if not per_thread(d) or s.scope not in ("local", "local.fragment"):
         return None

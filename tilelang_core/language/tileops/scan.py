@@ -8,12 +8,20 @@ from typing import Any, Optional
 from tvm import tirx
 from tvm.tirx.script.builder import ir as _B
 
-from ._common import as_tile, cast, check_options, fail, is_float, loop_nest, per_thread, same_extent, shape_text, static_int
-
-
-#: Destination dtypes whose running sum is kept in float32 (_WIDE), as torch keeps it.
-_HALF = ("float16", "bfloat16")
-_WIDE = "float32"
+from ._common import (
+    HALF_FLOATS,
+    HALF_SUM_DTYPE,
+    as_tile,
+    cast,
+    check_options,
+    fail,
+    is_float,
+    loop_nest,
+    per_thread,
+    same_extent,
+    shape_text,
+    static_int,
+)
 
 
 def _running_max(acc: Any, x: Any) -> Any:
@@ -64,7 +72,7 @@ def _scan(kind: str, src: Any, dst: Optional[Any], dim: Any, reverse: bool) -> N
     # a float16/bfloat16 running sum is kept in float32 and each output rounded from it, as torch
     # does: rounded after every addition, the sum stalled (1 + 0.001 + ... stayed 1.0 in float16)
     # and an intermediate inf stuck for the rest of the row
-    wide = kind == "cumsum" and acc_dtype in _HALF
+    wide = kind == "cumsum" and acc_dtype in HALF_FLOATS
 
     def at(t: Any, vs: list, k: Any) -> list:
         point = vs[:dim] + [k] + vs[dim:]
@@ -85,12 +93,12 @@ def _scan(kind: str, src: Any, dst: Optional[Any], dim: Any, reverse: bool) -> N
 
     def wide_start(sums: Any, vs: list, lane: list) -> None:
         """The first output and the float32 running sum of a row (``lane``: its index in ``sums``)."""
-        _B.buffer_store(sums, tirx.Cast(_WIDE, s.buffer[tuple(at(s, vs, first))]), lane)
+        _B.buffer_store(sums, tirx.Cast(HALF_SUM_DTYPE, s.buffer[tuple(at(s, vs, first))]), lane)
         _B.buffer_store(d.buffer, tirx.Cast(acc_dtype, sums[tuple(lane)]), at(d, vs, first))
 
     def wide_step(sums: Any, vs: list, lane: list, r: Any) -> None:
         k = (n - 1 - r) if reverse else r
-        _B.buffer_store(sums, sums[tuple(lane)] + tirx.Cast(_WIDE, s.buffer[tuple(at(s, vs, k))]), lane)
+        _B.buffer_store(sums, sums[tuple(lane)] + tirx.Cast(HALF_SUM_DTYPE, s.buffer[tuple(at(s, vs, k))]), lane)
         _B.buffer_store(d.buffer, tirx.Cast(acc_dtype, sums[tuple(lane)]), at(d, vs, k))  # the new sum, read back
 
     in_place = d.buffer.same_as(s.buffer) and all(
@@ -100,7 +108,7 @@ def _scan(kind: str, src: Any, dst: Optional[Any], dim: Any, reverse: bool) -> N
     if per_thread(s, d):
         def body(vs: list) -> None:
             if wide:
-                sums = _B.alloc_buffer((1,), _WIDE, scope="local")
+                sums = _B.alloc_buffer((1,), HALF_SUM_DTYPE, scope="local")
                 wide_start(sums, vs, [0])
                 with _B.serial(1, n) as r:
                     wide_step(sums, vs, [0], r)
@@ -121,7 +129,7 @@ def _scan(kind: str, src: Any, dst: Optional[Any], dim: Any, reverse: bool) -> N
         loop_nest(lanes, parallel=True, body=(lambda vs: fn([])) if not outer else fn)
 
     if wide:  # one float32 running sum per row, in the destination's memory (the same threads own it)
-        sums = _B.alloc_buffer(lanes, _WIDE, scope=d.buffer.scope())
+        sums = _B.alloc_buffer(lanes, HALF_SUM_DTYPE, scope=d.buffer.scope())
         lane = (lambda vs: list(vs) or [0])
         over(lambda vs: wide_start(sums, vs, lane(vs)))
         with _B.serial(1, n) as r:
