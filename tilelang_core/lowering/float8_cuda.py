@@ -93,7 +93,7 @@ NARROW_CUDA_ARCH = {"float6_": (100, "cuda_fp6.h"), "float4_": (80, "cuda_fp4.h"
 def _is_narrow(expr: Any) -> bool:
     """Whether ``expr`` is a float8, float6 or float4 (vector) value: arithmetic in float32."""
     dtype = getattr(getattr(expr, "ty", None), "dtype", None)
-    return dtype is not None and str(dtype).startswith(("float8", "float6_", "float4_"))  # not float64
+    return is_float8(expr) or (dtype is not None and str(dtype).startswith(tuple(NARROW_CUDA_ARCH)))
 
 
 def _convert(dtype: str, value: Any) -> Any:
@@ -196,13 +196,13 @@ def refuse_narrow_floats_before_cuda_arch(func: tirx.PrimFunc) -> None:
     :raises TargetFeatureError: naming the dtype, the first use, the architecture and what is needed.
     """
     from .target import arch_of
+    from .tma_atomics import arch_number
 
     target = func.attrs.get("target") if func.attrs is not None else None
-    arch = arch_of(target) if target is not None else None
-    digits = "".join(c for c in (arch or "").removeprefix("sm_") if c.isdigit())
-    if not digits:
+    number = arch_number(target) if target is not None else None
+    if number is None:
         return
-    number = int(digits)
+    arch = arch_of(target)
     for prefix, (first, header) in NARROW_CUDA_ARCH.items():
         if number >= first:
             continue
