@@ -32,7 +32,7 @@ from ..language.tileops._common import static_int, substitute
 
 def _count(extent: Any, step: Any) -> Any:
     """How many values ``range(start, start + extent, step)`` has, computed in ``extent``'s dtype
-    (for a span and step that cannot overflow it: :func:`_wide_count` widens them first)."""
+    (for a span and step that cannot overflow it: :func:`_stepped` widens them first)."""
     dtype = str(extent.ty.dtype)
     one = tirx.IntImm(dtype, 1)
     zero = tirx.IntImm(dtype, 0)
@@ -86,10 +86,6 @@ def _long_count(start: Any, stop: Any, step: Any) -> Any:
         ahead = tirx.Or(tirx.And(up, start < stop), tirx.And(step < zero, stop < start))
     count = tirx.Div(distance, size) + tirx.Select(tirx.Mod(distance, size) != uzero, uone, uzero)
     return tirx.Select(ahead, tirx.Cast(dtype, count), zero)
-
-
-#: The widest value of an int32 (and narrower) loop's count kept in the loop's own dtype.
-_INT32_MAX = 2**31 - 1
 
 
 def _stop(loop: Any, analyzer: Any) -> Any:
