@@ -39,9 +39,7 @@ static int %(entry)s_pool_task(int task_id, TVMParallelGroupEnv *penv, void *cda
   int64_t tasks = penv->num_task > 0 ? penv->num_task : 1;
   int64_t begin = job->blocks * task_id / tasks, end = job->blocks * (task_id + 1) / tasks;
   if (begin < end) {
-    int32_t rc = job->fn(job->args, begin, end);
-    int32_t none = 0; /* the first failed range's status is kept whole: it says which check failed */
-    if (rc != 0) __atomic_compare_exchange_n(&job->rc, &none, rc, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    tl_keep_first_failure(&job->rc, job->fn(job->args, begin, end)); /* codegen.BLOCK_LAUNCHER_C */
   }
   return 0;
 }

@@ -140,6 +140,12 @@ typedef int32_t (*tl_block_launcher_fn)(int64_t blocks, int64_t work, tl_blocks_
 #ifndef TL_PARALLEL_MIN_WORK
 #define TL_PARALLEL_MIN_WORK %(min_work)dLL
 #endif
+/* keeps the first failed block range's status whole in *slot (a status says which check failed:
+ * statuses are never combined) */
+static inline void tl_keep_first_failure(int32_t *slot, int32_t status) {
+  int32_t none = 0;
+  if (status != 0) __atomic_compare_exchange_n(slot, &none, status, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
 static int32_t tl_run_blocks(tl_block_launcher_fn launcher, int64_t blocks, int64_t work, tl_blocks_fn fn,
                              void *args) {
   if (blocks <= 0) return 0;
@@ -147,13 +153,10 @@ static int32_t tl_run_blocks(tl_block_launcher_fn launcher, int64_t blocks, int6
     if (launcher) return launcher(blocks, work, fn, args);
 #ifdef _OPENMP
     {
-      int32_t rc = 0; /* the status of a block that failed (its own check's status: kept whole) */
+      int32_t rc = 0;
       int64_t b;
 #pragma omp parallel for schedule(static)
-      for (b = 0; b < blocks; ++b) {
-        int32_t status = fn(args, b, b + 1), none = 0;
-        if (status != 0) __atomic_compare_exchange_n(&rc, &none, status, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-      }
+      for (b = 0; b < blocks; ++b) tl_keep_first_failure(&rc, fn(args, b, b + 1));
       return rc;
     }
 #endif
