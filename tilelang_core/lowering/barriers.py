@@ -54,8 +54,53 @@ def _on_reinterpret(call: Any) -> Any:
     return value
 
 
+def _wrapped(value: int, dtype: str) -> Any:
+    """The integer constant of ``dtype`` (a scalar ``intN``/``uintN``) that ``value`` wraps to."""
+    kind = tvm.DataType(dtype)
+    value %= 1 << kind.bits
+    if kind.type_code == tvm.DataTypeCode.INT and value >= 1 << (kind.bits - 1):
+        value -= 1 << kind.bits
+    return tirx.const(value, dtype)
+
+
+def _integer_scalar(dtype: str) -> bool:
+    kind = tvm.DataType(dtype)
+    codes = (tvm.DataTypeCode.INT, tvm.DataTypeCode.UINT)
+    return kind.type_code in codes and kind.lanes == 1 and 8 <= kind.bits <= 64
+
+
+def _on_constant_cast(cast: Any) -> Any:
+    """``(uint32)-8`` as ``4294967288u``: TVM folds a cast of a constant only where the value
+    fits the new type, and stops ("cannot make uint from negative value") where not."""
+    if isinstance(cast.value, tirx.IntImm) and _integer_scalar(dtype_of(cast)):
+        return _wrapped(cast.value.value, dtype_of(cast))
+    return cast
+
+
+_UNSIGNED_FOLDS = {tirx.Add: lambda a, b: a + b, tirx.Sub: lambda a, b: a - b, tirx.Mul: lambda a, b: a * b}
+
+
+def _on_unsigned_constants(node: Any) -> Any:
+    """``0u - 8u`` as ``4294967288u``: TVM stops at an unsigned result below 0 ("will cause a
+    negative uint")."""
+    a, b = node.a, node.b
+    dtype = dtype_of(node)
+    if not (isinstance(a, tirx.IntImm) and isinstance(b, tirx.IntImm) and _integer_scalar(dtype)):
+        return node
+    if tvm.DataType(dtype).type_code != tvm.DataTypeCode.UINT:
+        return node
+    return _wrapped(_UNSIGNED_FOLDS[type(node)](a.value, b.value), dtype)
+
+
 def _strip(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
-    body = checked_map(func.body, [(tvm.ir.Call, _on_reinterpret)])
+    # A constant behind a barrier is in the open again: its casts and unsigned arithmetic are
+    # folded here, wrapping, so that the code generators' own simplifier (which binds every
+    # T.Let value) has nothing left to fold that it would refuse.
+    body = checked_map(func.body, [
+        (tvm.ir.Call, _on_reinterpret),
+        (tirx.Cast, _on_constant_cast),
+        (tuple(_UNSIGNED_FOLDS), _on_unsigned_constants),
+    ])
     return func if body.same_as(func.body) else func.with_body(body)
 
 

@@ -10,8 +10,9 @@ Python process with ``SIGFPE``, on ``c`` and ``llvm``, with both backends. torch
 scalar integer ``//``, ``%``, ``T.truncdiv`` and ``T.truncmod`` whose divisor is not known to be
 nonzero (a constant, or an expression TVM's analyzer proves nonzero from the loop ranges):
 
-* the division itself never traps: it divides by 1 where the divisor is 0, and for a 32- or
-  64-bit signed divisor of -1 its value is ``-a`` (wrapping around) or 0, as in torch
+* the division itself never traps: it divides by 1 where the divisor is 0, and where a 32- or
+  64-bit signed divisor is -1 and the dividend the minimum, so that ``MIN // -1`` is ``MIN``
+  (wrapping around) and ``MIN % -1`` is 0, as in torch
   (int8/int16 divisions are computed in ``int`` by C and in int32 on ``llvm``,
   lowering/narrow_divisions.py, where ``MIN // -1`` does not trap);
 * the statement holding it is preceded by a check of the divisor, under the conditions that let
@@ -56,7 +57,6 @@ __all__ = ["FORMS", "check_divisions"]
 FORMS = ("status", "runtime")
 
 _DIVISIONS = (tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod)
-_QUOTIENTS = (tirx.Div, tirx.FloorDiv)
 _BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Min, tirx.Max, tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE,
            tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod)
 _IF_THEN_ELSE = "prim.if_then_else"
@@ -89,33 +89,34 @@ def _minus_one_possible(node: Any, analyzer: Any) -> bool:
     return _traps_on_minus_one(node) and not analyzer.can_prove(node.b != tirx.const(-1, str(node.b.ty.dtype)))
 
 
-def _negated(value: Any) -> Any:
-    """``-value`` of a signed integer computed in its unsigned type, so the minimum wraps to itself
-    (``-2**31 // -1 == -2**31`` in torch) without a signed overflow; no comparison with the minimum
-    is made (TVM's simplifier moved constants across one: ``x + 1 == -2**31`` became
-    ``x == -2**31 - 1``, a literal int32 cannot hold). The operand is behind a
-    :func:`~.barriers.barrier`: folding ``0u - 64u`` stops TVM ("will cause a negative uint")."""
+def _is_minimum(value: Any) -> Any:
+    """Whether the signed integer ``value`` is its type's minimum, compared as unsigned bits:
+    ``(uint32)a == 2147483648u``. Not as ``a == -2**31``: TVM's simplifier moved constants
+    across that (``x + 1 == -2**31`` became ``x == -2**31 - 1``, a literal int32 cannot hold).
+    The operand is behind a :func:`~.barriers.barrier` so that the simplifier never folds
+    ``(uint32)-8`` ("cannot make uint from negative value"); StripBarriers folds it, wrapping."""
     dtype = str(value.ty.dtype)
     unsigned = "u" + dtype
-    return tirx.Cast(dtype, tirx.Sub(tirx.const(0, unsigned), barrier(tirx.Cast(unsigned, value))))
+    return tirx.Cast(unsigned, barrier(value)) == tirx.const(1 << (tvm.DataType(dtype).bits - 1), unsigned)
 
 
 def _safe(node: Any, analyzer: Any) -> Any:
-    """``node`` computed without a trap: a divisor of 0 (and a signed -1) replaced by 1, and for
-    -1 the quotient negated after (``a // 1`` is ``a``; a remainder by 1 is already 0, the value
-    for -1)."""
+    """``node`` computed without a trap: a divisor of 0 replaced by 1, and so is a signed -1 where
+    the dividend is the minimum (``MIN // 1`` is ``MIN``, the wrapped value of ``MIN // -1`` in
+    torch; ``MIN % 1`` is 0, as ``MIN % -1``).
+
+    The divisor alone is guarded: no ``Select(b == -1, -q, q)`` around the quotient. Given that
+    form, LLVM rewrote the quotient's divisor on the arm where ``b != -1`` (``umax(b, 1)``) while
+    still computing it for every ``b``, and ``MIN // -1`` stopped the process with SIGFPE."""
     if not _needs_check(node, analyzer):
         return node
     a, b = node.a, node.b
     dtype = str(b.ty.dtype)
     zero, one = tirx.const(0, dtype), tirx.const(1, dtype)
-    if not _minus_one_possible(node, analyzer):
-        return type(node)(a, tirx.Select(b == zero, one, b))
-    minus_one = tirx.const(-1, dtype)
-    divided = type(node)(a, tirx.Select(tirx.Or(b == zero, b == minus_one), one, b))
-    if not isinstance(node, _QUOTIENTS):
-        return divided
-    return tirx.Select(b == minus_one, _negated(divided), divided)
+    unsafe = b == zero
+    if _minus_one_possible(node, analyzer):
+        unsafe = tirx.Or(unsafe, tirx.And(b == tirx.const(-1, dtype), _is_minimum(a)))
+    return type(node)(a, tirx.Select(unsafe, one, b))
 
 
 def _safe_annotations(loop: Any, analyzer: Any) -> Any:
