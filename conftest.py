@@ -6,6 +6,10 @@ suite in two pytest runs: ``TILELANG_TEST_PHASE=shared`` (every other test, on a
 pytest-xdist), then ``TILELANG_TEST_PHASE=exclusive`` (those, one at a time). Without the
 variable every selected test runs, as in a plain ``pytest``.
 
+**Slow tests.** Tests listed in tests/slow_tests.txt (measured by scripts/slow_tests.py) are
+marked ``slow`` here, like those decorated with ``@pytest.mark.slow``; scripts/test.sh leaves them
+out of the shared phase unless ``TILELANG_TEST_SLOW=1``.
+
 **Temp files.** Everything the tests write to the temp directory goes to one scratch directory.
 
 Kernel builds keep their sources when a compiler fails (so that the user can read them), crash
@@ -27,10 +31,27 @@ import pytest
 _SAVED: dict = {}
 PHASE_ENV = "TILELANG_TEST_PHASE"
 _PHASES = ("shared", "exclusive")
+SLOW_LIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "slow_tests.txt")
 
 
+def measured_slow_ids() -> set:
+    """The node ids tests/slow_tests.txt lists (measured by scripts/slow_tests.py)."""
+    try:
+        with open(SLOW_LIST, encoding="utf-8") as listing:
+            return {line.strip() for line in listing if line.strip() and not line.startswith("#")}
+    except FileNotFoundError:
+        return set()
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by marks
 def pytest_collection_modifyitems(config, items):
-    """Keep the tests of ``$TILELANG_TEST_PHASE`` (``shared``: not ``exclusive``-marked; ``exclusive``: marked)."""
+    """Mark ``slow`` the tests tests/slow_tests.txt lists; keep the tests of ``$TILELANG_TEST_PHASE``
+    (``shared``: not ``exclusive``-marked; ``exclusive``: marked)."""
+    slow = measured_slow_ids()
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)
+    config._tilelang_collected = {item.nodeid: item.get_closest_marker("slow") is not None for item in items}
     phase = os.environ.get(PHASE_ENV, "").strip()
     if not phase:
         return
