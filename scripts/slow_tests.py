@@ -22,7 +22,7 @@ import re
 import sys
 from collections import defaultdict
 
-_LINE = re.compile(r"^\s*([\d.]+)s (?:call|setup|teardown)\s+(\S+)")
+_LINE = re.compile(r"^\s*([\d.]+)s (?:call|setup|teardown)\s+(\S.*?)\s*$")  # ids may hold spaces
 
 HEADER = """\
 # Tests conftest.py marks `slow` (scripts/test.sh leaves them out unless TILELANG_TEST_SLOW=1).
