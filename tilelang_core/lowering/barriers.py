@@ -5,7 +5,13 @@ width and the other signedness, and back), which TVM's simplifier does not see t
 constant behind it is not folded with the operation around it, an operand behind it is not
 matched against the other one. :func:`StripBarriers`, the last pass of every finalize list
 (passes.py), removes every such round trip again right before code generation, after the last
-simplification. Used by :mod:`.float_identities` and :mod:`.kept_effects`.
+simplification. Used by :mod:`.float_identities`, :mod:`.kept_effects` and
+:mod:`.checked_divisions`.
+
+A constant that was behind a barrier is in the open after it: StripBarriers also folds, wrapping
+around, the integer casts of constants and the unsigned arithmetic of two constants
+(``(uint32)-8``, ``0u - 8u``), which TVM refuses to fold and which LLVM's code generator would
+otherwise meet when it simplifies a ``T.Let`` value.
 """
 
 from __future__ import annotations
