@@ -88,6 +88,34 @@ def _long_count(start: Any, stop: Any, step: Any) -> Any:
     return tirx.Select(ahead, tirx.Cast(dtype, count), zero)
 
 
+def _unsigned_count(start: Any, stop: Any, step: Any) -> Any:
+    """How many values ``range(start, stop, step)`` of unsigned bounds has, without wrapping
+    around: ``(stop - start + step - 1) / step`` wrapped for ``range(0, 4294967295, 2e9)`` of
+    uint32 and the loop ran no iteration. The distance is divided and the remainder rounds up;
+    the divisor is the constant step or ``max(step, 1)`` (0 iterations for a run-time step of 0)."""
+    dtype = str(step.ty.dtype)
+    zero, one = tirx.IntImm(dtype, 0), tirx.IntImm(dtype, 1)
+    distance = stop - start
+    size = step if static_int(step) is not None else tirx.max(step, one)
+    count = tirx.Div(distance, size) + tirx.Select(tirx.Mod(distance, size) != zero, one, zero)
+    ahead = start < stop if static_int(step) is not None else tirx.And(start < stop, step != zero)
+    return tirx.Select(ahead, count, zero)
+
+
+def _wrapped_constant_range(loop: Any, dtype: str) -> Any:
+    """``(start, stop)`` of a loop over constant bounds whose extent wrapped around in its dtype,
+    else None. TVMScript makes the extent ``stop - start`` in the loop's dtype:
+    ``T.serial(-2000000000, 2000000000)`` got the extent -294967296 and ran no iteration. The
+    stop is exact again as ``start + extent`` wrapped, so the true span is ``stop - start``."""
+    kind = tvm.DataType(dtype)
+    start, extent = static_int(loop.min), static_int(loop.extent)
+    if start is None or extent is None or kind.type_code != tvm.DataTypeCode.INT or kind.bits > 32:
+        return None
+    bits = kind.bits
+    stop = (start + extent + 2 ** (bits - 1)) % 2**bits - 2 ** (bits - 1)
+    return (start, stop) if stop - start != extent else None
+
+
 def _stop(loop: Any, analyzer: Any) -> Any:
     """The ``stop`` of the ``range`` a loop came from: TVMScript made its extent ``stop - start``
     (in the loop's dtype, wrapping around: ``hi - (-2**63)`` became ``hi + -2**63``)."""
@@ -119,7 +147,8 @@ def _stepped(loop: Any, step: Any, dtype: Any) -> tuple:
     s = static_int(step)
     kind = tvm.DataType(dtype)
     if kind.type_code != tvm.DataTypeCode.INT:  # uint32: wraps around without undefined behaviour
-        return dtype, _count(loop.extent, step), lambda k: loop.min + k * step
+        stop = _stop(loop, tvm.sym.Analyzer())
+        return dtype, _unsigned_count(loop.min, stop, step), lambda k: loop.min + k * step
     if const_extent is not None and s is not None:
         count = len(range(0, const_extent, s))
         return dtype, tirx.IntImm(dtype, count), lambda k: loop.min + k * step
@@ -148,6 +177,28 @@ def _stepped(loop: Any, step: Any, dtype: Any) -> tuple:
     return wide, count, lambda k: tirx.Cast(dtype, tirx.Cast(wide, loop.min) + k * wide_step)
 
 
+def _wide_constant_loop(loop: Any, bounds: tuple, step: Any, dtype: str, location: str) -> Any:
+    """A loop over constant ``bounds`` whose span does not fit its dtype
+    (:func:`_wrapped_constant_range`), counted from 0 by an int64 index; each value of the loop
+    variable, computed in int64, fits its dtype."""
+    start, stop = bounds
+    wide = "int64"
+    s = 1 if step is None else static_int(step)
+    if s == 0:
+        raise LoweringError(f"{location}: the loop over '{loop.loop_var.name}' has step 0; a step must not be 0 "
+                            "(as in Python's range)")
+    if s is not None:
+        count, wide_step = tirx.IntImm(wide, len(range(start, stop, s))), tirx.IntImm(wide, s)
+    else:
+        wide_step = tirx.Cast(wide, step)
+        count = _count(tirx.IntImm(wide, stop - start), wide_step)
+    index = tirx.Var(loop.loop_var.name, wide)
+    value = tirx.Cast(dtype, tirx.IntImm(wide, start) + index * wide_step)
+    body = substitute(loop.body, [(loop.loop_var, value)])
+    return tirx.For(index, tirx.IntImm(wide, 0), count, loop.kind, body, loop.thread_binding, loop.annotations,
+                    None, loop.span)
+
+
 def normalize_loop_steps(func: tirx.PrimFunc, location: str) -> tirx.PrimFunc:
     """``func`` with every stepped loop, and every parallel loop not starting at 0, counting from 0
     by 1 (module docstring).
@@ -157,6 +208,10 @@ def normalize_loop_steps(func: tirx.PrimFunc, location: str) -> tirx.PrimFunc:
 
     def on_for(loop: Any) -> Any:
         step = loop.step
+        dtype = str(loop.loop_var.ty.dtype)
+        wrapped = None if loop.kind == tirx.ForKind.THREAD_BINDING else _wrapped_constant_range(loop, dtype)
+        if wrapped is not None:
+            return _wide_constant_loop(loop, wrapped, step, dtype, location)
         stepped = step is not None and static_int(step) != 1
         shifted = loop.kind == tirx.ForKind.PARALLEL and static_int(loop.min) != 0
         empty = static_int(loop.extent)
@@ -171,7 +226,6 @@ def normalize_loop_steps(func: tirx.PrimFunc, location: str) -> tirx.PrimFunc:
         if stepped and static_int(step) == 0:
             raise LoweringError(f"{location}: the loop over '{loop.loop_var.name}' has step 0; a step must not be 0 "
                                 "(as in Python's range)")
-        dtype = str(loop.loop_var.ty.dtype)
         if stepped and str(step.ty.dtype) != dtype:
             step = tirx.Cast(dtype, step)
         if stepped:
