@@ -410,7 +410,9 @@ def lower(
         clear = zero_divisor_error(parsed, location) if is_zero_division_failure(text) else None
         if clear is not None:  # x // bx with T.Kernel(1): the division, its line and why it is 0
             raise clear from exc
-        raise LoweringError(f"{location}: lowering kernel '{name}' for {kind} failed: {text}") from exc
+        from .limit_hints import limit_hint
+
+        raise LoweringError(f"{location}: lowering kernel '{name}' for {kind} failed: {text}{limit_hint(text)}") from exc
 
     params = [
         replace(p, written=(i in written[0]) if written else p.written, index_limit=index_limits.get(i))
