@@ -19,6 +19,8 @@ other operand's dtype first; :func:`install` makes these five operators do the s
 (``x << 40`` of an int32 ``x``) stopped the definition with TVM's internal "Shift amount must be
 non-negative and less than 32"; :func:`constant_shift` folds it to the value a run-time amount
 gets (:mod:`tilelang_core.lowering.shift_amounts`: 0, or ``x >> (width - 1)`` for a signed ``>>``).
+A constant ``<<`` of two constants into the sign bit (``T.int32(1) << 31``) stopped it too ("Literal
+value 2147483648 exceeds range of int32"); :func:`folded_left_shift` folds it, wrapping around.
 
 **Floats next to float64 expressions.** TVM 0.27 checks a Python float given to ``+ - * /``,
 comparisons, ``T.max``/``T.min``, ``T.if_then_else`` against float32's range before it promotes it to the
@@ -199,6 +201,25 @@ def constant_shift(name: str, a: Any, b: Any) -> Any:
     return tirx.Mul(a, zero) if has_side_effect(a) else zero
 
 
+def folded_left_shift(name: str, a: Any, b: Any) -> Any:
+    """``a << b`` of two integer constants of one dtype, wrapped around in it (a left shift into or
+    past the sign bit wraps, as in torch: ``T.int32(1) << 31`` is ``-2**31``); None for any other
+    operands. TVM folded it without wrapping and stopped the definition with "Literal value
+    2147483648 exceeds range of int32"."""
+    if name != "left_shift" or not (isinstance(a, tirx.IntImm) and isinstance(b, tirx.IntImm)):
+        return None
+    dtype = _integer_dtype(a)
+    if dtype is None or dtype.is_bool or dtype.lanes != 1 or str(a.ty.dtype) != str(b.ty.dtype):
+        return None
+    amount, bits = int(b.value), dtype.bits
+    if not 0 <= amount < bits:
+        return None
+    value = (int(a.value) << amount) % 2**bits
+    if not str(dtype).startswith("uint") and value >= 2 ** (bits - 1):
+        value -= 2**bits
+    return tirx.IntImm(str(dtype), value)
+
+
 def _wrap_shift(name: str, ffi_function: Callable[..., Any]) -> Callable[..., Any]:
     """A shift operator: literals at their full value, a constant amount outside the width defined."""
     wrapped = _wrap(name, ffi_function, _full_width)
@@ -206,6 +227,8 @@ def _wrap_shift(name: str, ffi_function: Callable[..., Any]) -> Callable[..., An
     def operator(*args: Any) -> Any:
         a, b, *rest = _full_width(name, args)
         defined = constant_shift(name, a, b)
+        if defined is None:
+            defined = folded_left_shift(name, a, b)
         return defined if defined is not None else ffi_function(a, b, *rest)
 
     operator.__name__ = name
