@@ -8,7 +8,7 @@ variable every selected test runs, as in a plain ``pytest``.
 
 **Slow tests.** Tests listed in tests/slow_tests.txt (measured by scripts/slow_tests.py) are
 marked ``slow`` here, like those decorated with ``@pytest.mark.slow``; scripts/test.sh leaves them
-out of the shared phase unless ``TILELANG_TEST_SLOW=1``.
+out of both phases unless ``TILELANG_TEST_SLOW=1``.
 
 **Temp files.** Everything the tests write to the temp directory goes to one scratch directory.
 

@@ -63,7 +63,7 @@ def _installed() -> bool:
         return False
 
 
-@pytest.mark.slow
+# not marked slow: CI checks the retired backend's install, use and uninstall
 def test_install_use_uninstall_ask_again(tmp_path):
     if get_registry().get("cython") is None:
         pytest.skip("the cython backend (ctypes' successor) is not installed")

@@ -32,7 +32,7 @@ def _python(code, env):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
 
 
-@pytest.mark.slow
+# not marked slow: CI checks that retiring a backend is uninstalling its package
 def test_install_use_uninstall_retired_backend(tmp_path):
     successor_site = tmp_path / "site"
     write_distribution(successor_site, "heir", plugin_source(spec_dict("heir", supersedes=["retiree"])))

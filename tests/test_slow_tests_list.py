@@ -72,3 +72,15 @@ def test_every_listed_test_exists_and_is_marked_slow(request):
 def _listed_ids() -> set:
     lines = (ROOT / "tests" / "slow_tests.txt").read_text(encoding="utf-8").splitlines()
     return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+
+
+def test_a_new_log_adds_to_the_current_list(tmp_path, capsys):
+    script = _script()
+    current = tmp_path / "slow_tests.txt"
+    current.write_text(script.HEADER + "tests/test_z.py::test_kept_from_before\n")
+    log = tmp_path / "durations.log"
+    log.write_text(LOG)
+    assert script.main([str(log), str(current)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "tests/test_z.py::test_kept_from_before" in lines and "tests/test_a.py::test_alone" in lines
+    assert "tests/test_a.py::test_grid[sm_100]" not in lines  # the fastest variant stays in the fast run

@@ -59,7 +59,7 @@ def _dependencies(plugin: Path) -> list[str]:
     return _project(plugin).get("dependencies", [])
 
 
-@pytest.mark.slow
+# not marked slow: CI installs the wheels users get into a fresh venv and runs the main job (README)
 def test_wheels_install_into_a_fresh_venv_and_run_the_main_job(tmp_path):
     wheels, deps = tmp_path / "wheels", _deps_dir()
     built = _run(["bash", ROOT / "scripts" / "build-wheels.sh", wheels, deps], env={"PYTHON": sys.executable})
