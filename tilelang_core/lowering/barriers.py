@@ -22,6 +22,7 @@ import tvm
 from tvm import tirx
 
 from .atomics import checked_map
+from .constant_casts import fold_constant_cast, wrapped
 from .math_widening import dtype_of, is_float, with_lanes
 
 __all__ = ["barrier", "can_hide", "StripBarriers"]
@@ -60,29 +61,6 @@ def _on_reinterpret(call: Any) -> Any:
     return value
 
 
-def _wrapped(value: int, dtype: str) -> Any:
-    """The integer constant of ``dtype`` (a scalar ``intN``/``uintN``) that ``value`` wraps to."""
-    kind = tvm.DataType(dtype)
-    value %= 1 << kind.bits
-    if kind.type_code == tvm.DataTypeCode.INT and value >= 1 << (kind.bits - 1):
-        value -= 1 << kind.bits
-    return tirx.const(value, dtype)
-
-
-def _integer_scalar(dtype: str) -> bool:
-    kind = tvm.DataType(dtype)
-    codes = (tvm.DataTypeCode.INT, tvm.DataTypeCode.UINT)
-    return kind.type_code in codes and kind.lanes == 1 and 8 <= kind.bits <= 64
-
-
-def _on_constant_cast(cast: Any) -> Any:
-    """``(uint32)-8`` as ``4294967288u``: TVM folds a cast of a constant only where the value
-    fits the new type, and stops ("cannot make uint from negative value") where not."""
-    if isinstance(cast.value, tirx.IntImm) and _integer_scalar(dtype_of(cast)):
-        return _wrapped(cast.value.value, dtype_of(cast))
-    return cast
-
-
 _UNSIGNED_FOLDS = {tirx.Add: lambda a, b: a + b, tirx.Sub: lambda a, b: a - b, tirx.Mul: lambda a, b: a * b}
 
 
@@ -91,11 +69,12 @@ def _on_unsigned_constants(node: Any) -> Any:
     negative uint")."""
     a, b = node.a, node.b
     dtype = dtype_of(node)
-    if not (isinstance(a, tirx.IntImm) and isinstance(b, tirx.IntImm) and _integer_scalar(dtype)):
+    if not (isinstance(a, tirx.IntImm) and isinstance(b, tirx.IntImm)):
         return node
-    if tvm.DataType(dtype).type_code != tvm.DataTypeCode.UINT:
+    kind = tvm.DataType(dtype)
+    if kind.type_code != tvm.DataTypeCode.UINT or kind.lanes != 1:
         return node
-    return _wrapped(_UNSIGNED_FOLDS[type(node)](a.value, b.value), dtype)
+    return tirx.IntImm(dtype, wrapped(_UNSIGNED_FOLDS[type(node)](int(a.value), int(b.value)), dtype))
 
 
 def _strip(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
@@ -104,7 +83,7 @@ def _strip(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: A
     # T.Let value) has nothing left to fold that it would refuse.
     body = checked_map(func.body, [
         (tvm.ir.Call, _on_reinterpret),
-        (tirx.Cast, _on_constant_cast),
+        (tirx.Cast, fold_constant_cast),  # constant_casts.py, as at the start of lowering
         (tuple(_UNSIGNED_FOLDS), _on_unsigned_constants),
     ])
     return func if body.same_as(func.body) else func.with_body(body)

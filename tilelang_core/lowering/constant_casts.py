@@ -33,7 +33,7 @@ from tvm import tirx
 
 from .atomics import checked_map
 
-__all__ = ["FoldConstantReinterprets", "fold_constant_casts", "wrapped"]
+__all__ = ["FoldConstantReinterprets", "fold_constant_cast", "fold_constant_casts", "wrapped"]
 
 
 def wrapped(value: int, dtype: str) -> int:
@@ -52,7 +52,9 @@ def _is_int(dtype: str) -> bool:
     return t.lanes == 1 and t.bits > 1 and t.type_code in (tvm.DataTypeCode.INT, tvm.DataTypeCode.UINT)
 
 
-def _on_cast(cast: Any) -> Any:
+def fold_constant_cast(cast: Any) -> Any:
+    """``cast`` folded into a constant where it converts an integer constant to an integer type
+    (wrapping around, :func:`wrapped`) or a number constant to ``bool``; else ``cast`` itself."""
     value = cast.value
     target = str(cast.ty.dtype)
     if target == "bool" and isinstance(value, (tirx.IntImm, tirx.FloatImm)):
@@ -102,7 +104,7 @@ def _on_reinterpret(call: Any) -> Any:
 def fold_constant_casts(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """``func`` with every integer-to-integer cast of an integer constant, and every reinterpretation
     of a constant between an integer and a float type, folded (see module doc)."""
-    body = checked_map(func.body, [(tirx.Cast, _on_cast), (tvm.ir.Call, _on_reinterpret)])
+    body = checked_map(func.body, [(tirx.Cast, fold_constant_cast), (tvm.ir.Call, _on_reinterpret)])
     return func if body.same_as(func.body) else func.with_body(body)
 
 

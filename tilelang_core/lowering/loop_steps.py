@@ -28,6 +28,7 @@ from tvm import tirx
 from ..errors import LoweringError
 from ..language.core import KERNEL_AXIS_KEY
 from ..language.tileops._common import static_int, substitute
+from .constant_casts import wrapped
 
 
 def _count(extent: Any, step: Any) -> Any:
@@ -56,8 +57,16 @@ def _unsigned(value: Any) -> Any:
     unsigned = "u" + dtype
     v = static_int(value)
     if v is not None:
-        return tirx.IntImm(unsigned, v % 2 ** tvm.DataType(dtype).bits)
+        return tirx.IntImm(unsigned, wrapped(v, unsigned))
     return tirx.Cast(unsigned, value)
+
+
+def _rounded_up_quotient(distance: Any, size: Any) -> Any:
+    """``distance / size`` of unsigned values, rounded up, without the ``distance + size - 1``
+    that wraps around near the type's maximum."""
+    dtype = str(distance.ty.dtype)
+    zero, one = tirx.IntImm(dtype, 0), tirx.IntImm(dtype, 1)
+    return tirx.Div(distance, size) + tirx.Select(tirx.Mod(distance, size) != zero, one, zero)
 
 
 def _long_count(start: Any, stop: Any, step: Any) -> Any:
@@ -84,8 +93,7 @@ def _long_count(start: Any, stop: Any, step: Any) -> Any:
         distance = tirx.Select(up, ustop - ustart, ustart - ustop)
         size = tirx.max(tirx.Select(up, _unsigned(step), uzero - _unsigned(step)), uone)
         ahead = tirx.Or(tirx.And(up, start < stop), tirx.And(step < zero, stop < start))
-    count = tirx.Div(distance, size) + tirx.Select(tirx.Mod(distance, size) != uzero, uone, uzero)
-    return tirx.Select(ahead, tirx.Cast(dtype, count), zero)
+    return tirx.Select(ahead, tirx.Cast(dtype, _rounded_up_quotient(distance, size)), zero)
 
 
 def _unsigned_count(start: Any, stop: Any, step: Any) -> Any:
@@ -95,11 +103,9 @@ def _unsigned_count(start: Any, stop: Any, step: Any) -> Any:
     the divisor is the constant step or ``max(step, 1)`` (0 iterations for a run-time step of 0)."""
     dtype = str(step.ty.dtype)
     zero, one = tirx.IntImm(dtype, 0), tirx.IntImm(dtype, 1)
-    distance = stop - start
     size = step if static_int(step) is not None else tirx.max(step, one)
-    count = tirx.Div(distance, size) + tirx.Select(tirx.Mod(distance, size) != zero, one, zero)
     ahead = start < stop if static_int(step) is not None else tirx.And(start < stop, step != zero)
-    return tirx.Select(ahead, count, zero)
+    return tirx.Select(ahead, _rounded_up_quotient(stop - start, size), zero)
 
 
 def _wrapped_constant_range(loop: Any, dtype: str) -> Any:
@@ -111,8 +117,7 @@ def _wrapped_constant_range(loop: Any, dtype: str) -> Any:
     start, extent = static_int(loop.min), static_int(loop.extent)
     if start is None or extent is None or kind.type_code != tvm.DataTypeCode.INT or kind.bits > 32:
         return None
-    bits = kind.bits
-    stop = (start + extent + 2 ** (bits - 1)) % 2**bits - 2 ** (bits - 1)
+    stop = wrapped(start + extent, dtype)
     return (start, stop) if stop - start != extent else None
 
 
@@ -127,11 +132,10 @@ def _stop(loop: Any, analyzer: Any) -> Any:
     except Exception:  # noqa: BLE001 - TVM's simplifier refused a literal past the dtype's limits
         pass
     dtype = str(extent.ty.dtype)
-    bits = tvm.DataType(dtype).bits
     start, offset = static_int(loop.min), static_int(getattr(extent, "b", None))
     if isinstance(extent, tirx.Add) and start is not None and offset is not None:
         # hi + -2**63 of a start -2**63: stop is hi + (the two literals added around)
-        total = (start + offset + 2 ** (bits - 1)) % 2**bits - 2 ** (bits - 1)
+        total = wrapped(start + offset, dtype)
         return extent.a if total == 0 else extent.a + tirx.IntImm(dtype, total)
     return tirx.Cast(dtype, _unsigned(loop.min) + _unsigned(extent))
 
@@ -177,6 +181,11 @@ def _stepped(loop: Any, step: Any, dtype: Any) -> tuple:
     return wide, count, lambda k: tirx.Cast(dtype, tirx.Cast(wide, loop.min) + k * wide_step)
 
 
+def _zero_step(loop: Any, location: str) -> LoweringError:
+    return LoweringError(f"{location}: the loop over '{loop.loop_var.name}' has step 0; a step must not be 0 "
+                         "(as in Python's range)")
+
+
 def _wide_constant_loop(loop: Any, bounds: tuple, step: Any, dtype: str, location: str) -> Any:
     """A loop over constant ``bounds`` whose span does not fit its dtype
     (:func:`_wrapped_constant_range`), counted from 0 by an int64 index; each value of the loop
@@ -185,8 +194,7 @@ def _wide_constant_loop(loop: Any, bounds: tuple, step: Any, dtype: str, locatio
     wide = "int64"
     s = 1 if step is None else static_int(step)
     if s == 0:
-        raise LoweringError(f"{location}: the loop over '{loop.loop_var.name}' has step 0; a step must not be 0 "
-                            "(as in Python's range)")
+        raise _zero_step(loop, location)
     if s is not None:
         count, wide_step = tirx.IntImm(wide, len(range(start, stop, s))), tirx.IntImm(wide, s)
     else:
@@ -224,8 +232,7 @@ def normalize_loop_steps(func: tirx.PrimFunc, location: str) -> tirx.PrimFunc:
         if not stepped and not shifted:
             return loop
         if stepped and static_int(step) == 0:
-            raise LoweringError(f"{location}: the loop over '{loop.loop_var.name}' has step 0; a step must not be 0 "
-                                "(as in Python's range)")
+            raise _zero_step(loop, location)
         if stepped and str(step.ty.dtype) != dtype:
             step = tirx.Cast(dtype, step)
         if stepped:
