@@ -12,7 +12,8 @@ of a Dask cluster find the same functions (by module and name) and the same sour
   (``speed`` is read from the kernel name ``vadd_s<speed>``), adds 1 when the name contains
   ``wrong``, refuses to build names containing ``fail``, and builds slowly for ``slowbuild``.
   Builds and loads are logged to ``$TL_TEST_BUILD_LOG`` / ``$TL_TEST_LOAD_LOG``, every call
-  (kernel name, start and end on the monotonic clock) to ``$TL_TEST_CALL_LOG``.
+  (kernel name, start and end on the monotonic clock) to ``$TL_TEST_CALL_LOG``, every build's
+  span (the same) to ``$TL_TEST_BUILD_SPAN_LOG``.
 """
 
 from __future__ import annotations
@@ -64,12 +65,17 @@ class Runner:
 def tilelang_backend_build(artifact, options):
     if "fail" in artifact.name:
         raise BuildError(f"cannot build {artifact.name}: it is meant to fail")
+    start = time.monotonic()
     log = os.environ.get("TL_TEST_BUILD_LOG")  # read now: a slow build must log where it started
+    span_log = os.environ.get("TL_TEST_BUILD_SPAN_LOG")
     if "slowbuild" in artifact.name:
         time.sleep(float(os.environ.get("TL_TEST_SLOW_BUILD", "5")))
     if log:
         with open(log, "a") as f:
             f.write(f"{os.getpid()} {artifact.name}\\n")
+    if span_log:
+        with open(span_log, "a") as f:
+            f.write(f"{artifact.name} {start!r} {time.monotonic()!r}\\n")
     return Runner(artifact, options, ("LIB:" + artifact.name).encode())
 
 

@@ -390,27 +390,40 @@ def test_an_executor_runs_the_candidates_and_the_best_kernel_comes_from_the_cach
     assert result.kernel.cache_key == result.kernel_cache_key
 
 
+def _spans(path: Path) -> dict[str, list[tuple[float, float]]]:
+    """``name start end`` lines of a tunekit log, by name."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for line in path.read_text().splitlines():
+        name, start, end = line.split()
+        spans.setdefault(name, []).append((float(start), float(end)))
+    return spans
+
+
 def test_workers_sharing_a_machine_never_time_two_candidates_at_once(kit, monkeypatch):
-    calls_log = kit.tmp / "calls.log"
+    """Timings of a thread pool's workers follow each other, and none overlaps a build of the
+    same process: a build holds the GIL for up to 150 ms at a time, which a timed call counted as
+    its own time (CI once chose the 5 ms candidate over the 1 ms one)."""
+    calls_log, builds_log = kit.tmp / "calls.log", kit.tmp / "build_spans.log"
     monkeypatch.setenv("TL_TEST_CALL_LOG", str(calls_log))
-    # 1, 5, 10 and 15 ms a call: the best one stays the best on a loaded machine (with 4, 4.5, 5
-    # and 5.5 ms, CI beside another job once chose the 4.5 ms one)
-    speeds = (2, 10, 20, 30)
-    configs = [{"speed": s} for s in speeds]
+    monkeypatch.setenv("TL_TEST_BUILD_SPAN_LOG", str(builds_log))
+    monkeypatch.setenv("TL_TEST_SLOW_BUILD", "0.5")
+    # 1, 5, 10 and 15 ms a call; the slowest builds for half a second while the others are timed
+    configs = [{"speed": 2}, {"speed": 10}, {"speed": 20}, {"speed": 30, "variant": "_slowbuild"}]
+    names = ["vadd_s2", "vadd_s10", "vadd_s20", "vadd_s30_slowbuild"]
     with ThreadPoolExecutor(max_workers=4) as pool:
         result = (AutoTuner.from_kernel(K.kit_vadd, configs).set_kernel_parameters(((64,), {}))
                   .set_profile_args(ref_prog=K.kit_reference, warmup=1, rep=5).run(executor=pool))
     assert result.config == {"speed": 2}
-    calls: dict[str, list[tuple[float, float]]] = {}
-    for line in calls_log.read_text().splitlines():
-        name, start, end = line.split()
-        calls.setdefault(name, []).append((float(start), float(end)))
-    assert sorted(calls) == sorted(f"vadd_s{s}" for s in speeds)
+    calls, builds = _spans(calls_log), _spans(builds_log)
+    assert sorted(calls) == sorted(builds) == sorted(names)
     # each candidate: one call for the correctness check (not locked), then at least warmup + rep timed calls
     assert all(len(c) >= 1 + 1 + 5 for c in calls.values())
-    windows = sorted((c[1][0], c[-1][1]) for c in calls.values())
-    for (_, end), (start, _) in zip(windows, windows[1:]):
+    windows = sorted((c[1][0], c[-1][1], name) for name, c in calls.items())
+    for (_, end, _), (start, _, _) in zip(windows, windows[1:]):
         assert end <= start, f"two timings overlapped: {windows}"
+    for start, end, name in windows:
+        for other, ((b_start, b_end),) in builds.items():
+            assert b_end <= start or end <= b_start, f"{name} was timed while {other} built: {windows} {builds}"
 
 
 def test_executor_must_be_an_executor(kit):

@@ -118,3 +118,28 @@ def test_the_fill_restores_the_callers_torch_settings_and_counts_threads():
     finally:
         torch.use_deterministic_algorithms(old[0], warn_only=old[1])
         fill.fill_uninitialized_memory = old[2]
+
+
+def test_the_fill_leaves_torch_inductor_unloaded_and_sets_its_flag_once_it_is_loaded():
+    """torch.use_deterministic_algorithms imports torch._inductor (2.3 s the first time in a
+    process, paid by the first checked call of every process): the fill sets torch's flag without
+    it, and where inductor is loaded already its own flag follows as well."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from tilelang_core.profiler.poison import poisoned_allocations\n"
+        "with poisoned_allocations():\n"
+        "    assert torch.are_deterministic_algorithms_enabled() and torch.isnan(torch.empty(4)).all()\n"
+        "assert not torch.are_deterministic_algorithms_enabled()\n"
+        "print('inductor' if 'torch._inductor' in sys.modules else 'no inductor')\n"
+        "import torch._inductor.config as cfg\n"
+        "with poisoned_allocations():\n"
+        "    assert cfg.deterministic is True and torch.are_deterministic_algorithms_enabled()\n"
+        "assert cfg.deterministic is False and not torch.are_deterministic_algorithms_enabled()\n"
+        "print('done')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["no", "inductor", "done"]

@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..errors import TileLangError
 from ..profiler.compare import as_output_list
+from .build_gate import build_slot, marked_building, quiet_for_timing
 from .device_lock import exclusive_timing
 from .key import callable_name
 from .param import CallbackError, MissingTuningInputs, NestedTuningError, ProfileArgs, Status
@@ -234,9 +235,9 @@ def check_and_time(
     if early_stop_factor is not None and state.best_latency is not None:
         baseline = state.best_latency * early_stop_factor
     n_warmup, n_repeat = max(warmup, 1), max(rep, 1)  # counts of calls: 0 would mean "from milliseconds" to do_bench
-    with exclusive_timing(profiler.family) as waited:
+    with exclusive_timing(profiler.family) as waited, quiet_for_timing() as paused:
         if deadline is not None:
-            deadline += waited  # waiting for another process's timing is not this candidate's time
+            deadline += waited + paused  # waiting for other timings and builds is not this candidate's time
         latency = profiler.do_bench(
             n_warmup=n_warmup,
             n_repeat=n_repeat,
@@ -462,14 +463,16 @@ def _build_with_timeout(job: CandidateJob) -> Any:
 
     def target() -> None:
         try:
-            box["kernel"] = build_candidate(resolve_function(job.func), job.args, job.kwargs, job.config,
-                                            job.compile_kwargs, job.mode)
+            with marked_building():
+                box["kernel"] = build_candidate(resolve_function(job.func), job.args, job.kwargs, job.config,
+                                                job.compile_kwargs, job.mode)
         except BaseException as exc:  # noqa: BLE001 - reported for this config
             box["error"] = exc
 
     thread = threading.Thread(target=target, name=f"tilelang-autotune-build-{job.index}", daemon=True)
-    thread.start()
-    thread.join(job.timeout if job.timeout else None)
+    with build_slot():  # not while this process times a candidate (its timeout starts after the wait)
+        thread.start()
+        thread.join(job.timeout if job.timeout else None)
     if thread.is_alive():
         raise CompileTimeout(f"compiling took longer than the timeout of {job.timeout} s")
     if "error" in box:

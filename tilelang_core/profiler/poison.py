@@ -45,7 +45,7 @@ def poisoned_allocations() -> Iterator[None]:
                 bool(fill_module.fill_uninitialized_memory),
             )
             if not _saved[0]:  # the caller's own strict setting is kept as it is
-                torch.use_deterministic_algorithms(True, warn_only=True)
+                _set_deterministic(True, warn_only=True)
             fill_module.fill_uninitialized_memory = True
         _depth += 1
     try:
@@ -55,9 +55,27 @@ def poisoned_allocations() -> Iterator[None]:
             _depth -= 1
             if _depth == 0 and _saved is not None:
                 enabled, warn_only, fill = _saved
-                torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+                _set_deterministic(enabled, warn_only=warn_only)
                 fill_module.fill_uninitialized_memory = fill
                 _saved = None
+
+
+def _set_deterministic(mode: bool, *, warn_only: bool) -> None:
+    """``torch.use_deterministic_algorithms(mode, warn_only=warn_only)``, without its import of
+    ``torch._inductor`` where inductor is not loaded yet.
+
+    The public function also sets ``torch._inductor.config.deterministic``, and importing that
+    module the first time took 2.3 s of the first checked call of every process (torch 2.13 on
+    the 2-core development machine). Where inductor is already loaded (the process uses
+    ``torch.compile``), the public function runs; where torch lacks the setter it calls, too.
+    """
+    import torch
+
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None or "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    else:
+        setter(mode, warn_only=warn_only)
 
 
 def unwritten_elements(actual: object, expected: object) -> int:
