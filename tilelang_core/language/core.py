@@ -705,6 +705,25 @@ def _wrapped_tilelang_error(exc: BaseException) -> Optional[BaseException]:
     return None
 
 
+def _with_limit_hint(exc: BaseException) -> Optional[BaseException]:
+    """TVMScript's ``DiagnosticError`` for a constant an integer type cannot hold (``A[i] + -1``
+    with ``A`` unsigned: "cannot make uint from negative value -1"), with a line under its first
+    saying what to write instead (:func:`~tilelang_core.lowering.limit_hints.limit_hint`); None
+    for any other error."""
+    from tvm import error as tvm_error
+
+    from ..lowering.limit_hints import limit_hint
+
+    if type(exc) is not tvm_error.DiagnosticError:
+        return None
+    text = str(exc)
+    hint = limit_hint(text).strip()
+    if not hint:
+        return None
+    first, newline, rest = text.partition("\n")
+    return tvm_error.DiagnosticError(f"{first}\nhint: {hint[1:-1]}{newline}{rest}")
+
+
 def _caller_frames() -> list[inspect.FrameInfo]:
     """The stack from the caller of this function outwards, as ``inspect.stack()`` gives it.
 
@@ -784,7 +803,10 @@ def prim_func(func: Any = None, *, private: bool = False, check_well_formed: boo
         except Exception as exc:  # noqa: BLE001 - re-raised below, unwrapped when it is ours
             inner = _wrapped_tilelang_error(exc)
             if inner is None:
-                raise
+                hinted = _with_limit_hint(exc)
+                if hinted is None:
+                    raise
+                raise hinted.with_traceback(exc.__traceback__) from None
             raise inner.with_traceback(inner.__traceback__) from None
         check_function_depth(parsed, _def_location(fn))  # before anything prints or lowers it (a crash)
         result = parsed.with_attr(SOURCE_LOCATION_ATTR, _def_location(fn))
