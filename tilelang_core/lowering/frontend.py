@@ -221,11 +221,13 @@ class Frontend:
         from .loop_control import lower_loop_breaks
         from .loop_steps import normalize_loop_steps
         from .persistent import expand_persistent_loops
+        from .tir_rewrites import legalize_negative_indices
 
         refuse_grid_syncs(func.body)  # T.sync_grid: no cooperative launch on any target (lowering/warp.py)
         func = bind_atomic_values(func)  # an atomic's previous value used as an operand: evaluated once
         func = keep_float_negations(func)  # not (a < b) of floats: true for NaN, before any simplification
         func = normalize_loop_steps(func, self.opt.func_location)  # range(start, stop, step) as Python runs it
+        func = legalize_negative_indices(func)  # A[-1]: the last element, before accesses are guarded
         func = lower_loop_breaks(func, self.opt.func_location)  # before any loop is rewritten
         func = lower_logical_reductions(func, self.opt.gpu)  # T.any_of/T.all_of: trees, or loops before their statements
         func = expand_persistent_loops(func, self.opt.func_location)

@@ -4,10 +4,11 @@ TileLang's pipeline has passes of these names; kernels and tests call them direc
 Each one here is a TVM ``prim_func_pass`` built on ``tvm_ffi.structural_map``, with this
 meaning (docs/compatibility.md, "tilelang.transform"):
 
-* :func:`LegalizeNegativeIndex`: a buffer index the analyzer proves to lie in
-  ``[-extent, -1]`` (Python-style "from the end", e.g. ``A[-1]`` or ``A[-i - 1]`` in a loop)
-  becomes ``index + extent``, simplified. An index whose sign is unknown (``A[shift + i]``) is
-  left as it is: it is never guessed.
+* :func:`LegalizeNegativeIndex`: a buffer index the analyzer proves negative (Python-style
+  "from the end", e.g. ``A[-1]`` or ``A[-i - 1]`` in a loop) becomes ``index + extent``,
+  simplified, unless it is provably below ``-extent``. An index whose sign is unknown
+  (``A[shift + i]``) is left as it is: it is never guessed. The compile pipeline runs the same
+  rewrite (:func:`legalize_negative_indices`).
 * :func:`IfStmtBinding`: an ``if`` (without ``else``) whose body has several statements and
   whose condition is not already a variable evaluates the condition once into a bound variable
   and guards each statement by that variable. Statements in the body that change what the
@@ -25,7 +26,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-__all__ = ["IfStmtBinding", "LegalizeNegativeIndex", "MergeIfStmt"]
+__all__ = ["IfStmtBinding", "LegalizeNegativeIndex", "MergeIfStmt", "legalize_negative_indices"]
 
 
 def _loop_ranges(body: Any) -> list[tuple[Any, Any, Any]]:
@@ -40,15 +41,18 @@ def _loop_ranges(body: Any) -> list[tuple[Any, Any, Any]]:
 
 
 def _wrap_indices(analyzer: Any, shape: Any, indices: Any) -> list | None:
-    """``indices`` with each provably negative one (in ``[-extent, -1]``) moved up by its extent;
-    ``None`` when none changes."""
+    """``indices`` with each provably negative one moved up by its extent, unless it is provably
+    below ``-extent`` (then it stays outside the buffer either way); ``None`` when none changes.
+    With a symbolic extent ``n``, ``A[-1]`` becomes ``A[n - 1]``."""
     changed = False
     out = []
     for index, extent in zip(indices, shape):
         dtype = str(getattr(index, "dtype", ""))
         if dtype.startswith("int") and analyzer.can_prove(index < 0):
             extent_expr = tirx.const(int(extent.value), dtype) if isinstance(extent, tirx.IntImm) else extent
-            if analyzer.can_prove(index >= -extent_expr):
+            if str(extent_expr.dtype) != dtype:
+                extent_expr = tirx.Cast(dtype, extent_expr)
+            if not analyzer.can_prove(index < -extent_expr):
                 out.append(analyzer.simplify(index + extent_expr))
                 changed = True
                 continue
@@ -56,10 +60,25 @@ def _wrap_indices(analyzer: Any, shape: Any, indices: Any) -> list | None:
     return out if changed else None
 
 
+def legalize_negative_indices(func: Any) -> Any:
+    """``func`` with every buffer index proven negative counted from the end of its dimension, as
+    Python and TileLang do (``A[-1]`` is the last element, ``A[-i - 1]`` in ``for i in
+    T.serial(4)`` the last four backwards). The pipeline runs this before the accesses are
+    guarded (access_guards.py), which gave such an index 0 and skipped its stores."""
+    return _legalize_negative_index(func)
+
+
 def _legalize_negative_index(func: Any, _mod: Any = None, _ctx: Any = None) -> Any:
     analyzer = tvm.sym.Analyzer()
+    ranges: dict[Any, list] = {}
     for var, lo, extent in _loop_ranges(func.body):
-        analyzer.bind(var, tvm.ir.Range.from_min_extent(lo, extent))
+        ranges.setdefault(var, []).append((lo, extent))
+    for var, spans in ranges.items():
+        # a variable of two loops with different ranges (one loop emitted twice) is left unbound:
+        # what is proven for one range would not hold in the other
+        if all(tvm_ffi.structural_equal(lo, spans[0][0]) and tvm_ffi.structural_equal(extent, spans[0][1])
+               for lo, extent in spans[1:]):
+            analyzer.bind(var, tvm.ir.Range.from_min_extent(*spans[0]))
 
     def on_store(store: Any) -> Any:
         indices = _wrap_indices(analyzer, store.buffer.shape, store.indices)
@@ -80,7 +99,7 @@ def _legalize_negative_index(func: Any, _mod: Any = None, _ctx: Any = None) -> A
 
 
 def LegalizeNegativeIndex() -> Any:  # noqa: N802 (TileLang's spelling)
-    """A pass: buffer indices proven to be in ``[-extent, -1]`` become ``index + extent``.
+    """A pass: buffer indices proven negative (and not below ``-extent``) become ``index + extent``.
 
     Indices whose sign the analyzer cannot decide (symbolic offsets) stay unchanged.
     """
