@@ -299,12 +299,15 @@ def _tensor_decl(
     (``scope``, ``data``, ``elem_offset``, ``align``, ``offset_factor``) go to TVMScript's
     ``T.Buffer``.
     """
+    from .operand_checks import plain_extents
+
     if not isinstance(shape, (list, tuple)):
         shape = (shape,)
+    shape = plain_extents("T.Tensor", shape)
     if strides is not None:
         if not isinstance(strides, (list, tuple)):
             strides = (strides,)
-        kwargs["strides"] = list(strides)
+        kwargs["strides"] = list(plain_extents("T.Tensor", strides, "strides"))
     return _BufferProxy(tuple(shape), dtype_name(dtype), **kwargs)
 
 
@@ -634,11 +637,11 @@ def _alloc_tile(op: str, shape: Any, dtype: Any, scope: Any, scopes: Optional[tu
     if expected is not None:
         raise TypeError(f"{op}(shape, dtype, scope): scope must be {expected}, got {scope!r} "
                         "(the third positional argument is the scope, as in TileLang)")
-    from .operand_checks import check_dtype, check_extents
+    from .operand_checks import check_dtype, check_extents, plain_extents
 
     shape = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
     check_extents(op, shape)
-    return _B.alloc_buffer(shape, check_dtype(op, dtype), scope=scope, **options)
+    return _B.alloc_buffer(plain_extents(op, shape), check_dtype(op, dtype), scope=scope, **options)
 
 
 def alloc_buffer(shape: Union[Sequence[Any], Any], dtype: Any = "float32", scope: str = "global",

@@ -30,7 +30,8 @@ def _fail(op: str, message: str, error: str = "type") -> None:
     from ..errors import LoweringError
 
     kind = OperandTypeError if error == "type" else LoweringError
-    raise kind(f"{location()}: {op}: {message}")
+    where = location()
+    raise kind(f"{where}: {op}: {message}" if where != "<unknown>" else f"{op}: {message}")
 
 
 def _is_region(value: Any) -> bool:
@@ -77,6 +78,22 @@ def _is_integer_expr(value: Any) -> bool:
 
     return isinstance(value, tirx.Expr) and not is_buffer(value) and not _is_region(value) \
         and str(value.ty.dtype).startswith(("int", "uint"))
+
+
+def plain_extents(op: str, values: Sequence[Any], what: str = "shape") -> tuple:
+    """``values`` (a shape or strides) with each integer of another type (``numpy.int64(8)``, taken
+    from a numpy shape) as a Python ``int``, which TVM's layouts take and nothing else; a float
+    (``N / 2``) is an :class:`OperandTypeError` naming ``op`` (before, a bare ``AssertionError: data
+    must be int or Expr, but got 8`` from inside TVM). Every other value is left to the caller."""
+    out = []
+    for value in values:
+        if isinstance(value, float) or type(value).__module__ == "numpy" and not isinstance(value, Integral):
+            text = "(" + ", ".join(str(v) for v in values) + ("," if len(values) == 1 else "") + ")"
+            _fail(op, f"{what} {text}: every extent must be an int or an integer expression (a T.dynamic size), "
+                      f"got {_given(value)}" + (" (N / 2 is a float in Python: write N // 2)" if isinstance(value, float)
+                                                 else ""))
+        out.append(int(value) if isinstance(value, Integral) and not isinstance(value, (int, bool)) else value)
+    return tuple(out)
 
 
 def check_extents(op: str, shape: Sequence[Any]) -> None:
