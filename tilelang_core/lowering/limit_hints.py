@@ -26,9 +26,10 @@ def limit_hint(text: str) -> str:
     past = _PAST_RANGE.search(text)
     if past:
         value, dtype = past.groups()
-        return (f" (TVM's simplifier produced the constant {value}, which {dtype} cannot hold, while rewriting"
-                f" an expression of this kernel that has a constant at or near the limits of {dtype}, such as"
-                f" 's - 10 < 2147483640', which it turns into 's < 2147483650': compute that expression in a"
+        return (f" (the constant {value} does not fit {dtype}: either the kernel has it as a literal beside a value"
+                f" of type {dtype} (x + 2**40 of an int32 x: compute in int64, T.cast(x, \"int64\") + 2**40), or TVM's"
+                f" simplifier made it while rewriting an expression with a constant at or near the limits of {dtype},"
+                f" such as 's - 10 < 2147483640', which it turns into 's < 2147483650': compute that expression in a"
                 f" wider type, e.g. T.cast(s, \"int64\") - 10 < 2147483640, or keep its constants away from the limits)")
     if any(marker in text for marker in _NEGATIVE_UNSIGNED):
         return (" (a negative constant met an unsigned value in this kernel, or TVM's simplifier made one: write"
