@@ -92,3 +92,32 @@ def test_a_macro_parameter_named_like_an_earlier_global_is_the_parameter():
     kernel = tilelang.compile(add_one, out_idx=[1], target="c", execution_backend="cython")
     a = torch.randn(64)
     assert torch.equal(kernel(a), a + 1)  # A, not the global X
+
+
+@pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "llvm")])
+def test_a_number_expression_as_a_condition_is_tested_against_zero(backend, target):
+    """``if A[i]:`` with an ``else``, ``if i % 2:`` and ``not (i % 3)`` stopped with TVM's bare
+    "Check failed: (a_ty.MatchesCode(DLDataTypeCode::kDLBool))" (the first two at the ``def``
+    line); they are Python's and C's truth tests now (NaN is true, -0.0 false)."""
+
+    @T.prim_func
+    def truth(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32"), C: T.Tensor((8,), "int32")):
+        with T.Kernel(1):
+            for i in T.serial(8):
+                if A[i]:
+                    B[i] = 1.0
+                else:
+                    B[i] = 2.0
+                if i % 2:
+                    C[i] = 1
+                else:
+                    C[i] = 2
+                if not (i % 3):
+                    C[i] = C[i] + 10
+
+    kernel = tilelang.compile(truth, target=target, execution_backend=backend)
+    a = torch.tensor([0.0, 1.0, -2.0, float("nan"), 0.0, -0.0, 3.0, 1e-30])
+    b, c = torch.zeros(8), torch.zeros(8, dtype=torch.int32)
+    kernel(a, b, c)
+    assert b.tolist() == [1.0 if bool(x) else 2.0 for x in a.tolist()]
+    assert c.tolist() == [(1 if i % 2 else 2) + (10 if not (i % 3) else 0) for i in range(8)]

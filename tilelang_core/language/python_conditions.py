@@ -8,7 +8,8 @@ without CUDA, ``if block_k:`` tests a number, ``if extra_args:`` a list (upstrea
 ``examples/convolution`` does the first). :func:`install` makes such a condition choose its
 branch by Python's ``bool(value)``, once, when the kernel is parsed, and hands every other
 condition to TVMScript's own visitor with the value already evaluated (a condition that calls a
-``T.macro`` is not evaluated twice).
+``T.macro`` is not evaluated twice). A scalar number expression (``if A[i]:``, ``if i % 2:``) is
+tested against zero at run time, as Python and C do.
 """
 
 from __future__ import annotations
@@ -35,10 +36,27 @@ def is_python_condition(value: Any) -> bool:
     return isinstance(value, _PLAIN) or isinstance(value, (np.generic,)) and np.ndim(value) == 0
 
 
+def _truth(value: Any) -> Any:
+    """A scalar integer or float expression as a condition: ``value != 0``, as Python and C test
+    it (NaN is true). TVMScript took ``if A[i]:`` without ``else`` and stopped with its own
+    "Check failed: (a_ty.MatchesCode(DLDataTypeCode::kDLBool))" at the ``def`` line with one."""
+    import tvm
+    from tvm import tirx
+
+    if not tvm.ir.is_prim_expr(value) and not isinstance(value, tvm.tirx.expr.ExprOp):
+        return value
+    dtype = str(getattr(value, "dtype", ""))
+    if dtype.startswith(("int", "uint", "float", "bfloat")) and "x" not in dtype:
+        return value != tirx.const(0, dtype)
+    return value
+
+
 def _visit_if(original: Any, self: Any, node: Any) -> None:
     value = self.eval_expr(node.test)
     if is_python_condition(value):
         value = bool(value)
+    else:
+        value = _truth(value)
     # TVMScript's visitor evaluates the condition itself: give it the value already computed (an
     # instance attribute over the method, for this node's test only; nested ifs stack their own)
     own = self.__dict__.get("eval_expr")
@@ -53,6 +71,29 @@ def _visit_if(original: Any, self: Any, node: Any) -> None:
             self.eval_expr = own
 
 
+def _negation(original: Any) -> Any:
+    def negate(value: Any) -> Any:
+        truth = _truth(value)
+        return original(truth)
+
+    negate.__doc__ = "``not x`` of a number expression: ``x == 0`` (TVMScript's Not takes booleans only)."
+    return negate
+
+
+_NOT_INSTALLED: list = []
+
+
 def install() -> None:
-    """Register Python truthiness for ``if`` conditions with TVMScript's ``tirx`` parser (idempotent)."""
+    """Register Python truthiness for ``if`` conditions and ``not`` with TVMScript's ``tirx``
+    parser (idempotent): ``not (i % 3)`` stopped with TVM's bare "Check failed:
+    (a_ty.MatchesCode(DLDataTypeCode::kDLBool))"."""
     wrap_visitor("If", _visit_if)
+    if _NOT_INSTALLED:
+        return
+    from tvm import tirx
+    from tvm.script.parser.core import dispatch, doc
+
+    original = dispatch.get_op(tirx.Expr, doc.Not, 0)
+    if original is not None:
+        dispatch.register_op(tirx.Expr, doc.Not, 0)(_negation(original))
+    _NOT_INSTALLED.append(True)
