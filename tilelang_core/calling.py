@@ -82,11 +82,14 @@ STATUS_TEXTS = {
 }
 #: How the text of a failed ``T.device_assert`` starts.
 DEVICE_ASSERT_TEXT = "T.device_assert failed at "
+#: How the text of a failed Python ``assert`` statement of a kernel body starts
+#: (language/kernel_asserts.py; lowered as a ``T.device_assert``).
+KERNEL_ASSERT_TEXT = "assert failed at "
 #: How the text of an integer division by zero in a CPU kernel starts.
 DIVISION_BY_ZERO_TEXT = "integer division by zero at "
 #: Texts of the checks the lowering puts in CPU kernels; the error is ``RuntimeError("<kernel>()
 #: failed: <text>")`` on every backend (docs/backend-conventions.md, "Status").
-KERNEL_CHECK_TEXTS = (DEVICE_ASSERT_TEXT, DIVISION_BY_ZERO_TEXT)
+KERNEL_CHECK_TEXTS = (DEVICE_ASSERT_TEXT, KERNEL_ASSERT_TEXT, DIVISION_BY_ZERO_TEXT)
 
 
 def kernel_check_text(error: Any) -> Optional[str]:

@@ -129,6 +129,10 @@ from . import python_values as _python_values  # noqa: E402
 
 _python_values.install()  # dtype = "float16", op = T.max in kernels: Python values, as in TileLang
 
+from . import kernel_asserts as _kernel_asserts  # noqa: E402
+
+_kernel_asserts.install()  # assert cond, msg in a kernel body: checked as T.device_assert (a constant one at definition)
+
 from .tileops import loops as _loops  # noqa: E402
 
 _loops.install()  # a plain break in a kernel is T.loop_break() (checked against the loop it leaves)

@@ -1,0 +1,166 @@
+"""Python ``assert`` statements in a kernel body: checked as ``T.device_assert`` is.
+
+TVMScript turned ``assert cond, msg`` into a TIR ``AssertStmt``. TVM's host code raises it on
+``llvm``, but the C entry points of target ``c`` return -1 for it, which is also the status of a
+negative dynamic size (:data:`tilelang_core.calling.NEGATIVE_SIZE`), so the call reported "a
+dynamic size of the call is negative"; and ``assert N % 4 == 0`` (no message) stopped the kernel
+definition with an empty ``DiagnosticError``. :func:`install` wraps TVMScript's ``tirx`` visitor
+of ``assert`` statements:
+
+* a condition that is a Python value or a constant when the kernel is defined (``N % 4 == 0`` of
+  a Python ``N``, ``True``, ``T.int32(1)``) is checked then: true, nothing is emitted; false, a
+  :class:`KernelAssertionError` names the line, the condition and the message;
+* any other condition (a TIR expression) becomes the marker of ``T.device_assert``
+  (:mod:`tilelang_core.language.tileops.debug`, lowered per target by
+  :mod:`tilelang_core.lowering.device_assert`) with the text ``assert failed at file:line: msg``
+  (:data:`tilelang_core.calling.KERNEL_ASSERT_TEXT`; no message: the condition as written), so a
+  failed check raises ``RuntimeError("<kernel>() failed: assert failed at ...")`` on every CPU
+  backend, traps on CUDA and is dropped on Metal and ROCm;
+* TVMScript's tuple message (``assert cond, ("ValueError", ["part", ...])``) keeps TVMScript's
+  own handling (a TIR ``AssertStmt`` of that error kind).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Optional
+
+from ..errors import LoweringError
+from .tirx_visitors import wrap_visitor
+
+__all__ = ["KernelAssertionError", "assertion_text", "install"]
+
+
+class KernelAssertionError(LoweringError, AssertionError):
+    """An ``assert`` of a kernel body whose condition is false when the kernel is defined (also an
+    ``AssertionError``, as Python's ``assert`` raises)."""
+
+
+def _constant_truth(value: Any) -> Optional[bool]:
+    """The truth of a condition known when the kernel is defined (a Python value, a TIR integer or
+    float constant), else None (a condition checked when the kernel runs)."""
+    import tvm
+
+    from .python_conditions import is_python_condition
+
+    if isinstance(value, bool) or is_python_condition(value):
+        return bool(value)
+    value = getattr(value, "scalar", value)  # T.alloc_var's wrapper
+    if isinstance(value, tvm.tirx.Expr) and not isinstance(value, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
+        try:  # T.int32(3) > 2 is not folded when it is built; an expression of no variable is a constant
+            value = tvm.arith.Analyzer().simplify(value)
+        except Exception:  # noqa: BLE001 - not a scalar expression: refused where it is emitted
+            return None
+    if isinstance(value, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
+        return bool(value.value)
+    return None
+
+
+def _condition_source(parser: Any, test: Any) -> str:
+    """The condition of an ``assert`` as the kernel spells it (as Python prints it when it spans
+    several lines or its text cannot be found)."""
+    source = getattr(getattr(parser, "diag", None), "source", None)
+    text = None
+    if source is not None and isinstance(getattr(source, "source", None), str):
+        try:
+            text = ast.get_source_segment(source.source, test)
+        except Exception:  # noqa: BLE001 - positions that do not fit the text: printed instead
+            text = None
+    if not text:
+        try:
+            from tvm.script.parser.core import doc
+
+            text = ast.unparse(doc.from_doc(test))
+        except Exception:  # noqa: BLE001 - the text is only for the message
+            text = "<condition>"
+    if "\n" in text:  # a condition over several lines: one line, without its comments
+        try:
+            text = ast.unparse(ast.parse(f"(\n{text}\n)", mode="eval"))
+        except SyntaxError:
+            text = " ".join(line.strip() for line in text.splitlines() if line.strip())
+    return text
+
+
+def _message_text(msg: Any) -> str:
+    """An evaluated ``assert`` message as text ("" when there is none)."""
+    import tvm
+
+    if msg is None:
+        return ""
+    if isinstance(msg, tvm.ir.StringImm):
+        return msg.value
+    return msg if isinstance(msg, str) else str(msg)
+
+
+def assertion_text(where: str, condition_source: str, msg: str = "") -> str:
+    """The text a failed kernel ``assert`` reports: ``assert failed at <where>: <msg>``, the
+    condition as written (``condition_source``) standing in for an empty ``msg``."""
+    from ..calling import KERNEL_ASSERT_TEXT
+
+    return f"{KERNEL_ASSERT_TEXT}{where}: {msg or condition_source}"
+
+
+def _emit_check(condition: Any, text: str) -> None:
+    """Emit ``T.device_assert``'s marker for a run-time ``condition`` with ``text``."""
+    import tvm
+    from tvm import tirx
+    from tvm.tirx.script.builder import ir as _B
+
+    from .operand_checks import check_scalar
+    from .tileops.debug import DEVICE_ASSERT_CALL
+
+    condition = getattr(condition, "scalar", condition)  # T.alloc_var's wrapper
+    check_scalar("assert", "the condition", condition)  # not a buffer, a region, a string
+    if not isinstance(condition, tvm.ir.Expr):  # a number check_scalar accepts (a numpy value)
+        condition = tirx.const(bool(condition), "bool")
+    if str(condition.dtype) != "bool":
+        condition = condition != tirx.const(0, str(condition.dtype))
+    _B.evaluate(tirx.call_extern("int32", DEVICE_ASSERT_CALL, condition, tvm.ir.StringImm(text)))
+
+
+def _visit_assert(previous: Any, self: Any, node: Any) -> Any:
+    """Visit ``assert cond, msg`` (``self`` the parser, ``previous`` TVMScript's visitor)."""
+    from .tileops._common import location
+
+    condition = self.eval_expr(node.test)
+    msg = self.eval_expr(node.msg) if node.msg is not None else None
+    if isinstance(msg, tuple):  # TVMScript's ("ValueError", [parts]): its own AssertStmt
+        return _previous_with(previous, self, node, condition, msg)
+    where = location()
+    source = _condition_source(self, node.test)
+    text = _message_text(msg)
+    truth = _constant_truth(condition)
+    if truth is True:
+        return None
+    if truth is False:
+        raise KernelAssertionError(f"{where}: assert {source}: the assertion is false when the kernel is defined"
+                                   + (f": {text}" if text else ""))
+    _emit_check(condition, assertion_text(where, source, text))
+    return None
+
+
+def _previous_with(previous: Any, self: Any, node: Any, condition: Any, msg: Any) -> Any:
+    """TVMScript's visitor of ``node``, given the condition and message already evaluated (they
+    are not evaluated twice)."""
+    own = self.__dict__.get("eval_expr")
+    evaluate = self.eval_expr
+    values = {id(node.test): condition, id(node.msg): msg}
+
+    def eval_expr(expr: Any) -> Any:
+        if expr is node.test or expr is node.msg:
+            return values[id(expr)]
+        return evaluate(expr)
+
+    self.eval_expr = eval_expr
+    try:
+        return previous(self, node)
+    finally:
+        if own is None:
+            del self.eval_expr
+        else:
+            self.eval_expr = own
+
+
+def install() -> None:
+    """Register the ``assert`` statement of kernels with TVMScript's ``tirx`` parser (idempotent)."""
+    wrap_visitor("Assert", _visit_assert)
