@@ -833,53 +833,165 @@ setattr(prim_func, "dispatch_token", "tirx")
 
 
 class _ValueMacro(_TIRMacro):
-    """TVMScript's macro whose final ``return expr`` is the value of the macro call.
+    """TVMScript's macro whose ``return expr`` is the value of the macro call, and whose names are
+    bound when it is expanded.
 
     TVMScript emits ``return`` inside a macro as a TIR return statement and the call evaluates to
-    ``None`` (storing that ``None`` then crashes TVM). Here a macro whose body *ends* with
-    ``return expr`` runs the statements before it and evaluates to ``expr``, so
-    ``y[i] = plus_one(x[i])`` works; a bare ``return`` ends the macro.
+    ``None`` (storing that ``None`` then crashes TVM). Here a ``return`` among the macro's
+    top-level statements ends the macro: the statements before it run and the call evaluates to
+    its ``expr`` (``y[i] = plus_one(x[i])``), or to ``None`` for a bare ``return``. A ``return``
+    inside an ``if``/``for``/``while``/``with`` of the macro (TVMScript made it a TIR return of
+    the kernel, or an empty ``DiagnosticError``) is a :class:`~tilelang_core.errors.KernelDefinitionError`
+    naming its line.
+
+    The names the body uses are read, at each expansion, from the macro function's closure cells
+    and module globals as they are then (Python's late binding), not from a snapshot taken by the
+    decorator: a global rebound after the ``def``, a macro defined further down the module and a
+    macro that calls itself all resolve as in Python.
     """
 
+    def __init__(self, source: Any, fn: Any, hygienic: bool) -> None:
+        self._names, self._nested_returns = _macro_body_names(source, fn)
+        code = fn.__code__
+        self._cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
+        super().__init__(source, {}, fn, hygienic)
+
+    @property
+    def closure_vars(self) -> dict:
+        """The names the body uses, bound as Python would bind them now: a closure cell of the
+        macro's function, else its module global (builtins are left to the parser). A name
+        bound nowhere is left out (the parser then reports "Undefined variable")."""
+        bound = {}
+        module = self.func.__globals__
+        cells = self._cells
+        for name in self._names:
+            cell = cells.get(name)
+            if cell is not None:
+                try:
+                    bound[name] = cell.cell_contents
+                except ValueError:  # an empty cell: assigned later in the enclosing function
+                    pass
+            elif name in module:
+                bound[name] = module[name]
+        return bound
+
+    @closure_vars.setter
+    def closure_vars(self, _value: Any) -> None:
+        """Ignored: TVMScript's constructor stores the definition-time capture here."""
+
+    def _find_parser_def(self) -> Any:
+        """The parser expanding this call, found in the callers' globals as TVMScript does, but
+        with ``sys._getframe`` (TVMScript's ``inspect.getouterframes`` reads the source of every
+        frame: 0.1 s per expansion)."""
+        name = self.parser_object_name
+        frame = sys._getframe(1)
+        try:
+            while frame is not None:
+                parser = frame.f_globals.get(name)
+                if parser is not None:
+                    return parser
+                frame = frame.f_back
+        finally:
+            del frame
+        raise RuntimeError(f"{name} not available")
+
     def parse_macro(self, parser: Any) -> Any:
+        """Expand the body into ``parser``; the value of its top-level ``return``, else None."""
         from tvm.tirx.script.builder import block_name_suffix_context
         from tvm.script.parser.core import doc
 
         macro_def = self.get_macro_def()
         body = list(macro_def.body)
-        last = body[-1] if body and isinstance(body[-1], doc.Return) else None
-        if last is not None:
-            body = body[:-1]
+        ends = [k for k, stmt in enumerate(body) if isinstance(stmt, doc.Return)]
+        last = body[ends[0]] if ends else None
+        if ends:
+            body = body[: ends[0]]  # what follows a top-level return never runs, as in Python
         suffix = f"_{self.call_count}" if self.call_count > 0 else ""
         self.call_count += 1
-        with block_name_suffix_context(suffix):
-            if body:
-                parser.visit_body(body)
-            if last is not None and last.value is not None:
-                return parser.eval_expr(last.value)
+        hooked = "visit_Return" in vars(parser)
+        previous = parser.visit_Return
+        parser.visit_Return = functools.partial(self._visit_nested_return, previous)
+        try:
+            with block_name_suffix_context(suffix):
+                if body:
+                    parser.visit_body(body)
+                if last is not None and last.value is not None:
+                    return parser.eval_expr(last.value)
+        finally:
+            if hooked:
+                parser.visit_Return = previous
+            else:
+                del parser.visit_Return
         return None
+
+    def _visit_nested_return(self, previous: Any, node: Any) -> Any:
+        """Refuse a ``return`` of this macro that the parser reaches inside an if/for/while/with;
+        any other ``return`` (a function defined in the body) goes to ``previous``."""
+        if (node.lineno, node.col_offset) not in self._nested_returns:
+            return previous(node)
+        from ..errors import KernelDefinitionError
+
+        where = f"{self.source.source_name}:{node.lineno + self.source.start_line - 1}"
+        raise KernelDefinitionError(
+            f"{where}: a return inside an if/for of macro '{self.func.__name__}' is not supported: "
+            "assign to a T.alloc_var and return it after the branch"
+        )
+
+
+def _macro_body_names(source: Any, fn: Any) -> tuple:
+    """``(names, nested_returns)`` of the ``def`` of ``fn`` in ``source`` (TVMScript's
+    ``Source``): the names its body uses, less its parameters (those the body may take from the
+    closure or the module), and the ``(line, column)`` of each ``return`` of the macro that is not
+    one of its top-level statements (a function defined in the body keeps its own)."""
+    import ast
+
+    tree = ast.parse(source.source)
+    fdef = next(
+        (d for d in tree.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) and d.name == fn.__name__),
+        None,
+    )
+    if fdef is None:
+        return (), frozenset()
+    parameters = set(inspect.signature(fn).parameters)
+    names: dict = {}
+    nested_returns = set()
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    todo = [(stmt, False) for stmt in fdef.body]
+    while todo:
+        node, inner = todo.pop()
+        if isinstance(node, ast.Name) and node.id not in parameters:
+            names[node.id] = None
+        elif isinstance(node, ast.Return) and not inner:
+            if node not in fdef.body:
+                nested_returns.add((node.lineno, node.col_offset))
+        inner = inner or isinstance(node, scopes)
+        todo.extend((child, inner) for child in ast.iter_child_nodes(node))
+    return tuple(names), frozenset(nested_returns)
 
 
 def macro(*args: Any, hygienic: bool = True) -> Any:
     """TVMScript's ``T.macro`` (``@T.macro`` or ``@T.macro(hygienic=False)``).
 
-    Same as TVMScript's, except that a macro whose body ends with ``return expr`` evaluates to
-    ``expr`` (``y = plus_one(x)``), and that a macro defined where Python keeps no source
-    (``python -c``, the interactive prompt) is found the way :func:`prim_func` finds kernels
-    (:mod:`tilelang_core.language.source`).
+    Same as TVMScript's, except that:
+
+    - a ``return`` among the macro's top-level statements ends it, and a call of a macro that
+      returns ``expr`` evaluates to ``expr`` (``y = plus_one(x)``); a ``return`` inside an
+      ``if``/``for`` of the macro is a ``KernelDefinitionError`` (assign to a ``T.alloc_var`` and
+      return it after the branch);
+    - a hygienic macro binds the names its body uses late, as Python does: at each expansion (each
+      call in a kernel being parsed), from the function's closure cells and module globals as they
+      are then, so a global rebound after the ``def``, a macro defined further down the module and
+      a recursive macro (on a Python-level depth) work; TVMScript snapshotted them when the
+      decorator ran. A parameter hides a global of its name;
+    - a macro defined where Python keeps no source (``python -c``, the interactive prompt) is
+      found the way :func:`prim_func` finds kernels (:mod:`tilelang_core.language.source`).
     """
 
     def decorate(fn: Any) -> Any:
-        from tvm.script.parser._core import scan_macro
+        from tvm.script.parser.core.diagnostics import Source
 
         ensure_source(fn, "macro")
-        # a global of a parameter's name (X = torch.randn(...) above @T.macro def f(X): a script or
-        # notebook) is hidden by the parameter; captured too, TVMScript stopped every call with
-        # "Variable X already defined in current scope"
-        parameters = set(inspect.signature(fn).parameters)
-        captured = {k: v for k, v in _parser_utils.inspect_function_capture(fn).items() if k not in parameters}
-        source, closure_vars = scan_macro(fn, captured)
-        obj = _ValueMacro(source, closure_vars, fn, hygienic)
+        obj = _ValueMacro(Source(fn), fn, hygienic)
 
         @functools.wraps(fn)
         def wrapper(*call_args: Any, **call_kwargs: Any) -> Any:
