@@ -133,6 +133,10 @@ from . import kernel_asserts as _kernel_asserts  # noqa: E402
 
 _kernel_asserts.install()  # assert cond, msg in a kernel body: checked as T.device_assert (a constant one at definition)
 
+from . import kernel_returns as _kernel_returns  # noqa: E402
+
+_kernel_returns.install()  # return in a kernel body: refused at its line, saying what to write
+
 from .tileops import loops as _loops  # noqa: E402
 
 _loops.install()  # a plain break in a kernel is T.loop_break() (checked against the loop it leaves)
