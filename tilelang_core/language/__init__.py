@@ -137,6 +137,10 @@ from . import kernel_returns as _kernel_returns  # noqa: E402
 
 _kernel_returns.install()  # return in a kernel body: refused at its line, saying what to write
 
+from . import python_loops as _python_loops  # noqa: E402
+
+_python_loops.install()  # for w in (1.0, 2.0): unrolled when the kernel is parsed, as in TileLang
+
 from .tileops import loops as _loops  # noqa: E402
 
 _loops.install()  # a plain break in a kernel is T.loop_break() (checked against the loop it leaves)
