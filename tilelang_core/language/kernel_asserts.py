@@ -26,7 +26,7 @@ import ast
 from typing import Any, Optional
 
 from ..errors import LoweringError
-from .tirx_visitors import wrap_visitor
+from .tirx_visitors import given_values, wrap_visitor
 
 __all__ = ["KernelAssertionError", "assertion_text", "install"]
 
@@ -142,23 +142,8 @@ def _visit_assert(previous: Any, self: Any, node: Any) -> Any:
 def _previous_with(previous: Any, self: Any, node: Any, condition: Any, msg: Any) -> Any:
     """TVMScript's visitor of ``node``, given the condition and message already evaluated (they
     are not evaluated twice)."""
-    own = self.__dict__.get("eval_expr")
-    evaluate = self.eval_expr
-    values = {id(node.test): condition, id(node.msg): msg}
-
-    def eval_expr(expr: Any) -> Any:
-        if expr is node.test or expr is node.msg:
-            return values[id(expr)]
-        return evaluate(expr)
-
-    self.eval_expr = eval_expr
-    try:
+    with given_values(self, (node.test, condition), (node.msg, msg)):
         return previous(self, node)
-    finally:
-        if own is None:
-            del self.eval_expr
-        else:
-            self.eval_expr = own
 
 
 def install() -> None:

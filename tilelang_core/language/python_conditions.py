@@ -17,7 +17,7 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-from .tirx_visitors import wrap_visitor
+from .tirx_visitors import given_values, wrap_visitor
 
 __all__ = ["install", "is_python_condition"]
 
@@ -57,18 +57,8 @@ def _visit_if(original: Any, self: Any, node: Any) -> None:
         value = bool(value)
     else:
         value = _truth(value)
-    # TVMScript's visitor evaluates the condition itself: give it the value already computed (an
-    # instance attribute over the method, for this node's test only; nested ifs stack their own)
-    own = self.__dict__.get("eval_expr")
-    evaluate = self.eval_expr
-    self.eval_expr = lambda expr: value if expr is node.test else evaluate(expr)
-    try:
+    with given_values(self, (node.test, value)):  # TVMScript's visitor evaluates the condition itself
         return original(self, node)
-    finally:
-        if own is None:
-            del self.eval_expr
-        else:
-            self.eval_expr = own
 
 
 def _negation(original: Any) -> Any:

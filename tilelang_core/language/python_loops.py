@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .tirx_visitors import wrap_visitor
+from .tirx_visitors import given_values, wrap_visitor
 
 __all__ = ["install"]
 
@@ -59,16 +59,8 @@ def _visit_for(previous: Any, self: Any, node: Any) -> Any:
         return previous(self, node)  # TVMScript reads range()'s arguments itself
     items = self.eval_expr(it)
     if not _python_sequence(items):
-        own = self.__dict__.get("eval_expr")
-        evaluate = self.eval_expr
-        self.eval_expr = lambda expr: items if expr is it else evaluate(expr)  # evaluated once
-        try:
+        with given_values(self, (it, items)):  # evaluated once
             return previous(self, node)
-        finally:
-            if own is None:
-                del self.eval_expr
-            else:
-                self.eval_expr = own
     jump = _jumps(node.body, doc)
     if jump is not None:
         self.report_error(jump, f"{'break' if isinstance(jump, doc.Break) else 'continue'} in a for loop over a "

@@ -9,10 +9,11 @@ around it, and does this once per extension however often the extension is insta
 
 from __future__ import annotations
 
+import contextlib
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-__all__ = ["wrap_visitor"]
+__all__ = ["given_values", "wrap_visitor"]
 
 #: The extensions already registered (``module.qualname`` of their visit functions).
 _WRAPPED: set = set()
@@ -32,3 +33,28 @@ def wrap_visitor(type_name: str, visit: Callable[..., Any]) -> None:
         return
     dispatch.register(token="tirx", type_name=type_name)(partial(visit, previous))
     _WRAPPED.add(key)
+
+
+@contextlib.contextmanager
+def given_values(parser: Any, *pairs: tuple[Any, Any]) -> Iterator[None]:
+    """Within the block, ``parser.eval_expr(node)`` returns the value given for each ``(node,
+    value)`` of ``pairs`` (nodes a wrapping visitor has evaluated already, handed to the visitor it
+    wraps so that nothing is evaluated twice: a macro call in a condition stores once); any other
+    node is evaluated as before. Nested blocks stack."""
+    own = parser.__dict__.get("eval_expr")
+    evaluate = parser.eval_expr
+
+    def eval_expr(expr: Any) -> Any:
+        for node, value in pairs:
+            if expr is node:
+                return value
+        return evaluate(expr)
+
+    parser.eval_expr = eval_expr
+    try:
+        yield
+    finally:
+        if own is None:
+            del parser.eval_expr
+        else:
+            parser.eval_expr = own
