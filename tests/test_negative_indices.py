@@ -76,3 +76,16 @@ def test_the_upstream_pass_keeps_its_rules():
     after = tilelang.transform.LegalizeNegativeIndex()(tvm.IRModule({"main": before}))["main"]
     text = after.script()
     assert "A[15 - i]" in text and "A[15]" in text and "A[shift + i]" in text and "A[-17]" in text, text
+
+
+def test_a_copy_from_a_slice_with_a_negative_start_says_it_is_not_counted_from_the_end():
+    from tilelang_core.errors import LoweringError
+
+    with pytest.raises(LoweringError, match=r"shape mismatch: the source tile has extents \(11,\) .*The region "
+                                            r"A\[-3:8\] starts at -3 in dimension 0: a negative slice start does not "
+                                            r"count from the end here \(it spans -3 to 8\)"):
+
+        @T.prim_func
+        def k(A: T.Tensor((8,), "float32"), B: T.Tensor((4,), "float32")):
+            with T.Kernel(1) as bx:
+                T.copy(A[-3:], B[1:4])

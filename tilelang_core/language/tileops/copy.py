@@ -15,6 +15,7 @@ from ._common import (
     as_tile,
     cast,
     check_options,
+    describe,
     number_constant,
     fail,
     guarded,
@@ -71,11 +72,27 @@ def _resolve_copy(src: Any, dst: Any) -> tuple[Tile, Tile, list]:
             operands,
             f"{kind}: the source tile has extents {shape_text(s.extents)} and the destination tile "
             f"{shape_text(d.extents)}; both must have the same extents (ignoring dimensions of size 1; "
-            "a dynamic extent may differ from the other side's, and then only the common part is copied)",
+            "a dynamic extent may differ from the other side's, and then only the common part is copied)"
+            + _negative_start_hint(s, d),
         )
     if s.dtype == "bool" and d.dtype != "bool" or d.dtype == "bool" and s.dtype != "bool":
         fail("T.copy", operands, f"dtype mismatch: cannot copy {s.dtype} '{s.name}' into {d.dtype} '{d.name}'")
     return s, d, guards
+
+
+def _negative_start_hint(*tiles: Tile) -> str:
+    """A sentence for a tile region with a constant negative start (``A[-3:]``), which TVMScript
+    does not count from the end: it is the elements from -3 up to the slice's stop; "" for none."""
+    for tile in tiles:
+        if tile.kind != "region":
+            continue
+        for dim, (start, extent) in enumerate(zip(tile.starts, tile.extents)):
+            first, count = static_int(start), static_int(extent)
+            if first is not None and first < 0 and count is not None:
+                return (f". The region {describe(tile.source)} starts at {first} in dimension {dim}: a negative slice "
+                        f"start does not count from the end here (it spans {first} to {first + count}); write the "
+                        f"start from the end yourself, e.g. {tile.name}[N - 3:] for the last 3 of N")
+    return ""
 
 
 def _units_facing_run_time_extents(s: Tile, d: Tile) -> tuple[Tile, Tile, list]:
