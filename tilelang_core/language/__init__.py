@@ -141,6 +141,10 @@ from . import python_loops as _python_loops  # noqa: E402
 
 _python_loops.install()  # for w in (1.0, 2.0): unrolled when the kernel is parsed, as in TileLang
 
+from . import loop_rebinding as _loop_rebinding  # noqa: E402
+
+_loop_rebinding.install()  # i = i + 1 on a loop variable: the name is the new value after it, as in Python
+
 from .tileops import loops as _loops  # noqa: E402
 
 _loops.install()  # a plain break in a kernel is T.loop_break() (checked against the loop it leaves)

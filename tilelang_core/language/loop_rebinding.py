@@ -1,0 +1,74 @@
+"""``i = i + 1`` on a loop variable in the loop's body: the name stands for the new value after it.
+
+TVMScript stopped such an assignment with "Variable i already defined in current scope". Python
+and TileLang rebind the name for the rest of the iteration (the next iteration takes its value from
+the loop again). :func:`install` wraps TVMScript's ``tirx`` assignment visitor: when the target is a
+single name bound to the variable of an enclosing loop, the assignment may shadow it, and TVMScript
+binds the value to a new variable of that name for the statements after it. Every other
+assignment keeps its handling (a name bound outside a loop and reassigned in it accumulates).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .tirx_visitors import wrap_visitor
+
+__all__ = ["install"]
+
+
+def _enclosing_loop_vars() -> list:
+    """The variables of the loops the IR builder is inside now (none outside a kernel)."""
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.tirx.script.builder import frame
+
+    if not IRBuilder.is_in_scope():
+        return []
+    found = []
+    for each in IRBuilder.current().frames:
+        if isinstance(each, frame.ForFrame):
+            found.extend(each.vars)
+    return found
+
+
+def _is_loop_var(parser: Any, name: str) -> bool:
+    """Whether ``name`` is bound, in ``parser``'s variable table, to an enclosing loop's variable."""
+    import tvm
+
+    value = parser.var_table.get().get(name)
+    if not isinstance(value, tvm.runtime.Object):  # a Python value bound to the name
+        return False
+    return any(value.same_as(var) for var in _enclosing_loop_vars())
+
+
+def _visit_assign(previous: Any, self: Any, node: Any) -> Any:
+    from tvm.script.parser.core import doc
+
+    targets = node.targets
+    if len(targets) != 1 or not isinstance(targets[0], doc.Name) or not _is_loop_var(self, targets[0].id):
+        return previous(self, node)
+    target = targets[0]
+    outer = self.__dict__.get("eval_assign")
+    method = type(self).eval_assign
+
+    def eval_assign(*args: Any, **kwargs: Any) -> Any:
+        bound = dict(zip(("target", "source", "bind_value", "allow_shadowing"), args), **kwargs)
+        if bound.get("target") is target:
+            bound["allow_shadowing"] = True
+        if outer is not None:
+            return outer(**bound)
+        return method(self, **bound)
+
+    self.eval_assign = eval_assign  # only this statement's target may shadow
+    try:
+        return previous(self, node)
+    finally:
+        if outer is None:
+            del self.eval_assign
+        else:
+            self.eval_assign = outer
+
+
+def install() -> None:
+    """Wrap TVMScript's ``tirx`` assignment visitor with loop-variable rebinding (idempotent)."""
+    wrap_visitor("Assign", _visit_assign)
