@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .tirx_visitors import wrap_visitor
+from .tirx_visitors import assign_hook, wrap_visitor
 
 __all__ = ["install"]
 
@@ -47,26 +47,8 @@ def _visit_assign(previous: Any, self: Any, node: Any) -> Any:
     targets = node.targets
     if len(targets) != 1 or not isinstance(targets[0], doc.Name) or not _is_loop_var(self, targets[0].id):
         return previous(self, node)
-    target = targets[0]
-    outer = self.__dict__.get("eval_assign")
-    method = type(self).eval_assign
-
-    def eval_assign(*args: Any, **kwargs: Any) -> Any:
-        bound = dict(zip(("target", "source", "bind_value", "allow_shadowing"), args), **kwargs)
-        if bound.get("target") is target:
-            bound["allow_shadowing"] = True
-        if outer is not None:
-            return outer(**bound)
-        return method(self, **bound)
-
-    self.eval_assign = eval_assign  # only this statement's target may shadow
-    try:
-        return previous(self, node)
-    finally:
-        if outer is None:
-            del self.eval_assign
-        else:
-            self.eval_assign = outer
+    with assign_hook(self, targets[0], lambda bound: bound.update(allow_shadowing=True)):
+        return previous(self, node)  # only this statement's target may shadow
 
 
 def install() -> None:

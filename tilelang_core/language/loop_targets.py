@@ -17,7 +17,7 @@ from typing import Any
 
 import tvm
 
-from .tirx_visitors import wrap_visitor
+from .tirx_visitors import assign_hook, wrap_visitor
 
 __all__ = ["check_loop_names", "install"]
 
@@ -67,25 +67,9 @@ def _visit_for(previous: Any, self: Any, node: Any) -> Any:
         return previous(self, node)
     names = [t.id if isinstance(t, doc.Name) else "(...)" for t in target.elts]
     op = _spelling(node.iter, doc)
-    outer = self.__dict__.get("eval_assign")
-    method = type(self).eval_assign
-
-    def eval_assign(*args: Any, **kwargs: Any) -> Any:
-        bound = dict(zip(("target", "source"), args), **kwargs)
-        if bound.get("target") is target:
-            check_loop_names(op, names, bound.get("source"))
-        if outer is not None:
-            return outer(*args, **kwargs)
-        return method(self, *args, **kwargs)
-
-    self.eval_assign = eval_assign  # only this statement's target is checked; nested fors wrap in turn
-    try:
+    # only this statement's target is checked; nested fors hook their own
+    with assign_hook(self, target, lambda bound: check_loop_names(op, names, bound.get("source"))):
         return previous(self, node)
-    finally:
-        if outer is None:
-            del self.eval_assign
-        else:
-            self.eval_assign = outer
 
 
 def install() -> None:

@@ -13,7 +13,7 @@ import contextlib
 from functools import partial
 from typing import Any, Callable, Iterator
 
-__all__ = ["given_values", "wrap_visitor"]
+__all__ = ["assign_hook", "given_values", "wrap_visitor"]
 
 #: The extensions already registered (``module.qualname`` of their visit functions).
 _WRAPPED: set = set()
@@ -58,3 +58,30 @@ def given_values(parser: Any, *pairs: tuple[Any, Any]) -> Iterator[None]:
             del parser.eval_expr
         else:
             parser.eval_expr = own
+
+
+@contextlib.contextmanager
+def assign_hook(parser: Any, target: Any, hook: Callable[[dict], None]) -> Iterator[None]:
+    """Within the block, each ``parser.eval_assign(...)`` of the statement target ``target`` (a
+    doc node) first calls ``hook(arguments)`` with its arguments by name (``target``, ``source``,
+    ``bind_value``, ``allow_shadowing``; the hook may check or change them), then binds as before;
+    assignments of other targets (nested statements) are left alone. Nested blocks stack."""
+    outer = parser.__dict__.get("eval_assign")
+    method = type(parser).eval_assign
+
+    def eval_assign(*args: Any, **kwargs: Any) -> Any:
+        bound = dict(zip(("target", "source", "bind_value", "allow_shadowing"), args), **kwargs)
+        if bound.get("target") is target:
+            hook(bound)
+        if outer is not None:
+            return outer(**bound)
+        return method(parser, **bound)
+
+    parser.eval_assign = eval_assign
+    try:
+        yield
+    finally:
+        if outer is None:
+            del parser.eval_assign
+        else:
+            parser.eval_assign = outer
