@@ -104,18 +104,15 @@ def _emit_check(condition: Any, text: str) -> None:
     """Emit ``T.device_assert``'s marker for a run-time ``condition`` with ``text``."""
     import tvm
     from tvm import tirx
-    from tvm.tirx.script.builder import ir as _B
 
     from .operand_checks import check_scalar
-    from .tileops.debug import DEVICE_ASSERT_CALL
+    from .tileops.debug import emit_check
 
     condition = getattr(condition, "scalar", condition)  # T.alloc_var's wrapper
     check_scalar("assert", "the condition", condition)  # not a buffer, a region, a string
     if not isinstance(condition, tvm.ir.Expr):  # a number check_scalar accepts (a numpy value)
         condition = tirx.const(bool(condition), "bool")
-    if str(condition.dtype) != "bool":
-        condition = condition != tirx.const(0, str(condition.dtype))
-    _B.evaluate(tirx.call_extern("int32", DEVICE_ASSERT_CALL, condition, tvm.ir.StringImm(text)))
+    emit_check(condition, text)
 
 
 def _visit_assert(previous: Any, self: Any, node: Any) -> Any:

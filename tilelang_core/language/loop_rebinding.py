@@ -32,10 +32,14 @@ def _enclosing_loop_vars() -> list:
 
 
 def _is_loop_var(parser: Any, name: str) -> bool:
-    """Whether ``name`` is bound, in ``parser``'s variable table, to an enclosing loop's variable."""
+    """Whether ``name`` is bound in the current scope of ``parser``'s variable table (where TVMScript
+    refuses to bind it again) to an enclosing loop's variable."""
     import tvm
 
-    value = parser.var_table.get().get(name)
+    table = parser.var_table
+    if not table.contains_in_current_frame(name):  # most assignments: nothing to look up
+        return False
+    value = table.name2value[name][-1]
     if not isinstance(value, tvm.runtime.Object):  # a Python value bound to the name
         return False
     return any(value.same_as(var) for var in _enclosing_loop_vars())

@@ -63,20 +63,20 @@ def _visit_if(original: Any, self: Any, node: Any) -> None:
 
 def _negation(original: Any) -> Any:
     def negate(value: Any) -> Any:
-        truth = _truth(value)
-        return original(truth)
+        """``not x`` of a number expression: ``x == 0`` (TVMScript's Not takes booleans only)."""
+        return original(_truth(value))
 
-    negate.__doc__ = "``not x`` of a number expression: ``x == 0`` (TVMScript's Not takes booleans only)."
     return negate
 
 
-_NOT_INSTALLED: list = []
+_NOT_INSTALLED = False
 
 
 def install() -> None:
     """Register Python truthiness for ``if`` conditions and ``not`` with TVMScript's ``tirx``
     parser (idempotent): ``not (i % 3)`` stopped with TVM's bare "Check failed:
     (a_ty.MatchesCode(DLDataTypeCode::kDLBool))"."""
+    global _NOT_INSTALLED
     wrap_visitor("If", _visit_if)
     if _NOT_INSTALLED:
         return
@@ -86,4 +86,4 @@ def install() -> None:
     original = dispatch.get_op(tirx.Expr, doc.Not, 0)
     if original is not None:
         dispatch.register_op(tirx.Expr, doc.Not, 0)(_negation(original))
-    _NOT_INSTALLED.append(True)
+    _NOT_INSTALLED = True

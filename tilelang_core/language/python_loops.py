@@ -4,8 +4,9 @@
 with "Expect the for loop to be one of the following: range, T.serial, ...". TileLang kernels use
 such loops to repeat statements over configuration values. :func:`install` wraps TVMScript's
 ``tirx`` ``for`` visitor: when the iterator is a Python collection or iterator (a list, a tuple,
-``enumerate(...)``, ``zip(...)``), the body is parsed once per item, the target names bound to the item's values as Python values (``for k, w in
-enumerate(ws)`` too), each pass in a scope of its own. Every other iterator (``range(...)``,
+``enumerate(...)``, ``zip(...)``), the body is parsed once per item, the target names bound to
+the item's values as Python values (``for k, w in enumerate(ws)`` too), each pass in a scope of
+its own. Every other iterator (``range(...)``,
 ``T.serial``, ``T.Parallel``, ...) goes to TVMScript's visitor, evaluated once. ``break``,
 ``continue`` and ``else`` of such a loop have no run-time loop to act on and are refused at the
 line.

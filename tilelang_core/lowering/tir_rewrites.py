@@ -60,15 +60,12 @@ def _wrap_indices(analyzer: Any, shape: Any, indices: Any) -> list | None:
     return out if changed else None
 
 
-def legalize_negative_indices(func: Any) -> Any:
+def legalize_negative_indices(func: Any, _mod: Any = None, _ctx: Any = None) -> Any:
     """``func`` with every buffer index proven negative counted from the end of its dimension, as
     Python and TileLang do (``A[-1]`` is the last element, ``A[-i - 1]`` in ``for i in
     T.serial(4)`` the last four backwards). The pipeline runs this before the accesses are
-    guarded (access_guards.py), which gave such an index 0 and skipped its stores."""
-    return _legalize_negative_index(func)
-
-
-def _legalize_negative_index(func: Any, _mod: Any = None, _ctx: Any = None) -> Any:
+    guarded (access_guards.py), which gave such an index 0 and skipped its stores; as a
+    ``prim_func_pass`` it is :func:`LegalizeNegativeIndex`."""
     analyzer = tvm.sym.Analyzer()
     ranges: dict[Any, list] = {}
     for var, lo, extent in _loop_ranges(func.body):
@@ -103,7 +100,7 @@ def LegalizeNegativeIndex() -> Any:  # noqa: N802 (TileLang's spelling)
 
     Indices whose sign the analyzer cannot decide (symbolic offsets) stay unchanged.
     """
-    return tirx.transform.prim_func_pass(_legalize_negative_index, opt_level=0, name="tl.LegalizeNegativeIndex")
+    return tirx.transform.prim_func_pass(legalize_negative_indices, opt_level=0, name="tl.LegalizeNegativeIndex")
 
 
 def _is_plain_if(stmt: Any) -> bool:

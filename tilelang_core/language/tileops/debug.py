@@ -46,7 +46,13 @@ def device_assert(condition: Any, msg: str = "", no_stack_info: bool = False) ->
     if not isinstance(msg, str):
         fail("T.device_assert", (condition, msg), f"msg must be a str, got {type(msg).__name__}", OperandTypeError)
     check_options("T.device_assert", (condition, msg), no_stack_info=no_stack_info)
+    emit_check(condition, f"{DEVICE_ASSERT_TEXT}{location()}" + (f": {msg}" if msg else ""))
+
+
+def emit_check(condition: Any, text: str) -> None:
+    """Emit the marker of a run-time check: stop the kernel call with ``text`` where the scalar
+    expression ``condition`` (a number: tested against 0) is false. ``T.device_assert`` and a
+    kernel's ``assert`` statement (language/kernel_asserts.py) emit it after checking their operands."""
     if str(condition.dtype) != "bool":
         condition = condition != tirx.const(0, str(condition.dtype))
-    text = f"{DEVICE_ASSERT_TEXT}{location()}" + (f": {msg}" if msg else "")
     _B.evaluate(tirx.call_extern("int32", DEVICE_ASSERT_CALL, condition, tvm.ir.StringImm(text)))
