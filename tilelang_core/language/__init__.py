@@ -145,6 +145,10 @@ from . import loop_rebinding as _loop_rebinding  # noqa: E402
 
 _loop_rebinding.install()  # i = i + 1 on a loop variable: the name is the new value after it, as in Python
 
+from . import named_expressions as _named_expressions  # noqa: E402
+
+_named_expressions.install()  # (t := A[i] * 2) > 1 in a kernel binds t, as in TileLang (TVMScript: "Undefined variable: t")
+
 from .tileops import loops as _loops  # noqa: E402
 
 _loops.install()  # a plain break in a kernel is T.loop_break() (checked against the loop it leaves)

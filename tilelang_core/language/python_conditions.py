@@ -9,7 +9,8 @@ without CUDA, ``if block_k:`` tests a number, ``if extra_args:`` a list (upstrea
 branch by Python's ``bool(value)``, once, when the kernel is parsed, and hands every other
 condition to TVMScript's own visitor with the value already evaluated (a condition that calls a
 ``T.macro`` is not evaluated twice). A scalar number expression (``if A[i]:``, ``if i % 2:``) is
-tested against zero at run time, as Python and C do.
+tested against zero at run time, as Python and C do, and ``x or y`` / ``x and y`` of numbers give
+Python's value (a select) rather than TVM's error.
 """
 
 from __future__ import annotations
@@ -69,13 +70,42 @@ def _negation(original: Any) -> Any:
     return negate
 
 
+def _is_number_expression(value: Any) -> bool:
+    """Whether ``value`` is a scalar integer or float TIR expression (not a boolean)."""
+    return _truth(value) is not value
+
+
+def _selection(is_or: bool, original: Any) -> Any:
+    def select(a: Any, b: Any) -> Any:
+        """``a or b`` / ``a and b`` where an operand is a number: Python's value, not a boolean."""
+        from tvm import tirx
+
+        if not (_is_number_expression(a) or _is_number_expression(b)):
+            return original(a, b)
+        if is_python_condition(a):  # known when the kernel is parsed: Python chooses
+            return (a if a else b) if is_or else (b if a else a)
+        if isinstance(b, bool) or not (_is_number_expression(b) or is_python_condition(b)):
+            return original(_truth(a), _truth(b))  # next to a boolean: a condition of both
+        condition = _truth(a)
+        return tirx.if_then_else(condition, a, b) if is_or else tirx.if_then_else(condition, b, a)
+
+    select.__doc__ = (
+        f"Python's ``{'or' if is_or else 'and'}`` in a kernel: of two numbers the value it returns "
+        "(a select), else TVMScript's boolean operation."
+    )
+    return select
+
+
 _NOT_INSTALLED = False
 
 
 def install() -> None:
-    """Register Python truthiness for ``if`` conditions and ``not`` with TVMScript's ``tirx``
-    parser (idempotent): ``not (i % 3)`` stopped with TVM's bare "Check failed:
-    (a_ty.MatchesCode(DLDataTypeCode::kDLBool))"."""
+    """Register Python truthiness for ``if`` conditions, ``not``, ``and`` and ``or`` with
+    TVMScript's ``tirx`` parser (idempotent): ``not (i % 3)`` stopped with TVM's bare "Check
+    failed: (a_ty.MatchesCode(DLDataTypeCode::kDLBool))", and ``A[i] or 1.0`` with "'float'
+    object has no attribute 'expr_ty'". ``x or y`` of numbers is Python's value, ``y`` where
+    ``x`` is zero, else ``x`` (``x and y``: ``x`` where ``x`` is zero, else ``y``), evaluated as a
+    select (``T.if_then_else``); next to a boolean a number is its truth (``x != 0``)."""
     global _NOT_INSTALLED
     wrap_visitor("If", _visit_if)
     if _NOT_INSTALLED:
@@ -86,4 +116,10 @@ def install() -> None:
     original = dispatch.get_op(tirx.Expr, doc.Not, 0)
     if original is not None:
         dispatch.register_op(tirx.Expr, doc.Not, 0)(_negation(original))
+    for node, is_or in ((doc.Or, True), (doc.And, False)):
+        for operand_type in (tirx.Expr, tirx.IterVar):
+            for index in (0, 1):
+                original = dispatch.get_op(operand_type, node, index)
+                if original is not None:
+                    dispatch.register_op(operand_type, node, index)(_selection(is_or, original))
     _NOT_INSTALLED = True
