@@ -301,3 +301,65 @@ def test_an_eager_kernel_calling_a_macro_of_several_statements():
     defined (upstream's examples/hadamard_transform, whose warp_shfl is such a macro)."""
     x = torch.randn(4)
     assert float(_uses_a_macro(x)[0]) == pytest.approx(float(x[0]) + 2.0)
+
+
+@tilelang.jit
+def _row_sums(A, M, K):
+    M: T.int32
+    K: T.int32
+    A: T.Tensor[[M, K], T.float32]  # K is in no output's shape
+    C = T.empty((M,), T.float32)
+    with T.Kernel(M, threads=1) as bx:
+        C[bx] = 0.0
+        for k in T.serial(K):
+            C[bx] += A[bx, k]
+    return C
+
+
+def test_scalar_parameters_in_an_input_annotation_are_the_tensors_dimensions():
+    """``A: T.Tensor[[M, K], ...]`` of scalar parameters M, K: the kernel checks A's shape
+    against them (it stopped with "NameError: name 'K' is not defined"; with M also in an
+    output's shape, A got dimensions of its own and K = 10 read past A's 5 columns)."""
+    a = torch.randn(6, 5)
+    torch.testing.assert_close(_row_sums(a, 6, 5), a.sum(1))
+    with pytest.raises(ValueError, match=r"argument 'K' \(#2\): value binds symbol 'K' = 10, but argument 'A' bound it to 5"):
+        _row_sums(a, 6, 10)
+    with pytest.raises(ValueError, match=r"symbol 'M' = 3, but argument 'A' bound it to 6"):
+        _row_sums(a, 3, 5)
+
+
+@tilelang.jit
+def _shifted(A: T.ptr, B: T.ptr):
+    M, N = T.const("M, N")
+    A = T.match_buffer(A, [M, N], T.float32, strides=[T.dynamic("s"), 1])
+    B = T.match_buffer(B, [M, N], dtype=T.float32)
+    with T.Kernel(M) as bx:
+        for j in T.serial(N):
+            B[bx, j] = A[bx, j] + 1.0
+
+
+@tilelang.jit
+def _fill_through_pointer(A: T.ptr, n: T.int32):
+    with T.Kernel(1) as _:
+        B = T.make_tensor(A, (n,), T.float32)
+        for i in T.serial(n):
+            B[i] = 7.0
+
+
+def test_a_pointer_parameter_shaped_by_match_buffer_is_a_tensor_parameter():
+    """TileLang's ``A: T.ptr`` + ``A = T.match_buffer(A, shape, dtype)`` before the kernel body
+    (it stopped with TVM's "Unexpected type for TIR MatchBuffer")."""
+    a = torch.randn(8, 10)[:, :5]  # strided rows
+    b = torch.zeros(8, 5)
+    _shifted(a, b)
+    torch.testing.assert_close(b, a + 1)
+    with pytest.raises(ValueError, match="T.const N is 5 from A's dimension 1 but B's dimension 1 is 4"):
+        _shifted(a, torch.zeros(8, 4))
+
+
+def test_a_pointer_parameter_of_an_eager_function_takes_the_tensors_address():
+    """``A: T.ptr`` without T.match_buffer is a pointer (it was a compile-time value: the torch
+    tensor reached T.make_tensor)."""
+    a = torch.zeros(5)
+    _fill_through_pointer(a, 5)
+    assert a.tolist() == [7.0] * 5

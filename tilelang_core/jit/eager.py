@@ -179,11 +179,13 @@ def _runtime_annotations(func: Callable[..., Any]) -> dict[str, Any]:
 
 
 def _is_kernel_annotation(value: Any) -> bool:
+    """Whether a signature annotation makes a kernel parameter: a tensor, a dtype, ``T.ptr``."""
     import tvm
 
     from ..language.dtypes import dtype
+    from ..language.pointers import is_pointer_annotation
 
-    return isinstance(value, (tvm.tirx.Buffer, dtype))
+    return isinstance(value, (tvm.tirx.Buffer, dtype)) or is_pointer_annotation(value)
 
 
 # -- the analysis, once per function ---------------------------------------------------------
@@ -213,6 +215,7 @@ class _Analysis:
             for s in body
             if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is None and s.target.id in params
         }
+        annotated_in_body |= {name for s in body if (name := _matched_param(s)) in params}
         runtime_values = _runtime_annotations(func)
         self.kernel_params: list[str] = []
         self.annotations: dict[str, ast.expr] = {}
@@ -240,6 +243,9 @@ class _Analysis:
                     raise self._error(stmt, f"parameter {stmt.target.id!r} is annotated with a value; write '{stmt.target.id}: T.Tensor[...]'")
                 self.annotations[stmt.target.id] = stmt.annotation
                 self.annotated_at[stmt.target.id] = len(self.prologue)
+            elif _matched_param(stmt) in kernel_names:  # A = T.match_buffer(A, shape, dtype): A's annotation
+                self.annotations[stmt.targets[0].id] = self._matched_annotation(stmt)
+                self.annotated_at[stmt.targets[0].id] = len(self.prologue)
             elif isinstance(stmt, ast.Assign) and _call_attr(stmt.value) == "const":
                 self.const_names.extend(self._target_names(stmt))
                 self.prologue.append(stmt)
@@ -291,6 +297,17 @@ class _Analysis:
     def _error(self, node: Any, message: str) -> KernelDefinitionError:
         return KernelDefinitionError(f"{self.filename}:{getattr(node, 'lineno', '?')}: {self.kind} {self.name}: {message}")
 
+    def _matched_annotation(self, stmt: ast.Assign) -> ast.expr:
+        """``T.Tensor(shape, dtype, **options)`` for ``A = T.match_buffer(A, shape, dtype, **options)``."""
+        call = stmt.value
+        if len(call.args) > 3:
+            raise self._error(stmt, "T.match_buffer of a parameter takes (param, shape, dtype) and keyword "
+                                    "arguments (strides=, elem_offset=, ...)")
+        tensor = ast.Attribute(value=call.func.value, attr="Tensor", ctx=ast.Load())
+        annotation = ast.Call(func=tensor, args=call.args[1:], keywords=call.keywords)
+        ast.copy_location(tensor, call.func)
+        return ast.copy_location(annotation, call)
+
     def _target_names(self, stmt: ast.Assign) -> list[str]:
         names = []
         for target in stmt.targets:
@@ -328,18 +345,25 @@ class _Analysis:
         # a scalar's variable (from env), a tensor's declaration (its annotation, evaluated here with
         # the constants and T.dynamic symbols of this run), for the Python run here; the kernel's
         # signature declares the parameters
-        read = set().union(set(), *(_names_in(stmt) for stmt in self.prologue), *(_names_in(call) for _, call in self.outputs))
+        # and the kernel parameters another parameter's annotation reads (A: T.Tensor[[M, K], ...]
+        # of scalar parameters M, K), which the signature evaluates here
+        annotation_reads = {p: _names_in(self.annotations[p]) & set(self.kernel_params) - {p} for p in self.kernel_params}
+        referenced = set().union(set(), *annotation_reads.values())
+        read = set().union(referenced, *(_names_in(stmt) for stmt in self.prologue), *(_names_in(call) for _, call in self.outputs))
         declared = [p for p in self.kernel_params if p in read and p not in env_names]
 
         def bind(params: list[str]) -> None:
             """One header line evaluating the annotations of ``params`` once (the kernel's signature
-            takes the same declaration, so a ``T.dynamic`` made in the annotation is one symbol)."""
+            takes the same declaration, so a ``T.dynamic`` made in the annotation is one symbol);
+            parameters other annotations read come first."""
+            params = sorted(params, key=lambda p: p not in referenced)
             if params:
                 header.append(pad + "; ".join(
                     f"{_ANN}{n} = ({ast.unparse(self.annotations[n])}); {n} = {_ENV}[{n!r}] if {n!r} in {_ENV} "
                     f"else {_ANN}{n}" for n in params))
 
         early = [p for p in declared if p in self.prologue_reads]  # at their annotation; the others after the prologue
+        early += [p for p in declared if p not in early and any(p in annotation_reads[e] for e in early)]
         bind([p for p in early if p not in self.annotated_at])  # annotated in the signature
         for index, stmt in enumerate(self.prologue):
             bind([p for p in early if self.annotated_at.get(p) == index])
@@ -348,7 +372,10 @@ class _Analysis:
             for line in ast.unparse(stmt).splitlines():
                 header.append(pad + line)
         bind([p for p in declared if p not in early])
-        signature = [f"{p}: {_ANN + p if p in declared else ast.unparse(self.annotations[p])}" for p in self.kernel_params]
+        # a declared parameter's name here is its declaration, or a scalar's variable from env: the
+        # kernel takes that variable itself, so the tensor shapes and outputs written with it are
+        # shaped by the parameter (A: T.Tensor[[M, K], ...] checks A's shape against M and K)
+        signature = [f"{p}: {p if p in declared else ast.unparse(self.annotations[p])}" for p in self.kernel_params]
         for name, call in self.outputs:
             args = [ast.unparse(a) for a in call.args] + [ast.unparse(k) for k in call.keywords]
             signature.append(f"{name}: {_TENSOR}({', '.join(args)})")
@@ -368,6 +395,18 @@ class _Analysis:
 
 
 _PLAIN = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Assert, ast.Pass, ast.Import, ast.ImportFrom)
+
+
+def _matched_param(stmt: ast.stmt) -> Optional[str]:
+    """``A`` for ``A = T.match_buffer(A, ...)`` (TileLang's shape of a ``T.ptr`` parameter in the
+    body: it declares ``A`` as ``A: T.Tensor[...]`` does), else None."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    call = stmt.value
+    if _call_attr(call) != "match_buffer" or not isinstance(call.func, ast.Attribute) or not call.args:
+        return None
+    first = call.args[0]
+    return stmt.targets[0].id if isinstance(first, ast.Name) and first.id == stmt.targets[0].id else None
 
 
 def _plain_python(stmt: ast.stmt) -> bool:
