@@ -105,10 +105,10 @@ def _emit_check(condition: Any, text: str) -> None:
     import tvm
     from tvm import tirx
 
-    from .operand_checks import check_scalar
+    from .operand_checks import as_expression, check_scalar
     from .tileops.debug import emit_check
 
-    condition = getattr(condition, "scalar", condition)  # T.alloc_var's wrapper
+    condition = as_expression(condition)  # T.alloc_var's wrapper, i == j from a Python helper
     check_scalar("assert", "the condition", condition)  # not a buffer, a region, a string
     if not isinstance(condition, tvm.ir.Expr):  # a number check_scalar accepts (a numpy value)
         condition = tirx.const(bool(condition), "bool")

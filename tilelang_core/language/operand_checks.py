@@ -21,7 +21,7 @@ from tvm import tirx
 from .expression_depth import check_operand_depth
 
 __all__ = ["check_dtype", "check_extents", "check_grid_extent", "check_integer", "check_loop_bounds", "check_scalar",
-           "check_condition", "install"]
+           "check_condition", "as_expression", "install"]
 
 
 def _fail(op: str, message: str, error: str = "type") -> None:
@@ -190,11 +190,21 @@ def _scalar_error(op: str, name: str, value: Any) -> None:
               f"got {_given(value)}{advice}")
 
 
+def as_expression(value: Any) -> Any:
+    """``value`` with T.alloc_var's wrapper and TVM's lazy comparisons taken off: ``i == j`` of two
+    expressions outside a kernel body (in a Python helper a kernel calls) is an ``EqualOp`` /
+    ``NotEqualOp``, which TVM's functions take as the comparison (``asobject()``)."""
+    import tvm_ffi
+
+    value = getattr(value, "scalar", value)
+    return value.asobject() if isinstance(value, tvm_ffi.core.ObjectConvertible) else value
+
+
 def check_scalar(op: str, name: str, value: Any) -> None:
     """``value`` is a number or a scalar TIR expression (not a buffer, region, string, None, tuple)."""
     from .tileops._common import is_buffer
 
-    value = getattr(value, "scalar", value)  # T.alloc_var's wrapper
+    value = as_expression(value)
     if isinstance(value, Number):
         return
     if isinstance(value, tirx.Expr) and not is_buffer(value) and not _is_region(value) \
@@ -206,7 +216,7 @@ def check_scalar(op: str, name: str, value: Any) -> None:
 def check_condition(op: str, cond: Any) -> None:
     """``cond`` is a boolean expression (a comparison) or a Python bool."""
     check_scalar(op, "the condition", cond)
-    cond = getattr(cond, "scalar", cond)
+    cond = as_expression(cond)
     if isinstance(cond, bool):
         return
     dtype = str(cond.ty.dtype) if isinstance(cond, tirx.Expr) else type(cond).__name__

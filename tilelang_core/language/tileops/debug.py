@@ -35,13 +35,12 @@ def device_assert(condition: Any, msg: str = "", no_stack_info: bool = False) ->
     """
     if isinstance(condition, bool):
         condition = tirx.const(condition, "bool")
-    if not isinstance(condition, tvm.ir.Expr):
-        condition = getattr(condition, "scalar", condition)  # T.alloc_var's wrapper
+    from ..operand_checks import as_expression, check_scalar
+
+    condition = as_expression(condition)  # T.alloc_var's wrapper, i == j from a Python helper
     if not isinstance(condition, tvm.ir.Expr):
         fail("T.device_assert", (condition,), f"the condition must be an expression, got {type(condition).__name__}",
              OperandTypeError)
-    from ..operand_checks import check_scalar
-
     check_scalar("T.device_assert", "the condition", condition)  # not a buffer or a region
     if not isinstance(msg, str):
         fail("T.device_assert", (condition, msg), f"msg must be a str, got {type(msg).__name__}", OperandTypeError)
