@@ -477,3 +477,4 @@ def test_keyword_names_follow_tilelang():
     assert tilelang.cdiv(a=10, b=4) == 3  # upstream's tilelang.cdiv(a, b), the same as tilelang.math's
     n = T.dynamic("n")
     assert str(tilelang.cdiv(n, 128)) == str(T.ceildiv(n, 128))
+    assert tilelang.next_power_of_2(48) == 64  # upstream's tilelang re-exports its math helpers

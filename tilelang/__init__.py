@@ -32,6 +32,7 @@ _SUBMODULES = ("language", "jit", "testing", "cache", "engine", "transform", "en
 _NAMES = {
     "PassConfigKey": ("tilelang_core.lowering.configs", "PassConfigKey"),
     "cdiv": ("tilelang.math", "cdiv"),
+    "next_power_of_2": ("tilelang.math", "next_power_of_2"),  # upstream's `from .math import *`
     "dtypes": ("tilelang_core.language.dtypes", None),
     # TVM, with the names TileLang code expects from its bundled TVM (tvm.tirx.Call, tvm.arith, ...)
     "tvm": ("tilelang_core.language.tvm_names", "tvm"),

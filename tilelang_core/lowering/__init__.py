@@ -217,9 +217,10 @@ def lower(
         raise LoweringError(f"{location}: kernel '{name}' has pointer parameters (T.ptr), which the metal target "
                             "cannot address (Metal passes buffers, not device addresses); pass T.Tensor parameters")
     func = relax_param_alignment(func)  # no 64-byte assumption: offset views (x[1:]) are fine
-    if kind in CPU_KINDS + NARROW_FLOAT_EMULATED_KINDS:  # float8/6/4: no C/LLVM/MSL/OpenCL type (lowering/cpu_dtypes.py)
-        from .cpu_dtypes import refuse_narrow_floats
+    from .cpu_dtypes import refuse_narrow_floats, refuse_sub_byte_integers
 
+    refuse_sub_byte_integers(func, kind, location, name)  # int4, uint2: no target lowers them (lowering/cpu_dtypes.py)
+    if kind in CPU_KINDS + NARROW_FLOAT_EMULATED_KINDS:  # float8/6/4: no C/LLVM/MSL/OpenCL type (lowering/cpu_dtypes.py)
         refuse_narrow_floats(func, kind, location, name)
     if kind == "cuda":  # float8 formats without a cuda_fp8.h type (lowering/float8_cuda.py)
         from .float8_cuda import refuse_float8_without_cuda_type

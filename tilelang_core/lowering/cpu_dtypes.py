@@ -1,4 +1,5 @@
-"""Float types narrower than 16 bits on CPU, Metal and OpenCL targets: a clear refusal before code generation.
+"""Float types narrower than 16 bits on CPU, Metal and OpenCL targets, and integer types narrower than 8
+bits on every target: a clear refusal before code generation.
 
 TVM 0.27's C code generator has no C type for ``float8_*`` / ``float6_*`` / ``float4_*`` values
 ("Cannot convert type float8_e4m3fn to C type") and its LLVM one stops at an internal check, so
@@ -17,7 +18,7 @@ from ..errors import TargetFeatureError
 from .markers import marker_call_args
 from .target import NARROW_FLOAT_EMULATED_KINDS
 
-__all__ = ["NARROW_FLOAT_EMULATED_KINDS", "first_use", "refuse_narrow_floats"]
+__all__ = ["NARROW_FLOAT_EMULATED_KINDS", "first_use", "refuse_narrow_floats", "refuse_sub_byte_integers"]
 
 
 _NARROW = ("float8_", "float6_", "float4_")  # float8_e4m3fn, float6_e2m3fn, float4_e2m1fn, ... (not float64)
@@ -48,6 +49,37 @@ def first_use(func: tirx.PrimFunc, matches: Callable[[Any], bool] = _narrow) -> 
 
     tvm_ffi.structural_walk(func.body, ((tirx.AllocBuffer, tirx.Cast), visit), order="pre")
     return found[0] if found else None
+
+
+def _sub_byte_integer(dtype: Any) -> bool:
+    """``int4``, ``uint2``, ... : an integer type of 1 to 7 bits (``bool`` is not one)."""
+    text = str(dtype)
+    digits = text[4:] if text.startswith("uint") else text[3:] if text.startswith("int") else ""
+    return digits.isdigit() and 0 < int(digits) < 8
+
+
+def refuse_sub_byte_integers(func: tirx.PrimFunc, kind: str, location: str, name: str) -> None:
+    """Raise for an integer type narrower than 8 bits (``int4``, ``uint2``) on any target.
+
+    TVM's C code generator has no C type for one ("Cannot convert type int4 to C type", without a
+    line); its LLVM one builds a kernel that takes a tensor type torch does not have, so it could
+    never be called; its CUDA one reads an element as the whole 32-bit word it is packed in (a
+    silently wrong value). Packed values are taken as bytes and unpacked in the kernel instead.
+
+    :raises TargetFeatureError: naming the first tensor, buffer or conversion of such a type.
+    """
+    use = first_use(func, _sub_byte_integer)
+    if use is None:
+        return
+    dtype, what = use
+    why = {"c": "TVM's C code generator has no type for it", "llvm": "torch has no tensor type to pass for it",
+           "cuda": "TVM's CUDA code generator reads such an element as the whole 32-bit word it is packed in"}
+    raise TargetFeatureError(
+        f"{location}: kernel '{name}' uses {dtype} ({what}), which the {kind} target does not provide "
+        f"({why.get(kind, 'this pipeline has no lowering for integers narrower than 8 bits')}). Take the packed "
+        f"values as an int8 (or uint8) tensor and unpack them in the kernel: ((A[i, j // 2] >> (4 * (j % 2))) & 0xF) "
+        f"for two unsigned 4-bit values per byte"
+    )
 
 
 def _prints_narrow(func: tirx.PrimFunc) -> bool:
