@@ -400,6 +400,20 @@ def test_clear_unlinks_idle_lock_files_and_keeps_a_held_one(env):
     assert sorted(p.name for p in locks.iterdir()) == [held.name]
 
 
+def test_clear_keeps_files_in_locks_the_cache_did_not_name(env):
+    """Only ``<key>.lock`` files are the cache's: a user's ``deploy.lock`` (a folder laid out like
+    a cache, adopted) was unlinked by ``clear``; it stays and is listed as kept."""
+    cache = fresh(env)
+    cache.get_or_build(key_of("mine"), env.record, env.builder("mine"))
+    locks = env.cache_dir / "locks"
+    (locks / "deploy.lock").write_text("the pid of my deploy script\n")
+    (locks / "notes").write_text("notes\n")
+    report = fresh(env).clear_report()
+    assert report["entries"] == 1
+    assert sorted(p.name for p in locks.iterdir()) == ["deploy.lock", "notes"]
+    assert {str(locks / "deploy.lock"), str(locks / "notes")} <= set(report["kept"])
+
+
 def test_an_interrupted_clear_leaves_whole_entries_and_the_next_clear_finishes(env, monkeypatch):
     from tilelang_core.cache import store
 

@@ -508,7 +508,7 @@ class DiskCache:
                     with contextlib.suppress(OSError):
                         shard.rmdir()  # only when empty
         self._clear_tuning_records(report)
-        self._clear_idle_locks()
+        self._clear_idle_locks(report["kept"])
         return report
 
     def _clear_tmp(self, report: dict[str, Any]) -> None:
@@ -612,13 +612,18 @@ class DiskCache:
             return problem
         return f"{directory} was moved to {trash} but not deleted ({problem})"
 
-    def _clear_idle_locks(self) -> None:
-        """Unlink the lock files of ``locks/`` that no process holds (one per key ever built)."""
+    def _clear_idle_locks(self, kept: Optional[list] = None) -> None:
+        """Unlink the lock files of ``locks/`` that no process holds (one per key ever built,
+        ``<key>.lock``); anything else there is not the cache's and stays (listed in ``kept``
+        when given: a user's ``deploy.lock`` in an adopted folder went before)."""
         if fcntl is None:  # pragma: no cover
             return
         locks = self.root / "locks"
         for path, st in _children(locks):
-            if not (stat.S_ISREG(st.st_mode) and path.name.endswith(".lock")):
+            if not (stat.S_ISREG(st.st_mode) and path.name.endswith(".lock")
+                    and _KEY_NAME.fullmatch(path.name[: -len(".lock")])):
+                if kept is not None:
+                    kept.append(str(path))
                 continue
             try:
                 fd = os.open(path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
