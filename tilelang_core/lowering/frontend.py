@@ -38,6 +38,7 @@ from ..errors import LoweringError
 from .atomics import contains_atomics
 from ..language.tileops._common import collect, scope_of, substitute
 from .access_guards import guard_global_accesses
+from .tile_bounds import refuse_tile_overruns
 from .markers import extern_name, parallel_loops, parallel_ndim, safe_value_marker
 from .parallel_locals import plan as plan_parallel_locals
 from .parallel_order import loop_values, static_count
@@ -228,6 +229,7 @@ class Frontend:
         func = keep_float_negations(func)  # not (a < b) of floats: true for NaN, before any simplification
         func = normalize_loop_steps(func, self.opt.func_location)  # range(start, stop, step) as Python runs it
         func = legalize_negative_indices(func)  # A[-1]: the last element, before accesses are guarded
+        refuse_tile_overruns(func, self.opt.func_location)  # s[i] for i in 0..63 of a 1-element tile: an error, not a guard
         func = lower_loop_breaks(func, self.opt.func_location)  # before any loop is rewritten
         func = lower_logical_reductions(func, self.opt.gpu)  # T.any_of/T.all_of: trees, or loops before their statements
         func = expand_persistent_loops(func, self.opt.func_location)
