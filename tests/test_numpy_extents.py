@@ -43,3 +43,16 @@ def test_a_float_extent_says_it_is_a_float():
         T.Tensor((N / 2,), "float32")  # what a kernel's annotation evaluates (without postponed annotations)
     with pytest.raises(OperandTypeError, match=r"strides \(1\.0,\)"):
         T.StridedTensor((4,), (1.0,), "float32")
+
+
+def test_a_float_extent_in_a_kernel_signature_is_reported_with_postponed_annotations():
+    """This file has ``from __future__ import annotations``: TVMScript fell back on the annotation's
+    text when evaluating it failed and stopped with "Unexpected type for TIR Arg: ffi.String"
+    (language/body_annotations.py)."""
+    N = 8
+    with pytest.raises(OperandTypeError, match=r"T\.Tensor: shape \(4\.0,\): every extent must be an int .*write N // 2"):
+
+        @T.prim_func
+        def k(A: T.Tensor((N / 2,), "float32")):
+            with T.Kernel(1, threads=1) as bx:
+                A[0] = 1.0

@@ -34,6 +34,9 @@ def export_kernel(kernel: JITKernel, path: Union[str, os.PathLike], *, overwrite
     """Write ``kernel`` to the directory ``path``; see :meth:`JITKernel.export`."""
     from ..cache import entry as E
 
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise ValueError(f"cannot export kernel {kernel.name!r}: path must name the folder to create "
+                         f"(a str or os.PathLike such as 'exported/{kernel.name}'), got {path!r}")
     target = Path(path)
     record = _record_for(kernel.backend.name)
     if record is None:

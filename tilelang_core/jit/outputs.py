@@ -54,6 +54,12 @@ def normalize_out_idx(out_idx: OutIdx, artifact: KernelArtifact) -> list[int]:
             raise OutIdxError(f"out_idx names parameter {idx} ({names[idx]!r}) more than once: {out_idx!r}")
         if not isinstance(artifact.params[idx], TensorParam):
             raise OutIdxError(f"out_idx {i} names {names[idx]!r}, a scalar; only tensor parameters can be outputs")
+        if not artifact.params[idx].written:
+            raise OutIdxError(
+                f"out_idx {i} names {names[idx]!r}, which kernel {artifact.name!r} never writes (it only reads it): "
+                f"each call would return the uninitialised memory allocated for it. Pass it as an input (leave it "
+                f"out of out_idx), or name the parameter the kernel writes"
+            )
         result.append(idx)
     return result
 

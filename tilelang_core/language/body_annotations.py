@@ -46,10 +46,26 @@ def _move_body_annotations(node: Any, doc: Any) -> Any:
                            end_col_offset=node.end_col_offset)
 
 
+def _without_annotation_text(supplied: Any) -> Any:
+    """The annotations TVMScript falls back on when evaluating one fails, without those that are
+    text (``from __future__ import annotations``): TVMScript took the text itself then and stopped
+    with "Unexpected type for TIR Arg: ffi.String", hiding the evaluation's own error (a negative
+    extent, a float shape); without it that error is the one reported, at the parameter."""
+    if not isinstance(supplied, dict):
+        return supplied
+    return {name: {arg: value for arg, value in (values or {}).items() if not isinstance(value, str)}
+            for name, values in supplied.items()}
+
+
 def _visit_function_def(original: Any, self: Any, node: Any) -> Any:
     from tvm.script.parser.core import doc
 
-    return original(self, _move_body_annotations(node, doc))
+    supplied = self.function_annotations
+    self.function_annotations = _without_annotation_text(supplied)
+    try:
+        return original(self, _move_body_annotations(node, doc))
+    finally:
+        self.function_annotations = supplied
 
 
 def install() -> None:

@@ -84,7 +84,8 @@ def plain_extents(op: str, values: Sequence[Any], what: str = "shape") -> tuple:
     """``values`` (a shape or strides) with each integer of another type (``numpy.int64(8)``, taken
     from a numpy shape) as a Python ``int``, which TVM's layouts take and nothing else; a float
     (``N / 2``) is an :class:`OperandTypeError` naming ``op`` (before, a bare ``AssertionError: data
-    must be int or Expr, but got 8`` from inside TVM). Every other value is left to the caller."""
+    must be int or Expr, but got 8`` from inside TVM), and so is a negative constant extent of a
+    ``shape`` (a tensor no call could match). Every other value is left to the caller."""
     out = []
     for value in values:
         if isinstance(value, float) or type(value).__module__ == "numpy" and not isinstance(value, Integral):
@@ -92,6 +93,12 @@ def plain_extents(op: str, values: Sequence[Any], what: str = "shape") -> tuple:
             _fail(op, f"{what} {text}: every extent must be an int or an integer expression (a T.dynamic size), "
                       f"got {_given(value)}" + (" (N / 2 is a float in Python: write N // 2)" if isinstance(value, float)
                                                  else ""))
+        number = int(value) if isinstance(value, Integral) and not isinstance(value, bool) else (
+            int(value) if isinstance(value, tirx.IntImm) else None)
+        if what == "shape" and number is not None and number < 0:
+            text = "(" + ", ".join(str(v) for v in values) + ("," if len(values) == 1 else "") + ")"
+            _fail(op, f"{what} {text}: every extent must be at least 0, got {number} (no tensor has a "
+                      f"negative dimension, so no call could match it)", "value")
         out.append(int(value) if isinstance(value, Integral) and not isinstance(value, (int, bool)) else value)
     return tuple(out)
 

@@ -516,9 +516,11 @@ class _CallPlan:
             # values negated (C = A + B gave A - B).
             if isinstance(p, TensorParam) and p.strides is None:
                 conds.append(f"not a{j}.is_neg()")
-        for j, (_, p) in enumerate(self.inputs):
+        for j, (pi, p) in enumerate(self.inputs):
             if isinstance(p, ScalarParam):  # exact Python types only; others are converted by _slow
                 conds.append(_scalar_fast_condition(f"a{j}", p.dtype))
+                if pi in self.scalar_symbols:  # a size: a negative one is refused by the general path
+                    conds.append(f"a{j} >= 0")  # (the outputs it shapes were allocated, then written past)
         aligned_check = None
         if state.alignment and tensor_args:
             # data_ptr() raises for tensors without storage (sparse, ...): evaluated inside the try.
