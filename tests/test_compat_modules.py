@@ -249,3 +249,21 @@ def test_engine_callback_registrations_import_and_refuse():
         register_cuda_postproc_callback(lambda code, target: code)
     with pytest.raises(NotImplementedError, match="register_c_postproc"):
         register_c_postproc(lambda code, target: code)
+
+
+@pytest.mark.parametrize("module,what", [
+    ("tilelang.carver.arch", "tilelang.carver is upstream TileLang's hardware-aware tile-size search"),
+    ("tilelang.jit.adapter.cutedsl", "tilelang.jit.adapter is upstream TileLang's execution adapters"),
+    ("tilelang.language.eager.ast", "tilelang.language.eager is upstream TileLang's AST builder"),
+    ("tilelang._ffi_api", "tilelang._ffi_api is upstream TileLang's binding of its C++ library"),
+])
+def test_upstream_modules_not_provided_say_so_when_imported(module, what):
+    """docs/compatibility.md lists them as not provided; importing one said only "No module named
+    ..." (tilelang/__init__.py, _NotProvidedFinder). It is still a ModuleNotFoundError, so code that
+    falls back on ImportError keeps working; modules that exist are not affected."""
+    import importlib
+
+    with pytest.raises(ModuleNotFoundError, match="which tilelang-core does not provide") as caught:
+        importlib.import_module(module)
+    assert what in str(caught.value)
+    assert importlib.import_module("tilelang.jit.diagnostics")  # a submodule that exists

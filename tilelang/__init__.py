@@ -167,3 +167,42 @@ class _TvmAliasFinder(MetaPathFinder, Loader):
 
 if not any(isinstance(f, _TvmAliasFinder) for f in sys.meta_path):
     sys.meta_path.append(_TvmAliasFinder())
+
+
+#: Upstream TileLang's modules this package does not provide: what each is (docs/compatibility.md).
+_NOT_PROVIDED = {
+    "tilelang.carver": "hardware-aware tile-size search, built on its C++ library (libtilelang)",
+    "tilelang.analysis": "analyses of its own compiler, built on its C++ library (libtilelang)",
+    "tilelang.tools": "compiler tooling (lower traces, pass visualisers)",
+    "tilelang._ffi_api": "binding of its C++ library (libtilelang)",
+    "tilelang.tileop": "tile-operator classes of its compiler (the tile operators here: docs/tile-operators.md)",
+    "tilelang.backend": "target and pass-pipeline registry (targets here are TVM's; execution backends are "
+                        "plugins, listed by `tilelang backends`)",
+    "tilelang.jit.adapter": "execution adapters (execution backends here are plugins, listed by `tilelang backends`)",
+    "tilelang.jit.abi": "host calling convention (each execution backend plugin has its own)",
+    "tilelang.language.eager": "AST builder (the eager style of @tilelang.jit here is a source transformation "
+                               "read by TVMScript, docs/jit.md)",
+    "tilelang.instrumentation": "compiler instrumentation",
+    "tilelang.contrib.cutedsl": "CuTe DSL code generator",
+}
+
+
+class _NotProvidedFinder(MetaPathFinder):
+    """``import tilelang.carver`` (and upstream's other modules in :data:`_NOT_PROVIDED`): a
+    ``ModuleNotFoundError`` saying what the module is upstream and that this package has none, as a
+    missing ``T.`` name says (before: Python's bare "No module named ..."). Consulted last, so it
+    never hides a module that exists; ``importlib.util.find_spec`` of such a name raises it too."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Optional[ModuleSpec]:
+        for name, what in _NOT_PROVIDED.items():
+            if fullname == name or fullname.startswith(name + "."):
+                raise ModuleNotFoundError(
+                    f"No module named {fullname!r}: {name} is upstream TileLang's {what}, which tilelang-core "
+                    f"does not provide (docs/compatibility.md)",
+                    name=fullname,
+                )
+        return None
+
+
+if not any(isinstance(f, _NotProvidedFinder) for f in sys.meta_path):
+    sys.meta_path.append(_NotProvidedFinder())
