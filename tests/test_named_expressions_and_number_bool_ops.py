@@ -101,3 +101,19 @@ def test_or_of_booleans_is_still_the_boolean_operation():
     b = torch.zeros(8, dtype=torch.int32)
     tilelang.compile(k, target="c", execution_backend="cython")(a, b)
     assert b.tolist() == [1, 1, 0, 1, 0, 1, 0, 0]
+
+
+@pytest.mark.parametrize("backend,target", PAIRS)
+def test_or_of_an_atomics_value_runs_the_atomic_once(backend, target):
+    """Python evaluates ``x`` of ``x or y`` once; the select read it twice, so the atomic ran twice
+    for each non-zero value."""
+
+    @T.prim_func
+    def k(S: T.Tensor((1,), "int32"), B: T.Tensor((4,), "int32")):
+        with T.Kernel(1) as bx:
+            for i in T.serial(4):
+                B[i] = T.atomic_add(S[0], 1, return_prev=True) or 100
+
+    s, b = torch.zeros(1, dtype=torch.int32), torch.zeros(4, dtype=torch.int32)
+    tilelang.compile(k, target=target, execution_backend=backend)(s, b)
+    assert s.item() == 4 and b.tolist() == [100, 1, 2, 3]

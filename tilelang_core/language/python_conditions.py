@@ -86,6 +86,11 @@ def _selection(is_or: bool, original: Any) -> Any:
             return (a if a else b) if is_or else (b if a else a)
         if isinstance(b, bool) or not (_is_number_expression(b) or is_python_condition(b)):
             return original(_truth(a), _truth(b))  # next to a boolean: a condition of both
+        from .kept_effects import has_side_effect
+
+        if has_side_effect(a):  # T.atomic_add(..., return_prev=True) or 1: the atomic runs once
+            value = tirx.Var("selected", a.ty.dtype)
+            return tirx.Let(value, a, select(value, b))
         condition = _truth(a)
         return tirx.if_then_else(condition, a, b) if is_or else tirx.if_then_else(condition, b, a)
 
