@@ -149,6 +149,10 @@ from . import named_expressions as _named_expressions  # noqa: E402
 
 _named_expressions.install()  # (t := A[i] * 2) > 1 in a kernel binds t, as in TileLang (TVMScript: "Undefined variable: t")
 
+from . import while_loops as _while_loops  # noqa: E402
+
+_while_loops.install()  # while True: without a break is refused at its line, as in TileLang (the kernel would hang)
+
 from .tileops import loops as _loops  # noqa: E402
 
 _loops.install()  # a plain break in a kernel is T.loop_break() (checked against the loop it leaves)
