@@ -13,7 +13,7 @@ from tilelang_core.language.not_provided import _BY_NAME, why_not_provided
 @pytest.mark.parametrize("name,words", [("rng_init", "pass random numbers in as a tensor"),
                                         ("tma_copy", "emits portable CUDA C"), ("wgmma_gemm", "emits portable CUDA C"),
                                         ("gemm_sp", "2:4 sparse"), ("Ref", "store through them"),
-                                        ("annotate_l2_hit_ratio", "sets itself")])
+                                        ("annotate_l2_hit_ratio", "sets itself"), ("dyn", "write T.dynamic('K')")])
 def test_an_upstream_name_says_why_it_is_missing(name, words):
     with pytest.raises(AttributeError) as info:
         getattr(T, name)

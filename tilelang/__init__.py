@@ -184,6 +184,7 @@ _NOT_PROVIDED = {
                                "read by TVMScript, docs/jit.md)",
     "tilelang.instrumentation": "compiler instrumentation",
     "tilelang.contrib.cutedsl": "CuTe DSL code generator",
+    "tilelang.autodd": "test-case reducer for its compiler's failures",
 }
 
 

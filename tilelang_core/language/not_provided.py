@@ -48,6 +48,8 @@ _BY_NAME = {
     "BaseTileScheduler": _INTERNAL, "JITFunc": _INTERNAL, "KernelLaunchFrame": _INTERNAL, "ProducerLoad": _INTERNAL,
     "eager": "upstream's own AST front end; here the eager style of @tilelang.jit is a source transformation "
              "(docs/jit.md)",
+    "dyn": "upstream's early spelling of a dynamic size (T.dyn['K'], removed upstream after 0.1.7); write "
+           "T.dynamic('K')",
 }
 
 #: Reasons by prefix (names of upstream's namespace that start with one of these).
