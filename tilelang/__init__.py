@@ -103,24 +103,27 @@ def is_cache_enabled() -> bool:
     return not cache_disabled()
 
 
-class _LanguageAliasFinder(MetaPathFinder, Loader):
-    """Makes ``tilelang.language.<sub>`` the very module ``tilelang_core.language.<sub>``.
+class _CoreAliasFinder(MetaPathFinder, Loader):
+    """Makes ``tilelang.<package>.<sub>`` the very module ``tilelang_core.<package>.<sub>`` for the
+    packages this package *is* the core's (``tilelang.language``, ``tilelang.autotuner``,
+    ``tilelang.profiler``, ``tilelang.cache``: each replaces itself in ``sys.modules``).
 
-    ``tilelang.language`` *is* ``tilelang_core.language``; without this, importing
-    ``tilelang.language.dtypes`` would load a second copy of the core's submodule under the
-    other name (with its own ``dtype`` class).
+    Without this, importing ``tilelang.language.dtypes`` or ``tilelang.autotuner.param`` (as
+    TileLang code does: ``from tilelang.autotuner.param import CompileArgs``) loaded a second copy
+    of the core's submodule under the other name, with classes of its own: an ``AutotuneResult``
+    that was not the tuner's, relative imports that failed.
     """
 
-    _PREFIX = "tilelang.language."
-    _TARGET = "tilelang_core.language."
+    _PREFIXES = {f"tilelang.{name}.": f"tilelang_core.{name}." for name in ("language", "autotuner", "profiler", "cache")}
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Optional[ModuleSpec]:
-        if not fullname.startswith(self._PREFIX):
-            return None
-        real = self._TARGET + fullname[len(self._PREFIX) :]
-        if importlib.util.find_spec(real) is None:
-            return None
-        return ModuleSpec(fullname, self, origin=real)
+        for prefix, core in self._PREFIXES.items():
+            if fullname.startswith(prefix):
+                real = core + fullname[len(prefix) :]
+                if importlib.util.find_spec(real) is None:
+                    return None
+                return ModuleSpec(fullname, self, origin=real)
+        return None
 
     def create_module(self, spec: ModuleSpec) -> Any:
         module = importlib.import_module(str(spec.origin))
@@ -134,8 +137,8 @@ class _LanguageAliasFinder(MetaPathFinder, Loader):
             module.__spec__ = alias_spec.loader_state
 
 
-if not any(isinstance(f, _LanguageAliasFinder) for f in sys.meta_path):
-    sys.meta_path.insert(0, _LanguageAliasFinder())
+if not any(isinstance(f, _CoreAliasFinder) for f in sys.meta_path):
+    sys.meta_path.insert(0, _CoreAliasFinder())
 
 
 class _TvmAliasFinder(MetaPathFinder, Loader):
@@ -185,6 +188,8 @@ _NOT_PROVIDED = {
     "tilelang.instrumentation": "compiler instrumentation",
     "tilelang.contrib.cutedsl": "CuTe DSL code generator",
     "tilelang.autodd": "test-case reducer for its compiler's failures",
+    "tilelang.cache.kernel_cache": "kernel cache class (this package's cache API is tilelang.cache itself: "
+                                   "clear, info, cache_dir, KernelCache; docs/cache.md)",
 }
 
 

@@ -155,6 +155,33 @@ class AutotuneResult:
         """The configurations that were skipped, with their reasons."""
         return [t for t in self.trials if not t.ok]
 
+    def save_to_disk(self, path: Any, verbose: bool = False) -> Any:
+        """Write the best configuration, its latency and its kernel into the folder ``path``
+        (TileLang's name; ``best_config.json``, ``latency.json`` and the exported kernel, written
+        beside ``path`` and renamed into place). An existing ``path`` is replaced only when it is
+        a saved result itself, else ``FileExistsError``. Returns the folder's path.
+
+        :raises AutotuneError: the result has no kernel (no configuration ran).
+        :raises TypeError: the configuration holds a value JSON cannot write.
+        """
+        from .saved_results import save
+
+        return save(self, path, verbose)
+
+    @classmethod
+    def load_from_disk(cls, path: Any, compile_args: Any = None, *, trusted: bool = False) -> "AutotuneResult":
+        """The result :meth:`save_to_disk` wrote into ``path``, its kernel loaded and ready to call
+        (``from_cache`` is True; ``trials`` is empty). ``compile_args`` is accepted for TileLang
+        compatibility and not needed: the saved kernel carries its own. ``trusted`` is
+        :func:`tilelang.load`'s (the kernel's native code runs: load only folders you trust).
+
+        :raises AutotuneError: ``path`` is not a saved result, or it is damaged.
+        """
+        del compile_args
+        from .saved_results import load
+
+        return load(cls, path, trusted)
+
     def report(self) -> str:
         """One line per configuration: latency or why it was skipped; the best one marked."""
         lines = []
