@@ -268,3 +268,24 @@ def test_upstream_modules_not_provided_say_so_when_imported(module, what):
         importlib.import_module(module)
     assert what in str(caught.value)
     assert importlib.import_module("tilelang.jit.diagnostics")  # a submodule that exists
+
+
+def test_simplify_prim_func_decorates_a_kernel_factory_without_changing_it():
+    """Upstream's bitnet examples import it (ImportError here before); provided with no effect
+    (docs/compatibility.md): kernels are simplified when lowered."""
+    from tilelang.transform import apply_simplify, simplify_prim_func
+
+    @simplify_prim_func
+    def factory(n):
+        @T.prim_func
+        def double(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(1, threads=n) as bx:
+                for i in T.Parallel(n):
+                    B[i] = A[i] * 2.0
+
+        return double
+
+    func = factory(8)
+    assert apply_simplify(func) is func
+    a = torch.randn(8)
+    torch.testing.assert_close(tilelang.compile(func, out_idx=-1, target="c")(a), a * 2)
