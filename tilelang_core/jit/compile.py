@@ -25,7 +25,7 @@ from ..errors import (
     KernelNotSupportedError,
 )
 from .kernel import BackendInfo, JITKernel
-from .outputs import OutIdx, bind_symbols_from_inputs, declared_out_idx, normalize_out_idx
+from .outputs import OutIdx, bind_symbols_from_inputs, declared_out_idx, normalize_out_idx, warn_unwritten_outputs
 
 
 def compile(  # noqa: A001 - the public name is tilelang.compile
@@ -72,6 +72,7 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
             if hit is not None:
                 if verbose:
                     print(f"[tilelang] {hit.name}: in-memory cache hit")
+                warn_unwritten_outputs(hit.artifact, hit.options.out_idx)
                 return hit
 
     from ..dependencies import require
@@ -167,7 +168,9 @@ def _compile_with(record, prim_func, resolved, kind, cache, out_idx, target_host
             return build_kernel(record, capability, artifact, out_idx, flags, pass_configs, verbose, kind, cannot_run)
 
     if cache is None:
-        return build()
+        kernel = build()
+        warn_unwritten_outputs(kernel.artifact, kernel.options.out_idx)
+        return kernel
 
     from ..cache.key import compute_key, native_compiler_identity
 
@@ -185,6 +188,7 @@ def _compile_with(record, prim_func, resolved, kind, cache, out_idx, target_host
         out_idx=out_idx,
     )
     kernel = cache.get_or_build(key, record, build)
+    warn_unwritten_outputs(kernel.artifact, kernel.options.out_idx)  # built now or loaded from the cache
     if cannot_run is not None and kernel.cannot_run is None:  # loaded from the disk cache
         cache_key = kernel.cache_key
         kernel = JITKernel.create(kernel.runner, kernel.artifact, kernel.backend, kernel.options, cannot_run=cannot_run)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence, Union
 
 from ..artifact import KernelArtifact, ScalarParam, SymbolBinding, TensorParam
-from ..errors import OutIdxError
+from ..errors import OutIdxError, UnwrittenOutputWarning
 from ..symbolic import free_symbols
 
 OutIdx = Union[None, int, Sequence[int]]
@@ -54,14 +54,35 @@ def normalize_out_idx(out_idx: OutIdx, artifact: KernelArtifact) -> list[int]:
             raise OutIdxError(f"out_idx names parameter {idx} ({names[idx]!r}) more than once: {out_idx!r}")
         if not isinstance(artifact.params[idx], TensorParam):
             raise OutIdxError(f"out_idx {i} names {names[idx]!r}, a scalar; only tensor parameters can be outputs")
-        if not artifact.params[idx].written:
-            raise OutIdxError(
-                f"out_idx {i} names {names[idx]!r}, which kernel {artifact.name!r} never writes (it only reads it): "
-                f"each call would return the uninitialised memory allocated for it. Pass it as an input (leave it "
-                f"out of out_idx), or name the parameter the kernel writes"
-            )
         result.append(idx)
     return result
+
+
+def warn_unwritten_outputs(artifact: KernelArtifact, out_idx: Sequence[int]) -> None:
+    """Warn (:class:`UnwrittenOutputWarning`) when ``out_idx`` names parameters ``artifact``'s kernel
+    never writes: each call returns the memory allocated for them as it was. TileLang allows it
+    (upstream's kda/wy_fast.py returns an output only one variant of its kernel writes)."""
+    unwritten = [artifact.params[i].name for i in out_idx if not getattr(artifact.params[i], "written", True)]
+    if not unwritten:
+        return
+    import os
+    import sys
+    import warnings
+
+    # the first frame outside this package and tilelang's (the user's compile or call)
+    level, frame = 1, sys._getframe(1)
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    shim = os.path.join(os.path.dirname(package), "tilelang")
+    while frame is not None and frame.f_code.co_filename.startswith((package, shim)):
+        level, frame = level + 1, frame.f_back
+    them = "it" if len(unwritten) == 1 else "them"
+    warnings.warn(
+        f"out_idx names {', '.join(repr(n) for n in unwritten)}, which kernel {artifact.name!r} never writes: each "
+        f"call returns uninitialised memory there (torch.empty). Leave {them} out of out_idx (pass {them} as input), "
+        f"or write {them} in the kernel",
+        UnwrittenOutputWarning,
+        stacklevel=level + 1,
+    )
 
 
 def bind_symbols_from_inputs(artifact: KernelArtifact, out_idx: list[int]) -> KernelArtifact:
