@@ -39,6 +39,12 @@ class JITKernel:
     missing.
     """
 
+    #: Set on the kernel an autotuning run returns (TileLang's ``kernel.config``, ``.latency`` in
+    #: ms, ``.ref_latency``); None on any other kernel.
+    config: Optional[dict] = None
+    latency: Optional[float] = None
+    ref_latency: Optional[float] = None
+
     def __init__(self, runner: Any, artifact: KernelArtifact, backend: BackendInfo, options: BuildOptions) -> None:
         self.runner = runner
         self.artifact = artifact
@@ -143,6 +149,43 @@ class JITKernel:
         """The generated host source, if the pipeline produced one."""
         return self.artifact.host_source
 
+    @property
+    def kernel_source(self) -> Optional[str]:
+        """TileLang's attribute for :meth:`get_kernel_source`."""
+        return self.get_kernel_source()
+
+    @property
+    def host_source(self) -> Optional[str]:
+        """TileLang's attribute for :meth:`get_host_source`."""
+        return self.get_host_source()
+
+    def run_once(self, func: Optional[Any] = None) -> Any:
+        """Call the kernel (or ``func``) once on inputs its profiler makes and return the result
+        (TileLang's shortcut for ``get_profiler().run_once(func)``)."""
+        return self.get_profiler().run_once(func)
+
+    def print_source_code(self, which: str = "kernel", file: Any = None) -> None:
+        """Print the kernel's source (``which="kernel"``), its host source (``"host"``) or both
+        (``"both"``), as TileLang's method does; ``file`` as ``print``'s."""
+        if which not in ("kernel", "host", "both"):
+            raise ValueError(f"print_source_code: which must be 'kernel', 'host' or 'both', got {which!r}")
+        parts = [self.get_kernel_source()] if which != "host" else []
+        if which != "kernel":
+            parts.append(self.get_host_source())
+        print("\n".join(p for p in parts if p), file=file)
+
+    def show_source(self, which: str = "kernel") -> None:
+        """TileLang's other name of :meth:`print_source_code`."""
+        self.print_source_code(which)
+
+    def __getattr__(self, name: str) -> Any:
+        """TileLang's ``JITKernel`` attributes this one does not have say why (only reached for a
+        name the kernel lacks)."""
+        why = _NOT_PROVIDED_ATTRIBUTES.get(name)
+        if why is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}: {why}")
+
     def __reduce__(self) -> tuple:
         """Pickle support: the kernel travels as its export's files and is loaded again where it
         is unpickled, without lowering or compiling (:mod:`tilelang_core.jit.pickling`).
@@ -167,6 +210,18 @@ class JITKernel:
             f"<JITKernel {self.artifact.name} target={self.artifact.target!r} "
             f"backend={self.backend.name} {self.backend.version} out_idx={self.out_idx}>"
         )
+
+
+#: TileLang's ``JITKernel`` attributes that belong to its own execution adapters, and what to use here.
+_NOT_PROVIDED_ATTRIBUTES = {
+    "adapter": "execution backends are plugins here; the backend's callable is kernel.runner, its name kernel.backend",
+    "prim_func": "kernel.artifact describes the compiled kernel (its params, sources and lowered modules: "
+                 "artifact.device_mod); keep the T.prim_func you compiled to have it",
+    "export_library": "kernel.export(path) writes the kernel into a folder tilelang.load(path) restores",
+    "export_sources": "kernel.get_kernel_source() and kernel.get_host_source() give the sources; kernel.export(path) "
+                      "writes the whole kernel",
+    "artifact_path": "kernel.export(path) writes the kernel into a folder tilelang.load(path) restores",
+}
 
 
 def _with_pointer_arguments(runner: Any, artifact: KernelArtifact, options: BuildOptions) -> Any:

@@ -319,7 +319,8 @@ class Profiler:
 
         The reference runs first, then the kernel; each returned output must match within
         ``atol + rtol * |ref|`` on all but ``max_mismatched_ratio`` of its elements (outputs
-        that either side returns as None are skipped). The outputs the kernel allocates start
+        that either side returns as None are skipped, but not all of them: a check that compares
+        nothing is a :class:`ProfilerError`). The outputs the kernel allocates start
         as NaN (integers: their largest value), so elements it does not write never pass on
         values left in reused memory (:mod:`tilelang_core.profiler.poison`); an element that
         still holds that value where the reference's does not fails the check whatever
@@ -329,9 +330,14 @@ class Profiler:
         """
         ins = self._inputs_or(input_tensors)
         lib_outs, ref_outs, names = self._outputs(reference_program, ins)
-        for i, (lhs, rhs) in enumerate(zip(lib_outs, ref_outs)):
-            if lhs is None or rhs is None:
-                continue
+        pairs = [(i, lhs, rhs) for i, (lhs, rhs) in enumerate(zip(lib_outs, ref_outs)) if lhs is not None and rhs is not None]
+        if not pairs:  # every output skipped: a check that compared nothing must not pass
+            raise ProfilerError(
+                f"assert_allclose: nothing to compare: reference_program returned None for every output of the kernel "
+                f"({len(lib_outs)} output(s)); return the expected tensors (None only for an output "
+                f"that is not to be checked)"
+            )
+        for i, lhs, rhs in pairs:
             name = names[i] if i < len(names) else f"output {i}"
             unwritten, where = unwritten_positions(lhs, rhs)
             try:
