@@ -149,6 +149,14 @@ from . import named_expressions as _named_expressions  # noqa: E402
 
 _named_expressions.install()  # (t := A[i] * 2) > 1 in a kernel binds t, as in TileLang (TVMScript: "Undefined variable: t")
 
+from . import region_subscripts as _region_subscripts  # noqa: E402
+
+_region_subscripts.install()  # A[i][j] of a 2-D A: refused, saying to write A[i, j] (TVM re-indexed the region's first axis)
+
+from . import membership as _membership  # noqa: E402
+
+_membership.install()  # A[i] in (1, 2) / i in range(a, b): tested when the kernel runs (TVMScript: a constant False)
+
 from . import while_loops as _while_loops  # noqa: E402
 
 _while_loops.install()  # while True: without a break is refused at its line, as in TileLang (the kernel would hang)

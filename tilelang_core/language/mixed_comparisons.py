@@ -38,11 +38,26 @@ def _element_dtype(value: Any) -> Any:
     return ty.dtype.with_lanes(1)
 
 
+def _as_float(value: Any, dtype: Any, other: Any) -> Any:
+    """An integer expression compared with a Python float (``A[i] < 2.5``), as a float expression:
+    TVMScript made the float a constant of the integer dtype and stopped ("FloatImm supports only
+    float, but int32 was supplied"). 8- and 16-bit integers become float32, wider ones float64, so
+    that every value converts exactly and the comparison is Python's. Anything else: unchanged."""
+    if not isinstance(other, float) or dtype is None or not str(dtype).startswith(("int", "uint")):
+        return value
+    from tvm import tirx
+
+    return tirx.Cast("float32" if dtype.bits <= 16 else "float64", value)
+
+
 def _matching(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     from tvm.ir.prim import _ffi_api
 
     def compare(a: Any, b: Any) -> Any:
         left, right = _element_dtype(a), _element_dtype(b)
+        if (left is None) != (right is None):  # an expression and a Python value
+            a, b = _as_float(a, left, b), _as_float(b, right, a)
+            left, right = _element_dtype(a), _element_dtype(b)
         if left is None or right is None or left == right:
             return original(a, b)
         return getattr(_ffi_api, name)(a, b, None)  # looked up per call: literals.py may wrap it

@@ -52,14 +52,25 @@ def _jumps(body: list, doc: Any) -> Any:
     return None
 
 
+def _refuse_else(parser: Any, node: Any, loop: str) -> None:
+    """A run-time loop's ``else``: TVMScript dropped it without a word (the kernel skipped code
+    Python would run after a loop that did not break); refused at its line, as TileLang does."""
+    if node.orelse:
+        parser.report_error(node.orelse[0], f"else of a {loop} loop is not supported in a kernel (TVMScript would "
+                                            f"drop it): set a flag before break and test it after the loop, or move "
+                                            f"the code after the loop")
+
+
 def _visit_for(previous: Any, self: Any, node: Any) -> Any:
     from tvm.script.parser.core import doc
 
     it = node.iter
     if isinstance(it, doc.Call) and isinstance(it.func, doc.Name) and it.func.id == "range":
+        _refuse_else(self, node, "for")
         return previous(self, node)  # TVMScript reads range()'s arguments itself
     items = self.eval_expr(it)
     if not _python_sequence(items):
+        _refuse_else(self, node, "for")
         with given_values(self, (it, items)):  # evaluated once
             return previous(self, node)
     jump = _jumps(node.body, doc)

@@ -53,6 +53,9 @@ def _leaves(body: list, doc: Any) -> bool:
 def _visit_while(original: Any, self: Any, node: Any) -> Any:
     from tvm.script.parser.core import doc
 
+    from .python_loops import _refuse_else
+
+    _refuse_else(self, node, "while")
     value = self.eval_expr(node.test)
     if _constant_truth(value) and not _leaves(node.body, doc):
         self.report_error(

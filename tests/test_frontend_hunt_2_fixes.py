@@ -1,0 +1,105 @@
+"""Findings of a second hunt over Python constructs in kernels (each test failed before its fix):
+a loop's ``else`` was dropped, ``in`` of a run-time value was a constant, an integer expression
+compared with a Python float stopped in TVM, and ``A[i][j]`` re-indexed a region's first axis."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import tvm
+
+import tilelang
+import tilelang.language as T
+
+
+def test_the_else_of_a_run_time_loop_is_refused_at_its_line():
+    with pytest.raises(tvm.error.DiagnosticError, match="else of a for loop is not supported") as caught:
+
+        @T.prim_func
+        def k(A: T.Tensor((8,), "int32"), B: T.Tensor((1,), "int32")):
+            with T.Kernel(1) as bx:
+                for i in T.serial(8):
+                    if A[i] < 0:
+                        break
+                else:
+                    B[0] = 1
+
+    assert "test_frontend_hunt_2_fixes.py" in str(caught.value)
+    with pytest.raises(tvm.error.DiagnosticError, match="else of a while loop is not supported"):
+
+        @T.prim_func
+        def w(B: T.Tensor((1,), "int32")):
+            with T.Kernel(1) as bx:
+                v = T.alloc_var("int32", init=0)
+                while v < 3:
+                    v = v + 1
+                else:
+                    B[0] = 5
+
+
+@pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "llvm")])
+def test_in_and_not_in_of_run_time_values(backend, target):
+    @T.prim_func
+    def k(A: T.Tensor((8,), "int32"), B: T.Tensor((8,), "int32")):
+        with T.Kernel(1) as bx:
+            for i in T.serial(8):
+                B[i] = 0
+                if A[i] in (1, 2):
+                    B[i] = B[i] + 1
+                if A[i] not in [3, 4]:
+                    B[i] = B[i] + 10
+                if i in range(2, 7, 2):
+                    B[i] = B[i] + 100
+                if i not in range(6, 0, -2):
+                    B[i] = B[i] + 1000
+
+    a = torch.tensor([0, 1, 2, 3, 4, 5, 1, 9], dtype=torch.int32)
+    b = torch.zeros(8, dtype=torch.int32)
+    tilelang.compile(k, target=target, execution_backend=backend)(a, b)
+    assert b.tolist() == [int(x in (1, 2)) + 10 * int(x not in [3, 4]) + 100 * int(i in range(2, 7, 2))
+                          + 1000 * int(i not in range(6, 0, -2)) for i, x in enumerate(a.tolist())]
+
+
+def test_in_of_another_container_says_what_is_supported():
+    with pytest.raises(tvm.error.DiagnosticError, match="'in' of a run-time value tests it against a tuple"):
+
+        @T.prim_func
+        def k(A: T.Tensor((8,), "int32"), B: T.Tensor((8,), "int32")):
+            with T.Kernel(1) as bx:
+                for i in T.serial(8):
+                    if A[i] in {1: "a"}:
+                        B[i] = 1
+
+
+def test_an_integer_expression_compared_with_a_python_float_is_pythons_comparison():
+    @T.prim_func
+    def k(A: T.Tensor((6,), "int32"), H: T.Tensor((6,), "int16"), B: T.Tensor((6,), "int32")):
+        with T.Kernel(1) as bx:
+            for i in T.serial(6):
+                B[i] = (T.if_then_else(A[i] < 2.5, 1, 0) + T.if_then_else(2.5 <= A[i], 10, 0)
+                        + T.if_then_else(H[i] == 3.0, 100, 0) + T.if_then_else(A[i] > 16777216.5, 1000, 0))
+
+    a = torch.tensor([0, 2, 3, 16777217, -5, 3], dtype=torch.int32)
+    h = torch.tensor([3, 1, 3, 0, 0, 2], dtype=torch.int16)
+    b = torch.zeros(6, dtype=torch.int32)
+    tilelang.compile(k, target="c")(a, h, b)
+    assert b.tolist() == [int(x < 2.5) + 10 * int(2.5 <= x) + 100 * int(y == 3.0) + 1000 * int(x > 16777216.5)
+                          for x, y in zip(a.tolist(), h.tolist())]
+
+
+@pytest.mark.parametrize("form", ["element", "tile"])
+def test_a_region_indexed_again_is_refused(form):
+    with pytest.raises(tvm.error.DiagnosticError, match=r"a region cannot be indexed again .*index the tensor once"):
+        if form == "element":
+
+            @T.prim_func
+            def k(A: T.Tensor((4, 4), "int32"), B: T.Tensor((4,), "int32")):
+                with T.Kernel(1) as bx:
+                    for i in T.serial(4):
+                        B[i] = A[i][1]
+        else:
+
+            @T.prim_func
+            def k(A: T.Tensor((4, 4), "int32"), B: T.Tensor((4, 4), "int32")):
+                with T.Kernel(1) as bx:
+                    T.copy(A[0:2][1:3], B[0:2, :])
