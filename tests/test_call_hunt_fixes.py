@@ -20,7 +20,8 @@ import torch
 
 import tilelang
 import tilelang.language as T
-from tilelang_core.errors import LoweringError, UnwrittenOutputWarning
+from tilelang_core.errors import LoweringError
+from tilelang_core.jit.outputs import UnwrittenOutputWarning
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from backend_pairs import cpu_pairs  # noqa: E402

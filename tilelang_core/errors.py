@@ -110,11 +110,6 @@ class OutIdxError(TileLangError, ValueError):
     """``out_idx`` is out of range, repeated, or names an output whose shape no input binds."""
 
 
-class UnwrittenOutputWarning(UserWarning):
-    """``out_idx`` names a parameter the kernel never writes: each call returns the memory
-    allocated for it as it was (TileLang allows it; an unused output of a kernel variant)."""
-
-
 class BuildError(TileLangError, RuntimeError):
     """A backend failed to build native code.
 

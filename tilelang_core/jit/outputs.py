@@ -5,10 +5,15 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence, Union
 
 from ..artifact import KernelArtifact, ScalarParam, SymbolBinding, TensorParam
-from ..errors import OutIdxError, UnwrittenOutputWarning
+from ..errors import OutIdxError
 from ..symbolic import free_symbols
 
 OutIdx = Union[None, int, Sequence[int]]
+
+
+class UnwrittenOutputWarning(UserWarning):
+    """``out_idx`` names a parameter the kernel never writes: each call returns the memory
+    allocated for it as it was (TileLang allows it; an unused output of a kernel variant)."""
 
 
 def declared_out_idx(prim_func: Any, out_idx: OutIdx) -> OutIdx:
