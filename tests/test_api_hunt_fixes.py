@@ -49,3 +49,72 @@ def test_tilelangs_kernel_attributes(kernel):
     with pytest.raises(AttributeError, match="'export_library'.*kernel.export\\(path\\)"):
         kernel.export_library("x.so")
     assert not hasattr(kernel, "prim_func") and not hasattr(kernel, "no_such_attribute")
+
+
+def test_upstreams_keywords_of_lower_and_par_compile():
+    """lower(func_or_mod=..., runtime_only=...) and par_compile(ignore_error=True) were TypeErrors."""
+    func = _double()
+    artifact = tilelang.lower(func_or_mod=func, target="c", runtime_only=False)
+    assert artifact.name == tilelang.lower(func, target="c").name
+    with pytest.raises(TypeError, match="give func or func_or_mod"):
+        tilelang.lower(func, func_or_mod=func, target="c")
+
+    @T.prim_func
+    def broken(A: T.Tensor((4,), "float32")):
+        with T.Kernel(1) as bx:
+            s = T.alloc_fragment([1], "float32")
+            for i in T.Parallel(4):
+                s[i] = A[i]  # past the tile: a LoweringError
+
+    kernels = tilelang.par_compile([func, broken], out_idx=None, target="c", progress=False, ignore_error=True)
+    assert kernels[0] is not None and kernels[1] is None
+
+
+def test_set_autotune_inputs_of_the_wrong_count_names_itself():
+    from tilelang.autotuner import set_autotune_inputs
+
+    @tilelang.autotune(configs=[{"block": 16}, {"block": 32}], warmup=1, rep=2, ref_prog=lambda a: a * 2)
+    @tilelang.jit(out_idx=-1, target="c")
+    def tuned(N, block=16):
+        @T.prim_func
+        def k(A: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32")):
+            with T.Kernel(T.ceildiv(N, block)) as bx:
+                for i in T.Parallel(block):
+                    C[bx * block + i] = A[bx * block + i] * 2
+
+        return k
+
+    with set_autotune_inputs(torch.randn(64), torch.randn(64)):
+        with pytest.raises(Exception, match=r"set_autotune_inputs gave 2 input\(s\), but kernel 'k' takes 1 \(A\)"):
+            tuned(64)
+
+
+def test_a_call_giving_a_tuned_parameter_says_it_is_not_tuned(caplog):
+    @tilelang.autotune(configs=[{"block": 16}, {"block": 32}], warmup=1, rep=2)
+    @tilelang.jit(out_idx=-1, target="c")
+    def tuned(N, block=16):
+        @T.prim_func
+        def k(A: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32")):
+            with T.Kernel(T.ceildiv(N, block)) as bx:
+                for i in T.Parallel(block):
+                    C[bx * block + i] = A[bx * block + i] * 2
+
+        return k
+
+    with caplog.at_level("WARNING", logger="tilelang.autotuner"):
+        kernel = tuned(64, block=32)
+        tuned(64, block=32)  # said once
+    said = [r.getMessage() for r in caplog.records if "not tuned" in r.getMessage()]
+    assert len(said) == 1 and "gives tuned parameter(s) block" in said[0]
+    assert kernel.config is None
+
+
+def test_profiler_arguments_that_compared_nothing_or_disagreed(kernel):
+    profiler = kernel.get_profiler()
+    for repeat in (0, -1):
+        with pytest.raises(ProfilerError, match="repeat must be an int >= 1"):
+            profiler.assert_consistent(repeat=repeat)
+    from tilelang_core.profiler.bench import BenchmarkError
+
+    with pytest.raises(BenchmarkError, match="dynamic_sizes=.* and dynamic_symbolic_constraints=.* disagree"):
+        profiler.do_bench(warmup=1, rep=1, dynamic_sizes={"m": 8}, dynamic_symbolic_constraints={"m": 16})

@@ -22,7 +22,7 @@ from ..profiler.compare import as_output_list
 from .build_gate import build_slot, marked_building, quiet_for_timing
 from .device_lock import exclusive_timing
 from .key import callable_name
-from .param import CallbackError, MissingTuningInputs, NestedTuningError, ProfileArgs, Status
+from .param import AutotuneConfigError, CallbackError, MissingTuningInputs, NestedTuningError, ProfileArgs, Status
 
 logger = logging.getLogger("tilelang.autotuner")
 
@@ -111,6 +111,12 @@ def candidate_inputs(kernel: Any, profile: ProfileArgs, state: BenchState,
     """
     profiler = kernel.get_profiler(profile.supply_type)
     if given is not None:
+        wanted = [getattr(p, "name", str(p)) for p in profiler._get_params()]
+        if len(given) != len(wanted):  # every candidate failed with the call's count error, or ref_prog was blamed
+            raise AutotuneConfigError(
+                f"set_autotune_inputs gave {len(given)} input(s), but kernel {kernel.name!r} takes {len(wanted)} "
+                f"({', '.join(wanted)}), in order; outputs the kernel makes (out_idx) are not inputs"
+            )
         return profiler, list(given), True
     if profile.cache_input_tensors and state.inputs is not None and _compatible(state.inputs, profiler):
         return profiler, state.inputs, True

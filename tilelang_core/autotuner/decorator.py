@@ -18,6 +18,7 @@ call runs the best kernel on them, as ``@tilelang.jit``'s direct form does.
 from __future__ import annotations
 
 import inspect
+import logging
 import sys
 import threading
 from typing import Any, Callable, Optional, Sequence
@@ -68,6 +69,7 @@ class AutoTuneImpl:
         self.cache_key = options.pop("cache_key")
         self.profile_options = options
         self._tuner_cache: dict[Any, AutotuneResult] = {}
+        self._told_untuned: set = set()  # the tuned parameters calls gave, already logged (_explicit_tunables)
         self._kernels: dict[Any, Any] = {}
         self._tuned_call: dict[Any, str] = {}
         self._kept: dict[str, Any] = {}  # arguments keyed by the address of a value in them (_freeze)
@@ -201,8 +203,17 @@ class AutoTuneImpl:
         return keys
 
     def _explicit_tunables(self, bound: inspect.BoundArguments, call: tuple) -> bool:
-        """Whether the call (``(args, kwargs)``) already gives a value to a tuned parameter (then it is not tuned)."""
-        return bool(self._config_keys(call) & set(bound.arguments))
+        """Whether the call (``(args, kwargs)``) already gives a value to a tuned parameter (then it
+        is not tuned: compiled for the values given, as TileLang does). Logged as a warning once per
+        set of such parameters, as TileLang logs it (a config naming a parameter every call gives
+        turned tuning off without a word)."""
+        given = sorted(self._config_keys(call) & set(bound.arguments))
+        if given and tuple(given) not in self._told_untuned:
+            self._told_untuned.add(tuple(given))
+            logging.getLogger("tilelang.autotuner").warning(
+                "%s: the call gives tuned parameter(s) %s, so it is compiled for the values given and not tuned "
+                "(leave them out of the call to tune them)", self.func.__qualname__, ", ".join(given))
+        return bool(given)
 
     def _arguments(self, bound: inspect.BoundArguments) -> dict[str, Any]:
         """The call's arguments with the signature's defaults filled in: ``f()`` and

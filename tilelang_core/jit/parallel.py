@@ -58,6 +58,7 @@ def par_compile(
     progress: bool = True,
     errors: Literal["raise", "return"] = "raise",
     timeout: Optional[float] = None,
+    ignore_error: bool = False,
 ) -> list[Any]:
     """Compile many kernels at once; returns them in the order of ``funcs``.
 
@@ -70,6 +71,8 @@ def par_compile(
     :param errors: ``"raise"`` (default): after every kernel finished, raise
         :class:`ParCompileError` listing each failure with its index, the compiled kernels in
         its ``results``; ``"return"``: put the exception object at each failed index instead.
+    :param ignore_error: TileLang's form: True puts None at each failed index (each failure is
+        logged as a warning on the ``tilelang.jit`` logger) instead of raising.
     :param timeout: seconds each kernel may take from the moment its build starts; one still
         building then fails with :class:`CompileTimeout` and is not waited for (its thread
         finishes in the background: a native compiler run cannot be interrupted safely).
@@ -78,6 +81,8 @@ def par_compile(
 
     if errors not in ("raise", "return"):
         raise ValueError(f"errors must be 'raise' or 'return', got {errors!r}")
+    if ignore_error:
+        errors = "return"
     if _is_prim_func(funcs) or callable(funcs) or isinstance(funcs, (str, bytes)) or not hasattr(funcs, "__iter__"):
         raise TypeError(f"par_compile: funcs must be a list of prim_funcs or of callables returning kernels, got "
                         f"{type(funcs).__name__}; for one kernel use tilelang.compile, or pass [func]")
@@ -154,6 +159,13 @@ def par_compile(
     failures.sort(key=lambda f: f[0])
     if failures and errors == "raise":
         raise ParCompileError(failures, results)
+    if ignore_error:  # TileLang's form: None where a kernel failed, each failure logged
+        import logging
+
+        for index, exc in failures:
+            logging.getLogger("tilelang.jit").warning("par_compile: kernel %d failed to compile: %s: %s", index,
+                                                      type(exc).__name__, exc)
+            results[index] = None
     return results
 
 

@@ -148,7 +148,7 @@ def _check_runtime_module_strides(func: Any, location: str, name: str) -> None:
 
 
 def lower(
-    func: Any,
+    func: Any = None,
     target: Any = "auto",
     target_host: Any = None,
     pass_configs: Optional[Mapping[str, Any]] = None,
@@ -156,6 +156,8 @@ def lower(
     *,
     enable_host_codegen: bool = False,
     enable_device_compile: bool = False,
+    func_or_mod: Any = None,
+    runtime_only: bool = False,
 ) -> KernelArtifact:
     """Lower a kernel for a target and return its :class:`~tilelang_core.artifact.KernelArtifact`.
 
@@ -171,6 +173,8 @@ def lower(
     :param enable_device_compile: TileLang's spelling of adding ``runtime_module`` to
         ``consumes``: the device code is also compiled (nvcc for CUDA), so compile errors show
         here rather than at :func:`tilelang.compile`.
+    :param func_or_mod: TileLang's name of ``func`` (give one of the two).
+    :param runtime_only: accepted for TileLang compatibility; the artifact is the same either way.
     :raises KernelDefinitionError: ``func`` is not a PrimFunc.
     :raises LoweringError: the kernel cannot be lowered (message starts with ``file:line``).
     :raises TargetError, PassConfigError: bad target or pass config.
@@ -178,6 +182,11 @@ def lower(
     import tvm
     from tvm import tirx
 
+    del runtime_only
+    if func_or_mod is not None:
+        if func is not None:
+            raise TypeError("lower() got the kernel twice: give func or func_or_mod (TileLang's name), not both")
+        func = func_or_mod
     if not isinstance(func, tirx.PrimFunc):
         raise KernelDefinitionError(
             f"lower() expects a kernel made with @T.prim_func (a tvm.tirx.PrimFunc), got {type(func).__name__}"

@@ -20,6 +20,16 @@ from .poison import describe_unwritten, poisoned_allocations, unwritten_position
 from .supply import TensorSupplyError, TensorSupplyType, as_supply_type, make_tensor
 
 
+def _one_sizes(dynamic_sizes: Optional[Mapping[str, int]], constraints: Optional[Mapping[str, int]]) -> Any:
+    """``dynamic_sizes`` or upstream's ``dynamic_symbolic_constraints``: both given and disagreeing is a
+    :class:`BenchmarkError` (the second was ignored without a word), as ``timer=``/``backend=`` are."""
+    if dynamic_sizes is not None and constraints is not None and dict(dynamic_sizes) != dict(constraints):
+        raise BenchmarkError(f"dynamic_sizes={dict(dynamic_sizes)!r} and dynamic_symbolic_constraints="
+                             f"{dict(constraints)!r} disagree; dynamic_symbolic_constraints is another name for "
+                             "dynamic_sizes: give one")
+    return dynamic_sizes if dynamic_sizes is not None else constraints
+
+
 class ProfilerError(TileLangError, ValueError):
     """The profiler was used in a way that cannot work (no kernel, nothing to compare, ...)."""
 
@@ -156,7 +166,7 @@ class Profiler:
         """
         from ..devices import torch_device
 
-        sizes = self._sizes(dynamic_sizes if dynamic_sizes is not None else dynamic_symbolic_constraints)
+        sizes = self._sizes(_one_sizes(dynamic_sizes, dynamic_symbolic_constraints))
         self._require_sizes(sizes, with_output)
         device = torch_device(self.family)
         bound_by_scalar = {b.param_index: b.name for b in self.symbols if b.dim is None}
@@ -394,8 +404,15 @@ class Profiler:
 
     def assert_consistent(self, repeat: int = 10) -> None:
         """Run the kernel ``repeat`` more times on the same inputs; every run must give the
-        first run's outputs (catches races between blocks)."""
+        first run's outputs (catches races between blocks).
+
+        :raises ProfilerError: ``repeat`` is not an int >= 1 (0 or -1 compared nothing and passed).
+        """
         import torch
+
+        if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+            raise ProfilerError(f"assert_consistent: repeat must be an int >= 1 (runs compared with the first), got "
+                                f"{repeat!r}")
 
         ins = self._get_inputs()
         first = [o.clone() if isinstance(o, torch.Tensor) else o for o in as_output_list(self.func(*ins))]
@@ -462,7 +479,7 @@ class Profiler:
                 f"timer 'cudagraph' captures launches on a chosen stream, and execution backend "
                 f"{self.adapter.backend.name!r} does not declare cuda_streams; use timer='event'"
             )
-        sizes = dynamic_sizes if dynamic_sizes is not None else dynamic_symbolic_constraints
+        sizes = _one_sizes(dynamic_sizes, dynamic_symbolic_constraints)
         ins = self._inputs_or(input_tensors, sizes)
         bench_device = self.family if device is None else device
         return do_bench(
