@@ -103,3 +103,50 @@ def test_a_region_indexed_again_is_refused(form):
             def k(A: T.Tensor((4, 4), "int32"), B: T.Tensor((4, 4), "int32")):
                 with T.Kernel(1) as bx:
                     T.copy(A[0:2][1:3], B[0:2, :])
+
+
+_NOTHING = None
+_SCALE = 5
+
+
+def test_a_conditional_expression_takes_pythons_truthiness():
+    """``7 if A[i] else 9`` (a number tested against zero) and ``7 if cfg else 9`` with ``cfg =
+    None`` were "Expected Python bool or TIR bool"; ``if`` statements already took both."""
+
+    @T.prim_func
+    def k(A: T.Tensor((4,), "int32"), B: T.Tensor((4,), "int32"), C: T.Tensor((4,), "int32")):
+        with T.Kernel(1) as bx:
+            for i in T.serial(4):
+                B[i] = 7 if A[i] else 9
+                C[i] = 1 if _NOTHING else 2
+
+    a = torch.tensor([0, 3, 0, -1], dtype=torch.int32)
+    b, c = torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int32)
+    tilelang.compile(k, target="c")(a, b, c)
+    assert b.tolist() == [9, 7, 9, 7] and c.tolist() == [2] * 4
+
+
+def test_global_nonlocal_and_del_are_accepted_and_try_is_refused_at_its_line():
+    @T.prim_func
+    def k(A: T.Tensor((4,), "int32")):
+        with T.Kernel(1) as bx:
+            global _SCALE
+            cfg = 3
+            del cfg
+            for i in T.serial(4):
+                A[i] = _SCALE
+
+    a = torch.zeros(4, dtype=torch.int32)
+    tilelang.compile(k, target="c")(a)
+    assert a.tolist() == [5] * 4
+    with pytest.raises(tvm.error.DiagnosticError, match="try/except is not supported in a kernel") as caught:
+
+        @T.prim_func
+        def t(A: T.Tensor((4,), "int32")):
+            with T.Kernel(1) as bx:
+                try:
+                    A[0] = 1
+                except Exception:
+                    A[0] = 2
+
+    assert "test_frontend_hunt_2_fixes.py" in str(caught.value)

@@ -149,6 +149,10 @@ from . import named_expressions as _named_expressions  # noqa: E402
 
 _named_expressions.install()  # (t := A[i] * 2) > 1 in a kernel binds t, as in TileLang (TVMScript: "Undefined variable: t")
 
+from . import python_statements as _python_statements  # noqa: E402
+
+_python_statements.install()  # global / nonlocal / del in a kernel: accepted as in TileLang; try: refused at its line
+
 from . import region_subscripts as _region_subscripts  # noqa: E402
 
 _region_subscripts.install()  # A[i][j] of a 2-D A: refused, saying to write A[i, j] (TVM re-indexed the region's first axis)

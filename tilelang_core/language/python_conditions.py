@@ -101,6 +101,22 @@ def _selection(is_or: bool, original: Any) -> Any:
     return select
 
 
+def _if_expression(self: Any, node: Any) -> Any:
+    """``a if cond else b`` with Python's truthiness: a plain Python value (``None``, a number, a
+    list) chooses when the kernel is parsed, a number expression is tested against zero when the
+    kernel runs, as ``if`` statements do (TVMScript took a bool alone: "Expected Python bool or TIR
+    bool, but got <class 'NoneType'>")."""
+    from tvm import tirx
+
+    test = self._eval_expr(self._visit(node.test))
+    test = bool(test) if is_python_condition(test) else _truth(test)
+    if isinstance(test, bool):
+        return self._eval_expr(self._visit(node.body if test else node.orelse))
+    body = self._eval_expr(self._visit(node.body))
+    orelse = self._eval_expr(self._visit(node.orelse))
+    return tirx.if_then_else(test, body, orelse)
+
+
 _NOT_INSTALLED = False
 
 
@@ -121,6 +137,9 @@ def install() -> None:
     original = dispatch.get_op(tirx.Expr, doc.Not, 0)
     if original is not None:
         dispatch.register_op(tirx.Expr, doc.Not, 0)(_negation(original))
+    from tvm.script.parser.core.evaluator import ExprEvaluator
+
+    ExprEvaluator._eval_if_exp = _if_expression
     for node, is_or in ((doc.Or, True), (doc.And, False)):
         for operand_type in (tirx.Expr, tirx.IterVar):
             for index in (0, 1):
