@@ -70,10 +70,10 @@ def test_upstreams_keywords_of_lower_and_par_compile():
     assert kernels[0] is not None and kernels[1] is None
 
 
-def test_set_autotune_inputs_of_the_wrong_count_names_itself():
-    from tilelang.autotuner import set_autotune_inputs
+def _tuned_double(**options):
+    """A fresh ``@tilelang.autotune``/``@tilelang.jit`` function over ``block`` (C = A * 2)."""
 
-    @tilelang.autotune(configs=[{"block": 16}, {"block": 32}], warmup=1, rep=2, ref_prog=lambda a: a * 2)
+    @tilelang.autotune(configs=[{"block": 16}, {"block": 32}], warmup=1, rep=2, **options)
     @tilelang.jit(out_idx=-1, target="c")
     def tuned(N, block=16):
         @T.prim_func
@@ -83,6 +83,14 @@ def test_set_autotune_inputs_of_the_wrong_count_names_itself():
                     C[bx * block + i] = A[bx * block + i] * 2
 
         return k
+
+    return tuned
+
+
+def test_set_autotune_inputs_of_the_wrong_count_names_itself():
+    from tilelang.autotuner import set_autotune_inputs
+
+    tuned = _tuned_double(ref_prog=lambda a: a * 2)
 
     with set_autotune_inputs(torch.randn(64), torch.randn(64)):
         with pytest.raises(Exception, match=r"set_autotune_inputs gave 2 input\(s\), but kernel 'k' takes 1 \(A\)"):
@@ -90,16 +98,7 @@ def test_set_autotune_inputs_of_the_wrong_count_names_itself():
 
 
 def test_a_call_giving_a_tuned_parameter_says_it_is_not_tuned(caplog):
-    @tilelang.autotune(configs=[{"block": 16}, {"block": 32}], warmup=1, rep=2)
-    @tilelang.jit(out_idx=-1, target="c")
-    def tuned(N, block=16):
-        @T.prim_func
-        def k(A: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32")):
-            with T.Kernel(T.ceildiv(N, block)) as bx:
-                for i in T.Parallel(block):
-                    C[bx * block + i] = A[bx * block + i] * 2
-
-        return k
+    tuned = _tuned_double()
 
     with caplog.at_level("WARNING", logger="tilelang.autotuner"):
         kernel = tuned(64, block=32)
