@@ -6,8 +6,8 @@ latency and ``ref_prog``'s, in ms), ``tilelang-tuning-result.json`` (what this i
 :func:`load`), and ``kernel/``, the best kernel as :meth:`JITKernel.export` writes it (loaded
 with :func:`tilelang.load`, with its checks: ownership, file list, SHA-256, backend version).
 
-The folder is written beside ``path`` and renamed into place, so a reader sees a whole result or
-none. An existing ``path`` is replaced only when it is such a result itself; anything else there
+The folder is written beside ``path`` and renamed into place (exchanged with a previous result in
+one step where the system can: jit/export_swap.py, as exports are), so a reader sees a whole result. An existing ``path`` is replaced only when it is such a result itself; anything else there
 (a user's folder, a file) is refused and left as it was.
 """
 
@@ -50,13 +50,14 @@ def _json_text(what: str, value: Any) -> str:
 
 def save(result: Any, path: Union[str, os.PathLike], verbose: bool = False) -> Path:
     """Write ``result`` (an :class:`AutotuneResult` with a kernel) into the folder ``path``."""
-    from ..jit.export_swap import side_name
+    from ..jit.export_swap import exchange, recover_leftovers, side_name
 
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
         raise ValueError(f"save_to_disk: path must name the folder to write, got {path!r}")
     if result.kernel is None or result.config is None:
         raise AutotuneError("save_to_disk: this result has no kernel to save (no configuration compiled and ran)")
     target = Path(path)
+    recover_leftovers(target, _is_saved_result)  # what a killed save left beside it (as export does)
     if os.path.lexists(target) and not (target.is_dir() and not target.is_symlink() and _is_saved_result(target)):
         raise FileExistsError(
             f"save_to_disk: {target} exists and is not a saved tuning result (no {MARKER}); it is left as it is. "
@@ -72,13 +73,14 @@ def save(result: Any, path: Union[str, os.PathLike], verbose: bool = False) -> P
         (staging / _LATENCY).write_text(latency + "\n")
         result.kernel.export(staging / _KERNEL)
         (staging / MARKER).write_text(json.dumps({"format": _FORMAT}) + "\n")  # last: the folder is whole
-        if os.path.lexists(target):
+        if not os.path.lexists(target):
+            os.rename(staging, target)
+        elif not exchange(staging, target):  # no one-step exchange here: the previous result moves aside first
             old = side_name(target, "old")
             os.rename(target, old)
             os.rename(staging, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(staging, target)
+            staging = old
+        # staging now holds the previous result, if any: removed below
     finally:
         if os.path.lexists(staging):
             shutil.rmtree(staging, ignore_errors=True)

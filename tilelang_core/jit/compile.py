@@ -105,6 +105,7 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
             warn_if_deprecated(record, stacklevel=3)
         if fast is not None:
             _fast_store(fast, func, record, kernel)
+        warn_unwritten_outputs(kernel.artifact, kernel.options.out_idx)  # built now or loaded from the disk cache
         return kernel
     raise _first_failure(failures)  # outside the handler: each error keeps its own cause and context
 
@@ -168,9 +169,7 @@ def _compile_with(record, prim_func, resolved, kind, cache, out_idx, target_host
             return build_kernel(record, capability, artifact, out_idx, flags, pass_configs, verbose, kind, cannot_run)
 
     if cache is None:
-        kernel = build()
-        warn_unwritten_outputs(kernel.artifact, kernel.options.out_idx)
-        return kernel
+        return build()
 
     from ..cache.key import compute_key, native_compiler_identity
 
@@ -188,7 +187,6 @@ def _compile_with(record, prim_func, resolved, kind, cache, out_idx, target_host
         out_idx=out_idx,
     )
     kernel = cache.get_or_build(key, record, build)
-    warn_unwritten_outputs(kernel.artifact, kernel.options.out_idx)  # built now or loaded from the cache
     if cannot_run is not None and kernel.cannot_run is None:  # loaded from the disk cache
         cache_key = kernel.cache_key
         kernel = JITKernel.create(kernel.runner, kernel.artifact, kernel.backend, kernel.options, cannot_run=cannot_run)

@@ -67,7 +67,7 @@ def warn_unwritten_outputs(artifact: KernelArtifact, out_idx: Sequence[int]) -> 
     """Warn (:class:`UnwrittenOutputWarning`) when ``out_idx`` names parameters ``artifact``'s kernel
     never writes: each call returns the memory allocated for them as it was. TileLang allows it
     (upstream's kda/wy_fast.py returns an output only one variant of its kernel writes)."""
-    unwritten = [artifact.params[i].name for i in out_idx if not getattr(artifact.params[i], "written", True)]
+    unwritten = [artifact.params[i].name for i in out_idx if not artifact.params[i].written]  # outputs: TensorParams
     if not unwritten:
         return
     import os

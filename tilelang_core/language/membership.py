@@ -16,16 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from .operand_checks import as_expression
+
 __all__ = ["install"]
 
 _INSTALLED = False
-
-
-def _equal(x: Any, item: Any) -> Any:
-    import tvm_ffi
-
-    result = x == item
-    return result.asobject() if isinstance(result, tvm_ffi.core.ObjectConvertible) else result
 
 
 def _in_range(x: Any, r: range) -> Any:
@@ -52,7 +47,7 @@ def _membership(x: Any, container: Any) -> Any:
     if isinstance(container, (tuple, list, set, frozenset)):
         result: Any = False
         for item in container:
-            test = _equal(x, item)
+            test = as_expression(x == item)  # TVM's lazy EqualOp, as the comparison
             result = test if result is False else tirx.Or(result, test)
         return result
     raise TypeError(

@@ -37,7 +37,7 @@ def _conditional_loads(expr: Any) -> list:
     """The loads of ``expr`` inside a ``T.if_then_else`` (run only when its condition says so)."""
     loads: list = []
     for call in collect(expr, tvm.ir.Call):
-        if isinstance(call.op, tvm.ir.Op) and call.op.name in ("prim.if_then_else", "tirx.if_then_else"):
+        if isinstance(call.op, tvm.ir.Op) and call.op.name == "prim.if_then_else":
             for arg in call.args[1:]:
                 loads.extend(collect(arg, tvm.ir.TensorLoad))
     return loads
