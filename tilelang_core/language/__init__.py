@@ -165,6 +165,10 @@ from . import while_loops as _while_loops  # noqa: E402
 
 _while_loops.install()  # while True: without a break is refused at its line, as in TileLang (the kernel would hang)
 
+from . import python_calls as _python_calls  # noqa: E402
+
+_python_calls.install()  # min(A[i], 3.0) / math.exp(x) / a helper's `if x > 0`: say which call and what to write
+
 from .tileops import loops as _loops  # noqa: E402
 
 _loops.install()  # a plain break in a kernel is T.loop_break() (checked against the loop it leaves)
