@@ -165,6 +165,18 @@ from . import while_loops as _while_loops  # noqa: E402
 
 _while_loops.install()  # while True: without a break is refused at its line, as in TileLang (the kernel would hang)
 
+from . import inferred_scalars as _inferred_scalars  # noqa: E402
+
+_inferred_scalars.install()  # s = 0; s += A[i] of a float A: refused at the store (it truncated s at each step)
+
+from . import raise_statements as _raise_statements  # noqa: E402
+
+_raise_statements.install()  # raise ValueError(...) in a kernel: raised when the kernel is parsed, as in TileLang
+
+from . import match_statements as _match_statements  # noqa: E402
+
+_match_statements.install()  # match op: case "add": ... in a kernel: an if/elif chain of its cases, as in TileLang
+
 from . import python_calls as _python_calls  # noqa: E402
 
 _python_calls.install()  # min(A[i], 3.0) / math.exp(x) / a helper's `if x > 0`: say which call and what to write

@@ -692,8 +692,10 @@ def _def_location(fn: Any) -> str:
 
 
 def _wrapped_tilelang_error(exc: BaseException) -> Optional[BaseException]:
-    """The first :class:`TileLangError` in ``exc``'s ``__cause__``/``__context__`` chain (or ``exc``)."""
+    """The first :class:`TileLangError`, or exception of a kernel's own ``raise`` statement
+    (:mod:`.raise_statements`), in ``exc``'s ``__cause__``/``__context__`` chain (or ``exc``)."""
     from ..errors import TileLangError
+    from .raise_statements import is_kernel_raise
 
     seen: set = set()
     todo = [exc]
@@ -702,7 +704,7 @@ def _wrapped_tilelang_error(exc: BaseException) -> Optional[BaseException]:
         if err is None or id(err) in seen:
             continue
         seen.add(id(err))
-        if isinstance(err, TileLangError):
+        if isinstance(err, TileLangError) or is_kernel_raise(err):
             return err
         todo.extend([err.__cause__, err.__context__])
     return None
@@ -810,7 +812,7 @@ def prim_func(func: Any = None, *, private: bool = False, check_well_formed: boo
                 if hinted is None:
                     raise
                 raise hinted.with_traceback(exc.__traceback__) from None
-            raise inner.with_traceback(inner.__traceback__) from None
+            raise inner.with_traceback(inner.__traceback__) from inner.__cause__  # a kernel's `raise X from Y` keeps Y
         check_function_depth(parsed, _def_location(fn))  # before anything prints or lowers it (a crash)
         result = parsed.with_attr(SOURCE_LOCATION_ATTR, _def_location(fn))
         if not spans_enabled():
