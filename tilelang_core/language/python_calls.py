@@ -73,7 +73,7 @@ def message_for(module: str, name: str, value: Any, error_text: str) -> Optional
     if not _NEEDS_A_VALUE.search(error_text) or value is None:
         return None
     owner = getattr(value, "__module__", None) or ""
-    if owner.split(".")[0] in ("tilelang", "tilelang_core", "tvm", "tvm_ffi"):
+    if owner.startswith(("tilelang", "tvm")):  # TileLang's, TVM's and TVM FFI's own functions
         return None
     if not module and name in BUILTIN_REPLACEMENTS and value is getattr(builtins, name):
         return (f"{name}() is Python's built-in: it runs when the kernel is parsed and needs numbers known "
