@@ -2,7 +2,8 @@
 
 ``@tilelang.jit`` / ``@tilelang.jit(out_idx=-1)`` work because this package is callable (calling
 it is calling :func:`tilelang_core.jit.decorator.jit`). ``from tilelang.jit import jit, compile,
-par_compile, JITKernel`` gives the same objects as ``tilelang.<name>``. Attributes load on first
+par_compile, JITKernel`` gives the same objects as ``tilelang.<name>``; ``JITImpl`` (upstream's
+name of the class of ``@tilelang.jit`` functions) is :class:`~tilelang_core.jit.decorator.JitFunction`. Attributes load on first
 use, so importing this module imports no TVM and no torch.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 _NAMES = {
     "jit": ("tilelang_core.jit.decorator", "jit"),
     "JitFunction": ("tilelang_core.jit.decorator", "JitFunction"),
+    "JITImpl": ("tilelang_core.jit.decorator", "JitFunction"),  # upstream's name of the same class
     "TensorSpec": ("tilelang_core.jit.decorator", "TensorSpec"),
     "compile": ("tilelang_core.jit.compile", "compile"),
     "JITKernel": ("tilelang_core.jit.kernel", "JITKernel"),

@@ -483,7 +483,9 @@ def jit(
     it with Python values returns a :class:`JITKernel`; calling it with torch tensors compiles
     for their shapes and dtypes (once) and runs the kernel on them. A function whose body *is*
     the kernel (the eager style, :mod:`tilelang_core.jit.eager`): calling it compiles for the
-    arguments (once) and runs the kernel, returning its ``T.empty`` outputs.
+    arguments (once) and runs the kernel, returning its ``T.empty`` outputs. A ``T.prim_func``
+    itself (``@tilelang.jit(out_idx=-1)`` above ``@T.prim_func``): calling it with tensors compiles
+    it (once) and runs it; ``k()`` returns its :class:`JITKernel`.
 
     :param mode: ``"auto"`` (tell the style from the function's source), ``"lazy"`` (it returns
         a prim_func) or ``"eager"`` (its body is the kernel).
@@ -506,9 +508,41 @@ def jit(
         "pass_configs": pass_configs,
         "compile_flags": compile_flags,
     }
-    if func is None:
-        return lambda f: JitFunction(_decoratable(f), options, mode, root)
-    return JitFunction(_decoratable(func), options, mode, root)
+
+    def decorate(f: Any) -> JitFunction:
+        if _is_prim_func(f):  # @tilelang.jit on a @T.prim_func: the kernel is already built
+            return JitFunction(_returning(f, options), options, "lazy", root)
+        return JitFunction(_decoratable(f), options, mode, root)
+
+    return decorate if func is None else decorate(func)
+
+
+def _is_prim_func(value: Any) -> bool:
+    from tvm.tirx import PrimFunc
+
+    return isinstance(value, PrimFunc)
+
+
+def _returning(prim_func: Any, options: dict[str, Any]) -> Callable[..., Any]:
+    """The function that ``@tilelang.jit`` decorates in place of a ``T.prim_func``: whatever it is
+    called with, it returns the kernel compiled (once) with the decorator's ``options``. So a call
+    with tensors (the direct form) runs it, and ``k()`` returns its :class:`JITKernel`, the same
+    object."""
+    from .compile import compile as tl_compile
+
+    name = getattr(prim_func, "__name__", None) or "kernel"
+    built: list[JITKernel] = []
+    lock = threading.Lock()
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            if not built:
+                built.append(tl_compile(prim_func, **options))
+        return built[0]
+
+    kernel.__name__ = kernel.__qualname__ = name
+    kernel.__doc__ = f"the T.prim_func {name!r}, compiled by @tilelang.jit on its first call"
+    return kernel
 
 
 def _decoratable(func: Any) -> Callable[..., Any]:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import ast
 import inspect
 import linecache
+import sys
 import textwrap
 import threading
 import types
@@ -282,6 +283,7 @@ class _Analysis:
         if self.returns is not None:
             unknown = [n for n in self.returns if n not in output_names]
             if unknown:
+                self._check_output_calls(body, unknown)
                 raise self._error(
                     fdef,
                     f"the function returns its T.empty outputs by name; {', '.join(unknown)} is not one "
@@ -296,6 +298,26 @@ class _Analysis:
 
     def _error(self, node: Any, message: str) -> KernelDefinitionError:
         return KernelDefinitionError(f"{self.filename}:{getattr(node, 'lineno', '?')}: {self.kind} {self.name}: {message}")
+
+    def _check_output_calls(self, body: list[ast.stmt], names: list[str]) -> None:
+        """Refuse ``C = T.empty_like(A)`` (a ``T.`` name that does not exist) for a returned ``C``
+        at its line, naming the missing name: otherwise the function is reported as returning
+        something that is not a ``T.empty`` output, at its ``def``."""
+        from .. import language
+
+        for stmt in body:
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                    and stmt.targets[0].id in names and isinstance(stmt.value, ast.Call)):
+                continue
+            func = stmt.value.func
+            if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+                continue
+            module = self.func.__globals__.get(func.value.id)
+            if getattr(module, "__name__", None) in ("tilelang.language", language.__name__) and not hasattr(module, func.attr):
+                raise self._error(
+                    stmt, f"{stmt.targets[0].id} = {func.value.id}.{func.attr}(...): module 'tilelang.language' has no "
+                          f"attribute {func.attr!r}; declare each returned output with "
+                          f"{func.value.id}.empty(shape, dtype) before the kernel body")
 
     def _matched_annotation(self, stmt: ast.Assign) -> ast.expr:
         """``T.Tensor(shape, dtype, **options)`` for ``A = T.match_buffer(A, shape, dtype, **options)``."""
@@ -594,7 +616,14 @@ class EagerFunction:
         if missing_compile:
             raise TypeError(f"{a.name}(): missing compile-time argument(s) {', '.join(missing_compile)}")
         env = _closure_values(self.func)
+        torch = sys.modules.get("torch")
         for p in a.compile_params:
+            if torch is not None and isinstance(bound[p], torch.Tensor):
+                raise TypeError(
+                    f"{a.name}() argument {p!r}: got a torch.Tensor, but {p!r} has no tensor annotation, so it is a "
+                    f"compile-time value; declare it a tensor of the kernel: in the signature ({p}: T.Tensor[[N], "
+                    f"T.float32]) or before the kernel body ({p}: T.Tensor((N,), T.float32), or {p} = "
+                    f"T.match_buffer({p}, (N,), T.float32)), with N = T.const(\"N\") for a size the tensor gives")
             env[p] = bound[p]
         symbols, decls = self._run_prologue(env)
         consts = dict(const_given)
