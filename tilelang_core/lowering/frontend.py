@@ -207,6 +207,42 @@ def contains(stmt: Any, kinds: tuple) -> bool:
     return bool(collect(stmt, kinds))
 
 
+def _moves_across_rows(indices: Any, var: Any) -> bool:
+    """Whether an access at ``indices`` moves by other than one element as ``var`` steps: ``var``
+    in an index before the last, or in the last one with a coefficient other than 0 or +-1 (or not
+    linearly)."""
+    indices = list(indices)
+    if not indices:
+        return False
+    if any(v.same_as(var) for index in indices[:-1] for v in collect(index, tirx.Var)):
+        return True
+    last = indices[-1]
+    if not any(v.same_as(var) for v in collect(last, tirx.Var)):
+        return False
+    coefficients = tvm.sym.detect_linear_equation(last, [var])
+    if len(coefficients) != 2 or not isinstance(coefficients[0], tirx.IntImm):
+        return True
+    return abs(int(coefficients[0].value)) > 1
+
+
+def strided_self_update(body: Any, var: Any) -> bool:
+    """Whether ``body`` (the body of a loop over ``var``) reads a buffer that it also writes, with
+    an access of that buffer moving across rows as ``var`` steps (:func:`_moves_across_rows`): a
+    column of a tile, ``s[i, j] = s[i, j - 1] + s[i, j]`` in a loop over ``i`` inside one over ``j``,
+    as ``T.cumsum(dim=1)`` builds. GCC 12 compiling such a loop under ``#pragma omp simd`` with
+    ``-O3`` unrolls and versions the outer loop: 28 s to build an 8 x 4096 scan, and a run time
+    growing with the square of the outer extent (14 ms where a plain loop takes 0.01 ms); without the
+    pragma it builds in 0.03 s. Such loops get no pragma (GCC still vectorizes them if it can)."""
+    stores = collect(body, tirx.BufferStore)
+    loads = collect(body, tvm.ir.TensorLoad)
+    updated = [s.buffer for s in stores if any(load.source.same_as(s.buffer) for load in loads)]
+    if not updated:
+        return False
+    accesses = [(s.buffer, s.indices) for s in stores] + [(load.source, load.indices) for load in loads]
+    return any(_moves_across_rows(indices, var) for buffer, indices in accesses
+               if any(buffer.same_as(u) for u in updated))
+
+
 class Frontend:
     """Rewrites one PrimFunc body; see the module docstring."""
 
@@ -544,6 +580,7 @@ class Frontend:
             and not contains(new_body, (tirx.For, tirx.While, tirx.Evaluate, tirx.AllocBuffer))
             # several iterations may update the same element: never vectorize atomics
             and not contains_atomics(new_body)
+            and not strided_self_update(new_body, loops[-1].loop_var)
         )
         stmt = new_body
         for depth, loop in enumerate(reversed(loops)):
