@@ -104,6 +104,27 @@ def test_barriers_do_nothing_on_cpu_and_the_kernel_runs(backend, target, dynamic
         torch.testing.assert_close(b2, W.barriers_reference(a2), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "c"), ("tvm_ffi", "llvm")])
+def test_tvms_own_storage_sync_written_in_a_kernel_does_nothing_on_cpu(backend, target):
+    """``T.tvm_storage_sync("shared")`` (TVM's name of ``__syncthreads()``, written by hand in
+    KernelBench solutions) is dropped on CPU targets as ``T.sync_threads()`` is; TVM's LLVM code
+    generator stopped on it with "not implemented", at the kernel's ``def``."""
+
+    @T.prim_func
+    def reverse(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            s = T.alloc_shared((64,), "float32")
+            T.copy(A, s)
+            T.tvm_storage_sync("shared")
+            for i in T.Parallel(64):
+                B[i] = s[63 - i]
+
+    a = torch.arange(64, dtype=torch.float32)
+    b = torch.empty(64)
+    _compile(reverse, backend, target)(a, b)
+    assert torch.equal(b, a.flip(0))
+
+
 @pytest.mark.parametrize("target", ["c", "cuda"])
 def test_sync_grid_is_refused_at_its_line_on_every_target(target):
     @T.prim_func

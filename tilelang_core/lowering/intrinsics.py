@@ -26,8 +26,9 @@ math, ``__fadd_rz``/``__dmul_ru``/``__fmaf_rd``/``__frcp_rn``/``__fsqrt_ru``/``_
   TwoSums), correct under the same condition as the others;
 - ``dp4a``: four int8 products added to the int32 accumulator;
 - GPU-only intrinsics: a :class:`LoweringError` at the intrinsic's line;
-- barriers (``T.sync_threads``, ``T.sync_warp``): dropped, a CPU block runs as one thread
-  (the warp helpers and barriers are :mod:`tilelang_core.lowering.warp`'s);
+- barriers (``T.sync_threads``, ``T.sync_warp``, and TVM's ``T.tvm_storage_sync`` written in a
+  kernel): dropped, a CPU block runs as one thread (the warp helpers and barriers are
+  :mod:`tilelang_core.lowering.warp`'s);
 - ``T.pdl_trigger`` / ``T.pdl_sync``: dropped, CPU launches are serialized (on CUDA they are
   ``griddepcontrol`` helpers; both in :mod:`tilelang_core.lowering.pdl`).
 """
@@ -389,6 +390,21 @@ def refuse_c_vectors(func: tirx.PrimFunc) -> None:
         )
 
 
+def _without_storage_syncs(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` without the ``T.tvm_storage_sync(...)`` statements a kernel writes itself (TVM's
+    name of ``__syncthreads()``): a CPU block runs as one thread, as for ``T.sync_threads()``. TVM's
+    LLVM code generator stopped on them with "not implemented", at the kernel's ``def``."""
+
+    def on_evaluate(stmt: Any) -> Any:
+        value = stmt.value
+        if isinstance(value, tvm.ir.Call) and getattr(value.op, "name", "") == "tirx.tvm_storage_sync":
+            return tirx.Evaluate(tirx.IntImm("int32", 0))
+        return stmt
+
+    body = tvm_ffi.structural_map(func.body, [(tirx.Evaluate, on_evaluate)])
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
 def lower_cpu_intrinsics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
     """Replace the markers of a CPU function (``language``: ``"c"`` or ``"llvm"``).
 
@@ -396,6 +412,7 @@ def lower_cpu_intrinsics(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
     """
     if language == "c":
         refuse_c_vectors(func)
+    func = _without_storage_syncs(func)
     if not contains_intrinsics(func.body):
         return func
     helpers: dict[str, tuple] = {}
