@@ -230,9 +230,10 @@ def strided_self_update(body: Any, var: Any) -> bool:
     an access of that buffer moving across rows as ``var`` steps (:func:`_moves_across_rows`): a
     column of a tile, ``s[i, j] = s[i, j - 1] + s[i, j]`` in a loop over ``i`` inside one over ``j``,
     as ``T.cumsum(dim=1)`` builds. GCC 12 compiling such a loop under ``#pragma omp simd`` with
-    ``-O3`` unrolls and versions the outer loop: 28 s to build an 8 x 4096 scan, and a run time
-    growing with the square of the outer extent (14 ms where a plain loop takes 0.01 ms); without the
-    pragma it builds in 0.03 s. Such loops get no pragma (GCC still vectorizes them if it can)."""
+    ``-O3`` unrolls and versions the outer loop, and both the build and the run time grow with the
+    square of its extent: a 4 x 4096 scan kernel built in 15.7 s and took 9.0 ms a call, against
+    0.16 s and 0.02 ms without the pragma (the C loop alone, 8 x 4096: 28 s to compile with it,
+    0.03 s without). Such loops get no pragma (GCC still vectorizes them if it can)."""
     stores = collect(body, tirx.BufferStore)
     loads = collect(body, tvm.ir.TensorLoad)
     updated = [s.buffer for s in stores if any(load.source.same_as(s.buffer) for load in loads)]
