@@ -27,8 +27,6 @@ from typing import Optional
 
 __all__ = ["install", "as_if_chain"]
 
-_SINGLETON_TEST = ast.Is
-
 
 def _refusal(case: ast.match_case, what: str) -> ast.stmt:
     from .raise_statements import refusal_marker
