@@ -29,52 +29,30 @@ def _relu_macro(x):
 
 
 def _define(which):
-    """Define a kernel whose store calls ``which`` on ``A[i]`` (TVMScript parses it here)."""
-    if which == "min":
-        @T.prim_func
-        def k(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
-            with T.Kernel(1):
-                for i in T.serial(8):
-                    B[i] = min(A[i], 3.0)
-    elif which == "max":
-        @T.prim_func
-        def k(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
-            with T.Kernel(1):
-                for i in T.serial(8):
-                    B[i] = max(A[i], A[7 - i], 0.0)
-    elif which == "abs":
-        @T.prim_func
-        def k(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
-            with T.Kernel(1):
-                for i in T.serial(8):
-                    B[i] = abs(A[i])
-    elif which == "int":
-        @T.prim_func
-        def k(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
-            with T.Kernel(1):
-                for i in T.serial(8):
-                    B[i] = int(A[i])
-    elif which == "bool":
-        @T.prim_func
-        def k(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
-            with T.Kernel(1):
-                for i in T.serial(8):
-                    B[i] = bool(A[i])
-    elif which == "math.exp":
-        @T.prim_func
-        def k(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
-            with T.Kernel(1):
-                for i in T.serial(8):
-                    B[i] = math.exp(A[i])
-    elif which == "helper":
-        @T.prim_func
-        def k(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
-            with T.Kernel(1):
-                for i in T.serial(8):
-                    B[i] = _relu(A[i])
+    """Define a kernel whose store calls ``which`` on ``A[i]`` (TVMScript parses it here; the
+    ``match`` on a Python value parses only the chosen case)."""
+
+    @T.prim_func
+    def k(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1):
+            for i in T.serial(8):
+                match which:
+                    case "min":
+                        B[i] = min(A[i], 3.0)
+                    case "max":
+                        B[i] = max(A[i], A[7 - i], 0.0)
+                    case "abs":
+                        B[i] = abs(A[i])
+                    case "int":
+                        B[i] = int(A[i])
+                    case "bool":
+                        B[i] = bool(A[i])
+                    case "math.exp":
+                        B[i] = math.exp(A[i])
+                    case "helper":
+                        B[i] = _relu(A[i])
+
     return k
-
-
 
 
 def _store_line(which):

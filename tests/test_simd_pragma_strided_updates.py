@@ -26,30 +26,27 @@ def _inner_loop_pragma(source: str, outer: str) -> bool:
     return lines[start + 1] == "#pragma omp simd"
 
 
-def _scan():
+def _scan(builtin=False):
+    """An (R, N) row scan in a shared tile: written out, or ``T.cumsum(dim=1)``."""
+
     @T.prim_func
     def scan(A: T.Tensor((R, N), "float32"), B: T.Tensor((R, N), "float32")):
         with T.Kernel(1, threads=128):
             s = T.alloc_shared((R, N), "float32")
             T.copy(A, s)
-            for j in T.serial(1, N):
-                for i in T.Parallel(R):
-                    s[i, j] = s[i, j - 1] + s[i, j]
+            if builtin:
+                T.cumsum(s, dim=1)
+            else:
+                for j in T.serial(1, N):
+                    for i in T.Parallel(R):
+                        s[i, j] = s[i, j - 1] + s[i, j]
             T.copy(s, B)
 
     return scan
 
 
 def _cumsum_rows():
-    @T.prim_func
-    def cumsum_rows(A: T.Tensor((R, N), "float32"), B: T.Tensor((R, N), "float32")):
-        with T.Kernel(1, threads=128):
-            s = T.alloc_shared((R, N), "float32")
-            T.copy(A, s)
-            T.cumsum(s, dim=1)
-            T.copy(s, B)
-
-    return cumsum_rows
+    return _scan(builtin=True)
 
 
 @pytest.mark.parametrize("make", [_scan, _cumsum_rows], ids=["hand-written", "T.cumsum"])
