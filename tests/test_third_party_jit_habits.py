@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -53,6 +55,18 @@ def test_jit_above_a_prim_func_without_outputs_writes_the_given_tensor():
     x, y = torch.randn(16), torch.zeros(16)
     assert double(x, y) is None
     torch.testing.assert_close(y, x * 2)
+
+
+def test_decorating_a_function_imports_no_tvm():
+    """Telling a ``T.prim_func`` from a function must not import TVM (seconds at a module's import)."""
+    code = ("import sys, tilelang\n"
+            "def factory(n):\n    return n\n"
+            "tilelang.jit(out_idx=-1)(factory)\n"
+            "tilelang.jit(factory)\n"
+            "print('tvm' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False"]
 
 
 def test_upstream_type_names_import_and_describe_our_objects():

@@ -518,9 +518,10 @@ def jit(
 
 
 def _is_prim_func(value: Any) -> bool:
-    from tvm.tirx import PrimFunc
-
-    return isinstance(value, PrimFunc)
+    """Whether ``value`` is a ``T.prim_func``; without importing TVM (a prim_func exists only once
+    it is imported), so that decorating a function costs no TVM import."""
+    tvm = sys.modules.get("tvm")
+    return tvm is not None and isinstance(value, tvm.tirx.PrimFunc)
 
 
 def _returning(prim_func: Any, options: dict[str, Any]) -> Callable[..., Any]:
