@@ -37,6 +37,18 @@ def test_a_break_of_an_inner_loop_does_not_end_the_while():
                         out[j] = 1
 
 
+def test_a_condition_of_constants_only_is_known_true_too():
+    """``T.int32(3) > 2`` is not folded when it is built; it is decided as ``assert`` decides its
+    condition (python_conditions.constant_truth), and the loop is refused as ``while True:`` is."""
+    with pytest.raises(tvm.error.DiagnosticError, match="this while loop never ends"):
+
+        @T.prim_func
+        def k(out: T.Tensor((1,), "int32")):
+            with T.Kernel(1, threads=1) as bx:
+                while T.int32(3) > 2:
+                    out[0] = out[0] + 1
+
+
 def test_a_while_true_that_breaks_out_runs():
     @T.prim_func
     def k(out: T.Tensor((4,), "int32"), more: T.Tensor((4,), "int32")):

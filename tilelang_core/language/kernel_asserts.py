@@ -23,9 +23,10 @@ of ``assert`` statements:
 from __future__ import annotations
 
 import ast
-from typing import Any, Optional
+from typing import Any
 
 from ..errors import LoweringError
+from .python_conditions import constant_truth
 from .tirx_visitors import given_values, wrap_visitor
 
 __all__ = ["KernelAssertionError", "assertion_text", "install"]
@@ -34,26 +35,6 @@ __all__ = ["KernelAssertionError", "assertion_text", "install"]
 class KernelAssertionError(LoweringError, AssertionError):
     """An ``assert`` of a kernel body whose condition is false when the kernel is defined (also an
     ``AssertionError``, as Python's ``assert`` raises)."""
-
-
-def _constant_truth(value: Any) -> Optional[bool]:
-    """The truth of a condition known when the kernel is defined (a Python value, a TIR integer or
-    float constant), else None (a condition checked when the kernel runs)."""
-    import tvm
-
-    from .python_conditions import is_python_condition
-
-    if isinstance(value, bool) or is_python_condition(value):
-        return bool(value)
-    value = getattr(value, "scalar", value)  # T.alloc_var's wrapper
-    if isinstance(value, tvm.tirx.Expr) and not isinstance(value, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
-        try:  # T.int32(3) > 2 is not folded when it is built; an expression of no variable is a constant
-            value = tvm.arith.Analyzer().simplify(value)
-        except Exception:  # noqa: BLE001 - not a scalar expression: refused where it is emitted
-            return None
-    if isinstance(value, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
-        return bool(value.value)
-    return None
 
 
 def _condition_source(parser: Any, test: Any) -> str:
@@ -126,7 +107,7 @@ def _visit_assert(previous: Any, self: Any, node: Any) -> Any:
     where = location()
     source = _condition_source(self, node.test)
     text = _message_text(msg)
-    truth = _constant_truth(condition)
+    truth = constant_truth(condition)
     if truth is True:
         return None
     if truth is False:

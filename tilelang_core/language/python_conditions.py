@@ -16,7 +16,7 @@ Python's value (a select) rather than TVM's error.
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import Any, Optional
 
 from .tirx_visitors import given_values, wrap_visitor
 
@@ -35,6 +35,25 @@ def is_python_condition(value: Any) -> bool:
     if isinstance(value, bool) or tvm.ir.is_prim_expr(value) or isinstance(value, tvm.tirx.expr.ExprOp):
         return False
     return isinstance(value, _PLAIN) or isinstance(value, (np.generic,)) and np.ndim(value) == 0
+
+
+def constant_truth(value: Any) -> Optional[bool]:
+    """The truth of a condition known when the kernel is defined (a Python value, a TIR integer or
+    float constant, an expression of no variable), else None (a condition checked when the kernel
+    runs). ``assert`` (kernel_asserts.py) and ``while`` (while_loops.py) decide by it."""
+    import tvm
+
+    if isinstance(value, bool) or is_python_condition(value):
+        return bool(value)
+    value = getattr(value, "scalar", value)  # T.alloc_var's wrapper
+    if isinstance(value, tvm.tirx.Expr) and not isinstance(value, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
+        try:  # T.int32(3) > 2 is not folded when it is built; an expression of no variable is a constant
+            value = tvm.arith.Analyzer().simplify(value)
+        except Exception:  # noqa: BLE001 - not a scalar expression: refused where it is emitted
+            return None
+    if isinstance(value, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
+        return bool(value.value)
+    return None
 
 
 def _truth(value: Any) -> Any:

@@ -13,22 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .python_conditions import constant_truth
 from .tirx_visitors import given_values, wrap_visitor
 
 __all__ = ["install"]
-
-
-def _constant_truth(value: Any) -> Any:
-    """``True``/``False`` for a condition known when the kernel is parsed, else None."""
-    import numbers
-
-    from tvm import tirx
-
-    if isinstance(value, (bool, numbers.Number)):
-        return bool(value)
-    if isinstance(value, tirx.IntImm):
-        return bool(value.value)
-    return None
 
 
 def _leaves(body: list, doc: Any) -> bool:
@@ -57,7 +45,7 @@ def _visit_while(original: Any, self: Any, node: Any) -> Any:
 
     _refuse_else(self, node, "while")
     value = self.eval_expr(node.test)
-    if _constant_truth(value) and not _leaves(node.body, doc):
+    if constant_truth(value) and not _leaves(node.body, doc):
         self.report_error(
             node.test,
             "this while loop never ends: its condition is always true and its body has no break, so the "
