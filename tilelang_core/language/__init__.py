@@ -151,7 +151,7 @@ _named_expressions.install()  # (t := A[i] * 2) > 1 in a kernel binds t, as in T
 
 from . import python_statements as _python_statements  # noqa: E402
 
-_python_statements.install()  # global / nonlocal / del in a kernel: accepted as in TileLang; try: refused at its line
+_python_statements.install()  # global / nonlocal / del: accepted as in TileLang; try: refused; raise: raised when parsed
 
 from . import region_subscripts as _region_subscripts  # noqa: E402
 
@@ -168,10 +168,6 @@ _while_loops.install()  # while True: without a break is refused at its line, as
 from . import inferred_scalars as _inferred_scalars  # noqa: E402
 
 _inferred_scalars.install()  # s = 0; s += A[i] of a float A: refused at the store (it truncated s at each step)
-
-from . import raise_statements as _raise_statements  # noqa: E402
-
-_raise_statements.install()  # raise ValueError(...) in a kernel: raised when the kernel is parsed, as in TileLang
 
 from . import match_statements as _match_statements  # noqa: E402
 

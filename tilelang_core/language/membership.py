@@ -56,10 +56,6 @@ def _membership(x: Any, container: Any) -> Any:
     )
 
 
-def _contains(a: Any, b: Any) -> Any:
-    return _membership(a, b)
-
-
 def _not_contains(a: Any, b: Any) -> Any:
     from tvm import tirx
 
@@ -76,6 +72,6 @@ def install() -> None:
     from tvm.script.parser.core import dispatch, doc
 
     for operand_type in (tirx.Expr, tirx.IterVar):
-        dispatch.register_op(operand_type, doc.In, 0)(_contains)
+        dispatch.register_op(operand_type, doc.In, 0)(_membership)
         dispatch.register_op(operand_type, doc.NotIn, 0)(_not_contains)
     _INSTALLED = True

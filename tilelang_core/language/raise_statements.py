@@ -5,7 +5,8 @@ ValueError(f"unknown op {op}")``). TVMScript has no visitor for ``raise`` and st
 with "Visitor of AST node is not implemented: Raise", marking the whole enclosing ``if``; TileLang
 raises the exception, so a caller's ``except ValueError`` sees it.
 
-:func:`install` registers a visitor: the exception is evaluated and raised as itself (``raise X
+:func:`visit_raise` is the parser's visitor (registered with the other statements'
+visitors, :mod:`.python_statements`): the exception is evaluated and raised as itself (``raise X
 from Y`` keeps its cause), marked so that the kernel's decorator lets it through TVMScript's
 diagnostic (:func:`is_kernel_raise`). A ``raise`` inside a branch or loop that the kernel runs
 (``if A[i] < 0:``, ``while``) is refused at its line: nothing raises while a kernel runs, and
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["install", "is_kernel_raise", "refusal_marker"]
+__all__ = ["is_kernel_raise", "refusal_marker", "visit_raise"]
 
 _MARK = "__tilelang_kernel_raise__"
 #: A ``raise "<marker><text>"`` that other front-end rewrites emit: refused at its line with <text>.
@@ -49,7 +50,9 @@ def _run_time_frame() -> Any:
     return None
 
 
-def _visit_raise(self: Any, node: Any) -> None:
+def visit_raise(self: Any, node: Any) -> None:
+    """TVMScript's parser visitor of ``raise`` (module docstring); registered by
+    :func:`tilelang_core.language.python_statements.install`."""
     from tvm.script.parser._core import doc
 
     exc = node.exc
@@ -76,11 +79,3 @@ def _visit_raise(self: Any, node: Any) -> None:
     if node.cause is not None:
         raise value from cause
     raise value
-
-
-def install() -> None:
-    """Give TVMScript's parser a visitor of ``raise`` (idempotent)."""
-    from tvm.script.parser.core.parser import Parser
-
-    if getattr(Parser, "visit_Raise", None) is None:
-        Parser.visit_Raise = _visit_raise
