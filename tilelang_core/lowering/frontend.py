@@ -36,7 +36,7 @@ from tvm import tirx
 
 from ..errors import LoweringError
 from .atomics import contains_atomics
-from ..language.tileops._common import collect, scope_of, substitute
+from ..language.tileops._common import collect, scope_of, substitute, uses_var
 from .access_guards import guard_global_accesses
 from .tile_bounds import refuse_tile_overruns
 from .markers import extern_name, parallel_loops, parallel_ndim, safe_value_marker
@@ -214,10 +214,10 @@ def _moves_across_rows(indices: Any, var: Any) -> bool:
     indices = list(indices)
     if not indices:
         return False
-    if any(v.same_as(var) for index in indices[:-1] for v in collect(index, tirx.Var)):
+    if any(uses_var(index, var) for index in indices[:-1]):
         return True
     last = indices[-1]
-    if not any(v.same_as(var) for v in collect(last, tirx.Var)):
+    if not uses_var(last, var):
         return False
     coefficients = tvm.sym.detect_linear_equation(last, [var])
     if len(coefficients) != 2 or not isinstance(coefficients[0], tirx.IntImm):

@@ -100,7 +100,7 @@ from tvm import tirx
 from ..errors import LoweringError
 from ..language.core import LOCAL_SCOPES
 from ..language.spans import span_to_location
-from ..language.tileops._common import collect, substitute
+from ..language.tileops._common import collect, substitute, uses_var
 from .thread_uniform import Ctx, has_exit, is_uniform, uniform_local_buffers
 from .views import data_buffers, owner_of, with_owners
 
@@ -173,10 +173,6 @@ def _storage_name(data: Any) -> str:
     return str(getattr(owner, "name", None) or owner)
 
 
-def _uses(expr: Any, var: Any) -> bool:
-    return any(v.same_as(var) for v in collect(expr, tvm.ir.Var))
-
-
 def _has_load(expr: Any) -> bool:
     return bool(collect(expr, tvm.ir.TensorLoad))
 
@@ -211,7 +207,7 @@ def _conflict(prev: _Access, curr: _Access) -> bool:
     if not all(tvm_ffi.structural_equal(a, b) for a, b in zip(prev.points, curr.points)):
         return True
     # the same index expression: one element per thread only when it uses every free thread axis
-    return not all(any(_uses(p, t) for p in curr.points) for t in free)
+    return not all(any(uses_var(p, t) for p in curr.points) for t in free)
 
 
 def _addressed_data(body: Any) -> list:
@@ -377,7 +373,7 @@ class _Planner:
         return _Access(kind, key, bits, points, tuple(self.threads), self.pins, name, self.where, cond_where)
 
     def _uses_thread(self, expr: Any) -> bool:
-        return any(_uses(expr, t) for t in self.threads)
+        return any(uses_var(expr, t) for t in self.threads)
 
     def _pins_of(self, conds: list) -> tuple:
         """Per var of ``self.threads``: the one value ``conds`` allow it (TVM's analyzer), else None."""
@@ -478,7 +474,7 @@ class _Planner:
 
     def _thread_dependent(self, expr: Any) -> bool:
         expr = self._subst(expr)
-        return _has_load(expr) or any(_uses(expr, t) for t in self.threads)
+        return _has_load(expr) or any(uses_var(expr, t) for t in self.threads)
 
     def _block_uniform(self, cond: Any) -> bool:
         """Whether every thread of the block evaluates ``cond`` (an ``if`` condition, not marked
@@ -602,7 +598,7 @@ class _Planner:
         self.exits -= exits
         one = isinstance(stmt.extent, tirx.IntImm) and int(stmt.extent.value) == 1
         for a in acc:
-            if a.points is not None and any(_uses(p, stmt.loop_var) for p in a.points):
+            if a.points is not None and any(uses_var(p, stmt.loop_var) for p in a.points):
                 if one:
                     m = [(stmt.loop_var, self._subst(stmt.min))]
                     a.points = tuple(substitute(p, m) for p in a.points)

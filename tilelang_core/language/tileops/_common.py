@@ -322,6 +322,13 @@ def collect(node: Any, kinds: Any) -> list:
     return found
 
 
+def uses_var(node: Any, var: Any) -> bool:
+    """Whether the variable ``var`` occurs in ``node``, a statement or expression."""
+    import tvm
+
+    return any(v.same_as(var) for v in collect(node, tvm.ir.Var))
+
+
 def substitute(node: Any, mapping: Sequence[tuple]) -> Any:
     """``node`` with variables replaced (``[(old_var, new_expr)]``) everywhere."""
     if not mapping:
