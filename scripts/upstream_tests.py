@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Measure TileLang-Core against upstream TileLang's own tests (a developer tool; not part of CI).
 
-Upstream's tests in ``testing/python/{cpu,llvm,language,jit,kernel,issue}`` are run twice on this
-CPU-only machine with upstream's own installed ``tilelang``, to find the tests that pass there (the
-denominator), then with TileLang-Core. Nothing of upstream is copied into this repository: the test
-files are read from an upstream checkout and written, at run time, into two trees under ``--out``:
+Upstream's tests in ``testing/python/{cpu,llvm,language,jit,kernel,issue}`` (or the folders named
+with ``--folders``) are run twice on this CPU-only machine with upstream's own installed
+``tilelang``, to find the tests that pass there (the denominator), then with TileLang-Core. Nothing
+of upstream is copied into this repository: the test files are read from an upstream checkout and
+written, at run time, into two trees under ``--out``:
 
 - ``trees/unchanged``: the files as they are;
 - ``trees/adapted``: the files after the mechanical CUDA-to-CPU rewrite of docs/compatibility.md
@@ -144,9 +145,21 @@ def run_pytest(python: str, tree: Path, files, *, env: dict, name: str, out: Pat
     with open(log, "w") as sink:
         sink.write(" ".join(cmd) + "\n\n")
         sink.flush()
-        subprocess.run(cmd, cwd=tree, env=env, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        run = subprocess.run(cmd, cwd=tree, env=env, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     print(f"[{time.strftime('%H:%M:%S')}] {name}: done in {time.monotonic() - started:.0f} s, log {log}", flush=True)
+    if run.returncode == PYTEST_INTERNAL_ERROR:
+        print(f"[{time.strftime('%H:%M:%S')}] {name}: pytest stopped with an internal error, so the tests after "
+              f"it did not run (see the log); these results are incomplete", flush=True)
+        return IncompleteResults(read_results(results))
     return read_results(results)
+
+
+#: pytest's exit status when it stopped on an internal error (``pytest.ExitCode.INTERNAL_ERROR``).
+PYTEST_INTERNAL_ERROR = 3
+
+
+class IncompleteResults(dict):
+    """The results of a pytest run that stopped early: counted, never cached."""
 
 
 #: When a test has several reports, the worst decides: a timeout over a failure over a skip over a pass.
@@ -220,10 +233,12 @@ def upstream_results(src: Path, files, trees: dict, env: dict, identity: str, ca
         fresh = {form: run_pytest(args.upstream_python, trees[form], missing, env=env, name=f"upstream-{form}",
                                   out=out, args=args, target="c" if form == "adapted" else None)
                  for form in ("unchanged", "adapted")}
+        complete = not any(isinstance(results, IncompleteResults) for results in fresh.values())
         for rel in missing:
             data = {form: {k: v for k, v in fresh[form].items() if k == rel or k.startswith(rel + "::")}
                     for form in fresh}
-            (cache / f"{keys[rel]}.json").write_text(json.dumps(data, indent=0))
+            if complete:
+                (cache / f"{keys[rel]}.json").write_text(json.dumps(data, indent=0))
             for form in merged:
                 merged[form].update(data[form])
     return merged
@@ -338,7 +353,9 @@ def main(argv=None) -> int:
     parser.add_argument("--ours-pythonpath", action="append", default=[],
                         help="extra PYTHONPATH entry for TileLang-Core, before --ours-tree (repeatable)")
     parser.add_argument("--out", type=Path, required=True, help="folder for trees, logs and results")
-    parser.add_argument("--folders", nargs="+", default=list(FOLDERS), choices=FOLDERS)
+    parser.add_argument("--folders", nargs="+", default=list(FOLDERS),
+                        help=f"folders of {TESTS} to run (default: {' '.join(FOLDERS)}); others, such as math "
+                             f"or autotune, are measured the same way")
     parser.add_argument("--files", action="append", default=[],
                         help="only test files matching this pattern, e.g. '*atomic*' or 'cpu/*' (repeatable)")
     parser.add_argument("-n", "--jobs", type=int, default=2, help="pytest-xdist workers (default 2)")
