@@ -44,7 +44,8 @@ def build_candidate(
     compile arguments' ``pass_configs`` instead of being passed to ``func``.
     """
     from ..jit.compile import compile as tl_compile
-    from ..jit.eager import EagerFunction, is_eager_style
+    from ..jit.eager import is_eager_style
+    from ..jit.eager_variants import eager_function
     from ..jit.kernel import JITKernel
 
     config = dict(config)
@@ -54,7 +55,7 @@ def build_candidate(
         options["pass_configs"] = {**(options.get("pass_configs") or {}), **extra_passes}
     if mode == "eager" or (mode == "auto" and is_eager_style(func)):  # the body is the kernel: calling it would run T.Kernel outside any prim_func
         options.pop("out_idx", None)  # the eager style's outputs are its T.empty tensors
-        return EagerFunction(func, options).compile(*args, **{**kwargs, **config})
+        return eager_function(func, options).compile(*args, **{**kwargs, **config})
     produced = func(*args, **{**kwargs, **config})
     if isinstance(produced, JITKernel):
         return produced

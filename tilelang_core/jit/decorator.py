@@ -276,10 +276,11 @@ class JitFunction:
         Decided once, from the function's source (``mode="auto"``), or as ``mode`` says.
         """
         if self._eager is None and self.mode != "lazy":
-            from .eager import EagerFunction, is_eager_style
+            from .eager import is_eager_style
+            from .eager_variants import eager_function
 
             if self.mode == "eager" or is_eager_style(self.func):
-                self._eager = EagerFunction(self.func, self.options, debug_root_path=self.debug_root_path)
+                self._eager = eager_function(self.func, self.options, debug_root_path=self.debug_root_path)
                 self.mode = "eager"
             else:
                 self.mode = "lazy"

@@ -119,8 +119,9 @@ def is_eager_style(func: Callable[..., Any]) -> bool:
     """Whether ``func`` is written in the eager style (its body is the kernel).
 
     Eager: the body has no inner ``@T.prim_func`` and, at its top level, annotates a parameter
-    (``A: T.Tensor[...]``), calls ``T.const``/``T.empty``, or opens ``with T.Kernel(...)``; or a
-    signature annotation is a tensor or dtype. Functions whose source cannot be read are not,
+    (``A: T.Tensor[...]``), calls ``T.const``/``T.empty``, or opens ``with T.Kernel(...)``, or it
+    ends with an ``if`` whose branches do that (jit/eager_variants.py); or a signature annotation
+    is a tensor or dtype. Functions whose source cannot be read are not,
     unless their code names ``Kernel`` or ``const`` and no ``prim_func`` (an eager body, which
     is compiled from its source text): that is the :func:`~tilelang_core.language.source.ensure_source`
     error, which says where to define the function.
@@ -150,6 +151,10 @@ def is_eager_style(func: Callable[..., Any]) -> bool:
             return True
         if isinstance(stmt, ast.With) and any(_call_attr(i.context_expr) == "Kernel" for i in stmt.items):
             return True
+    from .eager_variants import arm_chain
+
+    if arm_chain(fdef) is not None:  # if is_2d: declarations and a kernel; else: others
+        return True
     annotations = _runtime_annotations(func)
     return any(_is_kernel_annotation(v) for k, v in annotations.items() if k != "return")
 
@@ -195,7 +200,7 @@ def _is_kernel_annotation(value: Any) -> bool:
 class _Analysis:
     """What the prologue declares and where the kernel body is."""
 
-    def __init__(self, func: Callable[..., Any], kind: str = "@tilelang.jit") -> None:
+    def __init__(self, func: Callable[..., Any], kind: str = "@tilelang.jit", arm: Optional[int] = None) -> None:
         self.kind = kind  # how the function is used, for messages: "@tilelang.jit" or "T.prim_func"
         fdef, lines, _ = _function_def(func)
         self.def_node = fdef  # for errors at the ``def`` line
@@ -211,6 +216,14 @@ class _Analysis:
         body = list(fdef.body)
         if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
             body = body[1:]  # docstring
+        if arm is not None:  # one branch of an if choosing the kernel (jit/eager_variants.py)
+            from .eager_variants import arm_chain
+
+            chain = arm_chain(fdef)
+            body = chain.prefix + chain.arms[arm].body
+        # the generated factory's file name (one per arm: TVMScript reads a kernel's text back by it)
+        self.factory_filename = f"{func.__code__.co_filename}<tilelang.jit {func.__name__}>" if arm is None else \
+            f"{func.__code__.co_filename}<tilelang.jit {func.__name__}, branch at line {chain.arms[arm].body[0].lineno}>"
         annotated_in_body = {
             s.target.id
             for s in body
@@ -271,7 +284,8 @@ class _Analysis:
             self.returns = self._return_names(ret)
             self.end_line = ret.lineno - 1
         else:
-            self.end_line = fdef.end_lineno or (kernel[-1].end_lineno if kernel else fdef.lineno)
+            self.end_line = (kernel[-1].end_lineno if kernel and arm is not None
+                             else fdef.end_lineno or (kernel[-1].end_lineno if kernel else fdef.lineno))
         if not kernel:
             raise self._error(fdef, "the function has no kernel body (expected 'with T.Kernel(...)' after the declarations)")
         for stmt in kernel:
@@ -408,7 +422,7 @@ class _Analysis:
         text = "\n" * free + "\n".join(header) + "\n" if free >= 0 else "\n".join(header) + "\n"
         text += "".join(line if line.endswith("\n") else line + "\n" for line in body)
         text += pad + f"return {self.name}\n"
-        filename = f"{self.filename}<tilelang.jit {self.name}>"
+        filename = self.factory_filename
         linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
         module = compile(text, filename, "exec", dont_inherit=True)
         code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
@@ -501,13 +515,15 @@ class EagerFunction:
     """An eager-style ``@tilelang.jit`` function (see the module docstring)."""
 
     def __init__(self, func: Callable[..., Any], options: dict[str, Any], kind: str = "@tilelang.jit",
-                 debug_root_path: Optional[str] = None) -> None:
+                 debug_root_path: Optional[str] = None, arm: Optional[int] = None) -> None:
+        """``arm``: the branch of the body's kernel-choosing ``if`` to make the function of
+        (jit/eager_variants.py); None for the whole body."""
         if options.get("out_idx") is not None:
             raise KernelDefinitionError(
                 f"@tilelang.jit {func.__name__}: out_idx is for functions that return a prim_func; in the eager style "
                 "declare outputs with T.empty(...) and return them"
             )
-        self.analysis = _Analysis(func, kind)
+        self.analysis = _Analysis(func, kind, arm)
         self.func = func
         self.options = options
         self.debug_root_path = debug_root_path  # jit/debug_dump.py

@@ -1,0 +1,158 @@
+"""An eager ``@tilelang.jit`` body that chooses its kernel with an ``if`` over a compile-time value,
+each branch declaring its own constants and tensors (jit/eager_variants.py, docs/jit.md).
+
+TileLang's eager-JIT guide writes a ``T.ptr`` parameter whose shape depends on a flag this way;
+before, the second ``A = T.match_buffer(A, ...)`` stopped the kernel with TVMScript's "Variable A
+already defined in current scope".
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+from tilelang_core.errors import KernelDefinitionError
+from tilelang_core.jit.eager import is_eager_style
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from backend_pairs import CYTHON_C, TVMFFI_LLVM, path_id  # noqa: E402
+
+OFFSET = 0.5  # a global a branch reads
+
+
+def make_fill(backend: str, target: str):
+    """The guide's form: one pointer, its shape matched per branch."""
+
+    @tilelang.jit(target=target, execution_backend=backend)
+    def fill(A: T.ptr, is_2d=False):
+        if is_2d:
+            M, N = T.const("M, N")
+            A = T.match_buffer(A, [M, N], T.float32)
+            with T.Kernel(M) as i:
+                for j in T.serial(N):
+                    A[i, j] = i * 10 + j
+        else:
+            L = T.const("L")
+            A = T.match_buffer(A, [L], T.float32)
+            with T.Kernel(1) as _:
+                for i in T.serial(L):
+                    A[i] = i + OFFSET
+
+    return fill
+
+
+@pytest.mark.parametrize("path", [CYTHON_C, TVMFFI_LLVM], ids=path_id)
+def test_each_branch_declares_its_own_shape_of_the_pointer(path):
+    fill = make_fill(*path)
+    grid = torch.zeros(3, 4)
+    fill(grid, is_2d=True)
+    torch.testing.assert_close(grid, (torch.arange(3)[:, None] * 10 + torch.arange(4)).float())
+    line = torch.zeros(6)
+    fill(line)
+    torch.testing.assert_close(line, torch.arange(6).float() + OFFSET)
+    fill(line, False)  # the same branch and shape, positionally: the kernel already built
+    assert len(fill.kernels) == 2
+
+
+def test_branches_with_outputs_elif_and_a_get_tir_of_an_earlier_branch():
+    @tilelang.jit(target="c", execution_backend="cython")
+    def scaled(X, layout: str = "rows", factor: float = 2.0):
+        """Scaled copy of X, 2-D or 1-D."""
+        if layout == "rows":
+            R, C = T.const("R C")
+            X: T.Tensor[(R, C), T.float32]
+            Y = T.empty((R, C), T.float32)
+            with T.Kernel(R) as r:
+                for c in T.Parallel(C):
+                    Y[r, c] = X[r, c] * factor
+            return Y
+        elif layout in ("flat", "vector"):
+            n = T.dynamic("n")
+            X: T.Tensor[(n,), T.float32]
+            Y = T.empty((n,), T.float32)
+            with T.Kernel(1) as _:
+                for i in T.serial(n):
+                    Y[i] = X[i] + factor
+            return Y
+
+    x2 = torch.randn(3, 5)
+    torch.testing.assert_close(scaled(x2), x2 * 2)
+    x1 = torch.randn(9)
+    torch.testing.assert_close(scaled(x1, "vector", 1.5), x1 + 1.5)
+    torch.testing.assert_close(scaled(torch.ones(4), layout="flat"), torch.full((4,), 3.0))
+    # each branch is generated under its own name: the first one's text was read back as the
+    # second one's once both existed ("invalid syntax")
+    assert "T.Buffer((3, 5)" in scaled.get_tir(x2).script()
+    with pytest.raises(TypeError, match=r"no branch of the if at .*test_eager_variants.py:\d+ applies to these "
+                                        r"arguments \(layout='cols', factor=2.0\)"):
+        scaled(x2, "cols")
+    with pytest.raises(ValueError, match="X has 2 dimensions, its annotation declares 1"):
+        scaled(x2, "flat")
+
+
+def test_a_condition_on_a_kernel_parameter_is_refused_at_its_line():
+    def choose(A: T.ptr, n: T.int32):
+        if n > 2:
+            L = T.const("L")
+            A = T.match_buffer(A, [L], T.float32)
+            with T.Kernel(1) as _:
+                A[0] = 1.0
+        else:
+            L = T.const("L")
+            A = T.match_buffer(A, [L], T.float32)
+            with T.Kernel(1) as _:
+                A[0] = 2.0
+
+    line = choose.__code__.co_firstlineno + 1
+    with pytest.raises(KernelDefinitionError, match=rf"test_eager_variants.py:{line}: .*reads the kernel parameter\(s\) n"):
+        tilelang.jit(target="c")(choose)(torch.zeros(2), 3)
+
+
+def test_branches_that_only_open_kernels_stay_one_kernel():
+    """An ``if`` over a Python value whose branches declare nothing is part of the kernel body, as
+    before: TVMScript picks the branch when it parses the one kernel."""
+
+    @tilelang.jit(target="c", execution_backend="cython")
+    def shift(A, up: bool):
+        N = T.const("N")
+        A: T.Tensor[(N,), T.float32]
+        if up:
+            with T.Kernel(1) as _:
+                for i in T.serial(N):
+                    A[i] = A[i] + 1
+        else:
+            with T.Kernel(1) as _:
+                for i in T.serial(N):
+                    A[i] = A[i] - 1
+
+    a = torch.zeros(3)
+    shift(a, True)
+    shift(a, True)
+    shift(a, False)
+    torch.testing.assert_close(a, torch.ones(3))
+    assert type(shift._eager_function()).__name__ == "EagerFunction"
+
+
+def test_a_chain_is_eager_without_signature_annotations():
+    def per_rank(A, rank: int):
+        if rank == 1:
+            L = T.const("L")
+            A: T.Tensor[(L,), T.float32]
+            with T.Kernel(1) as _:
+                A[0] = 1.0
+        else:
+            M, N = T.const("M N")
+            A: T.Tensor[(M, N), T.float32]
+            with T.Kernel(1) as _:
+                A[0, 0] = 1.0
+
+    assert is_eager_style(per_rank)
+    kernel = tilelang.jit(target="c", execution_backend="cython")(per_rank)
+    a = torch.zeros(2, 2)
+    kernel(a, 2)
+    assert a[0, 0] == 1.0
