@@ -177,6 +177,8 @@ from . import python_calls as _python_calls  # noqa: E402
 
 _python_calls.install()  # min(A[i], 3.0) / math.exp(x) / a helper's `if x > 0`: say which call and what to write
 
+from .dtype_limits import infinity, max_value, min_value  # noqa: E402,F401 - bfloat16/float8 limits TVM 0.27 got wrong or lacked
+
 from .tileops import loops as _loops  # noqa: E402
 
 _loops.install()  # a plain break in a kernel is T.loop_break() (checked against the loop it leaves)

@@ -1,0 +1,87 @@
+"""``T.max_value``, ``T.min_value`` and ``T.infinity`` right for every float dtype.
+
+TVM 0.27's own functions, which ``T.`` exported unchanged:
+
+* ``T.max_value("bfloat16")`` was float32's largest value, which is ``inf`` once stored as a
+  bfloat16, so ``T.min(x, T.max_value(dt))`` let an infinity through; the float8 variants
+  ``e4m3fnuz`` (448 and 0 for 240 and -240) and ``e8m0fnu`` were wrong as well;
+* ``T.infinity`` knew float16/32/64 only: ``-T.infinity("bfloat16")``, the usual start of a
+  running maximum, stopped the kernel's definition with "Cannot decide infinity".
+
+The limits of the low-precision floats are torch's (``torch.finfo``), which agrees with TVM for
+float16, float32 and float64 and with the formats' definitions for the others; integer dtypes and
+vector dtypes keep TVM's answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from tvm import tirx
+
+__all__ = ["max_value", "min_value", "infinity"]
+
+#: float8 dtypes with an infinity, and its bits (a float8 infinity constant prints as ``inff`` in
+#: CUDA, no such identifier; the reductions' start values take the same route, tileops/reduce.py).
+_FLOAT8_INFINITY_BITS = {"float8_e5m2": 0x7C}
+
+
+def _finfo(dtype: str) -> Optional[Any]:
+    """``torch.finfo`` of a scalar float ``dtype`` torch knows, else None (integers, vectors such
+    as ``float16x2``, float formats torch lacks)."""
+    import torch
+
+    torch_dtype = getattr(torch, dtype, None)
+    if not isinstance(torch_dtype, torch.dtype):
+        return None
+    try:
+        return torch.finfo(torch_dtype)
+    except TypeError:
+        return None
+
+
+def _constant(function: str, dtype: str, value: float, span: Any) -> Any:
+    """``value`` as a constant of ``dtype``.
+
+    :raises ValueError: TVM cannot hold it (TVM 0.27 takes the float8 ``fnuz`` formats for
+        unsigned: it refuses ``T.min_value("float8_e4m3fnuz")``, -240, where it gave 0).
+    """
+    try:
+        return tirx.FloatImm(dtype, value, span)
+    except ValueError as exc:
+        raise ValueError(f"T.{function}({dtype!r}) is {value}, which TVM 0.27 cannot hold in a {dtype} "
+                         f"constant: {str(exc).strip().splitlines()[-1]}") from None
+
+
+def max_value(dtype: Any, span: Any = None) -> Any:
+    """The largest finite value of ``dtype``, as a constant of that dtype."""
+    name = str(dtype)
+    info = _finfo(name)
+    return _constant("max_value", name, float(info.max), span) if info is not None else tirx.max_value(name, span)
+
+
+def min_value(dtype: Any, span: Any = None) -> Any:
+    """The lowest finite value of ``dtype`` (the most negative; the smallest for a dtype without
+    negative values, float8_e8m0fnu), as a constant of that dtype."""
+    name = str(dtype)
+    info = _finfo(name)
+    return _constant("min_value", name, float(info.min), span) if info is not None else tirx.min_value(name, span)
+
+
+def infinity(dtype: Any, span: Any = None) -> Any:
+    """Positive infinity of the float ``dtype`` (``-T.infinity(dtype)`` for the negative one).
+
+    :raises ValueError: ``dtype`` has no infinity (integers, float8_e4m3fn and the other float8,
+        float6 and float4 formats without one), naming its largest finite value.
+    """
+    name = str(dtype)
+    if name in ("float16", "float32", "float64"):
+        return tirx.infinity(name, span)
+    if name == "bfloat16":
+        return tirx.FloatImm(name, float("inf"), span)
+    if name in _FLOAT8_INFINITY_BITS:
+        return tirx.reinterpret(name, tirx.IntImm("uint8", _FLOAT8_INFINITY_BITS[name]))
+    largest = max_value(name) if name.startswith(("float", "bfloat", "int", "uint")) else None
+    hint = (f"; its largest finite value is {largest.value} (T.max_value({name!r}))"
+            if largest is not None and hasattr(largest, "value") else "")
+    raise ValueError(f"T.infinity: {name} has no infinity{hint}")
