@@ -186,31 +186,58 @@ def test_a_top_level_return_ends_the_macro(target, backend):
 
 
 @pytest.mark.parametrize("target,backend", BACKENDS)
-def test_a_return_in_a_python_branch_not_taken_is_fine(target, backend):
+def test_a_return_in_a_python_branch_ends_the_macro_when_taken(target, backend):
+    """An ``if`` on a Python value is decided when the kernel is parsed, so its ``return`` ends the
+    macro, as in TileLang (DeepSeek's TileKernels: ``if not round_sf: return sf, ...``); it was
+    refused when the branch was taken."""
     a, c = _run_map(_map_kernel(lambda x: flagged(x, False)), target, backend)
     torch.testing.assert_close(c, a + 1.0)
+    a, c = _run_map(_map_kernel(lambda x: flagged(x, True)), target, backend)
+    torch.testing.assert_close(c, a + 100.0)
+
+
+@T.macro
+def scale_and_inverse(x, mode):
+    s = x * 0.5
+    if mode == "plain":
+        return s, 1.0
+    elif mode == "pow2":  # an elif chain of Python values, returning a tuple of an expression and a number
+        if x is None:
+            return None
+        return T.exp2(T.ceil(T.log2(s))), 2.0
+    return s * 3.0, 3.0
+
+
+def test_python_branches_choose_among_returns_of_tuples():
+    def kernel(mode):
+        def body(x):
+            value, weight = scale_and_inverse(x, mode)
+            return value * weight
+        return _map_kernel(body)
+
+    for mode, ref in (("plain", lambda a: a * 0.5), ("pow2", lambda a: torch.exp2(torch.ceil(torch.log2(a * 0.5))) * 2),
+                      ("other", lambda a: a * 0.5 * 3 * 3)):
+        a, c = _run_map(kernel(mode), "c", "cython")
+        torch.testing.assert_close(c, ref(a))
 
 
 def test_a_return_inside_a_tir_if_names_its_line():
     line = clamp_in_if.__wrapped__.__code__.co_firstlineno + 3  # the decorator line + 3
     with pytest.raises(KernelDefinitionError,
-                       match=rf"test_macro_late_binding\.py:{line}: a return inside an if/for of macro 'clamp_in_if' "
-                             r"is not supported: assign to a T\.alloc_var and return it after the branch"):
+                       match=rf"test_macro_late_binding\.py:{line}: a return inside a loop, a with block or an if on a "
+                             r"run-time value of macro 'clamp_in_if' is not supported \(one inside an if on a Python "
+                             r"value is\): assign to a T\.alloc_var and return it after the branch"):
         _map_kernel(clamp_in_if)
 
 
-def test_a_return_inside_a_for_or_a_taken_python_branch_names_its_line():
+def test_a_return_inside_a_for_names_its_line():
     line = return_in_for.__wrapped__.__code__.co_firstlineno + 4
-    with pytest.raises(KernelDefinitionError, match=rf"\.py:{line}: a return inside an if/for of macro 'return_in_for'"):
+    with pytest.raises(KernelDefinitionError, match=rf"\.py:{line}: a return inside a loop, .* of macro 'return_in_for'"):
         @T.prim_func
         def k(A: T.Tensor((N,), "float32")):
             with T.Kernel(1, threads=1) as bx:
                 for i in T.serial(N):
                     return_in_for(A, i)
-
-    line = flagged.__wrapped__.__code__.co_firstlineno + 3
-    with pytest.raises(KernelDefinitionError, match=rf"\.py:{line}: a return inside an if/for of macro 'flagged'"):
-        _map_kernel(lambda x: flagged(x, True))
 
 
 def test_an_expansion_does_not_read_the_source_of_every_frame(monkeypatch):

@@ -915,8 +915,9 @@ class _ValueMacro(_TIRMacro):
         parser.visit_Return = functools.partial(self._visit_nested_return, previous)
         try:
             with block_name_suffix_context(suffix):
-                if body:
-                    parser.visit_body(body)
+                returned, value = self._expand(parser, body) if body else (False, None)
+                if returned:
+                    return value
                 if last is not None and last.value is not None:
                     return parser.eval_expr(last.value)
         finally:
@@ -925,6 +926,42 @@ class _ValueMacro(_TIRMacro):
             else:
                 del parser.visit_Return
         return None
+
+    def _expand(self, parser: Any, body: list) -> tuple[bool, Any]:
+        """Visit ``body`` statement by statement; ``(True, value)`` once a ``return`` is reached
+        through ``if`` statements decided when the kernel is parsed (``if not round_sf: return sf``
+        on a Python value, as in TileLang), else ``(False, None)``.
+
+        Such an ``if`` (one holding a nested ``return`` of this macro) is decided here, by Python's
+        truthiness, and the chosen branch's statements are expanded in the macro's own scope, as
+        TVMScript expands a branch chosen at parse time. An ``if`` on a run-time value goes to the
+        parser with its condition already evaluated, and a ``return`` inside it is refused
+        (:meth:`_visit_nested_return`)."""
+        from tvm.script.parser.core import doc
+
+        from .python_conditions import is_python_condition
+        from .tirx_visitors import given_values
+
+        for stmt in body:
+            if isinstance(stmt, doc.Return):
+                return True, (parser.eval_expr(stmt.value) if stmt.value is not None else None)
+            if isinstance(stmt, doc.If) and self._holds_nested_return(stmt):
+                test = parser.eval_expr(stmt.test)
+                if isinstance(test, bool) or is_python_condition(test):
+                    returned, value = self._expand(parser, stmt.body if test else stmt.orelse)
+                    if returned:
+                        return True, value
+                    continue
+                with given_values(parser, (stmt.test, test)):  # not evaluated twice
+                    parser.visit_body([stmt])
+                continue
+            parser.visit_body([stmt])
+        return False, None
+
+    def _holds_nested_return(self, stmt: Any) -> bool:
+        """Whether one of this macro's nested ``return`` statements lies within ``stmt``'s lines."""
+        end = getattr(stmt, "end_lineno", None) or stmt.lineno
+        return any(stmt.lineno <= line <= end for line, _ in self._nested_returns)
 
     def _visit_nested_return(self, previous: Any, node: Any) -> Any:
         """Refuse a ``return`` of this macro that the parser reaches inside an if/for/while/with;
@@ -935,7 +972,8 @@ class _ValueMacro(_TIRMacro):
 
         where = f"{self.source.source_name}:{node.lineno + self.source.start_line - 1}"
         raise KernelDefinitionError(
-            f"{where}: a return inside an if/for of macro '{self.func.__name__}' is not supported: "
+            f"{where}: a return inside a loop, a with block or an if on a run-time value of macro "
+            f"'{self.func.__name__}' is not supported (one inside an if on a Python value is): "
             "assign to a T.alloc_var and return it after the branch"
         )
 
