@@ -262,6 +262,54 @@ def elements_overlap(shape: Sequence[int], strides: Sequence[int]) -> bool:
     return False
 
 
+def footprints_disjoint(a: tuple[int, Sequence[int], Sequence[int], int],
+                        b: tuple[int, Sequence[int], Sequence[int], int]) -> bool:
+    """Whether two strided footprints provably share no byte, though their byte ranges meet.
+
+    Each footprint is ``(first byte, shape, strides in elements, element size)``. The test looks
+    for a period ``P`` (a byte stride of one of the two) such that, for both, every dimension of
+    size > 1 either steps by a multiple of ``P`` or lies below it, with the dimensions below it
+    spanning at most ``P`` bytes: each footprint then stays, modulo ``P``, inside one interval of
+    that span from its first byte, and two such intervals that do not meet (as arcs of a circle of
+    length ``P``) keep the footprints apart. That covers the views interleaved code passes: the
+    column halves of one matrix (``qkv[:, :d]`` and ``qkv[:, d:2 * d]``), even and odd rows
+    (``x[0::2]``, ``x[1::2]``), one head of a fused ``(B, S, 3, H, D)`` tensor next to another. It
+    is sufficient, not necessary: False means "may share a byte" (the call is then refused).
+    """
+    def dims(footprint):
+        _, shape, strides, size = footprint
+        return [(abs(st) * size, n) for n, st in zip(shape, strides) if n != 1]
+
+    dims_a, dims_b = dims(a), dims(b)
+    if any(n == 0 for _, n in dims_a + dims_b):
+        return True  # no elements: nothing to share
+    for period in sorted({st for st, _ in dims_a + dims_b if st > 0}):
+        arcs = []
+        for (start, _, _, size), ds in ((a, dims_a), (b, dims_b)):
+            if any(st % period and st > period for st, _ in ds):
+                break  # a step neither below the period nor a multiple of it
+            span = size + sum((n - 1) * st for st, n in ds if st < period)
+            if span > period:
+                break
+            arcs.append((start % period, span))
+        else:
+            (x, span_x), (y, span_y) = arcs
+            if (y - x) % period >= span_x and (x - y) % period >= span_y:
+                return True
+    return False
+
+
+def tensors_disjoint(x: Any, y: Any, by_storage: bool = False) -> bool:
+    """Whether two tensors whose byte ranges meet share no byte (:func:`footprints_disjoint`);
+    ``by_storage``: their offsets in one storage (``overlap="storage"``), else their addresses.
+    The overlap check asks it only for the pairs whose ranges meet, so it costs nothing otherwise."""
+    def footprint(t):
+        start = t.storage_offset() * t.element_size() if by_storage else t.data_ptr()
+        return start, tuple(t.shape), tuple(t.stride()), t.element_size()
+
+    return footprints_disjoint(footprint(x), footprint(y))
+
+
 def self_overlap_message(x: Any) -> Optional[str]:
     """Why a tensor the kernel writes is refused when its elements overlap one another (after the
     argument's name; :func:`elements_overlap`); None when they do not. Reading such a tensor is
@@ -664,7 +712,8 @@ class CallChecker:
                 ranges[i] = (None, x.data_ptr(), x.nbytes) if compact else (None, *byte_range(x))
         for a, b in self._overlap_pairs:
             (base_a, lo_a, n_a), (base_b, lo_b, n_b) = ranges[a], ranges[b]
-            if n_a and n_b and base_a == base_b and lo_a < lo_b + n_b and lo_b < lo_a + n_a:
+            if (n_a and n_b and base_a == base_b and lo_a < lo_b + n_b and lo_b < lo_a + n_a
+                    and not tensors_disjoint(values[a], values[b], by_storage)):  # interleaved views pass
                 pa, pb = self.params[a], self.params[b]
                 raise ValueError(
                     f"{self.name}() arguments '{pa.name}' (#{self._position[a]}) and '{pb.name}' "

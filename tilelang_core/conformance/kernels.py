@@ -116,6 +116,23 @@ def rowstride() -> Any:
     return rowstride
 
 
+def halves() -> Any:
+    """``Q *= 2`` and ``K *= 3`` in place, where Q and K of shape ``(m, 4)`` have the row stride 8:
+    the two column halves of one ``(m, 8)`` matrix, whose byte ranges meet but which share no byte
+    (the q and k halves of a fused projection)."""
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def halves(Q: T.StridedTensor((m, 4), (8, 1), "float32"), K: T.StridedTensor((m, 4), (8, 1), "float32")):
+        with T.Kernel(T.ceildiv(m, BLOCK), threads=BLOCK) as bx:
+            for i, j in T.Parallel(BLOCK, 4):
+                if bx * BLOCK + i < m:
+                    Q[bx * BLOCK + i, j] = Q[bx * BLOCK + i, j] * 2
+                    K[bx * BLOCK + i, j] = K[bx * BLOCK + i, j] * 3
+
+    return halves
+
+
 def iota() -> Any:
     """``A[i] = 3 * i`` where the length ``m`` is a scalar parameter (a symbol bound from a scalar)."""
     m = T.dynamic("m")
@@ -254,6 +271,7 @@ FACTORIES: dict[str, tuple[Callable[[], Any], Any]] = {
     "colmajor": (colmajor, [1]),
     "rowstride": (rowstride, [1]),
     "to_colmajor": (to_colmajor, [1]),
+    "halves": (halves, None),
     "iota": (iota, None),
     "iota_out": (iota, [0]),
     "sumdiff": (sumdiff, [2, 3]),

@@ -618,7 +618,8 @@ def _k_offset_views(suite: Suite, kind: str) -> None:
 
 
 def _k_aliasing_inputs(suite: Suite, kind: str) -> None:
-    """Read-only tensors may share memory; a written tensor right next to an input shares none."""
+    """Read-only tensors may share memory; a written tensor right next to an input shares none, nor
+    do interleaved views of one storage that share no byte (docs/backend-conventions.md)."""
     torch, dev = _torch(), suite.device(kind)
     k = suite.compile(kind, "vadd")
     a, c = _rand(torch, 16, device=dev), torch.zeros(16, device=dev)
@@ -636,6 +637,10 @@ def _k_aliasing_inputs(suite: Suite, kind: str) -> None:
     y = torch.full((2,), 7.0, device=dev)
     empty(y[0:0], y)  # A has no elements: it overlaps nothing, though Out starts at its address
     _close(torch, y, torch.zeros(2, device=dev), "pad(A of 0 elements, Out of 2) at the same address")
+    qk = _rand(torch, 3, 8, device=dev)
+    want = torch.cat([qk[:, :4] * 2, qk[:, 4:] * 3], 1)
+    suite.compile(kind, "halves")(qk[:, :4], qk[:, 4:])  # column halves: byte ranges meet, no byte shared
+    _close(torch, qk, want, "halves(Q, K) writing the two column halves of one matrix")
 
 
 def _k_explicit_strides(suite: Suite, kind: str) -> None:
