@@ -21,35 +21,63 @@ decorator attaches them to the decorated function (:mod:`tilelang_core.jit.decor
 from __future__ import annotations
 
 import inspect
+import math
+import numbers
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
-__all__ = ["ArgumentBinder", "cache_value", "symbol_stand_in", "value_types"]
+__all__ = ["ArgumentBinder", "cache_value", "special_float", "symbol_stand_in", "value_types"]
+
+
+def special_float(value: Any) -> Optional[tuple]:
+    """``("float", "nan")`` or ``("float", "-0.0")`` for a NaN or a negative zero (Python's or
+    NumPy's floats), else None: the stand-ins that let them be keys.
+
+    ``-0.0 == 0.0`` and both hash alike, so a kernel built for one compile-time value was handed
+    out for the other (``x * c`` with ``c = -0.0`` gave ``+0.0``); a NaN equals nothing, itself
+    included, so each call with a new NaN object parsed and kept one more kernel.
+    """
+    if not isinstance(value, float) and not (type(value).__module__ == "numpy"
+                                             and isinstance(value, numbers.Real)
+                                             and not isinstance(value, numbers.Integral)):
+        return None
+    if value != value:
+        return ("float", "nan")
+    if value == 0 and math.copysign(1.0, float(value)) < 0:
+        return ("float", "-0.0")
+    return None
 
 
 def symbol_stand_in(value: Any) -> Any:
     """``value``, with a scalar TVM variable (a ``T.dynamic`` symbol) in it, at the top or in
-    tuples, replaced by ``("T.dynamic", name, dtype)``.
+    tuples, replaced by ``("T.dynamic", name, dtype)``, and a NaN or ``-0.0`` by
+    :func:`special_float`'s stand-in.
 
     A symbol hashes by identity, so a function called with a fresh ``T.dynamic("n")`` each time
     (``vector_add(T.dynamic("n"))`` in a model's forward) made a new key, a new parse and a kept
     kernel per call, without bound (3,001 kernels after 3,000 calls). Two symbols of one name and
     dtype build the same kernel: its cache key is the kernel's text, which names the symbol.
     """
+    if type(value) is tuple:
+        for item in value:
+            if isinstance(item, tuple) or _is_symbol(item) or special_float(item) is not None:
+                return tuple([symbol_stand_in(v) for v in value])
+        return value
+    if _is_symbol(value):
+        return ("T.dynamic", str(value), str(value.dtype))
+    float_key = special_float(value)
+    return value if float_key is None else float_key
+
+
+def _is_symbol(value: Any) -> bool:
+    """Whether ``value`` is a scalar TVM variable (told without importing TVM)."""
     var = _VAR[0]
     if var is None:
         tvm = sys.modules.get("tvm")
         if tvm is None:
-            return value
+            return False
         var = _VAR[0] = tvm.ir.Var
-    if type(value) is tuple:
-        for item in value:
-            if isinstance(item, (tuple, var)):
-                return tuple([symbol_stand_in(v) for v in value])
-        return value
-    if isinstance(value, var) and type(getattr(value, "ty", None)).__name__ == "PrimType":
-        return ("T.dynamic", str(value), str(value.dtype))
-    return value
+    return isinstance(value, var) and type(getattr(value, "ty", None)).__name__ == "PrimType"
 
 
 #: TVM's variable class, once TVM is imported (symbol_stand_in).

@@ -46,7 +46,7 @@ from typing import Any, Callable, Optional, Sequence
 from ..ast_lock import AST_LOCK
 from ..errors import KernelDefinitionError, TileLangError
 from ..fork_locks import renew_after_fork
-from .binding import _tensor_type
+from .binding import _tensor_type, special_float
 
 __all__ = ["is_eager_style", "EagerFunction", "declares_outputs", "prim_func_with_outputs", "OUT_IDX_ATTR",
            "ArgumentShapeError"]
@@ -493,7 +493,9 @@ def _call_key(args: tuple, runtime: frozenset) -> tuple:
     """
     tensor = _tensor_type()
     return tuple((x.shape, x.stride(), x.dtype, x.device) if isinstance(x, tensor)
-                 else (type(x),) if i in runtime else (type(x), x) for i, x in enumerate(args))
+                 else (type(x),) if i in runtime
+                 else (type(x), special_float(x) or x) if type(x) is float  # -0.0 and NaN (binding.py)
+                 else (type(x), x) for i, x in enumerate(args))
 
 
 def _tensor_decl(*args: Any, dtype: Any = "float32", **kwargs: Any) -> Any:
