@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import builtins
 import operator
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
@@ -216,19 +217,40 @@ def storage_too_small_message(nbytes: int) -> str:
             "untyped_storage().resize_()); pass a tensor with its data")
 
 
+#: Why a tensor whose storage has bytes but no memory is refused (a NULL data pointer: a
+#: FakeTensor, as torch.compile and torch.export trace with, or a ``_make_wrapper_subclass``
+#: tensor, whose storage cannot even give its pointer); the cython dispatcher words it the same.
+NO_MEMORY_MESSAGE = ("expected a tensor with its data in memory, got one whose storage has no memory (a NULL data "
+                     "pointer, as a FakeTensor or a wrapper subclass has); pass a real tensor (under torch.compile or "
+                     "torch.export, call the kernel from a torch.library.custom_op with a fake implementation)")
+
+
 def storage_error(prefix: str, x: Any) -> Optional[ValueError]:
     """The error for a tensor with elements whose storage does not hold every element its view
-    reaches, or that has no storage at all (a vmap-batched tensor); None when it is fine.
+    reaches, that has no storage at all (a vmap-batched tensor), or whose storage has no memory
+    (a FakeTensor: a kernel given its NULL data pointer crashed the process); None when it is fine.
     ``prefix`` names the argument (``"add() argument 'A' (#0)"``)."""
     if not x.numel():
         return None
     try:
-        nbytes = x.untyped_storage().nbytes()
+        storage = x.untyped_storage()
+        nbytes = storage.nbytes()
     except (RuntimeError, NotImplementedError) as exc:  # vmap-batched, functional wrappers, ...
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return ValueError(f"{prefix}: expected a dense tensor with storage, got one without ({first}); pass a plain tensor")
     if (x.storage_offset() + element_reach(x)) * x.element_size() > nbytes:
         return ValueError(f"{prefix}: {storage_too_small_message(nbytes)}")
+    try:
+        if type(x).__name__ == "Tensor":
+            address = storage.data_ptr()
+        else:  # a subclass: a FakeTensor's storage warns that its pointer is read (this is why)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                address = storage.data_ptr()
+    except RuntimeError:  # "invalid python storage": a _make_wrapper_subclass tensor
+        address = 0
+    if address == 0:
+        return ValueError(f"{prefix}: {NO_MEMORY_MESSAGE}")
     return None
 
 

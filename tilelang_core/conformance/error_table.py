@@ -80,6 +80,24 @@ def _freed(x: Any) -> Any:
     return x
 
 
+def _without_memory(x: Any) -> Any:
+    """A tensor of ``x``'s shape, dtype and device with no memory behind it: a
+    ``_make_wrapper_subclass`` tensor (as torch's own wrappers are; a FakeTensor's storage is
+    NULL the same way)."""
+    import torch
+
+    class Wrapper(torch.Tensor):
+        @staticmethod
+        def __new__(cls, inner: Any) -> Any:
+            return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device)
+
+        @classmethod
+        def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            raise NotImplementedError(f"{func} on a tensor without memory")
+
+    return Wrapper(x)
+
+
 def _nested(m: Maker) -> Any:
     """Two 16-element rows as one nested tensor on the CPU (torch's older, strided kind, whose
     ``layout`` says strided; the API is a prototype and warns about it when used)."""
@@ -208,6 +226,13 @@ ROWS: tuple[ErrorRow, ...] = (
              "ValueError", "vadd() argument 'A' (#0): expected a tensor whose storage holds its elements, got one whose "
              "storage holds 0 bytes, fewer than its shape, strides and offset reach (a storage freed or shrunk with "
              "untyped_storage().resize_()); pass a tensor with its data"),
+    ErrorRow("no_memory", "a tensor whose storage has no memory (a FakeTensor, a wrapper subclass)", "vadd",
+             "vadd(A made by torch.Tensor._make_wrapper_subclass, B, C)",
+             lambda m: _args(_without_memory(m.t(16)), m.t(16), m.t(16)),
+             "ValueError", "vadd() argument 'A' (#0): expected a tensor with its data in memory, got one whose storage "
+             "has no memory (a NULL data pointer, as a FakeTensor or a wrapper subclass has); pass a real tensor "
+             "(under torch.compile or torch.export, call the kernel from a torch.library.custom_op with a fake "
+             "implementation)"),
     ErrorRow("overlap_same", "a written tensor passed again as another argument", "vadd", "vadd(A, B, A)",
              _same,
              "ValueError", "vadd() arguments 'A' (#0) and 'C' (#2) overlap in memory, and the kernel writes 'C'; "

@@ -822,13 +822,23 @@ static int tl_read_scalar(tl_kernel *k, const tl_param *p, PyObject *obj, tl_val
 
 /* a tensor whose storage holds fewer bytes than its view reaches (or none, a NULL data pointer) */
 static PyObject *tl_storage_error(tl_kernel *k, const tl_param *p, PyObject *obj) {
-  long long nbytes = -1;
-  PyObject *storage = PyObject_CallMethod(obj, "untyped_storage", NULL), *size = NULL;
+  long long nbytes = -1, address = -1;
+  PyObject *storage = PyObject_CallMethod(obj, "untyped_storage", NULL), *size = NULL, *ptr = NULL;
   if (storage) size = PyObject_CallMethod(storage, "nbytes", NULL);
   if (size) nbytes = PyLong_AsLongLong(size);
+  if (storage) {
+    ptr = PyObject_CallMethod(storage, "data_ptr", NULL);
+    address = ptr ? PyLong_AsLongLong(ptr) : 0; /* "invalid python storage": a wrapper subclass */
+  }
   Py_XDECREF(storage);
   Py_XDECREF(size);
+  Py_XDECREF(ptr);
   PyErr_Clear();
+  if (nbytes > 0 && address == 0) /* bytes but no memory: a FakeTensor (tilelang_core.calling.NO_MEMORY_MESSAGE) */
+    return tl_arg_error(k, PyExc_ValueError, p,
+                        "expected a tensor with its data in memory, got one whose storage has no memory (a NULL data "
+                        "pointer, as a FakeTensor or a wrapper subclass has); pass a real tensor (under torch.compile or "
+                        "torch.export, call the kernel from a torch.library.custom_op with a fake implementation)");
   return tl_arg_error(k, PyExc_ValueError, p,
                       "expected a tensor whose storage holds its elements, got one whose storage holds %lld bytes, "
                       "fewer than its shape, strides and offset reach (a storage freed or shrunk with "
