@@ -91,3 +91,7 @@ def test_target_code_list_and_arch_helpers():
     from tilelang import tvm
 
     assert nvcc.get_target_compute_version(tvm.target.Target({"kind": "cuda", "arch": "sm_86"})) == "8.6"
+    # DeepSeek's TileKernels: major, _ = nvcc.parse_compute_version(nvcc.get_target_compute_version())
+    assert nvcc.parse_compute_version("8.6") == (8, 6) and nvcc.parse_compute_version("10.0") == (10, 0)
+    with pytest.raises(ValueError, match="expected a compute version such as '8.6', got '86'"):
+        nvcc.parse_compute_version("86")

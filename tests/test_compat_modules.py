@@ -257,6 +257,9 @@ def test_engine_callback_registrations_import_and_refuse():
     ("tilelang.language.eager.ast", "tilelang.language.eager is upstream TileLang's AST builder"),
     ("tilelang._ffi_api", "tilelang._ffi_api is upstream TileLang's binding of its C++ library"),
     ("tilelang.autodd", "tilelang.autodd is upstream TileLang's test-case reducer"),
+    ("tilelang.utils.language", "tilelang.utils.language is upstream TileLang's buffer helpers"),
+    ("tilelang.utils.device", "use torch.cuda.is_available()"),
+    ("tilelang.utils.target", "tilelang.utils.target is upstream TileLang's target helpers"),
 ])
 def test_upstream_modules_not_provided_say_so_when_imported(module, what):
     """docs/compatibility.md lists them as not provided; importing one said only "No module named

@@ -190,6 +190,13 @@ _NOT_PROVIDED = {
     "tilelang.autodd": "test-case reducer for its compiler's failures",
     "tilelang.cache.kernel_cache": "kernel cache class (this package's cache API is tilelang.cache itself: "
                                    "clear, info, cache_dir, KernelCache; docs/cache.md)",
+    "tilelang.utils.language": "buffer helpers of its tile operators' lowering (is_shared, retrieve_ptr, ...; a "
+                               "buffer's scope here is buffer.scope())",
+    "tilelang.utils.device": "device flags (IS_CUDA, get_current_device, ...; use torch.cuda.is_available() and "
+                             "torch.cuda.current_device())",
+    "tilelang.utils.target": "target helpers (determine_target, ...; targets here are TVM's, and "
+                             "tilelang.compile(target='auto') picks one from the tensors' device)",
+    "tilelang.utils.pass_diff": "pass-by-pass IR diff tool of its compiler",
 }
 
 

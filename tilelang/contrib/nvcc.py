@@ -27,6 +27,7 @@ __all__ = [
     "get_target_arch",
     "get_target_code_list",
     "get_target_compute_version",
+    "parse_compute_version",
 ]
 
 _FORMATS = ("ptx", "cubin", "fatbin")
@@ -103,6 +104,21 @@ def get_target_compute_version(target: Any = None) -> str:
     if digits is None:
         raise TargetError(f"CUDA architecture {arch!r} is not an sm_XX name")
     return f"{digits.group(1)}.{digits.group(2)}"
+
+
+def parse_compute_version(compute_version: str) -> tuple[int, int]:
+    """``(9, 0)`` for the compute version ``"9.0"`` (what :func:`get_target_compute_version` gives).
+
+    :raises ValueError: not ``"<major>.<minor>"`` with two integers, naming the value.
+    """
+    major, dot, minor = str(compute_version).partition(".")
+    try:
+        if not dot:
+            raise ValueError
+        return int(major), int(minor.split(".")[0])
+    except ValueError:
+        raise ValueError(f"parse_compute_version: expected a compute version such as '8.6', got "
+                         f"{compute_version!r}") from None
 
 
 def get_target_arch(compute_version: str) -> str:
