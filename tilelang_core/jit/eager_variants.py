@@ -74,8 +74,9 @@ def arm_chain(fdef: ast.FunctionDef) -> Optional[ArmChain]:
     """The arm chain of an eager function's body, or None when the body is not one.
 
     A body is one when it ends with an ``if`` statement, every statement before it is a
-    declaration or plain Python (no ``with``/``for``/``while``), and an arm of the ``if``
-    declares something at its top level.
+    declaration or plain Python (no ``with``/``for``/``while``; an ``if`` only of assignments, as
+    ``if scale is None: scale = ...``), and an arm of the ``if`` declares something at its top
+    level.
     """
     params = {a.arg for a in fdef.args.posonlyargs + fdef.args.args + fdef.args.kwonlyargs}
     body = list(fdef.body)
@@ -84,9 +85,11 @@ def arm_chain(fdef: ast.FunctionDef) -> Optional[ArmChain]:
     if not body or not isinstance(body[-1], ast.If):
         return None
     prefix, node = body[:-1], body[-1]
-    if any(isinstance(s, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While, ast.If, ast.Match, ast.Try))
-           for s in prefix):
-        return None
+    from .eager import _plain_python
+
+    if any(isinstance(s, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While, ast.Match, ast.Try))
+           or isinstance(s, ast.If) and not _plain_python(s) for s in prefix):
+        return None  # the kernel body starts before the if (or an earlier if declares something)
     arms: list[Arm] = []
     current: Any = node
     while True:
