@@ -82,3 +82,37 @@ def test_the_cuda_source_compiles_with_nvrtc(dtype):
 
     source = tilelang.compile(limits, target="cuda", execution_backend="nvrtc").get_kernel_source()
     assert "inff" not in source  # a float8 infinity printed as a float constant names no identifier
+
+
+def test_every_spelling_of_a_dtype_gets_its_limits():
+    """The alias ``"bf16"`` (TVM accepts it) fell through to TVM's float32 limit, inf once stored;
+    torch dtypes were refused ("unknown dtype 'torch.float32'") and ``"float"`` had "no infinity"."""
+    big = torch.finfo(torch.bfloat16).max
+    for spelling in ("bfloat16", "bf16", T.bfloat16, torch.bfloat16):
+        assert T.max_value(spelling).value == big and T.min_value(spelling).value == -big, spelling
+        assert T.infinity(spelling).value == float("inf"), spelling
+    assert T.max_value(torch.float32).value == torch.finfo(torch.float32).max
+    assert T.infinity("float").value == float("inf")
+    assert T.max_value("bool").value is True or T.max_value("bool").value == 1
+    with pytest.raises(ValueError, match="bool has no infinity"):
+        T.infinity("bool")
+
+
+def test_a_vector_dtype_gets_each_lanes_limit():
+    limit = T.max_value("float16x2")
+    assert limit.lanes == 2 and limit.value.value == 65504.0
+    assert T.infinity("bfloat16x4").value.value == float("inf")
+
+
+@pytest.mark.parametrize("path", [CYTHON_C, TVMFFI_LLVM], ids=path_id)
+def test_the_bf16_alias_clamps_to_the_largest_value(path):
+    @T.prim_func
+    def clamp(X: T.Tensor((2,), "bf16"), Y: T.Tensor((2,), "bf16")):
+        with T.Kernel(1) as _:
+            for i in T.serial(2):
+                Y[i] = T.min(X[i], T.max_value("bf16"))
+
+    backend, target = path
+    kernel = tilelang.compile(clamp, out_idx=[1], target=target, execution_backend=backend)
+    x = torch.tensor([1.0, float("inf")], dtype=torch.bfloat16)
+    assert kernel(x).tolist() == [1.0, torch.finfo(torch.bfloat16).max]

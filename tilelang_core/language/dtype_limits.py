@@ -53,35 +53,65 @@ def _constant(function: str, dtype: str, value: float, span: Any) -> Any:
                          f"constant: {str(exc).strip().splitlines()[-1]}") from None
 
 
-def max_value(dtype: Any, span: Any = None) -> Any:
-    """The largest finite value of ``dtype``, as a constant of that dtype."""
-    name = str(dtype)
+def _scalar_dtype(dtype: Any) -> tuple[str, int]:
+    """``(scalar dtype name, lanes)`` of any dtype spelling: a name or alias (``"bf16"``,
+    ``"float"``), a ``T.`` dtype, a torch dtype, a vector dtype (``"float16x2"``: lanes 2)."""
+    import tvm
+
+    from .dtypes import dtype as as_dtype
+
+    name = str(as_dtype(dtype))
+    data_type = tvm.DataType(name)
+    scalar = data_type.with_lanes(1) if data_type.lanes != 1 else data_type
+    text = str(scalar)
+    if scalar.type_code == tvm.DataType("bfloat16").type_code and scalar.bits == 16:
+        text = "bfloat16"  # TVM keeps the alias bf16 as its own spelling
+    return text, data_type.lanes
+
+
+def _lanes(value: Any, lanes: int) -> Any:
+    return value if lanes == 1 else tirx.Broadcast(value, lanes)
+
+
+def _limit(function: str, dtype: Any, span: Any, largest: bool) -> Any:
+    name, lanes = _scalar_dtype(dtype)
+    if name == "bool":
+        return _lanes(tirx.const(largest, "bool"), lanes)
     info = _finfo(name)
-    return _constant("max_value", name, float(info.max), span) if info is not None else tirx.max_value(name, span)
+    if info is None:
+        value = tirx.max_value(name, span) if largest else tirx.min_value(name, span)
+    else:
+        value = _constant(function, name, float(info.max if largest else info.min), span)
+    return _lanes(value, lanes)
+
+
+def max_value(dtype: Any, span: Any = None) -> Any:
+    """The largest finite value of ``dtype`` (any spelling: ``"bfloat16"``, ``"bf16"``,
+    ``T.bfloat16``, ``torch.bfloat16``), as a constant of that dtype; of each lane for a vector
+    dtype (``"float16x2"``); ``True`` for bool."""
+    return _limit("max_value", dtype, span, largest=True)
 
 
 def min_value(dtype: Any, span: Any = None) -> Any:
     """The lowest finite value of ``dtype`` (the most negative; the smallest for a dtype without
-    negative values, float8_e8m0fnu), as a constant of that dtype."""
-    name = str(dtype)
-    info = _finfo(name)
-    return _constant("min_value", name, float(info.min), span) if info is not None else tirx.min_value(name, span)
+    negative values, float8_e8m0fnu; ``False`` for bool), as :func:`max_value` takes it."""
+    return _limit("min_value", dtype, span, largest=False)
 
 
 def infinity(dtype: Any, span: Any = None) -> Any:
-    """Positive infinity of the float ``dtype`` (``-T.infinity(dtype)`` for the negative one).
+    """Positive infinity of the float ``dtype`` (``-T.infinity(dtype)`` for the negative one), as
+    :func:`max_value` takes it; each lane's for a vector dtype.
 
-    :raises ValueError: ``dtype`` has no infinity (integers, float8_e4m3fn and the other float8,
-        float6 and float4 formats without one), naming its largest finite value.
+    :raises ValueError: ``dtype`` has no infinity (integers, bool, float8_e4m3fn and the other
+        float8, float6 and float4 formats without one), naming its largest finite value.
     """
-    name = str(dtype)
+    name, lanes = _scalar_dtype(dtype)
     if name in ("float16", "float32", "float64"):
-        return tirx.infinity(name, span)
+        return _lanes(tirx.infinity(name, span), lanes)
     if name == "bfloat16":
-        return tirx.FloatImm(name, float("inf"), span)
+        return _lanes(tirx.FloatImm(name, float("inf"), span), lanes)
     if name in _FLOAT8_INFINITY_BITS:
-        return tirx.reinterpret(name, tirx.IntImm("uint8", _FLOAT8_INFINITY_BITS[name]))
-    largest = max_value(name) if name.startswith(("float", "bfloat", "int", "uint")) else None
-    hint = (f"; its largest finite value is {largest.value} (T.max_value({name!r}))"
-            if largest is not None and hasattr(largest, "value") else "")
+        return _lanes(tirx.reinterpret(name, tirx.IntImm("uint8", _FLOAT8_INFINITY_BITS[name])), lanes)
+    largest = max_value(name) if name != "bool" else None
+    hint = f"; its largest finite value is {largest.value} (T.max_value({name!r}))" if largest is not None else ""
     raise ValueError(f"T.infinity: {name} has no infinity{hint}")
