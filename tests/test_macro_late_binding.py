@@ -221,6 +221,24 @@ def test_python_branches_choose_among_returns_of_tuples():
         torch.testing.assert_close(c, ref(a))
 
 
+@T.macro
+def doubled_if_long(x, n):
+    if n > 2:  # n = A.shape[0] of a static shape: a TIR constant, decided when the kernel is parsed
+        return x * 2.0
+    return x
+
+
+def test_a_return_under_a_constant_tir_condition_ends_the_macro():
+    @T.prim_func
+    def k(A: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=1) as bx:
+            for i in T.serial(N):
+                C[i] = doubled_if_long(A[i], A.shape[0])
+
+    a, c = _run_map(k, "c", "cython")
+    torch.testing.assert_close(c, a * 2.0 if N > 2 else a)
+
+
 def test_a_return_inside_a_tir_if_names_its_line():
     line = clamp_in_if.__wrapped__.__code__.co_firstlineno + 3  # the decorator line + 3
     with pytest.raises(KernelDefinitionError,

@@ -46,7 +46,7 @@ from typing import Any, Callable, Optional, Sequence
 from ..ast_lock import AST_LOCK
 from ..errors import KernelDefinitionError, TileLangError
 from ..fork_locks import renew_after_fork
-from .binding import _tensor_type, special_float
+from .binding import _tensor_type, special_float, symbol_stand_in, value_types
 
 __all__ = ["is_eager_style", "EagerFunction", "declares_outputs", "prim_func_with_outputs", "OUT_IDX_ATTR",
            "ArgumentShapeError"]
@@ -200,7 +200,8 @@ def _is_kernel_annotation(value: Any) -> bool:
 class _Analysis:
     """What the prologue declares and where the kernel body is."""
 
-    def __init__(self, func: Callable[..., Any], kind: str = "@tilelang.jit", arm: Optional[int] = None) -> None:
+    def __init__(self, func: Callable[..., Any], kind: str = "@tilelang.jit",
+                 arm: Optional[tuple[int, ...]] = None) -> None:
         self.kind = kind  # how the function is used, for messages: "@tilelang.jit" or "T.prim_func"
         fdef, lines, _ = _function_def(func)
         self.def_node = fdef  # for errors at the ``def`` line
@@ -217,13 +218,15 @@ class _Analysis:
         if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
             body = body[1:]  # docstring
         if arm is not None:  # one branch of an if choosing the kernel (jit/eager_variants.py)
-            from .eager_variants import arm_chain
+            from .eager_variants import arm_at, arm_chain, leaf_body
 
             chain = arm_chain(fdef)
-            body = chain.prefix + chain.arms[arm].body
+            body = leaf_body(chain, arm)
+            branch = arm_at(chain, arm)
+            self.branch_line = branch.body[0].lineno if branch.body else fdef.lineno
         # the generated factory's file name (one per arm: TVMScript reads a kernel's text back by it)
         self.factory_filename = f"{func.__code__.co_filename}<tilelang.jit {func.__name__}>" if arm is None else \
-            f"{func.__code__.co_filename}<tilelang.jit {func.__name__}, branch at line {chain.arms[arm].body[0].lineno}>"
+            f"{func.__code__.co_filename}<tilelang.jit {func.__name__}, branch {'.'.join(map(str, arm))}>"
         annotated_in_body = {
             s.target.id
             for s in body
@@ -286,6 +289,10 @@ class _Analysis:
         else:
             self.end_line = (kernel[-1].end_lineno if kernel and arm is not None
                              else fdef.end_lineno or (kernel[-1].end_lineno if kernel else fdef.lineno))
+        if not kernel and arm is not None:
+            raise KernelDefinitionError(
+                f"{self.filename}:{self.branch_line}: {self.kind} {self.name}: this branch of the if that chooses the "
+                f"kernel has no kernel body (expected 'with T.Kernel(...)' after its declarations)")
         if not kernel:
             raise self._error(fdef, "the function has no kernel body (expected 'with T.Kernel(...)' after the declarations)")
         for stmt in kernel:
@@ -494,8 +501,25 @@ def _call_key(args: tuple, runtime: frozenset) -> tuple:
     tensor = _tensor_type()
     return tuple((x.shape, x.stride(), x.dtype, x.device) if isinstance(x, tensor)
                  else (type(x),) if i in runtime
-                 else (type(x), special_float(x) or x) if type(x) is float  # -0.0 and NaN (binding.py)
-                 else (type(x), x) for i, x in enumerate(args))
+                 else (type(x), x) if type(x) in _PLAIN_KEY_TYPES
+                 else _value_key(x) for i, x in enumerate(args))
+
+
+#: Values that are their own key in :func:`_call_key` (with their type: ``1`` and ``True`` differ).
+_PLAIN_KEY_TYPES = frozenset({int, str, bool, type(None)})
+
+
+def _value_key(x: Any) -> tuple:
+    """The key of a compile-time value other than an int, str, bool or None, told apart as the
+    full path tells them apart: ``-0.0`` from ``0.0`` and every NaN alike (also inside tuples and
+    for NumPy floats), and ``(2,)`` from ``(2.0,)`` by the types of what is inside.
+
+    :raises TypeError: the value cannot be hashed (the caller then takes the full path).
+    """
+    if type(x) is float:
+        return (float, special_float(x) or x)
+    stand_in = symbol_stand_in(x)
+    return (type(x), stand_in, value_types(stand_in))
 
 
 def _tensor_decl(*args: Any, dtype: Any = "float32", **kwargs: Any) -> Any:
@@ -517,9 +541,10 @@ class EagerFunction:
     """An eager-style ``@tilelang.jit`` function (see the module docstring)."""
 
     def __init__(self, func: Callable[..., Any], options: dict[str, Any], kind: str = "@tilelang.jit",
-                 debug_root_path: Optional[str] = None, arm: Optional[int] = None) -> None:
-        """``arm``: the branch of the body's kernel-choosing ``if`` to make the function of
-        (jit/eager_variants.py); None for the whole body."""
+                 debug_root_path: Optional[str] = None, arm: Optional[tuple[int, ...]] = None) -> None:
+        """``arm``: the path of the branch of the body's kernel-choosing ``if`` to make the function
+        of (its index in each nested ``if``/``elif``/``else`` chain, jit/eager_variants.py); None for
+        the whole body."""
         if options.get("out_idx") is not None:
             raise KernelDefinitionError(
                 f"@tilelang.jit {func.__name__}: out_idx is for functions that return a prim_func; in the eager style "

@@ -17,11 +17,13 @@ each branch declaring its own constants and tensors and opening its own ``T.Kern
                 A[0] = 2.0
 
 Each branch (*arm*) of such a top-level ``if``/``elif``/``else`` chain is an eager function of
-its own (jit/eager.py), made of the statements before the ``if`` and the arm's statements. Per
-call, the conditions are evaluated in order with the call's compile-time values (as Python runs
-the ``if``), and the first true one's arm specialises, compiles and runs. A condition may read
-the function's compile-time parameters, globals and closure, not a kernel parameter: those
-are symbols until the kernel runs.
+its own (jit/eager.py), made of the statements before the ``if`` and the arm's statements; an
+arm that itself ends with such a chain is split the same way (nested ``if``s). Per call, the
+plain Python statements before an ``if`` run and its conditions are evaluated in order with the
+call's compile-time values (as Python runs the ``if``), and the first true one's arm specialises,
+compiles and runs. A condition may read the function's compile-time parameters, globals,
+closure and what those statements compute from them, not a kernel parameter or a ``T.const``:
+those are known only from the tensors, once a branch is chosen.
 
 A chain is an arm dispatch only when an arm declares something (``T.const``, ``T.empty``, a
 parameter's annotation or ``T.match_buffer``): an ``if`` whose arms only open kernels is part of
@@ -31,22 +33,25 @@ an ordinary eager body, and TVMScript picks its branch when it parses the kernel
 from __future__ import annotations
 
 import ast
+import builtins
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..errors import KernelDefinitionError
 from ..fork_locks import renew_after_fork
 
-__all__ = ["Arm", "ArmChain", "arm_chain", "VariantEagerFunction", "eager_function"]
+__all__ = ["Arm", "ArmChain", "arm_at", "arm_chain", "leaf_body", "leaves", "VariantEagerFunction", "eager_function"]
 
 
 @dataclass
 class Arm:
-    """One branch of the chain: its condition (None for ``else``) and its statements."""
+    """One branch of a chain: its condition (None for ``else``), its statements and, when they
+    end with a chain of their own, that chain (whose prefix is the statements before it)."""
 
     test: Optional[ast.expr]
     body: list[ast.stmt]
+    inner: Optional["ArmChain"] = None
 
 
 @dataclass
@@ -55,7 +60,7 @@ class ArmChain:
 
     prefix: list[ast.stmt]
     node: ast.If
-    arms: list[Arm]
+    arms: list[Arm] = field(default_factory=list)
 
 
 def _declares(stmt: ast.stmt, params: set[str]) -> bool:
@@ -70,45 +75,92 @@ def _declares(stmt: ast.stmt, params: set[str]) -> bool:
     return _matched_param(stmt) in params
 
 
+def _chain(body: list[ast.stmt], params: set[str]) -> Optional[ArmChain]:
+    """The chain ``body`` ends with (see :func:`arm_chain`), or None."""
+    from .eager import _plain_python
+
+    if not body or not isinstance(body[-1], ast.If):
+        return None
+    prefix, node = body[:-1], body[-1]
+    if any(isinstance(s, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While, ast.Match, ast.Try))
+           or isinstance(s, ast.If) and not _plain_python(s) for s in prefix):
+        return None  # the kernel body starts before the if (or an earlier if declares something)
+    chain = ArmChain(prefix, node)
+    current: Any = node
+    while True:
+        chain.arms.append(Arm(current.test, list(current.body)))
+        rest = current.orelse
+        if len(rest) == 1 and isinstance(rest[0], ast.If):
+            current = rest[0]  # elif
+            continue
+        if rest:
+            chain.arms.append(Arm(None, list(rest)))
+        break
+    for arm in chain.arms:
+        arm.inner = _chain(arm.body, params)
+    if not any(arm.inner is not None or any(_declares(s, params) for s in arm.body) for arm in chain.arms):
+        return None
+    return chain
+
+
 def arm_chain(fdef: ast.FunctionDef) -> Optional[ArmChain]:
     """The arm chain of an eager function's body, or None when the body is not one.
 
     A body is one when it ends with an ``if`` statement, every statement before it is a
     declaration or plain Python (no ``with``/``for``/``while``; an ``if`` only of assignments, as
     ``if scale is None: scale = ...``), and an arm of the ``if`` declares something at its top
-    level.
+    level or is itself such a body (a nested chain).
     """
     params = {a.arg for a in fdef.args.posonlyargs + fdef.args.args + fdef.args.kwonlyargs}
     body = list(fdef.body)
     if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
         body = body[1:]  # docstring
-    if not body or not isinstance(body[-1], ast.If):
-        return None
-    prefix, node = body[:-1], body[-1]
-    from .eager import _plain_python
+    return _chain(body, params)
 
-    if any(isinstance(s, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While, ast.Match, ast.Try))
-           or isinstance(s, ast.If) and not _plain_python(s) for s in prefix):
-        return None  # the kernel body starts before the if (or an earlier if declares something)
-    arms: list[Arm] = []
-    current: Any = node
-    while True:
-        arms.append(Arm(current.test, list(current.body)))
-        rest = current.orelse
-        if len(rest) == 1 and isinstance(rest[0], ast.If):
-            current = rest[0]  # elif
-            continue
-        if rest:
-            arms.append(Arm(None, list(rest)))
-        break
-    if not any(_declares(s, params) for arm in arms for s in arm.body):
-        return None
-    return ArmChain(prefix, node, arms)
+
+def leaves(chain: ArmChain, path: tuple[int, ...] = ()) -> list[tuple[int, ...]]:
+    """The paths (arm index at each level) of the arms that are kernels, not chains."""
+    found = []
+    for index, arm in enumerate(chain.arms):
+        if arm.inner is None:
+            found.append(path + (index,))
+        else:
+            found.extend(leaves(arm.inner, path + (index,)))
+    return found
+
+
+def leaf_body(chain: ArmChain, path: tuple[int, ...]) -> list[ast.stmt]:
+    """The statements of the eager function of the arm at ``path``: every prefix on the way, then
+    the arm's own statements."""
+    body = list(chain.prefix)
+    for depth, index in enumerate(path):
+        arm = chain.arms[index]
+        if depth + 1 < len(path):
+            chain = arm.inner
+            body += chain.prefix
+        else:
+            body += arm.body
+    return body
+
+
+def arm_at(chain: ArmChain, path: tuple[int, ...]) -> Arm:
+    """The arm at ``path``."""
+    for index in path[:-1]:
+        chain = chain.arms[index].inner
+    return chain.arms[path[-1]]
+
+
+def _names(node: Any) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _assigned(stmt: ast.stmt) -> set[str]:
+    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 class VariantEagerFunction:
     """An eager function whose body is an arm chain (see the module docstring): one
-    :class:`~tilelang_core.jit.eager.EagerFunction` per arm, chosen per call."""
+    :class:`~tilelang_core.jit.eager.EagerFunction` per kernel arm, chosen per call."""
 
     def __init__(self, func: Callable[..., Any], options: dict[str, Any], kind: str = "@tilelang.jit",
                  debug_root_path: Optional[str] = None) -> None:
@@ -120,30 +172,69 @@ class VariantEagerFunction:
             raise KernelDefinitionError(f"{kind} {func.__name__}: the body is not an if/elif/else over kernels")
         self.func = func
         self.name = func.__name__
-        self.arms = [EagerFunction(func, options, kind, debug_root_path, arm=i) for i in range(len(chain.arms))]
-        first = self.arms[0].analysis
+        self.chain = chain
+        self.arms = {path: EagerFunction(func, options, kind, debug_root_path, arm=path) for path in leaves(chain)}
+        first = next(iter(self.arms.values())).analysis
         self.signature = first.signature
         self.filename = first.filename
-        self.line = chain.node.lineno
-        kernel_params = set().union(*(arm.analysis.kernel_params for arm in self.arms))
-        for arm in chain.arms:
-            if arm.test is None:
-                continue
-            read = sorted({n.id for n in ast.walk(arm.test) if isinstance(n, ast.Name)} & kernel_params)
-            if read:
-                raise KernelDefinitionError(
-                    f"{self.filename}:{arm.test.lineno}: {kind} {self.name}: this condition chooses which kernel to "
-                    f"build, so it is evaluated in Python before any kernel runs, but it reads the kernel "
-                    f"parameter(s) {', '.join(read)}; test a compile-time parameter (a plain Python value) instead")
-        self._tests = [None if arm.test is None else compile(ast.Expression(arm.test), self.filename, "eval",
-                                                              dont_inherit=True) for arm in chain.arms]
-        self._has_else = chain.arms[-1].test is None
-        names = list(self.signature.parameters)
-        self._kernel_positions = frozenset(i for i, p in enumerate(names) if p in kernel_params)
-        self._compile_params = [p for p in names if p not in kernel_params]
-        self._chosen: dict[Any, int] = {}  # positional calls seen before -> the arm they took
+        kernel_params = set().union(*(arm.analysis.kernel_params for arm in self.arms.values()))
+        consts = set().union(*(arm.analysis.const_names for arm in self.arms.values()))
+        params = list(self.signature.parameters)
+        self._compile_params = [p for p in params if p not in kernel_params]
+        self._kernel_positions = frozenset(i for i, p in enumerate(params) if p in kernel_params)
+        self._codes: dict[int, Any] = {}  # id(ast node) -> compiled code
+        reads: set[str] = set()
+        computed: set[str] = set()
+        for level in self._chains(chain):
+            for stmt in self._runnable(level.prefix, kernel_params):
+                reads |= _names(stmt) - _assigned(stmt)
+                computed |= _assigned(stmt)
+            for arm in level.arms:
+                if arm.test is None:
+                    continue
+                read = _names(arm.test)
+                refused = sorted(read & (kernel_params | consts) - computed)
+                if refused:
+                    raise KernelDefinitionError(
+                        f"{self.filename}:{arm.test.lineno}: {kind} {self.name}: this condition chooses which kernel "
+                        f"to build, so it is evaluated in Python before any kernel runs, but it reads "
+                        f"{', '.join(refused)}, a kernel parameter or T.const known only from the tensors; test a "
+                        f"compile-time parameter (a plain Python value) instead")
+                reads |= read
+        # a choice depends only on the call's arguments when the conditions read nothing else
+        # (no global or closure value, which may change between calls): then it is remembered
+        fixed = set(params) | computed | {"True", "False", "None"}
+        self._remember = all(name in fixed or (hasattr(builtins, name) and name not in func.__globals__)
+                             for name in reads)
+        self._chosen: dict[Any, tuple[int, ...]] = {}  # positional calls seen before -> the arm they took
         self._lock = threading.Lock()
         renew_after_fork(self, "_lock")
+
+    @staticmethod
+    def _chains(chain: ArmChain) -> list[ArmChain]:
+        found = [chain]
+        for arm in chain.arms:
+            if arm.inner is not None:
+                found.extend(VariantEagerFunction._chains(arm.inner))
+        return found
+
+    @staticmethod
+    def _runnable(prefix: list[ast.stmt], kernel_params: set[str]) -> list[ast.stmt]:
+        """The statements of ``prefix`` that run in Python to choose an arm: plain Python that
+        declares nothing and reads no kernel parameter (``big = n > 2``, ``if s is None: s = 1.0``)."""
+        from .eager import _call_attr, _plain_python
+
+        return [s for s in prefix if _plain_python(s) and not _names(s) & kernel_params
+                and not (isinstance(s, ast.Assign) and (_call_attr(s.value) in ("const", "empty", "match_buffer")
+                                                         or (_call_attr(s.value) or "").startswith("alloc_")))
+                and not isinstance(s, ast.AnnAssign)]
+
+    def _code(self, node: Any, mode: str) -> Any:
+        code = self._codes.get(id(node))
+        if code is None:
+            tree = ast.Expression(node) if mode == "eval" else ast.Module([node], [])
+            code = self._codes[id(node)] = compile(tree, self.filename, mode, dont_inherit=True)
+        return code
 
     # what EagerFunction offers
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -160,29 +251,30 @@ class VariantEagerFunction:
 
     @property
     def kernels(self) -> dict[Any, Any]:
-        """Every arm's compiled kernels, each keyed by ``(arm index, its key)``."""
-        return {(i, key): kernel for i, arm in enumerate(self.arms) for key, kernel in arm.kernels.items()}
+        """Every arm's compiled kernels, each keyed by ``(arm path, its key)``; an arm's path is its
+        index in its ``if``/``elif``/``else`` chain, at each level of nesting."""
+        return {(path, key): kernel for path, arm in self.arms.items() for key, kernel in arm.kernels.items()}
 
     # choosing
     def _arm(self, args: tuple, kwargs: dict[str, Any]) -> Any:
         key = None
-        if not kwargs:
+        if not kwargs and self._remember:
             from .eager import _call_key
 
             try:
                 key = _call_key(args, self._kernel_positions)
-                index = self._chosen.get(key)
+                path = self._chosen.get(key)
             except TypeError:  # an unhashable value: choose without remembering
-                key = index = None
-            if index is not None:
-                return self.arms[index]
-        index = self._choose(args, kwargs)
+                key = path = None
+            if path is not None:
+                return self.arms[path]
+        path = self._choose(args, kwargs)
         if key is not None:
             with self._lock:
-                self._chosen.setdefault(key, index)
-        return self.arms[index]
+                self._chosen.setdefault(key, path)
+        return self.arms[path]
 
-    def _choose(self, args: tuple, kwargs: dict[str, Any]) -> int:
+    def _choose(self, args: tuple, kwargs: dict[str, Any]) -> tuple[int, ...]:
         from .eager import _closure_values
 
         params = self.signature.parameters
@@ -195,21 +287,36 @@ class VariantEagerFunction:
         namespace = dict(self.func.__globals__)
         namespace.update(_closure_values(self.func))
         namespace.update({p: v for p, v in bound.arguments.items() if p in self._compile_params})
-        for index, code in enumerate(self._tests):
-            if code is None:
+        kernel_params = set(params) - set(self._compile_params)
+        chain, path = self.chain, ()
+        while True:
+            for stmt in self._runnable(chain.prefix, kernel_params):
+                exec(self._code(stmt, "exec"), namespace)  # noqa: S102 - the user's own statements
+            index = self._pick(chain, namespace, bound)
+            path += (index,)
+            inner = chain.arms[index].inner
+            if inner is None:
+                return path
+            chain = inner
+
+    def _pick(self, chain: ArmChain, namespace: dict, bound: Any) -> int:
+        where = f"{self.filename}:{chain.node.lineno}"
+        for index, arm in enumerate(chain.arms):
+            if arm.test is None:
                 return index
             try:
-                chosen = eval(code, namespace)  # noqa: S307 - the user's own condition
+                chosen = eval(self._code(arm.test, "eval"), namespace)  # noqa: S307 - the user's own condition
             except NameError as exc:
                 raise TypeError(
-                    f"{self.name}(): the condition at {self.filename}:{self.line} that chooses the kernel could not "
-                    f"be evaluated: {exc} (pass every compile-time argument it reads)") from None
+                    f"{self.name}(): the condition at {where} that chooses the kernel could not be evaluated: {exc}; it "
+                    f"may read compile-time parameters, globals, the closure and values the statements before the if "
+                    f"compute from those") from None
             if chosen:
                 return index
         values = ", ".join(f"{p}={bound.arguments[p]!r}" for p in self._compile_params if p in bound.arguments)
         raise TypeError(
-            f"{self.name}(): no branch of the if at {self.filename}:{self.line} applies to these arguments ({values}), "
-            f"so there is no kernel to run; add an else: branch or pass values one of its conditions accepts")
+            f"{self.name}(): no branch of the if at {where} applies to these arguments ({values}), so there is no "
+            f"kernel to run; add an else: branch or pass values one of its conditions accepts")
 
 
 def eager_function(func: Callable[..., Any], options: dict[str, Any], kind: str = "@tilelang.jit",

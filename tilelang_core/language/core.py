@@ -930,7 +930,8 @@ class _ValueMacro(_TIRMacro):
     def _expand(self, parser: Any, body: list) -> tuple[bool, Any]:
         """Visit ``body`` statement by statement; ``(True, value)`` once a ``return`` is reached
         through ``if`` statements decided when the kernel is parsed (``if not round_sf: return sf``
-        on a Python value, as in TileLang), else ``(False, None)``.
+        on a Python value, as in TileLang, or ``if n > 2:`` of a static shape ``n``), else
+        ``(False, None)``.
 
         Such an ``if`` (one holding a nested ``return`` of this macro) is decided here, by Python's
         truthiness, and the chosen branch's statements are expanded in the macro's own scope, as
@@ -939,7 +940,7 @@ class _ValueMacro(_TIRMacro):
         (:meth:`_visit_nested_return`)."""
         from tvm.script.parser.core import doc
 
-        from .python_conditions import is_python_condition
+        from .python_conditions import constant_truth
         from .tirx_visitors import given_values
 
         for stmt in body:
@@ -947,8 +948,9 @@ class _ValueMacro(_TIRMacro):
                 return True, (parser.eval_expr(stmt.value) if stmt.value is not None else None)
             if isinstance(stmt, doc.If) and self._holds_nested_return(stmt):
                 test = parser.eval_expr(stmt.test)
-                if isinstance(test, bool) or is_python_condition(test):
-                    returned, value = self._expand(parser, stmt.body if test else stmt.orelse)
+                truth = constant_truth(test)  # a Python value, or a TIR constant (n > 2 of a static shape)
+                if truth is not None:
+                    returned, value = self._expand(parser, stmt.body if truth else stmt.orelse)
                     if returned:
                         return True, value
                     continue
