@@ -179,6 +179,37 @@ def _full_width(name: str, args: tuple) -> tuple:
     return (*literal_operands(name, args[0], args[1]), *args[2:])
 
 
+def narrow_left_shift_error(dtype: Any, operand: Any, amount: Any, widened_to: Any = None) -> LoweringError:
+    """The refusal of a left shift of an 8- or 16-bit integer whose dropped bits C would keep.
+
+    TIR types ``x << n`` of a uint16 ``x`` as uint16: the bits shifted past 16 are gone (by 20:
+    the result is 0). C and CUDA first widen a narrow operand to ``int``, so upstream TileLang's
+    C and CUDA kernels keep them, and code such as DeepSeek's e5m6 packing
+    (``T.cast(h << 20, T.uint32) | T.cast(h << 8, T.uint32)`` of uint16 ``h``) depends on it: it
+    gave other bits here, without an error. Such a shift is refused, saying how to write either
+    meaning."""
+    from .core import _caller_location
+
+    where = _caller_location()
+    amount = amount.value if isinstance(amount, tirx.IntImm) else amount
+    wide = str(widened_to) if widened_to is not None else "int32"
+    shown = f"T.cast({operand} << {amount}, {wide!r})" if widened_to is not None else f"{operand} << {amount}"
+    meant = (f"T.cast({operand} << {amount}, \"{dtype}\") if dropping the bits is meant" if widened_to is not None
+             else "0 if a result of 0 is meant")
+    return LoweringError(
+        f"{where + ': ' if where else ''}{shown}: the shift is done in {dtype}, so the bits shifted past "
+        f"{dtype.bits} are dropped{' before the cast widens it' if widened_to is not None else ' (the result is 0)'}; "
+        f"C and CUDA widen a {dtype} operand to int first and keep them (as upstream TileLang's C and CUDA kernels "
+        f"do). Write T.cast({operand}, {wide!r}) << {amount} to shift in {wide}, or {meant}")
+
+
+def is_narrow_left_shift(value: Any) -> bool:
+    """Whether ``value`` is ``x << n`` of a scalar 8- or 16-bit integer ``x`` (see
+    :func:`narrow_left_shift_error`)."""
+    dtype = _integer_dtype(value) if isinstance(value, tirx.LShift) else None
+    return dtype is not None and not dtype.is_bool and dtype.lanes == 1 and dtype.bits < 32
+
+
 def constant_shift(name: str, a: Any, b: Any) -> Any:
     """``a << b`` / ``a >> b`` (``name``: ``left_shift`` / ``right_shift``) of a scalar integer ``a``
     by a constant ``b`` outside ``0 .. width - 1``, as a shift by a run-time amount computes it
@@ -193,6 +224,8 @@ def constant_shift(name: str, a: Any, b: Any) -> Any:
         amount &= (1 << b.ty.dtype.bits) - 1
     if 0 <= amount < dtype.bits:
         return None
+    if name == "left_shift" and dtype.bits < 32 and amount < 32:  # C keeps these bits (int promotion)
+        raise narrow_left_shift_error(dtype, a, amount)
     if name == "right_shift" and not str(dtype).startswith("uint"):
         return _prim_ffi_api.right_shift(a, tirx.IntImm(str(b.ty.dtype), dtype.bits - 1), None)
     from .kept_effects import has_side_effect

@@ -56,6 +56,13 @@ def cast(value: Any, dtype: Any, round: str = "", sat: bool = True, rbits: Any =
     if round != "rs" and rbits is not None:
         raise LoweringError(f"{where}rbits is only valid with round='rs' (stochastic rounding)")
     target = check_dtype("T.cast", dtype)
+    from ..literals import is_narrow_left_shift, narrow_left_shift_error
+
+    if is_narrow_left_shift(value):  # T.cast(h << 8, "uint32") of a uint16 h: C keeps the high bits
+        narrow = tvm.DataType(str(value.ty.dtype))
+        wide = tvm.DataType(str(target))
+        if wide.lanes == 1 and wide.is_integer and wide.bits > narrow.bits:
+            raise narrow_left_shift_error(narrow, value.a, value.b, target)
     if round in ("", "rn") and sat:
         return tirx.Cast(target, value) if isinstance(value, tirx.Expr) else tvm.tirx.const(value, target)
     value = value if isinstance(value, tirx.Expr) else tvm.tirx.const(value, "float32")
