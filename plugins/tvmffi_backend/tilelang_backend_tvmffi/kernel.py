@@ -117,7 +117,7 @@ def kernel_state(kernel: Any) -> KernelState:
 
 def build(artifact: KernelArtifact, options: BuildOptions) -> Any:
     """Wrap ``artifact.tvm_modules`` into a callable kernel (the build hook)."""
-    from .runtime import module_kinds, runnable_module, unwrap_module
+    from .runtime import module_kinds, runnable_module, undefined_jit_symbols, unwrap_module
 
     if artifact.tvm_modules is None:
         raise BuildError(
@@ -145,6 +145,13 @@ def build(artifact: KernelArtifact, options: BuildOptions) -> Any:
             source = mod.imports[0].inspect_source() if mod.imports else mod.inspect_source()
         except Exception:  # noqa: BLE001 - not every module kind can show its source
             source = ""
+    if runnable is mod and "llvm" in kinds:  # run by the ORC JIT in this process (runtime.undefined_jit_symbols)
+        missing_symbols = undefined_jit_symbols(source)
+        if missing_symbols:
+            raise BuildError(
+                f"tvm_ffi: kernel {artifact.name!r} calls {', '.join(missing_symbols)}, which no library loaded in this "
+                "process defines (a T.call_extern of a function the CPU has not, such as a CUDA intrinsic?); the "
+                "LLVM JIT would leave the call unresolved and the kernel would crash")
     return make_kernel(
         artifact, options, runnable, module_for_export=mod, library_path=library_path,
         library_bytes=library_bytes, kinds=kinds, alignment=alignment, source=source,

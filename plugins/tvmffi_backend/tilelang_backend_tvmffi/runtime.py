@@ -352,11 +352,47 @@ def runnable_module(mod: Any, compile_flags: Optional[list[str]] = None,
         import tvm_ffi
 
         data = path.read_bytes()
+        check_symbols_resolve(path)
         runnable = tvm_ffi.load_module(str(path))
     finally:
         if not keep:
             shutil.rmtree(directory, ignore_errors=True)
     return runnable, (path if keep else None), data
+
+
+def check_symbols_resolve(library: Path) -> None:
+    """Load ``library`` once with every symbol bound now (``RTLD_NOW``).
+
+    ``tvm_ffi.load_module`` binds lazily, so a function the library calls but nothing defines (a
+    ``T.call_extern`` of CUDA's ``__float2half_rz`` on target ``c``) ended the process with the
+    dynamic linker's "undefined symbol" at the first call (exit status 127), after a build that
+    reported success.
+
+    :raises BuildError: a symbol does not resolve, naming it.
+    """
+    import ctypes
+    import os
+
+    try:
+        handle = ctypes.CDLL(str(library), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    except OSError as exc:
+        raise BuildError(f"tvm_ffi: the kernel library does not load: {exc}; a function it calls is defined "
+                         "nowhere (a T.call_extern of a function this target's C library lacks, such as a CUDA "
+                         "intrinsic on target 'c'?)") from None
+    del handle
+
+
+def undefined_jit_symbols(source: str) -> list[str]:
+    """The functions an LLVM module declares that this process does not define (what the ORC JIT
+    would fail to resolve): ``T.call_extern`` of a function no loaded library has. LLVM
+    intrinsics (``llvm.*``) and TVM's runtime functions (``TVM*``), which TVM resolves itself, are
+    not looked up."""
+    import ctypes
+    import re
+
+    process = ctypes.CDLL(None)
+    names = re.findall(r"^declare [^@\n]*@([\w.$]+)\(", source, re.M)
+    return [n for n in dict.fromkeys(names) if not n.startswith(("llvm.", "TVM", "__tvm")) and not hasattr(process, n)]
 
 
 def save(kernel: Any, directory: Path) -> None:
