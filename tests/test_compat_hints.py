@@ -186,3 +186,26 @@ def test_register_counts_are_checked(producer, consumer, bad):
     with pytest.raises(LoweringError, match=rf"reg_count must be an int from 24 to 256 in steps of 8 .*got {bad}") as info:
         _register_hint_kernel(True, producer, consumer)
     assert "test_compat_hints.py:" in str(info.value)
+
+
+def test_a_layout_hint_bound_to_a_name_in_the_kernel_is_a_hint():
+    """``lay = T.Fragment(...)`` in a kernel body, then ``loop_layout=lay`` (DeepSeek TileKernels'
+    engram kernels): binding the name asked ``hasattr(hint, "dtype")``, and the hint's refusal
+    escaped it ("layouts are not provided"); passing the hint inline already worked."""
+
+    def forward(i, j):
+        return j, i
+
+    @T.prim_func
+    def staged(A: T.Tensor((4, 8), "float32"), B: T.Tensor((4, 8), "float32")):
+        with T.Kernel(1, threads=8) as _:
+            layout = T.Fragment((4, 8), forward_fn=forward)
+            S = T.alloc_shared((4, 8), "float32")
+            T.async_copy(A[0:4, 0:8], S, loop_layout=layout)
+            for i, j in T.Parallel(4, 8):
+                B[i, j] = S[i, j] * 2
+
+    kernel = tilelang.compile(staged, target="c", execution_backend="cython", out_idx=[1])
+    a = torch.arange(32, dtype=torch.float32).reshape(4, 8)
+    torch.testing.assert_close(kernel(a), a * 2)
+    assert not hasattr(tilelang.layout.Layout((4,), lambda i: i), "dtype")

@@ -15,7 +15,13 @@ from typing import Any
 
 from ..errors import KernelDefinitionError
 
-__all__ = ["LayoutHint"]
+__all__ = ["LayoutHint", "LayoutAttributeError"]
+
+
+class LayoutAttributeError(KernelDefinitionError, AttributeError):
+    """An attribute of a layout hint: this package's refusal, and an ``AttributeError`` so that
+    ``hasattr(hint, name)`` is False (binding a hint to a name in a kernel body, ``lay =
+    T.Fragment(...)``, asks ``hasattr(value, "dtype")``; it stopped with this refusal)."""
 
 
 class LayoutHint:
@@ -29,7 +35,7 @@ class LayoutHint:
         self.kwargs = dict(kwargs or {})
 
     def __getattr__(self, name: str) -> Any:
-        raise KernelDefinitionError(
+        raise LayoutAttributeError(
             f"tilelang.layout.{self.kind}(...).{name}: layouts are not provided by TileLang-Core; a layout can only be "
             "passed to T.annotate_layout, which has no effect here (docs/compatibility.md)"
         )
