@@ -34,10 +34,11 @@ def times(N, c):
 def eager_times(X, c):
     N = T.const("N")
     X: T.Tensor[(N,), T.float32]
+    factor = c[0] if isinstance(c, tuple) else c  # a number, or one in a tuple
     Y = T.empty((N,), T.float32)
     with T.Kernel(1) as _:
         for i in T.Parallel(N):
-            Y[i] = X[i] * c
+            Y[i] = X[i] * factor
     return Y
 
 
@@ -70,3 +71,21 @@ def test_special_float_leaves_other_values_alone():
     assert special_float(0.0) is None and special_float(1.5) is None and special_float(0) is None
     assert special_float(-0.0) == special_float(numpy.float64(-0.0)) == ("float", "-0.0")
     assert special_float(float("nan")) == special_float(numpy.float32("nan")) == ("float", "nan")
+
+
+def test_the_eager_fast_path_keys_tell_zero_signs_and_value_types_apart():
+    """Positional calls reuse the kernel of an earlier call with the same key: ``(0.0,)`` and
+    ``(-0.0,)``, NumPy's ``0.0`` and ``-0.0``, ``(2,)`` and ``(2.0,)`` compare equal but build
+    other kernels (they shared one on this path; the keyword path was right: found by a hunt)."""
+    ones = torch.ones(2)
+    for value in ((0.0,), (-0.0,), numpy.float64(0.0), numpy.float64(-0.0)):
+        sign = math.copysign(1.0, value[0] if isinstance(value, tuple) else float(value))
+        assert _signs(eager_times(ones, value)) == [sign] * 2, value
+    kernels = len(eager_times.kernels)
+    eager_times(ones, (2,))
+    eager_times(ones, (2.0,))  # an int and a float constant: two kernels (X[i] * 2 of an int X wraps in int32)
+    assert len(eager_times.kernels) == kernels + 2
+    calls = len(eager_times._eager_function()._calls)
+    for _ in range(5):
+        eager_times(ones, (float("nan"),))
+    assert len(eager_times._eager_function()._calls) == calls + 1  # every NaN is one key

@@ -21,24 +21,19 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from backend_pairs import CYTHON_C, TVMFFI_LLVM, path_id  # noqa: E402
 
 
-def test_a_shift_past_the_width_is_refused_at_its_line():
-    with pytest.raises(Exception, match=r"test_narrow_left_shifts.py:\d+: .*<< 20: the shift is done in uint16, so the "
-                                        r"bits shifted past 16 are dropped \(the result is 0\).*T.cast\(.*'int32'\) << 20"):
+@pytest.mark.parametrize("amount,message", [
+    (20, r"test_narrow_left_shifts.py:\d+: .*<< 20: the shift is done in uint16, so the bits shifted past 16 are "
+         r"dropped \(the result is 0\).*T.cast\(.*'int32'\) << 20"),
+    (8, r"<< 8, 'uint32'\): the shift is done in uint16, so the bits shifted past 16 are dropped before the cast "
+        r"widens it.*<< 8, \"uint16\"\) if dropping"),
+], ids=["past-the-width", "widened"])
+def test_a_shift_whose_dropped_bits_c_keeps_is_refused_at_its_line(amount, message):
+    with pytest.raises(Exception, match=message):
         @T.prim_func
         def pack(A: T.Tensor((4,), "uint16"), B: T.Tensor((4,), "uint32")):
             with T.Kernel(1) as _:
                 for i in T.serial(4):
-                    B[i] = T.cast(A[i] << 20, "uint32")
-
-
-def test_a_widened_narrow_shift_is_refused_saying_both_forms():
-    with pytest.raises(Exception, match=r"<< 8, 'uint32'\): the shift is done in uint16, so the bits shifted past 16 "
-                                        r"are dropped before the cast widens it.*<< 8, \"uint16\"\) if dropping"):
-        @T.prim_func
-        def pack(A: T.Tensor((4,), "uint16"), B: T.Tensor((4,), "uint32")):
-            with T.Kernel(1) as _:
-                for i in T.serial(4):
-                    B[i] = T.cast(A[i] << 8, "uint32")
+                    B[i] = T.cast(A[i] << amount, "uint32")
 
 
 @pytest.mark.parametrize("path", [CYTHON_C, TVMFFI_LLVM], ids=path_id)
