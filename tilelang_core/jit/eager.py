@@ -93,6 +93,14 @@ def _function_def(func: Callable[..., Any]) -> tuple[ast.FunctionDef, list[str],
     return node, lines, start + 1
 
 
+def body_statements(fdef: ast.FunctionDef) -> list[ast.stmt]:
+    """The statements of ``fdef``'s body, without its docstring."""
+    body = list(fdef.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+        body = body[1:]
+    return body
+
+
 def _call_attr(node: Any) -> Optional[str]:
     """``"const"`` for ``T.const(...)`` (any module alias), the function name for ``f(...)``."""
     if isinstance(node, ast.Call):
@@ -214,9 +222,7 @@ class _Analysis:
         params = [a.arg for a in fdef.args.posonlyargs + fdef.args.args + fdef.args.kwonlyargs]
         self.params = params
         sig_ann = {a.arg: a.annotation for a in fdef.args.posonlyargs + fdef.args.args + fdef.args.kwonlyargs}
-        body = list(fdef.body)
-        if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
-            body = body[1:]  # docstring
+        body = body_statements(fdef)
         if arm is not None:  # one branch of an if choosing the kernel (jit/eager_variants.py)
             from .eager_variants import arm_at, arm_chain, leaf_body
 

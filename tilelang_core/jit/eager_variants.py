@@ -111,11 +111,10 @@ def arm_chain(fdef: ast.FunctionDef) -> Optional[ArmChain]:
     ``if scale is None: scale = ...``), and an arm of the ``if`` declares something at its top
     level or is itself such a body (a nested chain).
     """
+    from .eager import body_statements
+
     params = {a.arg for a in fdef.args.posonlyargs + fdef.args.args + fdef.args.kwonlyargs}
-    body = list(fdef.body)
-    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
-        body = body[1:]  # docstring
-    return _chain(body, params)
+    return _chain(body_statements(fdef), params)
 
 
 def leaves(chain: ArmChain, path: tuple[int, ...] = ()) -> list[tuple[int, ...]]:
@@ -182,11 +181,16 @@ class VariantEagerFunction:
         params = list(self.signature.parameters)
         self._compile_params = [p for p in params if p not in kernel_params]
         self._kernel_positions = frozenset(i for i, p in enumerate(params) if p in kernel_params)
-        self._codes: dict[int, Any] = {}  # id(ast node) -> compiled code
+        self._codes: dict[int, Any] = {}  # id(condition node) -> compiled code
+        #: per chain (by id): the compiled statements before its if that run to choose an arm
+        self._prefix_codes: dict[int, list[Any]] = {}
         reads: set[str] = set()
         computed: set[str] = set()
         for level in self._chains(chain):
-            for stmt in self._runnable(level.prefix, kernel_params):
+            runnable = self._runnable(level.prefix, kernel_params)
+            self._prefix_codes[id(level)] = [compile(ast.Module([stmt], []), self.filename, "exec", dont_inherit=True)
+                                             for stmt in runnable]
+            for stmt in runnable:
                 reads |= _names(stmt) - _assigned(stmt)
                 computed |= _assigned(stmt)
             for arm in level.arms:
@@ -224,16 +228,15 @@ class VariantEagerFunction:
         declares nothing and reads no kernel parameter (``big = n > 2``, ``if s is None: s = 1.0``)."""
         from .eager import _call_attr, _plain_python
 
-        return [s for s in prefix if _plain_python(s) and not _names(s) & kernel_params
-                and not (isinstance(s, ast.Assign) and (_call_attr(s.value) in ("const", "empty", "match_buffer")
-                                                         or (_call_attr(s.value) or "").startswith("alloc_")))
-                and not isinstance(s, ast.AnnAssign)]
+        return [s for s in prefix if _plain_python(s) and not _declares(s, kernel_params)
+                and not _names(s) & kernel_params and not isinstance(s, ast.AnnAssign)
+                and not (_call_attr(getattr(s, "value", None)) or "").startswith("alloc_")]
 
-    def _code(self, node: Any, mode: str) -> Any:
-        code = self._codes.get(id(node))
+    def _condition(self, test: ast.expr) -> Any:
+        """``test`` compiled (once)."""
+        code = self._codes.get(id(test))
         if code is None:
-            tree = ast.Expression(node) if mode == "eval" else ast.Module([node], [])
-            code = self._codes[id(node)] = compile(tree, self.filename, mode, dont_inherit=True)
+            code = self._codes[id(test)] = compile(ast.Expression(test), self.filename, "eval", dont_inherit=True)
         return code
 
     # what EagerFunction offers
@@ -287,11 +290,10 @@ class VariantEagerFunction:
         namespace = dict(self.func.__globals__)
         namespace.update(_closure_values(self.func))
         namespace.update({p: v for p, v in bound.arguments.items() if p in self._compile_params})
-        kernel_params = set(params) - set(self._compile_params)
         chain, path = self.chain, ()
         while True:
-            for stmt in self._runnable(chain.prefix, kernel_params):
-                exec(self._code(stmt, "exec"), namespace)  # noqa: S102 - the user's own statements
+            for code in self._prefix_codes[id(chain)]:
+                exec(code, namespace)  # noqa: S102 - the user's own statements
             index = self._pick(chain, namespace, bound)
             path += (index,)
             inner = chain.arms[index].inner
@@ -305,7 +307,7 @@ class VariantEagerFunction:
             if arm.test is None:
                 return index
             try:
-                chosen = eval(self._code(arm.test, "eval"), namespace)  # noqa: S307 - the user's own condition
+                chosen = eval(self._condition(arm.test), namespace)  # noqa: S307 - the user's own condition
             except NameError as exc:
                 raise TypeError(
                     f"{self.name}(): the condition at {where} that chooses the kernel could not be evaluated: {exc}; it "
