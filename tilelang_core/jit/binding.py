@@ -60,13 +60,25 @@ def symbol_stand_in(value: Any) -> Any:
     """
     if type(value) is tuple:
         for item in value:
-            if isinstance(item, tuple) or _is_symbol(item) or special_float(item) is not None:
+            kind = type(item)  # most arguments stand for themselves: no TVM isinstance (microseconds) for them
+            if kind in PLAIN_TYPES or (kind is float and special_float(item) is None):
+                continue
+            if special_float(item) is not None or isinstance(item, tuple) or _is_symbol(item):
                 return tuple([symbol_stand_in(v) for v in value])
         return value
+    if type(value) in PLAIN_TYPES:
+        return value
+    if type(value) is float:
+        return special_float(value) or value
     if _is_symbol(value):
         return ("T.dynamic", str(value), str(value.dtype))
     float_key = special_float(value)
     return value if float_key is None else float_key
+
+
+#: Types whose values stand for themselves in a key (:func:`symbol_stand_in` skips them; the eager
+#: style's positional fast path keys them as they are).
+PLAIN_TYPES = frozenset({int, str, bool, type(None)})
 
 
 def _is_symbol(value: Any) -> bool:

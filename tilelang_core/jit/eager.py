@@ -46,7 +46,7 @@ from typing import Any, Callable, Optional, Sequence
 from ..ast_lock import AST_LOCK
 from ..errors import KernelDefinitionError, TileLangError
 from ..fork_locks import renew_after_fork
-from .binding import _tensor_type, special_float, symbol_stand_in, value_types
+from .binding import PLAIN_TYPES, _tensor_type, special_float, symbol_stand_in, value_types
 
 __all__ = ["is_eager_style", "EagerFunction", "declares_outputs", "prim_func_with_outputs", "OUT_IDX_ATTR",
            "ArgumentShapeError"]
@@ -507,12 +507,8 @@ def _call_key(args: tuple, runtime: frozenset) -> tuple:
     tensor = _tensor_type()
     return tuple((x.shape, x.stride(), x.dtype, x.device) if isinstance(x, tensor)
                  else (type(x),) if i in runtime
-                 else (type(x), x) if type(x) in _PLAIN_KEY_TYPES
+                 else (type(x), x) if type(x) in PLAIN_TYPES  # with their type: 1 and True differ
                  else _value_key(x) for i, x in enumerate(args))
-
-
-#: Values that are their own key in :func:`_call_key` (with their type: ``1`` and ``True`` differ).
-_PLAIN_KEY_TYPES = frozenset({int, str, bool, type(None)})
 
 
 def _value_key(x: Any) -> tuple:
