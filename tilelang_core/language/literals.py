@@ -203,11 +203,11 @@ def narrow_left_shift_error(dtype: Any, operand: Any, amount: Any, widened_to: A
         f"do). Write T.cast({operand}, {wide!r}) << {amount} to shift in {wide}, or {meant}")
 
 
-def is_narrow_left_shift(value: Any) -> bool:
-    """Whether ``value`` is ``x << n`` of a scalar 8- or 16-bit integer ``x`` (see
-    :func:`narrow_left_shift_error`)."""
+def narrow_left_shift_dtype(value: Any) -> Any:
+    """The dtype of ``x`` when ``value`` is ``x << n`` of a scalar 8- or 16-bit integer ``x`` (see
+    :func:`narrow_left_shift_error`), else None."""
     dtype = _integer_dtype(value) if isinstance(value, tirx.LShift) else None
-    return dtype is not None and not dtype.is_bool and dtype.lanes == 1 and dtype.bits < 32
+    return dtype if dtype is not None and not dtype.is_bool and dtype.lanes == 1 and dtype.bits < 32 else None
 
 
 def constant_shift(name: str, a: Any, b: Any) -> Any:

@@ -56,10 +56,10 @@ def cast(value: Any, dtype: Any, round: str = "", sat: bool = True, rbits: Any =
     if round != "rs" and rbits is not None:
         raise LoweringError(f"{where}rbits is only valid with round='rs' (stochastic rounding)")
     target = check_dtype("T.cast", dtype)
-    from ..literals import is_narrow_left_shift, narrow_left_shift_error
+    from ..literals import narrow_left_shift_dtype, narrow_left_shift_error
 
-    if is_narrow_left_shift(value):  # T.cast(h << 8, "uint32") of a uint16 h: C keeps the high bits
-        narrow = tvm.DataType(str(value.ty.dtype))
+    narrow = narrow_left_shift_dtype(value)
+    if narrow is not None:  # T.cast(h << 8, "uint32") of a uint16 h: C keeps the high bits
         wide = tvm.DataType(str(target))
         if wide.lanes == 1 and wide.is_integer and wide.bits > narrow.bits:
             raise narrow_left_shift_error(narrow, value.a, value.b, target)
