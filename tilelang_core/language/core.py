@@ -900,14 +900,8 @@ class _ValueMacro(_TIRMacro):
     def parse_macro(self, parser: Any) -> Any:
         """Expand the body into ``parser``; the value of its top-level ``return``, else None."""
         from tvm.tirx.script.builder import block_name_suffix_context
-        from tvm.script.parser.core import doc
 
-        macro_def = self.get_macro_def()
-        body = list(macro_def.body)
-        ends = [k for k, stmt in enumerate(body) if isinstance(stmt, doc.Return)]
-        last = body[ends[0]] if ends else None
-        if ends:
-            body = body[: ends[0]]  # what follows a top-level return never runs, as in Python
+        body = list(self.get_macro_def().body)
         suffix = f"_{self.call_count}" if self.call_count > 0 else ""
         self.call_count += 1
         hooked = "visit_Return" in vars(parser)
@@ -915,17 +909,13 @@ class _ValueMacro(_TIRMacro):
         parser.visit_Return = functools.partial(self._visit_nested_return, previous)
         try:
             with block_name_suffix_context(suffix):
-                returned, value = self._expand(parser, body) if body else (False, None)
-                if returned:
-                    return value
-                if last is not None and last.value is not None:
-                    return parser.eval_expr(last.value)
+                # the first return reached ends the expansion: what follows it never runs, as in Python
+                return self._expand(parser, body)[1]
         finally:
             if hooked:
                 parser.visit_Return = previous
             else:
                 del parser.visit_Return
-        return None
 
     def _expand(self, parser: Any, body: list) -> tuple[bool, Any]:
         """Visit ``body`` statement by statement; ``(True, value)`` once a ``return`` is reached
