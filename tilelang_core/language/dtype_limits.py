@@ -9,8 +9,9 @@ TVM 0.27's own functions, which ``T.`` exported unchanged:
   running maximum, stopped the kernel's definition with "Cannot decide infinity".
 
 The limits of the low-precision floats are torch's (``torch.finfo``), which agrees with TVM for
-float16, float32 and float64 and with the formats' definitions for the others; integer dtypes and
-vector dtypes keep TVM's answer.
+float16, float32 and float64 and with the formats' definitions for the others; integer dtypes keep
+TVM's answer. Any spelling of a dtype is taken (``"bf16"``, ``T.bfloat16``, ``torch.bfloat16``), a
+vector dtype gets each lane's value, bool ``True``/``False``.
 """
 
 from __future__ import annotations
