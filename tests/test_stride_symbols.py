@@ -99,8 +99,19 @@ def test_two_tensors_with_one_stride_symbol_must_agree(backend, target):
     kernel = tilelang.compile(shared_stride(), out_idx=-1, target=target, execution_backend=backend)
     a, b = torch.randn(4, 12)[:, :8], torch.randn(4, 12)[:, 2:10]
     torch.testing.assert_close(kernel(a, b), a + b)
-    with pytest.raises(ValueError, match=r"shared_stride\(\) argument 'B' \(#1\): expected strides \(12, 1\), got strides \(16, 1\)"):
+    with pytest.raises(ValueError, match=r"shared_stride\(\) argument 'B' \(#1\): expected strides \(s, 1\) = \(12, 1\), "
+                                         r"got strides \(16, 1\)"):
         kernel(a, torch.randn(4, 16)[:, :8])
+
+
+@pytest.mark.parametrize("backend,target", CPU_PAIRS)
+def test_a_stride_symbol_bound_by_the_same_tensor_is_named(backend, target):
+    """A transposed tensor for strides (s, 1) binds s = 1 from its first stride: the message names
+    s beside its value, so that (1, 1) against (1, 4) reads as 'the last stride must be 1'."""
+    kernel = tilelang.compile(shared_stride(), out_idx=-1, target=target, execution_backend=backend)
+    with pytest.raises(ValueError, match=r"argument 'A' \(#0\): expected strides \(s, 1\) = \(1, 1\), "
+                                         r"got strides \(1, 4\)$"):
+        kernel(torch.randn(8, 4).t(), torch.randn(4, 8))
 
 
 def copy_rows():

@@ -195,6 +195,19 @@ def index_reach_text(reach: int, dims: Sequence[Any], shape: Sequence[int], stri
     return f"{reach} elements from its first to its last in memory ({details})"
 
 
+def strides_mismatch_text(declared: Sequence[Any], want: Sequence[int], got: Sequence[int]) -> str:
+    """``expected strides (S, 1) = (1, 1), got strides (1, 4)``: the explicit-strides error of every
+    backend. The declared strides are shown beside their values when a symbol or expression is among
+    them (a symbol bound from another stride of the same tensor is otherwise invisible); all-constant
+    strides are shown once."""
+    texts = [str(s).strip() for s in declared]
+    shown = "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
+    values = str(tuple(want))
+    if shown != values:
+        shown = f"{shown} = {values}"
+    return f"expected strides {shown}, got strides {tuple(got)}"
+
+
 #: The fix a nested tensor's error gives (the error table's ``nested_tensor`` row).
 NESTED_TENSOR_FIX = "pass its components (.unbind()) or .to_padded_tensor(0.0)"
 
@@ -513,7 +526,7 @@ class CallChecker:
         self._symbol_high = narrow_symbols(artifact.symbols)
         self._kinds = {i: scalar_kind(p.dtype) for i, p in enumerate(self.params) if not isinstance(p, TensorParam)}
         self._dtype = {i: self._torch_dtype(p) for i, p in enumerate(self.params) if isinstance(p, TensorParam)}
-        self._deferred: list[tuple[int, str, int, Any, str]] = []  # (param, what, dim, fn, text)
+        self._deferred: list[tuple[int, str, int, Any, Any]] = []  # (param, what, dim, fn, text or declared strides)
         #: one entry per caller argument: a _TensorEntry, or the scalar's parameter index
         self._entries: list[Any] = []
         for index in self.inputs:
@@ -530,7 +543,7 @@ class CallChecker:
                 else:
                     self._deferred.append((index, "shape", d, compile_expr(dim), dim))
             if p.strides is not None:
-                self._deferred.append((index, "strides", 0, [compile_expr(s) for s in p.strides], ""))
+                self._deferred.append((index, "strides", 0, [compile_expr(s) for s in p.strides], p.strides))
             want = device_type or TORCH_DEVICE_TYPES.get(p.device, p.device)
             narrow = tuple((what, d, sym, *self._symbol_high[sym])
                            for what, pairs in (("shape", binds), ("stride", stride_binds.get(index, ())))
@@ -755,7 +768,7 @@ class CallChecker:
                 want_strides = tuple(f(symbols) for f in fn)
                 got = tuple(x.stride())
                 if any(w != g and size != 1 for w, g, size in zip(want_strides, got, x.shape)):
-                    raise ValueError(f"{pre}: expected strides {want_strides}, got strides {got}")
+                    raise ValueError(f"{pre}: {strides_mismatch_text(text, want_strides, got)}")
 
     def output_shapes(self, symbols: dict[str, int]) -> list[list[int]]:
         """Every output's shape, refused when negative or over the 32-bit index limit (before any

@@ -203,7 +203,7 @@ ROWS: tuple[ErrorRow, ...] = (
     ErrorRow("explicit_strides", "other strides than the parameter declares", "colmajor",
              "colmajor(X of shape (5, 4), row-major) for strides (1, n)",
              lambda m: _args(m.t(5, 4)),
-             "ValueError", "colmajor() argument 'X' (#0): expected strides (1, 5), got strides (4, 1)"),
+             "ValueError", "colmajor() argument 'X' (#0): expected strides (1, n) = (1, 5), got strides (4, 1)"),
     ErrorRow("negative_view", "a real tensor with torch's lazy negative bit (as `z.conj().imag` has) for declared strides",
              "rowstride", "rowstride(zeros(3, 8)[:, :4]._neg_view())",
              lambda m: _args(m.t(3, 8)[:, :4]._neg_view()),

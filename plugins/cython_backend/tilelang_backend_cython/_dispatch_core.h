@@ -682,14 +682,29 @@ static int tl_overlap_check(tl_kernel *k, PyObject *const *args, const uintptr_t
   return 0;
 }
 
-/* "expected strides (..), got strides (..)" for an explicit-strides parameter */
+/* "expected strides (S, 1) = (1, 1), got strides (1, 4)" for an explicit-strides parameter: the
+   declared strides beside their values when a symbol or expression is among them, as
+   tilelang_core.calling.strides_mismatch_text words it */
 static PyObject *tl_strides_error(tl_kernel *k, const tl_param *p, const long long *syms,
                                   const long long *deferred_vals) {
   int64_t want[TL_MAX_NDIM], got[TL_MAX_NDIM];
-  char want_s[256], got_s[256];
-  int d;
+  char want_s[256], got_s[256], decl_s[512];
+  size_t used = 0;
+  int d, symbolic = 0;
+  used += (size_t)snprintf(decl_s, sizeof decl_s, "(");
   for (d = 0; d < p->ndim; d++) {
     long long w = p->stride_val[d];
+    const char *label = NULL;
+    if (p->stride_kind[d] == TL_DIM_SYM) label = PyUnicode_AsUTF8(k->sym_names[p->stride_val[d]]);
+    if (p->stride_kind[d] == TL_DIM_EXPR) label = PyUnicode_AsUTF8(k->expr_text[p->stride_val[d]]);
+    if (p->stride_kind[d] != TL_DIM_STATIC && label == NULL) return NULL;
+    symbolic |= label != NULL;
+    if (used < sizeof decl_s) {
+      if (label != NULL)
+        used += (size_t)snprintf(decl_s + used, sizeof decl_s - used, d ? ", %s" : "%s", label);
+      else
+        used += (size_t)snprintf(decl_s + used, sizeof decl_s - used, d ? ", %lld" : "%lld", w);
+    }
     if (p->stride_kind[d] == TL_DIM_SYM) { /* bound from this stride: it matches itself */
       want[d] = got[d] = syms[p->stride_val[d]];
       continue;
@@ -698,8 +713,11 @@ static PyObject *tl_strides_error(tl_kernel *k, const tl_param *p, const long lo
     want[d] = w;
     got[d] = deferred_vals[p->stride_defer[d]];
   }
+  if (used < sizeof decl_s) snprintf(decl_s + used, sizeof decl_s - used, p->ndim == 1 ? ",)" : ")");
   tl_format_tuple(want, p->ndim, want_s, sizeof want_s);
   tl_format_tuple(got, p->ndim, got_s, sizeof got_s);
+  if (symbolic)
+    return tl_arg_error(k, PyExc_ValueError, p, "expected strides %s = %s, got strides %s", decl_s, want_s, got_s);
   return tl_arg_error(k, PyExc_ValueError, p, "expected strides %s, got strides %s", want_s, got_s);
 }
 

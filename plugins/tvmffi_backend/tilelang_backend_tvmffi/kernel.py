@@ -39,6 +39,7 @@ from tilelang_core.calling import (
     self_overlap_message,
     storage_error,
     stream_handle,
+    strides_mismatch_text,
     symbol_range_message,
     tensors_disjoint,
     type_name,
@@ -671,7 +672,7 @@ class _CallPlan:
                 want = tuple(symbolic.evaluate(s, symbols) for s in expr)
                 sizes = tuple(args[j].shape)
                 if any(w != g and sizes[k] != 1 for k, (w, g) in enumerate(zip(want, got))):
-                    return ValueError(f"{pre}: expected strides {want}, got strides {got}"), symbols
+                    return ValueError(f"{pre}: {strides_mismatch_text(expr, want, got)}"), symbols
                 continue
             if not symbolic.free_symbols(expr) <= set(symbols):
                 continue
