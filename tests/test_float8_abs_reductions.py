@@ -6,7 +6,8 @@ TVM has no float8 ``abs`` or ``isnan``: ``T.abs`` of a float8 element stopped wi
 the kernel was defined, on every target. ``T.abs`` now computes in float32 and converts back
 (exact), the reductions test NaN in float32, and their float8 starting values print as CUDA
 (a float8 infinity constant printed as the undefined ``inff``; float8_e5m2's infinity is now
-given by its bits, float8_e4m3fn, which has none, starts from -448/448). Checked: the kernels
+given by its bits, float8_e4m3fn, which has none, starts from -448/448); so do the copies of a
+float8 ``T.alloc_reducer`` of max/min. Checked: the kernels
 lower for CUDA and nvcc compiles them (sm_75, sm_80, sm_90); on the CPU targets, which have no
 float8 types, the kernels are refused with the TargetFeatureError that says so.
 """
@@ -59,9 +60,29 @@ def _reduce_kernel(op: str, dtype: str):
     return reduced
 
 
+def _reducer_kernel(op: str, dtype: str):
+    """``T.alloc_reducer`` (v2) of ``op``: its copies start at the op's identity."""
+
+    @T.prim_func
+    def reducer(A: T.Tensor((8, 16), dtype), O: T.Tensor((8,), dtype)):
+        with T.Kernel(1, threads=32) as _:
+            x = T.alloc_fragment((8, 16), dtype)
+            T.copy(A, x)
+            acc = T.alloc_reducer((8,), dtype, op=op)
+            out = T.alloc_fragment((8,), dtype)
+            T.reducer_init(acc)
+            for i, j in T.Parallel(8, 16):
+                T.reducer_update(acc[i], x[i, j])
+            T.finalize_reducer(acc, out)
+            T.copy(out, O)
+
+    return reducer
+
+
 def _kernels():
     return {**{f"abs_{d}": _abs_kernel(d) for d in FLOAT8},
-            **{f"{op}_{d}": _reduce_kernel(op, d) for op in REDUCTIONS for d in FLOAT8}}
+            **{f"{op}_{d}": _reduce_kernel(op, d) for op in REDUCTIONS for d in FLOAT8},
+            **{f"reducer_{op}_{d}": _reducer_kernel(op, d) for op in ("max", "min") for d in FLOAT8}}
 
 
 @pytest.mark.parametrize("dtype", FLOAT8)
@@ -75,6 +96,29 @@ def test_float8_abs_is_computed_in_float32(dtype):
 def test_float8_reductions_lower_without_an_infinity_constant(op, dtype):
     source = lower(_reduce_kernel(op, dtype), target="cuda -arch=sm_80").device_source
     assert "inff" not in source
+
+
+@pytest.mark.parametrize("dtype", FLOAT8)
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_float8_reducers_lower_without_an_infinity_constant(op, dtype):
+    """A max/min reducer's copies start at -inf/+inf: a float8 one printed CUDA's undefined ``inff``
+    (nvcc: identifier "inff" is undefined), so the kernel did not build."""
+    source = lower(_reducer_kernel(op, dtype), target="cuda -arch=sm_80").device_source
+    assert "inff" not in source
+
+
+@pytest.mark.parametrize("op,dtype,start", [
+    ("reduce_max", "float8_e5m2", "(uchar)252;"),  # -inf by its bits
+    ("reduce_min", "float8_e5m2", "(uchar)124;"),  # +inf
+    ("reduce_max", "float8_e4m3fn", "__nv_fp8_e4m3(-0x1.cp+8f"),  # -448: no infinity
+    ("reduce_max", "float8_e8m0fnu", "__nv_fp8_e8m0(0x1p-127f"),  # its smallest value, 2^-127 (TVM's: 0)
+    ("reduce_min", "float8_e8m0fnu", "__nv_fp8_e8m0(0x1p+127f"),  # its largest, 2^127 (TVM's: 2^128)
+])
+def test_float8_reductions_start_from_the_formats_own_limits(op, dtype, start):
+    """The start value is the format's infinity or its finite limit (language/dtype_limits.extreme),
+    not TVM's float8 limits, which are wrong for float8_e8m0fnu (no zero, no 2^128 in it)."""
+    source = lower(_reduce_kernel(op, dtype), target="cuda -arch=sm_90").device_source
+    assert start in source
 
 
 @pytest.mark.skipif(CU.NVCC is None, reason="nvcc is not installed")

@@ -23,7 +23,7 @@ from tvm import tirx
 __all__ = ["max_value", "min_value", "infinity"]
 
 #: float8 dtypes with an infinity, and its bits (a float8 infinity constant prints as ``inff`` in
-#: CUDA, no such identifier; the reductions' start values take the same route, tileops/reduce.py).
+#: CUDA, no such identifier); the sign bit is 0x80.
 _FLOAT8_INFINITY_BITS = {"float8_e5m2": 0x7C}
 
 
@@ -116,3 +116,16 @@ def infinity(dtype: Any, span: Any = None) -> Any:
     largest = max_value(name) if name != "bool" else None
     hint = f"; its largest finite value is {largest.value} (T.max_value({name!r}))" if largest is not None else ""
     raise ValueError(f"T.infinity: {name} has no infinity{hint}")
+
+
+def extreme(dtype: Any, positive: bool) -> Any:
+    """``+inf`` (``positive``) or ``-inf`` of a float ``dtype`` that has an infinity, else its
+    largest or lowest finite value: what a running minimum or maximum starts from (the
+    reductions' start values, tileops/reduce.py). Integers and bool get their limits."""
+    name, lanes = _scalar_dtype(dtype)
+    if name in _FLOAT8_INFINITY_BITS:
+        bits = _FLOAT8_INFINITY_BITS[name] | (0 if positive else 0x80)
+        return _lanes(tirx.reinterpret(name, tirx.IntImm("uint8", bits)), lanes)
+    if name in ("float16", "bfloat16", "float32", "float64"):
+        return _lanes(tirx.FloatImm(name, float("inf") if positive else float("-inf")), lanes)
+    return _limit("max_value" if positive else "min_value", name, None, largest=positive)

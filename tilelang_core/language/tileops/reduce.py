@@ -10,6 +10,7 @@ from tvm import DataType, tirx
 from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script.builder import ir as _B
 
+from ..dtype_limits import extreme
 from .intrinsics import wrapping_abs
 from ._common import (
     HALF_FLOATS,
@@ -45,15 +46,9 @@ def identity(kind: str, dtype: str) -> Any:
         return cast(0, dtype)
     if kind == "bitand":
         return tirx.max_value(dtype) if dtype.startswith("uint") else tirx.IntImm(dtype, -1)
-    if dtype.startswith("float8"):
-        # a float8 infinity constant prints as ``inff`` in CUDA (no such identifier): float8_e5m2's
-        # infinity by its bits, and the largest finite value of a float8 without one (e4m3fn)
-        if dtype == "float8_e5m2":
-            return tirx.reinterpret(dtype, tirx.IntImm("uint8", 0xFC if kind == "max" else 0x7C))
-        return tirx.min_value(dtype) if kind == "max" else tirx.max_value(dtype)
-    if is_float(dtype):
-        return tirx.FloatImm(dtype, float("-inf") if kind == "max" else float("inf"))
-    return tirx.max_value(dtype) if kind == "min" else tirx.min_value(dtype)
+    # -inf for max and +inf for min, or the finite limit of a float without an infinity (float8_e4m3fn;
+    # float8_e8m0fnu's are 2^127 and 2^-127: TVM's own limits are not), as T.infinity/T.max_value
+    return extreme(dtype, positive=kind == "min")
 
 
 def _abs(x: Any) -> Any:

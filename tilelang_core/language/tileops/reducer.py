@@ -24,6 +24,7 @@ import tvm
 from tvm import tirx
 from tvm.tirx.script.builder import ir as _B
 
+from ..dtype_limits import extreme
 from ._common import OperandCheckError, as_tile, cast, check_batch, describe, fail, is_float, location, loop_nest, same_extent, shape_text
 
 REDUCER_OPS = ("sum", "max", "min", "bitand", "bitor", "bitxor")
@@ -61,9 +62,9 @@ def identity(op: str, dtype: str) -> Any:
         return cast(0, dtype)
     if op == "bitand":
         return tirx.max_value(dtype) if dtype.startswith("uint") else tirx.IntImm(dtype, -1)
-    if is_float(dtype):
-        return tirx.FloatImm(dtype, float("-inf") if op == "max" else float("inf"))
-    return tirx.min_value(dtype) if op == "max" else tirx.max_value(dtype)
+    # -inf/+inf, or the finite limit of a format without an infinity; a float8 infinity by its bits
+    # (FloatImm's printed as CUDA's undefined ``inff``); an integer's limits
+    return extreme(dtype, positive=op == "min")
 
 
 def combine(op: str, a: Any, b: Any) -> Any:
