@@ -66,6 +66,61 @@ class GemmWarpPolicy(enum.IntEnum):
     FullRow = 1
     FullCol = 2
 
+    def is_square(self) -> bool:
+        """Whether this is ``Square`` (warps spread over both dimensions of ``C``)."""
+        return self is GemmWarpPolicy.Square
+
+    def is_full_row(self) -> bool:
+        """Whether this is ``FullRow`` (every warp on its own rows of ``C``)."""
+        return self is GemmWarpPolicy.FullRow
+
+    def is_full_col(self) -> bool:
+        """Whether this is ``FullCol`` (every warp on its own columns of ``C``)."""
+        return self is GemmWarpPolicy.FullCol
+
+    @classmethod
+    def from_warp_partition(cls, m_warp: int, n_warp: int) -> "GemmWarpPolicy":
+        """The policy that a grid of ``m_warp`` x ``n_warp`` warps describes, as TileLang names it:
+        ``FullRow`` for a column of several warps (``(4, 1)``), ``FullCol`` for a row of them
+        (``(1, 4)``), ``Square`` otherwise (``(2, 2)``, ``(1, 1)``)."""
+        if m_warp > 1 and n_warp == 1:
+            return cls.FullRow
+        if m_warp == 1 and n_warp > 1:
+            return cls.FullCol
+        return cls.Square
+
+    def compute_warp_partition(self, M: int, N: int, num_warps: int) -> tuple[int, int]:
+        """``(m_warp, n_warp)``: how TileLang's CUDA ``T.gemm`` would split an ``M`` x ``N`` tile of
+        ``C`` among ``num_warps`` warps under this policy (a warp takes at least 16 rows and 8
+        columns), for code that derives tile configurations from it. TileLang-Core's ``T.gemm``
+        does not use it. ``FullRow`` puts every warp on rows, or as many as ``M`` takes and the
+        rest on columns; ``FullCol`` the same for columns; ``Square`` takes the exact split of
+        ``num_warps`` whose per-warp tile is closest to ``C``'s aspect ratio (``(1, 1)`` if none
+        fits)."""
+        for name, value in (("M", M), ("N", N), ("num_warps", num_warps)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"GemmWarpPolicy.compute_warp_partition: {name} must be a positive int, "
+                                 f"got {value!r}")
+        if self is GemmWarpPolicy.FullRow:
+            if M % (num_warps * 16) == 0:
+                return num_warps, 1
+            m = max(M // 16, 1)
+            return m, max(num_warps // m, 1)
+        if self is GemmWarpPolicy.FullCol:
+            if N % (num_warps * 8) == 0:
+                return 1, num_warps
+            n = max(N // 8, 1)
+            return max(num_warps // n, 1), n
+        best, best_gap = (1, 1), float("inf")
+        for m in range(1, min(M // 16, num_warps) + 1):
+            n = num_warps // m
+            if m * n != num_warps or n > N // 8:
+                continue
+            gap = abs((M / (m * 16)) / (N / (n * 8)) - M / N)
+            if gap < best_gap:
+                best, best_gap = (m, n), gap
+        return best
+
 
 def gemm(
     A: Any,
