@@ -7,14 +7,18 @@ every call with a new NaN object parsed the kernel again and kept one more.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import typing
+from typing import Any
 
 import numpy
+import pytest
 import torch
 
 import tilelang
 import tilelang.language as T
-from tilelang_core.jit.binding import special_float
+from tilelang_core.jit.binding import cache_value, special_float
 
 ON_CPU = dict(target="c", execution_backend="cython")
 
@@ -89,3 +93,84 @@ def test_the_eager_fast_path_keys_tell_zero_signs_and_value_types_apart():
     for _ in range(5):
         eager_times(ones, (float("nan"),))
     assert len(eager_times._eager_function()._calls) == calls + 1  # every NaN is one key
+
+
+class Pair(typing.NamedTuple):
+    c: Any
+    unused: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    c: Any
+
+
+def _inner(holder):
+    """The number a holder carries: a NamedTuple's or dataclass's ``c``, a frozenset's one member."""
+    return next(iter(holder)) if isinstance(holder, frozenset) else holder.c
+
+
+@tilelang.jit(out_idx=-1, **ON_CPU)
+def times_inner(N, holder):
+    c = _inner(holder)
+
+    @T.prim_func
+    def k(A: T.Tensor((N,), "int32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(1) as _:
+            for i in T.Parallel(N):
+                B[i] = A[i] * c
+
+    return k
+
+
+@tilelang.jit(**ON_CPU)
+def eager_times_inner(X, holder):
+    N = T.const("N")
+    X: T.Tensor[(N,), T.int32]
+    c = _inner(holder)
+    Y = T.empty((N,), T.float32)
+    with T.Kernel(1) as _:
+        for i in T.Parallel(N):
+            Y[i] = X[i] * c
+    return Y
+
+
+HOLDERS = [Pair, Frozen, lambda v: frozenset([v])]
+
+
+@pytest.mark.parametrize("holder", HOLDERS, ids=["namedtuple", "frozen_dataclass", "frozenset"])
+def test_values_inside_namedtuples_dataclasses_and_frozensets_are_keyed_like_top_level_ones(holder):
+    """``Pair(-0.0) == Pair(0.0)``, ``Frozen(4) == Frozen(4.0)`` and ``frozenset({-0.0}) ==
+    frozenset({0.0})``: each shared the kernel of whichever came first, on the lazy path, the
+    eager style's positional fast path and its keyword path (found by a hunt). ``2**30 * 4`` in
+    int32 arithmetic wraps to 0; with a float 4.0 it is 2**32."""
+    big = torch.full((2,), 2**30, dtype=torch.int32)
+    ones = torch.ones(2, dtype=torch.int32)
+    for c in (0.0, -0.0):
+        assert _signs(times_inner(2, holder(c))(ones)) == [math.copysign(1.0, c)] * 2, c
+        assert _signs(eager_times_inner(ones, holder(c))) == [math.copysign(1.0, c)] * 2, c
+        assert _signs(eager_times_inner(ones, holder=holder(c))) == [math.copysign(1.0, c)] * 2, c
+    for c, want in ((4, 0.0), (4.0, 2.0**32)):
+        assert times_inner(2, holder(c))(big).tolist() == [want] * 2, c
+        assert eager_times_inner(big, holder(c)).tolist() == [want] * 2, c
+        assert eager_times_inner(big, holder=holder(c)).tolist() == [want] * 2, c
+
+
+def test_a_nan_inside_a_namedtuple_is_one_key():
+    """Each call with a NaN inside a NamedTuple kept one more entry in both call caches."""
+    ones = torch.ones(2, dtype=torch.int32)
+    times_inner(2, Pair(float("nan")))
+    eager_times_inner(ones, Pair(float("nan")))
+    calls = eager_times_inner._eager_function()._calls
+    counts = len(times_inner._call_form_cache), len(calls)
+    for _ in range(5):
+        assert times_inner(2, Pair(float("nan")))(ones).isnan().all()
+        assert eager_times_inner(ones, Pair(float("nan"))).isnan().all()
+    assert (len(times_inner._call_form_cache), len(calls)) == counts
+
+
+def test_two_namedtuple_types_with_equal_fields_are_two_keys():
+    """``Pair(1.5, 0) == Other(1.5, 0)`` as tuples, but a builder may read them by field name."""
+    Other = typing.NamedTuple("Other", [("unused", int), ("c", Any)])
+    assert cache_value(Pair(1.5, 0)) != cache_value(Other(1.5, 0))
+    assert cache_value(Pair(1.5, 0)) == cache_value(Pair(1.5, 0))

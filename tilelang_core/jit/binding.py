@@ -20,6 +20,7 @@ decorator attaches them to the decorated function (:mod:`tilelang_core.jit.decor
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import numbers
@@ -49,31 +50,44 @@ def special_float(value: Any) -> Optional[tuple]:
 
 
 def symbol_stand_in(value: Any) -> Any:
-    """``value``, with a scalar TVM variable (a ``T.dynamic`` symbol) in it, at the top or in
-    tuples, replaced by ``("T.dynamic", name, dtype)``, and a NaN or ``-0.0`` by
-    :func:`special_float`'s stand-in.
+    """``value``, with a scalar TVM variable (a ``T.dynamic`` symbol) in it replaced by
+    ``("T.dynamic", name, dtype)``, a NaN or ``-0.0`` by :func:`special_float`'s stand-in, and the
+    values that compare equal across types by content: a NamedTuple (``P(4) == P(4.0)``), a
+    dataclass instance (its fields) or a frozenset, each tagged with its type, looked into as a
+    tuple is.
 
     A symbol hashes by identity, so a function called with a fresh ``T.dynamic("n")`` each time
     (``vector_add(T.dynamic("n"))`` in a model's forward) made a new key, a new parse and a kept
     kernel per call, without bound (3,001 kernels after 3,000 calls). Two symbols of one name and
-    dtype build the same kernel: its cache key is the kernel's text, which names the symbol.
+    dtype build the same kernel: its cache key is the kernel's text, which names the symbol. A
+    ``-0.0`` or a ``4.0`` inside a frozen dataclass, a NamedTuple or a frozenset was handed the
+    kernel built for ``0.0`` or ``4``, and a NaN in one kept a kernel per call.
     """
-    if type(value) is tuple:
+    kind = type(value)
+    if kind is tuple:  # a call's arguments: first
         for item in value:
-            kind = type(item)  # most arguments stand for themselves: no TVM isinstance (microseconds) for them
-            if kind in PLAIN_TYPES or (kind is float and special_float(item) is None):
+            of = type(item)  # most arguments stand for themselves: no TVM isinstance (microseconds) for them
+            if of in PLAIN_TYPES or (of is float and special_float(item) is None):
                 continue
-            if special_float(item) is not None or isinstance(item, tuple) or _is_symbol(item):
-                return tuple([symbol_stand_in(v) for v in value])
+            return tuple([symbol_stand_in(v) for v in value])
         return value
-    if type(value) in PLAIN_TYPES:
+    if kind in PLAIN_TYPES:
         return value
-    if type(value) is float:
+    if kind is float:
         return special_float(value) or value
     if _is_symbol(value):
         return ("T.dynamic", str(value), str(value.dtype))
     float_key = special_float(value)
-    return value if float_key is None else float_key
+    if float_key is not None:
+        return float_key
+    if isinstance(value, tuple):  # a NamedTuple (a plain tuple is above)
+        return ("tuple", kind, tuple([symbol_stand_in(v) for v in value]))
+    if isinstance(value, frozenset):
+        return ("frozenset", frozenset(symbol_stand_in(v) for v in value))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return ("dataclass", kind,
+                tuple((f.name, symbol_stand_in(getattr(value, f.name))) for f in dataclasses.fields(value)))
+    return value
 
 
 #: Types whose values stand for themselves in a key (:func:`symbol_stand_in` skips them; the eager
@@ -104,20 +118,21 @@ def cache_value(value: Any, where: str = "value") -> Any:
     if isinstance(value, list):
         return ("list", tuple(cache_value(v, where) for v in value))
     if isinstance(value, tuple):
-        return tuple(cache_value(v, where) for v in value)
+        items = tuple(cache_value(v, where) for v in value)
+        return items if type(value) is tuple else ("tuple", type(value), items)  # a NamedTuple by its type too
     if isinstance(value, dict):
         return ("dict", tuple(sorted(((repr(k), cache_value(v, where)) for k, v in value.items()), key=lambda kv: kv[0])))
     if isinstance(value, (set, frozenset)):
         return ("set", frozenset(cache_value(v, where) for v in value))
-    value = symbol_stand_in(value)
+    stand_in = symbol_stand_in(value)
     try:
-        hash(value)
+        hash(stand_in)
     except TypeError:
         raise TypeError(
             f"Unsupported unhashable JIT compile-time cache key value for {where}: {type(value).__name__} {value!r}; "
             "pass an int, float, str, dtype, or a tuple/list/dict of those (or make the type hashable)"
         ) from None
-    return value
+    return stand_in
 
 
 def value_types(key: Any) -> Any:
