@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from ..fork_locks import renew_after_fork
-from ..errors import ArtifactError, BuildError, CacheError
+from ..errors import ArtifactError, BuildError, CacheError, SettingError
 from ..flock_wait import flock_within
 from . import entry as E
 from . import leftovers, ownership, trust
@@ -347,6 +347,8 @@ class DiskCache:
             if directory.exists():
                 self._discard(directory, "a file is missing")
             return None
+        except SettingError:  # a variable the backend reads is wrong, not the entry: it stays
+            raise
         except (ArtifactError, OSError, UnicodeDecodeError, ValueError, TypeError) as exc:
             self._discard(directory, str(exc))
             return None

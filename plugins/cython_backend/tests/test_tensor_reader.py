@@ -252,3 +252,38 @@ def test_fast_reader_cuts_the_per_tensor_cost(monkeypatch):
     t_fast = min(best_ns_per_call(fast, args) for _ in range(2))
     t_slow = min(best_ns_per_call(slow, args) for _ in range(2))
     assert t_fast < 0.8 * t_slow, f"fast reader {t_fast:.0f} ns a call, DLPack {t_slow:.0f} ns"
+
+
+def test_a_bad_reader_setting_is_a_setting_error_that_breaks_nothing(tmp_path, monkeypatch):
+    """A typo in the variable was a plain ValueError from the backend's hooks: the build hook's
+    took the cython backend for broken for the rest of the process ("a bug in
+    tilelang-backend-cython"), and the load hook's removed a good kernel from the cache."""
+    import tilelang
+    import tilelang.language as T
+    from tilelang_core.errors import SettingError
+
+    @T.prim_func
+    def plus_one(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
+        with T.Kernel(1) as _:
+            for i in T.Parallel(16):
+                B[i] = A[i] + 1.0
+
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TILELANG_DISABLE_CACHE", raising=False)
+    monkeypatch.delenv(ENV, raising=False)
+    a = torch.arange(16, dtype=torch.float32)
+    tilelang.compile(plus_one, out_idx=-1, target="c", execution_backend="cython")
+    from tilelang_core.jit import compile as compile_module
+
+    for entries in (1, 0):  # from the disk cache (the load hook), then with none (the build hook)
+        compile_module.clear_memory()
+        tilelang.cache.get_cache().memory.clear()
+        monkeypatch.setenv(ENV, "dlpak")
+        with pytest.raises(SettingError, match=f"{ENV}: expected 'auto' or 'dlpack' \\(or unset\\), got 'dlpak'"):
+            tilelang.compile(plus_one, out_idx=-1, target="c", execution_backend="cython")
+        assert tilelang.cache.info()["entries"] == entries  # a saved kernel is still there
+        monkeypatch.delenv(ENV)
+        kernel = tilelang.compile(plus_one, out_idx=-1, target="c", execution_backend="cython")
+        assert torch.equal(kernel(a), a + 1)  # the backend still works
+        tilelang.cache.clear()
+        compile_module.clear_memory()

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tilelang_core.artifact import BuildOptions, KernelArtifact
-from tilelang_core.errors import ArtifactError, BuildError, TileLangError
+from tilelang_core.errors import ArtifactError, BuildError, SettingError, TileLangError
 
 from .plan import PLAN_FORMAT, make_plan
 
@@ -58,11 +58,12 @@ TENSOR_READER_ENV = "TILELANG_CYTHON_TENSOR_READER"
 def tensor_reader_choice() -> str:
     """``"auto"`` or ``"dlpack"``, from ``$TILELANG_CYTHON_TENSOR_READER``.
 
-    :raises ValueError: the variable holds something else.
+    :raises SettingError: the variable holds something else (a setting error, not the backend's
+        failure: the backend stays usable and no cache entry is taken for broken).
     """
     value = os.environ.get(TENSOR_READER_ENV, "").strip().lower() or "auto"
     if value not in ("auto", "dlpack"):
-        raise ValueError(f"{TENSOR_READER_ENV}: expected 'auto' or 'dlpack' (or unset), got "
+        raise SettingError(f"{TENSOR_READER_ENV}: expected 'auto' or 'dlpack' (or unset), got "
                          f"{os.environ[TENSOR_READER_ENV]!r}; unset it to use the fastest reader")
     return value
 
@@ -212,6 +213,8 @@ def load(artifact: KernelArtifact, directory: Path, options: BuildOptions) -> An
     source = directory / record["source"] if record.get("source") else None
     try:
         kernel = kernel_from_plan(plan, library, source, load_as=load_as)
+    except SettingError:  # the user's setting, not the entry, is wrong: the entry stays
+        raise
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ArtifactError(f"cannot load cython kernel from {directory}: {exc}; recompile the kernel") from None
     if plan.get("device") == "cuda":
