@@ -89,3 +89,15 @@ def test_kernel_declared_pass_configs_are_used_and_checked():
             T.annotate_pass_configs({"tl.disable_csee": True})
             with T.Kernel(1, threads=1):
                 X[0] = 0.0
+
+
+def test_the_module_is_an_attribute_of_tilelang_jit_without_importing_it():
+    """``tilelang.jit.diagnostics.jit_phase`` after only ``import tilelang`` (as jit.md writes it):
+    an AttributeError before, until something imported the submodule (a fresh process)."""
+    import subprocess
+    import sys
+
+    code = "import tilelang; print(tilelang.jit.diagnostics.jit_phase.__name__, 'diagnostics' in dir(tilelang.jit))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["jit_phase", "True"]

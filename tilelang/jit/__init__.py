@@ -26,6 +26,9 @@ _NAMES = {
 
 __all__ = sorted(_NAMES)
 
+#: Submodules reachable as attributes (loaded on first use, as the names above).
+_SUBMODULES = ("diagnostics",)
+
 
 class _CallableModule(types.ModuleType):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -34,6 +37,8 @@ class _CallableModule(types.ModuleType):
         return jit(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
+        if name in _SUBMODULES:  # tilelang.jit.diagnostics.jit_phase without importing it first
+            return importlib.import_module(f"{__name__}.{name}")
         try:
             module_name, attr = _NAMES[name]
         except KeyError:
@@ -43,7 +48,7 @@ class _CallableModule(types.ModuleType):
         return value
 
     def __dir__(self) -> list[str]:
-        return sorted(set(super().__dir__()) | set(_NAMES))
+        return sorted(set(super().__dir__()) | set(_NAMES) | set(_SUBMODULES))
 
 
 sys.modules[__name__].__class__ = _CallableModule

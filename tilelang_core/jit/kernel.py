@@ -146,7 +146,9 @@ class JITKernel:
         return self.artifact.kernel_source
 
     def get_host_source(self) -> Optional[str]:
-        """The generated host source, if the pipeline produced one."""
+        """TVM's packed host function as C, made only for a backend whose declaration consumes
+        ``host_source``; None otherwise (the bundled backends: their host side is their own
+        dispatcher)."""
         return self.artifact.host_source
 
     @property
