@@ -10,6 +10,8 @@ error naming the variable.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -78,3 +80,28 @@ def test_verbose_comes_from_the_environment_when_not_given(monkeypatch, capsys):
     monkeypatch.setenv("TILELANG_VERBOSE", "loud")
     with pytest.raises(SettingError, match=r"^\$TILELANG_VERBOSE='loud' is not a yes/no value; set it to 1 "):
         tilelang.compile(add_one, out_idx=-1, target="c")
+
+
+def _keep_builds():
+    from tilelang_backend_cython.compiler import keep_builds
+
+    return keep_builds()
+
+
+@pytest.mark.parametrize("variable,read,unset", [
+    ("TILELANG_JIT_DIAGNOSTICS", lambda: __import__("tilelang_core.jit.diagnostics").jit.diagnostics.diagnostics_enabled(), False),
+    ("TILELANG_ENABLE_IR_SPAN", lambda: __import__("tilelang_core.language.spans").language.spans.spans_enabled(), True),
+    ("TILELANG_CYTHON_KEEP_BUILD", _keep_builds, False),
+])
+def test_yes_no_switches_refuse_other_values(monkeypatch, variable, read, unset):
+    """These switches took any value silently ('maybe' meant off for the first and on for the
+    others); they now read yes/no as TILELANG_VERBOSE does, with their own default when unset."""
+    monkeypatch.delenv(variable, raising=False)
+    assert read() is unset
+    for text, want in (("yes", True), ("0", False), ("", unset)):
+        monkeypatch.setenv(variable, text)
+        assert read() is want
+    monkeypatch.setenv(variable, "maybe")
+    default = "1 (or true, yes, on) or unset it" if unset else "0 (or false, no, off) or unset it"
+    with pytest.raises(SettingError, match=rf"^\${variable}='maybe' is not a yes/no value; .*{re.escape(default)}"):
+        read()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from typing import Any, Iterator, Optional
 
@@ -27,7 +26,9 @@ logger = logging.getLogger(LOGGER_NAME)
 
 def diagnostics_enabled() -> bool:
     """Whether ``TILELANG_JIT_DIAGNOSTICS`` asks for phase logging."""
-    return os.environ.get(ENABLE_ENV, "").strip().lower() in ("1", "true", "on", "yes")
+    from ..env_switches import switch_from_env
+
+    return switch_from_env(ENABLE_ENV, "log each tilelang.compile's lower and build phases", "log nothing")
 
 
 def _context(context: dict[str, Any]) -> str:

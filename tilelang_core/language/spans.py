@@ -13,7 +13,6 @@ file it came from.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Optional
 
 __all__ = [
@@ -35,8 +34,14 @@ ENABLE_ENV = "TILELANG_ENABLE_IR_SPAN"
 
 
 def spans_enabled() -> bool:
-    """Whether kernels keep their spans (``TILELANG_ENABLE_IR_SPAN`` is unset or not ``0``)."""
-    return os.environ.get(ENABLE_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+    """Whether kernels keep their spans (``TILELANG_ENABLE_IR_SPAN`` unset, empty or a yes).
+
+    :raises SettingError: the variable is neither a yes nor a no (``maybe`` had meant yes).
+    """
+    from ..env_switches import switch_from_env
+
+    return switch_from_env(ENABLE_ENV, "keep source locations in kernels", "leave them out (errors then name no "
+                           "kernel line)", default=True)
 
 
 def make_span(file: str, line: int, column: int = 1, end_line: Optional[int] = None, end_column: Optional[int] = None) -> Any:

@@ -28,6 +28,7 @@ from typing import Optional, Sequence
 
 from tilelang_core.compiler_process import nvcc_arch_flags, probe_timeout_s, run_compiler, writing_build_file
 from tilelang_core.env_commands import command_from_env
+from tilelang_core.env_switches import switch_from_env
 from tilelang_core.errors import BuildError
 from tilelang_core.fork_locks import renew_after_fork
 
@@ -56,9 +57,9 @@ _built: dict[str, bytes] = {}
 
 
 def keep_builds(verbose: bool = False) -> bool:
-    """Whether build directories are kept: ``$TILELANG_CYTHON_KEEP_BUILD`` is set (not 0/false) or ``verbose``."""
-    value = os.environ.get(KEEP_BUILD_ENV, "").strip().lower()
-    return verbose or value not in ("", "0", "false", "no", "off")
+    """Whether build directories are kept: ``$TILELANG_CYTHON_KEEP_BUILD`` is a yes (another value
+    than a yes or a no is a ``SettingError``) or ``verbose``."""
+    return verbose or switch_from_env(KEEP_BUILD_ENV, "keep every build folder", "remove them")
 
 
 @dataclass

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import re
 import tempfile
 import threading
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from tilelang_core.compiler_process import DEFAULT_TIMEOUT_S, TIMEOUT_ENV, bounded_output, compile_timeout_s
+from tilelang_core.env_switches import switch_from_env
 from tilelang_core.errors import BuildError, CompileFlagsError
 
 from .arch import Arch
@@ -270,7 +270,8 @@ def compile_cubin(name: str, source: str, arch: Arch, flags: Sequence[str] = (),
     except ToolchainMissing as exc:
         raise BuildError(f"cannot compile kernel '{name}' with NVRTC: {exc}") from None
     check_arch(name, arch, tc)
-    real_only = os.environ.get(REAL_HEADERS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    real_only = switch_from_env(REAL_HEADERS_ENV, "compile with the real libcu++ headers",
+                                "compile with the bundled ones")
     key = hashlib.sha256(
         "\0".join([tc.version_text, arch.name, str(real_only), *flags, source]).encode()
     ).hexdigest()
