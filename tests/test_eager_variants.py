@@ -220,3 +220,89 @@ def test_a_branch_without_a_kernel_is_named():
     with pytest.raises(KernelDefinitionError, match=rf"test_eager_variants.py:{line}: .*this branch of the if that "
                                                     r"chooses the kernel has no kernel body"):
         tilelang.jit(target="c")(empty_branch)(torch.zeros(2), True)
+
+
+@tilelang.jit(target="c")
+def returned_after_the_if(A: T.ptr, is_2d: bool):
+    if is_2d:
+        M, N = T.const("M, N")
+        A = T.match_buffer(A, [M, N], T.float32)
+        Y = T.empty((M,), T.float32)
+        with T.Kernel(1) as _:
+            for i in T.serial(M):
+                Y[i] = A[i, N - 1]
+    else:
+        L = T.const("L")
+        A = T.match_buffer(A, [L], T.float32)
+        Y = T.empty((L,), T.float32)
+        with T.Kernel(1) as _:
+            for i in T.serial(L):
+                Y[i] = A[i] + 1.0
+    return Y
+
+
+@tilelang.jit(target="c")
+def falls_through_after_an_early_return(A: T.ptr, is_2d: bool):
+    if is_2d:
+        M, N = T.const("M, N")
+        A = T.match_buffer(A, [M, N], T.float32)
+        Y = T.empty((M,), T.float32)
+        with T.Kernel(1) as _:
+            for i in T.serial(M):
+                Y[i] = A[i, 0] * 2.0
+        return Y
+    L = T.const("L")
+    A = T.match_buffer(A, [L], T.float32)
+    Y = T.empty((L,), T.float32)
+    with T.Kernel(1) as _:
+        for i in T.serial(L):
+            Y[i] = A[i] - 1.0
+    return Y
+
+
+@tilelang.jit(target="c")
+def one_kernel_after_declaring_arms(A: T.ptr, doubled: bool):
+    if doubled:
+        L = T.const("L")
+        A = T.match_buffer(A, [L], T.float32)
+        scale = 2.0
+    else:
+        L = T.const("L")
+        A = T.match_buffer(A, [L], T.int32)
+        scale = 3
+    Y = T.empty((L,), A.dtype)
+    with T.Kernel(1) as _:
+        for i in T.serial(L):
+            Y[i] = A[i] * scale
+    return Y
+
+
+@tilelang.jit(target="c")
+def refused_by_an_assert(A: T.ptr, mode: str):
+    if mode == "1d":
+        L = T.const("L")
+        A = T.match_buffer(A, [L], T.float32)
+        with T.Kernel(1) as _:
+            A[0] = 7.0
+    else:
+        assert False, f"unsupported mode {mode}"
+
+
+def test_statements_after_the_choosing_if_belong_to_the_arms_that_reach_them():
+    """Upstream runs these forms of ordinary Python; here the first two stopped with 'Y is not one
+    (outputs: none)' at the def line, the last with 'this branch ... has no kernel body' (found by a
+    hunt): one return after the if for every arm, the other case after an early return, one
+    kernel after arms that only declare, and an else of only `assert False, ...`."""
+    grid, row = torch.arange(6.0).reshape(2, 3), torch.arange(3.0)
+    assert returned_after_the_if(grid, True).tolist() == [2.0, 5.0]
+    assert returned_after_the_if(row, False).tolist() == [1.0, 2.0, 3.0]
+    assert falls_through_after_an_early_return(grid, True).tolist() == [0.0, 6.0]
+    assert falls_through_after_an_early_return(row, False).tolist() == [-1.0, 0.0, 1.0]
+    assert one_kernel_after_declaring_arms(row, True).tolist() == [0.0, 2.0, 4.0]
+    ints = one_kernel_after_declaring_arms(torch.arange(3, dtype=torch.int32), False)
+    assert ints.dtype == torch.int32 and ints.tolist() == [0, 3, 6]
+    a = torch.zeros(2)
+    refused_by_an_assert(a, "1d")
+    assert a[0].item() == 7.0
+    with pytest.raises(AssertionError, match="unsupported mode 2d"):
+        refused_by_an_assert(a, "2d")

@@ -210,6 +210,8 @@ class _Analysis:
 
     def __init__(self, func: Callable[..., Any], kind: str = "@tilelang.jit",
                  arm: Optional[tuple[int, ...]] = None) -> None:
+        from .eager_variants import ends_the_function
+
         self.kind = kind  # how the function is used, for messages: "@tilelang.jit" or "T.prim_func"
         fdef, lines, _ = _function_def(func)
         self.def_node = fdef  # for errors at the ``def`` line
@@ -279,6 +281,8 @@ class _Analysis:
                 self.outputs.append((names[0], stmt.value))
             elif isinstance(stmt, ast.Assign) and (_call_attr(stmt.value) or "").startswith("alloc_"):
                 break  # T.alloc_global & co. declare buffers of the kernel function: its body starts here
+            elif isinstance(stmt, ast.Assert) and ends_the_function([stmt]):
+                break  # assert False, "unsupported": the arm's body, failing when the arm is chosen
             elif _plain_python(stmt) and _reads_only_declarations(stmt, kernel_names, set(self.annotations)):
                 self.prologue.append(stmt)
             else:
@@ -291,7 +295,8 @@ class _Analysis:
         if kernel and isinstance(kernel[-1], ast.Return):
             ret = kernel.pop()
             self.returns = self._return_names(ret)
-            self.end_line = ret.lineno - 1
+            # an arm's return may be the function's one after the whole if (eager_variants._with_tail)
+            self.end_line = ret.lineno - 1 if arm is None or not kernel else kernel[-1].end_lineno
         else:
             self.end_line = (kernel[-1].end_lineno if kernel and arm is not None
                              else fdef.end_lineno or (kernel[-1].end_lineno if kernel else fdef.lineno))

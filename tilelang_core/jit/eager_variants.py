@@ -75,10 +75,49 @@ def _declares(stmt: ast.stmt, params: set[str]) -> bool:
     return _matched_param(stmt) in params
 
 
+def ends_the_function(stmts: list[ast.stmt]) -> bool:
+    """Whether the last of ``stmts`` leaves the function: ``return``, ``raise`` or an ``assert``
+    that always fails (``assert False, "unsupported"``)."""
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, (ast.Return, ast.Raise)):
+        return True
+    return isinstance(last, ast.Assert) and isinstance(last.test, ast.Constant) and not last.test.value
+
+
+def _with_tail(node: ast.If, tail: list[ast.stmt]) -> ast.If:
+    """A copy of the ``if`` chain ``node`` with ``tail`` (the statements after it) at the end of
+    each arm that does not leave the function, and as the ``else`` it lacks: what Python runs
+    after each arm, written into the arm."""
+    def arm(stmts: list[ast.stmt]) -> list[ast.stmt]:
+        return list(stmts) if ends_the_function(stmts) else [*stmts, *tail]
+
+    if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+        orelse = [_with_tail(node.orelse[0], tail)]
+    else:
+        orelse = arm(node.orelse) if node.orelse else list(tail)
+    return ast.copy_location(ast.If(test=node.test, body=arm(node.body), orelse=orelse), node)
+
+
+def _tail_into_arms(body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` ending with its first ``if`` that is not plain Python, the statements after that
+    ``if`` moved into its arms (:func:`_with_tail`): ``if is_2d: ... return Y`` followed by the
+    other case's statements, or arms that each declare ``Y`` followed by one ``return Y``."""
+    from .eager import _plain_python
+
+    for index, stmt in enumerate(body):
+        if isinstance(stmt, ast.If) and not _plain_python(stmt):
+            tail = body[index + 1:]
+            return body if not tail else [*body[:index], _with_tail(stmt, tail)]
+    return body
+
+
 def _chain(body: list[ast.stmt], params: set[str]) -> Optional[ArmChain]:
     """The chain ``body`` ends with (see :func:`arm_chain`), or None."""
     from .eager import _plain_python
 
+    body = _tail_into_arms(body)
     if not body or not isinstance(body[-1], ast.If):
         return None
     prefix, node = body[:-1], body[-1]
