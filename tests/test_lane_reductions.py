@@ -235,3 +235,19 @@ def test_a_sum_written_as_a_loop_keeps_its_order():
                 S[i] = acc
 
     assert "lane_parts" not in _source(written, "c")
+
+
+@pytest.mark.parametrize("op", ["max", "sum"])
+def test_the_lane_loops_are_simd_loops_on_c(op):
+    """Each lane loop of a split reduction (start, chunk, and the 16/8/4/2 fold) gets ``#pragma
+    omp simd`` on target ``c``: GCC unrolled the fold loops into about 31 scalar selects per row
+    (a float32 row maximum of 2048 x 2048 on cython/c: 8.3 ms, 5.0 ms with the pragmas). The lanes
+    are independent, so the results are the same bits (the tests above check them against torch)."""
+    func = _rows(8, 256, op=op)
+    source = tilelang_core.lower(func, target="c").kernel_source
+    lines = source.splitlines()
+    lane_loops = [n for n, line in enumerate(lines) if line.lstrip().startswith("for (") and " lane" in line]
+    assert len(lane_loops) >= 5
+    assert all("#pragma omp simd" in lines[n - 2] for n in lane_loops), "\n".join(lines)
+    untouched = tilelang_core.lower(func, target="llvm").kernel_source
+    assert "tl.simd_lanes" not in untouched

@@ -40,6 +40,7 @@ from ..language.tileops._common import collect, scope_of, substitute, uses_var
 from .access_guards import guard_global_accesses
 from .tile_bounds import refuse_tile_overruns
 from .markers import extern_name, parallel_loops, parallel_ndim, safe_value_marker
+from .lane_reductions import SIMD_LANES
 from .parallel_locals import plan as plan_parallel_locals
 from .parallel_order import loop_values, static_count
 from .signature import to_int64
@@ -298,17 +299,21 @@ class Frontend:
             if not self.opt.gpu and stmt.thread_binding is not None:
                 self._refuse_gpu_threads(f"T.thread_binding loop '{stmt.loop_var}'",
                                          str(stmt.thread_binding.thread_tag), ctx, stmt)
-            return tirx.For(
+            lanes = SIMD_LANES in stmt.annotations  # a split reduction's lane loop (lowering/lane_reductions.py)
+            loop = tirx.For(
                 stmt.loop_var,
                 stmt.min,
                 stmt.extent,
                 stmt.kind,
                 self.visit(stmt.body, ctx),
                 stmt.thread_binding,
-                stmt.annotations,
+                {k: v for k, v in stmt.annotations.items() if k != SIMD_LANES} if lanes else stmt.annotations,
                 stmt.step,
                 stmt.span,
             )
+            if lanes and self.opt.emit_pragmas and self.opt.simd:
+                return _seq([_pragma("omp simd", str(stmt.loop_var)), loop])
+            return loop
         if isinstance(stmt, tirx.IfThenElse):
             else_case = self.visit(stmt.else_case, ctx) if stmt.else_case is not None else None
             return tirx.IfThenElse(stmt.condition, self.visit(stmt.then_case, ctx), else_case, stmt.span)
