@@ -914,7 +914,7 @@ def cpu_runtime_module(func: tirx.PrimFunc, target: Any, configs: Mapping[str, A
     mod = P.cpu_runtime_passes(configs, vector_types=language == "llvm")(mod)
     host_mod, device_mods = split_host_device_mods(mod)
     # lowering/stack_buffers.py, then lowering/workspaces.py (a failing T.device_assert frees them)
-    host_mod = P.host_finalize_passes()(release_workspaces_on_assert(stack_small_buffers(host_mod)))
+    host_mod = P.host_finalize_passes()(release_workspaces_on_assert(stack_small_buffers(host_mod, language)))
     if target.kind.name == "c":
         host_mod = min_max_as_selects(exact_float_constants(_printable_non_finite(host_mod)))  # c_constants.py
         host_mod = c_integer_semantics(host_mod)

@@ -9,7 +9,7 @@ scope and smaller than 1 KiB; every other one becomes a ``TVMBackendAllocWorkspa
 - The C entry point (target ``c``, consumer ``device_source``) turns every such buffer into a
   ``global``-scope one: :func:`stack_arrays` with no limit.
 - Runtime modules (targets ``c`` and ``llvm``, consumer ``runtime_module``) turn those of a constant
-  size under :data:`RUNTIME_STACK_LIMIT_BYTES` into ``global``-scope buffers marked for
+  size under :data:`RUNTIME_STACK_LIMIT_BYTES` (1 KiB for ``c``, 64 KiB for ``llvm``) into ``global``-scope buffers marked for
   ``LowerTVMBuiltin`` to leave alone, so the code generator declares them as a stack array (C) or
   an ``alloca`` at function entry (LLVM): :func:`stack_small_buffers`. A kernel's scalar
   variables are declared inside its loops; before this, a 1M-element elementwise kernel with one
@@ -26,11 +26,20 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-__all__ = ["KEEP_ON_STACK", "RUNTIME_STACK_LIMIT_BYTES", "constant_bytes", "stack_arrays", "stack_small_buffers"]
+__all__ = ["KEEP_ON_STACK", "RUNTIME_STACK_LIMIT_BYTES", "TVM_STACK_ALLOCA_BYTES", "constant_bytes", "stack_arrays",
+           "stack_small_buffers"]
 
-#: Allocations of runtime modules smaller than this (bytes) live on the stack: TVM's own limit
-#: for ``global`` CPU buffers (``kMaxStackAlloca``).
-RUNTIME_STACK_LIMIT_BYTES = 1024
+#: TVM's own limit (bytes) under which ``LowerTVMBuiltin`` keeps an unmarked ``global`` CPU buffer
+#: on the stack (``kMaxStackAlloca``).
+TVM_STACK_ALLOCA_BYTES = 1024
+
+#: Allocations of runtime modules smaller than this (bytes) live on the stack: TVM's own limit for
+#: target ``c``; for ``llvm`` the C entry's limit (workspaces.C_STACK_LIMIT_BYTES). With TVM's
+#: 1 KiB there, a 32 x 32 float32 tile came from TVM's workspace pool, an opaque pointer: LLVM
+#: could not tell the tiles of an elementwise kernel apart and kept its loops scalar (2048 x 2048
+#: add through shared/fragment tiles on tvm_ffi/llvm: 27 ms; 10 ms as allocas). On target ``c``
+#: the larger limit measured no faster.
+RUNTIME_STACK_LIMIT_BYTES = {"c": TVM_STACK_ALLOCA_BYTES, "llvm": 64 * 1024}
 
 #: The annotation through which ``LowerTVMBuiltin`` leaves an allocation to the code generator.
 KEEP_ON_STACK = "disable_lower_builtin"
@@ -102,12 +111,14 @@ def stack_arrays(body: Any, limit_bytes: Optional[int] = None) -> Any:
     return tvm_ffi.structural_map(body, [(tirx.AllocBuffer, keep_on_stack)])
 
 
-def _stack_small(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
-    body = stack_arrays(func.body, RUNTIME_STACK_LIMIT_BYTES)
-    return func if body.same_as(func.body) else func.with_body(body)
-
-
-def stack_small_buffers(mod: tvm.IRModule) -> tvm.IRModule:
+def stack_small_buffers(mod: tvm.IRModule, language: str) -> tvm.IRModule:
     """``mod`` (a CPU runtime module's host module, before ``LowerTVMBuiltin``) with its small
-    non-``global`` buffers on the stack (:func:`stack_arrays` with :data:`RUNTIME_STACK_LIMIT_BYTES`)."""
-    return tirx.transform.prim_func_pass(_stack_small, opt_level=0, name="tl.StackSmallBuffers")(mod)
+    non-``global`` buffers on the stack (:func:`stack_arrays` with the
+    :data:`RUNTIME_STACK_LIMIT_BYTES` of ``language``, ``"c"`` or ``"llvm"``)."""
+    limit = RUNTIME_STACK_LIMIT_BYTES[language]
+
+    def stack_small(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
+        body = stack_arrays(func.body, limit)
+        return func if body.same_as(func.body) else func.with_body(body)
+
+    return tirx.transform.prim_func_pass(stack_small, opt_level=0, name="tl.StackSmallBuffers")(mod)

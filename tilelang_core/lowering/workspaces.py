@@ -56,7 +56,7 @@ from ..language.tileops._common import collect
 from .exact_sizes import BOUND_64, ExactSize, Lets, all_of, as_bool, as_i64, is_int
 from .frontend import contains, without_simd_pragmas
 from .source_imports import c_definitions, with_import
-from .stack_buffers import KEEP_ON_STACK, RUNTIME_STACK_LIMIT_BYTES, constant_bytes
+from .stack_buffers import KEEP_ON_STACK, TVM_STACK_ALLOCA_BYTES, constant_bytes
 
 __all__ = ["C_STACK_LIMIT_BYTES", "INDEX_LIMIT_32", "WORKSPACE_ALLOC_FAILED", "heap_workspaces",
            "release_workspaces_on_assert"]
@@ -556,7 +556,7 @@ def _release_on_assert(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc
         if not any(contains(s, (tirx.AssertStmt,)) for s in rest):
             return None  # a constant size: TVM's own pair is right when nothing in its scope can fail
         const = constant_bytes(buf)
-        if _is_global_alloc(stmt) and const is not None and 0 < const < RUNTIME_STACK_LIMIT_BYTES:
+        if _is_global_alloc(stmt) and const is not None and 0 < const < TVM_STACK_ALLOCA_BYTES:
             return None  # TVM keeps it on the stack (its own limit)
         return _tvm_workspace(buf, None, live, lets)
 
