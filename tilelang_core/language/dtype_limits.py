@@ -9,8 +9,9 @@ TVM 0.27's own functions, which ``T.`` exported unchanged:
   running maximum, stopped the kernel's definition with "Cannot decide infinity".
 
 The limits of the low-precision floats are torch's (``torch.finfo``), which agrees with TVM for
-float16, float32 and float64 and with the formats' definitions for the others; integer dtypes keep
-TVM's answer. Any spelling of a dtype is taken (``"bf16"``, ``T.bfloat16``, ``torch.bfloat16``), a
+float16, float32 and float64 and with the formats' definitions for the others, or, for formats
+torch lacks (``float8_e4m3``, ``float8_e3m4``, float6, float4), ml_dtypes' (TVM's said 448 for
+``float8_e4m3``, whose largest value is 240); integer dtypes keep TVM's answer. Any spelling of a dtype is taken (``"bf16"``, ``T.bfloat16``, ``torch.bfloat16``), a
 vector dtype gets each lane's value, bool ``True``/``False``.
 """
 
@@ -23,22 +24,30 @@ from tvm import tirx
 __all__ = ["max_value", "min_value", "infinity"]
 
 #: float8 dtypes with an infinity, and its bits (a float8 infinity constant prints as ``inff`` in
-#: CUDA, no such identifier); the sign bit is 0x80.
-_FLOAT8_INFINITY_BITS = {"float8_e5m2": 0x7C}
+#: CUDA, no such identifier); the sign bit is 0x80. ``float8_e4m3`` and ``float8_e3m4`` are the
+#: IEEE-like formats (ml_dtypes' definitions), not ``float8_e4m3fn``.
+_FLOAT8_INFINITY_BITS = {"float8_e5m2": 0x7C, "float8_e4m3": 0x78, "float8_e3m4": 0x70}
 
 
 def _finfo(dtype: str) -> Optional[Any]:
-    """``torch.finfo`` of a scalar float ``dtype`` torch knows, else None (integers, vectors such
-    as ``float16x2``, float formats torch lacks)."""
+    """``torch.finfo`` of a scalar float ``dtype`` torch knows, else ``ml_dtypes.finfo`` of one
+    it defines (``float8_e4m3``, ``float8_e3m4``, ``float8_e4m3b11fnuz``, the float6 and float4
+    formats; TVM's own limits of those were wrong: 448 for ``float8_e4m3``, whose largest value
+    is 240), else None (integers, vectors such as ``float16x2``)."""
     import torch
 
     torch_dtype = getattr(torch, dtype, None)
-    if not isinstance(torch_dtype, torch.dtype):
+    if isinstance(torch_dtype, torch.dtype):
+        try:
+            return torch.finfo(torch_dtype)
+        except TypeError:
+            return None
+    if not dtype.startswith("float"):
         return None
-    try:
-        return torch.finfo(torch_dtype)
-    except TypeError:
-        return None
+    import ml_dtypes  # a dependency of apache-tvm
+
+    kind = getattr(ml_dtypes, dtype, None)
+    return ml_dtypes.finfo(kind) if kind is not None else None
 
 
 def _constant(function: str, dtype: str, value: float, span: Any) -> Any:
@@ -104,7 +113,8 @@ def infinity(dtype: Any, span: Any = None) -> Any:
     :func:`max_value` takes it; each lane's for a vector dtype.
 
     :raises ValueError: ``dtype`` has no infinity (integers, bool, float8_e4m3fn and the other
-        float8, float6 and float4 formats without one), naming its largest finite value.
+        float8, float6 and float4 formats without one: all but float8_e5m2, float8_e4m3 and
+        float8_e3m4), naming its largest finite value.
     """
     name, lanes = _scalar_dtype(dtype)
     if name in ("float16", "float32", "float64"):
