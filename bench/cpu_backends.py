@@ -9,7 +9,9 @@ Usage::
 
 Kernels: the examples' blocked matmul at 512x512x512 (compute-bound, parallel blocks, loops
 written in the kernel), the same product with ``T.gemm`` on 64x64x32 tiles (vectorized rows of C on
-llvm, lowering/cpu_gemm_tiles.py), a
+llvm, lowering/cpu_gemm_tiles.py) and with ``transpose_B`` on 128x128x32 tiles (B copied
+transposed per gemm, the same module), an elementwise add through 32x32 shared/fragment tiles
+(allocas on llvm, lowering/stack_buffers.py), a
 row-wise softmax-like kernel over 4096x1024 (exp, reductions written as loops, parallel blocks),
 a row sum and a row max over 4096x1024 with ``T.reduce_sum``/``T.reduce_max`` (partial results on
 CPU, lowering/lane_reductions.py), column sums of 64 tiles of 1024x64 (row after row on CPU, the
@@ -80,6 +82,33 @@ def _kernels():
                 T.gemm(a_tile, b_tile, c_tile)
             T.copy(c_tile, C[by * 64, bx * 64])
 
+    @T.prim_func
+    def tile_gemm_bt(A: T.Tensor((512, 512), T.float32), B: T.Tensor((512, 512), T.float32),
+                     C: T.Tensor((512, 512), T.float32)):
+        with T.Kernel(4, 4, threads=128) as (bx, by):
+            a_tile = T.alloc_shared((128, 32), T.float32)
+            b_tile = T.alloc_shared((128, 32), T.float32)
+            c_tile = T.alloc_fragment((128, 128), T.float32)
+            T.clear(c_tile)
+            for ko in T.Pipelined(16, num_stages=1):
+                T.copy(A[by * 128, ko * 32], a_tile)
+                T.copy(B[bx * 128, ko * 32], b_tile)
+                T.gemm(a_tile, b_tile, c_tile, transpose_B=True)
+            T.copy(c_tile, C[by * 128, bx * 128])
+
+    @T.prim_func
+    def tile_add(A: T.Tensor((2048, 2048), T.float32), B: T.Tensor((2048, 2048), T.float32),
+                 C: T.Tensor((2048, 2048), T.float32)):
+        with T.Kernel(64, 64, threads=128) as (bx, by):
+            a_tile = T.alloc_shared((32, 32), T.float32)
+            b_tile = T.alloc_shared((32, 32), T.float32)
+            c_tile = T.alloc_fragment((32, 32), T.float32)
+            T.copy(A[by * 32, bx * 32], a_tile)
+            T.copy(B[by * 32, bx * 32], b_tile)
+            for i, j in T.Parallel(32, 32):
+                c_tile[i, j] = a_tile[i, j] + b_tile[i, j]
+            T.copy(c_tile, C[by * 32, bx * 32])
+
     def row_reduce(reduce):
         @T.prim_func
         def row_reduce_kernel(X: T.Tensor((rows, cols), T.float32), S: T.Tensor((rows,), T.float32)):
@@ -113,10 +142,13 @@ def _kernels():
     a, b = torch.randn(size, size), torch.randn(size, size)
     x = torch.randn(rows, cols)
     u, v = torch.randn(n), torch.randn(n)
+    w, w2 = torch.randn(2048, 2048), torch.randn(2048, 2048)
     return [
         ("matmul 512^3", matmul(size, size, size), (a, b, torch.empty(size, size)),
          lambda out: torch.matmul(a, b, out=out), 2),
         ("T.gemm 512^3", tile_gemm, (a, b, torch.empty(size, size)),
+         lambda out: torch.matmul(a, b, out=out), 2),
+        ("T.gemm 512^3, B transposed", tile_gemm_bt, (a, b.t().contiguous(), torch.empty(size, size)),
          lambda out: torch.matmul(a, b, out=out), 2),
         ("row softmax 4096x1024", row_softmax, (x, torch.empty(rows, cols)),
          lambda out: out.copy_(torch.softmax(x, dim=1)), 1),
@@ -125,6 +157,8 @@ def _kernels():
         ("column sum 64x(1024x64)", column_sum, (x.view(64 * 1024, 64), torch.empty(64, 64)),
          lambda out: torch.sum(x.view(64, 1024, 64), dim=1, out=out), 1),
         ("vector add 2^22", vector_add, (u, v, torch.empty(n)), lambda out: torch.add(u, v, out=out), 2),
+        ("add through 32x32 tiles 2048^2", tile_add, (w, w2, torch.empty(2048, 2048)),
+         lambda out: torch.add(w, w2, out=out), 2),
     ]
 
 

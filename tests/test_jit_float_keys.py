@@ -174,3 +174,14 @@ def test_two_namedtuple_types_with_equal_fields_are_two_keys():
     Other = typing.NamedTuple("Other", [("unused", int), ("c", Any)])
     assert cache_value(Pair(1.5, 0)) != cache_value(Other(1.5, 0))
     assert cache_value(Pair(1.5, 0)) == cache_value(Pair(1.5, 0))
+
+
+def test_a_plain_dataclass_stays_unhashable_as_in_tilelang():
+    """Only hashable (frozen) dataclasses are keyed by their fields: a plain one is refused by
+    ``parse_args`` as TileLang refuses it (upstream's test_lazy_jit_unsupported_unhashable...)."""
+    @dataclasses.dataclass
+    class Plain:
+        c: Any
+
+    with pytest.raises(TypeError, match="Unsupported unhashable JIT compile-time cache key value"):
+        cache_value(Plain(1.0))

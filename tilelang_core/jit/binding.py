@@ -53,8 +53,8 @@ def symbol_stand_in(value: Any) -> Any:
     """``value``, with a scalar TVM variable (a ``T.dynamic`` symbol) in it replaced by
     ``("T.dynamic", name, dtype)``, a NaN or ``-0.0`` by :func:`special_float`'s stand-in, and the
     values that compare equal across types by content: a NamedTuple (``P(4) == P(4.0)``), a
-    dataclass instance (its fields) or a frozenset, each tagged with its type, looked into as a
-    tuple is.
+    hashable (frozen) dataclass instance (its fields) or a frozenset, each tagged with its type,
+    looked into as a tuple is.
 
     A symbol hashes by identity, so a function called with a fresh ``T.dynamic("n")`` each time
     (``vector_add(T.dynamic("n"))`` in a model's forward) made a new key, a new parse and a kept
@@ -84,7 +84,8 @@ def symbol_stand_in(value: Any) -> Any:
         return ("tuple", kind, tuple([symbol_stand_in(v) for v in value]))
     if isinstance(value, frozenset):
         return ("frozenset", frozenset(symbol_stand_in(v) for v in value))
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and kind.__hash__ is not None:
+        # a hashable (frozen) one; a plain @dataclass stays unhashable: a TypeError, as TileLang's
         return ("dataclass", kind,
                 tuple((f.name, symbol_stand_in(getattr(value, f.name))) for f in dataclasses.fields(value)))
     return value
