@@ -185,3 +185,18 @@ def test_a_plain_dataclass_stays_unhashable_as_in_tilelang():
 
     with pytest.raises(TypeError, match="Unsupported unhashable JIT compile-time cache key value"):
         cache_value(Plain(1.0))
+
+
+def test_an_eq_false_dataclass_is_keyed_by_identity():
+    """``eq=False`` means two instances with equal fields are different values: keyed by their
+    fields (6ec40a7), a kernel built from a non-field attribute was handed to the other one, a
+    list field was unhashable and a self-referencing one recursed without end (found by a hunt)."""
+    @dataclasses.dataclass(eq=False)
+    class Node:
+        c: Any
+        links: list = dataclasses.field(default_factory=list)
+
+    first, second = Node(1.0), Node(1.0)
+    first.links.append(first)  # a cycle, and a list field
+    assert cache_value(first) is first and cache_value(second) is second
+    assert cache_value(first) != cache_value(second)

@@ -84,8 +84,10 @@ def symbol_stand_in(value: Any) -> Any:
         return ("tuple", kind, tuple([symbol_stand_in(v) for v in value]))
     if isinstance(value, frozenset):
         return ("frozenset", frozenset(symbol_stand_in(v) for v in value))
-    if dataclasses.is_dataclass(value) and not isinstance(value, type) and kind.__hash__ is not None:
-        # a hashable (frozen) one; a plain @dataclass stays unhashable: a TypeError, as TileLang's
+    if (dataclasses.is_dataclass(value) and not isinstance(value, type) and kind.__hash__ is not None
+            and getattr(kind, "__dataclass_params__", None) is not None and kind.__dataclass_params__.eq):
+        # one that compares and hashes by its fields (frozen); a plain @dataclass stays unhashable
+        # (a TypeError, as TileLang's), one with eq=False is itself (compared by identity)
         return ("dataclass", kind,
                 tuple((f.name, symbol_stand_in(getattr(value, f.name))) for f in dataclasses.fields(value)))
     return value
