@@ -306,3 +306,47 @@ def test_statements_after_the_choosing_if_belong_to_the_arms_that_reach_them():
     assert a[0].item() == 7.0
     with pytest.raises(AssertionError, match="unsupported mode 2d"):
         refused_by_an_assert(a, "2d")
+
+
+@tilelang.jit(target="c")
+def declared_in_some_arms(A, mode=0):
+    N = T.const("N")
+    A: T.Tensor[(N,), T.float32]
+    if mode == 0:
+        B = T.empty((N,), T.float32)
+    elif mode == 1:
+        B = T.empty((N,), T.float64)
+    with T.Kernel(1) as _:
+        for i in T.serial(N):
+            B[i] = A[i] + 1.0
+    return B
+
+
+def test_a_tail_after_arms_without_else_serves_only_those_arms():
+    """The statements after an if without else were also made its else, which declares no B: that
+    arm stopped every call, mode 0 included, with 'B is not one (outputs: none)' at the def line
+    (found by a hunt). Now the arms run and another mode is the chain's own 'no branch' error;
+    an arm that cannot be a kernel fails only when a call chooses it."""
+    a = torch.arange(4, dtype=torch.float32)
+    assert declared_in_some_arms(a, 0).dtype == torch.float32
+    assert declared_in_some_arms(a, 1).tolist() == [1.0, 2.0, 3.0, 4.0]
+    with pytest.raises(TypeError, match=r"no branch of the if at .*test_eager_variants.py:\d+ applies to these "
+                                        r"arguments \(mode=2\)"):
+        declared_in_some_arms(a, 2)
+
+    def one_bad_arm(A, fast: bool):
+        if fast:
+            L = T.const("L")
+            A: T.Tensor[(L,), T.float32]
+        else:
+            L = T.const("L")
+            A: T.Tensor[(L,), T.float32]
+            with T.Kernel(1) as _:
+                A[0] = 5.0
+
+    f = tilelang.jit(target="c")(one_bad_arm)
+    x = torch.zeros(2)
+    f(x, False)
+    assert x[0].item() == 5.0
+    with pytest.raises(KernelDefinitionError, match="has no kernel body"):
+        f(x, True)

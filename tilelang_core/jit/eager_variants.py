@@ -86,17 +86,32 @@ def ends_the_function(stmts: list[ast.stmt]) -> bool:
     return isinstance(last, ast.Assert) and isinstance(last.test, ast.Constant) and not last.test.value
 
 
-def _with_tail(node: ast.If, tail: list[ast.stmt]) -> ast.If:
+def _arm_bodies(node: ast.If) -> list[list[ast.stmt]]:
+    """The statements of each arm of the ``if``/``elif``/``else`` chain ``node`` (no ``else``: none for it)."""
+    bodies = [node.body]
+    while len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+        node = node.orelse[0]
+        bodies.append(node.body)
+    if node.orelse:
+        bodies.append(node.orelse)
+    return bodies
+
+
+def _with_tail(node: ast.If, tail: list[ast.stmt], fall_through: bool) -> ast.If:
     """A copy of the ``if`` chain ``node`` with ``tail`` (the statements after it) at the end of
-    each arm that does not leave the function, and as the ``else`` it lacks: what Python runs
-    after each arm, written into the arm."""
+    each arm that does not leave the function: what Python runs after each arm, written into the
+    arm. With ``fall_through`` (an arm leaves the function: ``if is_2d: ...; return Y`` and the
+    other case after it), the tail is also the ``else`` the chain lacks; otherwise a call that no
+    arm takes stays one ('no branch applies'), where Python would meet names only arms define."""
     def arm(stmts: list[ast.stmt]) -> list[ast.stmt]:
         return list(stmts) if ends_the_function(stmts) else [*stmts, *tail]
 
     if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
-        orelse = [_with_tail(node.orelse[0], tail)]
+        orelse = [_with_tail(node.orelse[0], tail, fall_through)]
+    elif node.orelse:
+        orelse = arm(node.orelse)
     else:
-        orelse = arm(node.orelse) if node.orelse else list(tail)
+        orelse = list(tail) if fall_through else []
     return ast.copy_location(ast.If(test=node.test, body=arm(node.body), orelse=orelse), node)
 
 
@@ -109,7 +124,10 @@ def _tail_into_arms(body: list[ast.stmt]) -> list[ast.stmt]:
     for index, stmt in enumerate(body):
         if isinstance(stmt, ast.If) and not _plain_python(stmt):
             tail = body[index + 1:]
-            return body if not tail else [*body[:index], _with_tail(stmt, tail)]
+            if not tail:
+                return body
+            fall_through = any(ends_the_function(arm) for arm in _arm_bodies(stmt))
+            return [*body[:index], _with_tail(stmt, tail, fall_through)]
     return body
 
 
@@ -211,7 +229,17 @@ class VariantEagerFunction:
         self.func = func
         self.name = func.__name__
         self.chain = chain
-        self.arms = {path: EagerFunction(func, options, kind, debug_root_path, arm=path) for path in leaves(chain)}
+        # an arm that cannot be a kernel fails when a call chooses it, as Python fails only on the
+        # path it runs; the other arms work
+        self.arms: dict[tuple[int, ...], Any] = {}
+        self._broken: dict[tuple[int, ...], KernelDefinitionError] = {}
+        for path in leaves(chain):
+            try:
+                self.arms[path] = EagerFunction(func, options, kind, debug_root_path, arm=path)
+            except KernelDefinitionError as exc:
+                self._broken[path] = exc
+        if not self.arms:
+            raise next(iter(self._broken.values()))
         first = next(iter(self.arms.values())).analysis
         self.signature = first.signature
         self.filename = first.filename
@@ -311,6 +339,8 @@ class VariantEagerFunction:
             if path is not None:
                 return self.arms[path]
         path = self._choose(args, kwargs)
+        if path in self._broken:
+            raise self._broken[path]
         if key is not None:
             with self._lock:
                 self._chosen.setdefault(key, path)
