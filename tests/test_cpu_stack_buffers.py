@@ -166,3 +166,20 @@ def test_stack_arrays_with_a_limit_moves_only_constant_sizes_under_it():
         assert "disable_lower_builtin" not in allocs[name].annotations
     stores = [s for s in out.seq if isinstance(s, tirx.BufferStore)]
     assert stores[0].buffer.same_as(allocs["small"].buffer)  # uses follow the moved buffer
+
+
+def test_stack_arrays_stop_at_a_total():
+    """Each tile under the 64 KiB limit was an alloca however many there were: twenty 60 KiB tiles
+    made 1.2 MiB of stack and a segfault in a thread started with 512 KiB (found by a hunt). The
+    tiles past RUNTIME_STACK_TOTAL_BYTES stay in TVM's workspace pool."""
+    from tvm import tirx
+
+    from tilelang_core.lowering.stack_buffers import RUNTIME_STACK_TOTAL_BYTES
+
+    elements = 15000  # 60,000 bytes of float32 each
+    tiles = [tirx.decl_buffer([elements], "float32", name=f"t{i}", scope="shared") for i in range(8)]
+    body = tirx.SeqStmt([tirx.AllocBuffer(b) for b in tiles]
+                        + [tirx.BufferStore(b, tirx.FloatImm("float32", 0.0), [0]) for b in tiles])
+    out = stack_arrays(body, RUNTIME_STACK_LIMIT_BYTES["llvm"], RUNTIME_STACK_TOTAL_BYTES)
+    on_stack = [s for s in out.seq if isinstance(s, tirx.AllocBuffer) and "disable_lower_builtin" in s.annotations]
+    assert len(on_stack) == RUNTIME_STACK_TOTAL_BYTES // (elements * 4) == 4

@@ -26,7 +26,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-__all__ = ["KEEP_ON_STACK", "RUNTIME_STACK_LIMIT_BYTES", "TVM_STACK_ALLOCA_BYTES", "constant_bytes", "stack_arrays",
+__all__ = ["KEEP_ON_STACK", "RUNTIME_STACK_LIMIT_BYTES", "RUNTIME_STACK_TOTAL_BYTES", "TVM_STACK_ALLOCA_BYTES", "constant_bytes", "stack_arrays",
            "stack_small_buffers"]
 
 #: TVM's own limit (bytes) under which ``LowerTVMBuiltin`` keeps an unmarked ``global`` CPU buffer
@@ -40,6 +40,11 @@ TVM_STACK_ALLOCA_BYTES = 1024
 #: add through shared/fragment tiles on tvm_ffi/llvm: 27 ms; 10 ms as allocas). On target ``c``
 #: the larger limit measured no faster.
 RUNTIME_STACK_LIMIT_BYTES = {"c": TVM_STACK_ALLOCA_BYTES, "llvm": 64 * 1024}
+
+#: At most this many bytes of a runtime module's function are stack arrays together (the rest
+#: stays in TVM's workspace pool): twenty 60 KiB tiles made 1.2 MiB of allocas, past the stack of
+#: a thread started with a small one (a segfault).
+RUNTIME_STACK_TOTAL_BYTES = 256 * 1024
 
 #: The annotation through which ``LowerTVMBuiltin`` leaves an allocation to the code generator.
 KEEP_ON_STACK = "disable_lower_builtin"
@@ -60,13 +65,15 @@ def _is_global(buffer: Any) -> bool:
     return str(buffer.ty.storage_scope) in ("", "global")
 
 
-def stack_arrays(body: Any, limit_bytes: Optional[int] = None) -> Any:
+def stack_arrays(body: Any, limit_bytes: Optional[int] = None, total_bytes: Optional[int] = None) -> Any:
     """``body`` with its non-``global`` allocations in ``global`` scope (stack arrays for the code generators).
 
     With ``limit_bytes``, only allocations of a constant size under it change, and they are
-    marked so that ``LowerTVMBuiltin`` keeps them on the stack.
+    marked so that ``LowerTVMBuiltin`` keeps them on the stack; with ``total_bytes`` too, only
+    while their sizes add up to at most that (the others stay in TVM's workspace pool).
     """
     moved: list = []
+    used = [0]
 
     def on_alloc(stmt):
         buf = stmt.buffer
@@ -76,6 +83,10 @@ def stack_arrays(body: Any, limit_bytes: Optional[int] = None) -> Any:
             size = constant_bytes(buf)
             if size is None or not 0 < size < limit_bytes:
                 return stmt
+            if total_bytes is not None:
+                if used[0] + size > total_bytes:
+                    return stmt
+                used[0] += size
         moved.append(buf)
         return stmt
 
@@ -118,7 +129,7 @@ def stack_small_buffers(mod: tvm.IRModule, language: str) -> tvm.IRModule:
     limit = RUNTIME_STACK_LIMIT_BYTES[language]
 
     def stack_small(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
-        body = stack_arrays(func.body, limit)
+        body = stack_arrays(func.body, limit, RUNTIME_STACK_TOTAL_BYTES)
         return func if body.same_as(func.body) else func.with_body(body)
 
     return tirx.transform.prim_func_pass(stack_small, opt_level=0, name="tl.StackSmallBuffers")(mod)
