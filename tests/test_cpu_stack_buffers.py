@@ -183,3 +183,49 @@ def test_stack_arrays_stop_at_a_total():
     out = stack_arrays(body, RUNTIME_STACK_LIMIT_BYTES["llvm"], RUNTIME_STACK_TOTAL_BYTES)
     on_stack = [s for s in out.seq if isinstance(s, tirx.AllocBuffer) and "disable_lower_builtin" in s.annotations]
     assert len(on_stack) == RUNTIME_STACK_TOTAL_BYTES // (elements * 4) == 4
+
+
+def _many_tiles(count, folder, elements=15000):
+    """``count`` shared tiles of 60,000 bytes each, chained: O = A + count - 1 (written out in a
+    file: TVMScript reads a kernel's source)."""
+    import importlib.util
+
+    lines = [f"t{i} = T.alloc_shared(({elements},), 'float32')" for i in range(count)] + ["T.copy(A, t0)"]
+    for t in range(1, count):
+        lines += [f"for i in T.Parallel({elements}):", f"    t{t}[i] = t{t - 1}[i] + 1.0"]
+    lines.append(f"T.copy(t{count - 1}, O)")
+    body = "\n".join(" " * 8 + line for line in lines)
+    path = folder / f"chained_{count}.py"
+    path.write_text(f"""import tilelang.language as T
+
+
+@T.prim_func
+def chained(A: T.Tensor(({elements},), "float32"), O: T.Tensor(({elements},), "float32")):
+    with T.Kernel(1, threads=32) as _:
+{body}
+""")
+    spec = importlib.util.spec_from_file_location(f"chained_{count}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.chained
+
+
+@pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "c"), ("tvm_ffi", "llvm")])
+def test_many_tiles_under_the_limit_do_not_overflow_a_small_thread_stack(backend, target, tmp_path):
+    """Every tile under 64 KiB was a stack array, however many: 140 of 60 KiB segfaulted in the
+    main thread, 20 in a thread started with 512 KiB of stack (C entry and, since b666724, llvm).
+    Past 256 KiB together they come from the heap (workspaces.C_STACK_TOTAL_BYTES,
+    stack_buffers.RUNTIME_STACK_TOTAL_BYTES). Run in a thread of 512 KiB here."""
+    import threading
+
+    kernel = tilelang.compile(_many_tiles(20, tmp_path), target=target, execution_backend=backend)
+    a, o = torch.zeros(15000), torch.empty(15000)
+    done = []
+    previous = threading.stack_size(512 * 1024)
+    try:
+        thread = threading.Thread(target=lambda: done.append(kernel(a, o)))
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(previous)
+    assert done and torch.equal(o, torch.full((15000,), 19.0))

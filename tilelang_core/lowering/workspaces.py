@@ -300,18 +300,43 @@ def _with_releases(stmt: Any, live: list, top: bool, allocate: _Allocate, on_exi
 C_STACK_LIMIT_BYTES = 64 * 1024
 
 
-def _heap_local(stmt: Any) -> bool:
-    """A block's local allocation the C entry takes from the heap: large, or of a run-time size.
+#: Local buffers of one C entry that stay stack arrays add up to at most this many bytes; the
+#: next ones come from the heap: 140 tiles of 60 KiB each made 8.2 MiB of stack arrays, a segfault
+#: (and twenty of them in a thread started with 512 KiB).
+C_STACK_TOTAL_BYTES = 256 * 1024
+
+
+def _local_candidate(stmt: Any) -> bool:
+    """A block's local allocation of a C type (not global, not kept on the stack by a mark)."""
+    return (isinstance(stmt, tirx.AllocBuffer) and not _is_global_alloc(stmt) and KEEP_ON_STACK not in stmt.annotations
+            and str(stmt.buffer.ty.dtype) in _C_TYPES)  # a vector dtype: left to TVM (refused for c anyway)
+
+
+def _over_stack_total(body: Any) -> list:
+    """The local allocations of ``body`` that would be stack arrays (constant, under
+    :data:`C_STACK_LIMIT_BYTES`) past the first :data:`C_STACK_TOTAL_BYTES` of them, in program order."""
+    over, used = [], 0
+    for stmt in collect(body, tirx.AllocBuffer):
+        size = constant_bytes(stmt.buffer) if _local_candidate(stmt) else None
+        if size is None or size >= C_STACK_LIMIT_BYTES:
+            continue
+        used += size
+        if used > C_STACK_TOTAL_BYTES:
+            over.append(stmt)
+    return over
+
+
+def _heap_local(stmt: Any, over_total: list = ()) -> bool:
+    """A block's local allocation the C entry takes from the heap: large, of a run-time size, or
+    past the stack total (``over_total``, from :func:`_over_stack_total`).
 
     At any depth: one of an inner loop of the block that :func:`_hoist_from_inner_loops` could
     not move is taken where it is, the loops around it without ``#pragma omp simd``, which the
     ``return`` of a failed allocation could not leave."""
-    if not isinstance(stmt, tirx.AllocBuffer) or _is_global_alloc(stmt) or KEEP_ON_STACK in stmt.annotations:
+    if not _local_candidate(stmt):
         return False
-    if str(stmt.buffer.ty.dtype) not in _C_TYPES:
-        return False  # a vector dtype: left to TVM (refused for target c anyway)
     size = constant_bytes(stmt.buffer)
-    return size is None or size >= C_STACK_LIMIT_BYTES
+    return size is None or size >= C_STACK_LIMIT_BYTES or any(stmt.same_as(o) for o in over_total)
 
 
 def _removed(stmt: Any, moved: list) -> Any:
@@ -363,7 +388,7 @@ def _without_simd_around(body: Any, kept: list) -> Any:
                                                        for k in kept))
 
 
-def _hoist_from_inner_loops(body: Any, lets: Lets) -> Any:
+def _hoist_from_inner_loops(body: Any, lets: Lets, over_total: list = ()) -> Any:
     """``body`` (a C function's) with every allocation for the heap (:func:`_heap_local`) that is
     inside a loop of a block loop moved, with the ``Bind``s its size needs, before the outermost
     such loop: one allocation, whose storage every iteration reuses (each had an uninitialized
@@ -392,7 +417,7 @@ def _hoist_from_inner_loops(body: Any, lets: Lets) -> Any:
         moved: list = []
         binds: list = []
         for alloc in collect(loop, tirx.AllocBuffer):
-            if not _heap_local(alloc):
+            if not _heap_local(alloc, over_total):
                 continue
             needed = _hoistable(loop, alloc, lets)
             if needed is None:
@@ -410,7 +435,8 @@ def _hoist_from_inner_loops(body: Any, lets: Lets) -> Any:
 
 def heap_workspaces(body: Any) -> Any:
     """``body`` (a plain C entry's) with its top-level global-scope ``AllocBuffer``s, and its
-    large or run-time sized block-level local ones (:data:`C_STACK_LIMIT_BYTES`), on the heap,
+    large, run-time sized or over-the-total block-level local ones (:data:`C_STACK_LIMIT_BYTES`,
+    :data:`C_STACK_TOTAL_BYTES`), on the heap,
     freed at the end of their scope and before every ``return`` in it (module docstring).
 
     Global allocations are moved only outside loops (where ``T.alloc_global`` belongs: before
@@ -422,11 +448,12 @@ def heap_workspaces(body: Any) -> Any:
     """
     dtypes: list = []
     lets = Lets(body)
-    body = _hoist_from_inner_loops(body, lets)
+    over_total = _over_stack_total(body)
+    body = _hoist_from_inner_loops(body, lets, over_total)
     narrow = _narrow_indexed(body)
 
     def allocate(stmt: Any, rest: list, live: list, top: bool, loops: int) -> Optional[tuple]:  # noqa: ARG001
-        if not ((top and _is_global_alloc(stmt)) or _heap_local(stmt)):
+        if not ((top and _is_global_alloc(stmt)) or _heap_local(stmt, over_total)):
             return None
         buf = stmt.buffer
         dtype = str(buf.ty.dtype)
