@@ -21,6 +21,7 @@ decorator attaches them to the decorated function (:mod:`tilelang_core.jit.decor
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import math
 import numbers
@@ -84,13 +85,23 @@ def symbol_stand_in(value: Any) -> Any:
         return ("tuple", kind, tuple([symbol_stand_in(v) for v in value]))
     if isinstance(value, frozenset):
         return ("frozenset", frozenset(symbol_stand_in(v) for v in value))
-    if (dataclasses.is_dataclass(value) and not isinstance(value, type) and kind.__hash__ is not None
-            and getattr(kind, "__dataclass_params__", None) is not None and kind.__dataclass_params__.eq):
-        # one that compares and hashes by its fields (frozen); a plain @dataclass stays unhashable
-        # (a TypeError, as TileLang's), one with eq=False is itself (compared by identity)
-        return ("dataclass", kind,
-                tuple((f.name, symbol_stand_in(getattr(value, f.name))) for f in dataclasses.fields(value)))
+    names = _compared_fields(kind)
+    if names is not None:  # a dataclass that compares and hashes by its fields (frozen)
+        return ("dataclass", kind, tuple((n, symbol_stand_in(getattr(value, n))) for n in names))
     return value
+
+
+@functools.lru_cache(maxsize=256)
+def _compared_fields(kind: type) -> Optional[tuple[str, ...]]:
+    """The names of a dataclass type's fields (``compare=False`` ones too: a kernel may be built
+    from one) when its instances are equal by their fields and hashable (frozen, or
+    ``unsafe_hash``); None for any other type: a
+    plain ``@dataclass`` stays unhashable (a TypeError, as TileLang's), one with ``eq=False`` is
+    itself (compared by identity). Once per type: the lazy call path asks at every call."""
+    params = getattr(kind, "__dataclass_params__", None)
+    if params is None or not params.eq or kind.__hash__ is None or not dataclasses.is_dataclass(kind):
+        return None
+    return tuple(f.name for f in dataclasses.fields(kind))
 
 
 #: Types whose values stand for themselves in a key (:func:`symbol_stand_in` skips them; the eager
