@@ -68,33 +68,28 @@ def _kernels():
                 for j in T.Parallel(cols):
                     Y[bx * 16 + i, j] = T.exp(X[bx * 16 + i, j] - m[i]) / s[i]
 
-    @T.prim_func
-    def tile_gemm(A: T.Tensor((512, 512), T.float32), B: T.Tensor((512, 512), T.float32),
-                  C: T.Tensor((512, 512), T.float32)):
-        with T.Kernel(8, 8, threads=128) as (bx, by):
-            a_tile = T.alloc_shared((64, 32), T.float32)
-            b_tile = T.alloc_shared((32, 64), T.float32)
-            c_tile = T.alloc_fragment((64, 64), T.float32)
-            T.clear(c_tile)
-            for ko in T.Pipelined(16, num_stages=1):
-                T.copy(A[by * 64, ko * 32], a_tile)
-                T.copy(B[ko * 32, bx * 64], b_tile)
-                T.gemm(a_tile, b_tile, c_tile)
-            T.copy(c_tile, C[by * 64, bx * 64])
+    def tile_gemm(tile_m, tile_n, transpose_b=False):
+        """C = A @ B with T.gemm on (tile_m, tile_n, 32) tiles; B given as (N, K) with ``transpose_b``."""
+        b_tile_shape = (tile_n, 32) if transpose_b else (32, tile_n)
 
-    @T.prim_func
-    def tile_gemm_bt(A: T.Tensor((512, 512), T.float32), B: T.Tensor((512, 512), T.float32),
-                     C: T.Tensor((512, 512), T.float32)):
-        with T.Kernel(4, 4, threads=128) as (bx, by):
-            a_tile = T.alloc_shared((128, 32), T.float32)
-            b_tile = T.alloc_shared((128, 32), T.float32)
-            c_tile = T.alloc_fragment((128, 128), T.float32)
-            T.clear(c_tile)
-            for ko in T.Pipelined(16, num_stages=1):
-                T.copy(A[by * 128, ko * 32], a_tile)
-                T.copy(B[bx * 128, ko * 32], b_tile)
-                T.gemm(a_tile, b_tile, c_tile, transpose_B=True)
-            T.copy(c_tile, C[by * 128, bx * 128])
+        @T.prim_func
+        def tile_gemm_kernel(A: T.Tensor((512, 512), T.float32), B: T.Tensor((512, 512), T.float32),
+                             C: T.Tensor((512, 512), T.float32)):
+            with T.Kernel(512 // tile_n, 512 // tile_m, threads=128) as (bx, by):
+                a_tile = T.alloc_shared((tile_m, 32), T.float32)
+                b_tile = T.alloc_shared(b_tile_shape, T.float32)
+                c_tile = T.alloc_fragment((tile_m, tile_n), T.float32)
+                T.clear(c_tile)
+                for ko in T.Pipelined(16, num_stages=1):
+                    T.copy(A[by * tile_m, ko * 32], a_tile)
+                    if transpose_b:
+                        T.copy(B[bx * tile_n, ko * 32], b_tile)
+                    else:
+                        T.copy(B[ko * 32, bx * tile_n], b_tile)
+                    T.gemm(a_tile, b_tile, c_tile, transpose_B=transpose_b)
+                T.copy(c_tile, C[by * tile_m, bx * tile_n])
+
+        return tile_gemm_kernel
 
     @T.prim_func
     def tile_add(A: T.Tensor((2048, 2048), T.float32), B: T.Tensor((2048, 2048), T.float32),
@@ -146,9 +141,9 @@ def _kernels():
     return [
         ("matmul 512^3", matmul(size, size, size), (a, b, torch.empty(size, size)),
          lambda out: torch.matmul(a, b, out=out), 2),
-        ("T.gemm 512^3", tile_gemm, (a, b, torch.empty(size, size)),
+        ("T.gemm 512^3", tile_gemm(64, 64), (a, b, torch.empty(size, size)),
          lambda out: torch.matmul(a, b, out=out), 2),
-        ("T.gemm 512^3, B transposed", tile_gemm_bt, (a, b.t().contiguous(), torch.empty(size, size)),
+        ("T.gemm 512^3, B transposed", tile_gemm(128, 128, True), (a, b.t().contiguous(), torch.empty(size, size)),
          lambda out: torch.matmul(a, b, out=out), 2),
         ("row softmax 4096x1024", row_softmax, (x, torch.empty(rows, cols)),
          lambda out: out.copy_(torch.softmax(x, dim=1)), 1),
