@@ -171,18 +171,18 @@ def test_stack_arrays_with_a_limit_moves_only_constant_sizes_under_it():
 def test_stack_arrays_stop_at_a_total():
     """Each tile under the 64 KiB limit was an alloca however many there were: twenty 60 KiB tiles
     made 1.2 MiB of stack and a segfault in a thread started with 512 KiB (found by a hunt). The
-    tiles past RUNTIME_STACK_TOTAL_BYTES stay in TVM's workspace pool."""
+    tiles past STACK_TOTAL_BYTES stay in TVM's workspace pool."""
     from tvm import tirx
 
-    from tilelang_core.lowering.stack_buffers import RUNTIME_STACK_TOTAL_BYTES
+    from tilelang_core.lowering.stack_buffers import STACK_TOTAL_BYTES
 
     elements = 15000  # 60,000 bytes of float32 each
     tiles = [tirx.decl_buffer([elements], "float32", name=f"t{i}", scope="shared") for i in range(8)]
     body = tirx.SeqStmt([tirx.AllocBuffer(b) for b in tiles]
                         + [tirx.BufferStore(b, tirx.FloatImm("float32", 0.0), [0]) for b in tiles])
-    out = stack_arrays(body, RUNTIME_STACK_LIMIT_BYTES["llvm"], RUNTIME_STACK_TOTAL_BYTES)
+    out = stack_arrays(body, RUNTIME_STACK_LIMIT_BYTES["llvm"], STACK_TOTAL_BYTES)
     on_stack = [s for s in out.seq if isinstance(s, tirx.AllocBuffer) and "disable_lower_builtin" in s.annotations]
-    assert len(on_stack) == RUNTIME_STACK_TOTAL_BYTES // (elements * 4) == 4
+    assert len(on_stack) == STACK_TOTAL_BYTES // (elements * 4) == 4
 
 
 def _many_tiles(count, folder, elements=15000):
@@ -214,8 +214,8 @@ def chained(A: T.Tensor(({elements},), "float32"), O: T.Tensor(({elements},), "f
 def test_many_tiles_under_the_limit_do_not_overflow_a_small_thread_stack(backend, target, tmp_path):
     """Every tile under 64 KiB was a stack array, however many: 140 of 60 KiB segfaulted in the
     main thread, 20 in a thread started with 512 KiB of stack (C entry and, since b666724, llvm).
-    Past 256 KiB together they come from the heap (workspaces.C_STACK_TOTAL_BYTES,
-    stack_buffers.RUNTIME_STACK_TOTAL_BYTES). Run in a thread of 512 KiB here."""
+    Past 256 KiB together they come from the heap or TVM's pool
+    (stack_buffers.STACK_TOTAL_BYTES). Run in a thread of 512 KiB here."""
     import threading
 
     kernel = tilelang.compile(_many_tiles(20, tmp_path), target=target, execution_backend=backend)

@@ -26,25 +26,31 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-__all__ = ["KEEP_ON_STACK", "RUNTIME_STACK_LIMIT_BYTES", "RUNTIME_STACK_TOTAL_BYTES", "TVM_STACK_ALLOCA_BYTES", "constant_bytes", "stack_arrays",
-           "stack_small_buffers"]
+__all__ = ["C_STACK_LIMIT_BYTES", "KEEP_ON_STACK", "RUNTIME_STACK_LIMIT_BYTES", "STACK_TOTAL_BYTES",
+           "TVM_STACK_ALLOCA_BYTES", "constant_bytes", "stack_arrays", "stack_small_buffers"]
 
 #: TVM's own limit (bytes) under which ``LowerTVMBuiltin`` keeps an unmarked ``global`` CPU buffer
 #: on the stack (``kMaxStackAlloca``).
 TVM_STACK_ALLOCA_BYTES = 1024
 
-#: Allocations of runtime modules smaller than this (bytes) live on the stack: TVM's own limit for
-#: target ``c``; for ``llvm`` the C entry's limit (workspaces.C_STACK_LIMIT_BYTES). With TVM's
-#: 1 KiB there, a 32 x 32 float32 tile came from TVM's workspace pool, an opaque pointer: LLVM
-#: could not tell the tiles of an elementwise kernel apart and kept its loops scalar (2048 x 2048
-#: add through shared/fragment tiles on tvm_ffi/llvm: 27 ms; 10 ms as allocas). On target ``c``
-#: the larger limit measured no faster.
-RUNTIME_STACK_LIMIT_BYTES = {"c": TVM_STACK_ALLOCA_BYTES, "llvm": 64 * 1024}
+#: A block-level local buffer of the C entry of at least this many bytes comes from the heap
+#: (lowering/workspaces.py): on the stack of the thread running the block it could overflow it (a
+#: 16 MB local was a segfault).
+C_STACK_LIMIT_BYTES = 64 * 1024
 
-#: At most this many bytes of a runtime module's function are stack arrays together (the rest
-#: stays in TVM's workspace pool): twenty 60 KiB tiles made 1.2 MiB of allocas, past the stack of
-#: a thread started with a small one (a segfault).
-RUNTIME_STACK_TOTAL_BYTES = 256 * 1024
+#: Allocations of runtime modules smaller than this (bytes) live on the stack: TVM's own limit for
+#: target ``c``; for ``llvm`` the C entry's limit. With TVM's 1 KiB there, a 32 x 32 float32 tile
+#: came from TVM's workspace pool, an opaque pointer: LLVM could not tell the tiles of an
+#: elementwise kernel apart and kept its loops scalar (2048 x 2048 add through shared/fragment
+#: tiles on tvm_ffi/llvm: 27 ms; 10 ms as allocas). On target ``c`` the larger limit measured no
+#: faster.
+RUNTIME_STACK_LIMIT_BYTES = {"c": TVM_STACK_ALLOCA_BYTES, "llvm": C_STACK_LIMIT_BYTES}
+
+#: The stack arrays of one function (the C entry's, or a runtime module's) add up to at most this
+#: many bytes; the next buffers come from the heap (C entry) or TVM's workspace pool: 140 tiles of
+#: 60 KiB each made 8.2 MiB of stack arrays, a segfault, and twenty of them one in a thread started
+#: with 512 KiB of stack.
+STACK_TOTAL_BYTES = 256 * 1024
 
 #: The annotation through which ``LowerTVMBuiltin`` leaves an allocation to the code generator.
 KEEP_ON_STACK = "disable_lower_builtin"
@@ -129,7 +135,7 @@ def stack_small_buffers(mod: tvm.IRModule, language: str) -> tvm.IRModule:
     limit = RUNTIME_STACK_LIMIT_BYTES[language]
 
     def stack_small(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
-        body = stack_arrays(func.body, limit, RUNTIME_STACK_TOTAL_BYTES)
+        body = stack_arrays(func.body, limit, STACK_TOTAL_BYTES)
         return func if body.same_as(func.body) else func.with_body(body)
 
     return tirx.transform.prim_func_pass(stack_small, opt_level=0, name="tl.StackSmallBuffers")(mod)

@@ -56,7 +56,7 @@ from ..language.tileops._common import collect
 from .exact_sizes import BOUND_64, ExactSize, Lets, all_of, as_bool, as_i64, is_int
 from .frontend import contains, without_simd_pragmas
 from .source_imports import c_definitions, with_import
-from .stack_buffers import KEEP_ON_STACK, TVM_STACK_ALLOCA_BYTES, constant_bytes
+from .stack_buffers import C_STACK_LIMIT_BYTES, KEEP_ON_STACK, STACK_TOTAL_BYTES, TVM_STACK_ALLOCA_BYTES, constant_bytes
 
 __all__ = ["C_STACK_LIMIT_BYTES", "INDEX_LIMIT_32", "WORKSPACE_ALLOC_FAILED", "heap_workspaces",
            "release_workspaces_on_assert"]
@@ -293,19 +293,6 @@ def _with_releases(stmt: Any, live: list, top: bool, allocate: _Allocate, on_exi
     return stmt
 
 
-#: Local buffers of the C entry (``T.alloc_local``, ``T.alloc_shared``, ``T.alloc_fragment``: one
-#: per block) of at least this many bytes, or whose size is known at call time only, are taken
-#: from the heap too: on the stack of the thread running the block they could overflow it (a
-#: 16 MB local was a segfault).
-C_STACK_LIMIT_BYTES = 64 * 1024
-
-
-#: Local buffers of one C entry that stay stack arrays add up to at most this many bytes; the
-#: next ones come from the heap: 140 tiles of 60 KiB each made 8.2 MiB of stack arrays, a segfault
-#: (and twenty of them in a thread started with 512 KiB).
-C_STACK_TOTAL_BYTES = 256 * 1024
-
-
 def _local_candidate(stmt: Any) -> bool:
     """A block's local allocation of a C type (not global, not kept on the stack by a mark)."""
     return (isinstance(stmt, tirx.AllocBuffer) and not _is_global_alloc(stmt) and KEEP_ON_STACK not in stmt.annotations
@@ -314,14 +301,14 @@ def _local_candidate(stmt: Any) -> bool:
 
 def _over_stack_total(body: Any) -> list:
     """The local allocations of ``body`` that would be stack arrays (constant, under
-    :data:`C_STACK_LIMIT_BYTES`) past the first :data:`C_STACK_TOTAL_BYTES` of them, in program order."""
+    :data:`C_STACK_LIMIT_BYTES`) past the first :data:`STACK_TOTAL_BYTES` of them, in program order."""
     over, used = [], 0
     for stmt in collect(body, tirx.AllocBuffer):
         size = constant_bytes(stmt.buffer) if _local_candidate(stmt) else None
         if size is None or size >= C_STACK_LIMIT_BYTES:
             continue
         used += size
-        if used > C_STACK_TOTAL_BYTES:
+        if used > STACK_TOTAL_BYTES:
             over.append(stmt)
     return over
 
@@ -436,7 +423,7 @@ def _hoist_from_inner_loops(body: Any, lets: Lets, over_total: list = ()) -> Any
 def heap_workspaces(body: Any) -> Any:
     """``body`` (a plain C entry's) with its top-level global-scope ``AllocBuffer``s, and its
     large, run-time sized or over-the-total block-level local ones (:data:`C_STACK_LIMIT_BYTES`,
-    :data:`C_STACK_TOTAL_BYTES`), on the heap,
+    :data:`STACK_TOTAL_BYTES`, lowering/stack_buffers.py), on the heap,
     freed at the end of their scope and before every ``return`` in it (module docstring).
 
     Global allocations are moved only outside loops (where ``T.alloc_global`` belongs: before
