@@ -18,6 +18,7 @@ import sys
 import pytest
 import torch
 
+import tilelang
 import tilelang.language as T
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -94,3 +95,29 @@ def test_emulated_gpu_combines_the_init_once_per_result(op, tmp_path):
     a, o, both = _inputs()
     CU._emulated(lower(_kernel(op, 128), target="cuda"), tmp_path)(a, o, both)
     _check(op, a, o, both)
+
+
+def test_a_bool_bitand_reducer_starts_true():
+    """A bool ``bitand`` reducer started from -1, which TVM refused as a bool ("-1 exceeds range of
+    bool"); reducers now take T.reduce_*'s start values (reduce.identity), where bool ``bitand`` is
+    True, logical and's identity."""
+
+    @T.prim_func
+    def all_rows(A: T.Tensor((4, 8), "bool"), B: T.Tensor((4,), "bool")):
+        with T.Kernel(1) as _:
+            a = T.alloc_fragment((4, 8), "bool")
+            T.copy(A, a)
+            acc = T.alloc_reducer((4,), "bool", op="bitand")
+            out = T.alloc_fragment((4,), "bool")
+            T.reducer_init(acc)
+            for i, j in T.Parallel(4, 8):
+                T.reducer_update(acc[i], a[i, j])
+            T.finalize_reducer(acc, out)
+            T.copy(out, B)
+
+    kernel = tilelang.compile(all_rows, target="c", execution_backend="cython")
+    a = torch.ones(4, 8, dtype=torch.bool)
+    a[1, 3] = a[3, 7] = False
+    b = torch.zeros(4, dtype=torch.bool)
+    kernel(a, b)
+    assert b.tolist() == [True, False, True, False]

@@ -36,9 +36,9 @@ _BITWISE = ("bitand", "bitor", "bitxor")
 
 
 def identity(kind: str, dtype: str) -> Any:
-    """The value a ``kind`` reduction of ``dtype`` starts from."""
-    if dtype == "bool":  # max is logical or, min logical and (as torch's max/min of bool tensors)
-        return tirx.const(kind == "min", "bool")
+    """The value a ``kind`` reduction (or ``T.alloc_reducer`` of that op) of ``dtype`` starts from."""
+    if dtype == "bool":  # max and bitor are logical or, min and bitand logical and (as torch's of bool tensors)
+        return tirx.const(kind in ("min", "bitand"), "bool")
     if kind == "absmax" and not is_float(dtype):
         # |MIN| of a signed integer is MIN (it wraps, as in torch): 0 would beat a row of only MIN
         return tirx.min_value(dtype)

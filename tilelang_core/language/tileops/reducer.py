@@ -24,8 +24,8 @@ import tvm
 from tvm import tirx
 from tvm.tirx.script.builder import ir as _B
 
-from ..dtype_limits import extreme
-from ._common import OperandCheckError, as_tile, cast, check_batch, describe, fail, is_float, location, loop_nest, same_extent, shape_text
+from .reduce import identity  # the same start values as T.reduce_*
+from ._common import OperandCheckError, as_tile, cast, check_batch, describe, fail, location, loop_nest, same_extent, shape_text
 
 REDUCER_OPS = ("sum", "max", "min", "bitand", "bitor", "bitxor")
 _BITWISE = ("bitand", "bitor", "bitxor")
@@ -54,17 +54,6 @@ def _lookup(op: str, operands: Any, buffer: Any) -> _Reducer:
             return r
     fail(op, operands, f"'{buffer}' is not a reducer (allocate it with T.alloc_reducer)")
     raise AssertionError  # unreachable
-
-
-def identity(op: str, dtype: str) -> Any:
-    """The neutral element of ``op`` for ``dtype``."""
-    if op in ("sum", "bitor", "bitxor"):
-        return cast(0, dtype)
-    if op == "bitand":
-        return tirx.max_value(dtype) if dtype.startswith("uint") else tirx.IntImm(dtype, -1)
-    # -inf/+inf, or the finite limit of a format without an infinity; a float8 infinity by its bits
-    # (FloatImm's printed as CUDA's undefined ``inff``); an integer's limits
-    return extreme(dtype, positive=op == "min")
 
 
 def combine(op: str, a: Any, b: Any) -> Any:
