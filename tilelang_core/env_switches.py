@@ -18,7 +18,7 @@ from .errors import SettingError
 __all__ = ["switch_from_env"]
 
 _YES = {"1", "true", "yes", "on"}
-_NO = {"", "0", "false", "no", "off"}
+_NO = {"0", "false", "no", "off"}  # unset or empty: the default
 
 
 def switch_from_env(variable: str, yes_means: str, no_means: str, default: bool = False) -> bool:

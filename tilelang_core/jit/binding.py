@@ -95,9 +95,9 @@ def symbol_stand_in(value: Any) -> Any:
 def _compared_fields(kind: type) -> Optional[tuple[str, ...]]:
     """The names of a dataclass type's fields (``compare=False`` ones too: a kernel may be built
     from one) when its instances are equal by their fields and hashable (frozen, or
-    ``unsafe_hash``); None for any other type: a
-    plain ``@dataclass`` stays unhashable (a TypeError, as TileLang's), one with ``eq=False`` is
-    itself (compared by identity). Once per type: the lazy call path asks at every call."""
+    ``unsafe_hash``); None for any other type: a plain ``@dataclass`` stays unhashable (a
+    TypeError, as TileLang's), one with ``eq=False`` is itself (compared by identity). Once per
+    type: the lazy call path asks at every call."""
     params = getattr(kind, "__dataclass_params__", None)
     if params is None or not params.eq or kind.__hash__ is None or not dataclasses.is_dataclass(kind):
         return None

@@ -86,15 +86,16 @@ def ends_the_function(stmts: list[ast.stmt]) -> bool:
     return isinstance(last, ast.Assert) and isinstance(last.test, ast.Constant) and not last.test.value
 
 
-def _arm_bodies(node: ast.If) -> list[list[ast.stmt]]:
-    """The statements of each arm of the ``if``/``elif``/``else`` chain ``node`` (no ``else``: none for it)."""
-    bodies = [node.body]
+def _arms_of(node: ast.If) -> list[tuple[Optional[ast.expr], list[ast.stmt]]]:
+    """``(condition, statements)`` of each arm of the ``if``/``elif``/``else`` chain ``node``, in
+    the order Python tries them; the ``else`` (if any) with the condition None."""
+    arms = [(node.test, list(node.body))]
     while len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
-        node = node.orelse[0]
-        bodies.append(node.body)
+        node = node.orelse[0]  # elif
+        arms.append((node.test, list(node.body)))
     if node.orelse:
-        bodies.append(node.orelse)
-    return bodies
+        arms.append((None, list(node.orelse)))
+    return arms
 
 
 def _with_tail(node: ast.If, tail: list[ast.stmt], fall_through: bool) -> ast.If:
@@ -126,7 +127,7 @@ def _tail_into_arms(body: list[ast.stmt]) -> list[ast.stmt]:
             tail = body[index + 1:]
             if not tail:
                 return body
-            fall_through = any(ends_the_function(arm) for arm in _arm_bodies(stmt))
+            fall_through = any(ends_the_function(body) for _, body in _arms_of(stmt))
             return [*body[:index], _with_tail(stmt, tail, fall_through)]
     return body
 
@@ -142,17 +143,7 @@ def _chain(body: list[ast.stmt], params: set[str]) -> Optional[ArmChain]:
     if any(isinstance(s, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While, ast.Match, ast.Try))
            or isinstance(s, ast.If) and not _plain_python(s) for s in prefix):
         return None  # the kernel body starts before the if (or an earlier if declares something)
-    chain = ArmChain(prefix, node)
-    current: Any = node
-    while True:
-        chain.arms.append(Arm(current.test, list(current.body)))
-        rest = current.orelse
-        if len(rest) == 1 and isinstance(rest[0], ast.If):
-            current = rest[0]  # elif
-            continue
-        if rest:
-            chain.arms.append(Arm(None, list(rest)))
-        break
+    chain = ArmChain(prefix, node, [Arm(test, body) for test, body in _arms_of(node)])
     for arm in chain.arms:
         arm.inner = _chain(arm.body, params)
     if not any(arm.inner is not None or any(_declares(s, params) for s in arm.body) for arm in chain.arms):

@@ -11,8 +11,9 @@ TVM 0.27's own functions, which ``T.`` exported unchanged:
 The limits of the low-precision floats are torch's (``torch.finfo``), which agrees with TVM for
 float16, float32 and float64 and with the formats' definitions for the others, or, for formats
 torch lacks (``float8_e4m3``, ``float8_e3m4``, float6, float4), ml_dtypes' (TVM's said 448 for
-``float8_e4m3``, whose largest value is 240); integer dtypes keep TVM's answer. Any spelling of a dtype is taken (``"bf16"``, ``T.bfloat16``, ``torch.bfloat16``), a
-vector dtype gets each lane's value, bool ``True``/``False``.
+``float8_e4m3``, whose largest value is 240); integer dtypes keep TVM's answer. Any spelling of
+a dtype is taken (``"bf16"``, ``T.bfloat16``, ``torch.bfloat16``), a vector dtype gets each
+lane's value, bool ``True``/``False``.
 """
 
 from __future__ import annotations
