@@ -10,7 +10,8 @@ Usage::
 Kernels: the examples' blocked matmul at 512x512x512 (compute-bound, parallel blocks, loops
 written in the kernel), the same product with ``T.gemm`` on 64x64x32 tiles (vectorized rows of C on
 llvm, lowering/cpu_gemm_tiles.py) and with ``transpose_B`` on 128x128x32 tiles (B copied
-transposed per gemm, the same module), an elementwise add through 32x32 shared/fragment tiles
+transposed per gemm, the same module), with float16 tiles into a float32 C (torch's reference: the
+float32 matmul of the widened tensors; B widened per gemm on target c, the same module), an elementwise add through 32x32 shared/fragment tiles
 (allocas on llvm, lowering/stack_buffers.py), a
 row-wise softmax-like kernel over 4096x1024 (exp, reductions written as loops, parallel blocks),
 a row sum and a row max over 4096x1024 with ``T.reduce_sum``/``T.reduce_max`` (partial results on
@@ -68,16 +69,17 @@ def _kernels():
                 for j in T.Parallel(cols):
                     Y[bx * 16 + i, j] = T.exp(X[bx * 16 + i, j] - m[i]) / s[i]
 
-    def tile_gemm(tile_m, tile_n, transpose_b=False):
-        """C = A @ B with T.gemm on (tile_m, tile_n, 32) tiles; B given as (N, K) with ``transpose_b``."""
+    def tile_gemm(tile_m, tile_n, transpose_b=False, dtype=T.float32):
+        """C = A @ B with T.gemm on (tile_m, tile_n, 32) tiles of ``dtype`` into a float32 C; B
+        given as (N, K) with ``transpose_b``."""
         b_tile_shape = (tile_n, 32) if transpose_b else (32, tile_n)
 
         @T.prim_func
-        def tile_gemm_kernel(A: T.Tensor((512, 512), T.float32), B: T.Tensor((512, 512), T.float32),
+        def tile_gemm_kernel(A: T.Tensor((512, 512), dtype), B: T.Tensor((512, 512), dtype),
                              C: T.Tensor((512, 512), T.float32)):
             with T.Kernel(512 // tile_n, 512 // tile_m, threads=128) as (bx, by):
-                a_tile = T.alloc_shared((tile_m, 32), T.float32)
-                b_tile = T.alloc_shared(b_tile_shape, T.float32)
+                a_tile = T.alloc_shared((tile_m, 32), dtype)
+                b_tile = T.alloc_shared(b_tile_shape, dtype)
                 c_tile = T.alloc_fragment((tile_m, tile_n), T.float32)
                 T.clear(c_tile)
                 for ko in T.Pipelined(16, num_stages=1):
@@ -135,6 +137,7 @@ def _kernels():
 
     size = 512
     a, b = torch.randn(size, size), torch.randn(size, size)
+    a16, b16 = a.half(), b.half()
     x = torch.randn(rows, cols)
     u, v = torch.randn(n), torch.randn(n)
     w, w2 = torch.randn(2048, 2048), torch.randn(2048, 2048)
@@ -145,6 +148,8 @@ def _kernels():
          lambda out: torch.matmul(a, b, out=out), 2),
         ("T.gemm 512^3, B transposed", tile_gemm(128, 128, True), (a, b.t().contiguous(), torch.empty(size, size)),
          lambda out: torch.matmul(a, b, out=out), 2),
+        ("T.gemm 512^3, float16 into float32", tile_gemm(64, 64, dtype=T.float16), (a16, b16, torch.empty(size, size)),
+         lambda out: torch.matmul(a16.float(), b16.float(), out=out), 2),
         ("row softmax 4096x1024", row_softmax, (x, torch.empty(rows, cols)),
          lambda out: out.copy_(torch.softmax(x, dim=1)), 1),
         ("row sum 4096x1024", row_reduce(T.reduce_sum), (x, torch.empty(rows)), lambda out: torch.sum(x, dim=1, out=out), 1),

@@ -54,11 +54,12 @@ from ..language.tileops.gemm import CPU_GEMM_TILES
 from .loop_marks import map_marked, without_mark
 from .markers import parallel_ndim
 
-__all__ = ["ROWS", "strip_gemm_marks", "tile_gemms", "transpose_b_operands"]
+__all__ = ["ROWS", "copy_b_operands", "strip_gemm_marks", "tile_gemms"]
 
 #: Rows of C that one column loop updates together: independent chains per SIMD lane.
 ROWS = 8
 _TILED_DTYPES = ("float32", "float64", "int32")
+_WIDE_FLOATS = ("float32", "float64")
 _VECTOR_BYTES = 32
 
 
@@ -145,32 +146,49 @@ def _tile(loop: Any) -> Any:
     return tirx.SeqStmt(stmts) if len(stmts) > 1 else stmts[0]
 
 
-def _transposed_b(loop: Any) -> Any:
-    """The marked K loop with its B operand read from a transposed copy when B is read as
-    ``B[.., j, k]`` (``transpose_B``): the copy, ``(K, N)``, made once per gemm, the nest unchanged."""
+def _b_operand(term: Any, i: Any, j: Any, k: Any) -> Optional[tuple]:
+    """``(load, cast, transposed)`` for the B operand of a gemm ``term``: the tensor load that
+    varies along C's rows (``j``) and not along its columns (``i``); ``cast`` the widening of a
+    float16 load to float32 or float64 around it (None if it has none); ``transposed`` whether it
+    is read as ``B[.., j, k]``. None when no load has that form."""
+    for load in collect(term, tvm.ir.TensorLoad):
+        idx = list(load.indices)
+        if any(uses_var(x, i) for x in idx) or not any(uses_var(x, j) for x in idx):
+            continue
+        transposed = uses_var(idx[-1], k) and not uses_var(idx[-1], j)
+        widened = [c for c in collect(term, tirx.Cast) if c.value.same_as(load)
+                   and str(load.source.ty.dtype) == "float16" and str(c.ty.dtype) in _WIDE_FLOATS]
+        return load, (widened[0] if widened else None), transposed
+    return None
+
+
+def _b_copied(loop: Any, widen_float16: bool) -> Any:
+    """The marked K loop with its B operand read from a ``(K, N)`` copy made once per gemm, where
+    B is read as ``B[.., j, k]`` (``transpose_B``) or, with ``widen_float16``, where it is a float16
+    tile widened to float (the copy holds the widened values); the nest otherwise unchanged."""
     found = _nest(loop)
     if found is None:
         return loop
     outer, inner, store = found
     k, i, j = loop.loop_var, outer.loop_var, inner.loop_var
     N, K = static_int(inner.extent), static_int(loop.extent)
-    if N is None or K is None or static_int(inner.min) != 0:
+    operand = _b_operand(store.value.b, i, j, k) if N is not None and K is not None and static_int(inner.min) == 0 else None
+    if operand is None:
         return loop
-    term = store.value.b
-    for load in collect(term, tvm.ir.TensorLoad):
-        idx = list(load.indices)
-        if (uses_var(idx[-1], k) and not uses_var(idx[-1], j) and any(uses_var(x, j) for x in idx[:-1])
-                and not any(uses_var(x, i) for x in idx)):
-            break
-    else:
+    load, cast, transposed = operand
+    if not widen_float16:
+        cast = None
+    if not transposed and cast is None:
         return loop
     itype = str(j.ty.dtype)
-    copy = tirx.decl_buffer([K, N], str(load.source.ty.dtype), name=f"{load.source.name}_t", scope="local")
+    replaced = load if cast is None else cast
+    copy = tirx.decl_buffer([K, N], str(replaced.ty.dtype), name=f"{load.source.name}_t", scope="local")
     kk, jj = tirx.Var("bt_k", itype), tirx.Var("bt_j", itype)
-    fill = _parallel([(jj, tirx.IntImm(itype, N)), (kk, tirx.IntImm(itype, K))],
-                     tirx.BufferStore(copy, substitute(load, [(k, kk + loop.min), (j, jj)]), [kk, jj]))
+    value = substitute(replaced, [(k, kk + loop.min), (j, jj)])
+    order = [(jj, tirx.IntImm(itype, N)), (kk, tirx.IntImm(itype, K))]  # B's rows are j: read along k
+    fill = _parallel(order if transposed else order[::-1], tirx.BufferStore(copy, value, [kk, jj]))
     read = copy[k - loop.min, j]
-    term = tvm_ffi.structural_map(term, [(tvm.ir.TensorLoad, lambda ld: read if ld.same_as(load) else ld)])
+    term = tvm_ffi.structural_map(store.value.b, [(type(replaced), lambda n: read if n.same_as(replaced) else n)])
     body = tirx.BufferStore(store.buffer, store.value.a + term, list(store.indices))
     body = tirx.For(j, inner.min, inner.extent, inner.kind, body, inner.thread_binding, inner.annotations)
     body = tirx.For(i, outer.min, outer.extent, outer.kind, body, outer.thread_binding, outer.annotations)
@@ -179,14 +197,24 @@ def _transposed_b(loop: Any) -> Any:
     return tirx.SeqStmt([tirx.AllocBuffer(copy), *fill, new_loop])
 
 
-def transpose_b_operands(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """``func`` with the B operand of every marked gemm K loop that reads it transposed
-    (``T.gemm(..., transpose_B=True)``: ``B[j, k]``, a stride of K elements along C's rows) copied
-    into a ``(K, N)`` tile first, once per gemm, and read from there: the innermost loop then
-    reads it contiguously (target ``c``: 512^3 float32 in 128x128x32 tiles, 42 -> 8.7 ms; ``llvm``
-    10.5 -> 6.6 ms). The nest and each element's K order are unchanged: the same bits. The
-    mark stays for :func:`tile_gemms` / :func:`strip_gemm_marks`."""
-    return func if func.body is None else func.with_body(map_marked(func.body, CPU_GEMM_TILES, _transposed_b))
+def copy_b_operands(func: tirx.PrimFunc, widen_float16: bool = False) -> tirx.PrimFunc:
+    """``func`` with the B operand of every marked gemm K loop copied into a ``(K, N)`` tile
+    first, once per gemm, and read from there, where that makes the innermost loop (along C's
+    rows) vectorizable:
+
+    - B read transposed (``T.gemm(..., transpose_B=True)``: ``B[j, k]``, a stride of K elements
+      along C's rows): the copy reads it contiguously (target ``c``: 512^3 float32 in 128x128x32
+      tiles, 42 -> 8.7 ms; ``llvm`` 10.5 -> 6.6 ms);
+    - with ``widen_float16`` (target ``c``), a float16 B widened to float32 or float64: the copy
+      holds the widened values. GCC 12 converts ``_Float16`` one element at a time (no vector
+      conversion without AVX512-FP16), so the nest ran scalar: 512^3 float16 into float32 in
+      64x64x32 tiles, 291 -> 16 ms on cython/c. A float16 value widens exactly.
+
+    The nest and each element's K order and operations are unchanged: the same bits. The mark
+    stays for :func:`tile_gemms` / :func:`strip_gemm_marks`."""
+    if func.body is None:
+        return func
+    return func.with_body(map_marked(func.body, CPU_GEMM_TILES, lambda loop: _b_copied(loop, widen_float16)))
 
 
 def tile_gemms(func: tirx.PrimFunc) -> tirx.PrimFunc:

@@ -699,14 +699,15 @@ def block_work(blocks: Any, body: Any, block_var: Any = None) -> Any:
 
 def lower_tile_constructs(func: tirx.PrimFunc, options: FrontendOptions) -> tirx.PrimFunc:
     """Apply :class:`Frontend` to ``func`` (see the module docstring). On CPU targets with
-    ``simd``, a ``T.gemm`` reading B transposed first copies it into a tile read along C's rows;
+    ``simd``, a ``T.gemm`` reading B transposed (or, on target ``c``, a float16 B widened to float)
+    first copies it into a tile read along C's rows;
     then, on the CPU runtime-module path (target ``llvm``: no ``emit_pragmas``), each ``T.gemm``
     runs in vectorized groups of rows of C (lowering/cpu_gemm_tiles.py); elsewhere its mark is
     dropped."""
-    from .cpu_gemm_tiles import strip_gemm_marks, tile_gemms, transpose_b_operands
+    from .cpu_gemm_tiles import copy_b_operands, strip_gemm_marks, tile_gemms
 
-    if not options.gpu and options.simd:  # a transposed B read contiguously (both CPU targets)
-        func = transpose_b_operands(func)
+    if not options.gpu and options.simd:  # B read contiguously (both CPU targets), widened on c
+        func = copy_b_operands(func, widen_float16=options.emit_pragmas)
     if options.gpu or options.emit_pragmas or not options.simd:
         return Frontend(options).run(strip_gemm_marks(func))
     return Frontend(options).run(tile_gemms(func))
