@@ -50,7 +50,7 @@ from tvm import tirx
 
 from ..language.core import PARALLEL_MARKER
 from ..language.tileops._common import collect, static_int, substitute, uses_var
-from ..language.tileops.gemm import CPU_GEMM_TILES
+from ..language.tileops.gemm import CPU_GEMM_TILES, CPU_LOCAL_GEMM
 from .loop_marks import map_marked, without_mark
 from .markers import parallel_ndim
 
@@ -197,6 +197,59 @@ def _b_copied(loop: Any, widen_float16: bool) -> Any:
     return tirx.SeqStmt([tirx.AllocBuffer(copy), *fill, new_loop])
 
 
+def _widened_operand(term: Any, outer: Any, inner: Any) -> Optional[tuple]:
+    """``(load, cast)``: the load of ``term`` that uses the loop variable ``outer`` and not
+    ``inner``, where a cast widens it from float16 to float32 or float64; else None."""
+    for load in collect(term, tvm.ir.TensorLoad):
+        idx = list(load.indices)
+        if any(uses_var(x, inner) for x in idx) or not any(uses_var(x, outer) for x in idx):
+            continue
+        for cast in collect(term, tirx.Cast):
+            if (cast.value.same_as(load) and str(load.source.ty.dtype) == "float16"
+                    and str(cast.ty.dtype) in _WIDE_FLOATS):
+                return load, cast
+    return None
+
+
+def _local_operands_widened(loop: Any) -> Any:
+    """The marked row loop of a per-thread gemm (``for i: for k: for j: C[i, j] += A * B``) with
+    each float16 operand read from a copy of its widened values, ``(M, K)`` for A and ``(K, N)``
+    for B, made once before it; the loop without its mark where the nest is not of that form or
+    neither operand is float16."""
+    unmarked = without_mark(loop, CPU_LOCAL_GEMM)
+    k_loop = loop.body
+    j_loop = k_loop.body if isinstance(k_loop, tirx.For) else None
+    store = j_loop.body if isinstance(j_loop, tirx.For) else None
+    if not isinstance(store, tirx.BufferStore) or not isinstance(store.value, tirx.Add):
+        return unmarked
+    loops = (loop, k_loop, j_loop)
+    extents = [static_int(x.extent) for x in loops]
+    if None in extents or any(static_int(x.min) != 0 for x in loops):
+        return unmarked
+    (i, k, j), (M, K, N) = [x.loop_var for x in loops], extents
+    itype = str(j.ty.dtype)
+    term, stmts, reads = store.value.b, [], {}
+    for outer, inner, rows, cols in ((i, j, (i, M), (k, K)), (j, i, (k, K), (j, N))):  # A, then B
+        found = _widened_operand(term, outer, inner)
+        if found is None:
+            continue
+        load, cast = found
+        copy = tirx.decl_buffer([rows[1], cols[1]], str(cast.ty.dtype), name=f"{load.source.name}_w", scope="local")
+        r, c = tirx.Var("w_r", itype), tirx.Var("w_c", itype)
+        fill = tirx.BufferStore(copy, substitute(cast, [(rows[0], r), (cols[0], c)]), [r, c])
+        fill = tirx.For(c, tirx.IntImm(itype, 0), tirx.IntImm(itype, cols[1]), tirx.ForKind.SERIAL, fill)
+        stmts += [tirx.AllocBuffer(copy), tirx.For(r, tirx.IntImm(itype, 0), tirx.IntImm(itype, rows[1]),
+                                                  tirx.ForKind.SERIAL, fill)]
+        reads[cast] = copy[rows[0], cols[0]]
+    if not reads:
+        return unmarked
+    term = tvm_ffi.structural_map(term, [(tirx.Cast, lambda n: next((v for c, v in reads.items() if n.same_as(c)), n))])
+    body = tirx.BufferStore(store.buffer, store.value.a + term, list(store.indices))
+    body = tirx.For(j, j_loop.min, j_loop.extent, j_loop.kind, body, j_loop.thread_binding, j_loop.annotations)
+    body = tirx.For(k, k_loop.min, k_loop.extent, k_loop.kind, body, k_loop.thread_binding, k_loop.annotations)
+    return tirx.SeqStmt([*stmts, without_mark(loop, CPU_LOCAL_GEMM, body)])
+
+
 def copy_b_operands(func: tirx.PrimFunc, widen_float16: bool = False) -> tirx.PrimFunc:
     """``func`` with the B operand of every marked gemm K loop copied into a ``(K, N)`` tile
     first, once per gemm, and read from there, where that makes the innermost loop (along C's
@@ -208,13 +261,16 @@ def copy_b_operands(func: tirx.PrimFunc, widen_float16: bool = False) -> tirx.Pr
     - with ``widen_float16`` (target ``c``), a float16 B widened to float32 or float64: the copy
       holds the widened values. GCC 12 converts ``_Float16`` one element at a time (no vector
       conversion without AVX512-FP16), so the nest ran scalar: 512^3 float16 into float32 in
-      64x64x32 tiles, 291 -> 16 ms on cython/c. A float16 value widens exactly.
+      64x64x32 tiles, 291 -> 8-12 ms on cython/c. A float16 value widens exactly. A per-thread
+      gemm (mark ``CPU_LOCAL_GEMM``) has each float16 operand widened into a copy the same way
+      (:func:`_local_operands_widened`; 73 -> 15 ms); without ``widen_float16`` its mark is dropped.
 
     The nest and each element's K order and operations are unchanged: the same bits. The mark
     stays for :func:`tile_gemms` / :func:`strip_gemm_marks`."""
     if func.body is None:
         return func
-    return func.with_body(map_marked(func.body, CPU_GEMM_TILES, lambda loop: _b_copied(loop, widen_float16)))
+    body = map_marked(func.body, CPU_GEMM_TILES, lambda loop: _b_copied(loop, widen_float16))
+    return func.with_body(map_marked(body, CPU_LOCAL_GEMM, _local_operands_widened if widen_float16 else None))
 
 
 def tile_gemms(func: tirx.PrimFunc) -> tirx.PrimFunc:
@@ -226,4 +282,4 @@ def tile_gemms(func: tirx.PrimFunc) -> tirx.PrimFunc:
 def strip_gemm_marks(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """``func`` with the marks dropped and every gemm kept as the nest (GPU targets, target ``c``,
     ``tl.disable_vectorize``)."""
-    return func if func.body is None else func.with_body(map_marked(func.body, CPU_GEMM_TILES))
+    return func if func.body is None else func.with_body(map_marked(map_marked(func.body, CPU_GEMM_TILES), CPU_LOCAL_GEMM))

@@ -237,7 +237,9 @@ def gemm(
                     update(i, j, k)
     elif per_thread(c):
         # Whole product in every thread; i-k-j order keeps the innermost loop contiguous in B and C.
-        with _B.serial(0, M) as i:
+        # Target c widens a float16 B once per gemm (lowering/cpu_gemm_tiles.py); others drop the mark.
+        shares = any(storage_root(t.buffer).same_as(storage_root(c.buffer)) for t in (a, b))
+        with _B.serial(0, M, annotations=None if shares else {CPU_LOCAL_GEMM: 1}) as i:
             with _B.serial(0, Ka) as k:
                 with _B.serial(0, N) as j:
                     update(i, j, k)
@@ -251,6 +253,11 @@ def gemm(
         with _B.serial(0, Ka, annotations=tiles) as k:
             loop_nest([M, N], parallel=True, body=lambda v: update(v[0], v[1], k))
 
+
+#: Loop annotation on the row loop (i, around k and j) of a ``T.gemm`` into a per-thread (local)
+#: ``C`` whose ``A`` and ``B`` are not on C's storage. Target c reads a float16 B from a copy
+#: widened once per gemm (lowering/cpu_gemm_tiles.py); every other target drops the mark.
+CPU_LOCAL_GEMM = "tl.cpu_local_gemm"
 
 #: Loop annotation on the K loop of a ``T.gemm`` into a shared or fragment ``C`` whose ``A`` and
 #: ``B`` are not on C's storage. Target llvm runs such a product in vectorized groups
