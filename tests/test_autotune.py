@@ -330,6 +330,21 @@ def test_from_kernel_chain_returns_an_autotune_result(kit):
 def test_a_call_that_gives_the_tuned_parameters_is_not_tuned(kit):
     kernel = K.kit_vadd_tuned(16, speed=40)
     assert kernel.name == "vadd_s40" and kit.log("builds") == ["vadd_s40"] and kit.records() == []
+    # compiled once: every such call had built it again (a cache load each time, 42 ms a call
+    # against 0.15 ms); upstream counts one _tuner_cache entry per key, untuned here
+    assert K.kit_vadd_tuned(16, speed=40) is kernel and K.kit_vadd_tuned(n=16, speed=40) is kernel
+    (result,) = K.kit_vadd_tuned._tuner_cache.values()
+    assert result.config == {"speed": 40} and result.kernel is kernel and result.latency is None
+    assert K.kit_vadd_tuned(16, speed=4) is not kernel and len(K.kit_vadd_tuned._tuner_cache) == 2
+    tuned = K.kit_vadd_tuned(16)  # leaving the parameter out still tunes
+    assert tuned.config == {"speed": 4} and len(K.kit_vadd_tuned._tuner_cache) == 3
+
+
+def test_a_given_call_of_another_do_not_specialize_value_gets_its_own_kernel(kit):
+    tuned = tilelang.autotune(configs=[{"speed": 20}, {"speed": 1}], warmup=0, rep=3, do_not_specialize=["n"])(K.kit_vadd)
+    a, b = tuned(16, speed=20), tuned(32, speed=20)
+    assert len(tuned._tuner_cache) == 1 and a.params[0].shape == [16] and b.params[0].shape == [32]
+    assert tuned(16, speed=20) is a and tuned(32, speed=20) is b
 
 
 def test_do_not_specialize_reuses_the_best_config(kit):

@@ -71,6 +71,7 @@ class AutoTuneImpl:
         self._tuner_cache: dict[Any, AutotuneResult] = {}
         self._told_untuned: set = set()  # the tuned parameters calls gave, already logged (_explicit_tunables)
         self._kernels: dict[Any, Any] = {}
+        self._given_kernels: dict[Any, Any] = {}  # calls that give tuned parameters (_given_kernel)
         self._tuned_call: dict[Any, str] = {}
         self._kept: dict[str, Any] = {}  # arguments keyed by the address of a value in them (_freeze)
         # re-entrant: a ref_prog/supply_prog may call this function with other arguments while it
@@ -133,7 +134,7 @@ class AutoTuneImpl:
             raise TypeError(f"{self.func.__qualname__}(): {exc}") from None
         configs_given = self._explicit_tunables(bound, (call_args, kwargs))
         if configs_given:
-            kernel = self._compile_direct(call_args, kwargs, target)
+            kernel = self._given_kernel(call_args, kwargs, bound, target)
         else:
             kernel = self._tuned_kernel(call_args, kwargs, bound, inputs, target)
         if tensors and not return_kernel:
@@ -258,6 +259,26 @@ class AutoTuneImpl:
         if kernel is None:
             kernel = self._compile_direct(args, {**kwargs, **(result.config or {})}, target)
             self._kernels[exact] = kernel
+        return kernel
+
+    def _given_kernel(self, args: tuple, kwargs: dict[str, Any], bound: inspect.BoundArguments, target: Any) -> Any:
+        """The kernel of a call that gives tuned parameters itself: compiled for the values given,
+        once per set of arguments (before, every such call built it again, ~400x a plain
+        ``@tilelang.jit`` call). ``_tuner_cache`` gets an entry per key (``do_not_specialize``
+        arguments left out), as upstream counts them: its ``config`` the tuned parameters given,
+        no latency, no trials."""
+        exact = _freeze(self._arguments(bound), self._kept)
+        kernel = self._given_kernels.get(exact)
+        if kernel is None:
+            with self._lock:
+                kernel = self._given_kernels.get(exact)
+                if kernel is None:
+                    kernel = self._compile_direct(args, kwargs, target)
+                    self._given_kernels[exact] = kernel
+        key = _freeze({"given": self._key(bound)}, self._kept)
+        if key not in self._tuner_cache:
+            given = {k: v for k, v in bound.arguments.items() if k in self._config_keys((args, kwargs))}
+            self._tuner_cache.setdefault(key, AutotuneResult(config=given, kernel=kernel))
         return kernel
 
     def _compile_direct(self, args: tuple, kwargs: dict[str, Any], target: Any) -> Any:
