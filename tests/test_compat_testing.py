@@ -29,6 +29,19 @@ def test_requires_cuda_skips_without_a_device_and_says_why():
         assert "CUDA" in reason and "no CUDA device" in reason
 
 
+def test_requires_cuda_also_works_called_without_arguments():
+    """``@requires_cuda()`` (upstream's is a TVM Feature, callable empty) was a TypeError here."""
+    @tt.requires_cuda()
+    def needs_gpu():
+        pass
+
+    @tt.requires_cuda
+    def also_needs_gpu():
+        pass
+
+    assert _skip_reason(needs_gpu) == _skip_reason(also_needs_gpu) != []
+
+
 def test_requires_cuda_compute_version_forms_compare_against_the_device():
     have = tt.cuda_compute_version()
     cases = {
@@ -112,6 +125,23 @@ def test_torch_assert_close_checks_shape_dtype_and_compares_half_exactly():
         tt.torch_assert_close(a, b, rtol=0, atol=1.0, max_mismatched_ratio=0)
     with pytest.raises(TypeError):
         tt.torch_assert_close([1.0], torch.zeros(1))
+
+
+def test_torch_assert_close_returns_true_and_compares_unsigned_with_signed():
+    """Upstream's returns True (``assert torch_assert_close(a, b)``); here it returned None. And
+    torch promotes no uint16/uint32/uint64 with int64: a kernel's unsigned output against an int64
+    reference raised torch's 'Promotion for uint16, uint32, uint64 types is not supported'."""
+    x = torch.arange(5)
+    assert tt.torch_assert_close(x, x) is True
+    assert tt.torch_assert_close(torch.zeros(0), torch.zeros(0)) is True
+    for dtype in (torch.uint16, torch.uint32, torch.uint64):
+        assert tt.torch_assert_close(x.to(dtype), x, check_dtype=False, rtol=0, atol=0) is True
+        with pytest.raises(AssertionError, match="1 of 5"):
+            tt.torch_assert_close(x.to(dtype), x + (x == 4), check_dtype=False, rtol=0, atol=0, max_mismatched_ratio=0)
+    big = torch.tensor([2**63 + 2048], dtype=torch.uint64)  # past int64: compared in float64, not wrapped
+    with pytest.raises(AssertionError, match="not close"):
+        tt.torch_assert_close(big, torch.tensor([-(2**63) + 2048]), check_dtype=False, rtol=0, atol=0, max_mismatched_ratio=0)
+    tt.torch_assert_close(torch.tensor([7], dtype=torch.uint32), torch.tensor([7.0]), check_dtype=False)
 
 
 def test_set_random_seed_makes_runs_repeat():

@@ -79,7 +79,11 @@ class Requirement:
         ok, reason = self._evaluate()
         return [pytest.mark.skipif(not ok, reason=reason or f"requires {self.name}")]
 
-    def __call__(self, func: Any) -> Any:
+    def __call__(self, func: Any = None) -> Any:
+        """Mark ``func`` (a test function or class) to be skipped when the requirement is unmet;
+        without ``func`` (``@requires_cuda()``, as upstream allows), the decorator itself."""
+        if func is None:
+            return self
         if not callable(func):
             raise TypeError(f"requires_*: decorate a test function or class, got {func!r}")
         for mark in self.marks():
@@ -276,8 +280,9 @@ def torch_assert_close(
     check_stride: bool = False,
     base_name: str = "LHS",
     ref_name: str = "RHS",
-) -> None:
-    """Assert two tensors are close, allowing a small share of elements to differ.
+) -> bool:
+    """Assert two tensors are close, allowing a small share of elements to differ; returns True
+    (as upstream's does: ``assert torch_assert_close(a, b)`` works).
 
     An element matches when ``|actual - expected| <= atol + rtol * |expected|`` (NaN matches
     NaN when ``equal_nan``). The assertion fails when more than
@@ -309,18 +314,18 @@ def torch_assert_close(
     a = _comparable(torch, actual)
     b = _comparable(torch, expected).to(a.device)
     if a.dtype != b.dtype:
-        common = torch.promote_types(a.dtype, b.dtype)
+        common = _common_dtype(torch, a, b)
         a, b = a.to(common), b.to(common)
     total = a.numel()
     if total == 0:
-        return
+        return True
     close = torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
     mismatched = int((~close).sum().item())
     allowed = int(total * max_mismatched_ratio)
     if verbose:
         print(f"{names}: {mismatched} of {total} elements differ (allowed: {allowed})")
     if mismatched <= allowed:
-        return
+        return True
     where = (~close).nonzero()
     shown = []
     for index in where[:5].tolist():
@@ -338,6 +343,18 @@ def torch_assert_close(
         f"max_mismatched_ratio={max_mismatched_ratio}{worst}; first mismatches (index: {base_name} vs {ref_name}): "
         + ", ".join(shown)
     )
+
+
+def _common_dtype(torch: Any, a: Any, b: Any) -> Any:
+    """The dtype two tensors of different dtypes are compared in. torch promotes no uint16,
+    uint32 or uint64 with another dtype (a RuntimeError): those compare in int64, exactly, or in
+    float64 where a float takes part or a uint64 holds a value past int64's range."""
+    unsigned = (torch.uint16, torch.uint32, torch.uint64)
+    if a.dtype not in unsigned and b.dtype not in unsigned:
+        return torch.promote_types(a.dtype, b.dtype)
+    past_int64 = any(t.dtype == torch.uint64 and bool((t.view(torch.int64) < 0).any()) for t in (a, b))
+    floats = a.dtype.is_floating_point or b.dtype.is_floating_point
+    return torch.float64 if past_int64 or floats else torch.int64
 
 
 def _comparable(torch: Any, t: Any) -> Any:
