@@ -115,6 +115,36 @@ def test_bad_pointer_arguments(path, bad, error, given):
         kernel(b, bad, 2, 2)
 
 
+def _freed(x):
+    x.untyped_storage().resize_(0)
+    return x
+
+
+@pytest.mark.parametrize("make, given", [
+    (lambda: _freed(torch.ones(2, 2)), "storage holds 0 bytes"),
+    (lambda: torch._subclasses.fake_tensor.FakeTensorMode().from_tensor(torch.ones(2, 2)), "data in memory"),
+])
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_a_pointer_argument_without_memory_is_refused(path, make, given):
+    """A tensor with no memory behind it (a freed storage, a FakeTensor) for a ``T.ptr``
+    parameter: its NULL data pointer crashed the process (SIGSEGV) on every backend; it is now
+    refused as a tensor parameter refuses it."""
+    kernel = _scaled_copy(path)
+    with pytest.raises(ValueError, match="argument 'a_ptr' \\(#0\\): expected a tensor") as info:
+        kernel(make(), torch.zeros(2, 2), 2, 2)
+    assert given in str(info.value)
+
+
+@pytest.mark.parametrize("path", [PATHS[0], PATHS[2]], ids=path_id)
+def test_a_numpy_integer_is_an_address_like_an_int(path):
+    np = pytest.importorskip("numpy")
+    kernel = _scaled_copy(path)
+    a, b, c = torch.arange(4.0).reshape(2, 2), torch.zeros(2, 2), torch.zeros(2, 2)
+    kernel(np.int64(a.data_ptr()), b, 2, 2)
+    kernel(a.data_ptr(), c, 2, 2)
+    assert torch.equal(b, c) and c.any()
+
+
 def test_pointer_table_annotation_is_an_int64_buffer():
     G = 4
 

@@ -877,12 +877,18 @@ def pointer_arguments(artifact: KernelArtifact, out_idx: Sequence[int] = ()) -> 
                 if x.device.type != want:
                     raise ValueError(f"{prefix}: expected a pointer to {family} memory (a tensor on {want} or an int "
                                      f"address), got a tensor on {x.device}")
+                # no memory behind it (a FakeTensor, a freed storage): its NULL data pointer crashed
+                # the process on every backend
+                err = storage_error(prefix, x)
+                if err is not None:
+                    raise err
                 out[pos] = x.data_ptr()
                 continue
-            if isinstance(x, bool) or not isinstance(x, int):
+            index = getattr(type(x), "__index__", None)
+            if isinstance(x, bool) or index is None or type(x).__module__ == "torch":
                 raise TypeError(f"{prefix}: expected a pointer: a torch.Tensor on {want} or an int address "
                                 f"(such as t.data_ptr()), got {type_name(x)}")
-            out[pos] = int(x)
+            out[pos] = int(index(x))  # an int subclass, a NumPy integer
         return tuple(out)
 
     return convert
