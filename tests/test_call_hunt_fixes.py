@@ -69,6 +69,30 @@ def test_out_idx_naming_a_parameter_the_kernel_never_writes_warns():
     torch.testing.assert_close(kernel(torch.ones(8), torch.ones(8)), torch.full((8,), 2.0))
 
 
+def test_an_output_of_a_static_zero_size_is_not_called_unwritten():
+    """The direct form called with empty tensors specialises the kernel to n = 0: its loops fold
+    away and nothing writes the output, which warned that the kernel 'never writes' it and advised
+    leaving it out of out_idx, though every other size writes it."""
+
+    @tilelang.jit(out_idx=-1, target="c")
+    def add(A, B):
+        (n,) = A.shape
+
+        @T.prim_func
+        def addk(a: T.Tensor(A.shape, A.dtype), b: T.Tensor(B.shape, B.dtype), c: T.Tensor(A.shape, A.dtype)):
+            with T.Kernel(T.ceildiv(n, 128)) as bx:
+                for i in T.Parallel(128):
+                    if bx * 128 + i < n:
+                        c[bx * 128 + i] = a[bx * 128 + i] + b[bx * 128 + i]
+
+        return addk
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert add(torch.ones(0), torch.ones(0)).shape == (0,)
+        torch.testing.assert_close(add(torch.ones(3), torch.ones(3)), torch.full((3,), 2.0))
+
+
 def test_a_negative_extent_in_a_tensor_annotation_is_refused_where_it_is_written():
     with pytest.raises(LoweringError, match=r"T.Tensor: shape \(-2, 3\): every extent must be at least 0, got -2"):
 

@@ -66,8 +66,12 @@ def normalize_out_idx(out_idx: OutIdx, artifact: KernelArtifact) -> list[int]:
 def warn_unwritten_outputs(artifact: KernelArtifact, out_idx: Sequence[int]) -> None:
     """Warn (:class:`UnwrittenOutputWarning`) when ``out_idx`` names parameters ``artifact``'s kernel
     never writes: each call returns the memory allocated for them as it was. TileLang allows it
-    (upstream's kda/wy_fast.py returns an output only one variant of its kernel writes)."""
-    unwritten = [artifact.params[i].name for i in out_idx if not artifact.params[i].written]  # outputs: TensorParams
+    (upstream's kda/wy_fast.py returns an output only one variant of its kernel writes). An
+    output with a static zero dimension is not named: it has nothing to write."""
+    # outputs: TensorParams. One with a static zero dimension has no element to write (the loops
+    # over it were folded away, so nothing writes it; every other size of the kernel may)
+    unwritten = [artifact.params[i].name for i in out_idx
+                 if not artifact.params[i].written and 0 not in artifact.params[i].shape]
     if not unwritten:
         return
     import os
