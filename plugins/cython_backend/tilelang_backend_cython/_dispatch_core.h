@@ -924,6 +924,31 @@ static PyObject *tl_dlpack_error(tl_kernel *k, const tl_param *p, PyObject *obj)
     }
   }
   PyErr_Clear();
+  {
+    /* no storage at all (a vmap-batched tensor, a torch.func wrapper): worded as the core's
+     * calling.storage_error words it on the other backends */
+    PyObject *storage = PyObject_CallMethod(obj, "untyped_storage", NULL);
+    if (storage) {
+      Py_DECREF(storage);
+    } else if (PyErr_ExceptionMatches(PyExc_RuntimeError) || PyErr_ExceptionMatches(PyExc_NotImplementedError)) {
+      PyObject *set, *sev, *stb, *why;
+      const char *text, *end;
+      PyErr_Fetch(&set, &sev, &stb);
+      why = sev ? PyObject_Str(sev) : NULL;
+      text = why ? PyUnicode_AsUTF8(why) : NULL;
+      PyErr_Clear();
+      if (!text || !*text) text = "no storage";
+      end = strchr(text, '\n');
+      tl_arg_error(k, PyExc_ValueError, p, "expected a dense tensor with storage, got one without (%.*s); "
+                   "pass a plain tensor", (int)(end ? (size_t)(end - text) : strlen(text)), text);
+      Py_XDECREF(why);
+      Py_XDECREF(set);
+      Py_XDECREF(sev);
+      Py_XDECREF(stb);
+      goto done;
+    }
+    PyErr_Clear();
+  }
   first = msg ? PyUnicode_AsUTF8(msg) : NULL;
   if (!first) {
     PyErr_Clear();
