@@ -70,9 +70,12 @@ def test_eager_misuse_is_named():
         _scale(torch.ones(4))
     with pytest.raises(TypeError, match=r"T.const N must be an int >= 0 \(a size\), got str 'ten'"):
         _scale.compile(N="ten")
-    with pytest.raises(ValueError, match=r"_scale\(\) argument 'X': expected dtype float32, got float16"):
+    with pytest.raises(ValueError, match=r"_scale\(\) argument 'X' \(#0\): expected dtype float32, got float16"):
         _scale.compile(T.Tensor((10,), "float16"), 2.0)
     torch.testing.assert_close(_scale(torch.ones(4), 3.0), torch.full((4,), 3.0))
+    # None for the tensor said only "cannot tell the value of T.const N"
+    with pytest.raises(TypeError, match=r"^_scale\(\) argument 'X' \(#0\): expected a torch.Tensor, got NoneType$"):
+        _scale(None, 2.0)
 
 
 @tilelang.jit(out_idx=-1, target="c", execution_backend="cython")

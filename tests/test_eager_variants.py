@@ -93,7 +93,7 @@ def test_branches_with_outputs_elif_and_a_get_tir_of_an_earlier_branch():
     with pytest.raises(TypeError, match=r"no branch of the if at .*test_eager_variants.py:\d+ applies to these "
                                         r"arguments \(layout='cols', factor=None\)"):
         scaled(x2, "cols")
-    with pytest.raises(ValueError, match="X has 2 dimensions, its annotation declares 1"):
+    with pytest.raises(ValueError, match=r"argument 'X' \(#0\): expected 1 dimensions, got 2"):
         scaled(x2, "flat")
 
 

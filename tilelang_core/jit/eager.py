@@ -681,6 +681,10 @@ class EagerFunction:
         for p in a.kernel_params:
             decl = decls[p]
             value = bound.get(p)
+            position = list(a.kernel_params).index(p)  # numbered as the kernel call numbers it
+            if value is None and p in bound and a.signature.parameters[p].default is not None and hasattr(decl, "shape"):
+                # given None (not left to a None default): it said only that a T.const had no value
+                raise TypeError(f"{a.name}() argument '{p}' (#{position}): expected a torch.Tensor, got NoneType")
             if value is None or not hasattr(decl, "shape"):
                 continue
             from .decorator import is_numpy_array, numpy_array_message
@@ -688,10 +692,9 @@ class EagerFunction:
             if is_numpy_array(value):  # it has a shape, but a kernel takes torch tensors
                 raise TypeError(numpy_array_message(a.name, f"argument {p!r}"))
             if not hasattr(value, "shape"):  # a list or a number for a tensor: the calling convention's error
-                position = list(a.kernel_params).index(p)  # numbered as the kernel call numbers it
                 raise TypeError(f"{a.name}() argument '{p}' (#{position}): expected a torch.Tensor, got "
                                 f"{type(value).__name__}")
-            _bind_consts(a.name, p, decl, value, symbols, consts, origins)
+            _bind_consts(a.name, p, decl, value, symbols, consts, origins, position)
         missing = [c for c in a.const_names if c not in consts]
         if missing:
             raise TypeError(
@@ -838,21 +841,24 @@ def _closure_values(func: Callable[..., Any]) -> dict[str, Any]:
 
 
 def _bind_consts(fname: str, param: str, decl: Any, value: Any, symbols: dict[str, Any], consts: dict[str, Any],
-                 origins: dict[str, str]) -> None:
-    """Read each constant used as a dimension (or stride) of ``param`` from the argument ``value``;
-    ``origins`` says where each value in ``consts`` came from (for the error of a disagreement)."""
+                 origins: dict[str, str], position: int) -> None:
+    """Read each constant used as a dimension (or stride) of ``param`` (the kernel's argument
+    ``position``) from the argument ``value``; ``origins`` says where each value in ``consts``
+    came from (for the error of a disagreement). Dtype and rank errors are worded as the calling
+    convention words them for a compiled kernel."""
     from tvm import tirx
 
+    label = f"{fname}() argument '{param}' (#{position})"
     want, got = _dtype_text(decl), _dtype_text(value)
     if want and got and want != got:  # a T.Tensor spec (f.compile) or a tensor of another dtype
-        raise ValueError(f"{fname}() argument '{param}': expected dtype {want}, got {got}")
+        raise ValueError(f"{label}: expected dtype {want}, got {got}")
     shape = [int(d) for d in value.shape] if not hasattr(value, "buffer_type") else [_int_or_none(d) for d in value.shape]
     strides = _strides_of(value)
     for what, dims, actual in (("dimension", list(decl.shape), shape), ("stride", list(decl.strides or []), strides)):
         if not dims or actual is None:
             continue
         if len(dims) != len(actual):
-            raise ArgumentShapeError(f"{fname}(): {param} has {len(actual)} {what}s, its annotation declares {len(dims)}")
+            raise ArgumentShapeError(f"{label}: expected {len(dims)} {what}s, got {len(actual)}")
         for i, (dim, got) in enumerate(zip(dims, actual)):
             if got is None:
                 continue
