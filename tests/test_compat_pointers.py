@@ -123,6 +123,7 @@ def _freed(x):
 @pytest.mark.parametrize("make, given", [
     (lambda: _freed(torch.ones(2, 2)), "storage holds 0 bytes"),
     (lambda: torch._subclasses.fake_tensor.FakeTensorMode().from_tensor(torch.ones(2, 2)), "data in memory"),
+    (lambda: torch.empty(0), "data pointer is NULL (an empty tensor, shape (0,))"),
 ])
 @pytest.mark.parametrize("path", PATHS, ids=path_id)
 def test_a_pointer_argument_without_memory_is_refused(path, make, given):
@@ -143,6 +144,9 @@ def test_a_numpy_integer_is_an_address_like_an_int(path):
     kernel(np.int64(a.data_ptr()), b, 2, 2)
     kernel(a.data_ptr(), c, 2, 2)
     assert torch.equal(b, c) and c.any()
+    for array in (np.ones((2, 2), np.float32), np.array([a.data_ptr()]), np.array(a.data_ptr())):
+        with pytest.raises(TypeError, match=r"argument 'a_ptr' \(#0\): expected a pointer: .* got ndarray"):
+            kernel(array, b, 2, 2)
 
 
 def test_pointer_table_annotation_is_an_int64_buffer():

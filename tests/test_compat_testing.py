@@ -138,10 +138,15 @@ def test_torch_assert_close_returns_true_and_compares_unsigned_with_signed():
         assert tt.torch_assert_close(x.to(dtype), x, check_dtype=False, rtol=0, atol=0) is True
         with pytest.raises(AssertionError, match="1 of 5"):
             tt.torch_assert_close(x.to(dtype), x + (x == 4), check_dtype=False, rtol=0, atol=0, max_mismatched_ratio=0)
-    big = torch.tensor([2**63 + 2048], dtype=torch.uint64)  # past int64: compared in float64, not wrapped
-    with pytest.raises(AssertionError, match="not close"):
-        tt.torch_assert_close(big, torch.tensor([-(2**63) + 2048]), check_dtype=False, rtol=0, atol=0, max_mismatched_ratio=0)
+    # past int64: equal to no int64 value (wrapped, 2**63 + 2048 would be -(2**63) + 2048), and the
+    # other elements still compared exactly (2**60 + 1 is not 2**60, as in float64 it would be)
+    big = torch.tensor([2**63 + 2048, 2**60 + 1], dtype=torch.uint64)
+    with pytest.raises(AssertionError, match="2 of 2"):
+        tt.torch_assert_close(big, torch.tensor([-(2**63) + 2048, 2**60]), check_dtype=False, rtol=0, atol=0,
+                              max_mismatched_ratio=0.5)
     tt.torch_assert_close(torch.tensor([7], dtype=torch.uint32), torch.tensor([7.0]), check_dtype=False)
+    with pytest.raises(AssertionError, match="not close"):  # the imaginary part counts
+        tt.torch_assert_close(torch.tensor([3], dtype=torch.uint32), torch.tensor([3 + 4j]), check_dtype=False)
 
 
 def test_set_random_seed_makes_runs_repeat():

@@ -232,7 +232,9 @@ LOCAL_CASES = {
 @pytest.mark.parametrize("name", list(LOCAL_CASES))
 def test_a_per_thread_float16_gemm_is_the_bits_of_the_plain_nest(path, name):
     """A local (per-thread) C of float16 operands, upstream's CPU gemm: on target c each float16
-    operand widened into a float copy once per gemm (below) gives the bits of the plain nest."""
+    operand widened into a float copy once per gemm (below) gives the bits of the plain nest (of
+    finite inputs: with NaNs, GCC's vector code may order an add's operands otherwise, and x86
+    keeps the first operand's NaN, so only a NaN's sign bit may differ)."""
     case = LOCAL_CASES[name]
     inputs, out, ref = _inputs(case)
     func = KS.matmul(case["M"], case["N"], case["K"], case["bm"], case["bn"], case["bk"], case["dtype"],

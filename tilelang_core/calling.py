@@ -47,6 +47,7 @@ table either way.
 from __future__ import annotations
 
 import builtins
+import numbers
 import operator
 import warnings
 from dataclasses import dataclass, field
@@ -882,13 +883,17 @@ def pointer_arguments(artifact: KernelArtifact, out_idx: Sequence[int] = ()) -> 
                 err = storage_error(prefix, x)
                 if err is not None:
                     raise err
-                out[pos] = x.data_ptr()
+                address = x.data_ptr()
+                if not address:  # an empty tensor: the kernel reads what its code says, not numel()
+                    raise ValueError(f"{prefix}: expected a tensor with memory behind it, got one whose data pointer "
+                                     f"is NULL (an empty tensor, shape {tuple(x.shape)}); pass a tensor holding the "
+                                     f"elements the kernel reads")
+                out[pos] = address
                 continue
-            index = getattr(type(x), "__index__", None)
-            if isinstance(x, bool) or index is None or type(x).__module__ == "torch":
+            if isinstance(x, bool) or not isinstance(x, numbers.Integral):
                 raise TypeError(f"{prefix}: expected a pointer: a torch.Tensor on {want} or an int address "
                                 f"(such as t.data_ptr()), got {type_name(x)}")
-            out[pos] = int(index(x))  # an int subclass, a NumPy integer
+            out[pos] = int(x)  # an int subclass, a NumPy integer
         return tuple(out)
 
     return convert

@@ -313,13 +313,13 @@ def torch_assert_close(
 
     a = _comparable(torch, actual)
     b = _comparable(torch, expected).to(a.device)
-    if a.dtype != b.dtype:
-        common = _common_dtype(torch, a, b)
-        a, b = a.to(common), b.to(common)
+    a, b, apart = _in_common_dtype(torch, a, b)
     total = a.numel()
     if total == 0:
         return True
     close = torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    if apart is not None:
+        close &= ~apart
     mismatched = int((~close).sum().item())
     allowed = int(total * max_mismatched_ratio)
     if verbose:
@@ -345,16 +345,29 @@ def torch_assert_close(
     )
 
 
-def _common_dtype(torch: Any, a: Any, b: Any) -> Any:
-    """The dtype two tensors of different dtypes are compared in. torch promotes no uint16,
-    uint32 or uint64 with another dtype (a RuntimeError): those compare in int64, exactly, or in
-    float64 where a float takes part or a uint64 holds a value past int64's range."""
+def _in_common_dtype(torch: Any, a: Any, b: Any) -> tuple:
+    """``(a, b, apart)``: two tensors in the dtype they are compared in, and a mask of elements
+    that differ whatever the tolerance (None when there are none). Different dtypes compare in the
+    dtype torch promotes them to; torch promotes uint16, uint32 and uint64 with nothing (a
+    RuntimeError), so those compare in int64 against another integer dtype (exactly; a uint64
+    value past int64's range equals no value of a signed dtype, which wrapped into int64 would),
+    in float64 against a float, in complex128 against a complex."""
+    if a.dtype == b.dtype:
+        return a, b, None
     unsigned = (torch.uint16, torch.uint32, torch.uint64)
     if a.dtype not in unsigned and b.dtype not in unsigned:
-        return torch.promote_types(a.dtype, b.dtype)
-    past_int64 = any(t.dtype == torch.uint64 and bool((t.view(torch.int64) < 0).any()) for t in (a, b))
-    floats = a.dtype.is_floating_point or b.dtype.is_floating_point
-    return torch.float64 if past_int64 or floats else torch.int64
+        common = torch.promote_types(a.dtype, b.dtype)
+        return a.to(common), b.to(common), None
+    if a.dtype.is_complex or b.dtype.is_complex:
+        return a.to(torch.complex128), b.to(torch.complex128), None
+    if a.dtype.is_floating_point or b.dtype.is_floating_point:
+        return a.to(torch.float64), b.to(torch.float64), None
+    apart = None
+    for t in (a, b):
+        if t.dtype == torch.uint64:
+            past = t.view(torch.int64) < 0
+            apart = past if apart is None else apart | past
+    return a.to(torch.int64), b.to(torch.int64), apart
 
 
 def _comparable(torch: Any, t: Any) -> Any:

@@ -264,6 +264,8 @@ def copy_b_operands(func: tirx.PrimFunc, widen_float16: bool = False) -> tirx.Pr
       64x64x32 tiles, 291 -> 8-12 ms on cython/c. A float16 value widens exactly. A per-thread
       gemm (mark ``CPU_LOCAL_GEMM``) has each float16 operand widened into a copy the same way
       (:func:`_local_operands_widened`; 73 -> 15 ms); without ``widen_float16`` its mark is dropped.
+      There the loop, now vectorized, may see its add's operands swapped by GCC: x86 keeps the first
+      operand's NaN, so a NaN result's sign bit may differ (IEEE 754 leaves it open).
 
     The nest and each element's K order and operations are unchanged: the same bits. The mark
     stays for :func:`tile_gemms` / :func:`strip_gemm_marks`."""
