@@ -92,6 +92,49 @@ def test_clear_unlinks_a_kernels_folder_that_is_a_link_and_never_follows_it(env)
     assert kernels.is_dir() and not kernels.is_symlink()
 
 
+def test_clear_unlinks_a_locks_folder_that_is_a_link_and_never_follows_it(env):
+    """clear unlinked idle ``<key>.lock`` files through a ``locks`` link: a file of the user's with
+    such a name went, and the link stayed, so the cache stayed unusable (clear was the remedy the
+    error named)."""
+    saved_entry(env)
+    user = user_folder(env.tmp)
+    (user / (key_of("x") + ".lock")).write_text("a user's file with a lock file's name")
+    before = tree(user)
+    locks = env.cache_dir / "locks"
+    import shutil
+
+    shutil.rmtree(locks)
+    locks.symlink_to(user, target_is_directory=True)
+    with pytest.raises(CacheError, match=r"locks is a symbolic link, not a directory.*tilelang cache clear"):
+        fresh(env).get_or_build(key_of("k2"), env.record, env.builder())
+    report = get_cache().clear_report()
+    assert tree(user) == before and not os.path.lexists(locks)
+    assert str(locks) in report["removed_junk"]
+    run(get_cache().get_or_build(key_of("again"), env.record, env.builder()))  # the cache works again
+    shutil.rmtree(locks)
+    locks.symlink_to(user, target_is_directory=True)
+    tilelang.cache.prune(0)  # prune does not follow it either
+    assert tree(user) == before
+
+
+@pytest.mark.parametrize("sub", ["kernels", "locks"])
+def test_a_file_in_place_of_a_cache_folder_is_named_with_a_remedy_that_works(env, sub):
+    """clear keeps regular files it did not make, so 'Run tilelang cache clear' did not help."""
+    saved_entry(env)
+    import shutil
+
+    folder = env.cache_dir / sub
+    shutil.rmtree(folder)
+    folder.write_text("someone's notes")
+    with pytest.raises(CacheError, match=rf"{sub} is a regular file, where the cache keeps its {sub}/ folder.*"
+                                         r"Move or delete it"):
+        fresh(env).get_or_build(key_of("k2"), env.record, env.builder())
+    report = get_cache().clear_report()
+    assert folder.read_text() == "someone's notes" and str(folder) in report["kept"]
+    folder.unlink()
+    run(fresh(env).get_or_build(key_of("k2"), env.record, env.builder()))
+
+
 def test_clear_unlinks_a_shard_that_is_a_link_and_never_follows_it(env):
     entry = saved_entry(env)
     user = user_folder(env.tmp)

@@ -36,7 +36,7 @@ from ..errors import ArtifactError, BuildError, CacheError, SettingError
 from ..flock_wait import flock_within
 from . import entry as E
 from . import leftovers, ownership, trust
-from .location import cache_disabled, check_private, default_cache_dir, prepare_cache_dir, tree_place
+from .location import CACHE_DIR_ENV, cache_disabled, check_private, default_cache_dir, prepare_cache_dir, tree_place
 
 if TYPE_CHECKING:
     from ..backends.registry import BackendRecord
@@ -183,6 +183,12 @@ class DiskCache:
                 st = os.lstat(path)
             except FileNotFoundError:
                 return False
+            if stat.S_ISREG(st.st_mode) and sub != "tmp" and trust.enforced():
+                # `tilelang cache clear` keeps such files (it removes a tmp file), so it is no remedy here
+                raise CacheError(
+                    f"kernel cache folder {path} is a regular file, where the cache keeps its {sub}/ folder, so it "
+                    f"was not made by tilelang. Move or delete it (tilelang cache clear keeps files it did not "
+                    f"make), or set {CACHE_DIR_ENV} to another directory")
             trust.check_owned_dir(path, st, self._place)
         return True
 
@@ -510,7 +516,7 @@ class DiskCache:
                     with contextlib.suppress(OSError):
                         shard.rmdir()  # only when empty
         self._clear_tuning_records(report)
-        self._clear_idle_locks(report["kept"])
+        self._clear_idle_locks(report)
         return report
 
     def _clear_tmp(self, report: dict[str, Any]) -> None:
@@ -614,18 +620,29 @@ class DiskCache:
             return problem
         return f"{directory} was moved to {trash} but not deleted ({problem})"
 
-    def _clear_idle_locks(self, kept: Optional[list] = None) -> None:
+    def _clear_idle_locks(self, report: Optional[dict[str, Any]] = None) -> None:
         """Unlink the lock files of ``locks/`` that no process holds (one per key ever built,
-        ``<key>.lock``); anything else there is not the cache's and stays (listed in ``kept``
-        when given: a user's ``deploy.lock`` in an adopted folder went before)."""
+        ``<key>.lock``); anything else there is not the cache's and stays (listed in the clear
+        ``report``'s ``kept`` when given: a user's ``deploy.lock`` in an adopted folder went
+        before). A ``locks`` that is not a real folder is never followed: a link (or other special
+        file) is unlinked, a regular file kept, as :func:`_clear_junk` does (a link to a folder of
+        the user's had its ``<key>.lock`` files deleted)."""
         if fcntl is None:  # pragma: no cover
             return
         locks = self.root / "locks"
+        try:
+            st = os.lstat(locks)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            if report is not None:
+                _clear_junk(report, locks, trust.describe_kind(st))
+            return
         for path, st in _children(locks):
             if not (stat.S_ISREG(st.st_mode) and path.name.endswith(".lock")
                     and _KEY_NAME.fullmatch(path.name[: -len(".lock")])):
-                if kept is not None:
-                    kept.append(str(path))
+                if report is not None:
+                    report["kept"].append(str(path))
                 continue
             try:
                 fd = os.open(path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
