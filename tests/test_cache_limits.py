@@ -78,6 +78,27 @@ def test_an_empty_or_relative_home_is_not_the_cache_s_home(monkeypatch, tmp_path
     assert default_cache_dir() == tmp_path / "h" / ".cache" / "tilelang"
 
 
+def test_a_relative_cache_dir_stays_where_it_was_first_used_and_a_blank_one_is_unset(monkeypatch, tmp_path):
+    """A relative TILELANG_CACHE_DIR followed every os.chdir of the process (one cache per folder
+    it visited, and `cache info` printed the relative path); a blank one made a folder named ' '."""
+    import tilelang_core.cache.location as location
+
+    monkeypatch.setattr(location, "_RELATIVE_RESOLVED", {})
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    monkeypatch.setenv("TILELANG_CACHE_DIR", "relcache")
+    assert default_cache_dir() == tmp_path / "a" / "relcache"
+    monkeypatch.chdir(tmp_path / "b")
+    assert default_cache_dir() == tmp_path / "a" / "relcache"
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "abs"))
+    assert default_cache_dir() == tmp_path / "abs"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    for blank in (" ", "\t "):
+        monkeypatch.setenv("TILELANG_CACHE_DIR", blank)
+        assert default_cache_dir() == tmp_path / "xdg" / "tilelang"
+
+
 def test_an_export_name_too_long_is_refused_before_writing(compiled, tmp_path):
     target = tmp_path / ("e" * 300)
     with pytest.raises(OSError, match=r"cannot export kernel 'vadd' to .*: the name 'eeee.*\.\.\.' is 300 bytes long, "
