@@ -198,7 +198,7 @@ def test_a_transposed_b_is_read_from_a_copy_along_c_rows(target):
     """A fragment C with ``transpose_B``: B is read as ``B[j, k]``, a stride of K elements along
     C's rows, in the innermost loop (target c: 512^3 float32, 128x128x32 tiles: 59 ms, 15 ms with
     the copy; llvm 16.5 and 12.9 ms). The tile is copied transposed once per gemm
-    (lowering/cpu_gemm_tiles.py ``copy_b_operands``); the bits are the untiled nest's (above)."""
+    (lowering/cpu_gemm_tiles.py ``copy_gemm_operands``); the bits are the untiled nest's (above)."""
     func = _matmul(64, 48, 40, 32, 48, 20, trans_b=True)
     source = tilelang_core.lower(func, target=target).kernel_source
     assert "B_t_t" in source  # the copy of the B tile B_t
@@ -210,7 +210,7 @@ def test_a_float16_b_is_widened_once_per_gemm_on_target_c():
     """GCC 12 converts ``_Float16`` to float one element at a time (no vector conversion without
     AVX512-FP16), so a float16 gemm into float32 ran its innermost loop scalar on target c
     (512^3 in 64x64x32 tiles: 291 ms on cython/c, 12 ms on tvm_ffi/llvm). The B tile is now
-    widened into a float32 copy once per gemm (``copy_b_operands``), which the loop reads as
+    widened into a float32 copy once per gemm (``copy_gemm_operands``), which the loop reads as
     vectors: 8-12 ms. A float16 value widens exactly, so the bits are the untiled nest's (the
     ``f16 into f32`` case above). LLVM vectorizes the conversion itself: llvm keeps the nest."""
     func = _matmul(64, 64, 64, 32, 32, 32, dtype="float16", acc="float32")
@@ -250,7 +250,7 @@ def test_a_per_thread_float16_gemm_widens_its_operands_once_on_target_c():
     """Upstream's CPU gemm (float16 tiles in T.alloc_local, a float32 C) ran its innermost loop
     scalar on target c: GCC 12 has no vector float16 conversion, and the whole loop needs one
     (512^3 in 64x64x32 tiles: 73 ms on cython/c, 12.6 on tvm_ffi/llvm). Each float16 operand is
-    now widened into a copy once per gemm (``copy_b_operands``), and the loop runs on float
+    now widened into a copy once per gemm (``copy_gemm_operands``), and the loop runs on float
     vectors: 15 ms. llvm vectorizes the conversion itself and keeps the nest; so does a float16 C."""
     def source(dtype, acc, target="c", **configs):
         func = KS.matmul(64, 64, 64, 32, 32, 32, dtype, acc, False, False, style="cpu")

@@ -54,7 +54,7 @@ from ..language.tileops.gemm import CPU_GEMM_TILES, CPU_LOCAL_GEMM
 from .loop_marks import map_marked, without_mark
 from .markers import parallel_ndim
 
-__all__ = ["ROWS", "copy_b_operands", "strip_gemm_marks", "tile_gemms"]
+__all__ = ["ROWS", "copy_gemm_operands", "strip_gemm_marks", "tile_gemms"]
 
 #: Rows of C that one column loop updates together: independent chains per SIMD lane.
 ROWS = 8
@@ -146,19 +146,18 @@ def _tile(loop: Any) -> Any:
     return tirx.SeqStmt(stmts) if len(stmts) > 1 else stmts[0]
 
 
-def _b_operand(term: Any, i: Any, j: Any, k: Any) -> Optional[tuple]:
-    """``(load, cast, transposed)`` for the B operand of a gemm ``term``: the tensor load that
-    varies along C's rows (``j``) and not along its columns (``i``); ``cast`` the widening of a
-    float16 load to float32 or float64 around it (None if it has none); ``transposed`` whether it
-    is read as ``B[.., j, k]``. None when no load has that form."""
+def _operand(term: Any, along: Any, across: Any) -> Optional[tuple]:
+    """``(load, cast)`` for the operand of a gemm ``term`` that varies with the loop variable
+    ``along`` and not with ``across`` (B: along C's rows ``j``, across ``i``; A: the other way);
+    ``cast`` the widening of a float16 load to float32 or float64 around it, else None. None when
+    no load has that form."""
     for load in collect(term, tvm.ir.TensorLoad):
         idx = list(load.indices)
-        if any(uses_var(x, i) for x in idx) or not any(uses_var(x, j) for x in idx):
+        if any(uses_var(x, across) for x in idx) or not any(uses_var(x, along) for x in idx):
             continue
-        transposed = uses_var(idx[-1], k) and not uses_var(idx[-1], j)
         widened = [c for c in collect(term, tirx.Cast) if c.value.same_as(load)
                    and str(load.source.ty.dtype) == "float16" and str(c.ty.dtype) in _WIDE_FLOATS]
-        return load, (widened[0] if widened else None), transposed
+        return load, (widened[0] if widened else None)
     return None
 
 
@@ -172,10 +171,12 @@ def _b_copied(loop: Any, widen_float16: bool) -> Any:
     outer, inner, store = found
     k, i, j = loop.loop_var, outer.loop_var, inner.loop_var
     N, K = static_int(inner.extent), static_int(loop.extent)
-    operand = _b_operand(store.value.b, i, j, k) if N is not None and K is not None and static_int(inner.min) == 0 else None
+    operand = _operand(store.value.b, j, i) if N is not None and K is not None and static_int(inner.min) == 0 else None
     if operand is None:
         return loop
-    load, cast, transposed = operand
+    load, cast = operand
+    last = list(load.indices)[-1]
+    transposed = uses_var(last, k) and not uses_var(last, j)  # read as B[.., j, k]
     if not widen_float16:
         cast = None
     if not transposed and cast is None:
@@ -197,20 +198,6 @@ def _b_copied(loop: Any, widen_float16: bool) -> Any:
     return tirx.SeqStmt([tirx.AllocBuffer(copy), *fill, new_loop])
 
 
-def _widened_operand(term: Any, outer: Any, inner: Any) -> Optional[tuple]:
-    """``(load, cast)``: the load of ``term`` that uses the loop variable ``outer`` and not
-    ``inner``, where a cast widens it from float16 to float32 or float64; else None."""
-    for load in collect(term, tvm.ir.TensorLoad):
-        idx = list(load.indices)
-        if any(uses_var(x, inner) for x in idx) or not any(uses_var(x, outer) for x in idx):
-            continue
-        for cast in collect(term, tirx.Cast):
-            if (cast.value.same_as(load) and str(load.source.ty.dtype) == "float16"
-                    and str(cast.ty.dtype) in _WIDE_FLOATS):
-                return load, cast
-    return None
-
-
 def _local_operands_widened(loop: Any) -> Any:
     """The marked row loop of a per-thread gemm (``for i: for k: for j: C[i, j] += A * B``) with
     each float16 operand read from a copy of its widened values, ``(M, K)`` for A and ``(K, N)``
@@ -230,8 +217,8 @@ def _local_operands_widened(loop: Any) -> Any:
     itype = str(j.ty.dtype)
     term, stmts, reads = store.value.b, [], {}
     for outer, inner, rows, cols in ((i, j, (i, M), (k, K)), (j, i, (k, K), (j, N))):  # A, then B
-        found = _widened_operand(term, outer, inner)
-        if found is None:
+        found = _operand(term, outer, inner)
+        if found is None or found[1] is None:
             continue
         load, cast = found
         copy = tirx.decl_buffer([rows[1], cols[1]], str(cast.ty.dtype), name=f"{load.source.name}_w", scope="local")
@@ -250,10 +237,10 @@ def _local_operands_widened(loop: Any) -> Any:
     return tirx.SeqStmt([*stmts, without_mark(loop, CPU_LOCAL_GEMM, body)])
 
 
-def copy_b_operands(func: tirx.PrimFunc, widen_float16: bool = False) -> tirx.PrimFunc:
-    """``func`` with the B operand of every marked gemm K loop copied into a ``(K, N)`` tile
-    first, once per gemm, and read from there, where that makes the innermost loop (along C's
-    rows) vectorizable:
+def copy_gemm_operands(func: tirx.PrimFunc, widen_float16: bool = False) -> tirx.PrimFunc:
+    """``func`` with gemm operands copied once per gemm and read from the copies, where that makes
+    the innermost loop (along C's rows) vectorizable. The B operand of a marked K loop (a shared
+    or fragment C) goes into a ``(K, N)`` tile:
 
     - B read transposed (``T.gemm(..., transpose_B=True)``: ``B[j, k]``, a stride of K elements
       along C's rows): the copy reads it contiguously (target ``c``: 512^3 float32 in 128x128x32

@@ -704,10 +704,10 @@ def lower_tile_constructs(func: tirx.PrimFunc, options: FrontendOptions) -> tirx
     then, on the CPU runtime-module path (target ``llvm``: no ``emit_pragmas``), each ``T.gemm``
     runs in vectorized groups of rows of C (lowering/cpu_gemm_tiles.py); elsewhere its mark is
     dropped."""
-    from .cpu_gemm_tiles import copy_b_operands, strip_gemm_marks, tile_gemms
+    from .cpu_gemm_tiles import copy_gemm_operands, strip_gemm_marks, tile_gemms
 
     if not options.gpu and options.simd:  # B read contiguously (both CPU targets), widened on c
-        func = copy_b_operands(func, widen_float16=options.emit_pragmas)
+        func = copy_gemm_operands(func, widen_float16=options.emit_pragmas)
     if options.gpu or options.emit_pragmas or not options.simd:
         return Frontend(options).run(strip_gemm_marks(func))
     return Frontend(options).run(tile_gemms(func))
