@@ -116,9 +116,14 @@ def test_cuda_arch_from_the_environment(monkeypatch):
     monkeypatch.setenv("TILELANG_CUDA_ARCH", "9.0")
     assert target_string(resolve_target("cuda")) == "cuda -arch=sm_90"
     assert target_string(resolve_target("cuda -arch=sm_86")) == "cuda -arch=sm_86"  # the target wins
-    monkeypatch.setenv("TILELANG_CUDA_ARCH", "volta")
-    with pytest.raises(TargetError, match=r"\$TILELANG_CUDA_ARCH='volta' is not a CUDA architecture"):
-        resolve_target("cuda")
+    for bad in ("volta", "2", "sm_2", "sm_0", "sm_1000", "99999999999999999999", "0.9"):
+        # numbers no GPU has: they stopped in TVM's code generator (an error at the kernel's line) or nvcc
+        monkeypatch.setenv("TILELANG_CUDA_ARCH", bad)
+        with pytest.raises(TargetError, match=rf"\$TILELANG_CUDA_ARCH='{bad}' is not a CUDA architecture"):
+            resolve_target("cuda")
+    for good, arch in (("sm_100a", "sm_100a"), ("120", "sm_120"), ("12.0", "sm_120"), ("sm_75", "sm_75")):
+        monkeypatch.setenv("TILELANG_CUDA_ARCH", good)
+        assert target_string(resolve_target("cuda")) == f"cuda -arch={arch}"
 
 
 def test_a_cuda_runtime_module_is_built_with_tvms_compile_callback_and_the_target_asked_for(monkeypatch):

@@ -51,11 +51,14 @@ def default_cuda_arch() -> str:
 
     env = os.environ.get(CUDA_ARCH_ENV, "").strip()
     if env:
-        if re.fullmatch(r"sm_\d+[af]?", env):
+        # a compute capability of one or two digits of major version and one of minor (sm_75,
+        # sm_100a): 'sm_2' stopped in TVM's code generator as an error at the kernel's line, and
+        # 'sm_1000' or twenty digits in nvcc
+        if re.fullmatch(r"sm_[1-9]\d{1,2}[af]?", env):
             return env
-        if re.fullmatch(r"\d+", env):
+        if re.fullmatch(r"[1-9]\d{1,2}", env):
             return f"sm_{env}"
-        if re.fullmatch(r"\d+\.\d", env):
+        if re.fullmatch(r"[1-9]\d?\.\d", env):
             major, minor = env.split(".")
             return f"sm_{major}{minor}"
         raise TargetError(f"${CUDA_ARCH_ENV}={env!r} is not a CUDA architecture; use e.g. sm_90, 90 or 9.0")
