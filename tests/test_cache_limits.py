@@ -80,19 +80,22 @@ def test_an_empty_or_relative_home_is_not_the_cache_s_home(monkeypatch, tmp_path
 
 def test_a_relative_cache_dir_stays_where_it_was_first_used_and_a_blank_one_is_unset(monkeypatch, tmp_path):
     """A relative TILELANG_CACHE_DIR followed every os.chdir of the process (one cache per folder
-    it visited, and `cache info` printed the relative path); a blank one made a folder named ' '."""
-    import tilelang_core.cache.location as location
-
-    monkeypatch.setattr(location, "_RELATIVE_RESOLVED", {})
+    it visited, and `cache info` printed the relative path), and a process it started resolved it
+    from its own directory; a blank one made a folder named ' '."""
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     monkeypatch.chdir(tmp_path / "a")
     monkeypatch.setenv("TILELANG_CACHE_DIR", "relcache")
     assert default_cache_dir() == tmp_path / "a" / "relcache"
+    assert os.environ["TILELANG_CACHE_DIR"] == str(tmp_path / "a" / "relcache")  # what children inherit
     monkeypatch.chdir(tmp_path / "b")
     assert default_cache_dir() == tmp_path / "a" / "relcache"
     monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "abs"))
     assert default_cache_dir() == tmp_path / "abs"
+    monkeypatch.setenv("HOME", "")  # '~' is the home the default path uses, not '/'
+    monkeypatch.setenv("TILELANG_CACHE_DIR", "~/x")
+    pwd = pytest.importorskip("pwd")
+    assert default_cache_dir() == Path(pwd.getpwuid(os.getuid()).pw_dir) / "x"
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     for blank in (" ", "\t "):
         monkeypatch.setenv("TILELANG_CACHE_DIR", blank)

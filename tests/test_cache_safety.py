@@ -117,6 +117,28 @@ def test_clear_unlinks_a_locks_folder_that_is_a_link_and_never_follows_it(env):
     assert tree(user) == before
 
 
+def test_prune_never_moves_entries_through_a_tmp_link(env):
+    """prune renamed the entries it removes into tmp/trash.<id> through a tmp/ link, into a folder
+    of the user's, and deleted them there (a failed delete left them in that folder)."""
+    entry = saved_entry(env)
+    user = user_folder(env.tmp)
+    before = tree(user)
+    tmp = env.cache_dir / "tmp"
+    import shutil
+
+    shutil.rmtree(tmp)
+    tmp.symlink_to(user, target_is_directory=True)
+    moved = []
+    real_rename = os.rename
+    try:
+        os.rename = lambda src, dst, *a, **k: (moved.append(str(dst)), real_rename(src, dst, *a, **k))[1]
+        tilelang.cache.prune(0)
+    finally:
+        os.rename = real_rename
+    assert not entry.exists() and tree(user) == before
+    assert not [m for m in moved if m.startswith(str(tmp))]
+
+
 @pytest.mark.parametrize("sub", ["kernels", "locks"])
 def test_a_file_in_place_of_a_cache_folder_is_named_with_a_remedy_that_works(env, sub):
     """clear keeps regular files it did not make, so 'Run tilelang cache clear' did not help."""

@@ -32,35 +32,35 @@ def cache_disabled() -> bool:
     return switch_from_env(DISABLE_ENV, "turn the kernel cache off", "keep it on")
 
 
-#: A relative ``$TILELANG_CACHE_DIR`` made absolute where this process first used it, by value.
-_RELATIVE_RESOLVED: dict[str, Path] = {}
-
-
 def default_cache_dir() -> Path:
     """``$TILELANG_CACHE_DIR``, else the platform's user cache directory plus ``tilelang``.
 
     Raises :class:`CacheError` when ``$TILELANG_CACHE_DIR`` starts with a ``~`` that cannot be
     expanded (an unknown user). A blank value counts as unset; a relative one is taken from the
-    current directory where the process first uses it, and stays there.
+    current directory where the process first uses it and written back into ``os.environ`` as
+    that absolute path (so it stays there, for the processes it starts too).
 
     Linux and other Unix: ``$XDG_CACHE_HOME/tilelang`` (``~/.cache/tilelang``); macOS:
     ``~/Library/Caches/tilelang``; Windows: ``%LOCALAPPDATA%\\tilelang\\Cache``.
     """
     explicit = os.environ.get(CACHE_DIR_ENV)
     if explicit and explicit.strip():  # blank: unset, as other settings read it (it made a folder ' ')
-        resolved = _RELATIVE_RESOLVED.get(explicit)
-        if resolved is not None:
-            return resolved
         try:
-            path = Path(explicit).expanduser()
+            if explicit == "~" or explicit.startswith("~/"):  # the home _home() gives (an empty HOME meant /)
+                path = _home() / explicit[2:]
+            else:
+                path = Path(explicit).expanduser()
         except RuntimeError as exc:  # ~user that does not exist, or no home directory
             raise CacheError(f"{CACHE_DIR_ENV}={explicit!r}: cannot expand '~' ({exc}); set it to an absolute "
                              f"path") from None
         if path.is_absolute():
             return path
         # relative: from the current directory where this process first uses it, and there from
-        # then on (it followed every os.chdir, one cache per folder a process visited)
-        return _RELATIVE_RESOLVED.setdefault(explicit, Path(os.path.abspath(path)))
+        # then on (it followed every os.chdir, one cache per folder a process visited), for the
+        # processes it starts too (an autotuner's spawned workers built into another cache)
+        path = path.absolute()
+        os.environ[CACHE_DIR_ENV] = str(path)
+        return path
     home = _home()
     if sys.platform == "darwin":
         return home / "Library" / "Caches" / "tilelang"

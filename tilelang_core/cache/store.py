@@ -602,6 +602,8 @@ class DiskCache:
         trash = tmp / f"trash.{uuid.uuid4().hex}"
         for attempt in (1, 2):
             try:
+                if os.path.islink(tmp):  # never through a link (a prune moved entries into its target)
+                    raise OSError(errno.ENOTDIR, "not a folder", str(tmp))
                 os.rename(directory, trash)
                 break
             except OSError as exc:
