@@ -46,10 +46,11 @@ def clear(directory: Optional[Path] = None) -> int:
     ``CacheWarning``. Raises :class:`~tilelang_core.errors.CacheError` when the cache
     directory is one other users can write to.
     """
-    from .store import warn_failed
+    from .store import get_cache, warn_blocked, warn_failed
 
     report = clear_report(directory)
     warn_failed(report, "clear")
+    warn_blocked(report, get_cache(directory).root)
     return report["entries"]
 
 

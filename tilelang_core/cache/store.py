@@ -833,10 +833,13 @@ class KernelCache:
     def clear(self) -> int:
         """Empty the memory layer and remove every disk entry; returns how many disk entries went.
 
-        What could not be removed is said in one :class:`CacheWarning` (:meth:`clear_report` lists it).
+        What could not be removed is said in one :class:`CacheWarning` (:meth:`clear_report` lists
+        it), and so is a file kept where the cache keeps ``kernels/`` or ``locks/`` (compiles fail
+        until it is moved).
         """
         report = self.clear_report()
         warn_failed(report, "clear")
+        warn_blocked(report, self.root)
         return report["entries"]
 
     def clear_report(self) -> dict[str, Any]:
@@ -918,6 +921,16 @@ class KernelCache:
 
 #: The reasons :meth:`KernelCache.prune` counts removed entries under.
 PRUNE_REASONS = ("unused", "not_installed", "unreadable")
+
+
+def warn_blocked(report: dict[str, Any], root: Path) -> None:
+    """A :class:`CacheWarning` when a clear ``report`` kept a file of someone's where the cache
+    keeps one of its folders (``kernels``, ``locks``): compiles fail until it is moved, though
+    the clear itself went well."""
+    blocking = [path for path in report["kept"] if Path(path).parent == root and Path(path).name in _SUBDIRS]
+    if blocking:
+        warnings.warn(f"cleared, but kept {', '.join(blocking)} (the cache did not make it), so the cache cannot be "
+                      f"used until it is moved or deleted", CacheWarning, stacklevel=3)
 
 
 def warn_failed(report: dict[str, Any], command: str) -> None:
