@@ -345,6 +345,8 @@ def test_a_given_call_of_another_do_not_specialize_value_gets_its_own_kernel(kit
     a, b = tuned(16, speed=20), tuned(32, speed=20)
     assert len(tuned._tuner_cache) == 1 and a.params[0].shape == [16] and b.params[0].shape == [32]
     assert tuned(16, speed=20) is a and tuned(32, speed=20) is b
+    with set_autotune_inputs(torch.ones(8), torch.ones(8)):  # not tuned: its inputs do not make another entry
+        assert tuned(16, speed=20) is a and len(tuned._tuner_cache) == 1
 
 
 def test_do_not_specialize_reuses_the_best_config(kit):

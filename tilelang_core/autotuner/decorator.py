@@ -264,9 +264,9 @@ class AutoTuneImpl:
     def _given_kernel(self, args: tuple, kwargs: dict[str, Any], bound: inspect.BoundArguments, target: Any) -> Any:
         """The kernel of a call that gives tuned parameters itself: compiled for the values given,
         once per set of arguments (before, every such call built it again, ~400x a plain
-        ``@tilelang.jit`` call). ``_tuner_cache`` gets an entry per key (``do_not_specialize``
-        arguments left out), as upstream counts them: its ``config`` the tuned parameters given,
-        no latency, no trials."""
+        ``@tilelang.jit`` call). ``_tuner_cache`` gets an entry per set of arguments
+        (``do_not_specialize`` ones left out, ``set_autotune_inputs`` not looked at), as upstream
+        counts them: its ``config`` the tuned parameters given, no latency, no trials."""
         exact = _freeze(self._arguments(bound), self._kept)
         kernel = self._given_kernels.get(exact)
         if kernel is None:
@@ -275,7 +275,9 @@ class AutoTuneImpl:
                 if kernel is None:
                     kernel = self._compile_direct(args, kwargs, target)
                     self._given_kernels[exact] = kernel
-        key = _freeze({"given": self._key(bound)}, self._kept)
+        # not tuned, so not keyed by set_autotune_inputs' tensors (upstream's key is the arguments)
+        arguments = {k: v for k, v in self._arguments(bound).items() if k not in self.do_not_specialize}
+        key = _freeze({"given": arguments}, self._kept)
         if key not in self._tuner_cache:
             given = {k: v for k, v in bound.arguments.items() if k in self._config_keys((args, kwargs))}
             self._tuner_cache.setdefault(key, AutotuneResult(config=given, kernel=kernel))
