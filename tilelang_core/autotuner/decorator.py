@@ -71,7 +71,7 @@ class AutoTuneImpl:
         self._tuner_cache: dict[Any, AutotuneResult] = {}
         self._told_untuned: set = set()  # the tuned parameters calls gave, already logged (_explicit_tunables)
         self._kernels: dict[Any, Any] = {}
-        self._given_kernels: dict[Any, Any] = {}  # calls that give tuned parameters (_given_kernel)
+        self._given_kernels: dict[Any, tuple] = {}  # calls that give tuned parameters: (kernel, key) (_given_kernel)
         self._tuned_call: dict[Any, str] = {}
         self._kept: dict[str, Any] = {}  # arguments keyed by the address of a value in them (_freeze)
         # re-entrant: a ref_prog/supply_prog may call this function with other arguments while it
@@ -267,17 +267,18 @@ class AutoTuneImpl:
         ``@tilelang.jit`` call). ``_tuner_cache`` gets an entry per set of arguments
         (``do_not_specialize`` ones left out, ``set_autotune_inputs`` not looked at), as upstream
         counts them: its ``config`` the tuned parameters given, no latency, no trials."""
-        exact = _freeze(self._arguments(bound), self._kept)
-        kernel = self._given_kernels.get(exact)
-        if kernel is None:
+        arguments = self._arguments(bound)
+        exact = _freeze(arguments, self._kept)
+        known = self._given_kernels.get(exact)
+        if known is None:
             with self._lock:
-                kernel = self._given_kernels.get(exact)
-                if kernel is None:
-                    kernel = self._compile_direct(args, kwargs, target)
-                    self._given_kernels[exact] = kernel
-        # not tuned, so not keyed by set_autotune_inputs' tensors (upstream's key is the arguments)
-        arguments = {k: v for k, v in self._arguments(bound).items() if k not in self.do_not_specialize}
-        key = _freeze({"given": arguments}, self._kept)
+                known = self._given_kernels.get(exact)
+                if known is None:
+                    # not tuned, so not keyed by set_autotune_inputs' tensors (upstream's key is the arguments)
+                    kept = {k: v for k, v in arguments.items() if k not in self.do_not_specialize}
+                    known = (self._compile_direct(args, kwargs, target), _freeze({"given": kept}, self._kept))
+                    self._given_kernels[exact] = known
+        kernel, key = known
         if key not in self._tuner_cache:
             given = {k: v for k, v in bound.arguments.items() if k in self._config_keys((args, kwargs))}
             self._tuner_cache.setdefault(key, AutotuneResult(config=given, kernel=kernel))

@@ -678,10 +678,9 @@ class EagerFunction:
         symbols, decls = self._run_prologue(env)
         consts = dict(const_given)
         origins = {c: f"the keyword argument {c}={v!r}" for c, v in const_given.items()}
-        for p in a.kernel_params:
+        for position, p in enumerate(a.kernel_params):  # numbered as the kernel call numbers them
             decl = decls[p]
             value = bound.get(p)
-            position = list(a.kernel_params).index(p)  # numbered as the kernel call numbers it
             if value is None and p in bound and a.signature.parameters[p].default is not None and hasattr(decl, "shape"):
                 # given None (not left to a None default): it said only that a T.const had no value
                 raise TypeError(f"{a.name}() argument '{p}' (#{position}): expected a torch.Tensor, got NoneType")

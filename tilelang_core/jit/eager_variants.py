@@ -127,7 +127,7 @@ def _tail_into_arms(body: list[ast.stmt]) -> list[ast.stmt]:
             tail = body[index + 1:]
             if not tail:
                 return body
-            fall_through = any(ends_the_function(body) for _, body in _arms_of(stmt))
+            fall_through = any(ends_the_function(arm) for _, arm in _arms_of(stmt))
             return [*body[:index], _with_tail(stmt, tail, fall_through)]
     return body
 
