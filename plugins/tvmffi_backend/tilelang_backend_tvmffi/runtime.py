@@ -294,6 +294,55 @@ def _tvm_default_compiler() -> Optional[list[str]]:
     return [found] if found else None
 
 
+#: Room (free disk space in the temporary folder, and the file-size limit) above which LLVM's
+#: object files are written unmeasured: below it, :func:`check_room_for_objects` measures them.
+ROOM_UNMEASURED = 256 << 20
+
+
+def check_room_for_objects(mod: Any) -> None:
+    """Raise :class:`BuildError` when the object files ``export_library`` would have LLVM write
+    for ``mod`` (into the temporary folder) may not fit there.
+
+    LLVM's object writer ends the process (``LLVM ERROR: IO failure on output stream: File too
+    large`` or "No space left on device", from its fatal-error path inside TVM) when a write
+    fails, so it must not start one that can fail: under a file-size limit (``ulimit -f``) or on
+    a nearly full disk, a cache save killed the Python process. Where the room is below
+    :data:`ROOM_UNMEASURED`, each LLVM module's assembly text is generated in memory and its
+    length taken as the object's bound (an object holds the same code and data in binary form; it
+    was 2.4x smaller on kernels measured here).
+    """
+    llvm_modules, stack = [], [mod]
+    while stack:
+        m = stack.pop()
+        if m.kind == "llvm":
+            llvm_modules.append(m)
+        stack.extend(m.imports)
+    if not llvm_modules:
+        return
+    folder = tempfile.gettempdir()
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return  # the folder itself is the problem: _build_dir and TVM say so
+    room, limit_text = free, ""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if limit != resource.RLIM_INFINITY and limit < room:
+            room, limit_text = limit, f" and files are limited to {limit} bytes (`ulimit -f`)"
+    except (ImportError, OSError, ValueError):  # no resource module (Windows)
+        pass
+    if room >= ROOM_UNMEASURED:
+        return
+    need = sum(len(str(m.inspect_source("asm"))) for m in llvm_modules)
+    if need > room:
+        raise BuildError(
+            f"tvm_ffi: not enough room to write the kernel's object code (up to {need} bytes): the temporary "
+            f"folder {folder} has {free} bytes free{limit_text}; free some space, set TMPDIR to a folder with "
+            "more, or raise the limit (LLVM would end the process on a failed write)")
+
+
 def export(mod: Any, file_name: Path, compile_flags: Optional[list[str]] = None,
            identity: Optional[str] = None, compiler: Optional[list[str]] = None) -> None:
     """``export_library`` with compiler failures turned into :class:`BuildError`.
@@ -311,6 +360,7 @@ def export(mod: Any, file_name: Path, compile_flags: Optional[list[str]] = None,
     compiler = compiler or host_compiler() or _tvm_default_compiler()
     if compiler:
         kwargs["fcompile"] = _fcompile(compiler)
+    check_room_for_objects(mod)
     with tempfile.TemporaryDirectory(prefix="tilelang_tvmffi_id_") as scratch:
         if identity is not None:
             kwargs["addons"] = [str(write_source(Path(scratch), identity))]
