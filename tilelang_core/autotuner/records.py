@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from .. import schema
+from ..warning_location import user_stacklevel
 
 #: Version of the record layout; a record of another version is ignored (and tuned again).
 RECORD_FORMAT_VERSION = 1
@@ -228,7 +229,7 @@ class TuningStore:
             warnings.warn(
                 f"tuning result {record.key[:12]}... could not be saved to {self.root}: {exc}; it is kept in memory only",
                 CacheWarning,
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
             return False
 
@@ -242,9 +243,9 @@ class TuningStore:
             pass
         except OSError as exc:
             warnings.warn(f"ignored unusable tuning result {path}: {why}; it could not be removed ({exc}): remove it "
-                          f"yourself (or run `tilelang cache clear`); tuning again", CacheWarning, stacklevel=4)
+                          f"yourself (or run `tilelang cache clear`); tuning again", CacheWarning, stacklevel=user_stacklevel())
             return
-        warnings.warn(f"removed unusable tuning result {path}: {why}; tuning again", CacheWarning, stacklevel=4)
+        warnings.warn(f"removed unusable tuning result {path}: {why}; tuning again", CacheWarning, stacklevel=user_stacklevel())
 
     def records(self) -> list[Path]:
         """Every record file."""

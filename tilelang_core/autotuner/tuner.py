@@ -45,6 +45,7 @@ from .candidate import (
     remote_device_identity,
     run_candidate,
 )
+from ..warning_location import user_stacklevel
 from .capture import get_autotune_inputs
 from .key import Undescribable, describe_value, tuning_key, unwrap
 from .key import callable_name as _name
@@ -318,7 +319,7 @@ class AutoTuner:
             return self._tuning_key(configs, resolved, record, device, host, p, callbacks)
         except Undescribable as exc:
             warnings.warn(f"the tuning result of {_name(self.fn)} is not kept (in memory or on disk), so each run "
-                          f"tunes again: {exc}", RuntimeWarning, stacklevel=4)
+                          f"tunes again: {exc}", RuntimeWarning, stacklevel=user_stacklevel())
             return None
 
     def _tuning_key(self, configs, resolved, record, device, host, p, callbacks) -> str:
@@ -459,7 +460,7 @@ class AutoTuner:
             f"the tuning result of {_name(self.fn)} is not stored on disk (nor in AutoTuner's memory), so the "
             f"next run tunes again: the executor did not run {len(lost)} of {len(result.trials)} configuration(s) "
             f"({', '.join(str(t.config) for t in lost)}); the best of the others is used for now",
-            RuntimeWarning, stacklevel=5)
+            RuntimeWarning, stacklevel=user_stacklevel())
 
     @contextlib.contextmanager
     def _not_nested(self, key: Optional[str]) -> Any:
@@ -645,7 +646,7 @@ class AutoTuner:
                 f"by value, without its source file, which TVMScript needs to parse kernels; define it in a module the "
                 f"workers can import",
                 RuntimeWarning,
-                stacklevel=4,
+                stacklevel=user_stacklevel(),
             )
         jobs = [
             CandidateJob(
@@ -709,7 +710,7 @@ class AutoTuner:
                 f"the executor's workers timed candidates on {len(devices)} different devices; their latencies are "
                 f"not comparable (use workers with identical devices)",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
         oks = [o for o in outcomes.values() if o.status == "ok"]
         if oks and oks[0].device:
@@ -793,7 +794,7 @@ class AutoTuner:
             )
         except NotEncodable as exc:
             warnings.warn(f"the tuning result of {_name(self.fn)} is not stored on disk: a config holds {exc}, which "
-                          f"JSON cannot hold", RuntimeWarning, stacklevel=4)
+                          f"JSON cannot hold", RuntimeWarning, stacklevel=user_stacklevel())
             return
         store.save(doc)
 

@@ -15,6 +15,7 @@ from ..errors import (
 )
 from .discovery import pip_name_for
 from .registry import BackendRecord, BackendRegistry, get_registry
+from ..warning_location import user_stacklevel
 
 AUTO = "auto"
 #: Environment variable: the backend a compile that names none uses (as in upstream TileLang).
@@ -241,15 +242,15 @@ def _warn_skipped(skipped: Candidate, record: Optional[BackendRecord], chosen: C
         f"it is {skipped.verdict}: {skipped.reason}; {why}; using {chosen.name!r} "
         f"(`tilelang backends` lists every backend's state)",
         BackendWarning,
-        stacklevel=4,  # the caller of tilelang.compile (or of select_backend's caller)
+        stacklevel=user_stacklevel(),
     )
 
 
 def _warn_if_deprecated(record: BackendRecord) -> None:
-    warn_if_deprecated(record, stacklevel=5)
+    warn_if_deprecated(record)
 
 
-def warn_if_deprecated(record: BackendRecord, stacklevel: int = 2) -> None:
+def warn_if_deprecated(record: BackendRecord) -> None:
     """Emit the ``DeprecationWarning`` of a backend that declares itself deprecated (naming its replacement)."""
     dep = record.spec.deprecated if record.spec else None
     if dep is None or getattr(record, "_deprecation_warned", False):
@@ -260,7 +261,7 @@ def warn_if_deprecated(record: BackendRecord, stacklevel: int = 2) -> None:
         message += f"; use execution_backend={dep.replacement!r} instead{_not_installed(dep.replacement)}"
     if dep.message:
         message += f". {dep.message}"
-    warnings.warn(message, DeprecationWarning, stacklevel=stacklevel)
+    warnings.warn(message, DeprecationWarning, stacklevel=user_stacklevel())
 
 
 def _not_installed(name: str) -> str:

@@ -37,6 +37,7 @@ from ..flock_wait import flock_within
 from . import entry as E
 from . import leftovers, ownership, trust
 from .location import CACHE_DIR_ENV, cache_disabled, check_private, default_cache_dir, prepare_cache_dir, tree_place
+from ..warning_location import user_stacklevel
 
 if TYPE_CHECKING:
     from ..backends.registry import BackendRecord
@@ -270,7 +271,7 @@ class DiskCache:
                 f"kernel cache lock file for key {key[:16]}... could not be opened ({exc}); going on without "
                 f"waiting for other processes {doing} it. Remove {path} if it is not a file",
                 CacheWarning,
-                stacklevel=5,
+                stacklevel=user_stacklevel(),
             )
             yield False
             return
@@ -284,7 +285,7 @@ class DiskCache:
                     f"(it holds {path}: stopped, or hung?); {doing.split()[0]} it here too without "
                     f"waiting. Set {LOCK_WAIT_ENV} to wait longer",
                     CacheWarning,
-                    stacklevel=5,
+                    stacklevel=user_stacklevel(),
                 )
             yield held
         finally:
@@ -416,7 +417,7 @@ class DiskCache:
             warnings.warn(
                 f"kernel {kernel.name!r} could not be saved to the cache at {self.root}: {exc}; it stays in memory only",
                 CacheWarning,
-                stacklevel=4,
+                stacklevel=user_stacklevel(),
             )
             return False
         except BaseException:  # Ctrl-C while writing (or a backend's save hook raising past Exception)
@@ -433,7 +434,7 @@ class DiskCache:
         else:
             message = (f"kernel cache entry {directory} is unusable ({why}) and could not be removed ({problem}); "
                        f"rebuilding the kernel. Make the folder writable and run `tilelang cache clear`")
-        warnings.warn(message, CacheWarning, stacklevel=5)
+        warnings.warn(message, CacheWarning, stacklevel=user_stacklevel())
 
     # -- inspection ---------------------------------------------------------------------------
 
@@ -794,7 +795,7 @@ class KernelCache:
             warnings.warn(
                 why,
                 CacheWarning,
-                stacklevel=4,
+                stacklevel=user_stacklevel(),
             )
             return None
         return self.disk
@@ -930,7 +931,7 @@ def warn_blocked(report: dict[str, Any], root: Path) -> None:
     blocking = [path for path in report["kept"] if Path(path).parent == root and Path(path).name in _SUBDIRS]
     if blocking:
         warnings.warn(f"cleared, but kept {', '.join(blocking)} (the cache did not make it), so the cache cannot be "
-                      f"used until it is moved or deleted", CacheWarning, stacklevel=3)
+                      f"used until it is moved or deleted", CacheWarning, stacklevel=user_stacklevel())
 
 
 def warn_failed(report: dict[str, Any], command: str) -> None:
@@ -941,7 +942,7 @@ def warn_failed(report: dict[str, Any], command: str) -> None:
         if len(failed) > 5:
             shown += f"; and {len(failed) - 5} more"
         warnings.warn(f"kernel cache {command}: {len(failed)} item{'s' if len(failed) != 1 else ''} could not be "
-                      f"removed ({shown}); make the folders writable and {command} again", CacheWarning, stacklevel=3)
+                      f"removed ({shown}); make the folders writable and {command} again", CacheWarning, stacklevel=user_stacklevel())
 
 
 def _installed_version(backend: Any) -> Optional[str]:

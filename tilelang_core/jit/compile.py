@@ -26,6 +26,7 @@ from ..errors import (
 )
 from .kernel import BackendInfo, JITKernel
 from .outputs import OutIdx, bind_symbols_from_inputs, declared_out_idx, normalize_out_idx, warn_unwritten_outputs
+from ..warning_location import user_stacklevel
 
 
 def compile(  # noqa: A001 - the public name is tilelang.compile
@@ -102,7 +103,7 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
                 _warn_fallback(record, exc, records[position + 1], prim_func, kind)
             continue
         if auto:
-            warn_if_deprecated(record, stacklevel=3)
+            warn_if_deprecated(record)
         if fast is not None:
             _fast_store(fast, func, record, kernel)
         warn_unwritten_outputs(kernel.artifact, kernel.options.out_idx)  # built now or loaded from the disk cache
@@ -209,7 +210,7 @@ def _warn_fallback(record: Any, exc: BaseException, following: Any, prim_func: A
         f"{kernel_name(prim_func)!r} for target {kind!r} ({_summary(exc)}); falling back to the next available "
         f"backend, {following.name!r}. Pass execution_backend={record.name!r} to get its full error",
         BackendWarning,
-        stacklevel=3,  # the caller of tilelang.compile
+        stacklevel=user_stacklevel(),
     )
 
 

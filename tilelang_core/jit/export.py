@@ -22,6 +22,7 @@ from ..errors import ArtifactError, BackendNotInstalledError
 from ..path_limits import path_limits
 from .export_swap import exchange, recover_leftovers, side_name
 from .kernel import BackendInfo, JITKernel
+from ..warning_location import user_stacklevel
 
 
 def _record_for(name: str) -> Any:
@@ -303,7 +304,7 @@ def _load(directory: Path, *, trusted: bool = False) -> JITKernel:
         import warnings
 
         warnings.warn(f"{directory} was missing: an export into it was interrupted; the previous export was put back",
-                      stacklevel=3)
+                      stacklevel=user_stacklevel())
     from ..cache.location import link_problem
 
     problem = link_problem(directory)  # a link loop or a dangling link: no trust question to ask

@@ -7,6 +7,7 @@ from typing import Any, Optional, Sequence, Union
 from ..artifact import KernelArtifact, ScalarParam, SymbolBinding, TensorParam
 from ..errors import OutIdxError
 from ..symbolic import free_symbols
+from ..warning_location import user_stacklevel
 
 OutIdx = Union[None, int, Sequence[int]]
 
@@ -74,23 +75,15 @@ def warn_unwritten_outputs(artifact: KernelArtifact, out_idx: Sequence[int]) -> 
                  if not artifact.params[i].written and 0 not in artifact.params[i].shape]
     if not unwritten:
         return
-    import os
-    import sys
     import warnings
 
-    # the first frame outside this package and tilelang's (the user's compile or call)
-    level, frame = 1, sys._getframe(1)
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    shim = os.path.join(os.path.dirname(package), "tilelang")
-    while frame is not None and frame.f_code.co_filename.startswith((package, shim)):
-        level, frame = level + 1, frame.f_back
     them = "it" if len(unwritten) == 1 else "them"
     warnings.warn(
         f"out_idx names {', '.join(repr(n) for n in unwritten)}, which kernel {artifact.name!r} never writes: each "
         f"call returns uninitialised memory there (torch.empty). Leave {them} out of out_idx (pass {them} as input), "
         f"or write {them} in the kernel",
         UnwrittenOutputWarning,
-        stacklevel=level + 1,
+        stacklevel=user_stacklevel(),
     )
 
 
