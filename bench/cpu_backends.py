@@ -11,7 +11,8 @@ Kernels: the examples' blocked matmul at 512x512x512 (compute-bound, parallel bl
 written in the kernel), the same product with ``T.gemm`` on 64x64x32 tiles (vectorized rows of C on
 llvm, lowering/cpu_gemm_tiles.py) and with ``transpose_B`` on 128x128x32 tiles (B copied
 transposed per gemm, the same module), with float16 tiles into a float32 C (torch's reference: the
-float32 matmul of the widened tensors; B widened per gemm on target c, the same module), an elementwise add through 32x32 shared/fragment tiles
+float32 matmul of the widened tensors; B widened per gemm on target c, the same module), the same with
+every tile in ``T.alloc_local`` (upstream's CPU gemm: A and B widened per gemm on target c), an elementwise add through 32x32 shared/fragment tiles
 (allocas on llvm, lowering/stack_buffers.py), a
 row-wise softmax-like kernel over 4096x1024 (exp, reductions written as loops, parallel blocks),
 a row sum and a row max over 4096x1024 with ``T.reduce_sum``/``T.reduce_max`` (partial results on
@@ -69,18 +70,21 @@ def _kernels():
                 for j in T.Parallel(cols):
                     Y[bx * 16 + i, j] = T.exp(X[bx * 16 + i, j] - m[i]) / s[i]
 
-    def tile_gemm(tile_m, tile_n, transpose_b=False, dtype=T.float32):
+    def tile_gemm(tile_m, tile_n, transpose_b=False, dtype=T.float32, local=False):
         """C = A @ B with T.gemm on (tile_m, tile_n, 32) tiles of ``dtype`` into a float32 C; B
-        given as (N, K) with ``transpose_b``."""
+        given as (N, K) with ``transpose_b``; ``local``: every tile in ``T.alloc_local`` (each
+        thread's own C, the form of upstream's CPU gemm test)."""
         b_tile_shape = (tile_n, 32) if transpose_b else (32, tile_n)
+        operand_tile = T.alloc_local if local else T.alloc_shared
+        result_tile = T.alloc_local if local else T.alloc_fragment
 
         @T.prim_func
         def tile_gemm_kernel(A: T.Tensor((512, 512), dtype), B: T.Tensor((512, 512), dtype),
                              C: T.Tensor((512, 512), T.float32)):
             with T.Kernel(512 // tile_n, 512 // tile_m, threads=128) as (bx, by):
-                a_tile = T.alloc_shared((tile_m, 32), dtype)
-                b_tile = T.alloc_shared(b_tile_shape, dtype)
-                c_tile = T.alloc_fragment((tile_m, tile_n), T.float32)
+                a_tile = operand_tile((tile_m, 32), dtype)
+                b_tile = operand_tile(b_tile_shape, dtype)
+                c_tile = result_tile((tile_m, tile_n), T.float32)
                 T.clear(c_tile)
                 for ko in T.Pipelined(16, num_stages=1):
                     T.copy(A[by * tile_m, ko * 32], a_tile)
@@ -150,6 +154,8 @@ def _kernels():
          lambda out: torch.matmul(a, b, out=out), 2),
         ("T.gemm 512^3, float16 into float32", tile_gemm(64, 64, dtype=T.float16), (a16, b16, torch.empty(size, size)),
          lambda out: torch.matmul(a16.float(), b16.float(), out=out), 2),
+        ("T.gemm 512^3, float16 into float32, tiles in T.alloc_local", tile_gemm(64, 64, dtype=T.float16, local=True),
+         (a16, b16, torch.empty(size, size)), lambda out: torch.matmul(a16.float(), b16.float(), out=out), 2),
         ("row softmax 4096x1024", row_softmax, (x, torch.empty(rows, cols)),
          lambda out: out.copy_(torch.softmax(x, dim=1)), 1),
         ("row sum 4096x1024", row_reduce(T.reduce_sum), (x, torch.empty(rows)), lambda out: torch.sum(x, dim=1, out=out), 1),
