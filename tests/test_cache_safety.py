@@ -159,6 +159,31 @@ def test_a_file_in_place_of_a_cache_folder_is_named_with_a_remedy_that_works(env
     run(fresh(env).get_or_build(key_of("k2"), env.record, env.builder()))
 
 
+@pytest.mark.parametrize("sub,what", [("locks", "a regular file"), ("tmp", "a symbolic link")])
+def test_info_names_a_cache_folder_that_is_not_a_folder(env, sub, what, capsys):
+    """`tilelang cache info` showed a cache whose every compile failed as a healthy one."""
+    saved_entry(env)
+    import shutil
+
+    folder = env.cache_dir / sub
+    shutil.rmtree(folder)
+    if sub == "tmp":
+        folder.symlink_to(user_folder(env.tmp), target_is_directory=True)
+    else:
+        folder.write_text("someone's notes")
+    (problem,) = tilelang.cache.info()["problems"]
+    assert f"{folder} is {what}" in problem
+    from tilelang_core.cli import main
+
+    assert main(["cache", "info"]) == 0
+    assert f"warning:  kernel cache folder {folder} is {what}" in capsys.readouterr().out
+    if sub == "tmp":
+        tilelang.cache.clear()  # unlinks it
+    else:
+        folder.unlink()
+    assert tilelang.cache.info()["problems"] == []
+
+
 def test_clear_unlinks_a_shard_that_is_a_link_and_never_follows_it(env):
     entry = saved_entry(env)
     user = user_folder(env.tmp)

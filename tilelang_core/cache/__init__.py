@@ -109,6 +109,8 @@ def info(directory: Optional[Path] = None) -> dict[str, Any]:
 
     ``"junk"`` lists what lies among the entries that the cache did not make (files, links,
     folders of other names), as ``{"path": ..., "kind": ...}``; it is not counted as entries.
+    ``"problems"`` says why each of the cache's folders ``kernels/``, ``tmp/`` and ``locks/`` that
+    is not usable is not (a file or a link where the folder should be): compiles fail until then.
     """
     from .store import get_cache
 

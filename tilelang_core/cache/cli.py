@@ -33,6 +33,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
     for problem in ("not_a_cache", "not_private"):
         if data.get(problem):
             print(f"warning:  {one_line(data[problem])}")
+    for problem in data.get("problems", []):  # kernels/, tmp/ or locks/ unusable
+        print(f"warning:  {one_line(problem)}")
     print(f"entries:  {data['entries']}")
     print(f"size:     {_human(data['bytes'])}")
     for name, row in sorted(data["backends"].items()):
@@ -64,7 +66,7 @@ def _info_or_unusable(info) -> dict:
         if reason is None:
             raise
     return {"location": str(cache_dir()), "exists": False, "not_a_cache": reason, "disabled": cache_disabled(),
-            "entries": 0, "bytes": 0, "backends": {}, "memory_entries": 0, "junk": []}
+            "entries": 0, "bytes": 0, "backends": {}, "memory_entries": 0, "junk": [], "problems": []}
 
 
 def _not_private() -> "str | None":

@@ -178,20 +178,35 @@ class DiskCache:
 
     def _subdirs_ok(self) -> bool:
         """Whether kernels/, tmp/ and locks/ exist; raises CacheError when one is unsafe."""
-        for sub in _SUBDIRS:
-            path = self.root / sub
-            try:
-                st = os.lstat(path)
-            except FileNotFoundError:
-                return False
-            if stat.S_ISREG(st.st_mode) and sub != "tmp" and trust.enforced():
-                # `tilelang cache clear` keeps such files (it removes a tmp file), so it is no remedy here
-                raise CacheError(
-                    f"kernel cache folder {path} is a regular file, where the cache keeps its {sub}/ folder, so it "
-                    f"was not made by tilelang. Move or delete it (tilelang cache clear keeps files it did not "
-                    f"make), or set {CACHE_DIR_ENV} to another directory")
-            trust.check_owned_dir(path, st, self._place)
+        return all(self._subdir_ok(sub) for sub in _SUBDIRS)
+
+    def _subdir_ok(self, sub: str) -> bool:
+        """Whether the cache's folder ``sub`` exists; raises CacheError when it is unsafe (a file,
+        a link, a folder of someone else's)."""
+        path = self.root / sub
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return False
+        if stat.S_ISREG(st.st_mode) and sub != "tmp" and trust.enforced():
+            # `tilelang cache clear` keeps such files (it removes a tmp file), so it is no remedy here
+            raise CacheError(
+                f"kernel cache folder {path} is a regular file, where the cache keeps its {sub}/ folder, so it "
+                f"was not made by tilelang. Move or delete it (tilelang cache clear keeps files it did not "
+                f"make), or set {CACHE_DIR_ENV} to another directory")
+        trust.check_owned_dir(path, st, self._place)
         return True
+
+    def subdir_problems(self) -> list[str]:
+        """Why each of the cache's folders kernels/, tmp/ and locks/ that exists is unusable (the
+        :class:`CacheError` a compile would raise for it); empty when none is."""
+        problems = []
+        for sub in _SUBDIRS:
+            try:
+                self._subdir_ok(sub)
+            except (CacheError, OSError) as exc:
+                problems.append(str(exc))
+        return problems
 
     def prepare(self) -> None:
         """Create the directory tree and check it is private.
@@ -917,6 +932,7 @@ class KernelCache:
             "backends": per_backend,
             "memory_entries": len(self.memory),
             "junk": [{"path": str(path), "kind": kind} for path, kind in junk],
+            "problems": self.disk.subdir_problems() if exists else [],
         }
 
 
