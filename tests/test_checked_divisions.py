@@ -141,6 +141,45 @@ def test_a_division_its_condition_skips_is_not_reported(path):
     assert torch.equal(kernel(a, b), want)
 
 
+#: A division whose value reaches the store through a bitwise operation: the mask of a widening
+#: cast of an unsigned quotient (``(int64)(A // B & 0xFFFFFFFFu)``), a shift, a not and an xor.
+WIDENED = {
+    "cast": (lambda a, b: a // b, [3, 2, 14, 3]),
+    "shift": (lambda a, b: T.Cast("int64", (a % b) >> 1), [0, 0, 1, 0]),
+    "xor": (lambda a, b: T.Cast("int64", T.truncdiv(a, b) ^ T.Cast(a.dtype, 5)), [6, 7, 11, 6]),
+}
+
+
+def widened(a_dtype: str, b_dtype: str, form: str):
+    value = WIDENED[form][0]
+
+    @T.prim_func
+    def widened(A: T.Tensor((4,), a_dtype), B: T.Tensor((4,), b_dtype), O: T.Tensor((4,), "int64")):
+        with T.Kernel(1, threads=4):
+            for i in T.Parallel(4):
+                O[i] = value(A[i], B[i])
+
+    return widened
+
+
+@pytest.mark.parametrize("form", list(WIDENED))
+@pytest.mark.parametrize("dtypes", [("uint32", "uint32"), ("uint8", "uint8"), ("int32", "uint32"), ("int8", "uint8")],
+                         ids="-by-".join)
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_a_division_under_a_widening_cast_or_a_bitwise_operation_is_checked(path, dtypes, form):
+    """The walk did not enter TVM 0.27's bitwise nodes: these divided by 1 where B was 0, unreported."""
+    backend, target = path
+    kernel = tilelang.compile(widened(*dtypes, form), target=target, execution_backend=backend)
+    a = torch.tensor([7, 9, 100, 3]).to(getattr(torch, dtypes[0]))
+    b = torch.tensor([2, 4, 7, 1]).to(getattr(torch, dtypes[1]))
+    out = torch.zeros(4, dtype=torch.int64)
+    kernel(a, b, out)
+    assert out.tolist() == WIDENED[form][1]
+    b[2] = 0
+    with pytest.raises(RuntimeError, match=r"^widened\(\) failed: integer division by zero at "):
+        kernel(a, b, out)
+
+
 @T.prim_func
 def by_scalar(A: T.Tensor((n,), "int32"), s: T.int32, C: T.Tensor((n,), "int32"), D: T.Tensor((64,), "int32")):
     with T.Kernel(T.ceildiv(n, BLOCK), threads=BLOCK) as bx:
