@@ -208,3 +208,38 @@ def test_int8_and_int16_arithmetic_wraps_like_numpy(backend, target, size):
     with np.errstate(over="ignore"):
         for column, (text, ref) in enumerate(SIGNED_COLUMNS):
             assert w[:, column].tolist() == ref(x, y, a, b).tolist(), (text, backend, target, size)
+
+
+@T.prim_func
+def bool_arithmetic(A: T.Tensor((4,), "bool"), B: T.Tensor((4,), "bool"), O: T.Tensor((5, 4), "int32")):
+    with T.Kernel(1, threads=4):
+        for i in T.Parallel(4):
+            O[0, i] = A[i] + B[i]
+            O[1, i] = (A[i] + B[i]) * 3
+            O[2, i] = T.if_then_else(A[i] + B[i] == B[i], 1, 0)
+            O[3, i] = A[i] * B[i] + A[i]
+            O[4, i] = T.Cast("int32", ~A[i])
+
+
+def _bool_expected(a, b):
+    s = a | b  # torch: bool + bool is True where either is
+    return [s.int().tolist(), (s.int() * 3).tolist(), (s == b).int().tolist(), ((a & b) | a).int().tolist(),
+            (~a).int().tolist()]
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+def test_bool_arithmetic_gives_bools_on_every_path(backend, target):
+    """C promotes a bool to int: True + True was 2 on C (and ~True was -2, true) and 1 on llvm."""
+    kernel = tilelang.compile(bool_arithmetic, target=target, execution_backend=backend)
+    a, b = torch.tensor([True, True, False, False]), torch.tensor([True, False, True, False])
+    out = torch.zeros(5, 4, dtype=torch.int32)
+    kernel(a, b, out)
+    assert out.tolist() == _bool_expected(a, b)
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_bool_arithmetic_in_the_cuda_source_is_logical_and_compiles():
+    kernel = tilelang.compile(bool_arithmetic, target="cuda", execution_backend="cython")
+    source = kernel.get_kernel_source()
+    assert "(A_ptr[((int)threadIdx.x)] || B_ptr[((int)threadIdx.x)])" in source, source
+    assert "= ((int)!A_ptr[((int)threadIdx.x)]);" in source, source

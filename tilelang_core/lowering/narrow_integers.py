@@ -50,9 +50,16 @@ def _wide(x: Any, peel: bool = True) -> Any:
     return tirx.Cast(_WIDE, x)
 
 
+#: bool arithmetic as LLVM computes it (and torch's ``+`` and ``*``): C promotes a bool to ``int``, so
+#: ``A[i] + B[i]`` of two Trues was 2 on C and CUDA (stored as 2, compared unequal to 1) and 1 on llvm.
+_BOOL = {tirx.Add: tirx.Or, tirx.Sub: tirx.NE, tirx.Mul: tirx.And}
+
+
 def _binary(kind: type, peel_b: bool = True):
     def rewrite(node: Any) -> Any:
         dtype = dtype_of(node)
+        if dtype == "bool" and kind in _BOOL:
+            return _BOOL[kind](node.a, node.b)
         if dtype not in _NARROW:
             return node
         return tirx.Cast(dtype, kind(_wide(node.a), _wide(node.b, peel_b)))
@@ -62,6 +69,8 @@ def _binary(kind: type, peel_b: bool = True):
 
 def _not(node: Any) -> Any:
     dtype = dtype_of(node)
+    if dtype == "bool":
+        return tirx.Not(node.a)  # ``~true`` is -2 in C, true again
     if dtype not in _NARROW:
         return node
     return tirx.Cast(dtype, tirx.BitwiseNot(_wide(node.a)))
