@@ -213,7 +213,18 @@ def test_new_refuses_the_distribution_of_another_installed_backend(site, tmp_pat
     message = str(info.value)
     assert "tilelang-backend-mybk" in message and "'mybk'" in message and "pip uninstall tilelang-backend-mybk" in message
     assert not (tmp_path / "out" / "tilelang-backend-mybk").exists()
-    assert write_backend("mybk", tmp_path / "same").name == "tilelang-backend-mybk"  # the same backend: allowed
+
+
+
+def test_new_refuses_the_name_of_an_installed_backend_of_the_same_distribution(site, tmp_path):
+    """`new cython` wrote tilelang-backend-cython with a note and "next: pip install ...", and that
+    install silently uninstalled the installed backend."""
+    write_distribution(site, "mybk", plugin_source(spec_dict("mybk")))
+    get_registry().refresh()
+    with pytest.raises(ScaffoldError, match=r"backend 'mybk' is installed already, from tilelang-backend-mybk.*installing "
+                                             r"it would uninstall that backend.*pip uninstall tilelang-backend-mybk"):
+        write_backend("mybk", tmp_path / "same")
+    assert not (tmp_path / "same").exists()
 
 
 def test_new_command_refuses_the_distribution_of_another_installed_backend(tmp_path):

@@ -107,8 +107,9 @@ def _cmd_new(args: argparse.Namespace) -> int:
     from ..backends import get_registry
 
     if get_registry().get(args.name) is not None:
-        print(f"note: a backend named {args.name!r} is installed already; two distributions with one name cannot be "
-              f"installed together (rename this one before installing it)")
+        print(f"note: a backend named {args.name!r} is installed already, from another distribution; while both are "
+              f"installed, both are listed as broken (two distributions claim one name): rename this one before "
+              f"installing it")
     print(f"next: pip install {pip_path(project)} && tilelang backends check {args.name}")
     return 0
 

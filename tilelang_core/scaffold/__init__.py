@@ -55,14 +55,20 @@ def plugin_source(name: str) -> str:
 
 
 def _refuse_taken_distribution(name: str, distribution: str) -> None:
-    """Refuse a distribution name that an installed distribution of another backend has already:
-    installing the new one would silently uninstall that backend (``my_backend`` and ``mybackend``
-    both become ``tilelang-backend-mybackend``)."""
+    """Refuse a distribution name that an installed backend's distribution has already: installing
+    the new one would silently uninstall that backend (``my_backend`` and ``mybackend`` both become
+    ``tilelang-backend-mybackend``; ``cython`` is the installed ``tilelang-backend-cython``)."""
     from ..backends import get_registry
     from ..backends.discovery import _canonical
 
     for ep in get_registry().entry_points():
-        if ep.name != name and ep.distribution == _canonical(distribution):
+        if ep.name == name and ep.distribution == _canonical(distribution):
+            raise ScaffoldError(
+                f"backend {name!r} is installed already, from {ep.distribution} {ep.version or ''}".rstrip()
+                + f", the distribution this would write: installing it would uninstall that backend. Choose another "
+                f"name, or uninstall it first (pip uninstall {ep.distribution})"
+            )
+        if ep.distribution == _canonical(distribution):
             raise ScaffoldError(
                 f"backend name {name!r} would be distributed as {distribution}, the distribution of the installed "
                 f"backend {ep.name!r} ({ep.distribution} {ep.version or ''}".rstrip() + "): installing one would "
