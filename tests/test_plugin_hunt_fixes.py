@@ -350,3 +350,38 @@ def test_listings_keep_one_line_per_row(tmp_path):
     explained = _run(["-m", "tilelang", "backends", "explain", "--target", "c"], roots=[site])
     assert any(line.strip().startswith("ansidesc") and line.endswith("first line second line third")
                for line in explained.stdout.splitlines()), explained.stdout
+
+
+# -- the scaffold's build hook runs the compiler bounded ----------------------------------------
+
+
+def test_the_scaffolds_build_hook_stops_a_compiler_that_hangs(tmp_path, monkeypatch):
+    """The scaffold ran $CC with subprocess.run: a compiler that hung hung tilelang.compile, against
+    docs/backend-conventions.md (run compilers with run_compiler)."""
+    import time
+    import types
+
+    import tilelang
+    import tilelang.language as T
+    from tilelang_core.artifact import BuildOptions
+    from tilelang_core.errors import BuildError
+
+    module = types.ModuleType("tilelang_backend_sleepy_plugin")
+    exec(compile(scaffold_source("sleepy"), "plugin.py", "exec"), module.__dict__)
+
+    @T.prim_func
+    def double(A: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=8):
+            for i in T.Parallel(8):
+                A[i] = A[i] * 2.0
+
+    artifact = tilelang.lower(double, target="c")
+    hanging = tmp_path / "cc"
+    hanging.write_text("#!/bin/sh\nexec sleep 30\n")
+    hanging.chmod(0o755)
+    monkeypatch.setenv("CC", str(hanging))
+    monkeypatch.setenv("TILELANG_COMPILE_TIMEOUT_SECONDS", "1")
+    start = time.monotonic()
+    with pytest.raises(BuildError, match=r"compiling kernel 'double' failed \(stopped after 1 s"):
+        module.tilelang_backend_build(artifact=artifact, options=BuildOptions())
+    assert time.monotonic() - start < 15
