@@ -43,6 +43,20 @@ BUGS = {
     "kithang": {CALL: OFFSET + "            import time; time.sleep(10**6)\n" + CALL},
     # every call raises: every random wrong call misbehaves
     "kitraise": {CALL: "        raise RuntimeError('always')\n" + CALL},
+    # a block launcher (backend-conventions.md) that splits the blocks in two halves and drops the
+    # odd one: only loops of 65536 elements or more reach it
+    "kitlauncher": {"        self.assert_message = ctypes_assert_message(library, entry)":
+                    "        self.assert_message = ctypes_assert_message(library, entry)\n"
+                    "        if entry.block_launcher:\n"
+                    "            ctypes.c_void_p.in_dll(library, entry.block_launcher).value = "
+                    "ctypes.cast(_HALVES, ctypes.c_void_p).value",
+                    "from tilelang_core.hookspecs import hookimpl\n": "from tilelang_core.hookspecs import hookimpl\n"
+                    "import ctypes as _ct\n"
+                    "_BLOCKS = _ct.CFUNCTYPE(_ct.c_int32, _ct.c_void_p, _ct.c_int64, _ct.c_int64)\n"
+                    "def _halves(blocks, work, fn, args):\n"
+                    "    half = blocks // 2\n"
+                    "    return fn(args, 0, half) or fn(args, half, 2 * half)\n"
+                    "_HALVES = _ct.CFUNCTYPE(_ct.c_int32, _ct.c_int64, _ct.c_int64, _BLOCKS, _ct.c_void_p)(_halves)\n"},
 }
 
 
@@ -380,3 +394,11 @@ def test_wrong_calls_counts_every_misbehaving_call(installed):
     """Before, the count was of the 5 examples the subprocess sends."""
     result = run("kitraise", "wrong_calls")["c:wrong_calls"]
     assert result.status == "fail" and result.reason.startswith("2000 of 2000 random calls misbehaved"), result.reason
+
+
+def test_a_block_launcher_that_drops_a_block_fails_the_large_size_check(installed):
+    """Every reference kernel had under 65536 elements, so the kit passed (91 of 91) a backend whose
+    launcher dropped the odd block of a parallel block loop."""
+    assert run("kitok", "kernel:large_size")["c:kernel:large_size"].status == "pass"
+    bad = run("kitlauncher", "kernel:large_size")["c:kernel:large_size"]
+    assert bad.status == "fail" and "pad with n=65536: Tensor-likes are not close" in bad.reason, bad

@@ -23,13 +23,20 @@ def _is_ours(module_name: str) -> bool:
     return top in _NOT_THE_USERS or top.startswith("tilelang_backend_")
 
 
+def _module_name(namespace: dict) -> str:
+    """The module's import name: its spec's for ``python -m tilelang_core...`` (``__name__`` is
+    ``"__main__"`` there)."""
+    spec = namespace.get("__spec__")
+    return getattr(spec, "name", None) or namespace.get("__name__") or ""
+
+
 def user_stacklevel(skip: int = 1) -> int:
     """The ``stacklevel`` that makes ``warnings.warn`` in the frame ``skip`` levels up (1: the
     caller of this function) name the first frame outside this package, its plugins and the
     libraries in between; the outermost frame where every frame is one of those."""
     frame = sys._getframe(skip)
     level = 1
-    while frame.f_back is not None and _is_ours(frame.f_globals.get("__name__") or ""):
+    while frame.f_back is not None and _is_ours(_module_name(frame.f_globals)):
         frame = frame.f_back
         level += 1
     return level
