@@ -209,6 +209,15 @@ def test_a_crash_is_reported_with_the_call_that_crashed(installed):
     assert "the subprocess died by signal" in crashed.reason and "during 'unknown_keyword'" in crashed.reason
 
 
+def test_the_rows_after_a_crashing_row_run_in_a_fresh_subprocess(installed):
+    """One crashing row failed every later row (and wrong_calls) with its own crash, unrun."""
+    results = run("kitcrash", "error:bool_value", "error:unknown_keyword", "error:stream_type", "error:kernel_status")
+    crashed = results["c:error:unknown_keyword"]
+    assert crashed.status == "fail" and "died by signal 11 (SIGSEGV) during 'unknown_keyword'" in crashed.reason, crashed
+    assert "Segfault encountered; File" in crashed.reason and "in string_at" in crashed.reason, crashed
+    assert {results[f"c:error:{row}"].status for row in ("bool_value", "stream_type", "kernel_status")} == {"pass"}
+
+
 def test_heavy_import_at_plugin_load_fails_the_declaration(installed):
     result = run("kitheavy", "declaration")["declaration"]
     assert result.status == "fail" and result.reason.startswith("importing tilelang_backend_kitheavy.plugin imports ")

@@ -29,6 +29,7 @@ import json
 import math
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -329,21 +330,22 @@ class Suite:
         return kernel
 
     def child(self, kind: str, job: str, spec: dict, env: Optional[dict] = None) -> dict:
-        """Run ``python -m tilelang_core.conformance._child job`` once per (kind, job); its JSON lines."""
-        key = (kind, job)
+        """Run ``python -m tilelang_core.conformance._child job`` once per (kind, job, spec); its JSON lines."""
+        key = (kind, job, json.dumps(spec, sort_keys=True))
         if key in self._children:
             return self._children[key]
         spec = {"backend": self.name, "target": kind, "device": self.device(kind), **spec}
         cmd = [sys.executable, "-m", "tilelang_core.conformance._child", job, json.dumps(spec)]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=env or dict(os.environ),
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=env or _worker_env(self),
                                   cwd=self._tmp)
             out, err, code = proc.stdout, proc.stderr, proc.returncode
         except subprocess.TimeoutExpired as exc:
             out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
             err, code = f"timed out after {CHILD_TIMEOUT} s", None
         lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-        result = {"lines": lines, "code": code, "stderr": (err or "")[-2000:]}
+        err = err or ""  # its start holds faulthandler's report of a crash, its end the last words
+        result = {"lines": lines, "code": code, "stderr": err if len(err) <= 6000 else err[:4000] + "\n...\n" + err[-2000:]}
         self._children[key] = result
         return result
 
@@ -472,11 +474,23 @@ def _visibility_problem(suite: Suite) -> str:
 
 
 def _death(child: dict) -> str:
+    """How a subprocess ended and in which call (its last ``start`` line), with what its stderr says
+    of it: the crash report's first line (faulthandler's "Fatal Python error: ...", or TVM's
+    "Segfault encountered", whose handler prints native frames) and its innermost frame that names
+    a function (a Python one, else a native one outside the C library's signal code); else the
+    last line. Before, it quoted the last line, the outermost native frame
+    (``File "<unknown>", line 0, in 0xffffffffffffffff``)."""
     code = child["code"]
-    how = "timed out" if code is None else f"died by signal {-code}" if code < 0 else f"exited with code {code}"
+    how = "timed out" if code is None else _how_it_ended(code)
     last = next((line["start"] for line in reversed(child["lines"]) if "start" in line), None)
-    tail = child["stderr"].strip().splitlines()[-1:] or [""]
-    return f"the subprocess {how}" + (f" during {last!r}" if last else "") + (f": {tail[0]}" if tail[0] else "")
+    lines = [line.strip() for line in child["stderr"].strip().splitlines() if line.strip()]
+    fatal = next((line.strip("! ") for line in lines if line.startswith("Fatal Python error")
+                  or "encountered !!" in line), None)
+    frames = [line for line in lines if line.startswith('File "')]
+    frame = next((line for line in frames if re.match(r'File ".*\.py", line \d+', line)), None) or next(
+        (line for line in frames if "sysdeps/" not in line and not re.search(r"line 0, in (0x)?[0-9a-f]+$", line)), None)
+    detail = "; ".join(part for part in (fatal, frame) if part) or (lines[-1] if lines else "")
+    return f"the subprocess {how}" + (f" during {last!r}" if last else "") + (f": {detail}" if detail else "")
 
 
 # -- the declaration and the probe ------------------------------------------------------------
@@ -853,6 +867,8 @@ def _check_error_row(suite: Suite, kind: str, check_id: str) -> Optional[str]:
     got = next((line for line in child["lines"] if line.get("row") == row_id), None)
     if got is None:
         raise Fail(_death(child))
+    if got.get("died"):
+        raise Fail(got["died"])
     if got.get("skip"):
         raise Skip(got["skip"])
     want_type, want = row.error, row.expected(_param_device(kind))
@@ -863,11 +879,33 @@ def _check_error_row(suite: Suite, kind: str, check_id: str) -> Optional[str]:
 
 
 def _errors_child(suite: Suite, kind: str) -> dict:
-    """The ``errors`` subprocess of ``kind``: the selected rows, then the random calls if selected."""
+    """What the ``errors`` subprocesses of ``kind`` reported: the selected rows, then the random
+    calls if selected. A row whose call ended the subprocess (a crash) is reported as such (a line
+    ``{"row": id, "died": why}``), and a fresh subprocess runs the rows after it and the random
+    calls: before, one crashing row failed every later row and ``wrong_calls``, none of which had
+    run. The merged result's ``code`` and ``stderr`` are those of the last subprocess."""
+    key = (kind, "errors", "merged")
+    if key in suite._children:
+        return suite._children[key]
     names = {c.name for c in suite.checks()}
     rows = [r.id for r in error_table.ROWS if f"{kind}:error:{r.id}" in names]
     fuzz = FUZZ_CALLS if f"{kind}:wrong_calls" in names else 0
-    return suite.child(kind, "errors", {"rows": rows, "fuzz": fuzz})
+    lines: list = []
+    while True:
+        child = suite.child(kind, "errors", {"rows": rows, "fuzz": fuzz})
+        lines += child["lines"]
+        done = {line["row"] for line in child["lines"] if "row" in line}
+        started = [line["start"] for line in child["lines"] if "start" in line]
+        crashed = started[-1] if child["code"] != 0 and started and started[-1] in rows and started[-1] not in done else None
+        if crashed is None:
+            break
+        lines.append({"row": crashed, "died": _death(child)})
+        rows = rows[rows.index(crashed) + 1:]
+        if not rows and not fuzz:
+            break
+    merged = {"lines": lines, "code": child["code"], "stderr": child["stderr"]}
+    suite._children[key] = merged
+    return merged
 
 
 def _param_device(kind: str) -> str:
