@@ -3,9 +3,11 @@
 The per-key thread lock of the kernel cache (and the other thread locks of the compile path) was
 copied into the child locked: the thread holding it does not exist there, so the child asking for
 K waited for ever. Each such lock is now replaced by a fresh one in the child
-(``os.register_at_fork``). The scenario runs in a fresh interpreter; a slow C compiler makes the
-fork land while the parent's thread is building, and a faulthandler timer in the child turns a
-hang into a failing exit status.
+(``os.register_at_fork``). Locks of code the package does not own (a module's import lock during a
+first compile, pydantic-core's) cannot be renewed: a fork now waits until no other thread is inside
+a compile (fork_locks.compiling). The scenario runs in a fresh interpreter, once with that wait and
+once without it (the renewed locks alone); a slow C compiler makes the fork land while the parent's
+thread is building, and a faulthandler timer in the child turns a hang into a failing exit status.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ SCRIPT = textwrap.dedent(
     torch.set_num_threads(1)  # torch's own OpenMP pool is not fork-safe
     import faulthandler, os, sys, threading, time
     import tilelang, tilelang.language as T
+    import tilelang_core.fork_locks as fork_locks
+    fork_locks.FORK_WAIT_S = float(os.environ["FORK_WAIT_S"])
 
     @T.prim_func
     def scale(A: T.Tensor((256,), "float32"), C: T.Tensor((256,), "float32")):
@@ -50,12 +54,14 @@ SCRIPT = textwrap.dedent(
     thread.start()
     while not os.path.exists(os.environ["CC_STARTED"]):  # the thread is inside the C compiler now
         time.sleep(0.01)
+    before = time.monotonic()
     pid = os.fork()
     if pid == 0:
         faulthandler.dump_traceback_later(12, exit=True)  # a hang: exit status 1 with the stacks
         build("child")
         sys.stdout.flush()
         os._exit(0)
+    print("fork waited", "yes" if time.monotonic() - before > 1.0 else "no", flush=True)
     thread.join()
     _, status = os.waitpid(pid, 0)
     print("child exit", os.waitstatus_to_exitcode(status), flush=True)
@@ -71,7 +77,8 @@ exec cc "$@"
 """
 
 
-def test_fork_child_compiles_the_kernel_a_parent_thread_is_compiling(tmp_path):
+@pytest.mark.parametrize("wait", [True, False], ids=["fork-waits", "renewed-locks-alone"])
+def test_fork_child_compiles_the_kernel_a_parent_thread_is_compiling(tmp_path, wait):
     pytest.importorskip("torch")
     from tilelang_core.backends import get_registry
 
@@ -89,12 +96,14 @@ def test_fork_child_compiles_the_kernel_a_parent_thread_is_compiling(tmp_path):
         "CC_ARMED": str(tmp_path / "cc_armed"),
         "CC_STARTED": str(tmp_path / "cc_started"),
         "TILELANG_CACHE_DIR": str(tmp_path / "cache"),
+        "FORK_WAIT_S": "60" if wait else "0",
     }
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=90,
                           cwd=tmp_path)
     out = proc.stdout.splitlines()
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     assert "parent 3.0" in out and "child 3.0" in out and "child exit 0" in out, proc.stdout + proc.stderr[-4000:]
+    assert f"fork waited {'yes' if wait else 'no'}" in out, proc.stdout  # for the parent's build (2 s), or not
     # the entry the parent wrote is whole (written in tmp/, renamed into kernels/), and tmp/ is empty
     entries = [p for shard in (tmp_path / "cache" / "kernels").iterdir() for p in shard.iterdir()]
     assert len(entries) == 2 and all((p / "tilelang-kernel.json").is_file() for p in entries), entries
@@ -128,3 +137,53 @@ def test_every_module_level_lock_is_renewed_in_a_fork_child(package):
     assert locks, f"no module-level lock found in {package}: the scan is broken"
     missing = [f"{m.__name__}.{name}" for m, name in locks if name not in fork_locks._owners.get(m, ())]
     assert not missing, f"not renewed after fork: {missing}"
+
+
+# -- the fork waits for other threads' compiles ---------------------------------------------------
+
+
+def _fork_and_exit() -> float:
+    """Fork a child that exits at once; the seconds ``os.fork()`` took in the parent."""
+    import time
+
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    took = time.monotonic() - start
+    os.waitpid(pid, 0)
+    return took
+
+
+def test_a_fork_waits_until_no_other_thread_is_inside_a_compile():
+    """A first compile imports modules and builds pydantic-core validators: a child forked while
+    another thread was doing so inherited their locks held and hung for good (3 forks in 10)."""
+    import threading
+    import time
+
+    from tilelang_core.fork_locks import compiling
+
+    inside, leave = threading.Event(), threading.Event()
+
+    def compile_for_a_while():
+        with compiling():
+            inside.set()
+            leave.wait(10)
+
+    worker = threading.Thread(target=compile_for_a_while)
+    worker.start()
+    inside.wait(10)
+    threading.Timer(0.5, leave.set).start()
+    took = _fork_and_exit()
+    worker.join(10)
+    assert took >= 0.4, f"os.fork() returned after {took:.2f} s, inside the other thread's compile"
+    assert _fork_and_exit() < 0.4  # nothing in flight: no wait
+
+
+def test_a_fork_inside_this_threads_own_compile_does_not_wait_for_itself():
+    from tilelang_core import fork_locks
+
+    with fork_locks.compiling(), fork_locks.compiling():
+        assert _fork_and_exit() < 0.4
+        assert fork_locks._GATE.inside == {__import__("threading").get_ident(): 2}
+    assert fork_locks._GATE.inside == {}

@@ -34,6 +34,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 from ..fork_locks import renew_after_fork
 from ..profiler.compare import check_tolerances
 from ..profiler.supply import TensorSupplyType, as_supply_type
+from ..warning_location import user_stacklevel
 from .candidate import (
     PASS_CONFIGS_KEY,
     BenchState,
@@ -45,7 +46,6 @@ from .candidate import (
     remote_device_identity,
     run_candidate,
 )
-from ..warning_location import user_stacklevel
 from .capture import get_autotune_inputs
 from .key import Undescribable, describe_value, tuning_key, unwrap
 from .key import callable_name as _name

@@ -43,6 +43,7 @@ from ..errors import (
     TileLangError,
 )
 from .discovery import ENTRY_POINT_GROUP, BackendEntryPoint, discover, metadata_path
+from ..fork_locks import compiling
 from .isolation import TIMEOUT_ENV, plugin_timeout, run_plugin_code
 
 Status = Literal["ok", "broken", "incompatible", "unavailable"]
@@ -315,7 +316,8 @@ def _load(eps: list[BackendEntryPoint]) -> BackendRecord:
         return record
     timeout = plugin_timeout()
     step = [f"importing {first.value}"]
-    outcome = run_plugin_code(lambda: _load_plugin(record, first, step), timeout=timeout, name=first.name)
+    with compiling():  # a fork waits for the import (fork_locks.py)
+        outcome = run_plugin_code(lambda: _load_plugin(record, first, step), timeout=timeout, name=first.name)
     if not outcome.finished:
         # the thread may still be running: give it nothing more to change
         late = BackendRecord(first.name, first.distribution, first.version, first.value, _ep=first)

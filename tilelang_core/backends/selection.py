@@ -13,9 +13,9 @@ from ..errors import (
     BackendUnavailableError,
     NoBackendForTargetError,
 )
+from ..warning_location import user_stacklevel
 from .discovery import pip_name_for
 from .registry import BackendRecord, BackendRegistry, get_registry
-from ..warning_location import user_stacklevel
 
 AUTO = "auto"
 #: Environment variable: the backend a compile that names none uses (as in upstream TileLang).

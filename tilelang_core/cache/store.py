@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 from ..fork_locks import renew_after_fork
 from ..errors import ArtifactError, BuildError, CacheError, SettingError
 from ..flock_wait import flock_within
+from ..warning_location import user_stacklevel
 from . import entry as E
 from . import leftovers, ownership, trust
 from .location import CACHE_DIR_ENV, cache_disabled, check_private, default_cache_dir, prepare_cache_dir, tree_place
-from ..warning_location import user_stacklevel
 
 if TYPE_CHECKING:
     from ..backends.registry import BackendRecord

@@ -10,7 +10,7 @@ import warnings
 from collections import OrderedDict
 from typing import Any, Optional, Sequence, Union
 
-from ..fork_locks import renew_after_fork
+from ..fork_locks import renew_after_fork, waits_for_fork
 from ..artifact import BuildOptions, KernelArtifact, TensorParam
 from ..backends import BackendWarning, auto_candidates, select_backend
 from ..backends.selection import AUTO, declared_kind, default_execution_backend, warn_if_deprecated
@@ -24,11 +24,12 @@ from ..errors import (
     KernelDefinitionError,
     KernelNotSupportedError,
 )
+from ..warning_location import user_stacklevel
 from .kernel import BackendInfo, JITKernel
 from .outputs import OutIdx, bind_symbols_from_inputs, declared_out_idx, normalize_out_idx, warn_unwritten_outputs
-from ..warning_location import user_stacklevel
 
 
+@waits_for_fork  # a fork waits for it (fork_locks.py)
 def compile(  # noqa: A001 - the public name is tilelang.compile
     func: Any,
     out_idx: OutIdx = None,

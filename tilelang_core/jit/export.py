@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from ..errors import ArtifactError, BackendNotInstalledError
+from ..fork_locks import waits_for_fork
 from ..path_limits import path_limits
+from ..warning_location import user_stacklevel
 from .export_swap import exchange, recover_leftovers, side_name
 from .kernel import BackendInfo, JITKernel
-from ..warning_location import user_stacklevel
 
 
 def _record_for(name: str) -> Any:
@@ -251,6 +252,7 @@ def _cyclic_gc_paused():
             gc.enable()
 
 
+@waits_for_fork  # a fork waits for it (fork_locks.py)
 def load(path: Union[str, os.PathLike], *, trusted: bool = False) -> JITKernel:
     """Restore a kernel written by :meth:`JITKernel.export`, ready to call.
 

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from ..artifact import KernelArtifact, TensorParam
 from ..errors import KernelDefinitionError, LoweringError, PassConfigError, TargetError
+from ..fork_locks import waits_for_fork
 from .configs import CHOICE_CONFIGS, NO_EFFECT, PASS_CONFIGS, config_flag, config_key, unknown_key_message
 from .parameter_views import allow_aliased_pointers
 from .target import (CPU_KINDS, GPU_KINDS, NARROW_FLOAT_EMULATED_KINDS, auto_target_kind, device_of,
@@ -147,6 +148,7 @@ def _check_runtime_module_strides(func: Any, location: str, name: str) -> None:
                 )
 
 
+@waits_for_fork  # a fork waits for it (fork_locks.py)
 def lower(
     func: Any = None,
     target: Any = "auto",
