@@ -150,3 +150,46 @@ def test_an_interrupted_call_drops_the_builds_not_started(monkeypatch):
     release.set()
     time.sleep(0.5)  # a worker that was not stopped takes the next job now
     assert started == [0], started
+
+
+INTERRUPTED = r'''
+import os, signal, sys, threading
+import tilelang
+import tilelang.language as T
+
+def make(scale):
+    @T.prim_func
+    def unrolled(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(64):
+                for k in T.unroll(64):
+                    C[i, k] = C[i, k] + A[i, k] * T.float32(scale)
+    return unrolled
+
+started = threading.Event()
+def build(scale):
+    started.set()
+    return tilelang.compile(make(scale), execution_backend="tvm_ffi", target="llvm")
+
+def interrupt():  # Ctrl-C while the builds are inside TVM's C++ code
+    started.wait(60)
+    threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+threading.Thread(target=interrupt, daemon=True).start()
+tilelang.par_compile([lambda s=s: build(s) for s in range(8)], num_workers=2, progress=False)
+print("finished before the interrupt")
+'''
+
+
+def test_ctrl_c_during_par_compile_ends_with_keyboard_interrupt_not_an_abort(tmp_path):
+    """The worker threads were still in TVM's C++ code when Python finalized: the process aborted
+    with "terminate called without an active exception" (SIGABRT); it now waits for them at exit."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("tilelang_backend_tvmffi")
+    env = {**os.environ, "TILELANG_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TILELANG_DISABLE_CACHE", None)
+    proc = subprocess.run([sys.executable, "-c", INTERRUPTED], capture_output=True, text=True, timeout=300, env=env)
+    assert "terminate called" not in proc.stderr and proc.returncode != -6, proc.stderr[-2000:]
+    assert "KeyboardInterrupt" in proc.stderr or "finished before the interrupt" in proc.stdout, proc.stderr[-2000:]

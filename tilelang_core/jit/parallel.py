@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import collections
 import functools
 import os
@@ -177,6 +178,12 @@ class _DaemonJobs:
     A job whose future was cancelled before it started is skipped. :meth:`add_worker` starts one
     more thread: the caller does so for each job it abandons, so that the jobs still queued do not
     wait for a thread that may never come back.
+
+    At the interpreter's exit, the jobs still running are waited for (at most :data:`EXIT_WAIT_S`;
+    :func:`_wait_at_exit`): a daemon thread still inside TVM's C++ code when Python finalizes is
+    stopped by unwinding through it, and the process aborted with "terminate called without an
+    active exception" (Ctrl-C during a ``par_compile`` or an autotune with tvm_ffi, or an exit
+    right after a ``CompileTimeout``). Jobs not started are never started then.
     """
 
     def __init__(self, jobs: list, workers: int) -> None:
@@ -195,12 +202,20 @@ class _DaemonJobs:
                 return
             self._threads += 1
             number = self._threads
-        threading.Thread(target=self._work, name=f"tilelang-par-compile-{number}", daemon=True).start()
+        thread = threading.Thread(target=self._work, name=f"tilelang-par-compile-{number}", daemon=True)
+        _LIVE.add(thread)
+        thread.start()
 
     def _work(self) -> None:
+        try:
+            self._run_jobs()
+        finally:
+            _LIVE.discard(threading.current_thread())
+
+    def _run_jobs(self) -> None:
         while True:
             with self._lock:
-                if not self._queue:
+                if not self._queue or _EXITING.is_set():
                     return
                 index = self._queue.popleft()
             future = self.futures[index]
@@ -210,6 +225,24 @@ class _DaemonJobs:
                 future.set_result(self.jobs[index]())
             except BaseException as exc:  # noqa: BLE001 - delivered through the future
                 future.set_exception(exc)
+
+
+#: Worker threads of every ``par_compile`` still running, and whether the interpreter is exiting.
+_LIVE: "set[threading.Thread]" = set()
+_EXITING = threading.Event()
+#: The longest the interpreter's exit waits for builds still running (seconds).
+EXIT_WAIT_S = 120.0
+
+
+def _wait_at_exit() -> None:
+    """``atexit``: let the builds still running end (see :class:`_DaemonJobs`); start no other."""
+    _EXITING.set()
+    deadline = time.monotonic() + EXIT_WAIT_S
+    for thread in list(_LIVE):
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(_wait_at_exit)
 
 
 def _is_prim_func(item: Any) -> bool:
