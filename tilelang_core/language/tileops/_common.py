@@ -221,7 +221,10 @@ class Tile:
         return out
 
     def bounds_condition(self, squeezed_vars: Sequence[Any]) -> Optional[Any]:
-        """The condition keeping an access inside the buffer, or None when always inside."""
+        """The condition keeping an access inside the buffer, or None when always inside: each index
+        below its dimension, and at least 0 where the region's start may be negative (a halo tile,
+        ``T.copy(A[bx * 64 - 1], S)``; before, only the upper end was guarded, so block 0 read
+        ``A[-1]`` where the access guards were off, and on GPU targets)."""
         conds = []
         for index, start, extent, dim in zip(self.indices(squeezed_vars), self.starts, self.extents, self.shape):
             if provably_inside(start, extent, dim):
@@ -230,7 +233,10 @@ class Tile:
             if s is not None and e is not None and d is not None and s + e > d and s >= d:
                 conds.append(tirx.IntImm("bool", 0))
                 continue
-            conds.append(_expr(index) < _expr(dim))
+            if not provably_nonnegative(start):
+                conds.append(_expr(index) >= tirx.const(0, _expr(index).ty.dtype))
+            if not provably_ends_inside(start, extent, dim):
+                conds.append(_expr(index) < _expr(dim))
         return all_of(conds)
 
 
@@ -276,9 +282,26 @@ def every_thread_gets_here(serial_loops: bool = False) -> bool:
 def provably_inside(start: Any, extent: Any, dim: Any) -> bool:
     """Whether ``[start, start + extent)`` provably lies inside a dimension of size ``dim`` (ints or
     expressions: constants are compared, expressions proved by the shared analyzer)."""
+    return provably_nonnegative(start) and provably_ends_inside(start, extent, dim)
+
+
+def provably_nonnegative(start: Any) -> bool:
+    """Whether the region start ``start`` is provably at least 0."""
+    s = static_int(start)
+    if s is not None:
+        return s >= 0
+    try:
+        value = _expr(start)
+        return bool(analyzer().can_prove(value >= tirx.const(0, value.ty.dtype)))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def provably_ends_inside(start: Any, extent: Any, dim: Any) -> bool:
+    """Whether ``start + extent <= dim`` provably holds."""
     s, e, d = static_int(start), static_int(extent), static_int(dim)
-    if s is not None and e is not None and d is not None and 0 <= s and s + e <= d:
-        return True
+    if s is not None and e is not None and d is not None:
+        return s + e <= d
     try:
         return bool(analyzer().can_prove(_expr(start) + _expr(extent) <= _expr(dim)))
     except Exception:  # noqa: BLE001
