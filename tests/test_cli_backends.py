@@ -82,3 +82,12 @@ def test_schema_is_json_schema_of_backend_spec():
 def test_usage_error_exit_code_2():
     assert run_cli("frobnicate").returncode == 2
     assert run_cli("backends", "explain").returncode == 2  # --target missing
+
+
+def test_explain_keeps_its_columns_for_long_backend_names(site):
+    write_distribution(site, "a_rather_long_backend_name",
+                       plugin_source(spec_dict("a_rather_long_backend_name", {"c": {"priority": 1, "consumes": ["device_source"]}})))
+    out = run_cli("backends", "explain", "--target", "c", roots=[site])
+    rows = [line for line in out.stdout.splitlines() if line.startswith("  ")]
+    verdict_columns = {line.index(line.split()[1], len(line.split()[0]) + 2) for line in rows}
+    assert len(rows) >= 2 and len(verdict_columns) == 1, out.stdout

@@ -141,9 +141,10 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     else:
         means = f" (here: {kind!r})" if args.target.strip() == "auto" else ""
         print(f"target {args.target!r}{means}: " + (f"auto selects {chosen!r}" if chosen else "no available backend"))
+        width = max([12, *(len(one_line(c.name)) for c in candidates)])  # a long name shifted the columns
         for c in candidates:
             prio = f"priority {c.priority}" if c.priority is not None else "-"
-            print(f"  {c.name:<12} {c.verdict:<12} {prio:<13} {one_line(c.reason)}")
+            print(f"  {one_line(c.name):<{width}} {c.verdict:<12} {prio:<13} {one_line(c.reason)}")
     broken = any(c.verdict in ("broken", "incompatible") for c in candidates)
     return 1 if broken else 0
 
