@@ -17,6 +17,7 @@ the argument count, without a Python loop.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -24,7 +25,7 @@ import os
 import sys
 import threading
 import types
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 from ..errors import TileLangError
 from .binding import symbol_stand_in, value_types
@@ -187,7 +188,10 @@ class JitFunction:
         self._fast_key: Callable[[tuple], tuple] = _no_fast_key
         self._fast_arity: Optional[int] = None
         self._lock = threading.Lock()
-        renew_after_fork(self, "_lock")
+        #: one lock per specialisation being built: threads asking for it at once wait for the first
+        #: (with the kernel cache off, each built it: 6 threads, 6 builds of one kernel)
+        self._building: dict[Any, Any] = {}
+        renew_after_fork(self, "_lock", "_building")
         self._binder: Any = None
         self._kernel_cache: dict[Any, JITKernel] = {}  # compile form, by the bound-arguments key (binding.py)
         self._call_form_cache: dict[Any, JITKernel] = {}  # compile form, by the call as written
@@ -342,11 +346,32 @@ class JitFunction:
         types = value_types(key)
         kernel = self._kernel_for(key, types)
         if kernel is None:
-            kernel = self._build(args, kwargs, self.options.get("target", "auto"))
-            with self._lock:
-                kernel = self._kernel_for(key, types) or self._keep(key, types, kernel)
+            with self._build_lock(("compile", key, types)):
+                kernel = self._kernel_for(key, types)
+                if kernel is None:
+                    kernel = self._build(args, kwargs, self.options.get("target", "auto"))
+                    with self._lock:
+                        kernel = self._kernel_for(key, types) or self._keep(key, types, kernel)
         self._call_form_cache[form] = kernel
         return kernel
+
+    @contextlib.contextmanager
+    def _build_lock(self, key: Any) -> Iterator[None]:
+        """Hold the lock of the specialisation ``key`` while it is built (re-entrant: a function
+        that asks for its own kernel while building it builds it again, as before)."""
+        with self._lock:
+            entry = self._building.get(key)
+            if entry is None:
+                entry = self._building[key] = [threading.RLock(), 0]
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._lock:
+                entry[1] -= 1
+                if not entry[1] and self._building.get(key) is entry:
+                    del self._building[key]
 
     def _kernel_for(self, key: Any, types: Any) -> Optional[JITKernel]:
         """The kernel compiled for the bound-arguments ``key`` and the types of its values: a key
@@ -394,28 +419,33 @@ class JitFunction:
             raise TypeError(unhashable_message(self.func.__name__, f"argument {name!r}", value)) from None
         kernel = self._by_args.get(key)
         if kernel is None:
-            target = self.options.get("target", "auto")
-            if target == "auto":
-                target = DEVICE_TARGETS.get(device or "cpu", "auto")
-            _check_binds(self.func, args, kwargs)
-            try:
-                kernel = self._build(tuple(specs), kwargs, target)
-            except TileLangError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - TVM's own error for a spec where a number was meant
-                given = ", ".join(f"#{i} ({s.dtype} tensor {tuple(s.shape)})" for i, s in enumerate(specs)
-                                  if isinstance(s, TensorSpec))
-                raise TypeError(
-                    f"{self.func.__name__}() was called with tensors (arguments {given}): the direct form passes "
-                    f"each as a T.Tensor spec to the function, and building its kernel failed ({type(exc).__name__}: "
-                    f"{exc}). If those parameters are sizes or other compile-time values, call "
-                    f"{self.func.__name__}(...) with them to get the kernel, then call the kernel with the tensors"
-                ) from exc
-            with self._lock:
-                kernel = self._by_args.setdefault(key, kernel)
+            with self._build_lock(key):
+                kernel = self._by_args.get(key) or self._build_direct(key, specs, args, kwargs, device)
         if not kwargs and len(tensors) == len(args):
             self._register_fast(args, kernel)
         return kernel(*tensors)
+
+    def _build_direct(self, key: Any, specs: list, args: tuple, kwargs: dict[str, Any], device: Any) -> JITKernel:
+        """Build the direct form's kernel for ``specs`` and keep it under ``key``."""
+        target = self.options.get("target", "auto")
+        if target == "auto":
+            target = DEVICE_TARGETS.get(device or "cpu", "auto")
+        _check_binds(self.func, args, kwargs)
+        try:
+            kernel = self._build(tuple(specs), kwargs, target)
+        except TileLangError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - TVM's own error for a spec where a number was meant
+            given = ", ".join(f"#{i} ({s.dtype} tensor {tuple(s.shape)})" for i, s in enumerate(specs)
+                              if isinstance(s, TensorSpec))
+            raise TypeError(
+                f"{self.func.__name__}() was called with tensors (arguments {given}): the direct form passes "
+                f"each as a T.Tensor spec to the function, and building its kernel failed ({type(exc).__name__}: "
+                f"{exc}). If those parameters are sizes or other compile-time values, call "
+                f"{self.func.__name__}(...) with them to get the kernel, then call the kernel with the tensors"
+            ) from exc
+        with self._lock:
+            return self._by_args.setdefault(key, kernel)
 
     def _register_fast(self, args: tuple, kernel: JITKernel) -> None:
         with self._lock:
