@@ -244,7 +244,9 @@ def test_usage_errors_of_check_and_new_exit_2(installed, tmp_path):
     assert proc.returncode == 2 and "must be a lowercase identifier" in proc.stderr and "Traceback" not in proc.stderr
     assert list(tmp_path.iterdir()) == []
     proc = subprocess.run([*cli, "new", "kitok", "--path", str(tmp_path / "afile")], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr  # a name that is installed is only noted
+    # the name of an installed backend: its distribution, which installing would replace (not a usage error)
+    assert proc.returncode == 1 and "backend 'kitok' is installed already" in proc.stderr, proc.stderr
+    assert not (tmp_path / "afile").exists()
     (tmp_path / "file").write_text("")
     proc = subprocess.run([*cli, "new", "mine", "--path", str(tmp_path / "file")], capture_output=True, text=True)
     assert proc.returncode == 1 and "is a file" in proc.stderr  # the command failed: not a usage error

@@ -187,3 +187,32 @@ def test_a_fork_inside_this_threads_own_compile_does_not_wait_for_itself():
         assert _fork_and_exit() < 0.4
         assert fork_locks._GATE.inside == {__import__("threading").get_ident(): 2}
     assert fork_locks._GATE.inside == {}
+
+
+def test_a_fork_waits_for_a_compile_that_enters_a_nested_section_meanwhile(monkeypatch):
+    """compile -> lower is a section inside a section: the thread entering the inner one waited
+    for the fork, which waited for the thread, until FORK_WAIT_S (120 s) ran out."""
+    import threading
+    import time
+
+    from tilelang_core import fork_locks
+    from tilelang_core.fork_locks import compiling
+
+    monkeypatch.setattr(fork_locks, "FORK_WAIT_S", 10.0)
+
+    inside, leave = threading.Event(), threading.Event()
+    finished = []
+
+    def compile_with_a_nested_lower():
+        with compiling():
+            inside.set()
+            time.sleep(0.3)  # the fork is waiting by now
+            with compiling():
+                finished.append(time.monotonic())
+
+    worker = threading.Thread(target=compile_with_a_nested_lower)
+    worker.start()
+    inside.wait(10)
+    took = _fork_and_exit()
+    worker.join(10)
+    assert finished and took < 3, f"os.fork() returned after {took:.1f} s"

@@ -77,7 +77,9 @@ class _CompileGate:
     def section(self) -> Iterator[None]:
         me = threading.get_ident()
         with self.condition:
-            while self.forking is not None and self.forking != me:
+            # a thread already inside (a compile's nested lower or plugin load) goes on: the fork
+            # waits for it to leave, so it must not wait for the fork
+            while self.forking is not None and self.forking != me and me not in self.inside:
                 self.condition.wait()
             self.inside[me] = self.inside.get(me, 0) + 1
         try:

@@ -57,7 +57,7 @@ exception; only the plugin's own faults break it. Errors are classes of ``tilela
 | build, save, load | ``OSError``, ``MemoryError`` | the environment (disk full, permissions, no memory) | raised as they are; the kernel cache warns and keeps the kernel in memory; backend usable |
 | load | ``ArtifactError``, ``TypeError``, ``ValueError`` | the saved files are missing, corrupt or make no sense | the cache removes the entry and rebuilds; ``tilelang.load`` raises; backend usable |
 | build, load | ``SettingError`` (a ``ValueError``) | an environment variable the backend reads has a value it cannot use | raised as it is, naming the variable; the cache entry stays; backend usable |
-| build, save, probe, spec | anything else (``TypeError``, ``AttributeError``, ``KeyError``, ``SystemExit``, ...) | a bug of the plugin | broken: ``BackendBrokenError`` naming the hook and the exception, with the original chained |
+| build, save, load, probe, spec | anything else (``AttributeError``, ``KeyError``, ``SystemExit``, ...; for build, save, probe and spec also ``TypeError``, ``ValueError``) | a bug of the plugin | broken: ``BackendBrokenError`` naming the hook and the exception, with the original chained |
 | build | returns something that is not callable (``None``, a path, ...) | a bug of the plugin | broken: ``BackendBrokenError`` naming the hook, what it returned and that a callable kernel was expected; ``auto`` tries the next backend |
 
 ``KeyboardInterrupt`` from a real Ctrl-C always stops the program; plugin code may not end the

@@ -14,13 +14,12 @@ import warnings
 
 #: Top-level modules whose frames are never the user's line: this package, its plugins
 #: (``tilelang_backend_*``), and the libraries a compile passes through on its way to them.
-_NOT_THE_USERS = frozenset({"tilelang", "tilelang_core", "pluggy", "tvm", "tvm_ffi", "contextlib", "functools",
-                            "importlib"})
+_NOT_THE_USERS = frozenset({"tilelang", "tilelang_core", "pluggy", "tvm", "contextlib", "functools", "importlib"})
 
 
 def _is_ours(module_name: str) -> bool:
     top = module_name.partition(".")[0]
-    return top in _NOT_THE_USERS or top.startswith("tilelang_backend_")
+    return top in _NOT_THE_USERS or top.startswith(("tilelang_backend_", "tvm_"))  # tvm_: TVM's FFI package
 
 
 def _module_name(namespace: dict) -> str:

@@ -147,6 +147,7 @@ def par_compile(
                         pending.discard(future)
                         abandoned = True
                         fail(index, CompileTimeout(f"kernel {index} was still compiling after the timeout of {timeout} s"))
+                        running.abandon(index)  # its thread is not waited for at exit either
                         running.add_worker()  # its thread is lost to the queue: the others still get built
         finished = True
     finally:
@@ -180,10 +181,11 @@ class _DaemonJobs:
     wait for a thread that may never come back.
 
     At the interpreter's exit, the jobs still running are waited for (at most :data:`EXIT_WAIT_S`;
-    :func:`_wait_at_exit`): a daemon thread still inside TVM's C++ code when Python finalizes is
+    :func:`_wait_at_exit`), but those abandoned for their timeout (:meth:`abandon`), which must not
+    hold the program's exit: a daemon thread still inside TVM's C++ code when Python finalizes is
     stopped by unwinding through it, and the process aborted with "terminate called without an
-    active exception" (Ctrl-C during a ``par_compile`` or an autotune with tvm_ffi, or an exit
-    right after a ``CompileTimeout``). Jobs not started are never started then.
+    active exception" (Ctrl-C during a ``par_compile`` or an autotune with tvm_ffi). Jobs not
+    started are never started then.
     """
 
     def __init__(self, jobs: list, workers: int) -> None:
@@ -203,14 +205,20 @@ class _DaemonJobs:
             self._threads += 1
             number = self._threads
         thread = threading.Thread(target=self._work, name=f"tilelang-par-compile-{number}", daemon=True)
-        _LIVE.add(thread)
+        _LIVE[thread] = (self, -1)
         thread.start()
+
+    def abandon(self, index: int) -> None:
+        """Stop counting the thread running job ``index`` among those the exit waits for."""
+        for thread, job in list(_LIVE.items()):
+            if job == (self, index):
+                _LIVE[thread] = None
 
     def _work(self) -> None:
         try:
             self._run_jobs()
         finally:
-            _LIVE.discard(threading.current_thread())
+            _LIVE.pop(threading.current_thread(), None)
 
     def _run_jobs(self) -> None:
         while True:
@@ -221,14 +229,17 @@ class _DaemonJobs:
             future = self.futures[index]
             if not future.set_running_or_notify_cancel():
                 continue
+            if _LIVE.get(threading.current_thread(), ()) is not None:
+                _LIVE[threading.current_thread()] = (self, index)
             try:
                 future.set_result(self.jobs[index]())
             except BaseException as exc:  # noqa: BLE001 - delivered through the future
                 future.set_exception(exc)
 
 
-#: Worker threads of every ``par_compile`` still running, and whether the interpreter is exiting.
-_LIVE: "set[threading.Thread]" = set()
+#: Worker threads of every ``par_compile`` still running -> ``(jobs, index of the job it runs)``, or
+#: None once that job was abandoned for its timeout; and whether the interpreter is exiting.
+_LIVE: "dict[threading.Thread, Any]" = {}
 _EXITING = threading.Event()
 #: The longest the interpreter's exit waits for builds still running (seconds).
 EXIT_WAIT_S = 120.0
@@ -238,8 +249,9 @@ def _wait_at_exit() -> None:
     """``atexit``: let the builds still running end (see :class:`_DaemonJobs`); start no other."""
     _EXITING.set()
     deadline = time.monotonic() + EXIT_WAIT_S
-    for thread in list(_LIVE):
-        thread.join(max(0.0, deadline - time.monotonic()))
+    for thread, job in list(_LIVE.items()):
+        if job is not None:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 atexit.register(_wait_at_exit)
