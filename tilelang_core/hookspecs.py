@@ -33,6 +33,9 @@ lacks a required hook, or has only one of the pair, is broken at registration, w
 Loading a plugin (importing its entry-point module and calling ``tilelang_backend_spec``) and each
 call of ``tilelang_backend_probe`` must finish within ``TILELANG_PLUGIN_TIMEOUT`` seconds (default
 60); a plugin that does not is listed as broken with that reason, and nothing else waits for it.
+What lists every backend (``execution_backend="auto"``, ``tilelang backends``) loads the plugins
+one after another, so each plugin that hangs costs one timeout there (at once, the heavy-import
+check below could not tell which plugin imported what).
 What the plugin prints meanwhile goes to stderr. Loading that imports torch, TVM, CUDA modules or
 numpy is reported by ``tilelang backends`` as a warning: import them inside the hooks.
 

@@ -31,7 +31,7 @@ from typing import Any, Iterator, Literal, NoReturn, Optional
 
 import pluggy
 
-from ..fork_locks import compiling, renew_after_fork
+from ..fork_locks import renew_after_fork
 from .. import hookspecs
 from ..capabilities import Availability, BackendSpec
 from ..dependencies import dependency_message, missing_module
@@ -43,6 +43,7 @@ from ..errors import (
     TileLangError,
 )
 from .discovery import ENTRY_POINT_GROUP, BackendEntryPoint, discover, metadata_path
+from ..fork_locks import compiling
 from .isolation import TIMEOUT_ENV, plugin_timeout, run_plugin_code
 
 Status = Literal["ok", "broken", "incompatible", "unavailable"]
@@ -281,28 +282,8 @@ class BackendRegistry:
             return self._records.get(record.name) is record
 
     def records(self) -> list[BackendRecord]:
-        """Records of every installed backend, sorted by name (loads every plugin).
-
-        The plugins not loaded yet are loaded at once, each in its own thread: one whose import
-        hangs costs the plugin timeout once, however many hang (loaded one after another, three
-        hanging plugins made the first ``execution_backend="auto"`` of each process wait three
-        timeouts, 180 s by default)."""
-        names = self.names()
-        with self._lock:
-            missing = {n: [ep for ep in self._eps() if ep.name == n] for n in names if n not in self._records}
-        if len(missing) > 1:
-            loaded: dict[str, BackendRecord] = {}
-            threads = [threading.Thread(target=lambda n=n, eps=eps: loaded.__setitem__(n, _load(eps)),
-                                        name=f"tilelang-registry-{n}", daemon=True)
-                       for n, eps in missing.items() if eps]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()  # each load ends within the plugin timeout (run_plugin_code)
-            with self._lock:
-                for name, record in loaded.items():
-                    self._records.setdefault(name, record)
-        return [r for r in (self.get(n) for n in names) if r is not None]
+        """Records of every installed backend, sorted by name (loads every plugin)."""
+        return [r for r in (self.get(n) for n in self.names()) if r is not None]
 
     def probe(self, record: BackendRecord, target_kind: str) -> Availability:
         """Whether ``record`` can work here for ``target_kind`` (cached per process)."""
