@@ -22,6 +22,7 @@ RUN_SIDE_MODULES = (
     "environment.py",
     "load_stage.py",
     "worker.py",
+    "checks.py",
     "timing.py",
     "report.py",
     "run_kit.py",

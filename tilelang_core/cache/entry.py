@@ -341,7 +341,11 @@ def read_artifact(directory: Path, meta: Optional[EntryMeta] = None) -> KernelAr
     """The artifact saved in ``directory`` (read up to the size ``meta`` records)."""
     limit = meta.files[ARTIFACT_FILE].size if meta is not None and ARTIFACT_FILE in meta.files else 1 << 30
     data = read_regular(directory / ARTIFACT_FILE, limit=limit)
-    return KernelArtifact.from_json(data.decode())
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as exc:  # a bare UnicodeDecodeError reached tilelang.load's caller
+        raise ArtifactError(f"{directory / ARTIFACT_FILE} is not a kernel artifact (not UTF-8 text: {exc})") from None
+    return KernelArtifact.from_json(text)
 
 
 def load_runner(directory: Path, meta: EntryMeta, artifact: KernelArtifact, record: "BackendRecord") -> Any:

@@ -276,6 +276,8 @@ def load(path: Union[str, os.PathLike], *, trusted: bool = False) -> JITKernel:
         or was made by another version of the backend.
     :raises BackendNotInstalledError: the backend that made it is not installed.
     """
+    if not isinstance(trusted, bool):  # "no" or "False" from a config file skipped the ownership check
+        raise TypeError(f"tilelang.load: trusted must be True or False, got {trusted!r}")
     with _cyclic_gc_paused():
         return _load(Path(path), trusted=trusted)
 
@@ -302,7 +304,8 @@ def _load(directory: Path, *, trusted: bool = False) -> JITKernel:
     from ..hookspecs import PLUGIN_API_VERSION
 
     check = None
-    if not os.path.lexists(directory) and recover_leftovers(directory, lambda p: _why_not_an_export(p) is None):
+    if not os.path.lexists(directory) and recover_leftovers(directory, lambda p: _why_not_an_export(p) is None,
+                                                            remove_others=False):  # a load only reads
         import warnings
 
         warnings.warn(f"{directory} was missing: an export into it was interrupted; the previous export was put back",

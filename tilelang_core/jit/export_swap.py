@@ -60,9 +60,10 @@ def side_name(target: Path, kind: str) -> Path:
     return target.parent / f".{target.name[:64]}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
-def recover_leftovers(target: Path, is_export: Callable[[Path], bool]) -> Optional[Path]:
-    """Put back a previous export a killed process left beside an empty ``target``, and remove
-    the other folders killed processes left there; returns the export put back, if any.
+def recover_leftovers(target: Path, is_export: Callable[[Path], bool], *, remove_others: bool = True) -> Optional[Path]:
+    """Put back a previous export a killed process left beside an empty ``target``, and (unless
+    ``remove_others`` is False: a load, which only reads) remove the other folders killed
+    processes left there; returns the export put back, if any.
 
     Only folders named as :func:`side_name` names them, of a process that no longer runs, are
     touched; a link or a file of such a name is left alone.
@@ -87,7 +88,8 @@ def recover_leftovers(target: Path, is_export: Callable[[Path], bool]) -> Option
                 continue
         except OSError:
             continue
-        shutil.rmtree(leftover, ignore_errors=True)
+        if remove_others:
+            shutil.rmtree(leftover, ignore_errors=True)
     return restored
 
 
