@@ -79,3 +79,43 @@ def test_the_gpu_kit_carries_every_module_its_run_side_imports():
             elif isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
                 imported.add(f"{node.module}.py")
     assert imported - carried == set(), f"the run side imports modules the kit does not carry: {imported - carried}"
+
+
+def _vadd(n):
+    @T.prim_func
+    def vadd(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32"), C: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=64):
+            for i in T.serial(n):
+                C[i] = A[i] + B[i]
+
+    return vadd
+
+
+@pytest.mark.parametrize("backend", ["cython", "tvm_ffi", "ctypes"])
+def test_an_export_replaced_while_it_is_loaded_gives_one_whole_kernel(tmp_path, monkeypatch, backend):
+    """A load reads the export by path several times; another process's export replaced it in
+    between and cython and ctypes ran one kernel's library with the other's call plan (the process
+    aborted: "corrupted size vs. prev_size"). The load now reads it again."""
+    import torch
+
+    from tilelang_core.cache import entry as E
+
+    pytest.importorskip(f"tilelang_backend_{backend.replace('_', '')}")
+    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
+    path, newer = tmp_path / "k", tmp_path / "newer"
+    tilelang.compile(_vadd(64), out_idx=-1, execution_backend=backend, target="c").export(path)
+    tilelang.compile(_vadd(4096), out_idx=-1, execution_backend=backend, target="c").export(newer)
+    real, swaps = E.load_runner, []
+
+    def replaced_before_the_backend_reads(directory, meta, artifact, record):
+        if not swaps:  # the core has read and checked the old export; the backend reads the new one
+            os.rename(path, tmp_path / "older")
+            os.rename(newer, path)
+            swaps.append(True)
+        return real(directory, meta, artifact, record)
+
+    monkeypatch.setattr(E, "load_runner", replaced_before_the_backend_reads)
+    kernel = tilelang.load(path)
+    n = int(kernel.artifact.params[0].shape[0])
+    a, b = torch.randn(n), torch.randn(n)
+    assert swaps and n == 4096 and torch.equal(kernel(a, b), a + b)

@@ -300,9 +300,6 @@ def _export_place(directory: Path) -> Any:
 
 
 def _load(directory: Path, *, trusted: bool = False) -> JITKernel:
-    from ..cache import entry as E
-    from ..hookspecs import PLUGIN_API_VERSION
-
     check = None
     if not os.path.lexists(directory) and recover_leftovers(directory, lambda p: _why_not_an_export(p) is None,
                                                             remove_others=False):  # a load only reads
@@ -321,6 +318,49 @@ def _load(directory: Path, *, trusted: bool = False) -> JITKernel:
         place = _export_place(directory)
         trust.check_path(directory, place)
         check = trust.checker(place)
+    replaced = f"{directory} was replaced by another export each of the {LOAD_ATTEMPTS} times it was being loaded; " \
+               "load it again once the exports into it have finished"
+    for attempt in range(1, LOAD_ATTEMPTS + 1):
+        before = _export_signature(directory)
+        try:
+            kernel = _load_once(directory, check)
+        except (ArtifactError, OSError) as exc:
+            if _export_signature(directory) == before:
+                raise  # the export itself is wrong
+            if attempt == LOAD_ATTEMPTS:
+                raise ArtifactError(f"{replaced} (the last try: {exc})") from exc
+            continue  # another export replaced it while it was read: read the new one
+        if _export_signature(directory) == before:
+            return kernel
+    raise ArtifactError(replaced)
+
+
+#: How many times :func:`tilelang.load` reads an export that another process keeps replacing.
+LOAD_ATTEMPTS = 5
+
+
+def _export_signature(directory: Path) -> Any:
+    """What changes when an export replaces the one at ``directory`` (a new folder and metadata
+    file; the folder's inode alone may be reused): None where it cannot be read."""
+    from ..cache import entry as E
+
+    try:
+        folder, meta = os.stat(directory), os.stat(directory / E.META_FILE)
+    except OSError:
+        return None
+    return folder.st_dev, folder.st_ino, folder.st_ctime_ns, meta.st_ino, meta.st_mtime_ns, meta.st_size
+
+
+def _load_once(directory: Path, check: Any) -> JITKernel:
+    """Read, verify and load the export at ``directory`` once. :func:`_load` compares the export's
+    signature before and after: the files are read by path, several times (the core hashes them,
+    the backend reads them again, a backend may open its library twice), so an export that
+    replaced it in between made one kernel of two exports' files; cython and ctypes then ran one
+    kernel's library with the other's call plan and the process aborted ("corrupted size vs.
+    prev_size"), while docs/jit.md promises a whole export, the previous one or the new one."""
+    from ..cache import entry as E
+    from ..hookspecs import PLUGIN_API_VERSION
+
     try:
         meta = E.read_meta(directory, check=check)
     except (FileNotFoundError, NotADirectoryError):
