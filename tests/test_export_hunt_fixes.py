@@ -119,3 +119,30 @@ def test_an_export_replaced_while_it_is_loaded_gives_one_whole_kernel(tmp_path, 
     n = int(kernel.artifact.params[0].shape[0])
     a, b = torch.randn(n), torch.randn(n)
     assert swaps and n == 4096 and torch.equal(kernel(a, b), a + b)
+
+
+def test_a_tvm_ffi_load_without_tvm_names_both_ways_to_get_its_runtime(tmp_path, monkeypatch):
+    """It said only "pip install apache-tvm"; $TILELANG_TVM_LIB_DIR (the GPU kit's way) works too."""
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_missing_dependencies import blocked_env
+
+    pytest.importorskip("tilelang_backend_tvmffi")
+    import tvm
+
+    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
+    path = tmp_path / "k"
+    tilelang.compile(vadd, out_idx=-1, execution_backend="tvm_ffi", target="c").export(path)
+    env = blocked_env(tmp_path, "tvm", tmp_path / "cache")
+    code = ("import tilelang, torch\n"
+            f"k = tilelang.load({str(path)!r})\n"
+            "a = torch.ones(64)\n"
+            "print('ran', k(a, a)[0].item())\n")
+    refused = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert refused.returncode == 1 and "BackendUnavailableError" in refused.stderr, refused.stderr[-2000:]
+    assert "install apache-tvm, or set TILELANG_TVM_LIB_DIR to a folder holding libtvm_runtime.so" in refused.stderr
+    env["TILELANG_TVM_LIB_DIR"] = str(Path(tvm.__file__).parent / "lib")
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert ran.returncode == 0 and "ran 2.0" in ran.stdout, ran.stderr[-2000:]

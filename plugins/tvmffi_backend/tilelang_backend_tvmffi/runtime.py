@@ -178,7 +178,10 @@ def tvm_lib_dir() -> Optional[Path]:
     ``libtvm_runtime_cuda.so``): enough to load saved kernels (the GPU check kit ships them so;
     docs/gpu.md). An installed TVM always wins: two copies of TVM's runtime in one process abort it.
     """
-    spec = importlib.util.find_spec("tvm")
+    try:
+        spec = importlib.util.find_spec("tvm")
+    except (ImportError, ValueError):  # a finder that refuses it: not importable here
+        spec = None
     if spec is None or not spec.submodule_search_locations:
         override = os.environ.get("TILELANG_TVM_LIB_DIR")
         return Path(override) if override else None
@@ -207,7 +210,15 @@ def ensure_tvm_runtime(device_kinds: list[str]) -> None:
 
             _LOADED_RUNTIMES["base"] = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
         else:  # unusual layout: let TVM find its own libraries
-            import tvm.runtime  # noqa: F401
+            try:
+                import tvm.runtime  # noqa: F401
+            except ModuleNotFoundError as exc:
+                if exc.name not in ("tvm", "tvm.runtime"):
+                    raise
+                raise BackendUnavailableError(  # "pip install apache-tvm" alone left out the other way
+                    "tvm_ffi: this kernel needs TVM's runtime library (libtvm_runtime.so), and neither TVM's Python "
+                    "package nor $TILELANG_TVM_LIB_DIR is here: install apache-tvm, or set TILELANG_TVM_LIB_DIR to a "
+                    "folder holding libtvm_runtime.so (the GPU kit ships one: docs/gpu.md)") from None
 
             _LOADED_RUNTIMES["base"] = True
     for kind in device_kinds:
