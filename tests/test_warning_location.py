@@ -13,7 +13,7 @@ import tilelang
 import tilelang.language as T
 from tilelang_core.cache.store import CacheWarning
 from tilelang_core.jit.outputs import UnwrittenOutputWarning
-from tilelang_core.warning_location import user_stacklevel, warn
+from tilelang_core.warning_location import user_stacklevel
 
 
 def _one_unwritten(n):
@@ -80,8 +80,8 @@ def _line():
     return sys._getframe(1).f_lineno
 
 
-def test_user_stacklevel_counts_the_frames_of_the_package_and_warn_uses_it():
+def test_user_stacklevel_counts_the_frames_of_the_package_and_names_the_caller():
     assert user_stacklevel() == 1  # this test's frame is not the package's
     with pytest.warns(UserWarning, match="here") as caught:
-        warn("here")
+        warnings.warn("here", UserWarning, stacklevel=user_stacklevel())
     assert caught[0].filename == __file__

@@ -3,14 +3,14 @@
 ``warnings.warn(..., stacklevel=N)`` counts frames, and a warning raised deep inside a compile is
 reached by several paths (``tilelang.compile``, a ``@tilelang.jit`` call, the autotuner, a hook
 called through pluggy), so a fixed ``N`` pointed into this package on all but one of them (a cache
-that could not save named ``tilelang_core/jit/compile.py``). :func:`warn` walks the stack instead.
+that could not save named ``tilelang_core/jit/compile.py``). :func:`user_stacklevel` walks the stack
+instead.
 (Python 3.12's ``skip_file_prefixes`` does the same; this package supports 3.10.)
 """
 
 from __future__ import annotations
 
 import sys
-import warnings
 
 #: Top-level modules whose frames are never the user's line: this package, its plugins
 #: (``tilelang_backend_*``), and the libraries a compile passes through on its way to them.
@@ -29,18 +29,14 @@ def _module_name(namespace: dict) -> str:
     return getattr(spec, "name", None) or namespace.get("__name__") or ""
 
 
-def user_stacklevel(skip: int = 1) -> int:
-    """The ``stacklevel`` that makes ``warnings.warn`` in the frame ``skip`` levels up (1: the
-    caller of this function) name the first frame outside this package, its plugins and the
-    libraries in between; the outermost frame where every frame is one of those."""
-    frame = sys._getframe(skip)
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes ``warnings.warn`` in the caller of this function name the
+    first frame outside this package, its plugins and the libraries in between; the outermost
+    frame where every frame is one of those."""
+    frame = sys._getframe(1)
     level = 1
     while frame.f_back is not None and _is_ours(_module_name(frame.f_globals)):
         frame = frame.f_back
         level += 1
     return level
 
-
-def warn(message: str, category: type[Warning] = UserWarning) -> None:
-    """``warnings.warn(message, category)`` located at the user's line (:func:`user_stacklevel`)."""
-    warnings.warn(message, category, stacklevel=user_stacklevel(2) + 1)

@@ -31,7 +31,7 @@ from typing import Any, Iterator, Literal, NoReturn, Optional
 
 import pluggy
 
-from ..fork_locks import renew_after_fork
+from ..fork_locks import compiling, renew_after_fork
 from .. import hookspecs
 from ..capabilities import Availability, BackendSpec
 from ..dependencies import dependency_message, missing_module
@@ -43,7 +43,6 @@ from ..errors import (
     TileLangError,
 )
 from .discovery import ENTRY_POINT_GROUP, BackendEntryPoint, discover, metadata_path
-from ..fork_locks import compiling
 from .isolation import TIMEOUT_ENV, plugin_timeout, run_plugin_code
 
 Status = Literal["ok", "broken", "incompatible", "unavailable"]

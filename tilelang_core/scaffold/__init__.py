@@ -62,19 +62,20 @@ def _refuse_taken_distribution(name: str, distribution: str) -> None:
     from ..backends.discovery import _canonical
 
     for ep in get_registry().entry_points():
-        if ep.name == name and ep.distribution == _canonical(distribution):
+        if ep.distribution != _canonical(distribution):
+            continue
+        if ep.name == name:
             raise ScaffoldError(
                 f"backend {name!r} is installed already, from {ep.distribution} {ep.version or ''}".rstrip()
                 + f", the distribution this would write: installing it would uninstall that backend. Choose another "
                 f"name, or uninstall it first (pip uninstall {ep.distribution})"
             )
-        if ep.distribution == _canonical(distribution):
-            raise ScaffoldError(
-                f"backend name {name!r} would be distributed as {distribution}, the distribution of the installed "
-                f"backend {ep.name!r} ({ep.distribution} {ep.version or ''}".rstrip() + "): installing one would "
-                f"uninstall the other. Choose a name that gives another distribution (underscores are dropped from "
-                f"it), or uninstall that backend first (pip uninstall {ep.distribution})"
-            )
+        raise ScaffoldError(
+            f"backend name {name!r} would be distributed as {distribution}, the distribution of the installed "
+            f"backend {ep.name!r} ({ep.distribution} {ep.version or ''}".rstrip() + "): installing one would "
+            f"uninstall the other. Choose a name that gives another distribution (underscores are dropped from "
+            f"it), or uninstall that backend first (pip uninstall {ep.distribution})"
+        )
 
 
 def check_name(name: str) -> None:

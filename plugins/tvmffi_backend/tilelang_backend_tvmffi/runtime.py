@@ -23,7 +23,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from tilelang_core.env_commands import command_from_env
 from tilelang_core.errors import ArtifactError, BackendUnavailableError, BuildError
@@ -274,16 +274,18 @@ def unwrap_module(modules: Any) -> Any:
     return mod
 
 
-def module_kinds(mod: Any) -> list[str]:
-    """Kinds of ``mod`` and every module it imports, depth first, without duplicates."""
-    kinds: list[str] = []
+def _modules(mod: Any) -> Iterator[Any]:
+    """``mod`` and every module it imports, depth first."""
     stack = [mod]
     while stack:
         m = stack.pop()
-        if m.kind not in kinds:
-            kinds.append(m.kind)
+        yield m
         stack.extend(m.imports)
-    return kinds
+
+
+def module_kinds(mod: Any) -> list[str]:
+    """Kinds of ``mod`` and every module it imports, depth first, without duplicates."""
+    return list(dict.fromkeys(m.kind for m in _modules(mod)))
 
 
 def _build_dir() -> Path:
@@ -322,12 +324,7 @@ def check_room_for_objects(mod: Any) -> None:
     length taken as the object's bound (an object holds the same code and data in binary form; it
     was 2.4x smaller on kernels measured here).
     """
-    llvm_modules, stack = [], [mod]
-    while stack:
-        m = stack.pop()
-        if m.kind == "llvm":
-            llvm_modules.append(m)
-        stack.extend(m.imports)
+    llvm_modules = [m for m in _modules(mod) if m.kind == "llvm"]
     if not llvm_modules:
         return
     folder = tempfile.gettempdir()
