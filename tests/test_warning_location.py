@@ -85,3 +85,35 @@ def test_user_stacklevel_counts_the_frames_of_the_package_and_names_the_caller()
     with pytest.warns(UserWarning, match="here") as caught:
         warnings.warn("here", UserWarning, stacklevel=user_stacklevel())
     assert caught[0].filename == __file__
+
+
+def test_a_warning_on_a_par_compile_worker_names_the_line_that_called_par_compile(monkeypatch):
+    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tilelang.par_compile([_one_unwritten(8)], target="c", out_idx=[1, 2], progress=False); line = _line()  # noqa: E702
+    found = _only(caught, UnwrittenOutputWarning)
+    assert (found.filename, found.lineno) == (__file__, line)
+
+
+def test_a_warning_while_autotuning_names_the_line_of_the_tuned_call(monkeypatch, tmp_path):
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TILELANG_DISABLE_CACHE", raising=False)
+
+    @tilelang.autotune(configs=[{"scale": 1.0}, {"scale": 2.0}], warmup=1, rep=2)
+    @tilelang.jit(out_idx=[1, 2], target="c")
+    def tuned(n, scale=1.0):
+        @T.prim_func
+        def k(A: T.Tensor((n,), "float32"), Unused: T.Tensor((n,), "float32"), C: T.Tensor((n,), "float32")):
+            with T.Kernel(1, threads=1):
+                for i in T.serial(n):
+                    C[i] = A[i] * scale
+
+        return k
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tuned(16); line = _line()  # noqa: E702
+    found = [w for w in caught if issubclass(w.category, UnwrittenOutputWarning)]
+    assert found, [str(w.message) for w in caught]
+    assert {(w.filename, w.lineno) for w in found} == {(__file__, line)}, [(w.filename, w.lineno) for w in found]

@@ -23,13 +23,12 @@ import math
 import os
 import time
 import uuid
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from .. import schema
-from ..warning_location import user_stacklevel
+from ..warning_location import warn
 
 #: Version of the record layout; a record of another version is ignored (and tuned again).
 RECORD_FORMAT_VERSION = 1
@@ -226,10 +225,9 @@ class TuningStore:
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            warnings.warn(
+            warn(
                 f"tuning result {record.key[:12]}... could not be saved to {self.root}: {exc}; it is kept in memory only",
                 CacheWarning,
-                stacklevel=user_stacklevel(),
             )
             return False
 
@@ -242,10 +240,10 @@ class TuningStore:
         except FileNotFoundError:  # another process removed it first
             pass
         except OSError as exc:
-            warnings.warn(f"ignored unusable tuning result {path}: {why}; it could not be removed ({exc}): remove it "
-                          f"yourself (or run `tilelang cache clear`); tuning again", CacheWarning, stacklevel=user_stacklevel())
+            warn(f"ignored unusable tuning result {path}: {why}; it could not be removed ({exc}): remove it "
+                          f"yourself (or run `tilelang cache clear`); tuning again", CacheWarning)
             return
-        warnings.warn(f"removed unusable tuning result {path}: {why}; tuning again", CacheWarning, stacklevel=user_stacklevel())
+        warn(f"removed unusable tuning result {path}: {why}; tuning again", CacheWarning)
 
     def records(self) -> list[Path]:
         """Every record file."""

@@ -28,13 +28,12 @@ import functools
 import inspect
 import logging
 import threading
-import warnings
 from typing import Any, Callable, Optional, Sequence, Union
 
 from ..fork_locks import renew_after_fork
 from ..profiler.compare import check_tolerances
 from ..profiler.supply import TensorSupplyType, as_supply_type
-from ..warning_location import user_stacklevel
+from ..warning_location import warn
 from .candidate import (
     PASS_CONFIGS_KEY,
     BenchState,
@@ -318,8 +317,8 @@ class AutoTuner:
         try:
             return self._tuning_key(configs, resolved, record, device, host, p, callbacks)
         except Undescribable as exc:
-            warnings.warn(f"the tuning result of {_name(self.fn)} is not kept (in memory or on disk), so each run "
-                          f"tunes again: {exc}", RuntimeWarning, stacklevel=user_stacklevel())
+            warn(f"the tuning result of {_name(self.fn)} is not kept (in memory or on disk), so each run "
+                          f"tunes again: {exc}", RuntimeWarning)
             return None
 
     def _tuning_key(self, configs, resolved, record, device, host, p, callbacks) -> str:
@@ -456,11 +455,11 @@ class AutoTuner:
         rest, and every later process read that incomplete result back and never tuned them.
         """
         lost = [t for t in result.trials if t.index in self._lost]
-        warnings.warn(
+        warn(
             f"the tuning result of {_name(self.fn)} is not stored on disk (nor in AutoTuner's memory), so the "
             f"next run tunes again: the executor did not run {len(lost)} of {len(result.trials)} configuration(s) "
             f"({', '.join(str(t.config) for t in lost)}); the best of the others is used for now",
-            RuntimeWarning, stacklevel=user_stacklevel())
+            RuntimeWarning)
 
     @contextlib.contextmanager
     def _not_nested(self, key: Optional[str]) -> Any:
@@ -641,12 +640,11 @@ class AutoTuner:
         p = self.profile_args
         func = FunctionRef(unwrap_jit(self.fn))
         if not func.importable():
-            warnings.warn(
+            warn(
                 f"{_name(self.fn)} is not importable by module and name ({func.module}), so it is sent to the workers "
                 f"by value, without its source file, which TVMScript needs to parse kernels; define it in a module the "
                 f"workers can import",
                 RuntimeWarning,
-                stacklevel=user_stacklevel(),
             )
         jobs = [
             CandidateJob(
@@ -706,11 +704,10 @@ class AutoTuner:
         ordered = [trials[i] for i in sorted(trials)]
         devices = {describe_key(o.device) for o in outcomes.values() if o.status == "ok"}
         if len(devices) > 1:
-            warnings.warn(
+            warn(
                 f"the executor's workers timed candidates on {len(devices)} different devices; their latencies are "
                 f"not comparable (use workers with identical devices)",
                 RuntimeWarning,
-                stacklevel=user_stacklevel(),
             )
         oks = [o for o in outcomes.values() if o.status == "ok"]
         if oks and oks[0].device:
@@ -793,8 +790,8 @@ class AutoTuner:
                 trials=trials,
             )
         except NotEncodable as exc:
-            warnings.warn(f"the tuning result of {_name(self.fn)} is not stored on disk: a config holds {exc}, which "
-                          f"JSON cannot hold", RuntimeWarning, stacklevel=user_stacklevel())
+            warn(f"the tuning result of {_name(self.fn)} is not stored on disk: a config holds {exc}, which "
+                          f"JSON cannot hold", RuntimeWarning)
             return
         store.save(doc)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import warnings
 from dataclasses import asdict, dataclass
 from typing import Literal, Optional
 
@@ -13,7 +12,7 @@ from ..errors import (
     BackendUnavailableError,
     NoBackendForTargetError,
 )
-from ..warning_location import user_stacklevel
+from ..warning_location import warn
 from .discovery import pip_name_for
 from .registry import BackendRecord, BackendRegistry, get_registry
 
@@ -237,12 +236,11 @@ def _warn_skipped(skipped: Candidate, record: Optional[BackendRecord], chosen: C
         why = f"it declares priority {priority} for {target_kind!r}, not below {chosen.name!r} ({chosen.priority})"
     else:
         why = "its declaration could not be read, so it may have been the best choice"
-    warnings.warn(
+    warn(
         f"execution_backend='auto' skipped execution backend {skipped.name!r} for target {target_kind!r} because "
         f"it is {skipped.verdict}: {skipped.reason}; {why}; using {chosen.name!r} "
         f"(`tilelang backends` lists every backend's state)",
         BackendWarning,
-        stacklevel=user_stacklevel(),
     )
 
 
@@ -261,7 +259,7 @@ def warn_if_deprecated(record: BackendRecord) -> None:
         message += f"; use execution_backend={dep.replacement!r} instead{_not_installed(dep.replacement)}"
     if dep.message:
         message += f". {dep.message}"
-    warnings.warn(message, DeprecationWarning, stacklevel=user_stacklevel())
+    warn(message, DeprecationWarning)
 
 
 def _not_installed(name: str) -> str:

@@ -26,7 +26,6 @@ import sys
 import threading
 import time
 import uuid
-import warnings
 from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
@@ -34,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 from ..fork_locks import renew_after_fork
 from ..errors import ArtifactError, BuildError, CacheError, SettingError
 from ..flock_wait import flock_within
-from ..warning_location import user_stacklevel
+from ..warning_location import warn
 from . import entry as E
 from . import leftovers, ownership, trust
 from .location import CACHE_DIR_ENV, cache_disabled, check_private, default_cache_dir, prepare_cache_dir, tree_place
@@ -282,11 +281,10 @@ class DiskCache:
         try:
             fd = self._open_lock(path)
         except OSError as exc:
-            warnings.warn(
+            warn(
                 f"kernel cache lock file for key {key[:16]}... could not be opened ({exc}); going on without "
                 f"waiting for other processes {doing} it. Remove {path} if it is not a file",
                 CacheWarning,
-                stacklevel=user_stacklevel(),
             )
             yield False
             return
@@ -295,12 +293,11 @@ class DiskCache:
             wait_s = lock_wait_s()
             held = flock_within(fd, wait_s) is not None
             if not held:
-                warnings.warn(
+                warn(
                     f"another process has been {doing} {key[:16]}... for over {wait_s:g} s "
                     f"(it holds {path}: stopped, or hung?); {doing.split()[0]} it here too without "
                     f"waiting. Set {LOCK_WAIT_ENV} to wait longer",
                     CacheWarning,
-                    stacklevel=user_stacklevel(),
                 )
             yield held
         finally:
@@ -429,10 +426,9 @@ class DiskCache:
             # BuildError: a backend's save step may run a compiler (CUDA code with nvcc, say)
             with contextlib.suppress(OSError):  # the cause may forbid this too (ENAMETOOLONG, EIO)
                 _remove(tmp)
-            warnings.warn(
+            warn(
                 f"kernel {kernel.name!r} could not be saved to the cache at {self.root}: {exc}; it stays in memory only",
                 CacheWarning,
-                stacklevel=user_stacklevel(),
             )
             return False
         except BaseException:  # Ctrl-C while writing (or a backend's save hook raising past Exception)
@@ -449,7 +445,7 @@ class DiskCache:
         else:
             message = (f"kernel cache entry {directory} is unusable ({why}) and could not be removed ({problem}); "
                        f"rebuilding the kernel. Make the folder writable and run `tilelang cache clear`")
-        warnings.warn(message, CacheWarning, stacklevel=user_stacklevel())
+        warn(message, CacheWarning)
 
     # -- inspection ---------------------------------------------------------------------------
 
@@ -807,10 +803,9 @@ class KernelCache:
             else:
                 why = (f"kernel cache directory {self.root} is not usable ({exc}); kernels are cached in memory only. "
                        f"Set TILELANG_CACHE_DIR to a writable directory")
-            warnings.warn(
+            warn(
                 why,
                 CacheWarning,
-                stacklevel=user_stacklevel(),
             )
             return None
         return self.disk
@@ -946,8 +941,8 @@ def warn_blocked(report: dict[str, Any], root: Path) -> None:
     the clear itself went well."""
     blocking = [path for path in report["kept"] if Path(path).parent == root and Path(path).name in _SUBDIRS]
     if blocking:
-        warnings.warn(f"cleared, but kept {', '.join(blocking)} (the cache did not make it), so the cache cannot be "
-                      f"used until it is moved or deleted", CacheWarning, stacklevel=user_stacklevel())
+        warn(f"cleared, but kept {', '.join(blocking)} (the cache did not make it), so the cache cannot be "
+                      f"used until it is moved or deleted", CacheWarning)
 
 
 def warn_failed(report: dict[str, Any], command: str) -> None:
@@ -957,8 +952,8 @@ def warn_failed(report: dict[str, Any], command: str) -> None:
         shown = "; ".join(item["error"] for item in failed[:5])
         if len(failed) > 5:
             shown += f"; and {len(failed) - 5} more"
-        warnings.warn(f"kernel cache {command}: {len(failed)} item{'s' if len(failed) != 1 else ''} could not be "
-                      f"removed ({shown}); make the folders writable and {command} again", CacheWarning, stacklevel=user_stacklevel())
+        warn(f"kernel cache {command}: {len(failed)} item{'s' if len(failed) != 1 else ''} could not be "
+                      f"removed ({shown}); make the folders writable and {command} again", CacheWarning)
 
 
 def _installed_version(backend: Any) -> Optional[str]:

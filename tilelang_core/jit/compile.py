@@ -6,7 +6,6 @@ import os
 import shlex
 import sys
 import threading
-import warnings
 from collections import OrderedDict
 from typing import Any, Optional, Sequence, Union
 
@@ -24,7 +23,7 @@ from ..errors import (
     KernelDefinitionError,
     KernelNotSupportedError,
 )
-from ..warning_location import user_stacklevel
+from ..warning_location import warn
 from .kernel import BackendInfo, JITKernel
 from .outputs import OutIdx, bind_symbols_from_inputs, declared_out_idx, normalize_out_idx, warn_unwritten_outputs
 
@@ -206,12 +205,11 @@ def _summary(exc: BaseException) -> str:
 def _warn_fallback(record: Any, exc: BaseException, following: Any, prim_func: Any, kind: str) -> None:
     from ..cache.key import kernel_name
 
-    warnings.warn(
+    warn(
         f"execution_backend='auto': execution backend {record.name!r} could not build kernel "
         f"{kernel_name(prim_func)!r} for target {kind!r} ({_summary(exc)}); falling back to the next available "
         f"backend, {following.name!r}. Pass execution_backend={record.name!r} to get its full error",
         BackendWarning,
-        stacklevel=user_stacklevel(),
     )
 
 

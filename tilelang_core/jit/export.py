@@ -21,7 +21,7 @@ from typing import Any, Optional, Union
 from ..errors import ArtifactError, BackendNotInstalledError
 from ..fork_locks import waits_for_fork
 from ..path_limits import path_limits
-from ..warning_location import user_stacklevel
+from ..warning_location import warn
 from .export_swap import exchange, recover_leftovers, side_name
 from .kernel import BackendInfo, JITKernel
 
@@ -303,10 +303,8 @@ def _load(directory: Path, *, trusted: bool = False) -> JITKernel:
     check = None
     if not os.path.lexists(directory) and recover_leftovers(directory, lambda p: _why_not_an_export(p) is None,
                                                             remove_others=False):  # a load only reads
-        import warnings
 
-        warnings.warn(f"{directory} was missing: an export into it was interrupted; the previous export was put back",
-                      stacklevel=user_stacklevel())
+        warn(f"{directory} was missing: an export into it was interrupted; the previous export was put back")
     from ..cache.location import link_problem
 
     problem = link_problem(directory)  # a link loop or a dangling link: no trust question to ask

@@ -7,7 +7,7 @@ from typing import Any, Optional, Sequence, Union
 from ..artifact import KernelArtifact, ScalarParam, SymbolBinding, TensorParam
 from ..errors import OutIdxError
 from ..symbolic import free_symbols
-from ..warning_location import user_stacklevel
+from ..warning_location import warn
 
 OutIdx = Union[None, int, Sequence[int]]
 
@@ -75,15 +75,13 @@ def warn_unwritten_outputs(artifact: KernelArtifact, out_idx: Sequence[int]) -> 
                  if not artifact.params[i].written and 0 not in artifact.params[i].shape]
     if not unwritten:
         return
-    import warnings
 
     them = "it" if len(unwritten) == 1 else "them"
-    warnings.warn(
+    warn(
         f"out_idx names {', '.join(repr(n) for n in unwritten)}, which kernel {artifact.name!r} never writes: each "
         f"call returns uninitialised memory there (torch.empty). Leave {them} out of out_idx (pass {them} as input), "
         f"or write {them} in the kernel",
         UnwrittenOutputWarning,
-        stacklevel=user_stacklevel(),
     )
 
 

@@ -12,6 +12,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Literal, Optional, Sequence, Union
 
 from ..errors import TileLangError
+from ..warning_location import user_location, warnings_at
 from .kernel import JITKernel
 from .outputs import OutIdx
 
@@ -101,12 +102,14 @@ def par_compile(
     )
 
     started: dict[int, float] = {}
+    callers_line = user_location()  # a worker's warnings name it: the worker's own stack has no user's line
 
     def job(index: int, item: Any) -> Any:
         started[index] = time.monotonic()
-        if callable(item) and not _is_prim_func(item):
-            return item()
-        return tl_compile(item, **options)
+        with warnings_at(callers_line):
+            if callable(item) and not _is_prim_func(item):
+                return item()
+            return tl_compile(item, **options)
 
     if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
