@@ -3,7 +3,12 @@
 - ``trusted="no"`` (a string from a config file) skipped the ownership check: only a bool is taken;
 - loading a missing path removed what a killed export left beside it (docs/jit.md: a load only reads);
 - an ``artifact.json`` that is not UTF-8 (digests recomputed) raised a bare ``UnicodeDecodeError``;
-- the GPU kit's run side imported ``gpu_kit.checks``, which the kit did not carry.
+- the GPU kit's run side imported ``gpu_kit.checks``, which the kit did not carry;
+- metadata with ``"format_version": "1"`` or a size as a string was taken (pydantic's lax mode);
+- ``tilelang.load(b"...")``, ``load(3)``, ``load("")`` gave pathlib's or no clear error;
+- two export names with the same first 64 characters shared their side names: loading one that
+  was missing put back the other's previous export, which a killed export had moved aside;
+- ``overwrite=True`` removed, with the previous export, an empty folder someone had made in it.
 """
 
 from __future__ import annotations
@@ -146,3 +151,55 @@ def test_a_tvm_ffi_load_without_tvm_names_both_ways_to_get_its_runtime(tmp_path,
     env["TILELANG_TVM_LIB_DIR"] = str(Path(tvm.__file__).parent / "lib")
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert ran.returncode == 0 and "ran 2.0" in ran.stdout, ran.stderr[-2000:]
+
+
+@pytest.mark.parametrize("field", ["format_version", "size"])
+def test_metadata_values_of_another_json_type_are_refused(exported, field):
+    meta = json.loads((exported / "tilelang-kernel.json").read_text())
+    if field == "format_version":
+        meta["format_version"] = str(meta["format_version"])
+    else:
+        meta["files"]["artifact.json"]["size"] = str(meta["files"]["artifact.json"]["size"])
+    (exported / "tilelang-kernel.json").write_text(json.dumps(meta))
+    with pytest.raises(ArtifactError, match=rf"not valid kernel metadata: field '[a-z_.]*{field}': Input should be a "
+                                            r"valid integer"):
+        tilelang.load(exported)
+
+
+@pytest.mark.parametrize("path, error, said", [
+    (b"/tmp/k", TypeError, "path must be the exported kernel's folder, a str or os.PathLike .* got bytes"),
+    (3, TypeError, "path must be the exported kernel's folder, a str or os.PathLike .* got int 3"),
+    ("", ValueError, "path is empty"),
+], ids=["bytes", "int", "empty"])
+def test_load_names_a_path_of_the_wrong_kind(path, error, said):
+    with pytest.raises(error, match=f"tilelang.load: {said}"):
+        tilelang.load(path)
+
+
+def test_a_load_puts_back_only_its_own_previous_export_when_long_names_share_a_start(exported, tmp_path):
+    from tilelang_core.jit import export_swap
+
+    stem = "k" * 64
+    first, second = tmp_path / f"{stem}-first", tmp_path / f"{stem}-second"
+    os.rename(exported, first)
+    import subprocess
+    import sys
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    aside = export_swap.side_name(first, "old")
+    aside = aside.with_name(aside.name.replace(f"-{os.getpid()}-", f"-{dead.pid}-"))
+    os.rename(first, aside)  # where an export killed between its two renames left it
+    with pytest.raises(ArtifactError, match="is not an exported tilelang kernel"):
+        tilelang.load(second)
+    assert not second.exists() and aside.is_dir()
+    with pytest.warns(UserWarning, match="the previous export was put back"):
+        assert tilelang.load(first).name == "vadd"
+
+
+def test_overwrite_refuses_an_export_holding_a_folder_someone_made(exported):
+    (exported / "notes" / "empty").mkdir(parents=True)
+    kernel = tilelang.load(exported)
+    with pytest.raises(ArtifactError, match=r"it holds folders the export did not write \(notes, notes/empty\)"):
+        kernel.export(exported, overwrite=True)
+    assert (exported / "notes" / "empty").is_dir()

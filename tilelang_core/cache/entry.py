@@ -44,7 +44,9 @@ META_FILE = "tilelang-kernel.json"
 ARTIFACT_FILE = "artifact.json"
 BACKEND_DIR = "backend"
 
-_STRICT = {"extra": "forbid", "use_attribute_docstrings": True}
+#: pydantic configuration of the metadata: unknown fields are errors, and a value of another JSON type
+#: ("1" for 1) too: a kernel cache entry or export is written only by this code.
+_STRICT = {"extra": "forbid", "strict": True, "use_attribute_docstrings": True}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 

@@ -148,7 +148,24 @@ def _why_not_an_export(target: Path) -> Optional[str]:
     if unlisted:
         shown = ", ".join(unlisted[:5]) + (f" and {len(unlisted) - 5} more" if len(unlisted) > 5 else "")
         return f"it holds files the export did not write ({shown})"
+    extra = _folders_not_listed(target, meta.files)
+    if extra:
+        shown = ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+        return f"it holds folders the export did not write ({shown})"
     return None
+
+
+def _folders_not_listed(target: Path, files: Any) -> list[str]:
+    """The folders under ``target`` (relative POSIX paths) that hold none of the listed ``files``:
+    an empty folder someone made in an export (overwrite=True removed it with the export)."""
+    needed = {"/".join(rel.split("/")[:i]) for rel in files for i in range(1, rel.count("/") + 1)}
+    found = []
+    for root, dirs, _ in os.walk(target):  # links are not followed (scan_tree refused them before)
+        for name in dirs:
+            rel = Path(root, name).relative_to(target).as_posix()
+            if rel not in needed:
+                found.append(rel)
+    return sorted(found)
 
 
 def _missing_ancestors(directory: Path) -> tuple[list[Path], Path]:
@@ -278,6 +295,11 @@ def load(path: Union[str, os.PathLike], *, trusted: bool = False) -> JITKernel:
     """
     if not isinstance(trusted, bool):  # "no" or "False" from a config file skipped the ownership check
         raise TypeError(f"tilelang.load: trusted must be True or False, got {trusted!r}")
+    if not isinstance(path, (str, os.PathLike)) or not isinstance(os.fspath(path), str):
+        raise TypeError(f"tilelang.load: path must be the exported kernel's folder, a str or os.PathLike such as "
+                        f"'exported/my_kernel', got {type(path).__name__} {path!r:.80}")
+    if not os.fspath(path):
+        raise ValueError("tilelang.load: path is empty; give the folder kernel.export(path) wrote")
     with _cyclic_gc_paused():
         return _load(Path(path), trusted=trusted)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -55,9 +56,22 @@ def exchange(a: Path, b: Path) -> bool:
     raise OSError(code, os.strerror(code), str(b))
 
 
+def _side_stem(target: Path) -> str:
+    """``target``'s name in its side names: the name, or for a long one its start and a digest of
+    the whole (a side name must fit the file system's limit; two long names with a common start
+    shared their side names, and a load of one put back the other's previous export)."""
+    name = target.name
+    if len(os.fsencode(name)) <= 64:
+        return name
+    start = name[:48]
+    while len(os.fsencode(start)) > 48:  # 48 bytes, not characters, of a name in a wide script
+        start = start[:-1]
+    return f"{start}~{hashlib.sha256(os.fsencode(name)).hexdigest()[:12]}"
+
+
 def side_name(target: Path, kind: str) -> Path:
     """A fresh name beside ``target`` for a new (``tmp``) or a previous (``old``) export of this process."""
-    return target.parent / f".{target.name[:64]}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    return target.parent / f".{_side_stem(target)}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 def recover_leftovers(target: Path, is_export: Callable[[Path], bool], *, remove_others: bool = True) -> Optional[Path]:
@@ -68,7 +82,7 @@ def recover_leftovers(target: Path, is_export: Callable[[Path], bool], *, remove
     Only folders named as :func:`side_name` names them, of a process that no longer runs, are
     touched; a link or a file of such a name is left alone.
     """
-    pattern = re.compile(re.escape(f".{target.name[:64]}.") + r"(tmp|old)-(\d+)-[0-9a-f]{8}")
+    pattern = re.compile(re.escape(f".{_side_stem(target)}.") + r"(tmp|old)-(\d+)-[0-9a-f]{8}")
     try:
         names = os.listdir(target.parent)
     except OSError:
