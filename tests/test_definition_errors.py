@@ -624,3 +624,33 @@ def test_gemm_between_disjoint_regions_of_one_tile_runs(backend, target):
     want = a.clone()
     want[4:8, 0:4] = a[0:4, 0:4] @ a[0:4, 4:8]
     torch.testing.assert_close(b, want, rtol=1e-5, atol=1e-5)
+
+
+def test_float_math_of_an_integer_or_bool_names_the_operand():
+    def exp_int():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "int32")):
+            with T.Kernel(1, threads=1) as _:
+                A[0] = T.exp(A[1])  # <exp-int>
+
+    assert _message(exp_int, "exp-int", TypeError) == (
+        'T.exp: computes on floating-point values only, but its operand is the int32 expression A[1]; convert it '
+        'first, for example T.exp(T.cast(x, "float32"))')
+
+    def atan2_bool():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                A[0] = T.atan2(A[1], A[2] > 0)  # <atan2-bool>
+
+    assert _message(atan2_bool, "atan2-bool", TypeError).startswith(
+        "T.atan2: computes on floating-point values only, but its second operand is the bool expression")
+
+
+def test_float_math_takes_python_ints_as_floats_and_ldexp_an_integer_exponent():
+    @T.prim_func
+    def k(A: T.Tensor((4,), "float32"), N: T.Tensor((4,), "int32")):
+        with T.Kernel(1, threads=1) as _:
+            A[0] = T.exp(0) + T.sqrt(4) + T.ldexp(A[1], N[0]) + T.pow(A[2], 2)
+
+    assert "exp(T.float32(0.0))" in k.script() or "T.exp(T.float32(0" in k.script(), k.script()

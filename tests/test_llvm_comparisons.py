@@ -1,7 +1,8 @@
 """Comparisons on every CPU pair as in C and torch (lowering/llvm_comparisons.py): on ``llvm``,
 TVM emitted ``a != b`` of floats as an ordered comparison (false for NaN) and ``==`` of two
 booleans as a float comparison LLVM refused; ``+``, ``*``, ``-`` of two booleans did not lower on
-``llvm`` (an internal TVM check) and now compute what C does (``||``, ``&&``, ``!=``)."""
+``llvm`` (an internal TVM check) and now compute what C does (``||``, ``&&``, ``!=``); nor did
+``<``, ``<=``, ``>``, ``>=``, ``T.min``, ``T.max`` and ``T.clamp`` of two booleans."""
 
 from __future__ import annotations
 
@@ -67,3 +68,28 @@ def test_arithmetic_of_booleans_is_or_and_xor(backend, target):
     kernel(a, b, z)
     x, y = a.bool(), b.bool()
     assert torch.equal(z, torch.stack([x + y, x * y, x ^ y])), z  # torch: + is or, * is and
+
+
+@T.prim_func
+def _bool_order(A: T.Tensor((4,), "bool"), B: T.Tensor((4,), "bool"), Z: T.Tensor((7, 4), "bool")):
+    with T.Kernel(1, threads=1) as bx:
+        for i in T.serial(4):
+            Z[0, i] = A[i] < B[i]
+            Z[1, i] = A[i] <= B[i]
+            Z[2, i] = A[i] > B[i]
+            Z[3, i] = A[i] >= B[i]
+            Z[4, i] = T.min(A[i], B[i])
+            Z[5, i] = T.max(A[i], B[i])
+            Z[6, i] = T.clamp(A[i], B[i], True)
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+def test_order_min_max_and_clamp_of_booleans_are_torchs(backend, target):
+    kernel = tilelang.compile(_bool_order, target=target, execution_backend=backend)
+    a = torch.tensor([False, False, True, True])
+    b = torch.tensor([False, True, False, True])
+    z = torch.zeros(7, 4, dtype=torch.bool)
+    kernel(a, b, z)
+    want = torch.stack([a < b, a <= b, a > b, a >= b, torch.minimum(a, b), torch.maximum(a, b),
+                        torch.clamp(a.int(), b.int(), torch.ones(4, dtype=torch.int32)).bool()])
+    assert torch.equal(z, want), z

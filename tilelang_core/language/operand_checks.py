@@ -251,9 +251,55 @@ def _checked(op: str, original: Callable[..., Any], names: Sequence[str], condit
     return call
 
 
+#: TVM's math functions that compute only on floats, and how many leading operands must be
+#: floats (``T.ldexp(x, n)`` takes an integer ``n``). Given an integer or bool operand, TVM built
+#: them and C code generation failed with "Unresolved call ir.Op(... name="tirx.exp" ...)" (no
+#: kernel line), LLVM's with "Cannot find intrinsic declaration, possible type mismatch: llvm.exp"
+#: or "unknown intrinsic", gcc with an error in the generated source; or llvm computed something.
+FLOAT_MATH = {
+    **dict.fromkeys(("exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan",
+                     "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erf", "sigmoid",
+                     "ldexp"), 1),
+    **dict.fromkeys(("atan2", "hypot", "copysign", "nextafter", "fmod", "pow"), 2),
+}
+
+
+def check_float_operands(op: str, values: Sequence[Any]) -> list:
+    """``values`` with Python ints made floats (``T.exp(2)`` is ``T.exp(2.0)``), or an error naming
+    ``op`` when one is an integer or bool expression."""
+    checked = []
+    for position, value in enumerate(values):
+        value = as_expression(value)
+        if isinstance(value, Integral) and not isinstance(value, bool):
+            value = float(value)
+        elif isinstance(value, tirx.Expr) and not _is_region(value) and not str(value.ty.dtype).startswith(
+                ("float", "bfloat", "handle")):
+            which = "its operand" if len(values) == 1 else f"its {('first', 'second')[position]} operand"
+            _fail(op, f"computes on floating-point values only, but {which} is {_given(value)}; convert it first, for "
+                      f"example {op}(T.cast(x, \"float32\"))")
+        checked.append(value)
+    return checked
+
+
+def _float_math(op: str, original: Callable[..., Any], floats: int) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        args = (*check_float_operands(op, args[:floats]), *args[floats:])
+        return original(*args, **kwargs)
+
+    call.__name__ = getattr(original, "__name__", op)
+    call.__doc__ = original.__doc__
+    call.__wrapped__ = original
+    setattr(call, _CHECKED_MARK, True)
+    return call
+
+
 def install(namespace: dict) -> None:
-    """Put checked ``T.if_then_else``, ``T.max``, ``T.min``, ``T.truncdiv`` and ``T.vectorized``
-    into ``namespace`` (the language module)."""
+    """Put checked ``T.if_then_else``, ``T.max``, ``T.min``, ``T.truncdiv``, ``T.vectorized`` and
+    the float math of :data:`FLOAT_MATH` into ``namespace`` (the language module)."""
+    for key, floats in FLOAT_MATH.items():
+        original = namespace.get(key)
+        if original is not None and not getattr(original, _CHECKED_MARK, False):
+            namespace[key] = _float_math(f"T.{key}", original, floats)
     for key, names, condition in (
         ("if_then_else", ("the condition", "the true value", "the false value"), True),
         ("max", ("the first operand", "the second operand"), False),

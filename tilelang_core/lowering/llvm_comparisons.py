@@ -6,7 +6,11 @@
   (``fcmp oeq``, false for NaN, negated).
 - ``==`` and ``!=`` of two booleans are emitted as a floating-point comparison of ``i1`` values,
   which LLVM's verifier refuses: ``T.if_then_else((A[i] > 0) == (B[i] > 0), ...)`` failed to lower
-  ("Invalid operand types for FCmp instruction"). The operands are compared as ``int8`` (0 or 1).
+  ("Invalid operand types for FCmp instruction"). ``<``, ``<=``, ``>`` and ``>=`` of booleans
+  stopped the code generator with the internal check below. The operands of all six are
+  compared as ``int8`` (0 or 1: false < true, as in C and torch).
+- ``T.min`` and ``T.max`` of two booleans (and so ``T.clamp``) stopped it the same way; they
+  become ``and`` and ``or``.
 
 - ``+``, ``*`` and ``-`` of two booleans stop TVM's LLVM code generator with an internal check
   ("t.MatchesCode(DLDataTypeCode::kDLFloat)"): ``T.Cast("bool", a) + T.Cast("bool", b)`` did not
@@ -51,9 +55,19 @@ def _on_bool_arith(node: Any) -> Any:
     return tirx.NE(node.a, node.b)  # Sub: 1 - 1 = 0 - 0 = 0, 1 - 0 = 0 - 1 = nonzero
 
 
+def _on_bool_min_max(node: Any) -> Any:
+    if tvm.DataType(dtype_of(node)).with_lanes(1) != tvm.DataType("bool"):
+        return node
+    return tirx.And(node.a, node.b) if isinstance(node, tirx.Min) else tirx.Or(node.a, node.b)
+
+
+_COMPARISONS = (tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE)
+
+
 def _rewrite(func: tirx.PrimFunc, mod: Any, ctx: Any) -> tirx.PrimFunc:  # noqa: ARG001
-    body = checked_map(func.body, [((tirx.Add, tirx.Mul, tirx.Sub), _on_bool_arith)])
-    body = checked_map(body, [((tirx.EQ, tirx.NE), _on_compare)])
+    body = checked_map(func.body, [((tirx.Add, tirx.Mul, tirx.Sub), _on_bool_arith),
+                                   ((tirx.Min, tirx.Max), _on_bool_min_max)])
+    body = checked_map(body, [(_COMPARISONS, _on_compare)])
     return func if body.same_as(func.body) else func.with_body(body)
 
 
