@@ -637,14 +637,15 @@ def test_float_math_of_an_integer_or_bool_names_the_operand():
         'T.exp: computes on floating-point values only, but its operand is the int32 expression A[1]; convert it '
         'first, for example T.exp(T.cast(x, "float32"))')
 
-    def atan2_bool():
+    def atan2_ints():
         @T.prim_func
-        def k(A: T.Tensor((4,), "float32")):
+        def k(A: T.Tensor((4,), "float32"), N: T.Tensor((4,), "int32")):
             with T.Kernel(1, threads=1) as _:
-                A[0] = T.atan2(A[1], A[2] > 0)  # <atan2-bool>
+                A[0] = T.atan2(N[1], N[2])  # <atan2-ints>
 
-    assert _message(atan2_bool, "atan2-bool", TypeError).startswith(
-        "T.atan2: computes on floating-point values only, but its second operand is the bool expression")
+    assert _message(atan2_ints, "atan2-ints", TypeError) == (
+        'T.atan2: computes on floating-point values only, but its first operand is the int32 expression N[1]; '
+        'convert it first, for example T.atan2(T.cast(x, "float32"))')
 
 
 def test_float_math_takes_python_ints_as_floats_and_ldexp_an_integer_exponent():

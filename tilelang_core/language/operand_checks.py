@@ -251,11 +251,11 @@ def _checked(op: str, original: Callable[..., Any], names: Sequence[str], condit
     return call
 
 
-#: TVM's math functions that compute only on floats, and how many leading operands must be
-#: floats (``T.ldexp(x, n)`` takes an integer ``n``). Given an integer or bool operand, TVM built
-#: them and C code generation failed with "Unresolved call ir.Op(... name="tirx.exp" ...)" (no
-#: kernel line), LLVM's with "Cannot find intrinsic declaration, possible type mismatch: llvm.exp"
-#: or "unknown intrinsic", gcc with an error in the generated source; or llvm computed something.
+#: TVM's math functions that compute only on floats, and how many leading operands are floats
+#: (``T.ldexp(x, n)`` takes an integer ``n``). Given an integer or bool operand, TVM built them and
+#: C code generation failed with "Unresolved call ir.Op(... name="tirx.exp" ...)" (no kernel
+#: line), LLVM's with "Cannot find intrinsic declaration, possible type mismatch: llvm.exp" or
+#: "unknown intrinsic", gcc with an error in the generated source; or llvm computed a wrong value.
 FLOAT_MATH = {
     **dict.fromkeys(("exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan",
                      "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erf", "sigmoid",
@@ -264,20 +264,35 @@ FLOAT_MATH = {
 }
 
 
+def _dtype_of(value: Any) -> str:
+    return str(value.ty.dtype) if isinstance(value, tirx.Expr) and not _is_region(value) else ""
+
+
 def check_float_operands(op: str, values: Sequence[Any]) -> list:
-    """``values`` with Python ints made floats (``T.exp(2)`` is ``T.exp(2.0)``), or an error naming
-    ``op`` when one is an integer or bool expression."""
+    """``values`` ready for the float function ``op``: Python ints made floats (``T.exp(2)`` is
+    ``T.exp(2.0)``); with two operands, an integer or bool expression, or a narrower float,
+    converted to the other's float type, as torch promotes (TVM's ``T.atan2``, ``T.fmod``,
+    ``T.hypot``, ... took the first operand's type for the call and read the other's bits:
+    ``T.fmod(x, n)`` gave 3e-20 on ``llvm``). Without a float expression among them it is an
+    error naming ``op`` and the operand."""
     checked = []
-    for position, value in enumerate(values):
+    for value in values:
         value = as_expression(value)
         if isinstance(value, Integral) and not isinstance(value, bool):
             value = float(value)
-        elif isinstance(value, tirx.Expr) and not _is_region(value) and not str(value.ty.dtype).startswith(
-                ("float", "bfloat", "handle")):
-            which = "its operand" if len(values) == 1 else f"its {('first', 'second')[position]} operand"
-            _fail(op, f"computes on floating-point values only, but {which} is {_given(value)}; convert it first, for "
-                      f"example {op}(T.cast(x, \"float32\"))")
         checked.append(value)
+    floats = [_dtype_of(v) for v in checked if _dtype_of(v).startswith(("float", "bfloat"))]
+    widest = max(floats, key=lambda d: tvm.DataType(d).bits, default=None)
+    for position, value in enumerate(checked):
+        dtype = _dtype_of(value)
+        if not dtype or dtype == widest or dtype.startswith("handle"):
+            continue
+        if widest is None:
+            which = "its operand" if len(values) == 1 else f"its {('first', 'second')[position]} operand"
+            _fail(op, f"computes on floating-point values only, but {which} is {_given(value)}; convert it first, "
+                      f"for example {op}(T.cast(x, \"float32\"))")
+        if tvm.DataType(dtype).lanes == tvm.DataType(widest).lanes:
+            checked[position] = tirx.Cast(widest, value)
     return checked
 
 

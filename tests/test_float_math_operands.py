@@ -1,0 +1,50 @@
+"""Two-operand float math with operands of two types (operand_checks.check_float_operands): TVM
+took the first operand's type for the call and read the other's bits, so ``T.fmod(x, n)`` of a
+float32 ``x`` and an int32 ``n`` gave 3e-20 on ``llvm`` and failed to compile on ``c``, and a
+float32/float64 pair failed or was wrong alike. The operands are now converted to the wider float
+type, as torch promotes."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from backend_pairs import cpu_pairs  # noqa: E402
+
+
+def _mixed(n):
+    @T.prim_func
+    def mixed(A: T.Tensor((n,), "float32"), N: T.Tensor((n,), "int32"), D: T.Tensor((n,), "float64"),
+              Z: T.Tensor((6, n), "float64")):
+        with T.Kernel(1, threads=1) as _:
+            for i in T.serial(n):
+                Z[0, i] = T.fmod(A[i], N[i])
+                Z[1, i] = T.atan2(N[i], A[i])
+                Z[2, i] = T.hypot(A[i], N[i])
+                Z[3, i] = T.copysign(A[i], N[i])
+                Z[4, i] = T.atan2(A[i], D[i])
+                Z[5, i] = T.pow(A[i], N[i])
+
+    return mixed
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_mixed_operands_are_promoted_as_torch_does(backend, target, dynamic):
+    kernel = tilelang.compile(_mixed(T.dynamic("n") if dynamic else 5), target=target, execution_backend=backend)
+    a = torch.tensor([1.5, -2.0, 3.0, 0.5, 7.25])
+    n = torch.tensor([2, 3, -1, 1, -4], dtype=torch.int32)
+    d = torch.tensor([0.1, 3.0, -1.0, 7.0, -0.5], dtype=torch.float64)
+    z = torch.zeros(6, 5, dtype=torch.float64)
+    kernel(a, n, d, z)
+    nf = n.float()
+    want = torch.stack([torch.fmod(a, nf).double(), torch.atan2(nf, a).double(), torch.hypot(a, nf).double(),
+                        torch.copysign(a, nf).double(), torch.atan2(a.double(), d), torch.pow(a, nf).double()])
+    torch.testing.assert_close(z, want, rtol=1e-6, atol=1e-7)
