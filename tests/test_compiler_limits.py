@@ -81,6 +81,29 @@ def test_a_hung_compiler_is_killed_with_everything_it_started(tmp_path):
     assert not _alive(child)
 
 
+@pytest.mark.parametrize("ends", ["timeout", "interrupt"])
+def test_a_killed_compiler_leaves_no_temporary_files(tmp_path, monkeypatch, ends):
+    """gcc writes cc*.s and cc*.o to $TMPDIR and removes them only when it ends by itself: a
+    compile killed for its time limit, or by Ctrl-C, left them in the user's temporary folder."""
+    users = tmp_path / "users-tmp"
+    users.mkdir()
+    monkeypatch.setenv("TMPDIR", str(users))
+    script = 'echo "$TMPDIR" > ' + str(tmp_path / "seen") + '; touch "$TMPDIR/ccA1b2C3.s"; sleep 300'
+    if ends == "timeout":
+        run = run_compiler(["sh", "-c", script], timeout=1)
+        assert run.timed_out
+    else:
+        import signal
+        import threading
+
+        threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            run_compiler(["sh", "-c", script], timeout=60)
+    seen = Path((tmp_path / "seen").read_text().strip())
+    assert seen.parent == users and seen.name.startswith("tilelang-cc-"), seen
+    assert list(users.iterdir()) == [], "the compiler's own temporary folder is removed with what it wrote there"
+
+
 def test_megabytes_of_output_are_cut_to_their_start_and_end(tmp_path):
     run = run_compiler(["sh", "-c", "echo FIRST; yes 'warning: noisy' | head -c 5000000; echo LAST; exit 2"],
                        output_file=tmp_path / "out.txt")

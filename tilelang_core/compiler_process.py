@@ -16,6 +16,11 @@
 * **Ends.** :attr:`CompilerRun.failure` says how the compiler ended in words: an exit code, a
   signal by name (``SIGKILL``: often the kernel's out-of-memory killer; ``SIGXFSZ``: a file grew
   past ``ulimit -f``), or the time limit.
+* **Temporary files.** The compiler gets a temporary folder of its own (``$TMPDIR`` set to a fresh
+  ``tilelang-cc-*`` folder in the usual one), removed when the run ends, however it ends. gcc and
+  nvcc write their intermediate files (``cc*.s``, ``cc*.o``) to ``$TMPDIR`` and remove them only
+  when they end by themselves: each compile killed for its time limit or by Ctrl-C left about two
+  of them in the user's temporary folder for good.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections import deque
@@ -255,6 +261,29 @@ def run_compiler(command: Sequence[str], *, cwd: Optional[os.PathLike] = None, t
     if timeout is not None and timeout < 0:
         timeout = compile_timeout_s()
     cmd = [str(word) for word in command]
+    with _private_temp(env) as env:
+        return _run(cmd, cwd, timeout, output_file, env)
+
+
+@contextlib.contextmanager
+def _private_temp(env: Optional[dict]) -> Iterator[Optional[dict]]:
+    """``env`` (or this process's environment) with ``TMPDIR`` set to a fresh folder, removed
+    afterwards; unchanged where no folder can be made (the compiler then says why it cannot
+    write)."""
+    base = (env or os.environ).get("TMPDIR") or None
+    try:
+        folder = tempfile.mkdtemp(prefix="tilelang-cc-", dir=base if base and os.path.isdir(base) else None)
+    except OSError:
+        yield env
+        return
+    try:
+        yield {**(os.environ if env is None else env), "TMPDIR": folder}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run(cmd: list[str], cwd: Optional[os.PathLike], timeout: Optional[float], output_file: Optional[os.PathLike],
+         env: Optional[dict]) -> CompilerRun:
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=(os.name == "posix"))
