@@ -201,6 +201,41 @@ def test_a_slow_but_working_compiler_still_builds(env, monkeypatch, backend, tar
     torch.testing.assert_close(kernel(a, b), a + b)
 
 
+def test_a_run_that_writes_nothing_is_not_ok(tmp_path):
+    run = run_compiler(["true"], cwd=tmp_path, writes="kernel.so")
+    assert not run.ok and run.returncode == 0 and run.missing == tmp_path / "kernel.so"
+    assert run.failure == "exit code 0, but it wrote no kernel.so"
+    (tmp_path / "kernel.so").write_bytes(b"\x7fELF")
+    assert run_compiler(["true"], cwd=tmp_path, writes="kernel.so").ok
+
+
+@pytest.mark.parametrize("backend, target", BACKENDS)
+def test_a_compiler_that_exits_0_without_writing_the_library_is_a_build_error(env, monkeypatch, backend, target):
+    """``CC='gcc -fsyntax-only'`` (or ``true``): cython raised a bare FileNotFoundError of its
+    library; tvm_ffi exported, and cached, a kernel without ``kernel.so``."""
+    monkeypatch.setenv("CC", str(_script(env / "nullcc", "exit 0\n")))
+    with pytest.raises(BuildError, match=r"failed \(exit code 0, but it wrote no \w+\.so\)"):
+        _compile(backend, target)
+
+
+def test_an_llvm_export_with_a_compiler_that_writes_nothing_is_a_build_error(env, monkeypatch):
+    kernel = _compile("tvm_ffi", "llvm")
+    monkeypatch.setenv("CC", str(_script(env / "nullcc", "exit 0\n")))
+    with pytest.raises(BuildError, match=r"exit code 0, but it wrote no kernel\.so"):
+        kernel.export(env / "exported")
+    assert not (env / "exported").exists()
+
+
+def test_an_llvm_export_without_any_compiler_says_so(env, monkeypatch):
+    kernel = _compile("tvm_ffi", "llvm")
+    (env / "empty-bin").mkdir()
+    monkeypatch.setenv("PATH", str(env / "empty-bin"))
+    monkeypatch.delenv("CC", raising=False)
+    with pytest.raises(BuildError, match=r"no C/C\+\+ compiler found to link the kernel library kernel\.so .* install "
+                                         r"gcc or clang, or set CC/CXX"):
+        kernel.export(env / "exported")
+
+
 def test_nvcc_arch_flags_keep_architecture_specific_code_to_its_architecture():
     """``-arch=sm_100a`` also assembles the portable compute_100 PTX, which refuses sm_100a's own
     instructions; an architecture-specific or family target gets ``-gencode`` for itself only

@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
 import re
@@ -97,6 +98,9 @@ class CompilerRun:
     """Where the whole output was written (None: not asked for, or the disk did not take it all)."""
     timeout: Optional[float]
     seconds: float
+    missing: Optional[Path] = None
+    """The file the run was to write (``writes=``) when it ended with exit code 0 without writing
+    it, or wrote it empty (a ``$CC`` such as ``gcc -fsyntax-only``, or ``true``)."""
 
     @property
     def timed_out(self) -> bool:
@@ -104,7 +108,7 @@ class CompilerRun:
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0
+        return self.returncode == 0 and self.missing is None
 
     @property
     def failure(self) -> str:
@@ -119,6 +123,8 @@ class CompilerRun:
                 name = f"signal {-self.returncode}"
             hint = _SIGNAL_HINTS.get(name)
             return f"killed by signal {name}" + (f" ({hint})" if hint else "")
+        if self.returncode == 0 and self.missing is not None:
+            return f"exit code 0, but it wrote no {self.missing.name}"
         return f"exit code {self.returncode}"
 
     def build_error(self, what: str, source: Optional[os.PathLike] = None) -> "BuildError":
@@ -249,11 +255,15 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 
 def run_compiler(command: Sequence[str], *, cwd: Optional[os.PathLike] = None, timeout: Optional[float] = -1.0,
-                 output_file: Optional[os.PathLike] = None, env: Optional[dict] = None) -> CompilerRun:
+                 output_file: Optional[os.PathLike] = None, env: Optional[dict] = None,
+                 writes: Optional[os.PathLike] = None) -> CompilerRun:
     """Run ``command`` (a compiler) and wait for it, at most ``timeout`` seconds.
 
     :param timeout: seconds; the default (-1) means :func:`compile_timeout_s`, None no limit.
     :param output_file: also write the whole output there (kept by the caller).
+    :param writes: the file the command is to write (relative: to ``cwd``); a run that ends with
+        exit code 0 without it, or with it empty, is not :attr:`CompilerRun.ok` (its
+        :attr:`~CompilerRun.missing`).
     :raises OSError: the program cannot be started (not found, not executable, no memory or
         descriptors for a new process).
     :raises SettingError: ``$TILELANG_COMPILE_TIMEOUT_SECONDS`` is not a time limit.
@@ -262,7 +272,16 @@ def run_compiler(command: Sequence[str], *, cwd: Optional[os.PathLike] = None, t
         timeout = compile_timeout_s()
     cmd = [str(word) for word in command]
     with _private_temp(env) as env:
-        return _run(cmd, cwd, timeout, output_file, env)
+        run = _run(cmd, cwd, timeout, output_file, env)
+    if writes is not None and run.returncode == 0:
+        target = Path(cwd or ".", writes)
+        try:
+            empty = target.stat().st_size == 0
+        except OSError:
+            empty = True
+        if empty:
+            run = dataclasses.replace(run, missing=target)
+    return run
 
 
 @contextlib.contextmanager
@@ -272,7 +291,8 @@ def _private_temp(env: Optional[dict]) -> Iterator[Optional[dict]]:
     write)."""
     base = (env or os.environ).get("TMPDIR") or None
     try:
-        folder = tempfile.mkdtemp(prefix="tilelang-cc-", dir=base if base and os.path.isdir(base) else None)
+        # absolute: gcc passed a relative TMPDIR such as "-tmp" on to "as" in "-tmp/ccXXXX.s", an option
+        folder = os.path.abspath(tempfile.mkdtemp(prefix="tilelang-cc-", dir=base if base and os.path.isdir(base) else None))
     except OSError:
         yield env
         return

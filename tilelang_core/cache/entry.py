@@ -44,9 +44,22 @@ META_FILE = "tilelang-kernel.json"
 ARTIFACT_FILE = "artifact.json"
 BACKEND_DIR = "backend"
 
-#: pydantic configuration of the metadata: unknown fields are errors, and a value of another JSON type
-#: ("1" for 1) too: a kernel cache entry or export is written only by this code.
-_STRICT = {"extra": "forbid", "strict": True, "use_attribute_docstrings": True}
+_STRICT = {"extra": "forbid", "use_attribute_docstrings": True}
+
+
+class _ExactType:
+    """Annotation marker: pydantic validates the field strictly, so a value of another JSON type is
+    an error ("1" or 1.0 for 1), not converted. The metadata is written only by this code, so such
+    a value is damage. (pydantic calls this hook when it builds the schema, kept in the snapshot;
+    nothing imports pydantic for it.)"""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        schema = handler(source)
+        schema["strict"] = True
+        return schema
+
+
+_EXACT = _ExactType()
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -56,7 +69,7 @@ class FileDigest:
 
     __pydantic_config__ = _STRICT
 
-    size: Annotated[int, Ge(0)]
+    size: Annotated[int, Ge(0), _EXACT]
     sha256: str
     """Lowercase hex digest."""
 
@@ -79,7 +92,7 @@ class BackendRef:
     name: str
     distribution: Optional[str] = None
     version: str
-    plugin_api_version: int
+    plugin_api_version: Annotated[int, _EXACT]
 
     def __post_init__(self) -> None:
         # these reach messages such as "install it with: pip install <distribution>==<version>":
@@ -97,7 +110,7 @@ class EntryMeta:
     __pydantic_config__ = _STRICT
 
     format: Literal["tilelang-kernel"] = "tilelang-kernel"
-    format_version: int
+    format_version: Annotated[int, _EXACT]
     kind: Literal["cache", "export"]
     core_version: str
     key: Optional[str] = None

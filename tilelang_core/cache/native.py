@@ -7,6 +7,11 @@ kernel's call plan. :func:`dlopen_path` remembers which file (device, inode, siz
 time) each path named when it was first handed out; when the path now names another file, it
 returns a fresh alias (a symbolic link in a private temporary folder, named after the file's
 identity) so ``dlopen`` maps the new file.
+
+:func:`load_advice` tells a backend what to say when a library does not load: a folder on a file
+system mounted ``noexec`` (a hardened ``/tmp``) made every backend's load fail with "failed to map
+segment from shared object", and their advice (recompile the kernel; a function defined nowhere)
+sent the user the wrong way.
 """
 
 from __future__ import annotations
@@ -54,4 +59,29 @@ def dlopen_path(library: os.PathLike) -> str:
         return alias
 
 
-__all__ = ["dlopen_path"]
+def noexec_folder(path: os.PathLike) -> Optional[str]:
+    """``path``'s folder (``path`` itself if a folder) when it is on a file system mounted
+    ``noexec``, from which ``dlopen`` cannot map a library ("failed to map segment from shared
+    object"); None otherwise, or where that cannot be told."""
+    folder = os.path.realpath(os.fspath(path))  # an alias (dlopen_path's link) is judged by its file
+    if not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
+    try:
+        flags = os.statvfs(folder).f_flag
+    except (OSError, AttributeError):  # gone, or no statvfs (Windows)
+        return None
+    return folder if flags & getattr(os, "ST_NOEXEC", 0) else None
+
+
+def load_advice(path: os.PathLike, otherwise: str) -> str:
+    """What to do about a library at ``path`` that does not load: move it off a ``noexec`` file
+    system if it is on one (recompiling cannot help there), else ``otherwise``."""
+    folder = noexec_folder(path)
+    if folder is None:
+        return otherwise
+    return (f"{folder} is on a file system mounted noexec, from which no library can be loaded: use a folder on "
+            f"another file system (TMPDIR for builds, TILELANG_CACHE_DIR for the kernel cache, another path for an "
+            f"export)")
+
+
+__all__ = ["dlopen_path", "load_advice", "noexec_folder"]

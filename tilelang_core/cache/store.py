@@ -37,6 +37,7 @@ from ..warning_location import warn
 from . import entry as E
 from . import leftovers, ownership, trust
 from .location import CACHE_DIR_ENV, cache_disabled, check_private, default_cache_dir, prepare_cache_dir, tree_place
+from .native import noexec_folder
 
 if TYPE_CHECKING:
     from ..backends.registry import BackendRecord
@@ -226,6 +227,9 @@ class DiskCache:
                     return
                 self._prepared = False
             prepare_cache_dir(self.root)
+            if noexec_folder(self.root) is not None:  # every entry's load failed, was removed and rebuilt
+                raise OSError(errno.EACCES, "it is on a file system mounted noexec, from which no kernel library "
+                              "can be loaded")
             ownership.claim(self.root)  # ForeignDirectoryError (an OSError): memory only, nothing touched
             for sub in _SUBDIRS:
                 with contextlib.suppress(FileExistsError):
@@ -802,7 +806,8 @@ class KernelCache:
                 why = f"{exc} (until then, kernels are cached in memory only)"
             else:
                 why = (f"kernel cache directory {self.root} is not usable ({exc}); kernels are cached in memory only. "
-                       f"Set TILELANG_CACHE_DIR to a writable directory")
+                       f"Set TILELANG_CACHE_DIR to a writable directory" + (" on another file system" if "noexec" in str(exc)
+                                                                             else ""))
             warn(
                 why,
                 CacheWarning,

@@ -140,7 +140,7 @@ def tilelang_backend_build(artifact: Any, options: Any) -> Kernel:
         if options.verbose:
             print(f"[tilelang ctypes] {shlex.join(cmd)}")
         try:  # bounded in time ($TILELANG_COMPILE_TIMEOUT_SECONDS) and in the output kept
-            run = run_compiler(cmd)
+            run = run_compiler(cmd, writes=directory / LIBRARY)
         except OSError as exc:
             raise BuildError(f"cannot run the C compiler {cmd[0]!r}: {exc}; set $CC to a working compiler",
                              command=cmd, output=str(exc), source=directory / SOURCE) from None
@@ -184,7 +184,10 @@ def tilelang_backend_load(artifact: Any, directory: Path, options: Any) -> Kerne
         try:
             return Kernel(artifact, options, private)
         except (OSError, AttributeError, ValueError) as exc:  # not a library, or not this kernel's
-            raise ArtifactError(f"cannot load the ctypes kernel in {directory}: {exc}; recompile the kernel") from None
+            from tilelang_core.cache.native import load_advice
+
+            raise ArtifactError(f"cannot load the ctypes kernel in {directory}: {exc}; "
+                                f"{load_advice(private, 'recompile the kernel')}") from None
     except BaseException:
         shutil.rmtree(private, ignore_errors=True)
         raise

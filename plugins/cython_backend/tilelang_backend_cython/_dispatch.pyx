@@ -12,6 +12,8 @@ from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
 from libc.limits cimport LLONG_MAX
 from libc.string cimport strncpy
 
+import os
+
 from tilelang_core.calling import symbol_high
 
 cdef extern from "_dispatch_core.h":
@@ -387,7 +389,9 @@ def make_kernel(dict plan, str library, dict meta, str reader="auto"):
     k.n_outputs = n_out
     k.n_deferred = n_def
     k.arg_names = _newref(", ".join(names))
-    tl_kernel_open_library(k, library.encode(), str(plan["entry"]).encode(),
+    # os.fsencode: a path as the file system names it (UTF-8 encoding refused a non-ASCII path,
+    # surrogate-escaped under a non-UTF-8 locale, and the backend was reported broken)
+    tl_kernel_open_library(k, os.fsencode(library), str(plan["entry"]).encode(),
                            str(plan.get("error_string") or "").encode(),
                            str(plan.get("block_launcher") or "").encode(),
                            str(plan.get("assert_message") or "").encode())

@@ -20,11 +20,11 @@ PLAN_FILE = "cython_plan.json"
 def _dispatch():
     try:
         from . import _dispatch
-    except ImportError as exc:  # pragma: no cover - broken installation
-        raise BuildError(
-            "the cython backend's dispatch extension (tilelang_backend_cython._dispatch) is not built: "
-            f"{exc}; reinstall with `pip install --force-reinstall tilelang-backend-cython`"
-        ) from None
+    except ImportError as exc:  # a broken installation, or a source folder shadowing the installed package
+        from .plugin import not_built_reason
+
+        raise BuildError(f"the cython backend's dispatch extension (tilelang_backend_cython._dispatch) cannot be "
+                         f"imported ({exc}): {not_built_reason()}") from None
     return _dispatch
 
 
@@ -45,7 +45,10 @@ def build(artifact: KernelArtifact, options: BuildOptions) -> Any:
     try:
         return kernel_from_plan(plan, built.path, built.source_path, library_data=built.data, source_text=built.source)
     except OSError as exc:
-        raise BuildError(f"kernel '{artifact.name}': {exc}") from None
+        from tilelang_core.cache.native import load_advice, noexec_folder
+
+        advice = "" if noexec_folder(built.path) is None else "; " + load_advice(built.path, "")
+        raise BuildError(f"kernel '{artifact.name}': {exc}{advice}") from None
     finally:
         built.release()  # the library is loaded (or failed to): its build directory goes
 
@@ -198,13 +201,14 @@ def load(artifact: KernelArtifact, directory: Path, options: BuildOptions) -> An
     if not library.is_file():
         raise ArtifactError(f"cython kernel library {library} is missing; recompile the kernel")
     _check_plan_matches_artifact(plan, artifact, options, directory)
-    from tilelang_core.cache.native import dlopen_path
+    from tilelang_core.cache.native import dlopen_path, load_advice
 
     try:
         load_as = dlopen_path(library)  # never a library loaded earlier from this path
         found = identity.library_id(Path(load_as), keep_loaded=plan.get("device") == "cuda")
     except OSError as exc:
-        raise ArtifactError(f"cannot load cython kernel from {directory}: {exc}; recompile the kernel") from None
+        raise ArtifactError(f"cannot load cython kernel from {directory}: {exc}; "
+                            f"{load_advice(library, 'recompile the kernel')}") from None
     expected = identity.kernel_id(artifact, plan)
     if found != expected:
         what = "carries no kernel identity" if found is None else f"was built for another kernel ({found[:12]}...)"
@@ -216,7 +220,8 @@ def load(artifact: KernelArtifact, directory: Path, options: BuildOptions) -> An
     except SettingError:  # the user's setting, not the entry, is wrong: the entry stays
         raise
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ArtifactError(f"cannot load cython kernel from {directory}: {exc}; recompile the kernel") from None
+        raise ArtifactError(f"cannot load cython kernel from {directory}: {exc}; "
+                            f"{load_advice(library, 'recompile the kernel')}") from None
     if plan.get("device") == "cuda":
         problem = cuda_run_problem()
         if problem is not None:  # an export loaded where it cannot run: say so, not "expected a tensor on cuda"

@@ -14,6 +14,7 @@ Identical builds in one process compile once (the bytes are kept in memory).
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -112,13 +113,13 @@ def _safe_name(name: str) -> str:
 OUTPUT_FILE = "compiler-output.txt"
 
 
-def _run(cmd: Sequence[str], *, what: str, source: Path, cwd: Path) -> None:
+def _run(cmd: Sequence[str], *, what: str, source: Path, cwd: Path, writes: Optional[Path] = None) -> None:
     """Run the compiler (bounded in time and output: :func:`tilelang_core.compiler_process.run_compiler`).
 
     :raises BuildError: it could not be started, failed, was killed or ran past the time limit.
     """
     try:
-        run = run_compiler(cmd, cwd=cwd, output_file=cwd / OUTPUT_FILE)
+        run = run_compiler(cmd, cwd=cwd, output_file=cwd / OUTPUT_FILE, writes=writes)
     except OSError as exc:
         raise BuildError(
             f"cannot run the compiler for {what}: {exc}\n"
@@ -139,7 +140,7 @@ def simd_flags_work(cc: Sequence[str]) -> bool:
     with _lock:
         if key in _simd_ok:
             return _simd_ok[key]
-    d = build_dirs.make("simd")
+    d = _build_dir("simd")  # an OSError names the temporary folder and what to do
     try:
         src = d / "simd.c"
         src.write_text("void f(float *a, int n) {\n#pragma omp simd\n for (int i = 0; i < n; ++i) a[i] += 1.0f;\n}\n")
@@ -210,7 +211,7 @@ def _compile_in(d: Path, key: str, keep: bool, compiler: list[str], flags: list[
     cmd = [*compiler, *flags, "-o", str(lib), str(src)]
     if verbose:
         print(f"[tilelang cython] {shlex.join(cmd)}")
-    _run(cmd, what=f"kernel '{name}' (target {target})", source=src, cwd=d)
+    _run(cmd, what=f"kernel '{name}' (target {target})", source=src, cwd=d, writes=lib)
     data = lib.read_bytes()
     with _lock:
         _built[key] = data
@@ -233,7 +234,7 @@ def _build_dir(name: str) -> Path:
     except OSError as exc:
         raise type(exc)(exc.errno, f"cannot make a build folder for kernel '{name}' in the temporary folder "
                         f"{tempfile.gettempdir()}: {exc.strerror or exc}; set TMPDIR to a writable folder with "
-                        f"free space") from None
+                        f"free space" + (" and a shorter path" if exc.errno == errno.ENAMETOOLONG else "")) from None
 
 
 def cuda_arch(target: str) -> str:

@@ -64,6 +64,23 @@ def _torch_has_exchange_api() -> bool:
     return (major, minor) >= (2, 10)
 
 
+def not_built_reason() -> str:
+    """Why the dispatch extension is missing: usually a source folder of this package (a checkout of
+    its repository, when Python runs from its folder) shadows the installed one, where reinstalling
+    cannot help; else an installation without it."""
+    from importlib.metadata import distributions
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    for dist in distributions(name="tilelang-backend-cython"):  # each copy on sys.path (a checkout has one too)
+        installed = Path(dist.locate_file("tilelang_backend_cython")).resolve()
+        if installed != here and (installed / "__init__.py").exists():
+            return (f"the dispatch extension is not built in {here}, the copy of tilelang_backend_cython Python "
+                    f"imported: it shadows the installed one in {installed} (a source folder on sys.path, such as "
+                    f"the current directory); run Python from another folder")
+    return "the dispatch extension is not built; reinstall tilelang-backend-cython"
+
+
 @hookimpl
 def tilelang_backend_probe(target_kind: str) -> Any:
     """``c``: the dispatch extension is built and torch has the DLPack C exchange API;
@@ -74,7 +91,7 @@ def tilelang_backend_probe(target_kind: str) -> Any:
     from tilelang_core.capabilities import Availability
 
     if find_spec("tilelang_backend_cython._dispatch") is None:
-        return Availability.no("the dispatch extension is not built; reinstall tilelang-backend-cython")
+        return Availability.no(not_built_reason())
     if not _torch_has_exchange_api():
         return Availability.no("torch is too old: the cython backend needs torch.Tensor.__dlpack_c_exchange_api__ (torch>=2.10)")
     if target_kind == "cuda":

@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from tilelang_core.cache.native import load_advice
 from tilelang_core.env_commands import command_from_env
 from tilelang_core.errors import ArtifactError, BackendUnavailableError, BuildError
 
@@ -131,7 +132,7 @@ def _link_shared(compiler: list[str], output: str, objects: Any, options: list[s
         cmd += ["-undefined", "dynamic_lookup"]
     cmd += ["-o", str(output), *options, *([objects] if isinstance(objects, str) else [str(o) for o in objects])]
     try:
-        run = run_compiler(cmd, cwd=cwd)
+        run = run_compiler(cmd, cwd=cwd, writes=Path(output))
     except OSError as exc:
         raise BuildError(f"cannot run the compiler {cmd[0]!r}: {exc}; set $CC (or $CXX) to a working compiler",
                          command=cmd, output=str(exc)) from None
@@ -351,6 +352,20 @@ def check_room_for_objects(mod: Any) -> None:
             "more, or raise the limit (LLVM would end the process on a failed write)")
 
 
+def not_utf8(path: os.PathLike) -> Optional[str]:
+    """Why TVM cannot take ``path`` (it passes paths as UTF-8 text), or None: a non-ASCII name
+    under a locale whose file-system encoding is not UTF-8 (``LC_ALL=C`` with
+    ``PYTHONCOERCECLOCALE=0``) reaches Python surrogate-escaped, and TVM failed with "'utf-8' codec
+    can't encode characters ... surrogates not allowed"."""
+    try:
+        os.fspath(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return (f"TVM takes file paths as UTF-8, and {os.fspath(path)!r} is not UTF-8 in this locale (file-system "
+                f"encoding {sys.getfilesystemencoding()}); use a UTF-8 locale (LANG=C.UTF-8) or a folder with an "
+                "ASCII name (TMPDIR, TILELANG_CACHE_DIR, the export path)")
+    return None
+
+
 def export(mod: Any, file_name: Path, compile_flags: Optional[list[str]] = None,
            identity: Optional[str] = None, compiler: Optional[list[str]] = None) -> None:
     """``export_library`` with compiler failures turned into :class:`BuildError`.
@@ -362,10 +377,16 @@ def export(mod: Any, file_name: Path, compile_flags: Optional[list[str]] = None,
     """
     from .identity import write_source
 
+    problem = not_utf8(file_name) or not_utf8(tempfile.gettempdir())
+    if problem:
+        raise BuildError(f"tvm_ffi: cannot write the kernel library: {problem}")
     kwargs: dict[str, Any] = {}
     if compile_flags:
         kwargs["options"] = list(compile_flags)
     compiler = compiler or host_compiler() or _tvm_default_compiler()
+    if not compiler and sys.platform.startswith("linux"):  # TVM went on with cc=None: "expected str, bytes or ..."
+        raise BuildError(f"tvm_ffi: no C/C++ compiler found to link the kernel library {file_name.name} (none of "
+                         "g++, gcc, clang++, clang, c++, cc is on PATH); install gcc or clang, or set CC/CXX to one")
     if compiler:
         kwargs["fcompile"] = _fcompile(compiler)
     check_room_for_objects(mod)
@@ -434,9 +455,9 @@ def check_symbols_resolve(library: Path) -> None:
     try:
         handle = ctypes.CDLL(str(library), mode=os.RTLD_NOW | os.RTLD_LOCAL)
     except OSError as exc:
-        raise BuildError(f"tvm_ffi: the kernel library does not load: {exc}; a function it calls is defined "
-                         "nowhere (a T.call_extern of a function this target's C library lacks, such as a CUDA "
-                         "intrinsic on target 'c'?)") from None
+        raise BuildError(f"tvm_ffi: the kernel library does not load: {exc}; " + load_advice(
+            library, "a function it calls is defined nowhere (a T.call_extern of a function this target's C library "
+            "lacks, such as a CUDA intrinsic on target 'c'?)")) from None
     del handle
 
 
@@ -508,6 +529,14 @@ def _save_cuda_binaries(state: Any, directory: Path) -> list[dict[str, str]]:
         ) from exc
 
 
+def _load_error(library: Path, exc: Any) -> ArtifactError:
+    """The error of a saved library that does not load (with what to do on a ``noexec`` mount)."""
+    from tilelang_core.cache.native import noexec_folder
+
+    advice = "" if noexec_folder(library) is None else "; " + load_advice(library, "")
+    return ArtifactError(f"tvm_ffi: cannot load {library}: {exc}{advice}")
+
+
 def _check_identity(library: Path, artifact: Any, kinds: list[str], alignment: int) -> None:
     """Refuse a library built for another kernel (or with a plan edited after saving)."""
     from .identity import kernel_id, library_id
@@ -515,7 +544,7 @@ def _check_identity(library: Path, artifact: Any, kinds: list[str], alignment: i
     try:
         found = library_id(library)
     except OSError as exc:
-        raise ArtifactError(f"tvm_ffi: cannot load {library}: {exc}") from None
+        raise _load_error(library, exc) from None
     expected = kernel_id(artifact, kinds, alignment)
     if found != expected:
         what = "carries no kernel identity" if found is None else f"was built for another kernel ({found[:12]}...)"
@@ -606,6 +635,9 @@ def load(artifact: Any, directory: Path, options: Any) -> Any:
         load_as = dlopen_path(library.resolve())  # never a library loaded earlier from this path
     except OSError as exc:
         raise ArtifactError(f"tvm_ffi: cannot load {library}: {exc}") from None
+    problem = not_utf8(load_as)
+    if problem:
+        raise ArtifactError(f"tvm_ffi: cannot load {library}: {problem}")
     _check_identity(Path(load_as), artifact, kinds, alignment)
     import tvm_ffi
 
@@ -613,7 +645,7 @@ def load(artifact: Any, directory: Path, options: Any) -> Any:
         with serving(binaries):  # TVM's CUDA loader asks for the compiled code of saved source
             module = tvm_ffi.load_module(load_as)
     except Exception as exc:  # noqa: BLE001 - tvm-ffi raises RuntimeError for bad libraries
-        raise ArtifactError(f"tvm_ffi: cannot load {library}: {exc}") from None
+        raise _load_error(library, exc) from None
     from .kernel import make_kernel
 
     return make_kernel(
