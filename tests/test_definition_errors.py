@@ -645,7 +645,7 @@ def test_float_math_of_an_integer_or_bool_names_the_operand():
 
     assert _message(atan2_ints, "atan2-ints", TypeError) == (
         'T.atan2: computes on floating-point values only, but its first operand is the int32 expression N[1]; '
-        'convert it first, for example T.atan2(T.cast(x, "float32"))')
+        'convert it first, for example T.atan2(T.cast(x, "float32"), y)')
 
 
 def test_float_math_takes_python_ints_as_floats_and_ldexp_an_integer_exponent():

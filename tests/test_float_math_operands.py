@@ -2,7 +2,8 @@
 took the first operand's type for the call and read the other's bits, so ``T.fmod(x, n)`` of a
 float32 ``x`` and an int32 ``n`` gave 3e-20 on ``llvm`` and failed to compile on ``c``, and a
 float32/float64 pair failed or was wrong alike. The operands are now converted to the wider float
-type, as torch promotes."""
+type, as torch promotes: float32 for a float16 with a bfloat16, and for an integer expression with
+a Python float (``T.pow(2.0, n)``)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ import tilelang
 import tilelang.language as T
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from backend_pairs import cpu_pairs  # noqa: E402
+from backend_pairs import PATHS, cpu_pairs, path_id  # noqa: E402
 
 
 def _mixed(n):
     @T.prim_func
     def mixed(A: T.Tensor((n,), "float32"), N: T.Tensor((n,), "int32"), D: T.Tensor((n,), "float64"),
-              Z: T.Tensor((6, n), "float64")):
+              Z: T.Tensor((7, n), "float64")):
         with T.Kernel(1, threads=1) as _:
             for i in T.serial(n):
                 Z[0, i] = T.fmod(A[i], N[i])
@@ -31,6 +32,7 @@ def _mixed(n):
                 Z[3, i] = T.copysign(A[i], N[i])
                 Z[4, i] = T.atan2(A[i], D[i])
                 Z[5, i] = T.pow(A[i], N[i])
+                Z[6, i] = T.pow(2.0, N[i])
 
     return mixed
 
@@ -42,9 +44,28 @@ def test_mixed_operands_are_promoted_as_torch_does(backend, target, dynamic):
     a = torch.tensor([1.5, -2.0, 3.0, 0.5, 7.25])
     n = torch.tensor([2, 3, -1, 1, -4], dtype=torch.int32)
     d = torch.tensor([0.1, 3.0, -1.0, 7.0, -0.5], dtype=torch.float64)
-    z = torch.zeros(6, 5, dtype=torch.float64)
+    z = torch.zeros(7, 5, dtype=torch.float64)
     kernel(a, n, d, z)
     nf = n.float()
     want = torch.stack([torch.fmod(a, nf).double(), torch.atan2(nf, a).double(), torch.hypot(a, nf).double(),
-                        torch.copysign(a, nf).double(), torch.atan2(a.double(), d), torch.pow(a, nf).double()])
+                        torch.copysign(a, nf).double(), torch.atan2(a.double(), d), torch.pow(a, nf).double(),
+                        torch.pow(2.0, nf).double()])
     torch.testing.assert_close(z, want, rtol=1e-6, atol=1e-7)
+
+
+@T.prim_func
+def _two_halves(H: T.Tensor((5,), "float16"), G: T.Tensor((5,), "bfloat16"), Z: T.Tensor((2, 5), "float32")):
+    with T.Kernel(1, threads=1) as _:
+        for i in T.serial(5):
+            Z[0, i] = T.hypot(H[i], G[i])
+            Z[1, i] = T.atan2(G[i], H[i])
+
+
+@pytest.mark.parametrize("backend,target", PATHS, ids=path_id)  # not ctypes: it takes no 16-bit floats
+def test_float16_with_bfloat16_is_computed_in_float32(backend, target):
+    kernel = tilelang.compile(_two_halves, target=target, execution_backend=backend)
+    h = torch.tensor([1.0, -3.5, 0.25, 7.0, 2.0], dtype=torch.float16)
+    g = torch.tensor([1e5, 2.0, -0.5, 3.0, 1e-3], dtype=torch.bfloat16)
+    z = torch.zeros(2, 5)
+    kernel(h, g, z)
+    torch.testing.assert_close(z, torch.stack([torch.hypot(h, g), torch.atan2(g, h)]))  # torch: both in float32

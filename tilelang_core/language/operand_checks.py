@@ -13,7 +13,7 @@ expected and what was given.
 from __future__ import annotations
 
 from numbers import Integral, Number
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import tvm
 from tvm import tirx
@@ -268,13 +268,27 @@ def _dtype_of(value: Any) -> str:
     return str(value.ty.dtype) if isinstance(value, tirx.Expr) and not _is_region(value) else ""
 
 
+def _promoted(dtypes: list) -> Optional[str]:
+    """The float type that float operands of ``dtypes`` compute in, as torch promotes: the widest,
+    or float32 for two kinds of one width (float16 with bfloat16); None without a float."""
+    if not dtypes:
+        return None
+    bits = max(tvm.DataType(d).bits for d in dtypes)
+    widest = {d for d in dtypes if tvm.DataType(d).bits == bits}
+    if len(widest) == 1:
+        return widest.pop()
+    lanes = tvm.DataType(dtypes[0]).lanes
+    return "float32" if lanes == 1 else f"float32x{lanes}"
+
+
 def check_float_operands(op: str, values: Sequence[Any]) -> list:
     """``values`` ready for the float function ``op``: Python ints made floats (``T.exp(2)`` is
-    ``T.exp(2.0)``); with two operands, an integer or bool expression, or a narrower float,
-    converted to the other's float type, as torch promotes (TVM's ``T.atan2``, ``T.fmod``,
-    ``T.hypot``, ... took the first operand's type for the call and read the other's bits:
-    ``T.fmod(x, n)`` gave 3e-20 on ``llvm``). Without a float expression among them it is an
-    error naming ``op`` and the operand."""
+    ``T.exp(2.0)``); with two operands, an integer or bool expression, or a float of another type,
+    converted to the type the float operands compute in, as torch promotes (a Python float
+    counts: ``T.pow(2.0, n)`` is computed in float32). TVM's ``T.atan2``, ``T.fmod``, ``T.hypot``,
+    ... took the first operand's type for the call and read the other's bits: ``T.fmod(x, n)``
+    gave 3e-20 on ``llvm``. Without any float operand it is an error naming ``op`` and the
+    operand."""
     checked = []
     for value in values:
         value = as_expression(value)
@@ -282,17 +296,23 @@ def check_float_operands(op: str, values: Sequence[Any]) -> list:
             value = float(value)
         checked.append(value)
     floats = [_dtype_of(v) for v in checked if _dtype_of(v).startswith(("float", "bfloat"))]
-    widest = max(floats, key=lambda d: tvm.DataType(d).bits, default=None)
+    target = _promoted(floats)
+    if target is None and any(isinstance(v, float) for v in checked):
+        target = "float32"  # a Python float next to an integer expression: TVM's type of a float literal
     for position, value in enumerate(checked):
         dtype = _dtype_of(value)
-        if not dtype or dtype == widest or dtype.startswith("handle"):
+        if not dtype or dtype == target or dtype.startswith("handle"):
             continue
-        if widest is None:
-            which = "its operand" if len(values) == 1 else f"its {('first', 'second')[position]} operand"
+        if target is None:
+            if len(values) == 1:
+                which, example = "its operand", f'{op}(T.cast(x, "float32"))'
+            else:
+                which = f"its {('first', 'second')[position]} operand"
+                example = f'{op}(T.cast(x, "float32"), y)'
             _fail(op, f"computes on floating-point values only, but {which} is {_given(value)}; convert it first, "
-                      f"for example {op}(T.cast(x, \"float32\"))")
-        if tvm.DataType(dtype).lanes == tvm.DataType(widest).lanes:
-            checked[position] = tirx.Cast(widest, value)
+                      f"for example {example}")
+        if tvm.DataType(dtype).lanes == tvm.DataType(target).lanes:
+            checked[position] = tirx.Cast(target, value)
     return checked
 
 

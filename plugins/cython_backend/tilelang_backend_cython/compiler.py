@@ -140,7 +140,7 @@ def simd_flags_work(cc: Sequence[str]) -> bool:
     with _lock:
         if key in _simd_ok:
             return _simd_ok[key]
-    d = _build_dir("simd")  # an OSError names the temporary folder and what to do
+    d = _build_dir("simd", what="the check of the compiler's SIMD flags")  # an OSError says where, and what to do
     try:
         src = d / "simd.c"
         src.write_text("void f(float *a, int n) {\n#pragma omp simd\n for (int i = 0; i < n; ++i) a[i] += 1.0f;\n}\n")
@@ -224,15 +224,16 @@ def _compile_in(d: Path, key: str, keep: bool, compiler: list[str], flags: list[
     return BuiltLibrary(data=data, source=source, path=lib, directory=d, kept=keep)
 
 
-def _build_dir(name: str) -> Path:
-    """A fresh private build directory in the temporary folder.
+def _build_dir(name: str, what: Optional[str] = None) -> Path:
+    """A fresh private build directory in the temporary folder, for kernel ``name`` (or ``what``).
 
     :raises OSError: none can be made (no writable temporary folder), saying so and what to do.
     """
     try:
         return build_dirs.make(_safe_name(name))
     except OSError as exc:
-        raise type(exc)(exc.errno, f"cannot make a build folder for kernel '{name}' in the temporary folder "
+        for_what = what or f"kernel {name!r}"
+        raise type(exc)(exc.errno, f"cannot make a build folder for {for_what} in the temporary folder "
                         f"{tempfile.gettempdir()}: {exc.strerror or exc}; set TMPDIR to a writable folder with "
                         f"free space" + (" and a shorter path" if exc.errno == errno.ENAMETOOLONG else "")) from None
 
