@@ -1,4 +1,4 @@
-"""``T.loop_break()`` / ``break``: checked against the loop they would leave, then TIR's ``break``.
+"""``T.loop_break()`` / ``break`` and ``continue``: checked against their loop, then TIR's statements.
 
 The language emits ``call_extern("int32", "tl.loop_break", loc, spelling)`` statements
 (:mod:`tilelang_core.language.tileops.loops`). :func:`lower_loop_breaks`, run by the frontend step
@@ -15,6 +15,13 @@ before anything rewrites a loop, finds the innermost loop around each one:
 
 TVMScript's own ``T.break_loop()`` statement, written directly, gets the same checks (located at
 the kernel's definition).
+
+``continue`` emits a marker too (``LOOP_CONTINUE_CALL``), checked the same way except that it may
+also end an iteration of a ``T.Parallel`` nest or a ``T.parallel`` loop (it skips the rest of one
+iteration, which no other iteration sees). It is refused in ``T.unroll`` and ``T.vectorized``
+loops: TVM went on with a ``continue`` there, and an unrolled copy's ``continue`` skipped the rest
+of the *enclosing* loop's iteration (every later copy: wrong values), LLVM's vectorizer dropped it
+(the skipped lanes were written), and a ``T.unroll`` loop alone did not compile.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from tvm import tirx
 
 from ..errors import LoweringError
 from ..language.core import KERNEL_AXIS_KEY, PARALLEL_MARKER, PERSISTENT_MARKER
-from ..language.tileops.loops import LOOP_BREAK_CALL
+from ..language.tileops.loops import LOOP_BREAK_CALL, LOOP_CONTINUE_CALL
 from .atomics import checked_map
 from .markers import marker_args
 
@@ -51,6 +58,12 @@ def _break_of(stmt: Any, func_location: str) -> Optional[tuple]:
     if args is None:
         return None
     return args[0].value, args[1].value
+
+
+def _continue_of(stmt: Any) -> Optional[tuple]:
+    """``(loc, spelling)`` of a ``continue`` marker, else None."""
+    args = marker_args(stmt, LOOP_CONTINUE_CALL)
+    return None if args is None else (args[0].value, args[1].value)
 
 
 def _nest_marker(stmt: Any) -> Optional[tuple]:
@@ -93,11 +106,13 @@ class _Checker:
                 reason = _NEST_REASON[nest[0]]
             else:
                 reason = _KIND_REASON.get(stmt.kind)
+            # continue ends one iteration: fine where iterations are independent, not where none is left
+            ends_iteration = nest is not None and nest[0] == "T.Parallel" or stmt.kind == tirx.ForKind.PARALLEL
             inner = (nest[0], nest[1] - 1) if nest is not None and nest[1] > 1 else None
-            self.visit(stmt.body, loops + (reason,), inner)
+            self.visit(stmt.body, loops + ((reason, None if ends_iteration else reason),), inner)
             return
         if isinstance(stmt, tirx.While):
-            self.visit(stmt.body, loops + (None,))
+            self.visit(stmt.body, loops + ((None, None),))
             return
         if isinstance(stmt, tirx.IfThenElse):
             self.visit(stmt.then_case, loops)
@@ -108,18 +123,30 @@ class _Checker:
             self.visit(body, loops)
             return
         found = _break_of(stmt, self.func_location)
+        if found is not None:
+            loc, spelling = found
+            if not loops:
+                raise LoweringError(
+                    f"{loc}: {spelling} is not inside any loop; it leaves the innermost enclosing serial loop "
+                    "(T.serial, range, T.Pipelined or while)"
+                )
+            if loops[-1][0] is not None:
+                raise LoweringError(
+                    f"{loc}: {spelling} would leave {loops[-1][0]}; it can leave a serial loop only (T.serial, range, "
+                    "T.Pipelined or while): put one around the code to leave"
+                )
+            return
+        found = _continue_of(stmt)
         if found is None:
             return
         loc, spelling = found
         if not loops:
+            raise LoweringError(f"{loc}: {spelling} is not inside any loop")
+        if loops[-1][1] is not None:
             raise LoweringError(
-                f"{loc}: {spelling} is not inside any loop; it leaves the innermost enclosing serial loop "
-                "(T.serial, range, T.Pipelined or while)"
-            )
-        if loops[-1] is not None:
-            raise LoweringError(
-                f"{loc}: {spelling} would leave {loops[-1]}; it can leave a serial loop only (T.serial, range, "
-                "T.Pipelined or while): put one around the code to leave"
+                f"{loc}: {spelling} would end an iteration of {loops[-1][1]}; it can end an iteration of a serial "
+                "loop (T.serial, range, T.Pipelined, while), T.Parallel or T.parallel only: put the rest of the "
+                "body under an if instead (if not cond: ...)"
             )
 
 
@@ -128,7 +155,7 @@ def lower_loop_breaks(func: tirx.PrimFunc, func_location: str) -> tirx.PrimFunc:
     found = []
 
     def on_break(stmt: Any) -> Any:
-        if not found and _break_of(stmt, func_location) is not None:
+        if not found and (_break_of(stmt, func_location) is not None or _continue_of(stmt) is not None):
             found.append(stmt)
         return stmt
 
@@ -138,8 +165,10 @@ def lower_loop_breaks(func: tirx.PrimFunc, func_location: str) -> tirx.PrimFunc:
     _Checker(func_location).visit(func.body, ())
 
     def on_evaluate(stmt: Any) -> Any:
-        if marker_args(stmt, LOOP_BREAK_CALL) is None:
-            return stmt
-        return tirx.Evaluate(tirx.break_loop(), stmt.span)
+        if marker_args(stmt, LOOP_BREAK_CALL) is not None:
+            return tirx.Evaluate(tirx.break_loop(), stmt.span)
+        if marker_args(stmt, LOOP_CONTINUE_CALL) is not None:
+            return tirx.Evaluate(tirx.continue_loop(), stmt.span)
+        return stmt
 
     return func.with_body(checked_map(func.body, [(tirx.Evaluate, on_evaluate)]))

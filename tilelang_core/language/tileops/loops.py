@@ -20,10 +20,12 @@ from tvm.tirx.script.builder import ir as _B
 from ...errors import LoweringError
 from ._common import location
 
-__all__ = ["Serial", "Unroll", "unroll", "Vectorized", "loop_break", "LOOP_BREAK_CALL", "install"]
+__all__ = ["Serial", "Unroll", "unroll", "Vectorized", "loop_break", "LOOP_BREAK_CALL", "LOOP_CONTINUE_CALL", "install"]
 
 #: Callee name of the marker statement of ``T.loop_break()`` / ``break`` (lowering/loop_control.py).
 LOOP_BREAK_CALL = "tl.loop_break"
+#: Callee name of the marker statement of ``continue`` (checked by lowering/loop_control.py too).
+LOOP_CONTINUE_CALL = "tl.loop_continue"
 
 
 #: Loop annotation of ``T.Unroll(..., unroll_factor=k)``: the loop stays a serial loop.
@@ -144,7 +146,8 @@ _INSTALLED = False
 
 
 def install() -> None:
-    """Make a plain ``break`` in a kernel the same statement as ``T.loop_break()`` (idempotent)."""
+    """Make a plain ``break`` in a kernel the same statement as ``T.loop_break()``, and ``continue`` a
+    marker that lowering checks (idempotent)."""
     global _INSTALLED
     if _INSTALLED:
         return
@@ -156,5 +159,11 @@ def install() -> None:
     def visit_break(self: Any, node: Any) -> None:  # noqa: ARG001 - TVMScript's visitor signature
         _B.evaluate(_marker("break"))
 
+    def visit_continue(self: Any, node: Any) -> None:  # noqa: ARG001 - TVMScript's visitor signature
+        _B.evaluate(tirx.call_extern("int32", LOOP_CONTINUE_CALL, tvm.ir.StringImm(location()),
+                                     tvm.ir.StringImm("continue")))
+
     dispatch.register(token="tirx", type_name="Break")(visit_break)
+    if dispatch.get(token="tirx", type_name="Continue") is not None:
+        dispatch.register(token="tirx", type_name="Continue")(visit_continue)
     _INSTALLED = True

@@ -1,0 +1,99 @@
+"""``continue`` in kernels (lowering/loop_control.py): checked against its loop like ``break``.
+
+Before, ``continue`` went to TVM unchecked: in a ``T.unroll`` loop inside a serial loop an unrolled
+copy's ``continue`` skipped the rest of the *outer* iteration (every later copy: wrong values on c
+and llvm), in ``T.vectorized`` LLVM dropped it (the skipped lanes were written), and a ``T.unroll``
+loop alone did not compile (c: "continue statement not within a loop"; llvm: a TVM check)."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+from tilelang_core.errors import LoweringError
+
+_THIS = pathlib.Path(__file__).resolve()
+sys.path.insert(0, str(_THIS.parent))
+from backend_pairs import cpu_pairs  # noqa: E402
+from source_lines import marked_line  # noqa: E402
+
+
+def _unroll_in_serial():
+    @T.prim_func
+    def k(A: T.Tensor((2, 4), "int32"), B: T.Tensor((2, 4), "int32")):
+        with T.Kernel(1, threads=1) as _:
+            for j in range(2):
+                for i in T.unroll(4):
+                    if A[j, i] == 1:
+                        continue  # <unroll-continue>
+                    B[j, i] = A[j, i] + 10
+
+    return k
+
+
+def _vectorized():
+    @T.prim_func
+    def k(A: T.Tensor((8,), "int32"), B: T.Tensor((8,), "int32")):
+        with T.Kernel(1, threads=1) as _:
+            for i in T.vectorized(8):
+                if A[i] > 4:
+                    continue  # <vectorized-continue>
+                B[i] = A[i] + 1
+
+    return k
+
+
+@pytest.mark.parametrize("make, marker, what", [
+    (_unroll_in_serial, "unroll-continue", "a T.unroll loop"),
+    (_vectorized, "vectorized-continue", "a T.vectorized loop"),
+], ids=["unroll", "vectorized"])
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+def test_continue_in_unrolled_and_vectorized_loops_is_refused_at_its_line(make, marker, what, backend, target):
+    with pytest.raises(LoweringError) as info:
+        tilelang.compile(make(), target=target, execution_backend=backend)
+    text = str(info.value)
+    assert text.startswith(f"{_THIS}:{marked_line(_THIS, marker)}: continue would end an iteration of {what}"), text
+    assert "put the rest of the body under an if instead" in text
+
+
+@T.prim_func
+def _continues(A: T.Tensor((16,), "int32"), B: T.Tensor((4, 16), "int32")):
+    with T.Kernel(1, threads=1) as _:
+        for i in T.serial(16):
+            if A[i] % 3 == 0:
+                continue
+            B[0, i] = A[i] + 1
+        for i in T.Parallel(16):
+            if A[i] % 2 == 0:
+                continue
+            B[1, i] = A[i] * 2
+        for i in T.parallel(16):
+            if A[i] > 9:
+                continue
+            B[2, i] = -A[i]
+        n = T.alloc_var("int32")
+        n = 0
+        while n < 16:
+            n = n + 1
+            if A[n - 1] < 5:
+                continue
+            B[3, n - 1] = 7
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+def test_continue_in_serial_parallel_and_while_loops_skips_one_iteration(backend, target):
+    kernel = tilelang.compile(_continues, target=target, execution_backend=backend)
+    a = torch.arange(16, dtype=torch.int32)
+    b = torch.zeros(4, 16, dtype=torch.int32)
+    kernel(a, b)
+    want = torch.zeros(4, 16, dtype=torch.int32)
+    want[0] = torch.where(a % 3 == 0, 0, a + 1)
+    want[1] = torch.where(a % 2 == 0, 0, a * 2)
+    want[2] = torch.where(a > 9, 0, -a)
+    want[3] = torch.where(a < 5, 0, 7)
+    assert torch.equal(b, want), b
