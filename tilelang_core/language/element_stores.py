@@ -7,7 +7,8 @@ region (``B[0, 0] = A[0:4, 0]``), a buffer, a string or a tuple; ``None`` crashe
 (a segmentation fault); and storing a region into a ``T.alloc_var`` was reported as "Variable v
 already defined". :func:`install` wraps TVMScript's ``buffer_store`` so that such a value is a
 :class:`~tilelang_core.errors.LoweringError` at the kernel's line naming the store, what was
-given and what to write instead (index the buffer for one element, ``T.copy`` for a tile).
+given and what to write instead (index the buffer for one element, ``T.copy`` for a tile). A
+Python float stored into a float64 buffer is a float64 constant (TVM range-checked it as float32).
 """
 
 from __future__ import annotations
@@ -101,6 +102,17 @@ def _check_slice_store(buffer: Any, indices: Any, value: Any) -> None:
             f"(for i in T.Parallel(n): {getattr(buffer, 'name', 'B')}[..., i] = ...)")
 
 
+def _float64_literal(buffer: Any, value: Any) -> Any:
+    """A Python float stored into a float64 buffer as a float64 constant: TVM made it a float32
+    constant first, and ``B[0] = 1e300`` (or ``x = -1e300`` of a float64 ``T.alloc_var``) stopped
+    with "Literal value 1e+300 exceeds maximum of float32"."""
+    if type(value) is float and str(getattr(buffer, "dtype", "")) == "float64":
+        from tvm import tirx
+
+        return tirx.FloatImm("float64", value)
+    return value
+
+
 def install() -> None:
     """Wrap the ``buffer_store`` that TVMScript's parser calls (idempotent)."""
     from tvm.tirx.script import builder
@@ -111,7 +123,7 @@ def install() -> None:
 
     def buffer_store(buffer: Any, value: Any, indices: Any) -> Any:
         check_stored_value(buffer, indices, value)
-        return current(buffer, value, indices)
+        return current(buffer, _float64_literal(buffer, value), indices)
 
     buffer_store.__doc__ = current.__doc__
     setattr(buffer_store, _MARK, True)
