@@ -51,6 +51,16 @@ def _define(which):
                         B[i] = math.exp(A[i])
                     case "helper":
                         B[i] = _relu(A[i])
+                    case "float":
+                        B[i] = float(A[i])
+                    case "divmod":
+                        B[i] = divmod(A[i], 3.0)[1]
+                    case "math.copysign":
+                        B[i] = math.copysign(2.0, A[i])
+                    case "power":
+                        B[i] = A[i] ** 2
+                    case "pow":
+                        B[i] = pow(A[i], 2)
 
     return k
 
@@ -59,7 +69,9 @@ def _store_line(which):
     """The line number of ``which``'s store in :func:`_define`."""
     lines, first = inspect.getsourcelines(_define)
     spelled = {"helper": "_relu(A[i])", "math.exp": "math.exp(A[i])", "max": "max(A[i]",
-               "bool": "bool(A[i])", "int": "int(A[i])", "abs": "abs(A[i])", "min": "min(A[i]"}[which]
+               "bool": "bool(A[i])", "int": "int(A[i])", "abs": "abs(A[i])", "min": "min(A[i]",
+               "float": "float(A[i])", "divmod": "divmod(A[i]", "math.copysign": "math.copysign(",
+               "power": "A[i] ** 2", "pow": "pow(A[i], 2)"}[which]
     return next(first + n for n, line in enumerate(lines) if "B[i] = " + spelled in line)
 
 
@@ -71,6 +83,11 @@ def _store_line(which):
     ("bool", "bool() is Python's built-in"),
     ("math.exp", "math.exp() runs when the kernel is parsed"),
     ("helper", "_relu() is a Python function"),
+    ("float", "float() is Python's built-in"),  # Python 3.11's float() words its error otherwise
+    ("divmod", "divmod() is Python's built-in"),
+    ("math.copysign", "math.copysign() runs when the kernel is parsed"),
+    ("power", "x ** y of a value known only when the kernel runs is not computed in kernels"),
+    ("pow", "pow(x, y) of a value known only when the kernel runs is not computed in kernels"),
 ])
 def test_python_call_on_a_run_time_value_names_the_call_and_its_line(which, says):
     with pytest.raises(DiagnosticError) as info:
@@ -85,7 +102,8 @@ def test_python_call_on_a_run_time_value_names_the_call_and_its_line(which, says
 
 @pytest.mark.parametrize("which,instead", [
     ("min", "T.min(a, b)"), ("max", "T.max(a, b)"), ("abs", "T.abs(x)"), ("int", 'T.cast(x, "int32")'),
-    ("bool", "x != 0"), ("math.exp", "T.exp(x)"), ("helper", "@T.macro"),
+    ("bool", "x != 0"), ("math.exp", "T.exp(x)"), ("helper", "@T.macro"), ("float", 'T.cast(x, "float32")'),
+    ("math.copysign", "T.copysign(x, y)"), ("power", "T.pow(x, y)"),
 ])
 def test_python_call_on_a_run_time_value_says_what_to_write(which, instead):
     with pytest.raises(DiagnosticError, match=r"write .*" + instead.replace("(", r"\(").replace(")", r"\)")

@@ -26,6 +26,8 @@ _NEEDS_A_VALUE = re.compile(
     r"|bad operand type for \w+\(\)"
     r"|doesn't define __\w+__ method"
     r"|argument must be a string, a bytes-like object or a (real )?number"
+    r"|argument must be a string or a (real )?number"  # float(x), Python 3.11
+    r"|unsupported operand type\(s\) for divmod\(\)"
     r"|must be (a )?real number, not"
     r"|can't convert .* to (int|float)"
     r"|'\w+' object cannot be interpreted as an integer"
@@ -46,6 +48,9 @@ BUILTIN_REPLACEMENTS = {
 }
 
 _RUN_TIME = "a value known only when the kernel runs"
+#: math functions of two operands (the others take one), for the call a message suggests.
+_ARITY = dict.fromkeys(("atan2", "copysign", "fmod", "hypot", "ldexp", "nextafter", "pow", "remainder"), 2)
+_POWER = "unsupported operand type(s) for ** or pow()"
 
 
 def _resolve(parser: Any, func: Any) -> Optional[tuple[str, str, Any]]:
@@ -82,7 +87,10 @@ def message_for(module: str, name: str, value: Any, error_text: str) -> Optional
     if owner in ("math", "cmath") or owner.split(".")[0] in ("numpy", "torch"):
         from .. import language as T
 
-        instead = f"T.{name}(x)" if callable(getattr(T, name, None)) else "the T. function of the same math (T.exp, T.log, T.sqrt, ...)"
+        arity = _ARITY.get(name, 1)
+        args = "x" if arity == 1 else "x, y"
+        instead = (f"T.{name}({args})" if callable(getattr(T, name, None))
+                   else "the T. function of the same math (T.exp, T.log, T.sqrt, ...)")
         return (f"{module or owner}.{name}() runs when the kernel is parsed and needs a number known then, "
                 f"but an operand is {_RUN_TIME}; write {instead}")
     if not callable(value) or owner == "builtins":
@@ -94,8 +102,13 @@ def message_for(module: str, name: str, value: Any, error_text: str) -> Optional
             f"kernel code, or write T.if_then_else(c, a, b), T.max(a, b), T.min(a, b) in it")
 
 
+def _power_message(written: str) -> str:
+    return (f"{written} of {_RUN_TIME} is not computed in kernels (TVM has no power operator); write T.pow(x, y) "
+            f"(floats; for a small integer power, multiply: x * x)")
+
+
 def install() -> None:
-    """Give such errors of a call their message (idempotent)."""
+    """Give such errors of a call, and of ``x ** y``, their message (idempotent)."""
     from tvm.error import DiagnosticError
     from tvm.script.parser._core import doc
     from tvm.script.parser.core.parser import Parser
@@ -108,8 +121,12 @@ def install() -> None:
         if isinstance(node, doc.Call) and isinstance(err, Exception) and not isinstance(err, DiagnosticError):
             called = _resolve(self, node.func)
             text = message_for(*called, str(err)) if called else None
+            if text is None and _POWER in str(err):  # pow(x, 2) of a run-time x
+                text = _power_message("pow(x, y)")
             if text is not None:
                 err = type(err)(text) if isinstance(err, (TypeError, ValueError)) else ValueError(text)
+        elif isinstance(node, doc.BinOp) and isinstance(err, TypeError) and _POWER in str(err):
+            err = TypeError(_power_message("x ** y"))
         return original(self, node, err)
 
     report_error.__doc__ = original.__doc__
