@@ -13,14 +13,18 @@ import tilelang
 import tilelang.language as T
 
 
+@pytest.mark.parametrize("augmented", [False, True], ids=["assign", "augmented"])
 @pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "llvm")])
-def test_a_loop_variable_rebound_in_the_body_is_the_new_value_after_it(backend, target):
+def test_a_loop_variable_rebound_in_the_body_is_the_new_value_after_it(backend, target, augmented):
     @T.prim_func
     def k(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32"), C: T.Tensor((8,), "float32")):
         with T.Kernel(1) as bx:
             for i in T.serial(7):
                 C[i] = A[i]  # before the rebinding: the loop's value
-                i = i + 1
+                if augmented:  # a Python value: one branch is parsed
+                    i += 1  # TVMScript: "Variable i already defined" (i = i + 1 was mended before)
+                else:
+                    i = i + 1
                 B[i] = A[i] * 2.0
 
     kernel = tilelang.compile(k, target=target, execution_backend=backend)

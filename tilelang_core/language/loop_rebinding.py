@@ -1,4 +1,5 @@
-"""``i = i + 1`` on a loop variable in the loop's body: the name stands for the new value after it.
+"""``i = i + 1`` (or ``i += 1``) on a loop variable in the loop's body: the name stands for the new
+value after it.
 
 TVMScript stopped such an assignment with "Variable i already defined in current scope". Python
 and TileLang rebind the name for the rest of the iteration (the next iteration takes its value from
@@ -55,6 +56,17 @@ def _visit_assign(previous: Any, self: Any, node: Any) -> Any:
         return previous(self, node)  # only this statement's target may shadow
 
 
+def _visit_aug_assign(previous: Any, self: Any, node: Any) -> Any:
+    from tvm.script.parser.core import doc
+
+    if not isinstance(node.target, doc.Name) or not _is_loop_var(self, node.target.id):
+        return previous(self, node)
+    with assign_hook(self, node.target, lambda bound: bound.update(allow_shadowing=True)):
+        return previous(self, node)  # i += 4 is i = i + 4
+
+
 def install() -> None:
-    """Wrap TVMScript's ``tirx`` assignment visitor with loop-variable rebinding (idempotent)."""
+    """Wrap TVMScript's ``tirx`` assignment visitors (``=`` and ``+=`` & co.) with loop-variable
+    rebinding (idempotent)."""
     wrap_visitor("Assign", _visit_assign)
+    wrap_visitor("AugAssign", _visit_aug_assign)
