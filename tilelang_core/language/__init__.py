@@ -177,6 +177,10 @@ from . import python_calls as _python_calls  # noqa: E402
 
 _python_calls.install()  # min(A[i], 3.0) / math.exp(x) / a helper's `if x > 0`: say which call and what to write
 
+from . import generator_expressions as _generator_expressions  # noqa: E402
+
+_generator_expressions.install()  # sum(A[j] for j in range(4)) as sum([A[j] for j in range(4)]) (TVMScript: "Undefined variable: j")
+
 from .dtype_limits import infinity, max_value, min_value  # noqa: E402,F401 - bfloat16/float8 limits TVM 0.27 got wrong or lacked
 
 from .tileops import loops as _loops  # noqa: E402
