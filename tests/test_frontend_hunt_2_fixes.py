@@ -150,3 +150,24 @@ def test_global_nonlocal_and_del_are_accepted_and_try_is_refused_at_its_line():
                     A[0] = 2
 
     assert "test_frontend_hunt_2_fixes.py" in str(caught.value)
+
+
+@pytest.mark.parametrize("decorated", [False, True], ids=["def", "macro"])
+def test_a_def_inside_a_kernel_body_says_where_to_define_the_helper(decorated):
+    """TVMScript said "Function must be decorated" (a plain def) or "The parser does not understand
+    the decorator" (a @T.macro); a macro defined outside the kernel, as the message says, works."""
+    with pytest.raises(tvm.error.DiagnosticError, match=r"def sq\(\.\.\.\) inside a kernel body is not supported: "
+                                                         r"define the helper before the kernel"):
+
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+            with T.Kernel(1) as bx:
+                if decorated:
+                    @T.macro
+                    def sq(x):
+                        return x * x
+                else:
+                    def sq(x):
+                        return x * x
+                for i in T.serial(4):
+                    B[i] = sq(A[i])

@@ -6,7 +6,8 @@ first three. :func:`install` registers visitors: ``global G`` and ``nonlocal n``
 do (a kernel reads module and closure names anyway; an assignment in a kernel binds a kernel
 variable), ``del name`` neither (the kernel is built when it is parsed, so nothing is freed), and
 ``try`` is refused at its line: a kernel cannot catch an error while it runs. ``raise`` is
-:mod:`.raise_statements`'s visitor.
+:mod:`.raise_statements`'s visitor. A ``def`` inside a kernel body is refused saying to define the
+helper outside the kernel (TVMScript: "Function must be decorated").
 """
 
 from __future__ import annotations
@@ -26,9 +27,43 @@ def _refuse_try(self: Any, node: Any) -> None:
                             "(a failed T.device_assert stops the call); handle errors around the kernel call")
 
 
+def _inside_a_kernel() -> bool:
+    """Whether the parser is inside a kernel's body now (a ``def`` there is a nested one)."""
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.tirx.script.builder import frame
+
+    return IRBuilder.is_in_scope() and any(isinstance(f, frame.PrimFuncFrame) for f in IRBuilder.current().frames)
+
+
+_NESTED_DEF = "_tilelang_nested_def_refused"
+
+
+def _refuse_nested_defs(parser_class: Any) -> None:
+    """A ``def`` (or ``@T.macro``) inside a kernel body is refused saying where to put it: TVMScript
+    said "Function must be decorated" or "The parser does not understand the decorator"."""
+    original = parser_class.visit_FunctionDef
+    if getattr(original, _NESTED_DEF, False):
+        return
+
+    def visit_function_def(self: Any, node: Any) -> Any:
+        if _inside_a_kernel():
+            self.report_error(node, f"def {node.name}(...) inside a kernel body is not supported: define the helper "
+                                    "before the kernel, at module level or in the function that builds the kernel (a "
+                                    "@T.macro for kernel code, or a plain Python function of parse-time values); a "
+                                    "lambda inside the kernel works too")
+        return original(self, node)
+
+    visit_function_def.__doc__ = original.__doc__
+    setattr(visit_function_def, _NESTED_DEF, True)
+    parser_class.visit_FunctionDef = visit_function_def
+
+
 def install() -> None:
-    """Give TVMScript's parser visitors for these statements where it has none (idempotent)."""
+    """Give TVMScript's parser visitors for these statements where it has none, and refuse a nested
+    ``def`` clearly (idempotent)."""
     from tvm.script.parser.core.parser import Parser
+
+    _refuse_nested_defs(Parser)
 
     from .raise_statements import visit_raise
 
