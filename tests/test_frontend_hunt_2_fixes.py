@@ -171,3 +171,28 @@ def test_a_def_inside_a_kernel_body_says_where_to_define_the_helper(decorated):
                         return x * x
                 for i in T.serial(4):
                     B[i] = sq(A[i])
+
+
+@pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "llvm")])
+def test_tuples_chosen_by_a_run_time_condition_are_chosen_item_by_item(backend, target):
+    """``a, b = (x, 1.0) if c else (2.0, y)`` stopped with "Expected `ir.Expr` but got `ffi.Array`"."""
+
+    @T.prim_func
+    def k(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.serial(8):
+                a, b = (A[i], 1.0) if A[i] > 3 else (2.0, A[i])
+                B[i] = a * 10 + b
+
+    x = torch.arange(8, dtype=torch.float32)
+    y = torch.zeros(8)
+    tilelang.compile(k, target=target, execution_backend=backend)(x, y)
+    torch.testing.assert_close(y, torch.where(x > 3, x * 10 + 1, 20 + x))
+    with pytest.raises(tvm.error.DiagnosticError, match=r"its two tuples have 2 and 3 items"):
+
+        @T.prim_func
+        def bad(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                for i in T.serial(8):
+                    a, b = (A[i], 1.0) if A[i] > 3 else (2.0, A[i], 3.0)
+                    B[i] = a

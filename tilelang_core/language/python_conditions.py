@@ -124,7 +124,8 @@ def _if_expression(self: Any, node: Any) -> Any:
     """``a if cond else b`` with Python's truthiness: a plain Python value (``None``, a number, a
     list) chooses when the kernel is parsed, a number expression is tested against zero when the
     kernel runs, as ``if`` statements do (TVMScript took a bool alone: "Expected Python bool or TIR
-    bool, but got <class 'NoneType'>")."""
+    bool, but got <class 'NoneType'>"). Two tuples of a run-time condition are chosen item by item
+    (``a, b = (x, 1.0) if c else (2.0, y)``; TVM: "Expected ir.Expr but got ffi.Array")."""
     from tvm import tirx
 
     test = self._eval_expr(self._visit(node.test))
@@ -133,6 +134,11 @@ def _if_expression(self: Any, node: Any) -> Any:
         return self._eval_expr(self._visit(node.body if test else node.orelse))
     body = self._eval_expr(self._visit(node.body))
     orelse = self._eval_expr(self._visit(node.orelse))
+    if isinstance(body, (tuple, list)) and isinstance(orelse, (tuple, list)):
+        if len(body) != len(orelse):  # TVM: "Expected ir.Expr but got ffi.Array"
+            raise ValueError(f"x if cond else y of a condition known only when the kernel runs chooses item by item, "
+                             f"but its two tuples have {len(body)} and {len(orelse)} items")
+        return type(body)(tirx.if_then_else(test, a, b) for a, b in zip(body, orelse))  # a, b = (..) if c else (..)
     return tirx.if_then_else(test, body, orelse)
 
 
