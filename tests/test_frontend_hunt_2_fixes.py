@@ -196,3 +196,17 @@ def test_tuples_chosen_by_a_run_time_condition_are_chosen_item_by_item(backend, 
                 for i in T.serial(8):
                     a, b = (A[i], 1.0) if A[i] > 3 else (2.0, A[i], 3.0)
                     B[i] = a
+
+
+def test_unary_plus_of_an_expression_is_the_expression():
+    """``+A[i]`` stopped with Python's "bad operand type for unary +: 'TensorLoad'"."""
+
+    @T.prim_func
+    def k(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.serial(4):
+                B[i] = +A[i] - (+i)
+
+    b = torch.zeros(4)
+    tilelang.compile(k, target="c")(torch.ones(4), b)
+    assert b.tolist() == [1.0, 0.0, -1.0, -2.0]

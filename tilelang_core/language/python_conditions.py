@@ -162,6 +162,8 @@ def install() -> None:
     original = dispatch.get_op(tirx.Expr, doc.Not, 0)
     if original is not None:
         dispatch.register_op(tirx.Expr, doc.Not, 0)(_negation(original))
+    if dispatch.get_op(tirx.Expr, doc.UAdd, 0) is None:  # +x is x (Python: "bad operand type for unary +")
+        dispatch.register_op(tirx.Expr, doc.UAdd, 0)(lambda x: x)
     from tvm.script.parser.core.evaluator import ExprEvaluator
 
     ExprEvaluator._eval_if_exp = _if_expression
