@@ -244,6 +244,11 @@ def _checked(op: str, original: Callable[..., Any], names: Sequence[str], condit
                 check_scalar(op, name, value)
         return original(*args, **kwargs)
 
+    return _checking(call, op, original)
+
+
+def _checking(call: Callable[..., Any], op: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """``call``, a checking wrapper of ``original``, with its name, docstring and mark."""
     call.__name__ = getattr(original, "__name__", op)
     call.__doc__ = original.__doc__
     call.__wrapped__ = original
@@ -321,11 +326,7 @@ def _float_math(op: str, original: Callable[..., Any], floats: int) -> Callable[
         args = (*check_float_operands(op, args[:floats]), *args[floats:])
         return original(*args, **kwargs)
 
-    call.__name__ = getattr(original, "__name__", op)
-    call.__doc__ = original.__doc__
-    call.__wrapped__ = original
-    setattr(call, _CHECKED_MARK, True)
-    return call
+    return _checking(call, op, original)
 
 
 def install(namespace: dict) -> None:
