@@ -1,4 +1,4 @@
-"""Python floats beyond float32's range in float64 kernels: a store ``B[0] = 1e300``, a
+"""Python floats beyond float32's range: in float64 kernels a store ``B[0] = 1e300``, a
 ``T.alloc_var("float64")`` assignment and ``T.float64(1e300)`` stopped the definition with TVM's
 "Literal value 1e+300 exceeds maximum of float32" (the literal was made a float32 constant first),
 while ``A[0] * 1e300`` worked (language/literals.py)."""
@@ -35,3 +35,24 @@ def test_wide_float64_literals_are_stored_exactly(backend, target):
     a, b = torch.zeros(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
     kernel(a, b)
     assert b.tolist() == [1e300, -1.5e308, -1e300, 0.1]
+
+
+@T.prim_func
+def _past_float32(B: T.Tensor((3,), "float32")):
+    with T.Kernel(1, threads=1) as _:
+        B[0] = -3.4028235e38  # numpy's print of float32's lowest: rounds to -FLT_MAX
+        B[1] = 1e39  # past float32's range: inf, as C and torch store it
+        m = T.alloc_var("float32")
+        m = 3.4028235e38
+        B[2] = m
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+def test_floats_past_float32s_range_are_stored_rounded_as_c_does(backend, target):
+    """TVM refused them ("Literal value -3.40282e+38 exceeds minimum of float32")."""
+    kernel = tilelang.compile(_past_float32, target=target, execution_backend=backend)
+    b = torch.zeros(3)
+    kernel(b)
+    lowest = torch.finfo(torch.float32).min
+    assert b.tolist() == [lowest, float("inf"), -lowest]
+    assert torch.tensor([-3.4028235e38, 1e39, 3.4028235e38], dtype=torch.float32).tolist() == b.tolist()

@@ -8,7 +8,8 @@ region (``B[0, 0] = A[0:4, 0]``), a buffer, a string or a tuple; ``None`` crashe
 already defined". :func:`install` wraps TVMScript's ``buffer_store`` so that such a value is a
 :class:`~tilelang_core.errors.LoweringError` at the kernel's line naming the store, what was
 given and what to write instead (index the buffer for one element, ``T.copy`` for a tile). A
-Python float stored into a float64 buffer is a float64 constant (TVM range-checked it as float32).
+Python float stored into a float64 buffer is a float64 constant (TVM range-checked it as float32);
+one past float32's range stored into a float32 buffer is rounded as C rounds it (-FLT_MAX, inf).
 """
 
 from __future__ import annotations
@@ -102,14 +103,32 @@ def _check_slice_store(buffer: Any, indices: Any, value: Any) -> None:
             f"(for i in T.Parallel(n): {getattr(buffer, 'name', 'B')}[..., i] = ...)")
 
 
-def _float64_literal(buffer: Any, value: Any) -> Any:
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _float_literal(buffer: Any, value: Any) -> Any:
     """A Python float stored into a float64 buffer as a float64 constant: TVM made it a float32
     constant first, and ``B[0] = 1e300`` (or ``x = -1e300`` of a float64 ``T.alloc_var``) stopped
-    with "Literal value 1e+300 exceeds maximum of float32"."""
-    if type(value) is float and str(getattr(buffer, "dtype", "")) == "float64":
+    with "Literal value 1e+300 exceeds maximum of float32". Into a float32 buffer, one past
+    float32's range is rounded to float32 first, as C and torch store it: ``-3.4028235e38`` (how
+    numpy prints float32's lowest value) is -FLT_MAX, ``1e39`` is inf (TVM refused both)."""
+    if type(value) is not float:
+        return value
+    dtype = str(getattr(buffer, "dtype", ""))
+    if dtype == "float64":
         from tvm import tirx
 
         return tirx.FloatImm("float64", value)
+    if dtype == "float32" and abs(value) > _FLOAT32_MAX and value == value and abs(value) != float("inf"):
+        import struct
+
+        from tvm import tirx
+
+        try:
+            rounded = struct.unpack("f", struct.pack("f", value))[0]
+        except OverflowError:
+            rounded = float("inf") if value > 0 else float("-inf")
+        return tirx.FloatImm("float32", rounded)
     return value
 
 
@@ -123,7 +142,7 @@ def install() -> None:
 
     def buffer_store(buffer: Any, value: Any, indices: Any) -> Any:
         check_stored_value(buffer, indices, value)
-        return current(buffer, _float64_literal(buffer, value), indices)
+        return current(buffer, _float_literal(buffer, value), indices)
 
     buffer_store.__doc__ = current.__doc__
     setattr(buffer_store, _MARK, True)
