@@ -8,6 +8,7 @@ from __future__ import annotations
 import pathlib
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -18,15 +19,18 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from backend_pairs import cpu_pairs  # noqa: E402
 
 
+_NUMPY_TENTH = np.float64(0.1)
+
+
 @T.prim_func
 def _wide(A: T.Tensor((4,), "float64"), B: T.Tensor((4,), "float64")):
     with T.Kernel(1, threads=1) as _:
         B[0] = 1e300
-        B[1] = T.float64(-1.5e308)
+        B[1] = T.float64(np.float64(-1.5e308))
         x = T.alloc_var("float64")
         x = -1e300
         B[2] = x
-        B[3] = 0.1  # float64's 0.1, not float32's
+        B[3] = _NUMPY_TENTH  # numpy's float64 too: float64's 0.1, not float32's
 
 
 @pytest.mark.parametrize("backend,target", cpu_pairs())

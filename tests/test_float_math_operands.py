@@ -69,3 +69,39 @@ def test_float16_with_bfloat16_is_computed_in_float32(backend, target):
     z = torch.zeros(2, 5)
     kernel(h, g, z)
     torch.testing.assert_close(z, torch.stack([torch.hypot(h, g), torch.atan2(g, h)]))  # torch: both in float32
+
+
+@T.prim_func
+def _float64_and_literals(D: T.Tensor((3,), "float64"), Z: T.Tensor((3, 3), "float64")):
+    with T.Kernel(1, threads=1) as _:
+        for i in T.serial(3):
+            Z[0, i] = T.fmod(D[i], 0.1)
+            Z[1, i] = T.copysign(0.5, D[i])
+            Z[2, i] = T.atan2(0.5, D[i])
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+def test_a_python_float_next_to_a_float64_operand_is_a_float64_constant(backend, target):
+    """TVM made the literal a float32 constant beside the float64 operand: llvm read its bits
+    (fmod gave 4.8e-315, copysign lost the sign), c did not compile ('conflicting types for fmod')."""
+    kernel = tilelang.compile(_float64_and_literals, target=target, execution_backend=backend)
+    d = torch.tensor([0.25, -0.35, 7.0], dtype=torch.float64)
+    z = torch.zeros(3, 3, dtype=torch.float64)
+    kernel(d, z)
+    half = torch.full_like(d, 0.5)
+    torch.testing.assert_close(z, torch.stack([torch.fmod(d, 0.1), torch.copysign(half, d), torch.atan2(half, d)]))
+
+
+def test_integer_operands_with_only_python_ints_are_refused():
+    """T.pow(n, 2) of an int32 n: the 2 made a float operand and n was computed in float32 (wrong
+    above 2**24); torch computes integers in integers, so it is refused, as before."""
+    from tilelang_core.errors import LoweringError
+
+    with pytest.raises(LoweringError, match=r"T.pow: computes on floating-point values only, but its first operand is "
+                                            r"the int32 expression N\[i\]"):
+
+        @T.prim_func
+        def k(N: T.Tensor((2,), "int32"), Z: T.Tensor((2,), "int32")):
+            with T.Kernel(1, threads=1) as _:
+                for i in T.serial(2):
+                    Z[i] = T.pow(N[i], 2)

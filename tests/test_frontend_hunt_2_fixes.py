@@ -4,6 +4,8 @@ compared with a Python float stopped in TVM, and ``A[i][j]`` re-indexed a region
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 import tvm
@@ -156,8 +158,9 @@ def test_global_nonlocal_and_del_are_accepted_and_try_is_refused_at_its_line():
 def test_a_def_inside_a_kernel_body_says_where_to_define_the_helper(decorated):
     """TVMScript said "Function must be decorated" (a plain def) or "The parser does not understand
     the decorator" (a @T.macro); a macro defined outside the kernel, as the message says, works."""
-    with pytest.raises(tvm.error.DiagnosticError, match=r"def sq\(\.\.\.\) inside a kernel body is not supported: "
-                                                         r"define the helper before the kernel"):
+    with pytest.raises(tvm.error.DiagnosticError, match=r"def sq\(\.\.\.\) inside kernel code \(a kernel body, or a "
+                                                         r"T.macro used in one\) is not supported: define the helper "
+                                                         r"outside the code TileLang parses"):
 
         @T.prim_func
         def k(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
@@ -188,14 +191,29 @@ def test_tuples_chosen_by_a_run_time_condition_are_chosen_item_by_item(backend, 
     y = torch.zeros(8)
     tilelang.compile(k, target=target, execution_backend=backend)(x, y)
     torch.testing.assert_close(y, torch.where(x > 3, x * 10 + 1, 20 + x))
-    with pytest.raises(tvm.error.DiagnosticError, match=r"its two tuples have 2 and 3 items"):
+    for which, says in (("longer", "its two tuples have 2 and 3 items"),
+                        ("value", "one branch is a tuple and the other is not"),
+                        ("none", "a branch is None")):
+        with pytest.raises(tvm.error.DiagnosticError, match=re.escape(says)):
+            _conditional_with(which)
 
-        @T.prim_func
-        def bad(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
-            with T.Kernel(1) as bx:
-                for i in T.serial(8):
-                    a, b = (A[i], 1.0) if A[i] > 3 else (2.0, A[i], 3.0)
-                    B[i] = a
+
+def _conditional_with(which):
+    """Define a kernel whose conditional's else branch is ``which`` (the ``match`` on a Python value
+    parses only the chosen case)."""
+
+    @T.prim_func
+    def bad(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.serial(8):
+                match which:
+                    case "longer":
+                        a, b = (A[i], 1.0) if A[i] > 3 else (2.0, A[i], 3.0)
+                    case "value":
+                        a, b = (A[i], 1.0) if A[i] > 3 else 2.0
+                    case "none":
+                        a, b = (A[i], None) if A[i] > 3 else (2.0, None)
+                B[i] = a
 
 
 def test_unary_plus_of_an_expression_is_the_expression():

@@ -97,3 +97,28 @@ def test_continue_in_serial_parallel_and_while_loops_skips_one_iteration(backend
     want[2] = torch.where(a > 9, 0, -a)
     want[3] = torch.where(a < 5, 0, 7)
     assert torch.equal(b, want), b
+
+
+@T.prim_func
+def _parallel_continue(A: T.Tensor((4, 128), "float32"), B: T.Tensor((4, 128), "float32")):
+    with T.Kernel(1, threads=128) as _:
+        for k in T.serial(4):
+            for i in T.Parallel(128):
+                if A[k, i] > 3.0:
+                    continue  # <parallel-continue>
+                B[k, i] = A[k, i] + 1.0
+
+
+def test_continue_in_t_parallel_is_refused_on_gpu_targets():
+    """GPU targets spread a T.Parallel nest over threads: the continue ended the enclosing serial
+    loop's iteration for those threads (skipping later statements and barriers), or, with no loop
+    left, did not compile ("a continue statement may only be used within a loop")."""
+    from tilelang_core.lowering import lower
+
+    with pytest.raises(LoweringError) as info:
+        lower(_parallel_continue, target="cuda -arch=sm_90")
+    text = str(info.value)
+    assert text.startswith(f"{_THIS}:{marked_line(_THIS, 'parallel-continue')}: continue would end an iteration of a "
+                           "T.Parallel loop"), text
+    assert "(on CPU targets T.Parallel and T.parallel too)" in text
+    lower(_parallel_continue, target="c")  # the loop nest stays on CPU targets

@@ -54,3 +54,35 @@ def test_a_value_from_outside_the_loop_still_accumulates():
     a, b = torch.arange(8, dtype=torch.float32) + 1, torch.zeros(1)
     tilelang.compile(k, target="c", execution_backend="cython")(a, b)
     assert b.item() == 1 + sum(range(1, 9))
+
+
+def test_a_loop_variable_assigned_inside_an_if_warns_that_the_value_ends_with_the_block():
+    """Inside an ``if`` (or an inner loop) the assignment binds a variable of that block only: after
+    it ``i`` is the loop's value again, where Python keeps the new one; it now warns."""
+    from tilelang_core.language.loop_rebinding import LoopRebindingWarning
+
+    with pytest.warns(LoopRebindingWarning, match=r"i is the variable of an enclosing loop; assigned inside an if or "
+                                                  r"an inner loop, its new value lasts until the end of that block"):
+
+        @T.prim_func
+        def k(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                for i in T.serial(4):
+                    if A[i] > 0:
+                        i += 4
+                    B[i] = 9.0
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LoopRebindingWarning)  # the plain rebinding and other names: no warning
+
+        @T.prim_func
+        def fine(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                for i in T.serial(4):
+                    x = i
+                    if A[i] > 0:
+                        x += 4
+                    i = i + 4
+                    B[i] = A[x]

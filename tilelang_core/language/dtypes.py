@@ -191,8 +191,8 @@ class dtype(tvm_ffi.dtype):
         constructor = _CONSTRUCTORS.get(str(self)) if self.lanes == 1 else None
         if isinstance(expr, int) and not isinstance(expr, bool) and not -(1 << 63) <= expr < (1 << 63):
             return tirx.const(expr, str(self))  # T.uint64(0xFFFFFFFFFFFFFFFF): past int64, which the constructors take
-        if type(expr) is float and str(self) == "float64":
-            return tirx.FloatImm("float64", expr)  # T.float64(1e300): the constructor checked float32's range
+        if isinstance(expr, float) and str(self) == "float64":  # numpy's float64 too
+            return tirx.FloatImm("float64", float(expr))  # T.float64(1e300): the constructor checked float32's range
         if constructor is not None:
             try:
                 return constructor(expr)

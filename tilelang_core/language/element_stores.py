@@ -112,8 +112,9 @@ def _float_literal(buffer: Any, value: Any) -> Any:
     with "Literal value 1e+300 exceeds maximum of float32". Into a float32 buffer, one past
     float32's range is rounded to float32 first, as C and torch store it: ``-3.4028235e38`` (how
     numpy prints float32's lowest value) is -FLT_MAX, ``1e39`` is inf (TVM refused both)."""
-    if type(value) is not float:
+    if not isinstance(value, float):  # numpy's float64 too
         return value
+    value = float(value)
     dtype = str(getattr(buffer, "dtype", ""))
     if dtype == "float64":
         from tvm import tirx

@@ -22,7 +22,8 @@ gets (:mod:`tilelang_core.lowering.shift_amounts`: 0, or ``x >> (width - 1)`` fo
 A constant ``<<`` of two constants into the sign bit (``T.int32(1) << 31``) stopped it too ("Literal
 value 2147483648 exceeds range of int32"); :func:`folded_left_shift` folds it, wrapping around.
 
-**Floats next to float64 expressions.** TVM 0.27 checks a Python float given to ``+ - * /``,
+**Floats next to float64 expressions.** (And a Python int past int64 next to a float expression,
+``x * 2**63``, which TVM refused with its FFI signature, is taken as a float.) TVM 0.27 checks a Python float given to ``+ - * /``,
 comparisons, ``T.max``/``T.min``, ``T.if_then_else`` against float32's range before it promotes it to the
 other operand's float64: ``X[i] * 1e300`` or ``T.max(x, -1e300)`` on float64 failed with
 "Literal value 1e+300 exceeds maximum of float32". Such a literal becomes a float64 constant.
@@ -151,8 +152,20 @@ def literal_operands(name: str, a: Any, b: Any) -> tuple[Any, Any]:
     return a, b
 
 
+def _wide_int(value: Any) -> bool:
+    """A Python int past int64, which TVM hands to C++ as a big integer it refuses as an operand
+    ("Mismatched type on argument #1 ... Expected ir.Expr but got ffi.BigInt")."""
+    return isinstance(value, int) and not isinstance(value, bool) and not -(1 << 63) <= value < (1 << 63)
+
+
 def float64_operands(a: Any, b: Any) -> tuple[Any, Any]:
-    """``(a, b)`` with a Python float next to a float64 expression turned into a float64 constant."""
+    """``(a, b)`` with a Python float next to a float64 expression turned into a float64 constant,
+    and a Python int past int64 next to a float expression turned into a float (``x * 2**63``, as
+    Python and torch compute it)."""
+    if _wide_int(a) and _float_dtype(b):
+        a = float(a)
+    if _wide_int(b) and _float_dtype(a):
+        b = float(b)
     if isinstance(a, float) and _is_float64(b):
         return tirx.FloatImm("float64", a), b
     if isinstance(b, float) and _is_float64(a):
@@ -167,6 +180,11 @@ def half_pair_operands(a: Any, b: Any) -> tuple[Any, Any]:
     if sorted(str(_element_dtype(x)) for x in (a, b)) == ["bfloat16", "float16"]:
         return tuple(tirx.Cast(str(tvm.DataType("float32").with_lanes(x.ty.dtype.lanes)), x) for x in (a, b))
     return a, b
+
+
+def _float_dtype(expr: Any) -> bool:
+    dtype = _element_dtype(expr)
+    return dtype is not None and dtype.is_float
 
 
 def _is_float64(expr: Any) -> bool:

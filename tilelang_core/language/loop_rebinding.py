@@ -15,7 +15,7 @@ from typing import Any
 
 from .tirx_visitors import assign_hook, wrap_visitor
 
-__all__ = ["install"]
+__all__ = ["LoopRebindingWarning", "install"]
 
 
 def _enclosing_loop_vars() -> list:
@@ -46,10 +46,36 @@ def _is_loop_var(parser: Any, name: str) -> bool:
     return any(value.same_as(var) for var in _enclosing_loop_vars())
 
 
+class LoopRebindingWarning(UserWarning):
+    """A loop variable assigned inside an ``if`` or an inner loop of its loop's body: the new value
+    lasts until the end of that block (TVMScript's scoping), not as in Python."""
+
+
+def _warn_if_nested(parser: Any, name: str) -> None:
+    """Warn when ``name`` is an enclosing loop's variable bound outside the current block: the
+    assignment binds a new variable of that block, and after it ``name`` is the loop's value again
+    (``if c: i += 4`` then ``B[i]``: Python's ``i`` is the new one)."""
+    import tvm
+
+    table = parser.var_table
+    if table.contains_in_current_frame(name) or not table.name2value.get(name):
+        return
+    value = table.name2value[name][-1]
+    if isinstance(value, tvm.runtime.Object) and any(value.same_as(var) for var in _enclosing_loop_vars()):
+        from ..warning_location import warn
+        from .tileops._common import location
+
+        warn(f"{location()}: {name} is the variable of an enclosing loop; assigned inside an if or an inner loop, "
+             f"its new value lasts until the end of that block, and after it {name} is the loop's value again (in "
+             f"Python the new value would stay): assign a new name (j = {name} + ...) and use it", LoopRebindingWarning)
+
+
 def _visit_assign(previous: Any, self: Any, node: Any) -> Any:
     from tvm.script.parser.core import doc
 
     targets = node.targets
+    if len(targets) == 1 and isinstance(targets[0], doc.Name):
+        _warn_if_nested(self, targets[0].id)
     if len(targets) != 1 or not isinstance(targets[0], doc.Name) or not _is_loop_var(self, targets[0].id):
         return previous(self, node)
     with assign_hook(self, targets[0], lambda bound: bound.update(allow_shadowing=True)):
@@ -59,6 +85,8 @@ def _visit_assign(previous: Any, self: Any, node: Any) -> Any:
 def _visit_aug_assign(previous: Any, self: Any, node: Any) -> Any:
     from tvm.script.parser.core import doc
 
+    if isinstance(node.target, doc.Name):
+        _warn_if_nested(self, node.target.id)
     if not isinstance(node.target, doc.Name) or not _is_loop_var(self, node.target.id):
         return previous(self, node)
     with assign_hook(self, node.target, lambda bound: bound.update(allow_shadowing=True)):

@@ -294,17 +294,17 @@ def check_float_operands(op: str, values: Sequence[Any]) -> list:
     ... took the first operand's type for the call and read the other's bits: ``T.fmod(x, n)``
     gave 3e-20 on ``llvm``. Without any float operand it is an error naming ``op`` and the
     operand."""
-    checked = []
-    for value in values:
-        value = as_expression(value)
-        if isinstance(value, Integral) and not isinstance(value, bool):
-            value = float(value)
-        checked.append(value)
+    checked = [as_expression(value) for value in values]
     floats = [_dtype_of(v) for v in checked if _dtype_of(v).startswith(("float", "bfloat"))]
     target = _promoted(floats)
     if target is None and any(isinstance(v, float) for v in checked):
         target = "float32"  # a Python float next to an integer expression: TVM's type of a float literal
     for position, value in enumerate(checked):
+        if isinstance(value, Integral) and not isinstance(value, bool):
+            value = checked[position] = float(value)  # T.exp(2) is T.exp(2.0); not a float operand for T.pow(n, 2)
+        if isinstance(value, float) and target == "float64":
+            checked[position] = tirx.FloatImm(target, value)  # TVM made it float32: fmod(x64, 0.1) read its bits
+            continue
         dtype = _dtype_of(value)
         if not dtype or dtype == target or dtype.startswith("handle"):
             continue

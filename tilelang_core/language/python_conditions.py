@@ -134,11 +134,28 @@ def _if_expression(self: Any, node: Any) -> Any:
         return self._eval_expr(self._visit(node.body if test else node.orelse))
     body = self._eval_expr(self._visit(node.body))
     orelse = self._eval_expr(self._visit(node.orelse))
-    if isinstance(body, (tuple, list)) and isinstance(orelse, (tuple, list)):
-        if len(body) != len(orelse):  # TVM: "Expected ir.Expr but got ffi.Array"
+    return _choose(test, body, orelse)
+
+
+def _choose(test: Any, body: Any, orelse: Any) -> Any:
+    """``T.if_then_else(test, body, orelse)``, item by item for two tuples (``a, b = (x, 1.0) if c
+    else (2.0, y)``; nested ones too); TVM: "Expected `ir.Expr` but got `ffi.Array`"."""
+    from tvm import tirx
+
+    tuples = isinstance(body, (tuple, list)), isinstance(orelse, (tuple, list))
+    if tuples == (True, True):
+        if len(body) != len(orelse):
             raise ValueError(f"x if cond else y of a condition known only when the kernel runs chooses item by item, "
                              f"but its two tuples have {len(body)} and {len(orelse)} items")
-        return type(body)(tirx.if_then_else(test, a, b) for a, b in zip(body, orelse))  # a, b = (..) if c else (..)
+        return tuple(_choose(test, a, b) for a, b in zip(body, orelse))
+    if any(tuples):
+        raise ValueError("x if cond else y of a condition known only when the kernel runs: one branch is a tuple and "
+                         "the other is not; give both branches the same shape")
+    for branch in (body, orelse):
+        if branch is None or isinstance(branch, str):
+            raise ValueError(f"x if cond else y of a condition known only when the kernel runs chooses a value when "
+                             f"the kernel runs, but a branch is {branch!r}; both branches must be numbers or "
+                             f"expressions")
     return tirx.if_then_else(test, body, orelse)
 
 

@@ -47,10 +47,11 @@ def _refuse_nested_defs(parser_class: Any) -> None:
 
     def visit_function_def(self: Any, node: Any) -> Any:
         if _inside_a_kernel():
-            self.report_error(node, f"def {node.name}(...) inside a kernel body is not supported: define the helper "
-                                    "before the kernel, at module level or in the function that builds the kernel (a "
-                                    "@T.macro for kernel code, or a plain Python function of parse-time values); a "
-                                    "lambda inside the kernel works too")
+            self.report_error(node, f"def {node.name}(...) inside kernel code (a kernel body, or a T.macro used in "
+                                    "one) is not supported: define the helper outside the code TileLang parses, at "
+                                    "module level, or before the T.prim_func in the function that builds it (not in an "
+                                    "eager @tilelang.jit function, whose body is the kernel); a @T.macro for kernel "
+                                    "code, or a plain Python function of parse-time values. A lambda works here too")
         return original(self, node)
 
     visit_function_def.__doc__ = original.__doc__

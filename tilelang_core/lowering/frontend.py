@@ -268,7 +268,7 @@ class Frontend:
         func = normalize_loop_steps(func, self.opt.func_location)  # range(start, stop, step) as Python runs it
         func = legalize_negative_indices(func)  # A[-1]: the last element, before accesses are guarded
         refuse_tile_overruns(func, self.opt.func_location)  # s[i] for i in 0..63 of a 1-element tile: an error, not a guard
-        func = lower_loop_breaks(func, self.opt.func_location)  # before any loop is rewritten
+        func = lower_loop_breaks(func, self.opt.func_location, self.opt.gpu)  # before any loop is rewritten
         func = lower_logical_reductions(func, self.opt.gpu)  # T.any_of/T.all_of: trees, or loops before their statements
         func = expand_persistent_loops(func, self.opt.func_location)
         body = self.visit(func.body, _Ctx())

@@ -16,9 +16,12 @@ before anything rewrites a loop, finds the innermost loop around each one:
 TVMScript's own ``T.break_loop()`` statement, written directly, gets the same checks (located at
 the kernel's definition).
 
-``continue`` emits a marker too (``LOOP_CONTINUE_CALL``), checked the same way except that it may
-also end an iteration of a ``T.Parallel`` nest or a ``T.parallel`` loop (it skips the rest of one
-iteration, which no other iteration sees). It is refused in ``T.unroll`` and ``T.vectorized``
+``continue`` emits a marker too (``LOOP_CONTINUE_CALL``), checked the same way except that on CPU
+targets it may also end an iteration of a ``T.Parallel`` nest or a ``T.parallel`` loop (it skips
+the rest of one iteration, which no other iteration sees). GPU targets spread a ``T.Parallel`` nest
+over the block's threads, with no loop left or a strided one inside the enclosing loop: the
+``continue`` ended the enclosing serial loop's iteration (skipping later statements and barriers
+of only some threads) or did not compile, so it is refused there. It is refused in ``T.unroll`` and ``T.vectorized``
 loops: TVM went on with a ``continue`` there, and an unrolled copy's ``continue`` skipped the rest
 of the *enclosing* loop's iteration (every later copy: wrong values), LLVM's vectorizer dropped it
 (the skipped lanes were written), and a ``T.unroll`` loop alone did not compile.
@@ -86,8 +89,9 @@ _NEST_REASON = {
 
 
 class _Checker:
-    def __init__(self, func_location: str) -> None:
+    def __init__(self, func_location: str, gpu: bool = False) -> None:
         self.func_location = func_location
+        self.gpu = gpu
 
     def visit(self, stmt: Any, loops: tuple, nest: Optional[tuple] = None) -> None:
         if stmt is None:
@@ -107,7 +111,8 @@ class _Checker:
             else:
                 reason = _KIND_REASON.get(stmt.kind)
             # continue ends one iteration: fine where iterations are independent, not where none is left
-            ends_iteration = nest is not None and nest[0] == "T.Parallel" or stmt.kind == tirx.ForKind.PARALLEL
+            ends_iteration = not self.gpu and (nest is not None and nest[0] == "T.Parallel"
+                                               or stmt.kind == tirx.ForKind.PARALLEL)
             inner = (nest[0], nest[1] - 1) if nest is not None and nest[1] > 1 else None
             self.visit(stmt.body, loops + ((reason, None if ends_iteration else reason),), inner)
             return
@@ -145,12 +150,12 @@ class _Checker:
         if loops[-1][1] is not None:
             raise LoweringError(
                 f"{loc}: {spelling} would end an iteration of {loops[-1][1]}; it can end an iteration of a serial "
-                "loop (T.serial, range, T.Pipelined, while), T.Parallel or T.parallel only: put the rest of the "
-                "body under an if instead (if not cond: ...)"
+                "loop (T.serial, range, T.Pipelined, while) only (on CPU targets T.Parallel and T.parallel too): put "
+                "the rest of the body under an if instead (if not cond: ...)"
             )
 
 
-def lower_loop_breaks(func: tirx.PrimFunc, func_location: str) -> tirx.PrimFunc:
+def lower_loop_breaks(func: tirx.PrimFunc, func_location: str, gpu: bool = False) -> tirx.PrimFunc:
     """``func`` with its break markers checked and replaced by ``T.break_loop()`` (module docstring)."""
     found = []
 
@@ -162,7 +167,7 @@ def lower_loop_breaks(func: tirx.PrimFunc, func_location: str) -> tirx.PrimFunc:
     tvm_ffi.structural_map(func.body, [(tirx.Evaluate, on_break)])
     if not found:
         return func
-    _Checker(func_location).visit(func.body, ())
+    _Checker(func_location, gpu).visit(func.body, ())
 
     def on_evaluate(stmt: Any) -> Any:
         if marker_args(stmt, LOOP_BREAK_CALL) is not None:
