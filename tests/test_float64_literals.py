@@ -60,3 +60,22 @@ def test_floats_past_float32s_range_are_stored_rounded_as_c_does(backend, target
     lowest = torch.finfo(torch.float32).min
     assert b.tolist() == [lowest, float("inf"), -lowest]
     assert torch.tensor([-3.4028235e38, 1e39, 3.4028235e38], dtype=torch.float32).tolist() == b.tolist()
+
+
+@T.prim_func
+def _wide_ints(A: T.Tensor((2,), "float32"), D: T.Tensor((2,), "float64"), B: T.Tensor((2,), "float32"),
+               E: T.Tensor((2,), "float64")):
+    with T.Kernel(1, threads=1) as _:
+        for i in T.serial(2):
+            B[i] = A[i] * 2**63
+            E[i] = D[i] + 2**64
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+def test_python_ints_past_int64_beside_float_operands_are_floats(backend, target):
+    """TVM refused them with its FFI signature ("Expected `ir.Expr` but got `ffi.BigInt`")."""
+    kernel = tilelang.compile(_wide_ints, target=target, execution_backend=backend)
+    a, d = torch.tensor([1.0, -0.5]), torch.tensor([0.0, 1.0], dtype=torch.float64)
+    b, e = torch.zeros(2), torch.zeros(2, dtype=torch.float64)
+    kernel(a, d, b, e)
+    assert b.tolist() == (a * 2.0**63).tolist() and e.tolist() == (d + 2.0**64).tolist()
