@@ -8,6 +8,7 @@ a Python float (``T.pow(2.0, n)``)."""
 from __future__ import annotations
 
 import pathlib
+import re
 import sys
 
 import pytest
@@ -105,3 +106,23 @@ def test_integer_operands_with_only_python_ints_are_refused():
             with T.Kernel(1, threads=1) as _:
                 for i in T.serial(2):
                     Z[i] = T.pow(N[i], 2)
+
+
+@pytest.mark.parametrize("call, example", [
+    ("pow", 'T.pow(x, T.cast(y, "float32"))'),
+    ("ldexp", 'T.ldexp(T.cast(x, "float32"), n)'),
+])
+def test_the_refusal_converts_the_operand_it_names(call, example):
+    from tilelang_core.errors import LoweringError
+
+    with pytest.raises(LoweringError, match=re.escape(f"convert it first, for example {example}")):
+
+        @T.prim_func
+        def k(N: T.Tensor((2,), "int32"), Z: T.Tensor((2,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                for i in T.serial(2):
+                    match call:
+                        case "pow":
+                            Z[i] = T.pow(2, N[i])
+                        case "ldexp":
+                            Z[i] = T.ldexp(N[i], 3)

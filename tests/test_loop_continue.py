@@ -119,6 +119,6 @@ def test_continue_in_t_parallel_is_refused_on_gpu_targets():
         lower(_parallel_continue, target="cuda -arch=sm_90")
     text = str(info.value)
     assert text.startswith(f"{_THIS}:{marked_line(_THIS, 'parallel-continue')}: continue would end an iteration of a "
-                           "T.Parallel loop"), text
+                           "parallel loop, which GPU targets spread over the block's threads"), text
     assert "(on CPU targets T.Parallel and T.parallel too)" in text
     lower(_parallel_continue, target="c")  # the loop nest stays on CPU targets

@@ -72,6 +72,10 @@ def test_a_loop_variable_assigned_inside_an_if_warns_that_the_value_ends_with_th
                         i += 4
                     B[i] = 9.0
 
+    for form in ("tuple", "annotated"):  # the other assignments of a name
+        with pytest.warns(LoopRebindingWarning, match=r"i is the variable of an enclosing loop"):
+            _rebound_in_an_if(form)
+
     import warnings
 
     with warnings.catch_warnings():
@@ -86,3 +90,19 @@ def test_a_loop_variable_assigned_inside_an_if_warns_that_the_value_ends_with_th
                         x += 4
                     i = i + 4
                     B[i] = A[x]
+
+
+def _rebound_in_an_if(form):
+    @T.prim_func
+    def k(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.serial(4):
+                if A[i] > 0:
+                    match form:
+                        case "tuple":
+                            i, q = i + 4, 0
+                        case "annotated":
+                            i: T.int32 = i + 4
+                B[i] = 9.0
+
+    return k

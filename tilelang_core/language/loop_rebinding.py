@@ -74,8 +74,10 @@ def _visit_assign(previous: Any, self: Any, node: Any) -> Any:
     from tvm.script.parser.core import doc
 
     targets = node.targets
-    if len(targets) == 1 and isinstance(targets[0], doc.Name):
-        _warn_if_nested(self, targets[0].id)
+    for target in targets:  # i = ..., and i, q = ... (tuple targets)
+        for name in ([target] if isinstance(target, doc.Name) else getattr(target, "elts", [])):
+            if isinstance(name, doc.Name):
+                _warn_if_nested(self, name.id)
     if len(targets) != 1 or not isinstance(targets[0], doc.Name) or not _is_loop_var(self, targets[0].id):
         return previous(self, node)
     with assign_hook(self, targets[0], lambda bound: bound.update(allow_shadowing=True)):
@@ -93,8 +95,17 @@ def _visit_aug_assign(previous: Any, self: Any, node: Any) -> Any:
         return previous(self, node)  # i += 4 is i = i + 4
 
 
+def _visit_ann_assign(previous: Any, self: Any, node: Any) -> Any:
+    from tvm.script.parser.core import doc
+
+    if isinstance(node.target, doc.Name):
+        _warn_if_nested(self, node.target.id)  # i: T.int32 = i + 4
+    return previous(self, node)
+
+
 def install() -> None:
     """Wrap TVMScript's ``tirx`` assignment visitors (``=`` and ``+=`` & co.) with loop-variable
     rebinding (idempotent)."""
     wrap_visitor("Assign", _visit_assign)
     wrap_visitor("AugAssign", _visit_aug_assign)
+    wrap_visitor("AnnAssign", _visit_ann_assign)

@@ -286,44 +286,60 @@ def _promoted(dtypes: list) -> Optional[str]:
     return "float32" if lanes == 1 else f"float32x{lanes}"
 
 
-def check_float_operands(op: str, values: Sequence[Any]) -> list:
+#: Arguments of the float functions that take more than their float operands (``T.ldexp(x, n)``).
+_ARGUMENTS = {"ldexp": 2}
+
+
+def check_float_operands(op: str, values: Sequence[Any], more: int = 0) -> list:
     """``values`` ready for the float function ``op``: Python ints made floats (``T.exp(2)`` is
     ``T.exp(2.0)``); with two operands, an integer or bool expression, or a float of another type,
     converted to the type the float operands compute in, as torch promotes (a Python float
     counts: ``T.pow(2.0, n)`` is computed in float32). TVM's ``T.atan2``, ``T.fmod``, ``T.hypot``,
     ... took the first operand's type for the call and read the other's bits: ``T.fmod(x, n)``
-    gave 3e-20 on ``llvm``. Without any float operand it is an error naming ``op`` and the
-    operand."""
+    gave 3e-20 on ``llvm``. Beside a vector (``float64x2``) a scalar is broadcast to its lanes.
+    Without any float operand it is an error naming ``op`` and the operand (``more``: how many
+    other arguments ``op`` takes after these, for the example of the message)."""
     checked = [as_expression(value) for value in values]
     floats = [_dtype_of(v) for v in checked if _dtype_of(v).startswith(("float", "bfloat"))]
     target = _promoted(floats)
     if target is None and any(isinstance(v, float) for v in checked):
         target = "float32"  # a Python float next to an integer expression: TVM's type of a float literal
+    lanes = tvm.DataType(target).lanes if target is not None else 1
+    element = str(tvm.DataType(target).with_lanes(1)) if target is not None else None
     for position, value in enumerate(checked):
         if isinstance(value, Integral) and not isinstance(value, bool):
             value = checked[position] = float(value)  # T.exp(2) is T.exp(2.0); not a float operand for T.pow(n, 2)
-        if isinstance(value, float) and target == "float64":
-            checked[position] = tirx.FloatImm(target, value)  # TVM made it float32: fmod(x64, 0.1) read its bits
+        if isinstance(value, float) and (element == "float64" or lanes > 1):
+            # float64: TVM made it float32 and fmod(x64, 0.1) read its bits; a vector: one lane
+            constant = tirx.FloatImm(element, value)
+            checked[position] = constant if lanes == 1 else tirx.Broadcast(constant, lanes)
             continue
         dtype = _dtype_of(value)
         if not dtype or dtype == target or dtype.startswith("handle"):
             continue
         if target is None:
-            if len(values) == 1:
-                which, example = "its operand", f'{op}(T.cast(x, "float32"))'
-            else:
-                which = f"its {('first', 'second')[position]} operand"
-                example = f'{op}(T.cast(x, "float32"), y)'
-            _fail(op, f"computes on floating-point values only, but {which} is {_given(value)}; convert it first, "
-                      f"for example {example}")
-        if tvm.DataType(dtype).lanes == tvm.DataType(target).lanes:
+            _fail(op, _not_float_message(op, len(values), more, position, value))
+        if tvm.DataType(dtype).lanes == lanes:
             checked[position] = tirx.Cast(target, value)
+        elif tvm.DataType(dtype).lanes == 1:
+            checked[position] = tirx.Broadcast(tirx.Cast(element, value), lanes)
     return checked
+
+
+def _not_float_message(op: str, count: int, more: int, position: int, value: Any) -> str:
+    """The message of a float function given no float operand: which operand, and a call that
+    converts that one."""
+    names = ["x", "y"][:count] + ["n"] * more
+    which = "its operand" if count == 1 else f"its {('first', 'second')[position]} operand"
+    names[position] = f'T.cast({names[position]}, "float32")'
+    return (f"computes on floating-point values only, but {which} is {_given(value)}; convert it first, for "
+            f"example {op}({', '.join(names)})")
 
 
 def _float_math(op: str, original: Callable[..., Any], floats: int) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
-        args = (*check_float_operands(op, args[:floats]), *args[floats:])
+        args = (*check_float_operands(op, args[:floats], more=_ARGUMENTS.get(op[2:], floats) - floats),
+                *args[floats:])
         return original(*args, **kwargs)
 
     return _checking(call, op, original)

@@ -88,6 +88,10 @@ _NEST_REASON = {
 }
 
 
+_GPU_PARALLEL_REASON = ("a parallel loop, which GPU targets spread over the block's threads: no loop of it is left "
+                        "in a thread, so the continue would end an iteration of the enclosing loop (or of none)")
+
+
 class _Checker:
     def __init__(self, func_location: str, gpu: bool = False) -> None:
         self.func_location = func_location
@@ -111,10 +115,15 @@ class _Checker:
             else:
                 reason = _KIND_REASON.get(stmt.kind)
             # continue ends one iteration: fine where iterations are independent, not where none is left
-            ends_iteration = not self.gpu and (nest is not None and nest[0] == "T.Parallel"
-                                               or stmt.kind == tirx.ForKind.PARALLEL)
+            parallel = nest is not None and nest[0] == "T.Parallel" or stmt.kind == tirx.ForKind.PARALLEL
+            if not parallel:
+                continue_reason = reason
+            elif self.gpu:
+                continue_reason = _GPU_PARALLEL_REASON
+            else:
+                continue_reason = None
             inner = (nest[0], nest[1] - 1) if nest is not None and nest[1] > 1 else None
-            self.visit(stmt.body, loops + ((reason, None if ends_iteration else reason),), inner)
+            self.visit(stmt.body, loops + ((reason, continue_reason),), inner)
             return
         if isinstance(stmt, tirx.While):
             self.visit(stmt.body, loops + ((None, None),))
