@@ -84,4 +84,9 @@ def load_advice(path: os.PathLike, otherwise: str) -> str:
             f"export)")
 
 
-__all__ = ["dlopen_path", "load_advice", "noexec_folder"]
+def noexec_note(path: os.PathLike) -> str:
+    """``"; <what to do>"`` to add to a load error when ``path`` is on a ``noexec`` file system, else ``""``."""
+    return "" if noexec_folder(path) is None else "; " + load_advice(path, "")
+
+
+__all__ = ["dlopen_path", "load_advice", "noexec_folder", "noexec_note"]

@@ -45,10 +45,9 @@ def build(artifact: KernelArtifact, options: BuildOptions) -> Any:
     try:
         return kernel_from_plan(plan, built.path, built.source_path, library_data=built.data, source_text=built.source)
     except OSError as exc:
-        from tilelang_core.cache.native import load_advice, noexec_folder
+        from tilelang_core.cache.native import noexec_note
 
-        advice = "" if noexec_folder(built.path) is None else "; " + load_advice(built.path, "")
-        raise BuildError(f"kernel '{artifact.name}': {exc}{advice}") from None
+        raise BuildError(f"kernel '{artifact.name}': {exc}{noexec_note(built.path)}") from None
     finally:
         built.release()  # the library is loaded (or failed to): its build directory goes
 

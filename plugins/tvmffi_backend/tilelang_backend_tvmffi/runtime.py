@@ -531,10 +531,9 @@ def _save_cuda_binaries(state: Any, directory: Path) -> list[dict[str, str]]:
 
 def _load_error(library: Path, exc: Any) -> ArtifactError:
     """The error of a saved library that does not load (with what to do on a ``noexec`` mount)."""
-    from tilelang_core.cache.native import noexec_folder
+    from tilelang_core.cache.native import noexec_note
 
-    advice = "" if noexec_folder(library) is None else "; " + load_advice(library, "")
-    return ArtifactError(f"tvm_ffi: cannot load {library}: {exc}{advice}")
+    return ArtifactError(f"tvm_ffi: cannot load {library}: {exc}{noexec_note(library)}")
 
 
 def _check_identity(library: Path, artifact: Any, kinds: list[str], alignment: int) -> None:
