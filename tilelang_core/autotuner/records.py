@@ -241,7 +241,7 @@ class TuningStore:
             pass
         except OSError as exc:
             warn(f"ignored unusable tuning result {path}: {why}; it could not be removed ({exc}): remove it "
-                          f"yourself (or run `tilelang cache clear`); tuning again", CacheWarning)
+                 f"yourself (or run `tilelang cache clear`); tuning again", CacheWarning)
             return
         warn(f"removed unusable tuning result {path}: {why}; tuning again", CacheWarning)
 

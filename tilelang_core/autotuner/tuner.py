@@ -318,7 +318,7 @@ class AutoTuner:
             return self._tuning_key(configs, resolved, record, device, host, p, callbacks)
         except Undescribable as exc:
             warn(f"the tuning result of {_name(self.fn)} is not kept (in memory or on disk), so each run "
-                          f"tunes again: {exc}", RuntimeWarning)
+                 f"tunes again: {exc}", RuntimeWarning)
             return None
 
     def _tuning_key(self, configs, resolved, record, device, host, p, callbacks) -> str:
@@ -791,7 +791,7 @@ class AutoTuner:
             )
         except NotEncodable as exc:
             warn(f"the tuning result of {_name(self.fn)} is not stored on disk: a config holds {exc}, which "
-                          f"JSON cannot hold", RuntimeWarning)
+                 f"JSON cannot hold", RuntimeWarning)
             return
         store.save(doc)
 

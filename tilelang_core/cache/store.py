@@ -49,6 +49,11 @@ except ImportError:  # pragma: no cover - Windows: in-process locking only
     fcntl = None  # type: ignore[assignment]
 
 
+class NoexecCacheDirectory(OSError):
+    """The cache directory is on a file system mounted ``noexec``: no kernel library can be loaded
+    from it, so the cache is used in memory only."""
+
+
 class CacheWarning(UserWarning):
     """A cache entry was unusable (removed and rebuilt) or the disk cache is unavailable."""
 
@@ -228,8 +233,8 @@ class DiskCache:
                 self._prepared = False
             prepare_cache_dir(self.root)
             if noexec_folder(self.root) is not None:  # every entry's load failed, was removed and rebuilt
-                raise OSError(errno.EACCES, "it is on a file system mounted noexec, from which no kernel library "
-                              "can be loaded")
+                raise NoexecCacheDirectory(errno.EACCES, "it is on a file system mounted noexec, from which no "
+                                           "kernel library can be loaded")
             ownership.claim(self.root)  # ForeignDirectoryError (an OSError): memory only, nothing touched
             for sub in _SUBDIRS:
                 with contextlib.suppress(FileExistsError):
@@ -806,8 +811,8 @@ class KernelCache:
                 why = f"{exc} (until then, kernels are cached in memory only)"
             else:
                 why = (f"kernel cache directory {self.root} is not usable ({exc}); kernels are cached in memory only. "
-                       f"Set TILELANG_CACHE_DIR to a writable directory" + (" on another file system" if "noexec" in str(exc)
-                                                                             else ""))
+                       f"Set TILELANG_CACHE_DIR to a writable directory"
+                       + (" on another file system" if isinstance(exc, NoexecCacheDirectory) else ""))
             warn(
                 why,
                 CacheWarning,
@@ -947,7 +952,7 @@ def warn_blocked(report: dict[str, Any], root: Path) -> None:
     blocking = [path for path in report["kept"] if Path(path).parent == root and Path(path).name in _SUBDIRS]
     if blocking:
         warn(f"cleared, but kept {', '.join(blocking)} (the cache did not make it), so the cache cannot be "
-                      f"used until it is moved or deleted", CacheWarning)
+             f"used until it is moved or deleted", CacheWarning)
 
 
 def warn_failed(report: dict[str, Any], command: str) -> None:
@@ -958,7 +963,7 @@ def warn_failed(report: dict[str, Any], command: str) -> None:
         if len(failed) > 5:
             shown += f"; and {len(failed) - 5} more"
         warn(f"kernel cache {command}: {len(failed)} item{'s' if len(failed) != 1 else ''} could not be "
-                      f"removed ({shown}); make the folders writable and {command} again", CacheWarning)
+             f"removed ({shown}); make the folders writable and {command} again", CacheWarning)
 
 
 def _installed_version(backend: Any) -> Optional[str]:

@@ -151,6 +151,12 @@ def representable_constant(expr: Any) -> Any:
     return expr if rounded == value or rounded != rounded else tirx.FloatImm(str(expr.ty.dtype), rounded)
 
 
+def past_int64(value: Any) -> bool:
+    """Whether ``value`` is a Python int outside int64 (not a bool), which TVM hands to C++ as a big
+    integer that its constructors and operators refuse ("Expected ir.Expr but got ffi.BigInt")."""
+    return isinstance(value, int) and not isinstance(value, bool) and not -(1 << 63) <= value < (1 << 63)
+
+
 class dtype(tvm_ffi.dtype):
     """A dtype of the kernel language; a ``str`` (and a ``tvm.DataType``) with extras.
 
@@ -189,7 +195,7 @@ class dtype(tvm_ffi.dtype):
         if _CONSTRUCTORS is None:
             _CONSTRUCTORS = _constructors()
         constructor = _CONSTRUCTORS.get(str(self)) if self.lanes == 1 else None
-        if isinstance(expr, int) and not isinstance(expr, bool) and not -(1 << 63) <= expr < (1 << 63):
+        if past_int64(expr):
             return tirx.const(expr, str(self))  # T.uint64(0xFFFFFFFFFFFFFFFF): past int64, which the constructors take
         if isinstance(expr, float) and str(self) == "float64":  # numpy's float64 too
             return tirx.FloatImm("float64", float(expr))  # T.float64(1e300): the constructor checked float32's range

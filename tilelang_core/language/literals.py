@@ -61,6 +61,7 @@ from tvm import tirx
 from tvm.ir.prim import _ffi_api as _prim_ffi_api
 
 from ..errors import LoweringError
+from .dtypes import past_int64
 
 __all__ = ["install", "literal_operands", "float64_operands"]
 
@@ -152,19 +153,13 @@ def literal_operands(name: str, a: Any, b: Any) -> tuple[Any, Any]:
     return a, b
 
 
-def _wide_int(value: Any) -> bool:
-    """A Python int past int64, which TVM hands to C++ as a big integer it refuses as an operand
-    ("Mismatched type on argument #1 ... Expected ir.Expr but got ffi.BigInt")."""
-    return isinstance(value, int) and not isinstance(value, bool) and not -(1 << 63) <= value < (1 << 63)
-
-
 def float64_operands(a: Any, b: Any) -> tuple[Any, Any]:
     """``(a, b)`` with a Python float next to a float64 expression turned into a float64 constant,
     and a Python int past int64 next to a float expression turned into a float (``x * 2**63``, as
     Python and torch compute it)."""
-    if _wide_int(a) and _float_dtype(b):
+    if past_int64(a) and _float_dtype(b):
         a = float(a)
-    if _wide_int(b) and _float_dtype(a):
+    if past_int64(b) and _float_dtype(a):
         b = float(b)
     if isinstance(a, float) and _is_float64(b):
         return tirx.FloatImm("float64", a), b

@@ -32,18 +32,22 @@ def _enclosing_loop_vars() -> list:
     return found
 
 
-def _is_loop_var(parser: Any, name: str) -> bool:
-    """Whether ``name`` is bound in the current scope of ``parser``'s variable table (where TVMScript
-    refuses to bind it again) to an enclosing loop's variable."""
+def _names_a_loop_var(table: Any, name: str) -> bool:
+    """Whether the newest binding of ``name`` in the variable ``table`` is an enclosing loop's variable."""
     import tvm
 
-    table = parser.var_table
-    if not table.contains_in_current_frame(name):  # most assignments: nothing to look up
-        return False
     value = table.name2value[name][-1]
     if not isinstance(value, tvm.runtime.Object):  # a Python value bound to the name
         return False
     return any(value.same_as(var) for var in _enclosing_loop_vars())
+
+
+def _is_loop_var(parser: Any, name: str) -> bool:
+    """Whether ``name`` is bound in the current scope of ``parser``'s variable table (where TVMScript
+    refuses to bind it again) to an enclosing loop's variable."""
+    table = parser.var_table
+    # most assignments: nothing to look up
+    return table.contains_in_current_frame(name) and _names_a_loop_var(table, name)
 
 
 class LoopRebindingWarning(UserWarning):
@@ -51,55 +55,54 @@ class LoopRebindingWarning(UserWarning):
     lasts until the end of that block (TVMScript's scoping), not as in Python."""
 
 
-def _warn_if_nested(parser: Any, name: str) -> None:
-    """Warn when ``name`` is an enclosing loop's variable bound outside the current block: the
-    assignment binds a new variable of that block, and after it ``name`` is the loop's value again
-    (``if c: i += 4`` then ``B[i]``: Python's ``i`` is the new one)."""
-    import tvm
+def _warn_if_nested(parser: Any, target: Any) -> None:
+    """Warn for each name of the assignment ``target`` (a name, or a tuple of names) that is an
+    enclosing loop's variable bound outside the current block: the assignment binds a new variable
+    of that block, and after it the name is the loop's value again (``if c: i += 4`` then ``B[i]``:
+    Python's ``i`` is the new one)."""
+    from tvm.script.parser.core import doc
 
     table = parser.var_table
-    if table.contains_in_current_frame(name) or not table.name2value.get(name):
-        return
-    value = table.name2value[name][-1]
-    if isinstance(value, tvm.runtime.Object) and any(value.same_as(var) for var in _enclosing_loop_vars()):
-        from ..warning_location import warn
-        from .tileops._common import location
+    for node in [target] if isinstance(target, doc.Name) else getattr(target, "elts", []):
+        if not isinstance(node, doc.Name):
+            continue
+        name = node.id
+        if table.contains_in_current_frame(name) or not table.name2value.get(name):
+            continue
+        if _names_a_loop_var(table, name):
+            from ..warning_location import warn
+            from .tileops._common import location
 
-        warn(f"{location()}: {name} is the variable of an enclosing loop; assigned inside an if or an inner loop, "
-             f"its new value lasts until the end of that block, and after it {name} is the loop's value again (in "
-             f"Python the new value would stay): assign a new name (j = {name} + ...) and use it", LoopRebindingWarning)
+            warn(f"{location()}: {name} is the variable of an enclosing loop; assigned inside an if or an inner loop, "
+                 f"its new value lasts until the end of that block, and after it {name} is the loop's value again "
+                 f"(in Python the new value would stay): assign a new name (j = {name} + ...) and use it",
+                 LoopRebindingWarning)
+
+
+def _rebinding(previous: Any, parser: Any, node: Any, target: Any) -> Any:
+    """Visit the assignment ``node`` with ``previous``; when its one ``target`` is a name bound to a
+    loop variable in this block, the assignment may shadow it (only this statement's target)."""
+    from tvm.script.parser.core import doc
+
+    if not isinstance(target, doc.Name) or not _is_loop_var(parser, target.id):
+        return previous(parser, node)
+    with assign_hook(parser, target, lambda bound: bound.update(allow_shadowing=True)):
+        return previous(parser, node)
 
 
 def _visit_assign(previous: Any, self: Any, node: Any) -> Any:
-    from tvm.script.parser.core import doc
-
-    targets = node.targets
-    for target in targets:  # i = ..., and i, q = ... (tuple targets)
-        for name in ([target] if isinstance(target, doc.Name) else getattr(target, "elts", [])):
-            if isinstance(name, doc.Name):
-                _warn_if_nested(self, name.id)
-    if len(targets) != 1 or not isinstance(targets[0], doc.Name) or not _is_loop_var(self, targets[0].id):
-        return previous(self, node)
-    with assign_hook(self, targets[0], lambda bound: bound.update(allow_shadowing=True)):
-        return previous(self, node)  # only this statement's target may shadow
+    for target in node.targets:  # i = ..., and i, q = ... (tuple targets)
+        _warn_if_nested(self, target)
+    return _rebinding(previous, self, node, node.targets[0] if len(node.targets) == 1 else None)
 
 
 def _visit_aug_assign(previous: Any, self: Any, node: Any) -> Any:
-    from tvm.script.parser.core import doc
-
-    if isinstance(node.target, doc.Name):
-        _warn_if_nested(self, node.target.id)
-    if not isinstance(node.target, doc.Name) or not _is_loop_var(self, node.target.id):
-        return previous(self, node)
-    with assign_hook(self, node.target, lambda bound: bound.update(allow_shadowing=True)):
-        return previous(self, node)  # i += 4 is i = i + 4
+    _warn_if_nested(self, node.target)
+    return _rebinding(previous, self, node, node.target)  # i += 4 is i = i + 4
 
 
 def _visit_ann_assign(previous: Any, self: Any, node: Any) -> Any:
-    from tvm.script.parser.core import doc
-
-    if isinstance(node.target, doc.Name):
-        _warn_if_nested(self, node.target.id)  # i: T.int32 = i + 4
+    _warn_if_nested(self, node.target)  # i: T.int32 = i + 4
     return previous(self, node)
 
 

@@ -127,7 +127,12 @@ def _marker(spelling: str) -> Any:
             "...): that statement is a nest of loops, and the break would leave only the innermost one, not the "
             "whole statement as in Python; write one for statement per loop and break out of the one you mean"
         )
-    return tirx.call_extern("int32", LOOP_BREAK_CALL, tvm.ir.StringImm(location()), tvm.ir.StringImm(spelling))
+    return _marker_call(LOOP_BREAK_CALL, spelling)
+
+
+def _marker_call(callee: str, spelling: str) -> Any:
+    """The marker statement's call ``callee(loc, spelling)``, located at the kernel's line now parsed."""
+    return tirx.call_extern("int32", callee, tvm.ir.StringImm(location()), tvm.ir.StringImm(spelling))
 
 
 def loop_break() -> Any:
@@ -160,8 +165,7 @@ def install() -> None:
         _B.evaluate(_marker("break"))
 
     def visit_continue(self: Any, node: Any) -> None:  # noqa: ARG001 - TVMScript's visitor signature
-        _B.evaluate(tirx.call_extern("int32", LOOP_CONTINUE_CALL, tvm.ir.StringImm(location()),
-                                     tvm.ir.StringImm("continue")))
+        _B.evaluate(_marker_call(LOOP_CONTINUE_CALL, "continue"))
 
     dispatch.register(token="tirx", type_name="Break")(visit_break)
     if dispatch.get(token="tirx", type_name="Continue") is not None:
