@@ -126,3 +126,49 @@ def test_the_refusal_converts_the_operand_it_names(call, example):
                             Z[i] = T.pow(2, N[i])
                         case "ldexp":
                             Z[i] = T.ldexp(N[i], 3)
+
+
+@T.prim_func
+def _fma_mixed(D: T.Tensor((4,), "float64"), H: T.Tensor((4,), "float16"), N: T.Tensor((4,), "int32"),
+               Z: T.Tensor((3, 4), "float64")):
+    with T.Kernel(1, threads=1) as _:
+        for i in T.serial(4):
+            Z[0, i] = T.fma(D[i], D[i], 1.0)
+            Z[1, i] = T.fma(D[i], 2, N[i])
+            Z[2, i] = T.fma(H[i], H[i], N[i])
+
+
+@pytest.mark.parametrize("backend,target", PATHS, ids=path_id)
+def test_fma_operands_of_other_types_are_promoted(backend, target):
+    """T.fma(x, y, 1.0) of float64 x, y read the float32 1.0's bits on llvm (x * y + 0); an int32
+    third operand gave a wrong value on llvm and a gcc error on c."""
+    kernel = tilelang.compile(_fma_mixed, target=target, execution_backend=backend)
+    d = torch.tensor([0.5, -1.25, 3.0, 1e10], dtype=torch.float64)
+    h = torch.tensor([0.5, -1.25, 3.0, 7.5], dtype=torch.float16)
+    n = torch.tensor([1, -2, 3, 4], dtype=torch.int32)
+    z = torch.zeros(3, 4, dtype=torch.float64)
+    kernel(d, h, n, z)
+    hf = h.float()
+    want = torch.stack([d * d + 1, d * 2 + n, (hf * hf + n).half().double()])  # float16 with int32: float16, as torch
+    torch.testing.assert_close(z, want)
+
+
+@T.prim_func
+def _narrow_nextafter(G: T.Tensor((4,), "bfloat16"), H: T.Tensor((4,), "float16"), Z: T.Tensor((2, 4), "float32")):
+    with T.Kernel(1, threads=1) as _:
+        for i in T.serial(4):
+            Z[0, i] = T.nextafter(G[i], 10.0)
+            Z[1, i] = T.nextafter(H[i], -1.0)
+
+
+@pytest.mark.parametrize("backend,target", PATHS, ids=path_id)
+def test_nextafter_of_a_16_bit_float_towards_a_python_float(backend, target):
+    """The Python float is a float32 constant: stepping a bfloat16 towards it raised TVM's
+    TypeError 'mismatched types' from inside the lowering."""
+    kernel = tilelang.compile(_narrow_nextafter, target=target, execution_backend=backend)
+    g = torch.tensor([0.05, 0.0, 9.99, -3.0], dtype=torch.bfloat16)
+    h = torch.tensor([0.05, 0.0, -1.0, 3.0], dtype=torch.float16)
+    z = torch.zeros(2, 4)
+    kernel(g, h, z)
+    want = torch.stack([torch.nextafter(g, torch.full_like(g, 10.0)).float(), torch.nextafter(h, torch.full_like(h, -1.0)).float()])
+    torch.testing.assert_close(z, want, rtol=0, atol=0)

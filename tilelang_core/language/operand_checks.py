@@ -266,6 +266,9 @@ FLOAT_MATH = {
                      "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erf", "sigmoid",
                      "ldexp"), 1),
     **dict.fromkeys(("atan2", "hypot", "copysign", "nextafter", "fmod", "pow"), 2),
+    # T.fma(x, y, 1.0) of float64 x, y read the float32 1.0's bits on llvm (x * y + 0), and an
+    # int32 z: gcc failed on the generated source
+    "fma": 3,
 }
 
 
@@ -292,7 +295,7 @@ _ARGUMENTS = {"ldexp": 2}
 
 def check_float_operands(op: str, values: Sequence[Any], more: int = 0) -> list:
     """``values`` ready for the float function ``op``: Python ints made floats (``T.exp(2)`` is
-    ``T.exp(2.0)``); with two operands, an integer or bool expression, or a float of another type,
+    ``T.exp(2.0)``); with two or three operands, an integer or bool expression, or a float of another type,
     converted to the type the float operands compute in, as torch promotes (a Python float
     counts: ``T.pow(2.0, n)`` is computed in float32). TVM's ``T.atan2``, ``T.fmod``, ``T.hypot``,
     ... took the first operand's type for the call and read the other's bits: ``T.fmod(x, n)``
@@ -310,8 +313,10 @@ def check_float_operands(op: str, values: Sequence[Any], more: int = 0) -> list:
         if isinstance(value, Integral) and not isinstance(value, bool):
             value = checked[position] = float(value)  # T.exp(2) is T.exp(2.0); not a float operand for T.pow(n, 2)
         if isinstance(value, float) and (element == "float64" or lanes > 1):
-            # float64: TVM made it float32 and fmod(x64, 0.1) read its bits; a vector: one lane
-            constant = tirx.FloatImm(element, value)
+            # float64: TVM made it float32 and fmod(x64, 0.1) read its bits; a vector: one lane.
+            # Beside narrower floats it stays float32, as for scalars (T.fmod(v, 0.1) of float16
+            # computes with float32's 0.1, as torch does)
+            constant = tirx.FloatImm(element if tvm.DataType(element).bits >= 32 else "float32", value)
             checked[position] = constant if lanes == 1 else tirx.Broadcast(constant, lanes)
             continue
         dtype = _dtype_of(value)
@@ -329,8 +334,8 @@ def check_float_operands(op: str, values: Sequence[Any], more: int = 0) -> list:
 def _not_float_message(op: str, count: int, more: int, position: int, value: Any) -> str:
     """The message of a float function given no float operand: which operand, and a call that
     converts that one."""
-    names = ["x", "y"][:count] + ["n"] * more
-    which = "its operand" if count == 1 else f"its {('first', 'second')[position]} operand"
+    names = ["x", "y", "z"][:count] + ["n"] * more
+    which = "its operand" if count == 1 else f"its {('first', 'second', 'third')[position]} operand"
     names[position] = f'T.cast({names[position]}, "float32")'
     return (f"computes on floating-point values only, but {which} is {_given(value)}; convert it first, for "
             f"example {op}({', '.join(names)})")

@@ -29,7 +29,15 @@ using one failed in code generation ("Unresolved call ... tirx.fabs", "unknown i
   (TVM's is ``exp(x * ln 10)``, thousands of ulp off in float64), and ``clz`` takes 8- and 16-bit
   integers too;
 * ``clz(0)`` is the integer's width on both (TVM's LLVM ``clz(0)`` is undefined; CUDA's
-  ``__clz(0)`` is 32).
+  ``__clz(0)`` is 32);
+* on ``llvm`` a math function of vector values (``float64x2`` loads of ``T.Ramp`` indices,
+  ``float16x2`` & co.) other than those LLVM computes per lane itself (:data:`LLVM_VECTOR_MATH`)
+  is one scalar call per lane, put back together (:func:`_per_lane`). A C library function
+  called with a vector gave lane 0 only: ``T.fmod``, ``T.tanh``, ``T.sinh``, ``T.cosh``,
+  ``T.atanh`` and ``T.fma`` of a ``float64x2`` wrote 0 (or garbage) to lane 1, and ``T.atan2``,
+  ``T.erf``, ``T.log1p``, the inverse trigonometric functions, ``T.copysign``, ``T.hypot``,
+  ``T.nextafter``, ``T.ldexp`` and ``T.exp10`` of vectors stopped the lowering ("unknown
+  intrinsic", "FloatImm can only take scalar").
 """
 
 from __future__ import annotations
@@ -54,6 +62,36 @@ FLOAT_MATH = frozenset(
         "copysign", "hypot", "ldexp", "fma",
     )
 ) | {"prim.log2", "prim.ceil"}
+
+
+#: Math functions whose vector forms TVM's LLVM code generator computes right (LLVM intrinsics
+#: such as ``llvm.exp.v2f64``, which LLVM computes lane by lane or with vector instructions).
+LLVM_VECTOR_MATH = frozenset(
+    f"tirx.{name}" for name in (
+        "exp", "exp2", "log", "log10", "sqrt", "rsqrt", "sin", "cos", "tan", "sigmoid", "floor", "round",
+        "trunc", "nearbyint", "fabs", "pow", "isnan",
+    )
+) | {"prim.log2", "prim.ceil"}
+
+
+def _lane(value: Any, lane: int) -> Any:
+    """Lane ``lane`` of ``value`` (a scalar is its own every lane)."""
+    lanes = tvm.DataType(dtype_of(value)).lanes
+    if lanes == 1:
+        return value
+    if isinstance(value, tirx.Broadcast):
+        return value.value
+    return tirx.Shuffle([value], [tirx.IntImm("int32", lane)])
+
+
+def _per_lane(call: Any, lower: Callable[[Any], Any]) -> Any:
+    """A math ``call`` of vectors as one scalar call per lane (each given to ``lower``), the
+    results put back into a vector."""
+    dtype = dtype_of(call)
+    lanes = tvm.DataType(dtype).lanes
+    scalars = [lower(tvm.ir.Call(call.op, [_lane(a, i) for a in call.args], ret_ty=element(dtype)))
+               for i in range(lanes)]
+    return tirx.Shuffle(scalars, [tirx.IntImm("int32", i) for i in range(lanes)])
 
 
 def _libm(name: str) -> Callable[[Any], Any]:
@@ -154,6 +192,10 @@ def lower_cpu_math(func: tirx.PrimFunc, language: str) -> tirx.PrimFunc:
         name = getattr(call.op, "name", None)
         if not isinstance(name, str):
             return call
+        if (language == "llvm" and (name in FLOAT_MATH or name == "tirx.nextafter") and name not in LLVM_VECTOR_MATH
+                and tvm.DataType(dtype_of(call)).lanes > 1):
+            changed.append(name)
+            return _per_lane(call, on_call)
         half = name in FLOAT_MATH and has_half_operand(call)
         rule = rules.get(name)
         if not half and rule is None:

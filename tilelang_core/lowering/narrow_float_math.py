@@ -63,18 +63,25 @@ def _nextafter(call: Any, where: str) -> Any:
         )
     bits = dtype.bits
     unsigned = with_lanes(f"uint{bits}", str(dtype))
-    wide = with_lanes("float32", str(dtype))
     x, y = call.args
-    xf, yf = tirx.Cast(wide, x), tirx.Cast(wide, y)  # exact; compared in float32 on every target
+    # y may be of another float type (T.nextafter(x_bf16, 10.0) gives a float32 10.0): it is
+    # compared in its own precision, at least float32's, so a y between x and its neighbour counts
+    y_dtype = y.ty.dtype
+    wide = with_lanes("float64" if y_dtype.with_lanes(1).bits > 32 else "float32", str(dtype))
+    xf, yf = tirx.Cast(wide, x), tirx.Cast(wide, y)  # exact for x; compared in float32 or float64 on every target
+    y_own = y if str(y_dtype) == str(dtype) else tirx.Cast(str(dtype), y)
     zero = constant(0.0, wide)
-    x_bits, y_bits = _reinterpret(unsigned, x), _reinterpret(unsigned, y)
+    x_bits = _reinterpret(unsigned, x)
     one = constant(1, unsigned)
     away = tirx.EQ(tirx.GT(yf, xf), tirx.GT(xf, zero))  # towards y is away from zero
     step = tirx.Select(away, tirx.Add(x_bits, one), tirx.Sub(x_bits, one))
-    from_zero = tirx.bitwise_or(tirx.bitwise_and(y_bits, constant(1 << (bits - 1), unsigned)), one)
+    # from a zero x (y is not zero then): the smallest subnormal with y's sign; the sign is read
+    # by a comparison, not from y's bits (a bfloat16 constant's bits stopped LLVM: "bitcast float to i16")
+    sign = tirx.Select(tirx.LT(yf, zero), constant(1 << (bits - 1), unsigned), constant(0, unsigned))
+    from_zero = tirx.bitwise_or(sign, one)
     nan = tirx.Or(tirx.NE(xf, xf), tirx.NE(yf, yf))
     result = tirx.Select(tirx.EQ(xf, zero), _reinterpret(str(dtype), from_zero), _reinterpret(str(dtype), step))
-    result = tirx.Select(tirx.EQ(xf, yf), y, result)
+    result = tirx.Select(tirx.EQ(xf, yf), y_own, result)
     return tirx.Select(nan, tirx.Cast(str(dtype), tirx.Add(xf, yf)), result)
 
 
