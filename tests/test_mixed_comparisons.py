@@ -102,3 +102,35 @@ def test_comparisons_of_two_dtypes_match_torch(backend, target):
         u32.to(torch.int64) > i32_as_u32,
     ]).to(torch.int32)
     torch.testing.assert_close(y, expected)
+
+
+def _with_numbers(dtype):
+    @T.prim_func
+    def compare(A: T.Tensor((4,), dtype), B: T.Tensor((7, 4), "int32")):
+        with T.Kernel(1, threads=1) as _:
+            for i in T.serial(4):
+                B[0, i] = T.Select(A[i] < 70000.0, 1, 0)
+                B[1, i] = T.Select(A[i] <= 70000, 1, 0)
+                B[2, i] = T.Select(A[i] > -1e39, 1, 0)
+                B[3, i] = T.Select(A[i] == 1e300, 1, 0)
+                B[4, i] = T.Select(1e300 != A[i], 1, 0)
+                B[5, i] = T.Select(A[i] <= 7, 1, 0)
+                B[6, i] = T.Select(A[i] < 0.1, 1, 0)
+
+    return compare
+
+
+@pytest.mark.parametrize("backend,target", CPU)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_float_compared_with_python_numbers(backend, target, dtype):
+    """A number the operand's dtype cannot hold (``A_f16 < 70000.0``, ``F_f32 == 1e300``) stopped
+    with "Literal value ... exceeds maximum of float16"; it is compared exactly now. A Python int
+    beside a bfloat16 (``A_bf16 <= 7``) stopped with "'int' object has no attribute 'expr_ty'".
+    Numbers in range are constants of the operand's dtype, as in torch (``A < 0.1``)."""
+    kernel = tilelang.compile(_with_numbers(dtype), target=target, execution_backend=backend)
+    a = torch.tensor([1.0, float("inf"), -float("inf"), 0.0999755859375], dtype=getattr(torch, dtype))
+    b = torch.zeros(7, 4, dtype=torch.int32)
+    kernel(a, b)
+    x = a.double()
+    want = torch.stack([x < 70000.0, x <= 70000, x > -1e39, x == 1e300, x != 1e300, a <= 7, a < 0.1]).int()
+    assert b.tolist() == want.tolist()

@@ -39,15 +39,62 @@ def _element_dtype(value: Any) -> Any:
 
 
 def _as_float(value: Any, dtype: Any, other: Any) -> Any:
-    """An integer expression compared with a Python float (``A[i] < 2.5``), as a float expression:
-    TVMScript made the float a constant of the integer dtype and stopped ("FloatImm supports only
-    float, but int32 was supplied"). 8- and 16-bit integers become float32, wider ones float64, so
-    that every value converts exactly and the comparison is Python's. Anything else: unchanged."""
-    if not isinstance(other, float) or dtype is None or not str(dtype).startswith(("int", "uint")):
+    """``value`` (an expression of element dtype ``dtype``) ready to be compared with the Python
+    number ``other``:
+
+    * an integer expression compared with a Python float (``A[i] < 2.5``) is a float expression:
+      TVMScript made the float a constant of the integer dtype and stopped ("FloatImm supports only
+      float, but int32 was supplied"). 8- and 16-bit integers become float32, wider ones float64, so
+      that every value converts exactly and the comparison is Python's;
+    * a float expression compared with a number its dtype cannot hold: :func:`_past_range`.
+
+    Anything else: unchanged."""
+    if dtype is None or isinstance(other, bool) or not isinstance(other, (int, float)):
         return value
+    if dtype.is_float:
+        return _past_range(value, dtype, other)
+    if isinstance(other, float) and str(dtype).startswith(("int", "uint")):
+        from tvm import tirx
+
+        return tirx.Cast("float32" if dtype.bits <= 16 else "float64", value)
+    return value
+
+
+def _as_float_number(value: Any, other_dtype: Any) -> Any:
+    """A Python int compared with a float expression, as a Python float: TVMScript made a constant
+    of the expression's dtype for ``float*`` dtypes only, so ``A_bf16[i] <= 7`` (bfloat16, float8)
+    stopped with "'int' object has no attribute 'expr_ty'"."""
+    if isinstance(value, int) and not isinstance(value, bool) and other_dtype is not None and other_dtype.is_float:
+        return float(value)
+    return value
+
+
+def _past_range(value: Any, dtype: Any, other: Any) -> Any:
+    """A float expression compared with a Python number its dtype cannot hold (``A_f16 < 70000.0``,
+    ``F_f32 < 1e300``), as a wider float expression, so the comparison is exact: TVMScript made the
+    number a constant of the expression's dtype and stopped with "Literal value 70000 exceeds
+    maximum of float16". float32 when it holds the number exactly, else float64. Numbers within
+    the range (and infinities, NaN) keep TVMScript's handling."""
+    import math
+    import struct
+
+    import tvm
     from tvm import tirx
 
-    return tirx.Cast("float32" if dtype.bits <= 16 else "float64", value)
+    number = float(other)
+    if not math.isfinite(number) or dtype.bits >= 64:
+        return value
+    limit = float(tvm.tirx.max_value(str(dtype)).value)
+    if abs(number) <= limit:
+        return value
+    try:
+        exact32 = struct.unpack("f", struct.pack("f", number))[0] == number
+    except OverflowError:
+        exact32 = False
+    wide = "float32" if exact32 and dtype.bits <= 32 else "float64"
+    if str(dtype) == wide:
+        return value
+    return tirx.Cast(str(tvm.DataType(wide).with_lanes(value.ty.dtype.lanes)), value)
 
 
 def _matching(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -57,6 +104,7 @@ def _matching(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         left, right = _element_dtype(a), _element_dtype(b)
         if (left is None) != (right is None):  # an expression and a Python value
             a, b = _as_float(a, left, b), _as_float(b, right, a)
+            a, b = _as_float_number(a, _element_dtype(b)), _as_float_number(b, _element_dtype(a))
             left, right = _element_dtype(a), _element_dtype(b)
         if left is None or right is None or left == right:
             return original(a, b)
