@@ -32,6 +32,7 @@ from tvm.tirx.script.parser.entry import TIRMacro as _TIRMacro
 
 from ..ast_lock import AST_LOCK
 from .expression_depth import check_function_depth
+from .macro_arguments import assigned_names, bind_arguments
 from .source import ensure_source
 from .spans import spans_enabled, strip_spans
 
@@ -853,7 +854,8 @@ class _ValueMacro(_TIRMacro):
     """
 
     def __init__(self, source: Any, fn: Any, hygienic: bool) -> None:
-        self._names, self._nested_returns = _macro_body_names(source, fn)
+        self._names, self._nested_returns, self._assigned = _macro_body_names(source, fn)
+        self._parameters = tuple(inspect.signature(fn).parameters)
         code = fn.__code__
         self._cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
         super().__init__(source, {}, fn, hygienic)
@@ -909,6 +911,8 @@ class _ValueMacro(_TIRMacro):
         parser.visit_Return = functools.partial(self._visit_nested_return, previous)
         try:
             with block_name_suffix_context(suffix):
+                if self.hygienic:  # arguments bound as Python binds them (macro_arguments)
+                    bind_arguments(parser, self.get_macro_def(), self._parameters, self._assigned)
                 # the first return reached ends the expansion: what follows it never runs, as in Python
                 return self._expand(parser, body)[1]
         finally:
@@ -971,10 +975,12 @@ class _ValueMacro(_TIRMacro):
 
 
 def _macro_body_names(source: Any, fn: Any) -> tuple:
-    """``(names, nested_returns)`` of the ``def`` of ``fn`` in ``source`` (TVMScript's
-    ``Source``): the names its body uses, less its parameters (those the body may take from the
-    closure or the module), and the ``(line, column)`` of each ``return`` of the macro that is not
-    one of its top-level statements (a function defined in the body keeps its own)."""
+    """``(names, nested_returns, assigned_parameters)`` of the ``def`` of ``fn`` in ``source``
+    (TVMScript's ``Source``): the names its body uses, less its parameters and the names it
+    assigns (its locals, as Python decides them: those the body may take from the closure or the
+    module; a script's global ``y`` no longer clashes with a macro's ``y = ...``), the ``(line,
+    column)`` of each ``return`` of the macro that is not one of its top-level statements (a
+    function defined in the body keeps its own), and the parameters the body assigns to."""
     import ast
 
     tree = ast.parse(source.source)
@@ -983,22 +989,23 @@ def _macro_body_names(source: Any, fn: Any) -> tuple:
         None,
     )
     if fdef is None:
-        return (), frozenset()
+        return (), frozenset(), frozenset()
     parameters = set(inspect.signature(fn).parameters)
+    stored = assigned_names(fdef.body)
     names: dict = {}
     nested_returns = set()
     scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
     todo = [(stmt, False) for stmt in fdef.body]
     while todo:
         node, inner = todo.pop()
-        if isinstance(node, ast.Name) and node.id not in parameters:
+        if isinstance(node, ast.Name) and node.id not in parameters and node.id not in stored:
             names[node.id] = None
         elif isinstance(node, ast.Return) and not inner:
             if node not in fdef.body:
                 nested_returns.add((node.lineno, node.col_offset))
         inner = inner or isinstance(node, scopes)
         todo.extend((child, inner) for child in ast.iter_child_nodes(node))
-    return tuple(names), frozenset(nested_returns)
+    return tuple(names), frozenset(nested_returns), frozenset(stored & parameters)
 
 
 def macro(*args: Any, hygienic: bool = True) -> Any:
@@ -1014,7 +1021,10 @@ def macro(*args: Any, hygienic: bool = True) -> Any:
       call in a kernel being parsed), from the function's closure cells and module globals as they
       are then, so a global rebound after the ``def``, a macro defined further down the module and
       a recursive macro (on a Python-level depth) work; TVMScript snapshotted them when the
-      decorator ran. A parameter hides a global of its name;
+      decorator ran. A parameter hides a global of its name, and so does a name the body assigns;
+    - arguments are bound as Python binds them: a parameter the body assigns to is the macro's own
+      scalar, and an argument with a side effect is evaluated once
+      (:mod:`tilelang_core.language.macro_arguments`);
     - a macro defined where Python keeps no source (``python -c``, the interactive prompt) is
       found the way :func:`prim_func` finds kernels (:mod:`tilelang_core.language.source`).
     """

@@ -11,6 +11,7 @@ from tvm.tirx.script.builder import ir as _B
 
 from ._common import OperandTypeError, cast, fail, is_float, number_constant, shape_text
 from ..core import dtype_name
+from ..macro_arguments import declare_variable
 
 _VAR_SCOPES = {"local.var": "local", "local": "local", "shared": "shared", "shared.dyn": "shared"}
 
@@ -69,8 +70,9 @@ def alloc_var(dtype: Any, *args: Any, scope: str = "local.var", init: Any = None
     dt = check_dtype(op, dtype)
     value = None if init is None else _initial(op, init, dt)
     scalar = _B.alloc_scalar(dt, scope=_VAR_SCOPES[scope])
+    load = getattr(scalar, "scalar", scalar)
+    declare_variable(load.source)  # shared with a macro it is passed to (macro_arguments)
     if value is not None:
-        load = getattr(scalar, "scalar", scalar)
         _B.buffer_store(load.source, value, [0])
     return scalar
 

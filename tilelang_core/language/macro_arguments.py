@@ -1,0 +1,108 @@
+"""Arguments of a ``@T.macro`` call bound as Python binds a function's arguments.
+
+TVMScript expands a macro by putting each argument's expression into the macro's name table, so
+the expression was pasted wherever the body named its parameter:
+
+* an argument with a side effect ran once per use, or never when the body did not use it:
+  ``twice(B, i, T.atomic_add(C[0], 1, return_prev=True))`` whose body is ``B[i] = v + v``
+  added twice;
+* a parameter the body assigns to (``x = x * 2.0`` in a loop or an ``if``, ``x += 1``) got a
+  new binding local to that loop or branch, and the old value came back after it (the product
+  was lost without a word);
+* a scalar of the caller (``x = A[i]`` in the kernel) passed to a macro that assigns its
+  parameter was changed in the caller too (``swap(a, b)`` swapped the caller's variables).
+
+:func:`bind_arguments` gives such a parameter a scalar of its own in the macro, holding the
+argument's value, evaluated once at the call: every parameter the body assigns to (as in Python,
+the caller's variable is not changed), and every argument with a side effect. A ``T.alloc_var``
+of the caller stays shared (assigning to the parameter stores into it), as in TileLang, where it
+is a buffer; so do buffers and tiles. A load from a buffer passed to the same call (``m(A, A[i])``,
+whose body may write ``A[i]`` before it reads the parameter) is evaluated at the call too. Other
+arguments (loop variables, constants, other loads, index arithmetic) are still used as written:
+they have no side effect, and index arithmetic must stay arithmetic for the tile operators'
+region analysis. A Python value (``2.0``) stays a Python value, as in TileLang, so a macro that
+assigns such a parameter in a run-time loop still gets a new binding local to the loop.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Iterable
+
+__all__ = ["assigned_names", "bind_arguments", "declare_variable"]
+
+#: Buffers of ``T.alloc_var`` scalars (shared with a macro they are passed to), by identity.
+_declared: dict[Any, None] = {}
+
+
+def declare_variable(buffer: Any) -> None:
+    """Remember ``buffer`` as a ``T.alloc_var`` scalar (passed to macros by reference)."""
+    if len(_declared) > 4096:  # one kernel never has that many; drop what earlier parses left
+        _declared.clear()
+    _declared[buffer] = None
+
+
+def assigned_names(body: Iterable[ast.stmt]) -> set:
+    """The names ``body`` binds (assignment, augmented and annotated assignment, ``for`` and
+    ``with`` targets, ``:=``), not counting functions, classes and comprehensions nested in it:
+    the function's local names, as Python decides them."""
+    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp,
+              ast.DictComp, ast.GeneratorExp)
+    stored: set = set()
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stored.add(node.id)
+        if isinstance(node, nested):
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return stored
+
+
+def _shared_scalar(value: Any) -> bool:
+    from tvm.ir import TensorLoad
+
+    return isinstance(value, TensorLoad) and value.source in _declared
+
+
+def _needs_own_scalar(value: Any, assigned: bool) -> bool:
+    import tvm
+    from tvm.ir import PointerType
+
+    from .kept_effects import has_side_effect
+
+    if not isinstance(value, tvm.ir.Expr) or not tvm.ir.is_prim_expr(value):
+        return False  # a Python value, a buffer, a tile region: as TVMScript binds it
+    if isinstance(getattr(value, "ty", None), PointerType) or _shared_scalar(value):
+        return False
+    return assigned or has_side_effect(value)
+
+
+def _reads_any(value: Any, buffers: list) -> bool:
+    """Whether the expression ``value`` loads from one of ``buffers``."""
+    import tvm
+
+    from .tileops._common import collect
+
+    if not buffers or not isinstance(value, tvm.ir.Expr):
+        return False
+    return any(load.source.same_as(b) for load in collect(value, tvm.ir.TensorLoad) for b in buffers)
+
+
+def bind_arguments(parser: Any, node: Any, parameters: Iterable[str], assigned: set) -> None:
+    """Give each parameter in ``parameters`` that needs one (module docstring) a scalar of its
+    own, holding its argument's value; ``node`` is the macro's definition (for errors). A load
+    from a buffer that is passed too (``m(A, A[i])``, which the body may write before it reads the
+    parameter) is evaluated at the call as well."""
+    from tvm.tirx.script.parser import parser as tirx_parser
+
+    table = parser.var_table
+    current = table.get()
+    values = [current.get(name) for name in parameters]
+    passed = [v for v in values if tirx_parser.is_buffer_var(v)]
+    for name, value in zip(parameters, values):
+        if not _needs_own_scalar(value, name in assigned or _reads_any(value, passed)):
+            continue
+        own = tirx_parser.bind_assign_value(parser, node, name, value)  # x = value: a local scalar
+        table.add(name, own, allow_shadowing=True)
