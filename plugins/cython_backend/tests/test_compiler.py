@@ -101,3 +101,68 @@ def test_unsupported_dtype_and_bad_out_idx():
         K.build(K.artifact("h", [K.tensor("A", [4], dtype="handle")], [K.ptr("A", 0)], "int h(void*a){return 0;}"))
     with pytest.raises(OutIdxError, match="scalar parameter 'alpha'"):
         K.build(K.axpy(), out_idx=[2])
+
+
+def _logging_wrapper(directory, log, name="cc"):
+    directory.mkdir(exist_ok=True)
+    wrapper = directory / name
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec /usr/bin/env -i PATH=/usr/bin:/bin cc "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    return wrapper
+
+
+def _compiles(log):
+    return [line for line in log.read_text().splitlines() if "simd.c" not in line] if log.exists() else []
+
+
+def test_a_compiler_put_first_on_path_builds_again(tmp_path, monkeypatch):
+    """The memo of libraries built in this process handed back what the previous ``cc`` built
+    after another ``cc`` came first on PATH (and the kernel cache then saved it under the new
+    compiler's key)."""
+    from tilelang_backend_cython.compiler import compile_c
+
+    monkeypatch.delenv("CC", raising=False)
+    source = "int tl_memo_path(void) { return 1; }\n"
+    compile_c("memo_path", source).release()
+    log = tmp_path / "cc.log"
+    _logging_wrapper(tmp_path / "bin", log)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    compile_c("memo_path", source).release()
+    assert len(_compiles(log)) == 1
+
+
+def test_a_source_including_its_own_file_is_built_each_time(tmp_path, monkeypatch, logging_cc):
+    """``#include "..."`` (``T.import_source``): the file may have changed between two builds
+    of the same text, so such a source is not taken from the memo."""
+    from tilelang_backend_cython.compiler import compile_c
+
+    header = tmp_path / "tl_memo.h"
+    header.write_text("#define TL_MEMO 2\n")
+    source = f'#include "{header}"\nint tl_memo_inc(void) {{ return TL_MEMO; }}\n'
+    compile_c("memo_inc", source).release()
+    header.write_text("#define TL_MEMO 3\n")
+    compile_c("memo_inc", source).release()
+    assert len(_kernel_lines(logging_cc)) == 2
+
+
+def test_another_include_search_path_builds_again(tmp_path, monkeypatch, logging_cc):
+    from tilelang_backend_cython.compiler import compile_c
+
+    for value in (2, 3):
+        (tmp_path / str(value)).mkdir()
+        (tmp_path / str(value) / "tl_memo_path.h").write_text(f"#define TL_MEMO {value}\n")
+    source = "#include <tl_memo_path.h>\nint tl_memo_cpath(void) { return TL_MEMO; }\n"
+    monkeypatch.setenv("CPATH", str(tmp_path / "2"))
+    compile_c("memo_cpath", source).release()
+    monkeypatch.setenv("CPATH", str(tmp_path / "3"))
+    compile_c("memo_cpath", source).release()
+    assert len(_kernel_lines(logging_cc)) == 2
+
+
+def test_the_memo_keeps_the_newest_libraries_only(monkeypatch):
+    from tilelang_backend_cython import compiler
+
+    monkeypatch.setattr(compiler, "MEMO_SIZE", 2)
+    for n in range(4):
+        compiler.compile_c("memo_size", f"int tl_memo_size_{n}(void) {{ return {n}; }}\n").release()
+    assert len(compiler._built) <= 2

@@ -8,7 +8,10 @@ library's bytes are read into memory (:class:`BuiltLibrary`), the backend loads 
 :meth:`BuiltLibrary.release` removes the directory: nothing is left in the temp dir, and the save
 hook writes the bytes into the kernel cache. Set ``TILELANG_CYTHON_KEEP_BUILD=1`` (or build with
 ``verbose=True``) to keep every build directory (source and library) for inspection.
-Identical builds in one process compile once (the bytes are kept in memory).
+Identical builds in one process compile once (the bytes of the last 64 are kept in memory): the
+same source, flags and compiler (resolved on ``PATH``, with its size and modification time) under
+the same ``CPATH``, ``C_INCLUDE_PATH``, ``CPLUS_INCLUDE_PATH`` and ``LIBRARY_PATH``; a source that
+includes a file of its own (``#include "..."``) is compiled each time.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import shutil
 import sys
 import tempfile
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -54,7 +58,38 @@ KEEP_BUILD_ENV = "TILELANG_CYTHON_KEEP_BUILD"
 _lock = threading.Lock()
 renew_after_fork(sys.modules[__name__], "_lock")  # a fork child gets a fresh one
 _simd_ok: dict[str, bool] = {}
-_built: dict[str, bytes] = {}
+#: Libraries built in this process, by :func:`_memo_key` (the newest :data:`MEMO_SIZE`).
+_built: "OrderedDict[str, bytes]" = OrderedDict()
+MEMO_SIZE = 64
+
+#: Environment variables the C compilers read for include and library search paths: a source
+#: built under other values may include other files.
+SEARCH_PATH_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH")
+
+
+def _compiler_identity(compiler: Sequence[str]) -> str:
+    """The command with its program resolved on PATH, with its size and modification time: a
+    wrapper put first on PATH, or edited in place, is another compiler (the memo of built
+    libraries and of the SIMD check handed back what the previous one built)."""
+    path = shutil.which(compiler[0]) if compiler else None
+    if path is None:
+        return shlex.join(compiler)
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return f"{real} (unreadable) {shlex.join(compiler[1:])}"
+    return f"{real} size={st.st_size} mtime={st.st_mtime_ns} {shlex.join(compiler[1:])}"
+
+
+def _memo_key(compiler: Sequence[str], flags: Sequence[str], source: str) -> Optional[str]:
+    """The key of a build in the memo of this process, or None when it must not be memoised: a
+    source that includes a file of its own (``#include "..."``, ``T.import_source``), whose
+    content may change between two builds of the same text."""
+    if '#include "' in source:
+        return None
+    environment = [f"{name}={os.environ.get(name, '')}" for name in SEARCH_PATH_ENV]
+    return hashlib.sha256("\0".join([_compiler_identity(compiler), *environment, *flags, source]).encode()).hexdigest()
 
 
 def keep_builds(verbose: bool = False) -> bool:
@@ -136,7 +171,7 @@ def _run(cmd: Sequence[str], *, what: str, source: Path, cwd: Path, writes: Opti
 
 def simd_flags_work(cc: Sequence[str]) -> bool:
     """Whether ``cc -fopenmp-simd`` builds a shared library here (checked once per compiler and process)."""
-    key = shlex.join(cc)
+    key = _compiler_identity(cc)
     with _lock:
         if key in _simd_ok:
             return _simd_ok[key]
@@ -174,7 +209,7 @@ def _compile_shared_library(compiler: list[str], flags: list[str], source: str, 
 
     :raises BuildError: via :func:`_run`; the directory and the source stay for inspection.
     """
-    key = hashlib.sha256("\0".join([shlex.join(compiler), *flags, source]).encode()).hexdigest()
+    key = _memo_key(compiler, flags, source)
     keep = keep_builds(verbose)
     d = _build_dir(name)
     try:
@@ -191,13 +226,15 @@ def _compile_shared_library(compiler: list[str], flags: list[str], source: str, 
         raise
 
 
-def _compile_in(d: Path, key: str, keep: bool, compiler: list[str], flags: list[str], source: str, *, name: str,
+def _compile_in(d: Path, key: Optional[str], keep: bool, compiler: list[str], flags: list[str], source: str, *, name: str,
                 suffix: str, target: str, verbose: bool) -> BuiltLibrary:
     """:func:`_compile_shared_library` in the build folder ``d``."""
     src = d / f"{_safe_name(name)}{suffix}"
     lib = d / f"{_safe_name(name)}.so"
     with _lock:
-        data = _built.get(key)
+        data = _built.get(key) if key is not None else None
+        if data is not None:
+            _built.move_to_end(key)
     if data is not None:  # compiled before in this process: a fresh file to load the bytes from
         with writing_build_file(d, lib, name):
             lib.write_bytes(data)
@@ -213,8 +250,11 @@ def _compile_in(d: Path, key: str, keep: bool, compiler: list[str], flags: list[
         print(f"[tilelang cython] {shlex.join(cmd)}")
     _run(cmd, what=f"kernel '{name}' (target {target})", source=src, cwd=d, writes=lib)
     data = lib.read_bytes()
-    with _lock:
-        _built[key] = data
+    if key is not None:
+        with _lock:
+            _built[key] = data
+            while len(_built) > MEMO_SIZE:
+                _built.popitem(last=False)
     if keep:
         build_dirs.keep(d)
         if verbose:
