@@ -165,6 +165,10 @@ from . import while_loops as _while_loops  # noqa: E402
 
 _while_loops.install()  # while True: without a break is refused at its line, as in TileLang (the kernel would hang)
 
+from . import macro_arguments as _macro_arguments  # noqa: E402
+
+_macro_arguments.install()  # a macro with statements right of a run-time and/or is refused (its statements ran always)
+
 from . import inferred_scalars as _inferred_scalars  # noqa: E402
 
 _inferred_scalars.install()  # s = 0; s += A[i] of a float A: refused at the store (it truncated s at each step)

@@ -32,7 +32,7 @@ from tvm.tirx.script.parser.entry import TIRMacro as _TIRMacro
 
 from ..ast_lock import AST_LOCK
 from .expression_depth import check_function_depth
-from .macro_arguments import assigned_names, bind_arguments
+from .macro_arguments import assigned_names, bind_arguments, check_statement_free
 from .source import ensure_source
 from .spans import spans_enabled, strip_spans
 
@@ -911,6 +911,7 @@ class _ValueMacro(_TIRMacro):
         parser.visit_Return = functools.partial(self._visit_nested_return, previous)
         try:
             with block_name_suffix_context(suffix):
+                check_statement_free(parser, self.func.__name__, self._first_statement_line(body), self._first_statement(body))
                 if self.hygienic:  # arguments bound as Python binds them (macro_arguments)
                     bind_arguments(parser, self.get_macro_def(), self._parameters, self._assigned)
                 # the first return reached ends the expansion: what follows it never runs, as in Python
@@ -953,6 +954,25 @@ class _ValueMacro(_TIRMacro):
                 continue
             parser.visit_body([stmt])
         return False, None
+
+    @staticmethod
+    def _first_statement(body: list) -> Any:
+        """The first statement of ``body`` that is not its top-level ``return`` or a docstring
+        (None: the macro is a single expression)."""
+        from tvm.script.parser.core import doc
+
+        for stmt in body:
+            if isinstance(stmt, doc.Return):
+                return None
+            if isinstance(stmt, doc.Expr) and isinstance(stmt.value, doc.Constant) and isinstance(stmt.value.value, str):
+                continue
+            return stmt
+        return None
+
+    def _first_statement_line(self, body: list) -> str:
+        stmt = self._first_statement(body)
+        line = stmt.lineno + self.source.start_line - 1 if stmt is not None else 0
+        return f"{self.source.source_name}:{line}"
 
     def _holds_nested_return(self, stmt: Any) -> bool:
         """Whether one of this macro's nested ``return`` statements lies within ``stmt``'s lines."""

@@ -106,3 +106,95 @@ def bind_arguments(parser: Any, node: Any, parameters: Iterable[str], assigned: 
             continue
         own = tirx_parser.bind_assign_value(parser, node, name, value)  # x = value: a local scalar
         table.add(name, own, allow_shadowing=True)
+
+
+# -- macros called where their statements cannot run as Python would run them ------------------
+
+_CONTEXTS = "_tilelang_expression_contexts"
+
+
+class expression_context:
+    """``with expression_context(parser, what, consequence):`` marks the evaluation of an
+    expression whose macro calls must not run statements: ``what`` names the place (``"the
+    condition of a while loop"``), ``consequence`` says what would go wrong."""
+
+    def __init__(self, parser: Any, what: str, consequence: str) -> None:
+        self.parser, self.entry = parser, (what, consequence)
+
+    def __enter__(self) -> None:
+        stack = getattr(self.parser, _CONTEXTS, None)
+        if stack is None:
+            stack = []
+            setattr(self.parser, _CONTEXTS, stack)
+        stack.append(self.entry)
+
+    def __exit__(self, *exc: Any) -> None:
+        getattr(self.parser, _CONTEXTS).pop()
+
+
+def check_statement_free(parser: Any, macro_name: str, where: str, statement: Any) -> None:
+    """Refuse a macro with statements (``statement``: its first, at ``where``) called in an
+    :class:`expression_context`. TVMScript emitted the statements where the expression was
+    evaluated: once before a ``while`` loop (its condition never changed: the kernel hung), and
+    unconditionally for a branch of ``x if c else y`` or an operand of ``and``/``or`` (an atomic
+    ran for every element). TileLang refuses such calls too."""
+    stack = getattr(parser, _CONTEXTS, None)
+    if not stack or statement is None:
+        return
+    from ..errors import KernelDefinitionError
+    from .tileops._common import location
+
+    what, consequence = stack[-1]
+    raise KernelDefinitionError(
+        f"{location()}: macro '{macro_name}' runs statements (its line {where}) and is called in {what}: {consequence}. "
+        f"Call it in a statement of its own and use the variable it is assigned to"
+    )
+
+
+#: ``(what, consequence)`` of the places :class:`expression_context` marks.
+WHILE_CONDITION = (
+    "the condition of a while loop",
+    "its statements would run once, before the loop, so the condition would never change and the kernel could "
+    "hang (Python calls it at each test); compute the condition before the loop and again at the end of the "
+    "loop's body (ok = m(...); while ok: ...; ok = m(...))",
+)
+CONDITIONAL_BRANCH = (
+    "a branch of 'x if c else y' whose condition is known only when the kernel runs",
+    "both branches are evaluated, so its statements would run whatever the condition (Python runs the branch "
+    "taken only); use an if statement",
+)
+BOOLEAN_OPERAND = (
+    "the right operand of 'and'/'or' after a value known only when the kernel runs",
+    "its statements would run even where the left operand decides (Python would not call it); use nested if "
+    "statements",
+)
+
+
+def _bool_operation(self: Any, node: Any) -> Any:
+    """TVMScript's evaluation of ``a and b`` / ``a or b`` (short-circuit on Python bools), with
+    the right operands of a run-time left operand in :data:`BOOLEAN_OPERAND`'s context."""
+    from tvm.script.parser.core import doc
+    from tvm.script.parser.core.evaluator import _eval_op
+
+    op = node.op
+    if not isinstance(op, (doc.And, doc.Or)):
+        raise TypeError(f"Unexpected operator: {op}")
+    value = self._eval_expr(self._visit(node.values[0]))
+    for rhs_node in node.values[1:]:
+        if isinstance(value, bool):
+            if (isinstance(op, doc.And) and not value) or (isinstance(op, doc.Or) and value):
+                return value
+            rhs = self._eval_expr(self._visit(rhs_node))
+        else:
+            with expression_context(self.parser, *BOOLEAN_OPERAND):
+                rhs = self._eval_expr(self._visit(rhs_node))
+        value = _eval_op(op, values=[value, rhs])
+    return value
+
+
+def install() -> None:
+    """Mark the right operands of ``and``/``or`` (idempotent; the ``while`` condition and the
+    branches of ``x if c else y`` are marked where they are evaluated)."""
+    from tvm.script.parser.core.evaluator import ExprEvaluator
+
+    ExprEvaluator._eval_bool_op = _bool_operation

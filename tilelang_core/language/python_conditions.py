@@ -132,8 +132,11 @@ def _if_expression(self: Any, node: Any) -> Any:
     test = bool(test) if is_python_condition(test) else _truth(test)
     if isinstance(test, bool):
         return self._eval_expr(self._visit(node.body if test else node.orelse))
-    body = self._eval_expr(self._visit(node.body))
-    orelse = self._eval_expr(self._visit(node.orelse))
+    from .macro_arguments import CONDITIONAL_BRANCH, expression_context
+
+    with expression_context(self.parser, *CONDITIONAL_BRANCH):  # both are evaluated: no macro statements there
+        body = self._eval_expr(self._visit(node.body))
+        orelse = self._eval_expr(self._visit(node.orelse))
     return _choose(test, body, orelse)
 
 

@@ -41,10 +41,12 @@ def _leaves(body: list, doc: Any) -> bool:
 def _visit_while(original: Any, self: Any, node: Any) -> Any:
     from tvm.script.parser.core import doc
 
+    from .macro_arguments import WHILE_CONDITION, expression_context
     from .python_loops import _refuse_else
 
     _refuse_else(self, node, "while")
-    value = self.eval_expr(node.test)
+    with expression_context(self, *WHILE_CONDITION):  # a macro with statements there ran them once, before the loop
+        value = self.eval_expr(node.test)
     if constant_truth(value) and not _leaves(node.body, doc):
         self.report_error(
             node.test,
