@@ -6,7 +6,11 @@ reports them as redefined. :func:`install` teaches TVMScript's ``tirx`` parser t
 ``t1, ..., tn = v1, ..., vn`` (same length; each target a name or a subscript, at least one of
 them a subscript or an existing name): each value is first bound to a fresh variable (evaluated
 once, in order), then each target is assigned from its variable as a single assignment would
-be. Other tuple assignments (new names, unpacking a call) keep TVMScript's own handling.
+be. So is ``a, b = pair(x)`` (a call or any value giving a tuple) when a target exists: TVMScript
+refused the existing names in the same block ("Variable a already defined in current scope") and
+made new ones local to an ``if`` or loop body, whose values were gone after it. The value is
+evaluated once and must be a tuple of as many items as targets (else Python's "cannot unpack").
+Other tuple assignments (all names new) keep TVMScript's own handling.
 """
 
 from __future__ import annotations
@@ -19,21 +23,39 @@ __all__ = ["install"]
 
 
 def _plain_pairs(self: Any, node: Any, doc: Any) -> Any:
-    """``(targets, values)`` when ``node`` is a tuple assignment this module handles, else None."""
+    """``(targets, values)`` when ``node`` is a tuple assignment this module handles, else None;
+    ``values`` is None when the right side is not a literal tuple (``a, b = pair(x)``)."""
     if len(node.targets) != 1:
         return None
     target, value = node.targets[0], node.value
-    if not (isinstance(target, (doc.Tuple, doc.List)) and isinstance(value, (doc.Tuple, doc.List))):
+    if not isinstance(target, (doc.Tuple, doc.List)):
         return None
-    targets, values = list(target.elts), list(value.elts)
-    if len(targets) != len(values) or len(targets) < 2:
-        return None
-    if not all(isinstance(t, (doc.Name, doc.Subscript)) for t in targets):
+    targets = list(target.elts)
+    if len(targets) < 2 or not all(isinstance(t, (doc.Name, doc.Subscript)) for t in targets):
         return None
     defined = self.var_table.get()
     if not any(isinstance(t, doc.Subscript) or t.id in defined for t in targets):
         return None
+    if not isinstance(value, (doc.Tuple, doc.List)):
+        return targets, None
+    values = list(value.elts)
+    if len(targets) != len(values):
+        return None
     return targets, values
+
+
+def _unpacked(self: Any, node: Any, count: int) -> list:
+    """The items of the value of ``node.value`` (evaluated once) for ``count`` targets, as Python
+    unpacks them: a tuple or list of that length, else the error Python gives."""
+    value = self.eval_expr(node.value)
+    if not isinstance(value, (tuple, list)):
+        kind = f"a {value.ty.dtype} expression" if hasattr(getattr(value, "ty", None), "dtype") else type(value).__name__
+        self.report_error(node.value, f"cannot unpack {kind} into {count} names: the right side must be a tuple "
+                                      f"of {count} values (a macro returning a tuple, or a, b = x, y)")
+    if len(value) != count:
+        self.report_error(node.value, f"cannot unpack {len(value)} values into {count} names "
+                                      f"({'too many' if len(value) > count else 'not enough'} values to unpack)")
+    return list(value)
 
 
 def _visit_assign(previous: Any, self: Any, node: Any) -> Any:
@@ -47,7 +69,14 @@ def _visit_assign(previous: Any, self: Any, node: Any) -> Any:
                  end_col_offset=node.end_col_offset)
     serial = getattr(self, "_tl_tuple_assigns", 0)  # per parse: the names stay deterministic
     self._tl_tuple_assigns = serial + 1
-    names = [f"_tl_tuple_value_{serial}_{k}" for k in range(len(values))]
+    names = [f"_tl_tuple_value_{serial}_{k}" for k in range(len(targets))]
+    if values is None:  # a, b = pair(x): the call once, its items through hidden names
+        items = _unpacked(self, node, len(targets))
+        values = []
+        for k, item in enumerate(items):
+            hidden = f"_tl_tuple_item_{serial}_{k}"
+            self.var_table.add(hidden, item, allow_shadowing=True)
+            values.append(doc.Name(id=hidden, ctx=doc.Load(), **where))
     for name, value in zip(names, values):
         previous(self, doc.Assign(targets=[doc.Name(id=name, ctx=doc.Store(), **where)], value=value, **where))
     for name, target in zip(names, targets):
