@@ -2,11 +2,13 @@
 
 The key covers the kernel's canonical TIR text, target and host target, backend name,
 version and a content hash of the backend plugin's installed files, the core's version and a
-content hash of its files, TVM's version, ``pass_configs``, ``compile_flags``, ``out_idx`` and the
-identity of the native compiler. It never depends on what else the process compiled: the TIR
-text is printed from the kernel as written (before the pipeline renames anything), and numeric
-suffixes that name generators add to variables (``i_1``, ``bx_17``) are renumbered by order of
-first appearance.
+content hash of its files, TVM's version, ``pass_configs``, ``compile_flags``, ``out_idx``, the
+identity of the native compiler, the CPU's instruction set for CPU targets (their code is built for
+the CPU that builds it), and the include/library search paths of the environment with the content
+of the header files the kernel's source includes (:mod:`tilelang_core.cache.includes`). It never
+depends on what else the process compiled: the TIR text is printed from the kernel as written
+(before the pipeline renames anything), and numeric suffixes that name generators add to
+variables (``i_1``, ``bx_17``) are renumbered by order of first appearance.
 """
 
 from __future__ import annotations
@@ -27,7 +29,11 @@ from ..compiler_process import probe_timeout_s, run_compiler
 from ..env_commands import command_from_env
 
 #: Bumped when what goes into a key, or how entries are laid out, changes.
-CACHE_KEY_VERSION = 4
+CACHE_KEY_VERSION = 5
+
+#: Target kinds whose code is built for the CPU that builds it (``-march=native``, the host CPU for
+#: LLVM): their key holds :func:`tilelang_core.devices.instruction_set_id`.
+CPU_TARGET_KINDS = ("c", "llvm")
 
 #: Source locations the language records for error messages ("tl.source_location", "tl.kernel_loc"):
 #: moving a kernel to another line or file must not make it a different kernel.
@@ -216,6 +222,19 @@ def _jsonable(value: Any) -> Any:
     return f"{type(value).__name__}:{value}"
 
 
+def target_kind(target: str) -> str:
+    """The kind of a target as ``str(tvm.target.Target)`` writes it: a JSON object's ``kind``
+    (``{"kind":"llvm",...}``) or the first word (``llvm -mcpu=...``)."""
+    text = (target or "").strip()
+    if text.startswith("{"):
+        try:
+            kind = json.loads(text).get("kind")
+        except (ValueError, AttributeError):
+            kind = None
+        return kind if isinstance(kind, str) else ""
+    return text.split(None, 1)[0] if text else ""
+
+
 def compute_key(
     prim_func: Any,
     *,
@@ -233,26 +252,37 @@ def compute_key(
 
     ``backend_files`` is :func:`tilelang_core.backends.files.plugin_files_hash` of the backend's
     distribution, so that a plugin reinstalled with other code under the same version never gets
-    kernels its old code built.
+    kernels its old code built. For a CPU target (:data:`CPU_TARGET_KINDS`) the key holds this CPU's
+    instruction set, so machines with other CPUs sharing one cache directory each keep their own
+    entry (instead of each refusing, removing and rebuilding the other's). The values of the
+    compilers' include/library path variables and the SHA-256 of each header the kernel's source
+    includes (:func:`~tilelang_core.cache.includes.included_files`) are in the key too.
     """
     import tvm
 
-    from .. import __version__
+    from .. import __version__, devices
     from ..artifact import ARTIFACT_FORMAT_VERSION
+    from .includes import include_environment, included_files
 
+    tir = canonical_tir(prim_func)
+    flags = list(compile_flags)
+    kind = target_kind(target)
     doc = {
         "key_version": CACHE_KEY_VERSION,
         "core": [__version__, core_files_hash()],
         "tvm": getattr(tvm, "__version__", "?"),
         "artifact_format": ARTIFACT_FORMAT_VERSION,
-        "tir": canonical_tir(prim_func),
+        "tir": tir,
         "target": target,
         "target_host": target_host,
         "backend": [backend_name, backend_version, backend_files],
         "native_compiler": native_compiler,
         "pass_configs": _jsonable(dict(pass_configs or {})),
-        "compile_flags": list(compile_flags),
+        "compile_flags": flags,
         "out_idx": canonical_out_idx(out_idx, len(prim_func.params)),
+        "cpu": devices.instruction_set_id() if kind in CPU_TARGET_KINDS else None,
+        "include_env": include_environment(),
+        "included_files": included_files(prim_func, tir, flags),
     }
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -65,9 +65,10 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
     if verbose is None:
         verbose = default_verbose()
     cache = active_cache()
-    fast = None
+    fast = subject = None
     if cache is not None:
-        fast = _fast_key(func, out_idx, backend_name, target, target_host, pass_configs, compile_flags)
+        subject = _fast_subject(func)
+        fast = _fast_key(subject, out_idx, backend_name, target, target_host, pass_configs, compile_flags)
         if fast is not None:
             hit = _fast_lookup(fast)
             if hit is not None:
@@ -105,7 +106,7 @@ def compile(  # noqa: A001 - the public name is tilelang.compile
         if auto:
             warn_if_deprecated(record)
         if fast is not None:
-            _fast_store(fast, func, record, kernel)
+            _fast_store(fast, subject, record, kernel)
         warn_unwritten_outputs(kernel.artifact, kernel.options.out_idx)  # built now or loaded from the disk cache
         return kernel
     raise _first_failure(failures)  # outside the handler: each error keeps its own cause and context
@@ -272,7 +273,9 @@ def _cannot_run_here(record: Any, kind: str) -> Optional[str]:
 # arguments (and the enclosing ``with Target`` scope and the environment variables a compile reads,
 # which "auto" and the native compilers depend on: :func:`_environment_key`). The entry keeps the
 # prim_func alive, so its id cannot be reused, and remembers the backend record it was built with:
-# after the registry is refreshed (plugins installed or removed) the entry is ignored.
+# after the registry is refreshed (plugins installed or removed) the entry is ignored. A
+# ``tvm.IRModule`` is keyed by the prim_func it holds, not by itself: a module can be changed in
+# place (``mod["main"] = other``), a prim_func cannot (:func:`_fast_subject`).
 
 _FAST_CAPACITY = 4096
 _fast: "OrderedDict[tuple, tuple[Any, Any, JITKernel]]" = OrderedDict()
@@ -293,7 +296,7 @@ def _freeze(value: Any) -> Any:
 #: Environment variables besides ``TILELANG_*`` that a compile may read: the native compilers,
 #: toolkits and search paths (``target="auto"``, ``TILELANG_CUDA_ARCH``, ``CC``, ... change the kernel).
 _COMPILE_ENVIRONMENT = frozenset({"CC", "CXX", "NVCC", "CUDA_HOME", "CUDA_PATH", "CFLAGS", "CXXFLAGS", "LDFLAGS",
-                                  "CPATH", "LIBRARY_PATH", "PATH"})
+                                  "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "PATH"})
 _COMPILE_ENVIRONMENT_BYTES = frozenset(name.encode() for name in _COMPILE_ENVIRONMENT)
 
 
@@ -306,10 +309,27 @@ def _environment_key() -> tuple:
     return tuple(sorted(item for item in os.environ.items() if item[0].startswith("TILELANG_") or item[0] in _COMPILE_ENVIRONMENT))
 
 
+def _fast_subject(func: Any) -> Any:
+    """The object whose identity keys the fast path for ``func``: a prim_func itself (immutable), the
+    one prim_func of a ``tvm.IRModule`` (the module is mutable: ``mod["main"] = other`` must not find
+    the kernel of the function it held before; None when it holds not exactly one), else ``func``
+    (``_check_prim_func`` rejects what is not a kernel)."""
+    try:
+        import tvm
+    except ImportError:
+        return func
+    if isinstance(func, tvm.IRModule):
+        funcs = [f for f in func.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
+        return funcs[0] if len(funcs) == 1 else None
+    return func
+
+
 def _fast_key(func, out_idx, execution_backend, target, target_host, pass_configs, compile_flags) -> Optional[tuple]:
     try:
         import tvm
 
+        if func is None:  # an IRModule without exactly one prim_func: compile raises the error
+            return None
         current = tvm.target.Target.current(allow_none=True)
         target_key = _freeze(target) if not hasattr(target, "kind") else ("T", str(target))
         host_key = _freeze(target_host) if not hasattr(target_host, "kind") else ("T", str(target_host))
