@@ -144,3 +144,73 @@ def test_a_macro_local_named_like_a_module_global():
     z = torch.zeros(4)
     kernel(a, z)
     torch.testing.assert_close(z, 2 * a + 1)
+
+
+@T.macro
+def _recurse(B, depth):
+    if depth > 0:
+        B[0] = B[0] + 1.0
+        _recurse(B, depth - 1)
+
+
+def test_a_macro_recursing_past_pythons_limit_says_how_to_go_deeper():
+    """It stopped with the parser's bare "maximum recursion depth exceeded" some 24 levels deep."""
+    import sys
+
+    from tilelang_core.errors import KernelDefinitionError
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(600)
+    try:
+        with pytest.raises(KernelDefinitionError, match=r"macro '_recurse' .* reached Python's recursion limit \(600\) "
+                                                        r"\d+ levels deep: .*sys.setrecursionlimit\(4000\)"):
+
+            @T.prim_func
+            def deep(B: T.Tensor((1,), "float32")):
+                with T.Kernel(1, threads=1) as _:
+                    _recurse(B, 40)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+_script_tensor = torch.zeros(4)  # a script's tensor a macro forgot to take as a parameter
+
+
+@T.macro
+def _stores_into_script_tensor(i, v):
+    _script_tensor[i] = v
+
+
+@T.macro
+def _loads_script_tensor(i):
+    return _script_tensor[i]
+
+
+def test_a_script_tensor_indexed_in_kernel_code_says_to_pass_it():
+    """TVM said "Expected `ir.Var` but got `ffi.Tensor`" (a store), torch "object of type 'Var'
+    has no len()" (a load)."""
+    from tvm.error import DiagnosticError
+
+    message = r"_script_tensor is a torch.Tensor of the Python program \(shape \(4,\), torch.float32\), not a buffer"
+    with pytest.raises(DiagnosticError, match=message):
+
+        @T.prim_func
+        def stores(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                for i in T.serial(4):
+                    _stores_into_script_tensor(i, A[i])
+
+    with pytest.raises(DiagnosticError, match=message):
+
+        @T.prim_func
+        def loads(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                for i in T.serial(4):
+                    A[i] = _loads_script_tensor(i)
+
+
+def test_a_macro_called_outside_kernel_code_says_where_to_call_it():
+    from tilelang_core.errors import KernelDefinitionError
+
+    with pytest.raises(KernelDefinitionError, match=r"macro '_bump' was called outside kernel code"):
+        _bump(1.0)

@@ -897,7 +897,13 @@ class _ValueMacro(_TIRMacro):
                 frame = frame.f_back
         finally:
             del frame
-        raise RuntimeError(f"{name} not available")
+        from ..errors import KernelDefinitionError
+
+        raise KernelDefinitionError(
+            f"macro '{self.func.__name__}' was called outside kernel code: a @T.macro is expanded into the kernel "
+            "that calls it, so call it in the body of a T.prim_func (or of an eager @tilelang.jit function); "
+            "for a value computed in Python, write a plain def"
+        )
 
     def parse_macro(self, parser: Any) -> Any:
         """Expand the body into ``parser``; the value of its top-level ``return``, else None."""
@@ -909,6 +915,7 @@ class _ValueMacro(_TIRMacro):
         hooked = "visit_Return" in vars(parser)
         previous = parser.visit_Return
         parser.visit_Return = functools.partial(self._visit_nested_return, previous)
+        self._depth = getattr(self, "_depth", 0) + 1
         try:
             with block_name_suffix_context(suffix):
                 check_statement_free(parser, self.func.__name__, self._first_statement_line(body), self._first_statement(body))
@@ -916,7 +923,12 @@ class _ValueMacro(_TIRMacro):
                     bind_arguments(parser, self.get_macro_def(), self._parameters, self._assigned)
                 # the first return reached ends the expansion: what follows it never runs, as in Python
                 return self._expand(parser, body)[1]
+        except Exception as exc:  # noqa: BLE001 - only the recursion limit is translated
+            if _past_recursion_limit(exc):
+                raise self._too_deep() from None
+            raise
         finally:
+            self._depth -= 1
             if hooked:
                 parser.visit_Return = previous
             else:
@@ -955,6 +967,19 @@ class _ValueMacro(_TIRMacro):
             parser.visit_body([stmt])
         return False, None
 
+    def _too_deep(self) -> Exception:
+        """The error of a recursion past Python's limit (each macro level costs some 40 Python
+        frames of the parser: ``sys.getrecursionlimit()`` 1000 allows about 24 levels)."""
+        from ..errors import KernelDefinitionError
+
+        limit = sys.getrecursionlimit()
+        return KernelDefinitionError(
+            f"macro '{self.func.__name__}' ({self.source.source_name}) reached Python's recursion limit ({limit}) "
+            f"{self._depth} levels deep: expanding one macro level takes about 40 Python frames of the "
+            f"parser. Raise the limit before the kernel is defined (sys.setrecursionlimit({max(limit * 4, 4000)})), or "
+            "write the recursion as a loop (a Python for loop over the levels unrolls as well)"
+        )
+
     @staticmethod
     def _first_statement(body: list) -> Any:
         """The first statement of ``body`` that is not its top-level ``return`` or a docstring
@@ -992,6 +1017,20 @@ class _ValueMacro(_TIRMacro):
             f"'{self.func.__name__}' is not supported (one inside an if on a Python value is): "
             "assign to a T.alloc_var and return it after the branch"
         )
+
+
+def _past_recursion_limit(exc: BaseException) -> bool:
+    """Whether ``exc`` is Python's recursion limit, as itself or as the parser's report of it."""
+    from ..errors import KernelDefinitionError
+
+    if isinstance(exc, KernelDefinitionError):
+        return False
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, RecursionError) or "maximum recursion depth exceeded" in str(exc):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def _macro_body_names(source: Any, fn: Any) -> tuple:

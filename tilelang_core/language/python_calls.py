@@ -107,8 +107,31 @@ def _power_message(written: str) -> str:
             f"(floats; for a small integer power, multiply: x * x)")
 
 
+def _python_array_message(parser: Any, node: Any, doc: Any) -> Optional[str]:
+    """The message for indexing, in a kernel, a torch tensor or numpy array of the Python program
+    (a parameter forgotten in a macro's list, ``Out[i] = v`` with a script's ``Out``); None for
+    any other error. TVM said "Expected `ir.Var` but got `ffi.Tensor`" (a store) or torch
+    "object of type 'Var' has no len()" (a load)."""
+    target = node
+    if isinstance(node, (doc.Assign, doc.AugAssign)):
+        targets = node.targets if isinstance(node, doc.Assign) else [node.target]
+        target = next((t for t in targets if isinstance(t, doc.Subscript)), None)
+    if not isinstance(target, doc.Subscript) or not isinstance(target.value, doc.Name):
+        return None
+    name = target.value.id
+    value = parser.var_table.get().get(name)
+    kind = type(value).__module__.split(".")[0] + "." + type(value).__name__
+    if kind not in ("torch.Tensor", "torch.nn.Parameter", "numpy.ndarray"):
+        return None
+    shape = tuple(getattr(value, "shape", ()))
+    return (f"{name} is a {kind} of the Python program (shape {shape}, {getattr(value, 'dtype', '?')}), not a buffer of "
+            f"the kernel: a kernel reads and writes the tensors it takes as parameters. Add a parameter for it "
+            f"({name}: T.Tensor(...)) and pass {name} when calling the kernel (in a macro: take it as an argument)")
+
+
 def install() -> None:
-    """Give such errors of a call, and of ``x ** y``, their message (idempotent)."""
+    """Give such errors of a call, of ``x ** y``, and of indexing a torch tensor of the Python
+    program in a kernel, their message (idempotent)."""
     from tvm.error import DiagnosticError
     from tvm.script.parser._core import doc
     from tvm.script.parser.core.parser import Parser
@@ -127,6 +150,10 @@ def install() -> None:
                 err = type(err)(text) if isinstance(err, (TypeError, ValueError)) else ValueError(text)
         elif isinstance(node, doc.BinOp) and isinstance(err, TypeError) and _POWER in str(err):
             err = TypeError(_power_message("x ** y"))
+        elif isinstance(err, Exception) and not isinstance(err, DiagnosticError):
+            text = _python_array_message(self, node, doc)
+            if text is not None:
+                err = TypeError(text)
         return original(self, node, err)
 
     report_error.__doc__ = original.__doc__
