@@ -159,6 +159,39 @@ def test_cuda_runtime_module_uses_nvcc_without_nvrtc_bindings(monkeypatch):
     assert codegen.CUDA_COMPILE_MODE_ENV not in os.environ
 
 
+def test_stand_in_cuda_build_gets_nvcc_without_touching_the_environment(monkeypatch):
+    """Without the nvrtc bindings, the build runs with TVM's compile callback replaced by nvcc's,
+    and os.environ is never changed: the environment variable that was set around the build was
+    inherited by compilers other threads started, and a thread deciding its own build then took it
+    for the user's choice. TVM's build is a stand-in here (no CUDA runtime to compile with)."""
+    import importlib.util
+
+    import sys
+
+    import tvm_ffi
+
+    from tilelang_core.lowering import codegen
+
+    monkeypatch.delenv(codegen.CUDA_COMPILE_MODE_ENV, raising=False)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.startswith("cuda") else real_find_spec(name, *a))
+    seen = {}
+
+    def stand_in_build(host_mod, device_mods, host):
+        seen["environment"] = os.environ.get(codegen.CUDA_COMPILE_MODE_ENV)
+        seen["callback"] = tvm_ffi.get_global_func("tvm_callback_cuda_compile", allow_missing=True)
+        return "module"
+
+    monkeypatch.setattr(sys.modules["tvm.tirx.build"], "tir_to_runtime", stand_in_build)
+    before = tvm_ffi.get_global_func("tvm_callback_cuda_compile", allow_missing=True)
+    lower(scale_shift(100), target="cuda", consumes=["runtime_module"])
+    assert seen["environment"] is None
+    assert seen["callback"] is not None and not seen["callback"].same_as(before)
+    after = tvm_ffi.get_global_func("tvm_callback_cuda_compile", allow_missing=True)
+    assert (after is None and before is None) or after.same_as(before)  # TVM's callback is back
+
+
 @pytest.mark.gpu
 def test_cuda_runtime_module_runs_on_device():
     if not torch.cuda.is_available():

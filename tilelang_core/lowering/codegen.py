@@ -812,14 +812,27 @@ def cuda_compile_mode_override() -> Optional[str]:
     return None if found else "nvcc"
 
 
+#: TVM's global function that compiles a CUDA device module's source (tvm.support.nvcc).
+_CUDA_COMPILE = "tvm_callback_cuda_compile"
+
+
+def _nvcc_compile(code: str) -> bytes:
+    """TVM's CUDA compile callback in its nvcc mode (a fatbin for the current target's architecture)."""
+    from tvm.support.nvcc import compile_cuda
+
+    return compile_cuda(code, target_format="fatbin", compiler="nvcc")
+
+
 def gpu_runtime_module(host_mod: tvm.IRModule, device_mods: dict, target: Any, configs: Mapping[str, Any]):
     """The TVM runtime module (packed host + compiled device modules).
 
     CUDA: without the nvrtc bindings (``cuda-python``) the device code is compiled with nvcc
-    (see :func:`cuda_compile_mode_override`), the environment being restored afterwards.
+    (see :func:`cuda_compile_mode_override`): TVM's compile callback is replaced for the build by
+    one that calls nvcc, under the code generation lock. (The environment variable TVM reads was
+    set and removed around the build: other threads starting compilers inherited it, and one
+    deciding its own build at that moment saw the variable, took it for the user's choice and
+    then built with nvrtc.)
     """
-    import os
-
     from tvm.tirx.build import tir_to_runtime
 
     host_mod = P.host_packed_passes(configs)(host_mod)
@@ -830,19 +843,22 @@ def gpu_runtime_module(host_mod: tvm.IRModule, device_mods: dict, target: Any, c
         # registers tvm_callback_cuda_compile: without it TVM keeps the CUDA *source* in the
         # module, which then compiles when loaded, and only where TVM itself is installed
         import tvm.support.nvcc  # noqa: F401
-    override = cuda_compile_mode_override() if cuda else None
     with _CODEGEN_LOCK, target:  # never while another thread has the compile callbacks replaced;
         # the target scope gives the callback the architecture asked for (not the local device's)
+        override = cuda_compile_mode_override() if cuda else None
         saved = tvm_ffi.get_global_func(_CUDA_POSTPROC, allow_missing=True) if cuda else None
         if cuda:  # the source TVM compiles: cuda_fp8.h on every architecture (float8_cuda.py)
             tvm_ffi.register_global_func(_CUDA_POSTPROC, _cuda_postproc(saved), override=True)
+        saved_compile = tvm_ffi.get_global_func(_CUDA_COMPILE, allow_missing=True) if override else None
         if override is not None:
-            os.environ[CUDA_COMPILE_MODE_ENV] = override
+            tvm_ffi.register_global_func(_CUDA_COMPILE, _nvcc_compile, override=True)
         try:
             return tir_to_runtime(host_mod, finalized, target.host)
         finally:
-            if override is not None:
-                os.environ.pop(CUDA_COMPILE_MODE_ENV, None)
+            if saved_compile is not None:
+                tvm_ffi.register_global_func(_CUDA_COMPILE, saved_compile, override=True)
+            elif override is not None:
+                tvm_ffi.remove_global_func(_CUDA_COMPILE)
             if saved is not None:
                 tvm_ffi.register_global_func(_CUDA_POSTPROC, saved, override=True)
             elif cuda:
