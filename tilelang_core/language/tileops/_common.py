@@ -233,11 +233,30 @@ class Tile:
             if s is not None and e is not None and d is not None and s + e > d and s >= d:
                 conds.append(tirx.IntImm("bool", 0))
                 continue
+            index = index_in_dim_width(index, dim)
             if not provably_nonnegative(start):
-                conds.append(_expr(index) >= tirx.const(0, _expr(index).ty.dtype))
+                conds.append(index >= tirx.const(0, index.ty.dtype))
             if not provably_ends_inside(start, extent, dim):
-                conds.append(_expr(index) < _expr(dim))
+                conds.append(index < _expr(dim))
         return all_of(conds)
+
+
+def index_in_dim_width(index: Any, dim: Any) -> Any:
+    """``index`` as an expression computed in the width of the dimension ``dim`` it indexes.
+
+    A guard ``0 <= bx * 256 + v < 2**31 + 64`` built from an int32 index was computed in int32
+    (TVM casts only the finished sum to compare it with the int64 extent): the sum wrapped past
+    2**31 - 1 (undefined behaviour on c), and on llvm TVM's passes stopped with "Literal value
+    2147483904 exceeds range of int32" while bounding it. Where the extent is int64, the index is
+    computed in int64 from its leaves; elsewhere it stays as it is.
+    """
+    index = _expr(index)
+    dim_dtype = str(_expr(dim).ty.dtype)
+    if dim_dtype == "int64" and str(index.ty.dtype) in ("int8", "int16", "int32", "uint8", "uint16", "uint32"):
+        from ...lowering.signature import to_int64
+
+        return to_int64(index)
+    return index
 
 
 #: Frames of control flow: a block barrier inside one may not be reached by every thread.

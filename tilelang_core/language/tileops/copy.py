@@ -19,6 +19,7 @@ from ._common import (
     number_constant,
     fail,
     guarded,
+    index_in_dim_width,
     is_buffer,
     is_float,
     is_unit,
@@ -38,7 +39,8 @@ def _element_inside(buffer: Any, indices: Any) -> Any:
         i, d = static_int(index), static_int(dim)
         if i is not None and d is not None and 0 <= i < d:
             continue
-        conds.append(tirx.And(index >= 0, index < dim))
+        index = index_in_dim_width(index, dim)  # int64 where the extent is: no int32 wrap
+        conds.append(tirx.And(index >= tirx.const(0, index.ty.dtype), index < dim))
     return all_of(conds)
 
 

@@ -1,0 +1,69 @@
+"""Sizes and indices past the 32-bit (and 64-bit) range: what a kernel over a tensor of more than
+2**31 elements, a stride past 2**31, a grid of more blocks than an int64 counts or a dimension past
+int64 builds into, checked on the lowering (no test here allocates a large tensor) and, where a
+kernel takes run-time values, by running it with small tensors on every CPU path.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import sys
+
+import pytest
+import torch
+
+import tilelang_core.language as T
+from tilelang_core.lowering import lower
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from backend_pairs import PATHS, compile_on, path_id  # noqa: E402
+
+BIG = 2**31 + 64  # elements of a tensor that int32 cannot index
+
+
+def _copy_tiles(n, blk=256):
+    @T.prim_func
+    def copy_tiles(A: T.Tensor((n,), "int8"), B: T.Tensor((n,), "int8")):
+        with T.Kernel(T.ceildiv(n, blk), threads=128) as bx:
+            S = T.alloc_shared((blk,), "int8")
+            T.copy(A[bx * blk], S)
+            T.copy(S, B[bx * blk])
+
+    return copy_tiles
+
+
+def test_copy_guards_of_a_tensor_past_int32_elements_are_computed_in_int64():
+    """The guard ``0 <= bx * 256 + v < 2**31 + 64`` of a tile copy was computed in int32: llvm
+    stopped with "Literal value 2147483904 exceeds range of int32", and the c code wrapped
+    (undefined behaviour) for the last blocks."""
+    func = _copy_tiles(BIG)
+    lower(func, target="llvm", consumes=["runtime_module"])
+    source = lower(func, target="c").device_source
+    body = source[source.index("copy_tiles_kernel_blocks0(int8_t* A_ptr, int8_t* B_ptr, int32_t"):]
+    assert not re.search(r"int32_t \w+ = \(bx \* 256\)", body), body
+    assert "(int64_t)0 <= " in body, body
+
+
+def test_element_copy_guard_with_a_safe_value_past_int32_elements_is_computed_in_int64():
+    """``T.copy(A[i], B[j])`` of one element with ``T.annotate_safe_value``: the read's guard, as above."""
+
+    @T.prim_func
+    def one_element(A: T.Tensor((BIG,), "int8"), B: T.Tensor((BIG,), "int8")):
+        with T.Kernel(T.ceildiv(BIG, 256), threads=1) as bx:
+            T.annotate_safe_value({A: 3})
+            T.copy(A[bx * 256 + 255], B[bx * 256])
+
+    lower(one_element, target="llvm", consumes=["runtime_module"])
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_copy_tiles_of_an_int64_run_time_size_still_guard_the_tail(path):
+    """With an int64 dynamic size the guards are int64 too; a partial last tile is still cut."""
+    n = T.dynamic("n", "int64")
+    kernel = compile_on(_copy_tiles(n, blk=16), path)
+    a = torch.arange(40, dtype=torch.int8)
+    b = torch.full((40,), -1, dtype=torch.int8)
+    kernel(a, b)
+    assert torch.equal(a, b)
+
