@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import tilelang_core.language as T
+from tilelang_core.errors import LoweringError
 from tilelang_core.lowering import lower
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -67,3 +68,27 @@ def test_copy_tiles_of_an_int64_run_time_size_still_guard_the_tail(path):
     kernel(a, b)
     assert torch.equal(a, b)
 
+
+def _rows(rows, stride):
+    @T.prim_func
+    def rows_of_a_big_tensor(X: T.StridedTensor((rows, 64), (stride, 1), "int8"), Y: T.Tensor((rows, 64), "int8")):
+        with T.Kernel(rows, threads=64) as bx:
+            for j in T.Parallel(64):
+                Y[bx, j] = X[bx, j] * T.int8(2)
+
+    return rows_of_a_big_tensor
+
+
+def test_a_static_stride_past_int32_builds_the_runtime_module():
+    """``T.StridedTensor((2, 64), (2**31 + 100, 1))``: the stride was rebuilt in the int32 of the size
+    2 for TVM's packed host code, a raw "Literal value 2147483748 exceeds range of int32"."""
+    module = lower(_rows(2, 2**31 + 100), target="llvm", consumes=["runtime_module"]).tvm_modules
+    assert module is not None
+
+
+def test_a_static_stride_past_an_int32_size_symbol_names_the_symbol_to_widen():
+    with pytest.raises(LoweringError) as info:
+        lower(_rows(T.dynamic("m"), 2**31 + 100), target="llvm", consumes=["runtime_module"])
+    text = str(info.value)
+    assert "parameter 'X' has stride[0]" in text and "the constant 2147483748 does not fit int32" in text
+    assert "T.dynamic('m', 'int64')" in text and "Literal value" not in text

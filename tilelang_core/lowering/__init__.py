@@ -132,6 +132,8 @@ def _check_runtime_module_strides(func: Any, location: str, name: str) -> None:
     """TVM 0.27's packed host code reads each declared stride in the dtype of its dimension's size
     and stops with ``Check failed: (arg.ty() == value.ty())`` when the stride is of another dtype
     (an int64 stride symbol of an int32 dimension): say so, and what to do, before it is asked."""
+    from tvm import tirx
+
     from .signature import is_tensor_param
 
     for var in func.params:
@@ -139,12 +141,18 @@ def _check_runtime_module_strides(func: Any, location: str, name: str) -> None:
             continue
         for d, (size, stride) in enumerate(zip(var.ty.shape, var.ty.strides)):
             if str(size.dtype) != str(stride.dtype):
+                symbol = size if isinstance(stride, tirx.IntImm) else stride if isinstance(size, tirx.IntImm) else None
+                if symbol is not None:  # a constant that does not fit the symbol's dtype (2**31 + 100 beside an int32 m)
+                    shown = stride.value if symbol is size else size.value
+                    advice = (f"the constant {shown} does not fit {symbol.dtype}: declare '{symbol}' "
+                              f"T.dynamic('{symbol}', 'int64')")
+                else:
+                    advice = "declare both symbols with one dtype (e.g. both T.dynamic(name, 'int64'))"
                 raise LoweringError(
                     f"{location}: kernel '{name}': parameter '{var.name}' has stride[{d}] = {stride} of dtype "
                     f"{stride.dtype}, but its shape[{d}] = {size} is {size.dtype}; a runtime module (TVM's packed "
                     "host code, for backends that consume 'runtime_module') reads a stride in its dimension's "
-                    "dtype: declare both symbols with one dtype (e.g. both T.dynamic(name, 'int64')), or use a "
-                    "backend that consumes 'device_source'"
+                    f"dtype: {advice}, or use a backend that consumes 'device_source'"
                 )
 
 

@@ -70,7 +70,20 @@ def constant_strides_in_size_dtype(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """``func`` with each constant stride (or size) of a tensor parameter in the dtype of its
     dimension's symbolic size (or stride): ``T.StridedTensor((m, k), (s, 1))`` with int64
     symbols has an int32 literal ``1`` beside the int64 ``k``, which TVM's packed host code
-    cannot compare (``_check_runtime_module_strides``); the value is the same in either dtype."""
+    cannot compare (``_check_runtime_module_strides``); the value is the same in either dtype.
+
+    Where both are constants, the narrower one takes the wider dtype: the stride ``2**31 + 100``
+    of ``T.StridedTensor((2, 64), (2**31 + 100, 1))`` is an int64 beside the int32 ``2``, and
+    rebuilding it as an int32 stopped with TVM's "Literal value 2147483748 exceeds range of
+    int32". A constant that does not fit a symbol's dtype is left as it is (the check then
+    names the parameter)."""
+
+    def fits(value: int, dtype: str) -> bool:
+        info = tvm.runtime.DataType(dtype)
+        bits = int(info.bits)
+        if dtype.startswith("uint"):
+            return 0 <= value < 2**bits
+        return -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
 
     def retype(ty: Any) -> Optional[dict]:
         if not len(ty.strides):
@@ -79,9 +92,12 @@ def constant_strides_in_size_dtype(func: tirx.PrimFunc) -> tirx.PrimFunc:
         for d, (size, stride) in enumerate(zip(shape, strides)):
             if str(size.dtype) == str(stride.dtype):
                 continue
-            if isinstance(stride, tirx.IntImm):
+            both = isinstance(stride, tirx.IntImm) and isinstance(size, tirx.IntImm)
+            if both and int(tvm.runtime.DataType(str(stride.dtype)).bits) > int(tvm.runtime.DataType(str(size.dtype)).bits):
+                shape[d] = tirx.IntImm(str(stride.dtype), int(size.value))
+            elif isinstance(stride, tirx.IntImm) and fits(int(stride.value), str(size.dtype)):
                 strides[d] = tirx.IntImm(str(size.dtype), int(stride.value))
-            elif isinstance(size, tirx.IntImm):
+            elif isinstance(size, tirx.IntImm) and fits(int(size.value), str(stride.dtype)):
                 shape[d] = tirx.IntImm(str(stride.dtype), int(size.value))
         if all(a.same_as(b) for a, b in zip(strides, ty.strides)) and all(a.same_as(b) for a, b in zip(shape, ty.shape)):
             return None
