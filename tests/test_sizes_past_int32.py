@@ -92,3 +92,38 @@ def test_a_static_stride_past_an_int32_size_symbol_names_the_symbol_to_widen():
     text = str(info.value)
     assert "parameter 'X' has stride[0]" in text and "the constant 2147483748 does not fit int32" in text
     assert "T.dynamic('m', 'int64')" in text and "Literal value" not in text
+
+
+def test_parallel_over_a_static_extent_past_int32_has_an_int64_loop_variable():
+    """``T.Parallel(2**31 + 64)`` stopped while parsing ("Literal value 2147483712 exceeds range of
+    int32": TVM's grid makes int extents int32); ``T.serial`` and ``range`` of it worked."""
+
+    @T.prim_func
+    def add_one(A: T.Tensor((BIG,), "int8"), B: T.Tensor((BIG,), "int8")):
+        with T.Kernel(1, threads=1) as bx:
+            for i, j in T.Parallel(BIG, 4):
+                if j == 0:
+                    B[i] = A[i] + T.int8(1)
+
+    source = lower(add_one, target="c").device_source
+    assert "for (int64_t i = (int64_t)0; i < (int64_t)2147483712; ++i)" in source, source
+    assert "for (int32_t j = 0; j < 4; ++j)" in source, source
+    lower(add_one, target="llvm", consumes=["runtime_module"])
+
+
+@pytest.mark.parametrize("loop", ["parallel", "serial"])
+def test_a_loop_extent_past_int64_is_refused_naming_the_loop(loop):
+    with pytest.raises(LoweringError, match=r"T\.(Parallel|serial): extent.* is 9223372036854775808, which no loop "
+                                            r"variable holds: a loop bound must lie in int64") as info:
+
+        @T.prim_func
+        def too_long(A: T.Tensor((4,), "int8")):
+            with T.Kernel(1, threads=1) as bx:
+                if loop == "parallel":
+                    for i in T.Parallel(2**63):
+                        A[0] = T.int8(1)
+                else:
+                    for i in T.serial(2**63):
+                        A[0] = T.int8(1)
+
+    assert "Literal value" not in str(info.value)

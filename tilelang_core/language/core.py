@@ -558,12 +558,31 @@ def Parallel(*extents: Any, coalesced_width: Any = None, loop_layout: Any = None
                 "one extent per loop variable (an int or an integer expression): to start at s, write "
                 "T.Parallel(count) and index with i + s")
         check_loop_bounds("T.Parallel", **{f"extent {i + 1}": extent})
+    extents = wide_enough_extents(extents)
     if any(_runs_no_iteration(extent) for extent in extents):
         # as range(0): no iteration. TVM drops such a loop before lowering, which left the marker
         # without its loop nest ("T.Parallel must be used as the iterator ..." at the kernel line)
         return _B.grid(*extents)
     _B.evaluate(tirx.call_extern("int32", PARALLEL_MARKER, len(extents)))
     return _B.grid(*extents)
+
+
+def wide_enough_extents(extents: Sequence[Any]) -> list:
+    """Loop extents for TVM's ``T.grid`` with each Python int made an int32 constant where it fits,
+    else an int64 one, so its loop variable is as wide as ``T.serial``'s or ``range``'s.
+
+    ``T.grid`` makes every int extent an int32 constant: ``T.Parallel(2**31 + 64)`` stopped while
+    parsing with "Literal value 2147483712 exceeds range of int32" (and a hint about a literal
+    beside an int32 value the kernel does not have), where ``T.serial(2**31 + 64)`` worked.
+    Expressions are kept as they are (their dtype already gives the loop variable's).
+    """
+    out = []
+    for extent in extents:
+        if isinstance(extent, Integral) and not isinstance(extent, bool):
+            value = int(extent)
+            extent = tirx.IntImm("int32" if -(2**31) <= value < 2**31 else "int64", value)
+        out.append(extent)
+    return out
 
 
 def _runs_no_iteration(extent: Any) -> bool:
@@ -611,7 +630,7 @@ def Persistent(domain: Sequence[Any], wave_size: Any, index: Any, group_size: An
         assert_stride("T.Persistent", "wave_size", wave_size,
                       "pass the number of workers (the blocks of the T.Kernel that share the domain)")
     _B.evaluate(tirx.call_extern("int32", PERSISTENT_MARKER, len(domain), wave_size, index, group_size))
-    return _B.grid(*domain)
+    return _B.grid(*wide_enough_extents(domain))
 
 
 def alloc_fragment(shape: Union[Sequence[Any], Any], dtype: Any = "float32", scope: str = FRAGMENT_SCOPE):

@@ -149,6 +149,9 @@ def check_loop_bounds(op: str, **bounds: Any) -> None:
         if value is None and name in ("stop", "step"):
             continue
         if isinstance(value, Integral) and not isinstance(value, bool):
+            if not -(2**63) <= int(value) < 2**63:  # no loop variable holds it (TVM: "Literal value ... exceeds range")
+                _fail(op, f"{name} is {int(value)}, which no loop variable holds: a loop bound must lie in int64 "
+                          f"(-2**63 to 2**63 - 1 = {2**63 - 1}); split the loop", "value")
             continue
         if _is_integer_expr(value):
             check_operand_depth(op, name, value)  # before the zero-division check simplifies it
