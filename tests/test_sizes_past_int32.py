@@ -127,3 +127,24 @@ def test_a_loop_extent_past_int64_is_refused_naming_the_loop(loop):
                         A[0] = T.int8(1)
 
     assert "Literal value" not in str(info.value)
+
+
+@pytest.mark.parametrize("dim", [2**63, 2**64 + 5])
+def test_a_tensor_dimension_past_int64_names_the_shape_and_the_limit(dim):
+    """TVM stopped with "Expected `ir.Expr` but got `ffi.BigInt`" (a TypeError naming neither)."""
+    with pytest.raises(LoweringError, match=rf"T\.Tensor: shape \({dim},\): every extent must be at most 2\*\*63 - 1 "
+                                            rf"= 9223372036854775807.*got {dim}"):
+
+        @T.prim_func
+        def huge(A: T.Tensor((dim,), "int8")):
+            with T.Kernel(1, threads=1) as bx:
+                A[0] = T.int8(1)
+
+
+def test_a_stride_past_int64_names_the_strides_and_the_limit():
+    with pytest.raises(LoweringError, match=r"strides \(9223372036854775808, 1\): every value must lie in int64"):
+
+        @T.prim_func
+        def huge_stride(A: T.StridedTensor((2, 4), (2**63, 1), "int8")):
+            with T.Kernel(1, threads=1) as bx:
+                A[0, 0] = T.int8(1)

@@ -99,6 +99,13 @@ def plain_extents(op: str, values: Sequence[Any], what: str = "shape") -> tuple:
             text = "(" + ", ".join(str(v) for v in values) + ("," if len(values) == 1 else "") + ")"
             _fail(op, f"{what} {text}: every extent must be at least 0, got {number} (no tensor has a "
                       f"negative dimension, so no call could match it)", "value")
+        if number is not None and not -(2**63) <= number < 2**63:
+            # TVM stopped with "Expected `ir.Expr` but got `ffi.BigInt`", naming neither the tensor nor the limit
+            text = "(" + ", ".join(str(v) for v in values) + ("," if len(values) == 1 else "") + ")"
+            limit = (f"every extent must be at most 2**63 - 1 = {2**63 - 1}" if what == "shape" else
+                     f"every value must lie in int64 (-2**63 to 2**63 - 1 = {2**63 - 1})")
+            _fail(op, f"{what} {text}: {limit}, the limit of tensor dimensions and strides, got {number}; "
+                      "no tensor has more elements than int64 counts", "value")
         out.append(int(value) if isinstance(value, Integral) and not isinstance(value, (int, bool)) else value)
     return tuple(out)
 
