@@ -148,3 +148,14 @@ def test_a_stride_past_int64_names_the_strides_and_the_limit():
         def huge_stride(A: T.StridedTensor((2, 4), (2**63, 1), "int8")):
             with T.Kernel(1, threads=1) as bx:
                 A[0, 0] = T.int8(1)
+
+
+def test_a_static_grid_of_more_blocks_than_int64_counts_is_refused():
+    """2**21 x 2**21 x 2**22 (each extent accepted) is 2**64 blocks: the CPU block count wrapped to
+    0 and the kernel ran no block, without an error, on c and llvm."""
+    with pytest.raises(ValueError, match=r"T\.Kernel grid \(2097152, 2097152, 4194304\) has 18446744073709551616 "
+                                         r"blocks: at most 9223372036854775807 \(2\*\*63 - 1\) blocks in all"):
+        T.Kernel(2**21, 2**21, 2**22)
+    assert T.Kernel(2**21, 2**21, 2**21 - 1).grid == (2**21, 2**21, 2**21 - 1)  # 2**63 - 2**42 blocks fit
+    assert T.Kernel(2**31 - 1, 2**31 - 1, 0).grid == (2**31 - 1, 2**31 - 1, 0)  # an empty grid has no block
+

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 import linecache
+import math
 import os
 import sys
 import threading
@@ -389,6 +390,26 @@ def _as_target_is_sequence() -> bool:
 
 #: The most blocks along one grid axis: block indices are 32-bit on every target.
 _MAX_GRID_EXTENT = 2**31 - 1
+#: The most blocks a grid has in all: CPU targets run them as one loop with an int64 counter.
+_MAX_GRID_BLOCKS = 2**63 - 1
+
+
+def _check_static_block_count(grid: Sequence[Any]) -> None:
+    """Refuse a grid of constant extents with more blocks in all than :data:`_MAX_GRID_BLOCKS`.
+
+    Each extent of ``T.Kernel(2**21, 2**21, 2**22)`` is accepted, but the 2**64 blocks wrapped the
+    int64 count of the CPU block loop to 0, and the kernel ran no block without an error (c and
+    llvm). A grid with an extent of 0 or less has no block and is not refused.
+    """
+    extents = [int(g) for g in grid if isinstance(g, Integral) and not isinstance(g, bool)]
+    if len(extents) != len(grid) or any(e < 1 for e in extents):
+        return
+    blocks = math.prod(extents)
+    if blocks > _MAX_GRID_BLOCKS:
+        raise ValueError(
+            f"T.Kernel grid {tuple(extents)} has {blocks} blocks: at most {_MAX_GRID_BLOCKS} (2**63 - 1) blocks in "
+            "all, the most that the 64-bit block count of CPU targets holds (CUDA: grid y and z take at most 65535 "
+            "each); use fewer, larger blocks, or a loop over the work inside each block")
 
 
 class Kernel:
@@ -440,6 +461,7 @@ class Kernel:
                     f"T.Kernel grid extent #{i} is {int(g)}: at most {_MAX_GRID_EXTENT} (2**31 - 1) blocks, the most "
                     "that a 32-bit block index counts on every target (CUDA: also the limit of grid x; y and z take "
                     "65535); use fewer, larger blocks, or a loop over the work inside each block")
+        _check_static_block_count(grid)
         threads = _normalize_threads(threads)
         if not isinstance(is_cpu, (bool, Integral)) or is_cpu not in (0, 1):
             raise TypeError(f"T.Kernel is_cpu must be a bool, got {is_cpu!r}")
