@@ -171,6 +171,31 @@ def test_a_source_on_the_destinations_storage_keeps_the_columns(path):
 
 
 @pytest.mark.parametrize("path", PATHS, ids=path_id)
+@pytest.mark.parametrize("op", ["sum", "max", "abssum"])
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_a_local_tile_reduced_into_its_own_row(path, op, dtype):
+    """A per-thread (T.alloc_local) destination on the source's storage: with clear=True the
+    destination element was set to the identity before it was read as a source element, so
+    T.reduce_sum(L, L[0, 0:8], dim=0) gave row 0 = row 1 instead of row 0 + row 1."""
+    reduce = getattr(T, f"reduce_{op}")
+
+    @T.prim_func
+    def into_row_0(A: T.Tensor((2, 8), dtype), O: T.Tensor((2, 8), dtype)):
+        with T.Kernel(1, threads=1):
+            L = T.alloc_local((2, 8), dtype)
+            T.copy(A, L)
+            reduce(L, L[0, 0:8], dim=0)
+            T.copy(L, O)
+
+    torch_dtype = getattr(torch, dtype)
+    x = (torch.arange(16).reshape(2, 8) - 5).to(torch_dtype)
+    out = run_on(into_row_0, path, (x,), torch.zeros(2, 8, dtype=torch_dtype))
+    want = x.clone()
+    want[0] = {"sum": x.sum(0), "max": x.max(0).values, "abssum": x.abs().sum(0)}[op].to(torch_dtype)
+    assert torch.equal(out, want)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
 def test_a_destination_view_of_stride_0_keeps_the_columns(path):
     """Every column of a stride-0 destination view is one element: each column stores its own sum
     there, the last one stays. Row after row, all columns would add into that one element."""

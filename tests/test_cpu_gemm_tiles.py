@@ -146,28 +146,6 @@ def test_the_case_gcc_vectorized_wrongly_is_right_on_every_path(path, N):
     assert torch.equal(out, run_on(func, path, (a, b), c, **UNTILED))
 
 
-@pytest.mark.parametrize("path", PATHS, ids=path_id)
-def test_a_gemm_reading_c_through_a_view_keeps_the_nest(path):
-    """B is a T.view of C's storage: each k must see C as the previous k left it."""
-
-    @T.prim_func
-    def self_product(A: T.Tensor((16, 16), "float32"), C: T.Tensor((16, 16), "float32")):
-        with T.Kernel(1):
-            As = T.alloc_shared((16, 16), "float32")
-            Cs = T.alloc_shared((16, 16), "float32")
-            Cv = T.view(Cs, (16, 16), "float32")
-            T.copy(A, As)
-            T.copy(A, Cs)
-            T.gemm(As, Cv, Cs)
-            T.copy(Cs, C)
-
-    assert "c_rows" not in _source(self_product)
-    a = torch.randn(16, 16) * 0.1
-    tiled = run_on(self_product, path, (a,), torch.zeros(16, 16))
-    untiled = run_on(self_product, path, (a,), torch.zeros(16, 16), **UNTILED)
-    assert torch.equal(tiled, untiled)
-
-
 def _sequential_product(a, b_t):
     """``a @ b_t.T`` summed over K one product at a time, in float32: the kernel's own order."""
     acc = torch.zeros(a.shape[0], b_t.shape[0])

@@ -547,8 +547,20 @@ def test_transpose_in_place_is_refused():
                 T.copy(S, B)
 
     assert _message(in_place, "transpose-in-place") == (
-        "T.transpose(S, S): the destination overlaps the source tile 'S': an in-place transpose would overwrite "
-        "elements before they are read; transpose into another tile (T.transpose(S, S2)) and T.copy it back")
+        "T.transpose(S, S): the destination overlaps the source tile 'S' (or shares its storage, as a T.view or "
+        "T.reshape of it): an in-place transpose would overwrite elements before they are read; transpose into "
+        "another tile (T.transpose(S, S2)) and T.copy it back")
+
+    def through_a_reshape():
+        @T.prim_func
+        def k(A: T.Tensor((4, 4), "float32"), B: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=4) as _:
+                S = T.alloc_shared((4, 4), "float32")
+                T.copy(A, S)
+                T.transpose(S, T.reshape(S, (4, 4)))  # <transpose-reshape>
+                T.copy(S, B)
+
+    assert "shares its storage, as a T.view or T.reshape of it" in _message(through_a_reshape, "transpose-reshape")
 
 
 def _run_8x8(kernel_func, backend: str, target: str):
@@ -606,6 +618,20 @@ def test_gemm_accumulator_must_not_overlap_an_input():
     assert _message(in_place, "gemm-overlap") == (
         "T.gemm(S, S, S): C 'S' overlaps A: the product would overwrite A's elements before they are read; "
         "accumulate into another tile")
+
+    def through_a_view():
+        @T.prim_func
+        def k(B: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                C = T.alloc_local((4, 4), "float32")
+                S = T.alloc_shared((4, 4), "float32")
+                T.copy(B, C)
+                T.copy(B, S)
+                T.gemm(T.view(C, (4, 4), "float32"), S, C)  # <gemm-view>
+                T.copy(C, B)
+
+    assert "C 'C' and A 'buffer' share storage (one is a T.view or T.reshape of the other): the product would " \
+           "overwrite A's elements before they are read" in _message(through_a_view, "gemm-view")
 
 
 @pytest.mark.parametrize("backend,target", [("cython", "c"), ("tvm_ffi", "llvm")])

@@ -67,13 +67,19 @@ def _and_kernel():
     return k
 
 
-@pytest.mark.parametrize("make, place", [
-    (_while_kernel, "the condition of a while loop"),
-    (_branch_kernel, "a branch of 'x if c else y'"),
-    (_and_kernel, "the right operand of 'and'/'or'"),
+def _line_of(text: str) -> int:
+    lines = open(__file__).read().splitlines()
+    return next(n for n, line in enumerate(lines, 1) if text in line and "_line_of" not in line)
+
+
+@pytest.mark.parametrize("make, place, call", [
+    (_while_kernel, "the condition of a while loop", "while _positive(C):"),
+    (_branch_kernel, "a branch of 'x if c else y'", "B[i] = _bump(C) if A[i] > 0 else -1"),
+    (_and_kernel, "the right operand of 'and'/'or'", "if A[i] > 0 and _bump(C) >= 0:"),
 ])
-def test_a_macro_with_statements_is_refused_in_expressions(make, place):
-    with pytest.raises(KernelDefinitionError, match=rf"test_macro_conditions.py:\d+: macro '_\w+' runs statements "
+def test_a_macro_with_statements_is_refused_in_expressions(make, place, call):
+    line = _line_of(call)
+    with pytest.raises(KernelDefinitionError, match=rf"test_macro_conditions.py:{line}: macro '_\w+' runs statements "
                                                     rf"\(its line .*test_macro_conditions.py:\d+\) and is called in "
                                                     rf"{place}"):
         make()
@@ -99,3 +105,36 @@ def test_single_expression_macros_and_statement_forms_work(backend, target):
     kernel(a, c, b)
     assert b.tolist() == [1, 0, 1, 0]
     assert c.item() == 0
+
+
+FLAG = True
+USE = 1
+ZERO = 0
+
+
+@T.macro
+def _plus_one_positive(C):
+    v = C[0] + 1
+    return v > 0
+
+
+@T.prim_func
+def _python_left_operands(A: T.Tensor((4,), "float32"), C: T.Tensor((1,), "int32"), B: T.Tensor((4,), "int32")):
+    with T.Kernel(1, threads=1) as _:
+        for i in T.serial(4):
+            if FLAG and _plus_one_positive(C):
+                B[i] = 1
+            if USE and _plus_one_positive(C):  # an int known when parsed: Python's and, not refused
+                B[i] = B[i] + 10
+            if ZERO and _plus_one_positive(C):  # never evaluated, as in Python
+                B[i] = B[i] + 100
+            if None or A[i] > 0:
+                B[i] = B[i] + 1000
+
+
+def test_and_or_of_python_values_are_pythons():
+    kernel = tilelang.compile(_python_left_operands, target="c", execution_backend="cython")
+    a = torch.tensor([1.0, -1.0, 2.0, -2.0])
+    b = torch.zeros(4, dtype=torch.int32)
+    kernel(a, torch.zeros(1, dtype=torch.int32), b)
+    assert b.tolist() == [1011, 11, 1011, 11]

@@ -95,3 +95,24 @@ def test_unpacking_too_many_values_says_so():
 
 def _three(x):
     return x, x, x
+
+
+N = 8  # a module global named like a target below
+
+
+def test_unpacking_a_shape_beside_a_module_global_keeps_binding_names():
+    """``m, N = A.shape`` binds the names (the global N is not a kernel variable to store into);
+    the first version of the call form refused it ("cannot unpack Array")."""
+
+    @T.prim_func
+    def shaped(A: T.Tensor((4, 3), "float32"), B: T.Tensor((4, 3), "float32")):
+        m, N = A.shape
+        with T.Kernel(1, threads=1) as _:
+            for i, j in T.grid(m, N):
+                B[i, j] = A[i, j] * 2.0
+
+    kernel = tilelang.compile(shaped, target="c", execution_backend="cython")
+    a = torch.randn(4, 3)
+    b = torch.zeros(4, 3)
+    kernel(a, b)
+    torch.testing.assert_close(b, a * 2)

@@ -154,16 +154,22 @@ def included_files(prim_func: Any, tir_text: str, compile_flags: Sequence[str]) 
     flags = list(compile_flags)
     if "include" not in tir_text and "-include" not in flags:
         return []
+    return files_included_by(_source_texts(prim_func) if "include" in tir_text else [], flags)
+
+
+def files_included_by(texts: Iterable[str], compile_flags: Sequence[str]) -> list[str]:
+    """:func:`included_files` of C source ``texts`` (a backend's own source, for a memo of its
+    builds): ``"<path> sha256=<hex>"`` of each file they include that the search finds."""
+    flags = list(compile_flags)
     quote_dirs, dirs, forced = _flag_values(flags)
     search = dirs + _env_dirs()
     pending: list[tuple[str, int]] = []  # (file, depth)
     for name in forced:
         pending.extend((path, 0) for path in _candidates(name, [".", *quote_dirs, *search]))
-    if "include" in tir_text:
-        for text in _source_texts(prim_func):
-            for kind, name in _INCLUDE.findall(text):
-                places = (quote_dirs + search) if kind == '"' else search
-                pending.extend((path, 0) for path in _candidates(name.strip(), places))
+    for text in texts:
+        for kind, name in _INCLUDE.findall(text):
+            places = (quote_dirs + search) if kind == '"' else search
+            pending.extend((path, 0) for path in _candidates(name.strip(), places))
     seen: dict[str, str] = {}
     while pending and len(seen) < MAX_FILES:
         path, depth = pending.pop(0)
@@ -180,4 +186,4 @@ def included_files(prim_func: Any, tir_text: str, compile_flags: Sequence[str]) 
     return [f"{path} sha256={digest}" for path, digest in sorted(seen.items())]
 
 
-__all__ = ["INCLUDE_ENVIRONMENT", "MAX_DEPTH", "MAX_FILES", "include_environment", "included_files"]
+__all__ = ["INCLUDE_ENVIRONMENT", "MAX_DEPTH", "MAX_FILES", "files_included_by", "include_environment", "included_files"]

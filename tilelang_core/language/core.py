@@ -926,6 +926,14 @@ class _ValueMacro(_TIRMacro):
     def closure_vars(self, _value: Any) -> None:
         """Ignored: TVMScript's constructor stores the definition-time capture here."""
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Expand the macro at the call; the call's ``file:line`` is kept for errors about it
+        (inside the expansion, the line being parsed is the macro's own)."""
+        from .tileops._common import location
+
+        self._call_site = location()
+        return super().__call__(*args, **kwargs)
+
     def _find_parser_def(self) -> Any:
         """The parser expanding this call, found in the callers' globals as TVMScript does, but
         with ``sys._getframe`` (TVMScript's ``inspect.getouterframes`` reads the source of every
@@ -961,7 +969,8 @@ class _ValueMacro(_TIRMacro):
         self._depth = getattr(self, "_depth", 0) + 1
         try:
             with block_name_suffix_context(suffix):
-                check_statement_free(parser, self.func.__name__, self._first_statement_line(body), self._first_statement(body))
+                check_statement_free(parser, self.func.__name__, self._call_site, self._first_statement_line(body),
+                                     self._first_statement(body))
                 if self.hygienic:  # arguments bound as Python binds them (macro_arguments)
                     bind_arguments(parser, self.get_macro_def(), self._parameters, self._assigned)
                 # the first return reached ends the expansion: what follows it never runs, as in Python

@@ -12,9 +12,9 @@ the expression was pasted wherever the body named its parameter:
 * a scalar of the caller (``x = A[i]`` in the kernel) passed to a macro that assigns its
   parameter was changed in the caller too (``swap(a, b)`` swapped the caller's variables).
 
-:func:`bind_arguments` gives such a parameter a scalar of its own in the macro, holding the
-argument's value, evaluated once at the call: every parameter the body assigns to (as in Python,
-the caller's variable is not changed), and every argument with a side effect. A ``T.alloc_var``
+:func:`bind_arguments` gives every parameter the body assigns to a scalar of its own in the
+macro, holding the argument's value (as in Python, the caller's variable is not changed), and
+binds every other argument with a side effect to a variable (a let), evaluated once at the call. A ``T.alloc_var``
 of the caller stays shared (assigning to the parameter stores into it), as in TileLang, where it
 is a buffer; so do buffers and tiles. A load from a buffer passed to the same call (``m(A, A[i])``,
 whose body may write ``A[i]`` before it reads the parameter) is evaluated at the call too. Other
@@ -90,6 +90,19 @@ def _reads_any(value: Any, buffers: list) -> bool:
     return any(load.source.same_as(b) for load in collect(value, tvm.ir.TensorLoad) for b in buffers)
 
 
+def _bound_once(name: str, value: Any) -> Any:
+    """``value`` bound to an immutable variable named ``name`` (a let: evaluated once, here; no
+    local buffer, which kept target c's ``#pragma omp simd`` off a ``T.Parallel`` loop)."""
+    from tvm import tirx
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.tirx.script import builder
+
+    var = tirx.Var(name, value.ty)
+    IRBuilder.name(name, var)
+    builder.Bind(value, var=var)
+    return var
+
+
 def bind_arguments(parser: Any, node: Any, parameters: Iterable[str], assigned: set) -> None:
     """Give each parameter in ``parameters`` that needs one (module docstring) a scalar of its
     own, holding its argument's value; ``node`` is the macro's definition (for errors). A load
@@ -102,10 +115,12 @@ def bind_arguments(parser: Any, node: Any, parameters: Iterable[str], assigned: 
     values = [current.get(name) for name in parameters]
     passed = [v for v in values if tirx_parser.is_buffer_var(v)]
     for name, value in zip(parameters, values):
-        if not _needs_own_scalar(value, name in assigned or _reads_any(value, passed)):
-            continue
-        own = tirx_parser.bind_assign_value(parser, node, name, value)  # x = value: a local scalar
-        table.add(name, own, allow_shadowing=True)
+        if name in assigned:
+            if _needs_own_scalar(value, True):
+                own = tirx_parser.bind_assign_value(parser, node, name, value)  # x = value: a local scalar
+                table.add(name, own, allow_shadowing=True)
+        elif _needs_own_scalar(value, _reads_any(value, passed)):
+            table.add(name, _bound_once(name, value), allow_shadowing=True)
 
 
 # -- macros called where their statements cannot run as Python would run them ------------------
@@ -132,7 +147,7 @@ class expression_context:
         getattr(self.parser, _CONTEXTS).pop()
 
 
-def check_statement_free(parser: Any, macro_name: str, where: str, statement: Any) -> None:
+def check_statement_free(parser: Any, macro_name: str, call_site: str, where: str, statement: Any) -> None:
     """Refuse a macro with statements (``statement``: its first, at ``where``) called in an
     :class:`expression_context`. TVMScript emitted the statements where the expression was
     evaluated: once before a ``while`` loop (its condition never changed: the kernel hung), and
@@ -142,11 +157,10 @@ def check_statement_free(parser: Any, macro_name: str, where: str, statement: An
     if not stack or statement is None:
         return
     from ..errors import KernelDefinitionError
-    from .tileops._common import location
 
     what, consequence = stack[-1]
     raise KernelDefinitionError(
-        f"{location()}: macro '{macro_name}' runs statements (its line {where}) and is called in {what}: {consequence}. "
+        f"{call_site}: macro '{macro_name}' runs statements (its line {where}) and is called in {what}: {consequence}. "
         f"Call it in a statement of its own and use the variable it is assigned to"
     )
 
@@ -171,23 +185,27 @@ BOOLEAN_OPERAND = (
 
 
 def _bool_operation(self: Any, node: Any) -> Any:
-    """TVMScript's evaluation of ``a and b`` / ``a or b`` (short-circuit on Python bools), with
-    the right operands of a run-time left operand in :data:`BOOLEAN_OPERAND`'s context."""
+    """``a and b`` / ``a or b``: of a left operand known when the kernel is parsed (a Python bool,
+    int, None, ...), Python's (``USE and m(x)`` with ``USE = 1`` is ``m(x)``; TVMScript
+    short-circuited on bools only and evaluated ``m(x)`` after a 0); of a run-time one, TVMScript's
+    operation, the right operands evaluated in :data:`BOOLEAN_OPERAND`'s context."""
     from tvm.script.parser.core import doc
     from tvm.script.parser.core.evaluator import _eval_op
 
     op = node.op
     if not isinstance(op, (doc.And, doc.Or)):
         raise TypeError(f"Unexpected operator: {op}")
+    from .python_conditions import is_python_condition
+
     value = self._eval_expr(self._visit(node.values[0]))
     for rhs_node in node.values[1:]:
-        if isinstance(value, bool):
+        if isinstance(value, bool) or is_python_condition(value):  # known when parsed: Python's and/or
             if (isinstance(op, doc.And) and not value) or (isinstance(op, doc.Or) and value):
                 return value
+            value = self._eval_expr(self._visit(rhs_node))
+            continue
+        with expression_context(self.parser, *BOOLEAN_OPERAND):
             rhs = self._eval_expr(self._visit(rhs_node))
-        else:
-            with expression_context(self.parser, *BOOLEAN_OPERAND):
-                rhs = self._eval_expr(self._visit(rhs_node))
         value = _eval_op(op, values=[value, rhs])
     return value
 

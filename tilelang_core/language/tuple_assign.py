@@ -34,20 +34,35 @@ def _plain_pairs(self: Any, node: Any, doc: Any) -> Any:
     if len(targets) < 2 or not all(isinstance(t, (doc.Name, doc.Subscript)) for t in targets):
         return None
     defined = self.var_table.get()
+    if not isinstance(value, (doc.Tuple, doc.List)):
+        # a, b = pair(x): only where a target is a subscript or a scalar variable of the kernel
+        # (m, N = A.shape beside a module global N keeps TVMScript's binding of names)
+        if not any(isinstance(t, doc.Subscript) or _is_variable(defined.get(t.id)) for t in targets):
+            return None
+        return targets, None
     if not any(isinstance(t, doc.Subscript) or t.id in defined for t in targets):
         return None
-    if not isinstance(value, (doc.Tuple, doc.List)):
-        return targets, None
     values = list(value.elts)
     if len(targets) != len(values):
         return None
     return targets, values
 
 
+def _is_variable(value: Any) -> bool:
+    """Whether a name's value is a scalar variable of the kernel (``x = A[i]``, ``T.alloc_var``),
+    which an assignment stores into."""
+    from tvm.ir import TensorLoad
+
+    return isinstance(value, TensorLoad)
+
+
 def _unpacked(self: Any, node: Any, count: int) -> list:
     """The items of the value of ``node.value`` (evaluated once) for ``count`` targets, as Python
     unpacks them: a tuple or list of that length, else the error Python gives."""
     value = self.eval_expr(node.value)
+    if not isinstance(value, (tuple, list)) and hasattr(value, "__len__") and hasattr(value, "__getitem__") \
+            and not isinstance(value, (str, bytes)) and not hasattr(value, "ty"):
+        value = [value[k] for k in range(len(value))]  # a TVM Array (A.shape)
     if not isinstance(value, (tuple, list)):
         kind = f"a {value.ty.dtype} expression" if hasattr(getattr(value, "ty", None), "dtype") else type(value).__name__
         self.report_error(node.value, f"cannot unpack {kind} into {count} names: the right side must be a tuple "

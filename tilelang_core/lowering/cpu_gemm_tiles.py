@@ -11,7 +11,7 @@ On a CPU that nest is a loop over C's rows around a SIMD loop along them: every 
 multiply-adds loads C's vector and stores it back, so the loads and stores, not the arithmetic,
 set the pace. On target ``llvm`` :func:`tile_gemms` rewrites the K loop of a gemm that ``T.gemm``
 marked with :data:`~tilelang_core.language.tileops.gemm.CPU_GEMM_TILES` (C of static shape and
-the default strides, A and B not on C's storage) into groups of :data:`ROWS` rows and 32 bytes of
+the default strides; A and B are never on C's storage, ``T.gemm`` refuses that) into groups of :data:`ROWS` rows and 32 bytes of
 columns of C::
 
     for tile_i in range(M // ROWS):

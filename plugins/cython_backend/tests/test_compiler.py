@@ -145,6 +145,25 @@ def test_a_source_including_its_own_file_is_built_each_time(tmp_path, monkeypatc
     assert len(_kernel_lines(logging_cc)) == 2
 
 
+@pytest.mark.parametrize("form", ["angle", "no space"])
+def test_an_edited_header_included_otherwise_builds_again(tmp_path, monkeypatch, logging_cc, form):
+    """``#include <h>`` found through ``-I``, and ``#include"h"`` without a space: the memo's
+    first key only skipped ``#include "`` and handed back the library of the old header (which
+    the kernel cache then saved under the new header's key)."""
+    from tilelang_backend_cython.compiler import compile_c
+
+    header = tmp_path / "tl_memo_form.h"
+    header.write_text("#define TL_MEMO 2\n")
+    line = "#include <tl_memo_form.h>" if form == "angle" else f'#include"{header}"'
+    source = f"{line}\nint tl_memo_form(void) {{ return TL_MEMO; }}\n"
+    flags = [f"-I{tmp_path}"]
+    compile_c("memo_form", source, compile_flags=flags).release()
+    compile_c("memo_form", source, compile_flags=flags).release()  # the same header: from the memo
+    header.write_text("#define TL_MEMO 3\n")
+    compile_c("memo_form", source, compile_flags=flags).release()
+    assert len(_kernel_lines(logging_cc)) == 2
+
+
 def test_another_include_search_path_builds_again(tmp_path, monkeypatch, logging_cc):
     from tilelang_backend_cython.compiler import compile_c
 

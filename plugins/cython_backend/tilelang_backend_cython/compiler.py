@@ -10,8 +10,8 @@ hook writes the bytes into the kernel cache. Set ``TILELANG_CYTHON_KEEP_BUILD=1`
 ``verbose=True``) to keep every build directory (source and library) for inspection.
 Identical builds in one process compile once (the bytes of the last 64 are kept in memory): the
 same source, flags and compiler (resolved on ``PATH``, with its size and modification time) under
-the same ``CPATH``, ``C_INCLUDE_PATH``, ``CPLUS_INCLUDE_PATH`` and ``LIBRARY_PATH``; a source that
-includes a file of its own (``#include "..."``) is compiled each time.
+the same ``CPATH``, ``C_INCLUDE_PATH``, ``CPLUS_INCLUDE_PATH`` and ``LIBRARY_PATH``, with the same
+content of the files it includes by path or through ``-I``/``CPATH`` (as the kernel cache's key).
 """
 
 from __future__ import annotations
@@ -83,13 +83,19 @@ def _compiler_identity(compiler: Sequence[str]) -> str:
 
 
 def _memo_key(compiler: Sequence[str], flags: Sequence[str], source: str) -> Optional[str]:
-    """The key of a build in the memo of this process, or None when it must not be memoised: a
-    source that includes a file of its own (``#include "..."``, ``T.import_source``), whose
-    content may change between two builds of the same text."""
-    if '#include "' in source:
+    """The key of a build in the memo of this process: the compiler's identity, the search-path
+    variables, the flags, the source, and the content of each file the source includes that the
+    kernel cache's key follows (``T.import_source`` headers, given by path or found through
+    ``-I`` or ``CPATH``: :func:`tilelang_core.cache.includes.files_included_by`), whose content may
+    change between two builds of the same text. None for a source including more files than are
+    followed (it is built each time)."""
+    from tilelang_core.cache.includes import MAX_FILES, files_included_by
+
+    included = files_included_by([source], flags)
+    if len(included) >= MAX_FILES:
         return None
     environment = [f"{name}={os.environ.get(name, '')}" for name in SEARCH_PATH_ENV]
-    return hashlib.sha256("\0".join([_compiler_identity(compiler), *environment, *flags, source]).encode()).hexdigest()
+    return hashlib.sha256("\0".join([_compiler_identity(compiler), *environment, *flags, source, *included]).encode()).hexdigest()
 
 
 def keep_builds(verbose: bool = False) -> bool:

@@ -176,6 +176,12 @@ def gemm(
         if t.buffer.same_as(c.buffer) and not disjoint(t, c):
             fail("T.gemm", operands, f"C '{c.name}' overlaps {role}: the product would overwrite {role}'s elements "
                  "before they are read; accumulate into another tile")
+        if not t.buffer.same_as(c.buffer) and storage_root(t.buffer).same_as(storage_root(c.buffer)):
+            # a T.view / T.reshape of C (or C of it): which elements meet cannot be told from the
+            # regions; the product read C's elements as it updated them (c and llvm gave different values)
+            fail("T.gemm", operands, f"C '{c.name}' and {role} '{t.name}' share storage (one is a T.view or T.reshape of "
+                 f"the other): the product would overwrite {role}'s elements before they are read; accumulate into a "
+                 "tile of its own")
     for t in (a, b, c):
         ext = t.squeezed if len(t.squeezed) == 2 else list(t.extents)
         t.mat = ext  # type: ignore[attr-defined]
@@ -238,19 +244,16 @@ def gemm(
     elif per_thread(c):
         # Whole product in every thread; i-k-j order keeps the innermost loop contiguous in B and C.
         # Target c widens a float16 B once per gemm (lowering/cpu_gemm_tiles.py); others drop the mark.
-        shares = any(storage_root(t.buffer).same_as(storage_root(c.buffer)) for t in (a, b))
-        with _B.serial(0, M, annotations=None if shares else {CPU_LOCAL_GEMM: 1}) as i:
+        with _B.serial(0, M, annotations={CPU_LOCAL_GEMM: 1}) as i:
             with _B.serial(0, Ka) as k:
                 with _B.serial(0, N) as j:
                     update(i, j, k)
     else:
         # K outermost, then a T.Parallel nest over C: every (i, j) of C is updated by the thread
         # that owns it (fragment layout) and the innermost loop runs along C's rows on CPU. Target
-        # llvm runs it in vectorized groups of rows of C (lowering/cpu_gemm_tiles.py) unless A or B
-        # is on C's storage (a T.view of it), which must see C's elements as the K loop updates them.
-        shares = any(storage_root(t.buffer).same_as(storage_root(c.buffer)) for t in (a, b))
-        tiles = None if shares else {CPU_GEMM_TILES: 1}
-        with _B.serial(0, Ka, annotations=tiles) as k:
+        # llvm runs it in vectorized groups of rows of C (lowering/cpu_gemm_tiles.py); A and B are
+        # never on C's storage (refused above).
+        with _B.serial(0, Ka, annotations={CPU_GEMM_TILES: 1}) as k:
             loop_nest([M, N], parallel=True, body=lambda v: update(v[0], v[1], k))
 
 

@@ -30,6 +30,7 @@ from ._common import (
     same_extent,
     shape_text,
     static_int,
+    storage_root,
     zero,
 )
 from ..operand_checks import check_dtype, check_extents
@@ -79,10 +80,12 @@ def transpose(src: Any, dst: Any, annotations: Any = None) -> None:
              f"destination tile is {shape_text(d.extents)}")
     if (s.dtype == "bool") != (d.dtype == "bool"):
         fail(op, operands, f"dtype mismatch: cannot transpose {s.dtype} '{s.name}' into {d.dtype} '{d.name}'")
-    if s.buffer.same_as(d.buffer) and not disjoint(s, d):
-        fail(op, operands, f"the destination overlaps the source tile '{s.name}': an in-place transpose would "
-             "overwrite elements before they are read; transpose into another tile (T.transpose(S, S2)) "
-             "and T.copy it back")
+    if (s.buffer.same_as(d.buffer) and not disjoint(s, d)) or (
+            not s.buffer.same_as(d.buffer) and storage_root(s.buffer).same_as(storage_root(d.buffer))):
+        # a T.view / T.reshape of the source shares its storage: which elements meet cannot be told
+        fail(op, operands, f"the destination overlaps the source tile '{s.name}' (or shares its storage, as a T.view "
+             "or T.reshape of it): an in-place transpose would overwrite elements before they are read; transpose "
+             "into another tile (T.transpose(S, S2)) and T.copy it back")
 
     def body(vs: list) -> None:
         didx = [v if static_int(st) == 0 else st + v for st, v in zip(d.starts, vs)]

@@ -162,7 +162,8 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
     packing = packable(kind, s, d, bool(nan_propagate))
     # the order is free (lowering/lane_reductions.py) unless the source is on the destination's
     # storage (a T.view of it), where the order decides which elements it reads already reduced
-    free = kind in _LANE_KINDS and is_float(acc) and not storage_root(s.buffer).same_as(storage_root(d.buffer))
+    on_destination = storage_root(s.buffer).same_as(storage_root(d.buffer))
+    free = kind in _LANE_KINDS and is_float(acc) and not on_destination
     lanes = {LANE_REDUCE: kind + (".nan" if nan_propagate else "")} if free else None
 
     def body(vs: list) -> None:
@@ -175,11 +176,13 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
         if kind in _WIDE_SUMS and acc in HALF_FLOATS:
             _wide_sum(s, d, didx, lambda r: _indices(s, vs[:dim] + [r] + vs[dim:]), red_extent, clear, absolute)
             return
-        if not per_thread(d):
+        if not per_thread(d) or on_destination:
             # A destination the block shares (shared memory, or a fragment): accumulate in a
             # register and store once. A reduction into one element is run by every thread (of a
             # GPU block), each storing the same value; accumulating in the shared element made
-            # every thread read-modify-write it at once.
+            # every thread read-modify-write it at once. So is a source on the destination's
+            # storage (T.reduce_sum(L, L[0, 0:8], dim=0) of a T.alloc_local L): starting the
+            # destination element at the identity overwrote a source element before it was read.
             slot = IRBuilder.name("block_acc", _B.alloc_buffer((1,), acc, scope="local"))
             _B.buffer_store(slot, identity(kind, acc) if clear else d.buffer[tuple(didx)], [0])
             with _B.serial(0, red_extent, annotations=lanes) as r:
