@@ -227,3 +227,39 @@ def test_where_the_rows_are_used():
     assert "block_acc" in _source(_columns(64, 1))  # one column: nothing to vectorize
     assert "block_acc" in _source(_columns(64, 16), "cuda")  # a GPU thread keeps its accumulator
     assert "block_acc" in _source(_columns(64, 16, "int32", op="max"))  # integers: not marked
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+def test_the_generic_reduce_dispatches_on_its_type(path):
+    """TileLang's T.reduce(buffer, out, reduce_type, dim, clear): an AttributeError before."""
+
+    @T.prim_func
+    def generic(A: T.Tensor((4, 8), "float32"), S: T.Tensor((3, 8), "float32")):
+        with T.Kernel(1, threads=1):
+            tile = T.alloc_fragment((4, 8), "float32")
+            out = T.alloc_fragment((3, 8), "float32")
+            T.copy(A, tile)
+            T.reduce(tile, out[0, 0:8], "sum", 0, True)
+            T.reduce(tile, out[1, 0:8], "max", 0, True, annotations={"nan_propagate": True})
+            T.reduce(tile, out[2, 0:8], "absmax", 0, True)
+            T.copy(out, S)
+
+    x = torch.randn(4, 8)
+    x[1, 3] = float("nan")
+    out = run_on(generic, path, (x,), torch.zeros(3, 8))
+    torch.testing.assert_close(out[0], x.sum(0), equal_nan=True)
+    torch.testing.assert_close(out[1], x.amax(0), equal_nan=True)  # NaN propagated in column 3
+    torch.testing.assert_close(out[2, :3], x.abs().amax(0)[:3])
+
+
+def test_the_generic_reduce_names_the_kinds():
+    from tilelang_core.errors import LoweringError
+
+    with pytest.raises(LoweringError, match=r"T.reduce\(tile, out\): reduce_type must be one of 'sum', .*got 'mean'"):
+
+        @T.prim_func
+        def unknown(A: T.Tensor((4, 8), "float32")):
+            with T.Kernel(1, threads=1):
+                tile = T.alloc_fragment((4, 8), "float32")
+                out = T.alloc_fragment((8,), "float32")
+                T.reduce(tile, out, "mean", 0, True)

@@ -13,6 +13,7 @@ from tvm.tirx.script.builder import ir as _B
 from ..dtype_limits import extreme
 from .intrinsics import wrapping_abs
 from ._common import (
+    OperandTypeError,
     HALF_FLOATS,
     HALF_SUM_DTYPE,
     ON_CHIP_SCOPES,
@@ -319,3 +320,26 @@ def reduce_bitor(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batch
 def reduce_bitxor(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batch: int = 1, annotations: Any = None) -> None:
     """``out = buffer[0] ^ buffer[1] ^ ...`` over ``dim`` (``out ^= ...`` with ``clear=False``), integer tiles."""
     _reduce("bitxor", buffer, out, dim, clear, batch=batch, annotations=annotations)
+
+
+#: The kinds ``T.reduce`` takes, as TileLang's ``reduce_type``.
+REDUCE_KINDS = ("sum", "abssum", "max", "absmax", "min", "bitand", "bitor", "bitxor")
+
+
+def reduce(buffer: Any, out: Any, reduce_type: str, dim: int, clear: bool, batch: int = 1,
+           annotations: Any = None) -> None:
+    """``T.reduce_<reduce_type>(buffer, out, dim, clear)``: TileLang's generic form
+    (``reduce_type`` one of :data:`REDUCE_KINDS`). An ``annotations`` entry ``nan_propagate``
+    is the ``nan_propagate=`` of max, min and absmax, as in TileLang.
+
+    :raises OperandTypeError: an unknown ``reduce_type``, and every error of the reduction itself.
+    """
+    if not isinstance(reduce_type, str) or reduce_type not in REDUCE_KINDS:
+        fail("T.reduce", (buffer, out), f"reduce_type must be one of {', '.join(map(repr, REDUCE_KINDS))}, got "
+             f"{reduce_type!r}", OperandTypeError)
+    options = dict(annotations or {}) if isinstance(annotations, dict) else annotations
+    nan_propagate = options.pop("nan_propagate", False) if isinstance(options, dict) else False
+    if nan_propagate and reduce_type not in ("max", "min", "absmax"):
+        fail("T.reduce", (buffer, out), f"nan_propagate applies to max, min and absmax, not {reduce_type!r}",
+             OperandTypeError)
+    _reduce(reduce_type, buffer, out, dim, clear, nan_propagate, batch, options or None)
