@@ -214,3 +214,27 @@ def test_a_macro_called_outside_kernel_code_says_where_to_call_it():
 
     with pytest.raises(KernelDefinitionError, match=r"macro '_bump' was called outside kernel code"):
         _bump(1.0)
+
+
+@T.macro
+def _first_n_times3(A, C, n):
+    n = n * 2
+    n -= 1
+    for t in T.serial(n + 1):
+        C[t] = A[t] * 3.0
+
+
+def test_a_number_parameter_rebound_at_the_top_of_a_macro():
+    """``n = n * 2`` of a parameter given a Python number: rebound when the kernel is parsed, as in
+    Python (TVMScript: "Variable n already defined in current scope")."""
+
+    @T.prim_func
+    def first(A: T.Tensor((8,), "float32"), C: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            _first_n_times3(A, C, 3)
+
+    kernel = tilelang.compile(first, target="c", execution_backend="cython")
+    a, c = torch.randn(8), torch.zeros(8)
+    kernel(a, c)
+    torch.testing.assert_close(c[:6], a[:6] * 3)
+    assert torch.equal(c[6:], torch.zeros(2))

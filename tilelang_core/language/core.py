@@ -1005,6 +1005,8 @@ class _ValueMacro(_TIRMacro):
         for stmt in body:
             if isinstance(stmt, doc.Return):
                 return True, (parser.eval_expr(stmt.value) if stmt.value is not None else None)
+            if self._python_rebinding(parser, stmt, doc):
+                continue
             if isinstance(stmt, doc.If) and self._holds_nested_return(stmt):
                 test = parser.eval_expr(stmt.test)
                 truth = constant_truth(test)  # a Python value, or a TIR constant (n > 2 of a static shape)
@@ -1050,6 +1052,47 @@ class _ValueMacro(_TIRMacro):
         stmt = self._first_statement(body)
         line = stmt.lineno + self.source.start_line - 1 if stmt is not None else 0
         return f"{self.source.source_name}:{line}"
+
+    @staticmethod
+    def _python_rebinding(parser: Any, stmt: Any, doc: Any) -> bool:
+        """``n = n * 2`` (or ``n *= 2``) among the macro's top-level statements, of a name holding
+        a Python number and a value that is one: rebound when the kernel is parsed, as Python
+        rebinds it (True). TVMScript refused it ("Variable n already defined in current scope")
+        when ``n`` was a parameter given a number. Any other statement: False (untouched)."""
+        import operator
+        from numbers import Number
+
+        def number(value: Any) -> bool:
+            return isinstance(value, Number) and not isinstance(value, bool)
+
+        if isinstance(stmt, doc.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], doc.Name):
+            name, value_node = stmt.targets[0].id, stmt.value
+        elif isinstance(stmt, doc.AugAssign) and isinstance(stmt.target, doc.Name):
+            name, value_node = stmt.target.id, None
+        else:
+            return False
+        current = parser.var_table.get().get(name)
+        if not number(current):
+            return False
+        if value_node is not None:
+            value = parser.eval_expr(value_node)
+        else:
+            operand = parser.eval_expr(stmt.value)
+            ops = {doc.Add: operator.add, doc.Sub: operator.sub, doc.Mult: operator.mul, doc.Div: operator.truediv,
+                   doc.FloorDiv: operator.floordiv, doc.Mod: operator.mod, doc.Pow: operator.pow,
+                   doc.LShift: operator.lshift, doc.RShift: operator.rshift, doc.BitAnd: operator.and_,
+                   doc.BitOr: operator.or_, doc.BitXor: operator.xor}
+            fn = ops.get(type(stmt.op))
+            value = fn(current, operand) if fn is not None and number(operand) else None
+        if not number(value):
+            from .tirx_visitors import given_values
+
+            given = (value_node, value) if value_node is not None else (stmt.value, operand)
+            with given_values(parser, given):  # the value is not evaluated twice
+                parser.visit_body([stmt])
+            return True
+        parser.var_table.add(name, value, allow_shadowing=True)
+        return True
 
     def _holds_nested_return(self, stmt: Any) -> bool:
         """Whether one of this macro's nested ``return`` statements lies within ``stmt``'s lines."""
