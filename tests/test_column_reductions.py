@@ -263,3 +263,41 @@ def test_the_generic_reduce_names_the_kinds():
                 tile = T.alloc_fragment((4, 8), "float32")
                 out = T.alloc_fragment((8,), "float32")
                 T.reduce(tile, out, "mean", 0, True)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=path_id)
+@pytest.mark.parametrize("scope", ["local", "fragment", "shared"])
+@pytest.mark.parametrize("clear", [True, False])
+def test_a_reduction_into_a_view_its_source_reads_later(path, scope, clear):
+    """Row 0's sum is stored into row 1 (through a reshape) before row 1 is summed: in place, row
+    1's sum read row 0's result (127 instead of 100, in every scope); it is reduced apart now."""
+    alloc = {"local": T.alloc_local, "fragment": T.alloc_fragment, "shared": T.alloc_shared}[scope]
+
+    @T.prim_func
+    def into_row_1(A: T.Tensor((2, 8), "float32"), O: T.Tensor((2, 8), "float32")):
+        with T.Kernel(1, threads=1):
+            L = alloc((2, 8), "float32")
+            T.copy(A, L)
+            flat = T.reshape(L, (16,))
+            T.reduce_sum(L, flat[8:10], dim=1, clear=clear)
+            T.copy(L, O)
+
+    x = torch.arange(1.0, 17.0).reshape(2, 8)
+    out = run_on(into_row_1, path, (x,), torch.zeros(2, 8))
+    want = x.clone()
+    want[1, 0:2] = x.sum(1) + (x[1, 0:2] if not clear else 0)
+    assert torch.equal(out, want)
+
+
+def test_a_reduction_apart_lowers_for_cuda():
+    from tilelang_core.lowering import lower
+
+    @T.prim_func
+    def apart(A: T.Tensor((4, 32), "float32"), O: T.Tensor((4, 32), "float32")):
+        with T.Kernel(1, threads=128):
+            F = T.alloc_fragment((4, 32), "float32")
+            T.copy(A, F)
+            T.reduce_max(F, F[0, 0:32], dim=0)
+            T.copy(F, O)
+
+    assert "__global__" in lower(apart, target="cuda -arch=sm_90").device_source

@@ -164,7 +164,10 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
     # the order is free (lowering/lane_reductions.py) unless the source is on the destination's
     # storage (a T.view of it), where the order decides which elements it reads already reduced
     on_destination = storage_root(s.buffer).same_as(storage_root(d.buffer))
-    free = kind in _LANE_KINDS and is_float(acc) and not on_destination
+    if on_destination:
+        _reduce_apart(kind, s, d, src, dim, clear, nan_propagate, batch, annotations)
+        return
+    free = kind in _LANE_KINDS and is_float(acc)
     lanes = {LANE_REDUCE: kind + (".nan" if nan_propagate else "")} if free else None
 
     def body(vs: list) -> None:
@@ -177,13 +180,11 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
         if kind in _WIDE_SUMS and acc in HALF_FLOATS:
             _wide_sum(s, d, didx, lambda r: _indices(s, vs[:dim] + [r] + vs[dim:]), red_extent, clear, absolute)
             return
-        if not per_thread(d) or on_destination:
+        if not per_thread(d):
             # A destination the block shares (shared memory, or a fragment): accumulate in a
             # register and store once. A reduction into one element is run by every thread (of a
             # GPU block), each storing the same value; accumulating in the shared element made
-            # every thread read-modify-write it at once. So is a source on the destination's
-            # storage (T.reduce_sum(L, L[0, 0:8], dim=0) of a T.alloc_local L): starting the
-            # destination element at the identity overwrote a source element before it was read.
+            # every thread read-modify-write it at once.
             slot = IRBuilder.name("block_acc", _B.alloc_buffer((1,), acc, scope="local"))
             _B.buffer_store(slot, identity(kind, acc) if clear else d.buffer[tuple(didx)], [0])
             with _B.serial(0, red_extent, annotations=lanes) as r:
@@ -211,6 +212,26 @@ def _reduce(kind: str, src: Any, dst: Any, dim: Any, clear: Any, nan_propagate: 
         body([0] * len(out))
         return
     loop_nest(out, parallel=not per_thread(d), body=body)
+
+
+def _reduce_apart(kind: str, s: Any, d: Any, src: Any, dim: int, clear: Any, nan_propagate: Any, batch: Any,
+                  annotations: Any) -> None:
+    """A reduction whose source is on the destination's storage (a ``T.view``/``T.reshape`` of it,
+    or a region of the same tile), into a tile of its own, copied into the destination after: the
+    destination's elements change only once every source element has been read.
+
+    Written in place, a stored result was read again as a source element:
+    ``T.reduce_sum(L, L[0, 0:8], dim=0)`` of a ``T.alloc_local`` gave row 1 (the first element set
+    to the identity, then read), and ``T.reduce_sum(L, T.reshape(L, (16,))[8:10], dim=1)`` summed
+    row 1 with row 0's result in it, in every scope."""
+    from .copy import copy
+
+    region = d.buffer[tuple(slice(start, start + extent) for start, extent in zip(d.starts, d.extents))]
+    apart = IRBuilder.name(f"{d.name}_apart", _B.alloc_buffer(tuple(d.extents), d.dtype, scope=d.buffer.scope()))
+    if not clear:
+        copy(region, apart)
+    _reduce(kind, src, apart, dim, clear, nan_propagate, batch, annotations)
+    copy(apart, region)
 
 
 #: Reductions whose float16/bfloat16 (HALF_FLOATS) sums accumulate in float32 and round once (_wide_sum).
