@@ -111,6 +111,33 @@ def test_parallel_over_a_static_extent_past_int32_has_an_int64_loop_variable():
     lower(add_one, target="llvm", consumes=["runtime_module"])
 
 
+@pytest.mark.parametrize("loop", ["parallel", "serial", "range"])
+def test_a_loop_of_exactly_2_to_the_31_iterations_builds(loop):
+    """TVM's NarrowDataType made the loop variable int32 (it runs to 2**31 - 1) and stopped at the
+    extent, "Literal value 2147483648 exceeds range of int32"; 2**31 + 1 iterations worked."""
+    n = 2**31
+
+    @T.prim_func
+    def ends(A: T.Tensor((n,), "int8")):
+        with T.Kernel(1, threads=1) as bx:
+            if loop == "parallel":
+                for i in T.Parallel(n):
+                    if i == n - 1:
+                        A[i] = T.int8(1)
+            elif loop == "serial":
+                for i in T.serial(n):
+                    if i == n - 1:
+                        A[i] = T.int8(1)
+            else:
+                for i in range(n):
+                    if i == n - 1:
+                        A[i] = T.int8(1)
+
+    source = lower(ends, target="c").device_source
+    assert "i < (int64_t)2147483648" in source, source
+    lower(ends, target="llvm", consumes=["runtime_module"])
+
+
 @pytest.mark.parametrize("loop", ["parallel", "serial"])
 def test_a_loop_extent_past_int64_is_refused_naming_the_loop(loop):
     with pytest.raises(LoweringError, match=r"T\.(Parallel|serial): extent.* is 9223372036854775808, which no loop "

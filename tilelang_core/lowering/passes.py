@@ -49,6 +49,7 @@ from .warp import NamedBarriers
 from .thread_allreduce import ResolveAllreduceThreads
 from .pdl import PdlSyncKernels
 from .access_ptr import LowerAccessPtr
+from .narrowing import NarrowDataType32
 from .packed_reductions import PackHalfReductions
 from .float8_cuda import Float8ComputeLegalize, Float8StorageLegalize
 from .constant_casts import FoldConstantReinterprets
@@ -93,7 +94,7 @@ def cpu_source_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         s_tir.transform.LowerOpaqueBlock(),
         tirx.transform.FlattenBuffer(),
         *_bf16_compute(),
-        tirx.transform.NarrowDataType(32),
+        NarrowDataType32(),  # not for loops of 2**31 iterations (lowering/narrowing.py)
         DefinedShifts(),  # shifts by amounts outside 0..width-1: one value on every target (shift_amounts.py)
         *_simplifier_guards(),
         tirx.transform.StmtSimplify(),
@@ -138,7 +139,7 @@ def cpu_runtime_passes(configs: Mapping[str, Any], vector_types: bool = True) ->
         tirx.transform.FlattenBuffer(),
         ExpandVectorizedLocals(),
         *_bf16_compute(),
-        tirx.transform.NarrowDataType(32),
+        NarrowDataType32(),  # not for loops of 2**31 iterations (lowering/narrowing.py)
         DefinedShifts(),  # shifts by amounts outside 0..width-1: one value on every target (shift_amounts.py)
         *_simplifier_guards(),
         tirx.transform.StmtSimplify(),
@@ -178,7 +179,7 @@ def gpu_passes(configs: Mapping[str, Any]) -> tvm.transform.Pass:
         ExpandVectorizedLocals(),
         PackHalfReductions(),  # CUDA: per-thread float16/bfloat16 max/min two lanes at a time (packed_reductions.py)
         *_bf16_compute(),
-        tirx.transform.NarrowDataType(32),
+        NarrowDataType32(),  # not for loops of 2**31 iterations (lowering/narrowing.py)
         DefinedShifts(),  # shifts by amounts outside 0..width-1: one value on every target (shift_amounts.py)
         *_simplifier_guards(),
         tirx.transform.StmtSimplify(),
