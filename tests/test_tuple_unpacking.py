@@ -69,8 +69,12 @@ def test_unpacking_a_call_assigns_existing_names(backend, target):
     torch.testing.assert_close(z, torch.stack([pa * pb, c + d, -a, a]))
 
 
-def test_unpacking_one_value_says_so():
-    with pytest.raises(DiagnosticError, match=r"cannot unpack a float32 expression into 2 names"):
+@pytest.mark.parametrize("value, message", [
+    ("one", r"cannot unpack a float32 expression into 2 names"),
+    ("three", r"cannot unpack 3 values into 2 names \(too many values to unpack\)"),
+])
+def test_unpacking_the_wrong_number_of_values_says_so(value, message):
+    with pytest.raises(DiagnosticError, match=message):
 
         @T.prim_func
         def k(A: T.Tensor((4,), "float32")):
@@ -78,19 +82,10 @@ def test_unpacking_one_value_says_so():
                 for i in T.serial(4):
                     a = A[i]
                     b = A[i]
-                    a, b = A[i]
-
-
-def test_unpacking_too_many_values_says_so():
-    with pytest.raises(DiagnosticError, match=r"cannot unpack 3 values into 2 names \(too many values to unpack\)"):
-
-        @T.prim_func
-        def k(A: T.Tensor((4,), "float32")):
-            with T.Kernel(1, threads=1) as _:
-                for i in T.serial(4):
-                    a = A[i]
-                    b = A[i]
-                    a, b = _three(A[i])
+                    if value == "one":
+                        a, b = A[i]
+                    else:
+                        a, b = _three(A[i])
 
 
 def _three(x):

@@ -131,7 +131,9 @@ _compiler_lock = threading.Lock()
 renew_after_fork(sys.modules[__name__], "_compiler_lock")
 
 
-def _exe_identity(path: Optional[str]) -> str:
+def executable_identity(path: Optional[str]) -> str:
+    """``path`` resolved (links followed) with its size and modification time: a program replaced
+    or edited in place is another one ("missing" for None)."""
     if path is None:
         return "missing"
     real = os.path.realpath(path)
@@ -148,7 +150,7 @@ VERSION_TIMEOUT_S = 30.0
 
 def _version_output(words: Sequence[str], version_args: Sequence[str]) -> str:
     path = shutil.which(words[0])
-    ident = _exe_identity(path)
+    ident = executable_identity(path)
     memo = (tuple(words), tuple(version_args), ident)
     with _compiler_lock:
         if memo in _compiler_ids:
@@ -173,7 +175,7 @@ def native_compiler_identity(capability: TargetCapability) -> str:
     the backend declares ``native_compiler``, the compiler the environment selects and what it
     prints for ``version_args``. Memoised per process (and per binary).
     """
-    parts = [f"{exe}={_exe_identity(shutil.which(exe))}" for exe in capability.requires.executables]
+    parts = [f"{exe}={executable_identity(shutil.which(exe))}" for exe in capability.requires.executables]
     nc = capability.native_compiler
     if nc is not None:
         override = os.environ.get(nc.env, "") if nc.env else ""

@@ -71,15 +71,12 @@ def _compiler_identity(compiler: Sequence[str]) -> str:
     """The command with its program resolved on PATH, with its size and modification time: a
     wrapper put first on PATH, or edited in place, is another compiler (the memo of built
     libraries and of the SIMD check handed back what the previous one built)."""
+    from tilelang_core.cache.key import executable_identity
+
     path = shutil.which(compiler[0]) if compiler else None
     if path is None:
         return shlex.join(compiler)
-    real = os.path.realpath(path)
-    try:
-        st = os.stat(real)
-    except OSError:
-        return f"{real} (unreadable) {shlex.join(compiler[1:])}"
-    return f"{real} size={st.st_size} mtime={st.st_mtime_ns} {shlex.join(compiler[1:])}"
+    return f"{executable_identity(path)} {shlex.join(compiler[1:])}"
 
 
 def _memo_key(compiler: Sequence[str], flags: Sequence[str], source: str) -> Optional[str]:
