@@ -54,7 +54,7 @@ def _two_scalars():
 def test_cuda_artifact_binds_the_scalar_that_sizes_the_grid():
     art = lower(_scaled_prefix(), target="cuda")
     assert art.symbols == [SymbolBinding(name="m", param_index=2, dim=None, dtype="int32")]
-    assert art.device_kernels[0].launch.grid == ["(m // 64) + min(m % 64, 1)", 1, 1]
+    assert art.device_kernels[0].launch.grid == ["((m - 1) // 64) + 1", 1, 1]
     both = lower(_two_scalars(), target="cuda")
     assert {(s.name, s.param_index) for s in both.symbols} == {("rows", 1), ("cols", 2)}
     # the CPU artifact needs no symbol: the block loops read the parameter themselves

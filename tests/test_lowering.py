@@ -213,7 +213,7 @@ def test_cuda_vector_add_dynamic():
     assert art.target_kind == "cuda" and art.host_target in ("llvm", "c") and art.device_language == "cuda"
     (kernel,) = art.device_kernels
     assert kernel.name == "main_kernel"
-    assert kernel.launch.grid == ["(n // 128) + min(n % 128, 1)", 1, 1]  # T.ceildiv(n, 128)
+    assert kernel.launch.grid == ["((n - 1) // 128) + 1", 1, 1]  # T.ceildiv(n, 128)
     assert kernel.launch.block == [128, 1, 1] and kernel.launch.dynamic_shared_memory == 0
     assert [(a.name, a.kind, a.param_index, a.symbol) for a in kernel.args] == [
         ("A", "pointer", 0, None), ("B", "pointer", 1, None), ("C", "pointer", 2, None), ("n", "scalar", None, "n")]
@@ -237,7 +237,7 @@ def test_cuda_expression_in_the_grid_and_the_body_is_not_a_kernel_argument():
     (kernel,) = lower(pad, target="cuda").device_kernels
     assert [(a.kind, a.param_index, a.symbol) for a in kernel.args] == [
         ("pointer", 0, None), ("pointer", 1, None), ("scalar", None, "n")]
-    assert kernel.launch.grid == ["((n + 2) // 64) + min((n + 2) % 64, 1)", 1, 1]
+    assert kernel.launch.grid == ["((n + 1) // 64) + 1", 1, 1]
 
 
 def test_cuda_two_kernels_with_the_same_dynamic_grid():
@@ -259,7 +259,7 @@ def test_cuda_two_kernels_with_the_same_dynamic_grid():
     kernels = lower(twice, target="cuda").device_kernels
     assert len(kernels) == 2
     for kernel in kernels:
-        assert kernel.launch.grid == ["(n // 64) + min(n % 64, 1)", 1, 1] and kernel.launch.block == [64, 1, 1]
+        assert kernel.launch.grid == ["((n - 1) // 64) + 1", 1, 1] and kernel.launch.block == [64, 1, 1]
 
 
 def bf16_scale(n=256):
@@ -286,7 +286,7 @@ def test_cuda_target_string_with_arch_and_2d_launch():
     art = lower(matmul(T.dynamic("m"), 40, 8), target="cuda -arch=sm_90")
     assert art.target == "cuda -arch=sm_90"
     launch = art.device_kernels[0].launch
-    assert launch.grid == [3, "(m // 16) + min(m % 16, 1)", 1] and launch.block == [16, 16, 1]
+    assert launch.grid == [3, "((m - 1) // 16) + 1", 1] and launch.block == [16, 16, 1]
     assert "threadIdx.y" in art.device_source
 
 
@@ -350,7 +350,7 @@ def test_metal_source():
     art = lower(vector_add(T.dynamic("n")), target="metal")
     assert art.target_kind == "metal" and art.device_language == "metal"
     assert "kernel void main_kernel" in art.device_source
-    assert art.device_kernels[0].launch.grid == ["(n // 128) + min(n % 128, 1)", 1, 1]
+    assert art.device_kernels[0].launch.grid == ["((n - 1) // 128) + 1", 1, 1]
     assert art.params[0].device == "metal"
 
 

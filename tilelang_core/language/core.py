@@ -177,14 +177,15 @@ def ceildiv(lhs: Any, rhs: Any, span: Any = None) -> Any:
     """``ceil(lhs / rhs)`` for a positive ``rhs``, of ints or TIR expressions (stays an int for ints);
     TileLang's parameter names (``span`` is accepted and unused).
 
-    An integer expression is ``lhs // rhs + min(lhs % rhs, 1)`` (floor division and modulo, in its
-    type; the ``min`` is 1 when the division is inexact), which is ``ceil(lhs / rhs)`` for every ``lhs`` and positive ``rhs`` without an
-    intermediate that can overflow: TVM's ``(lhs + rhs - 1) // rhs`` overflowed for ``lhs`` within
-    ``rhs`` of the type's maximum (``T.ceildiv(2**31 - 1, 4)`` of int32 was negative, and
-    ``T.ceildiv(x, 7)`` of the uint32 ``2**32 - 1`` was 0), and the form ``(lhs - 1) // rhs + 1``
-    used before wrapped for the type's minimum (``T.ceildiv(-2**31, 7)`` of int32 was 306783379,
-    not -306783378) and for an unsigned 0. For a power-of-two constant ``rhs`` it is a shift, a
-    mask, a ``min`` and an addition (``(n >> 6) + min(n & 63, 1)``).
+    A signed integer expression is ``(lhs - 1) // rhs + 1`` (floor division), which equals
+    ``(lhs + rhs - 1) // rhs`` for every ``lhs`` but the type's minimum (where ``lhs - 1`` wraps)
+    and does not overflow for ``lhs`` within ``rhs`` of the type's maximum (``T.ceildiv(2**31 - 1,
+    4)`` of int32 was negative), and is as short for a constant ``rhs`` (``((n - 1) >> 6) + 1``).
+    TVM's simplifier folds it through index arithmetic (the causal bound ``T.ceildiv((bx + 1) * 64,
+    128)`` is ``(bx >> 1) + 1``); the exact ``lhs // rhs + min(lhs % rhs, 1)``, tried for the
+    minimum's sake, kept a remainder and a ``min`` in such bounds. An unsigned one is ``lhs // rhs + (lhs % rhs != 0)``
+    (``lhs - 1`` wraps for 0; TVM's ``(lhs + rhs - 1) // rhs`` wrapped for ``lhs`` within ``rhs``
+    of the maximum: ``T.ceildiv(x, 7)`` of the uint32 ``2**32 - 1`` was 0).
 
     :raises OperandTypeError: ``lhs`` or ``rhs`` is not an int or an integer expression.
     :raises LoweringError: (a ``ValueError``) ``rhs`` is always 0 in the kernel body (the block
@@ -206,10 +207,10 @@ def ceildiv(lhs: Any, rhs: Any, span: Any = None) -> Any:
               "value")
     expr = lhs if not isinstance(lhs, Integral) else rhs
     dtype = getattr(getattr(expr, "ty", None), "dtype", None)
-    if dtype is not None and str(dtype).startswith(("int", "uint")):
-        # floormod by a positive rhs is in [0, rhs): min(., 1) is 1 exactly when the division is
-        # inexact, and keeps to the operators a grid extent's text may use (signature.py)
-        return tirx.floordiv(lhs, rhs) + tirx.min(tirx.floormod(lhs, rhs), 1)
+    if dtype is not None and str(dtype).startswith("int"):
+        return tirx.floordiv(lhs - 1, rhs) + 1
+    if dtype is not None and str(dtype).startswith("uint"):
+        return tirx.floordiv(lhs, rhs) + tirx.Cast(str(dtype), tirx.floormod(lhs, rhs) != 0)
     return tirx.ceildiv(lhs, rhs)
 
 

@@ -100,7 +100,7 @@ INT32_MAX = 2**31 - 1
 
 def _int32_safe(extent: Any) -> Any:
     """An int32 grid extent computed without int32 overflow on the way: ``(n + 63) // 64`` (what
-    ``T.ceildiv(n, 64)`` was; it is ``n // 64 + min(n % 64, 1)`` now) overflows for ``n`` near 2**31
+    ``T.ceildiv(n, 64)`` was; it is ``(n - 1) // 64 + 1`` now) overflows for ``n`` near 2**31
     although the block count fits, and then no block ran. The expression is evaluated in int64 and
     the count narrowed back."""
     if _int(extent) is not None or str(extent.ty.dtype) != "int32" or isinstance(extent, (tirx.Var, tirx.IntImm)):
