@@ -363,3 +363,23 @@ def test_a_pointer_parameter_of_an_eager_function_takes_the_tensors_address():
     a = torch.zeros(5)
     _fill_through_pointer(a, 5)
     assert a.tolist() == [7.0] * 5
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, "float16", T.float16])
+def test_empty_takes_a_torch_dtype_by_position(dtype):
+    """``T.empty((M, N), torch.float16)``: a torch dtype in the last place was taken for a dimension
+    (TVM's "data must be int or Expr, but got torch.float16")."""
+
+    @tilelang.jit(target="c")
+    def cast_copy(A, out_dtype):
+        M, N = T.const("M N")
+        A: T.Tensor[(M, N), T.float32]
+        C = T.empty((M, N), out_dtype)
+        with T.Kernel(1) as _:
+            for i, j in T.Parallel(M, N):
+                C[i, j] = A[i, j]
+        return C
+
+    a = torch.randn(4, 8)
+    out = cast_copy(a, dtype)
+    assert out.dtype == torch.float16 and torch.equal(out, a.half())

@@ -57,3 +57,46 @@ def test_threads_asking_for_one_new_specialisation_build_it_once(form, monkeypat
         assert len({id(k) for k in results}) == 1
     else:
         assert all(torch.equal(out, torch.full((16,), 2.0)) for out in results)
+
+
+@pytest.mark.parametrize("first_call", [True, False], ids=["first call", "new shape"])
+def test_threads_asking_an_eager_function_at_once_build_it_once(first_call, monkeypatch):
+    """The eager style: threads making the first call at once each made their own specialiser and
+    built the kernel (4 threads, 4 lowerings and 4 builds with the cache off); a new shape asked by
+    several threads at once was built by each too."""
+    import threading
+
+    from tilelang_core.jit import compile as compile_module
+
+    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
+    builds = []
+    compile_function = compile_module.compile
+    monkeypatch.setattr(compile_module, "compile", lambda *a, **k: builds.append(1) or compile_function(*a, **k))
+
+    @tilelang.jit(target="c")
+    def add(A, B):
+        N = T.const("N")
+        A: T.Tensor[(N,), T.float32]
+        B: T.Tensor[(N,), T.float32]
+        C = T.empty((N,), T.float32)
+        with T.Kernel(1) as _:
+            for i in T.Parallel(N):
+                C[i] = A[i] + B[i]
+        return C
+
+    if not first_call:
+        add(torch.ones(8), torch.ones(8))
+        builds.clear()
+    results, start = [], threading.Barrier(4)
+
+    def ask():
+        a = torch.randn(16)
+        start.wait()
+        results.append(torch.equal(add(a, a), a + a))
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert results == [True] * 4 and len(builds) == 1, builds

@@ -17,7 +17,6 @@ the argument count, without a Python loop.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import inspect
@@ -25,10 +24,11 @@ import os
 import sys
 import threading
 import types
-from typing import Any, Callable, Iterator, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from ..errors import TileLangError
 from .binding import symbol_stand_in, value_types
+from .build_locks import BuildLocks
 from .kernel import JITKernel
 from ..fork_locks import renew_after_fork
 from .outputs import OutIdx
@@ -188,10 +188,10 @@ class JitFunction:
         self._fast_key: Callable[[tuple], tuple] = _no_fast_key
         self._fast_arity: Optional[int] = None
         self._lock = threading.Lock()
+        renew_after_fork(self, "_lock")
         #: one lock per specialisation being built: threads asking for it at once wait for the first
         #: (with the kernel cache off, each built it: 6 threads, 6 builds of one kernel)
-        self._building: dict[Any, Any] = {}
-        renew_after_fork(self, "_lock", "_building")
+        self._building = BuildLocks()
         self._binder: Any = None
         self._kernel_cache: dict[Any, JITKernel] = {}  # compile form, by the bound-arguments key (binding.py)
         self._call_form_cache: dict[Any, JITKernel] = {}  # compile form, by the call as written
@@ -277,17 +277,21 @@ class JitFunction:
     def _eager_function(self) -> Any:
         """The :class:`~tilelang_core.jit.eager.EagerFunction` when the body is the kernel, else None.
 
-        Decided once, from the function's source (``mode="auto"``), or as ``mode`` says.
+        Decided once, from the function's source (``mode="auto"``), or as ``mode`` says, by one
+        thread: threads making the first call at once each made their own, and each built the
+        kernel (4 threads, 4 builds).
         """
         if self._eager is None and self.mode != "lazy":
-            from .eager import is_eager_style
-            from .eager_variants import eager_function
+            with self._building.held("eager style"):
+                if self._eager is None and self.mode != "lazy":
+                    from .eager import is_eager_style
+                    from .eager_variants import eager_function
 
-            if self.mode == "eager" or is_eager_style(self.func):
-                self._eager = eager_function(self.func, self.options, debug_root_path=self.debug_root_path)
-                self.mode = "eager"
-            else:
-                self.mode = "lazy"
+                    if self.mode == "eager" or is_eager_style(self.func):
+                        self._eager = eager_function(self.func, self.options, debug_root_path=self.debug_root_path)
+                        self.mode = "eager"
+                    else:
+                        self.mode = "lazy"
         return self._eager
 
     def get_tir(self, *args: Any, **kwargs: Any) -> Any:
@@ -346,7 +350,7 @@ class JitFunction:
         types = value_types(key)
         kernel = self._kernel_for(key, types)
         if kernel is None:
-            with self._build_lock(("compile", key, types)):
+            with self._building.held(("compile", key, types)):
                 kernel = self._kernel_for(key, types)
                 if kernel is None:
                     kernel = self._build(args, kwargs, self.options.get("target", "auto"))
@@ -354,24 +358,6 @@ class JitFunction:
                         kernel = self._kernel_for(key, types) or self._keep(key, types, kernel)
         self._call_form_cache[form] = kernel
         return kernel
-
-    @contextlib.contextmanager
-    def _build_lock(self, key: Any) -> Iterator[None]:
-        """Hold the lock of the specialisation ``key`` while it is built (re-entrant: a function
-        that asks for its own kernel while building it builds it again, as before)."""
-        with self._lock:
-            entry = self._building.get(key)
-            if entry is None:
-                entry = self._building[key] = [threading.RLock(), 0]
-            entry[1] += 1
-        try:
-            with entry[0]:
-                yield
-        finally:
-            with self._lock:
-                entry[1] -= 1
-                if not entry[1] and self._building.get(key) is entry:
-                    del self._building[key]
 
     def _kernel_for(self, key: Any, types: Any) -> Optional[JITKernel]:
         """The kernel compiled for the bound-arguments ``key`` and the types of its values: a key
@@ -419,7 +405,7 @@ class JitFunction:
             raise TypeError(unhashable_message(self.func.__name__, f"argument {name!r}", value)) from None
         kernel = self._by_args.get(key)
         if kernel is None:
-            with self._build_lock(key):
+            with self._building.held(key):
                 kernel = self._by_args.get(key) or self._build_direct(key, specs, args, kwargs, device)
         if not kwargs and len(tensors) == len(args):
             self._register_fast(args, kernel)

@@ -44,6 +44,7 @@ import types
 from typing import Any, Callable, Optional, Sequence
 
 from ..ast_lock import AST_LOCK
+from .build_locks import BuildLocks
 from ..errors import KernelDefinitionError, TileLangError
 from ..fork_locks import renew_after_fork
 from .binding import PLAIN_TYPES, _tensor_type, special_float, symbol_stand_in, value_types
@@ -535,7 +536,9 @@ def _tensor_decl(*args: Any, dtype: Any = "float32", **kwargs: Any) -> Any:
 
     from ..language.core import Tensor
 
-    if len(args) >= 2 and isinstance(args[-1], str):
+    from ..language.dtypes import is_dtype_like
+
+    if len(args) >= 2 and is_dtype_like(args[-1]):  # T.empty((N,), torch.float16) too, not a dimension
         dtype, args = args[-1], args[:-1]
     if len(args) == 1 and isinstance(args[0], (list, tuple, tvm_ffi.Array)):
         shape = tuple(args[0])  # a list, a tuple, or a declaration's shape (T.empty(A.shape, A.dtype))
@@ -565,6 +568,7 @@ class EagerFunction:
         self._annotation_codes: dict[str, Any] = {}
         self._lock = threading.Lock()
         renew_after_fork(self, "_lock")
+        self._building = BuildLocks()  # one build per new specialisation, however many threads ask
         #: positional calls seen before -> (kernel, positions of the kernel's arguments): see __call__
         self._calls: dict[Any, tuple[Any, tuple[int, ...]]] = {}
         names = list(self.analysis.signature.parameters)
@@ -636,22 +640,30 @@ class EagerFunction:
                             f"{'s' if len(missing) > 1 else ''}: {', '.join(repr(p) for p in missing)}")
         kernel = self._kernels.get(key)
         if kernel is None:
-            from .compile import compile as tl_compile
-
-            prim = self._prim_func(env)
-            opts = dict(self.options)
-            a = self.analysis
-            n = len(a.kernel_params)
-            opts["out_idx"] = list(range(n, n + len(a.outputs))) or None
-            opts["target"] = target
-            kernel = tl_compile(prim, **opts)
-            if self.debug_root_path is not None:
-                from .debug_dump import dump_kernel
-
-                dump_kernel(self.debug_root_path, a.name, kernel, prim)
-            with self._lock:
-                kernel = self._kernels.setdefault(key, kernel)
+            with self._building.held(key):  # threads asking for it at once: built once (build_locks.py)
+                kernel = self._kernels.get(key)
+                if kernel is None:
+                    kernel = self._build(env, target)
+                    with self._lock:
+                        kernel = self._kernels.setdefault(key, kernel)
         return kernel, bound
+
+    def _build(self, env: Any, target: Any) -> Any:
+        """Lower and compile the specialisation of ``env`` for ``target``."""
+        from .compile import compile as tl_compile
+
+        prim = self._prim_func(env)
+        opts = dict(self.options)
+        a = self.analysis
+        n = len(a.kernel_params)
+        opts["out_idx"] = list(range(n, n + len(a.outputs))) or None
+        opts["target"] = target
+        kernel = tl_compile(prim, **opts)
+        if self.debug_root_path is not None:
+            from .debug_dump import dump_kernel
+
+            dump_kernel(self.debug_root_path, a.name, kernel, prim)
+        return kernel
 
     def _specialise(self, args: tuple, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
         a = self.analysis

@@ -167,7 +167,9 @@ def empty(*shape: Any, dtype: Any = "float32") -> Any:
             "the function, before its kernel body ('B = T.empty(shape, dtype)', then 'return B'); inside a kernel "
             "body or a macro declare the output as a parameter and use out_idx"
         )
-    if len(shape) >= 2 and isinstance(shape[-1], str):
+    from .dtypes import is_dtype_like
+
+    if len(shape) >= 2 and is_dtype_like(shape[-1]):  # T.empty((N,), torch.float16) too, not a dimension
         dtype, shape = shape[-1], shape[:-1]
     dims = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else tuple(shape)
     return _tensor_decl(dims, dtype)

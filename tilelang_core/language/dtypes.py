@@ -125,6 +125,22 @@ _CONSTRUCTORS: Optional[dict[str, Any]] = None
 _FORMATS_16 = {"float16": (11, -14, 15), "bfloat16": (8, -126, 127)}
 
 
+def is_dtype_like(value: Any) -> bool:
+    """Whether ``value`` names a dtype as a string, a ``T.float16``-style constant, a torch or numpy
+    dtype, or a Python type (``bool``, ``int``, ``float``): what may end ``T.empty(shape..., dtype)``."""
+    import numbers
+
+    if isinstance(value, str):
+        return True
+    if isinstance(value, (numbers.Number, tuple, list)) or hasattr(value, "ty"):
+        return False  # a dimension (an int or an expression), or a shape
+    try:
+        _canonical_name(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def nearest_16bit(value: float, dtype_name: str) -> float:
     """The ``float16`` or ``bfloat16`` value nearest to ``value`` (a double), rounded once, ties to
     even; an infinity past the largest finite value, a NaN stays a NaN."""
