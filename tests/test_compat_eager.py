@@ -383,3 +383,24 @@ def test_empty_takes_a_torch_dtype_by_position(dtype):
     a = torch.randn(4, 8)
     out = cast_copy(a, dtype)
     assert out.dtype == torch.float16 and torch.equal(out, a.half())
+
+
+def test_a_call_without_its_tensors_says_which_are_missing():
+    """``add()`` said that a T.const had no value (and to give it to ``.compile``); Python's own
+    "missing ... required arguments" is what a call without its tensors gets now."""
+
+    @tilelang.jit(target="c")
+    def add(A, B):
+        N = T.const("N")
+        A: T.Tensor[(N,), T.float32]
+        B: T.Tensor[(N,), T.float32]
+        C = T.empty((N,), T.float32)
+        with T.Kernel(1) as _:
+            for i in T.Parallel(N):
+                C[i] = A[i] + B[i]
+        return C
+
+    with pytest.raises(TypeError, match=r"^add\(\) missing 2 required arguments: 'A', 'B'$"):
+        add()
+    with pytest.raises(TypeError, match=r"^add\(\) missing 1 required argument: 'A'$"):
+        add(B=torch.ones(4))

@@ -40,9 +40,9 @@ def count_specialisations(monkeypatch) -> list:
     calls: list = []
     original = EagerFunction._specialise
 
-    def counting(self, args, kwargs):
+    def counting(self, args, kwargs, *rest):
         calls.append(args)
-        return original(self, args, kwargs)
+        return original(self, args, kwargs, *rest)
 
     monkeypatch.setattr(EagerFunction, "_specialise", counting)
     return calls

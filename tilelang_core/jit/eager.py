@@ -629,15 +629,11 @@ class EagerFunction:
     def _kernel_for(self, args: tuple, kwargs: dict[str, Any], calling: bool = False) -> tuple[Any, dict[str, Any]]:
         """The kernel for these arguments and the bound arguments; ``calling``: every kernel
         parameter must be given (``compile()`` may leave them out), checked before compiling."""
-        key, env, bound = self._specialise(args, kwargs)
+        key, env, bound = self._specialise(args, kwargs, calling)
         target = self.options.get("target", "auto")
         if target == "auto":  # the tensors' device picks the target: a CPU kernel is no CUDA kernel
             target = _target_of(bound, self.analysis.kernel_params)
             key = (key, target)
-        missing = [p for p in self.analysis.kernel_params if p not in bound] if calling else []
-        if missing:  # Python's own wording (bind_partial lets the kernel's parameters be left out for compile())
-            raise TypeError(f"{self.analysis.name}() missing {len(missing)} required argument"
-                            f"{'s' if len(missing) > 1 else ''}: {', '.join(repr(p) for p in missing)}")
         kernel = self._kernels.get(key)
         if kernel is None:
             with self._building.held(key):  # threads asking for it at once: built once (build_locks.py)
@@ -665,7 +661,11 @@ class EagerFunction:
             dump_kernel(self.debug_root_path, a.name, kernel, prim)
         return kernel
 
-    def _specialise(self, args: tuple, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    def _specialise(self, args: tuple, kwargs: dict[str, Any],
+                    calling: bool = False) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        """``(key, env, bound)`` of a call's arguments; ``calling``: every kernel parameter must be
+        given, said in Python's words before anything else (``add()`` said a ``T.const`` had no
+        value; ``compile()`` may leave them out)."""
         a = self.analysis
         const_given = {k: kwargs.pop(k) for k in list(kwargs) if k in a.const_names and k not in a.params}
         try:
@@ -674,6 +674,10 @@ class EagerFunction:
             raise TypeError(f"{a.name}(): {exc}") from None
         bound_args.apply_defaults()
         bound = dict(bound_args.arguments)
+        missing = [p for p in a.kernel_params if p not in bound] if calling else []
+        if missing:  # Python's own wording (bind_partial lets the kernel's parameters be left out for compile())
+            raise TypeError(f"{a.name}() missing {len(missing)} required argument"
+                            f"{'s' if len(missing) > 1 else ''}: {', '.join(repr(p) for p in missing)}")
         missing_compile = [p for p in a.compile_params if p not in bound]
         if missing_compile:
             raise TypeError(f"{a.name}(): missing compile-time argument(s) {', '.join(missing_compile)}")
