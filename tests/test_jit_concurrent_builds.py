@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import pathlib
+import sys
+
 import pytest
 import torch
 
 import tilelang
 import tilelang.language as T
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from eager_kernels import eager_add  # noqa: E402
 
 @pytest.mark.parametrize("form", ["lazy", "direct"])
 def test_threads_asking_for_one_new_specialisation_build_it_once(form, monkeypatch):
@@ -73,16 +79,7 @@ def test_threads_asking_an_eager_function_at_once_build_it_once(first_call, monk
     compile_function = compile_module.compile
     monkeypatch.setattr(compile_module, "compile", lambda *a, **k: builds.append(1) or compile_function(*a, **k))
 
-    @tilelang.jit(target="c")
-    def add(A, B):
-        N = T.const("N")
-        A: T.Tensor[(N,), T.float32]
-        B: T.Tensor[(N,), T.float32]
-        C = T.empty((N,), T.float32)
-        with T.Kernel(1) as _:
-            for i in T.Parallel(N):
-                C[i] = A[i] + B[i]
-        return C
+    add = eager_add()
 
     if not first_call:
         add(torch.ones(8), torch.ones(8))
