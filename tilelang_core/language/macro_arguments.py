@@ -31,14 +31,20 @@ from typing import Any, Iterable
 
 __all__ = ["assigned_names", "bind_arguments", "declare_variable"]
 
-#: Buffers of ``T.alloc_var`` scalars (shared with a macro they are passed to), by identity.
+#: Buffers of ``T.alloc_var`` scalars (shared with a macro they are passed to) of the kernel being
+#: built, and that kernel's IR builder (the buffers of earlier kernels are dropped with it).
 _declared: dict[Any, None] = {}
+_declared_by: list = [None]
 
 
 def declare_variable(buffer: Any) -> None:
     """Remember ``buffer`` as a ``T.alloc_var`` scalar (passed to macros by reference)."""
-    if len(_declared) > 4096:  # one kernel never has that many; drop what earlier parses left
+    from tvm.script.ir_builder import IRBuilder
+
+    builder = IRBuilder.current() if IRBuilder.is_in_scope() else None
+    if _declared_by[0] is not builder:  # another kernel: what earlier parses left goes
         _declared.clear()
+        _declared_by[0] = builder
     _declared[buffer] = None
 
 
