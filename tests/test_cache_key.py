@@ -27,6 +27,7 @@ T = pytest.importorskip("tvm.script").tirx
 def key(func, **over):
     args = dict(
         target="c",
+        target_kind="c",
         target_host=None,
         backend_name="pyadd",
         backend_version="1.0.0",

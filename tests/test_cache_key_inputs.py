@@ -68,8 +68,8 @@ def with_header(include_line):
     return kernel
 
 
-def key_of(func, target="c", flags=()):
-    return compute_key(func, target=target, target_host=None, backend_name="b", backend_version="1",
+def key_of(func, target="c", flags=(), kind="c"):
+    return compute_key(func, target=target, target_kind=kind, target_host=None, backend_name="b", backend_version="1",
                        native_compiler="", pass_configs=None, compile_flags=list(flags), out_idx=-1)
 
 
@@ -102,9 +102,10 @@ def test_an_irmodule_changed_in_place_is_compiled_again(cache_dir, path):
 
 def test_cpu_targets_are_keyed_by_the_instruction_set_and_gpu_targets_are_not(monkeypatch):
     func = scale_by(2.0)
-    here = {t: key_of(func, t) for t in ("c", '{"kind":"llvm","keys":["cpu"]}', "cuda -arch=sm_90")}
+    kinds = {"c": "c", '{"kind":"llvm","keys":["cpu"]}': "llvm", "cuda -arch=sm_90": "cuda"}
+    here = {t: key_of(func, t, kind=k) for t, k in kinds.items()}
     monkeypatch.setattr(devices, "instruction_set_id", lambda: "0123456789abcdef")
-    elsewhere = {t: key_of(func, t) for t in here}
+    elsewhere = {t: key_of(func, t, kind=k) for t, k in kinds.items()}
     assert elsewhere["c"] != here["c"]
     assert elsewhere['{"kind":"llvm","keys":["cpu"]}'] != here['{"kind":"llvm","keys":["cpu"]}']
     assert elsewhere["cuda -arch=sm_90"] == here["cuda -arch=sm_90"]

@@ -33,7 +33,7 @@ def forget_plugins(root: Path) -> None:
 
 def test_key_changes_with_the_plugin_files_hash():
     func = KIT["make_prim_func"]("vadd", 16)
-    args = dict(target="c", target_host=None, backend_name="pyadd", backend_version="1.0.0", native_compiler="",
+    args = dict(target="c", target_kind="c", target_host=None, backend_name="pyadd", backend_version="1.0.0", native_compiler="",
                 pass_configs=None, compile_flags=[], out_idx=-1)
     assert compute_key(func, backend_files="a" * 64, **args) != compute_key(func, backend_files="b" * 64, **args)
     assert compute_key(func, backend_files="a" * 64, **args) == compute_key(func, backend_files="a" * 64, **args)

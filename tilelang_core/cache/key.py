@@ -224,23 +224,11 @@ def _jsonable(value: Any) -> Any:
     return f"{type(value).__name__}:{value}"
 
 
-def target_kind(target: str) -> str:
-    """The kind of a target as ``str(tvm.target.Target)`` writes it: a JSON object's ``kind``
-    (``{"kind":"llvm",...}``) or the first word (``llvm -mcpu=...``)."""
-    text = (target or "").strip()
-    if text.startswith("{"):
-        try:
-            kind = json.loads(text).get("kind")
-        except (ValueError, AttributeError):
-            kind = None
-        return kind if isinstance(kind, str) else ""
-    return text.split(None, 1)[0] if text else ""
-
-
 def compute_key(
     prim_func: Any,
     *,
     target: str,
+    target_kind: str,
     target_host: Optional[str],
     backend_name: str,
     backend_version: str,
@@ -252,7 +240,8 @@ def compute_key(
 ) -> str:
     """The cache key (64 hex digits) of compiling ``prim_func`` with these settings.
 
-    ``backend_files`` is :func:`tilelang_core.backends.files.plugin_files_hash` of the backend's
+    ``target_kind`` is the kind of ``target`` (``"c"``, ``"llvm"``, ``"cuda"``: the caller has the
+    target object). ``backend_files`` is :func:`tilelang_core.backends.files.plugin_files_hash` of the backend's
     distribution, so that a plugin reinstalled with other code under the same version never gets
     kernels its old code built. For a CPU target (:data:`CPU_TARGET_KINDS`) the key holds this CPU's
     instruction set, so machines with other CPUs sharing one cache directory each keep their own
@@ -268,7 +257,6 @@ def compute_key(
 
     tir = canonical_tir(prim_func)
     flags = list(compile_flags)
-    kind = target_kind(target)
     doc = {
         "key_version": CACHE_KEY_VERSION,
         "core": [__version__, core_files_hash()],
@@ -282,7 +270,7 @@ def compute_key(
         "pass_configs": _jsonable(dict(pass_configs or {})),
         "compile_flags": flags,
         "out_idx": canonical_out_idx(out_idx, len(prim_func.params)),
-        "cpu": devices.instruction_set_id() if kind in CPU_TARGET_KINDS else None,
+        "cpu": devices.instruction_set_id() if target_kind in CPU_TARGET_KINDS else None,
         "include_env": include_environment(),
         "included_files": included_files(prim_func, tir, flags),
     }

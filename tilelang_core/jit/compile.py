@@ -179,6 +179,7 @@ def _compile_with(record, prim_func, resolved, kind, cache, out_idx, target_host
     key = compute_key(
         prim_func,
         target=str(resolved),
+        target_kind=kind,
         target_host=str(host) if host is not None else (str(target_host) if target_host is not None else None),
         backend_name=record.name,
         backend_version=record.version or "0",
@@ -318,10 +319,7 @@ def _fast_subject(func: Any) -> Any:
         import tvm
     except ImportError:
         return func
-    if isinstance(func, tvm.IRModule):
-        funcs = [f for f in func.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
-        return funcs[0] if len(funcs) == 1 else None
-    return func
+    return _single_prim_func(func) if isinstance(func, tvm.IRModule) else func
 
 
 def _fast_key(func, out_idx, execution_backend, target, target_host, pass_configs, compile_flags) -> Optional[tuple]:
@@ -373,7 +371,9 @@ def clear_memory() -> None:
         _fast.clear()
 
 
-def _check_prim_func(func: Any) -> Any:
+def _single_prim_func(func: Any) -> Any:
+    """``func`` when it is a prim_func, the prim_func of a ``tvm.IRModule`` that holds exactly one,
+    else None."""
     import tvm
 
     if isinstance(func, tvm.tirx.PrimFunc):
@@ -382,6 +382,13 @@ def _check_prim_func(func: Any) -> Any:
         funcs = [f for f in func.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
         if len(funcs) == 1:
             return funcs[0]
+    return None
+
+
+def _check_prim_func(func: Any) -> Any:
+    found = _single_prim_func(func)
+    if found is not None:
+        return found
     hint = ""
     if callable(func):
         hint = " (it is a Python function: decorate it with @T.prim_func, or call the function that returns the prim_func)"
