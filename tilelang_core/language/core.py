@@ -601,13 +601,8 @@ def wide_enough_extents(extents: Sequence[Any]) -> list:
     beside an int32 value the kernel does not have), where ``T.serial(2**31 + 64)`` worked.
     Expressions are kept as they are (their dtype already gives the loop variable's).
     """
-    out = []
-    for extent in extents:
-        if isinstance(extent, Integral) and not isinstance(extent, bool):
-            value = int(extent)
-            extent = tirx.IntImm("int32" if -(2**31) <= value < 2**31 else "int64", value)
-        out.append(extent)
-    return out
+    # tirx.const of a Python int is int32 where the value fits, else int64
+    return [tirx.const(int(e)) if isinstance(e, Integral) and not isinstance(e, bool) else e for e in extents]
 
 
 def _runs_no_iteration(extent: Any) -> bool:
@@ -972,8 +967,7 @@ class _ValueMacro(_TIRMacro):
         self._depth = getattr(self, "_depth", 0) + 1
         try:
             with block_name_suffix_context(suffix):
-                check_statement_free(parser, self.func.__name__, self._call_site, self._first_statement_line(body),
-                                     self._first_statement(body))
+                check_statement_free(parser, self.func.__name__, self._call_site, lambda: self._first_statement(body))
                 if self.hygienic:  # arguments bound as Python binds them (macro_arguments)
                     bind_arguments(parser, self.get_macro_def(), self._parameters, self._assigned)
                 # the first return reached ends the expansion: what follows it never runs, as in Python
@@ -1037,24 +1031,18 @@ class _ValueMacro(_TIRMacro):
             "write the recursion as a loop (a Python for loop over the levels unrolls as well)"
         )
 
-    @staticmethod
-    def _first_statement(body: list) -> Any:
-        """The first statement of ``body`` that is not its top-level ``return`` or a docstring
-        (None: the macro is a single expression)."""
+    def _first_statement(self, body: list) -> tuple[Any, str]:
+        """``(statement, "file:line")`` of the first statement of ``body`` that is not its
+        top-level ``return`` or a docstring; ``(None, "")`` for a macro that is one expression."""
         from tvm.script.parser.core import doc
 
         for stmt in body:
             if isinstance(stmt, doc.Return):
-                return None
+                break
             if isinstance(stmt, doc.Expr) and isinstance(stmt.value, doc.Constant) and isinstance(stmt.value.value, str):
                 continue
-            return stmt
-        return None
-
-    def _first_statement_line(self, body: list) -> str:
-        stmt = self._first_statement(body)
-        line = stmt.lineno + self.source.start_line - 1 if stmt is not None else 0
-        return f"{self.source.source_name}:{line}"
+            return stmt, f"{self.source.source_name}:{stmt.lineno + self.source.start_line - 1}"
+        return None, ""
 
     @staticmethod
     def _python_rebinding(parser: Any, stmt: Any, doc: Any) -> bool:
@@ -1062,8 +1050,9 @@ class _ValueMacro(_TIRMacro):
         a Python number and a value that is one: rebound when the kernel is parsed, as Python
         rebinds it (True). TVMScript refused it ("Variable n already defined in current scope")
         when ``n`` was a parameter given a number. Any other statement: False (untouched)."""
-        import operator
         from numbers import Number
+
+        from tvm.script.parser.core.evaluator import _eval_op
 
         def number(value: Any) -> bool:
             return isinstance(value, Number) and not isinstance(value, bool)
@@ -1081,12 +1070,8 @@ class _ValueMacro(_TIRMacro):
             value = parser.eval_expr(value_node)
         else:
             operand = parser.eval_expr(stmt.value)
-            ops = {doc.Add: operator.add, doc.Sub: operator.sub, doc.Mult: operator.mul, doc.Div: operator.truediv,
-                   doc.FloorDiv: operator.floordiv, doc.Mod: operator.mod, doc.Pow: operator.pow,
-                   doc.LShift: operator.lshift, doc.RShift: operator.rshift, doc.BitAnd: operator.and_,
-                   doc.BitOr: operator.or_, doc.BitXor: operator.xor}
-            fn = ops.get(type(stmt.op))
-            value = fn(current, operand) if fn is not None and number(operand) else None
+            # TVMScript's own evaluation of the operator: Python's, of two Python numbers
+            value = _eval_op(stmt.op, values=[current, operand]) if number(operand) else None
         if not number(value):
             from .tirx_visitors import given_values
 

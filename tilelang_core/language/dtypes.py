@@ -141,6 +141,17 @@ def is_dtype_like(value: Any) -> bool:
     return True
 
 
+def nearest_float32(value: float) -> float:
+    """The float32 value nearest to ``value`` (a double), as C and torch store it: an infinity past
+    float32's largest finite value (beyond the rounding boundary), a NaN stays a NaN."""
+    import struct
+
+    try:
+        return struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:
+        return float("inf") if value > 0 else float("-inf")
+
+
 def nearest_16bit(value: float, dtype_name: str) -> float:
     """The ``float16`` or ``bfloat16`` value nearest to ``value`` (a double), rounded once, ties to
     even; an infinity past the largest finite value, a NaN stays a NaN."""

@@ -121,15 +121,11 @@ def _float_literal(buffer: Any, value: Any) -> Any:
 
         return tirx.FloatImm("float64", value)
     if dtype == "float32" and abs(value) > _FLOAT32_MAX and value == value and abs(value) != float("inf"):
-        import struct
-
         from tvm import tirx
 
-        try:
-            rounded = struct.unpack("f", struct.pack("f", value))[0]
-        except OverflowError:
-            rounded = float("inf") if value > 0 else float("-inf")
-        return tirx.FloatImm("float32", rounded)
+        from .dtypes import nearest_float32
+
+        return tirx.FloatImm("float32", nearest_float32(value))
     return value
 
 

@@ -27,7 +27,7 @@ assigns such a parameter in a run-time loop still gets a new binding local to th
 from __future__ import annotations
 
 import ast
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 __all__ = ["assigned_names", "bind_arguments", "declare_variable"]
 
@@ -153,14 +153,18 @@ class expression_context:
         getattr(self.parser, _CONTEXTS).pop()
 
 
-def check_statement_free(parser: Any, macro_name: str, call_site: str, where: str, statement: Any) -> None:
-    """Refuse a macro with statements (``statement``: its first, at ``where``) called in an
-    :class:`expression_context`. TVMScript emitted the statements where the expression was
-    evaluated: once before a ``while`` loop (its condition never changed: the kernel hung), and
-    unconditionally for a branch of ``x if c else y`` or an operand of ``and``/``or`` (an atomic
-    ran for every element). TileLang refuses such calls too."""
+def check_statement_free(parser: Any, macro_name: str, call_site: str, first_statement: Callable[[], Any]) -> None:
+    """Refuse a macro with statements called in an :class:`expression_context`;
+    ``first_statement()`` gives ``(its first statement, "file:line")``, or ``(None, "")`` for a
+    macro that is one expression (asked only inside such a context). TVMScript emitted the
+    statements where the expression was evaluated: once before a ``while`` loop (its condition
+    never changed: the kernel hung), and unconditionally for a branch of ``x if c else y`` or an
+    operand of ``and``/``or`` (an atomic ran for every element). TileLang refuses such calls too."""
     stack = getattr(parser, _CONTEXTS, None)
-    if not stack or statement is None:
+    if not stack:
+        return
+    statement, where = first_statement()
+    if statement is None:
         return
     from ..errors import KernelDefinitionError
 

@@ -76,10 +76,11 @@ def _past_range(value: Any, dtype: Any, other: Any) -> Any:
     maximum of float16". float32 when it holds the number exactly, else float64. Numbers within
     the range (and infinities, NaN) keep TVMScript's handling."""
     import math
-    import struct
 
     import tvm
     from tvm import tirx
+
+    from .dtypes import nearest_float32
 
     number = float(other)
     if not math.isfinite(number) or dtype.bits >= 64:
@@ -87,11 +88,7 @@ def _past_range(value: Any, dtype: Any, other: Any) -> Any:
     limit = float(tvm.tirx.max_value(str(dtype)).value)
     if abs(number) <= limit:
         return value
-    try:
-        exact32 = struct.unpack("f", struct.pack("f", number))[0] == number
-    except OverflowError:
-        exact32 = False
-    wide = "float32" if exact32 and dtype.bits <= 32 else "float64"
+    wide = "float32" if nearest_float32(number) == number and dtype.bits <= 32 else "float64"
     if str(dtype) == wide:
         return value
     return tirx.Cast(str(tvm.DataType(wide).with_lanes(value.ty.dtype.lanes)), value)

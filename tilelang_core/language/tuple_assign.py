@@ -62,7 +62,7 @@ def _unpacked(self: Any, node: Any, count: int) -> list:
     value = self.eval_expr(node.value)
     if not isinstance(value, (tuple, list)) and hasattr(value, "__len__") and hasattr(value, "__getitem__") \
             and not isinstance(value, (str, bytes)) and not hasattr(value, "ty"):
-        value = [value[k] for k in range(len(value))]  # a TVM Array (A.shape)
+        value = list(value)  # a TVM Array (A.shape)
     if not isinstance(value, (tuple, list)):
         kind = f"a {value.ty.dtype} expression" if hasattr(getattr(value, "ty", None), "dtype") else type(value).__name__
         self.report_error(node.value, f"cannot unpack {kind} into {count} names: the right side must be a tuple "
