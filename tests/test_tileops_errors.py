@@ -212,6 +212,18 @@ def test_atomic_wrong_operands():
 
     _check(load_order, "atomic-load", "T.atomic_load(C[0])", "atomic_load does not support memory_order='release'", "acquire")
 
+    def nested_store_order():
+        @T.prim_func
+        def k(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                for i in T.serial(8):
+                    T.atomic_store(B[i], T.atomic_load(A[i]) * 2.0, memory_order="acquire")  # <atomic-nested>
+
+    # the operands as the kernel wrote them, not the marker call the nested atomic_load became
+    text = _check(nested_store_order, "atomic-nested", "T.atomic_store(B[i], T.atomic_load(A[i]) * 2.0)",
+                  "atomic_store does not support memory_order='acquire'", "release")
+    assert "call_extern" not in text and "tl.atomic" not in text, text
+
     def lanes():
         @T.prim_func
         def k(C: T.Tensor((8,), "float16"), V: T.Tensor((8,), "float16")):
@@ -293,7 +305,7 @@ def test_fill_clear_and_pipelined_wrong_operands():
             with T.Kernel(1, threads=1) as _:
                 T.clear(A[3] + 1.0)  # <clear-elem>
 
-    _check(clear_elem, "clear-elem", "T.clear(A[3] + T.float32(1.0))", "must be a buffer, a region")
+    _check(clear_elem, "clear-elem", "T.clear(A[3] + 1.0)", "must be a buffer, a region")
 
     def stages():
         @T.prim_func

@@ -22,11 +22,11 @@ of ``assert`` statements:
 
 from __future__ import annotations
 
-import ast
 from typing import Any
 
 from ..errors import LoweringError
 from .python_conditions import constant_truth
+from .spans import source_text
 from .tirx_visitors import given_values, wrap_visitor
 
 __all__ = ["KernelAssertionError", "assertion_text", "install"]
@@ -35,31 +35,6 @@ __all__ = ["KernelAssertionError", "assertion_text", "install"]
 class KernelAssertionError(LoweringError, AssertionError):
     """An ``assert`` of a kernel body whose condition is false when the kernel is defined (also an
     ``AssertionError``, as Python's ``assert`` raises)."""
-
-
-def _condition_source(parser: Any, test: Any) -> str:
-    """The condition of an ``assert`` as the kernel spells it (as Python prints it when it spans
-    several lines or its text cannot be found)."""
-    source = getattr(getattr(parser, "diag", None), "source", None)
-    text = None
-    if source is not None and isinstance(getattr(source, "source", None), str):
-        try:
-            text = ast.get_source_segment(source.source, test)
-        except Exception:  # noqa: BLE001 - positions that do not fit the text: printed instead
-            text = None
-    if not text:
-        try:
-            from tvm.script.parser.core import doc
-
-            text = ast.unparse(doc.from_doc(test))
-        except Exception:  # noqa: BLE001 - the text is only for the message
-            text = "<condition>"
-    if "\n" in text:  # a condition over several lines: one line, without its comments
-        try:
-            text = ast.unparse(ast.parse(f"(\n{text}\n)", mode="eval"))
-        except SyntaxError:
-            text = " ".join(line.strip() for line in text.splitlines() if line.strip())
-    return text
 
 
 def _message_text(msg: Any) -> str:
@@ -105,7 +80,7 @@ def _visit_assert(previous: Any, self: Any, node: Any) -> Any:
     if isinstance(msg, tuple):  # TVMScript's ("ValueError", [parts]): its own AssertStmt
         return _previous_with(previous, self, node, condition, msg)
     where = location()
-    source = _condition_source(self, node.test)
+    source = source_text(self, node.test, "<condition>")
     text = _message_text(msg)
     truth = constant_truth(condition)
     if truth is True:

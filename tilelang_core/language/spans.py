@@ -23,10 +23,12 @@ __all__ = [
     "node_location",
     "set_buffer_span",
     "set_stmt_span",
+    "source_text",
     "span_coverage",
     "span_to_location",
     "spans_enabled",
     "strip_spans",
+    "written_argument",
 ]
 
 #: Environment variable: ``0`` (or ``false``/``off``/``no``) parses kernels without spans.
@@ -74,6 +76,68 @@ def node_location(node: Any, fallback: str) -> str:
     """``file:line`` of a statement's (or buffer's) span, else ``fallback``."""
     where = span_to_location(getattr(node, "span", None))
     return f"{where[0]}:{where[1]}" if where else fallback
+
+
+def source_text(parser: Any, node: Any, fallback: str = "<expression>") -> str:
+    """The text of the kernel expression ``node`` (a doc AST node) as the kernel spells it, on one
+    line (as Python prints it when it spans several lines or its text cannot be found; ``fallback``
+    when neither works). ``parser`` is the TVMScript parser that reads the kernel."""
+    import ast
+
+    source = getattr(getattr(parser, "diag", None), "source", None)
+    text = None
+    if source is not None and isinstance(getattr(source, "source", None), str):
+        try:
+            text = ast.get_source_segment(source.source, node)
+        except Exception:  # noqa: BLE001 - positions that do not fit the text: printed instead
+            text = None
+    if not text:
+        try:
+            from tvm.script.parser.core import doc
+
+            text = ast.unparse(doc.from_doc(node))
+        except Exception:  # noqa: BLE001 - the text is only for the message
+            text = fallback
+    if "\n" in text:  # an expression over several lines: one line, without its comments
+        try:
+            text = ast.unparse(ast.parse(f"(\n{text}\n)", mode="eval"))
+        except SyntaxError:
+            text = " ".join(line.strip() for line in text.splitlines() if line.strip())
+    return text
+
+
+def written_argument(value: Any) -> Optional[str]:
+    """The kernel's text of ``value`` when it is an argument of the call being parsed (``T.atomic_load(A[i])
+    * 2.0`` where TVM would print the expression it became), else ``None``.
+
+    The call is the innermost one that TVMScript's expression evaluator is evaluating; an argument
+    is matched by identity with the value it evaluated to, so a value the operator computed itself,
+    or one passed on by a Python helper, is not mistaken for what the kernel wrote. An argument that
+    is a plain name gives ``None`` too: the value it stands for says more than the name.
+    """
+    import sys
+
+    from tvm.script.parser.core import doc
+
+    frame = sys._getframe(1)
+    try:
+        while frame is not None:
+            names = frame.f_locals
+            node, fields, evaluator = names.get("node"), names.get("fields"), names.get("self")
+            table = getattr(evaluator, "value_table", None)
+            if isinstance(node, doc.Call) and isinstance(fields, dict) and isinstance(table, dict):
+                written = list(node.args) + [k.value for k in node.keywords]
+                evaluated = list(fields.get("args") or ()) + [k.value for k in fields.get("keywords") or ()]
+                for source_node, name in zip(written, evaluated):
+                    if isinstance(source_node, doc.Name):  # a name: its value says more (describe())
+                        continue
+                    if isinstance(name, doc.Name) and table.get(name.id, None) is value:
+                        return source_text(getattr(evaluator, "parser", None), source_node)
+                return None
+            frame = frame.f_back
+    finally:
+        del frame
+    return None
 
 
 def _span_property(node: Any) -> Any:

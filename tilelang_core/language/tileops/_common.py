@@ -55,8 +55,11 @@ class OperandCheckError(LoweringError, AssertionError):
 
 
 def fail(op: str, operands: Sequence[Any], message: str, error: type = LoweringError) -> None:
-    """Raise ``error`` (a :class:`LoweringError`) naming the operator, its operands and the kernel line."""
-    text = ", ".join(describe(o) for o in operands)
+    """Raise ``error`` (a :class:`LoweringError`) naming the operator, its operands (as the kernel
+    wrote them where they are the arguments of the call being parsed) and the kernel line."""
+    from ..spans import written_argument
+
+    text = ", ".join(written_argument(o) or describe(o) for o in operands)
     raise error(f"{location()}: {op}({text}): {message}")
 
 
