@@ -63,3 +63,46 @@ def test_every_lane_of_vector_math_is_computed_on_llvm(name, dtype):
     else:
         want = reference(a)
     torch.testing.assert_close(b, want, rtol=1e-6 if dtype == "float64" else None, atol=1e-9 if dtype == "float64" else None)
+
+
+def _classifier_kernel(classify, dtype, lanes, ramp):
+    @T.prim_func
+    def classified(A: T.Tensor((8,), dtype), B: T.Tensor((8,), dtype)):
+        with T.Kernel(1, threads=1) as _:
+            if ramp:
+                for i in T.serial(8 // lanes):
+                    B[T.Ramp(i * lanes, 1, lanes)] = T.Cast(f"{dtype}x{lanes}", classify(A[T.Ramp(i * lanes, 1, lanes)]))
+            else:
+                for i in T.vectorized(8):
+                    B[i] = T.Cast(dtype, classify(A[i]))
+
+    return classified
+
+
+_SPECIAL = [0.0, float("inf"), -float("inf"), float("nan"), -2.5, 1.0e4, -0.0, 1e-3]
+
+
+@pytest.mark.parametrize("dtype", list(LANES))
+@pytest.mark.parametrize("name", ["isinf", "isfinite", "isnan"])
+@pytest.mark.parametrize("target,ramp", [("llvm", True), ("llvm", False), ("c", False)],
+                         ids=["llvm-ramp", "llvm-vectorized", "c-vectorized"])
+def test_classifiers_of_vector_values_per_lane(monkeypatch, name, dtype, target, ramp):
+    """T.isinf / T.isfinite of a vector (a T.Ramp load) stopped with TVM's "Check failed:
+    dtype.lanes() == 1" at the kernel line; each lane is now classified, as T.isnan's are."""
+    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
+    kernel = tilelang.compile(_classifier_kernel(getattr(T, name), dtype, LANES[dtype], ramp), target=target,
+                              execution_backend="tvm_ffi")
+    a = torch.tensor(_SPECIAL, dtype=getattr(torch, dtype))
+    b = torch.full_like(a, 7)
+    kernel(a, b)
+    assert b.tolist() == getattr(torch, name)(a).to(a.dtype).tolist(), (name, dtype, a.tolist(), b.tolist())
+
+
+def test_vector_classifiers_on_c_are_refused_as_vector_values():
+    """On ``c`` a T.Ramp load is refused as a vector value (its generator prints OpenCL syntax), not
+    with TVM's "Check failed: dtype.lanes() == 1"."""
+    from tilelang_core.errors import LoweringError
+
+    with pytest.raises(LoweringError) as info:
+        tilelang.compile(_classifier_kernel(T.isinf, "float32", 4, True), target="c", execution_backend="tvm_ffi")
+    assert "vector values" in str(info.value) and "Check failed" not in str(info.value), str(info.value)
