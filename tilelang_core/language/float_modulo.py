@@ -23,6 +23,10 @@ quotient has the sign of ``x / y``. ``y == 0`` gives ``x / y`` (an infinity or N
 Python raises); for a constant 0 it is written without the division, which TVM cannot print.
 16-bit and 8-bit floats are computed in float32 and rounded once at the end.
 
+``/`` of a float quotient by a constant zero (``A[i] / 0.0``, ``x / T.float32(0)``; TVM 0.27 stopped
+the parse with "Check failed: fb->value != 0 ... Divide by zero") is IEEE's and torch's the same
+way: :func:`float_divided_by_zero`.
+
 Both expressions repeat their operands. An operand with a side effect (an atomic's previous value,
 a ``T.call_extern``) is bound once by a ``Let`` first, which lowering/atomic_values.py turns into a
 statement, so ``T.atomic_add(C[0], 1.0, return_prev=True) % 7.0`` runs the atomic once.
@@ -32,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["install", "float_floormod", "float_floordiv"]
+__all__ = ["install", "float_divided_by_zero", "float_floormod", "float_floordiv"]
 
 _MARK = "_tilelang_float_floormod"
 
@@ -130,6 +134,82 @@ def _quotient_by_zero(x: Any, divisor: float, ty: Any) -> Any:
     return tirx.Select(undefined, _constant(math.nan, ty), inf)
 
 
+def _zero_divisor(value: Any) -> Any:
+    """The float value of a divisor that is the constant 0 (a Python number, an ``IntImm`` or
+    ``FloatImm``, or a broadcast of one: ``0.0``, ``-0.0``, ``T.float32(0)``), else None."""
+    from tvm import tirx
+
+    if isinstance(value, tirx.Broadcast):
+        value = value.value
+    if isinstance(value, (tirx.IntImm, tirx.FloatImm)):
+        value = value.value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != 0:
+        return None
+    return float(value)
+
+
+def _one_like(zero: Any) -> Any:
+    """1 of the kind of the zero divisor ``zero`` (a Python number, a constant, a broadcast)."""
+    from tvm import tirx
+
+    if isinstance(zero, tirx.Broadcast):
+        return tirx.Broadcast(_one_like(zero.value), zero.lanes)
+    if isinstance(zero, (tirx.IntImm, tirx.FloatImm)):
+        return tirx.const(1, str(zero.ty.dtype))
+    return 1.0 if isinstance(zero, float) else 1
+
+
+def float_divided_by_zero(ffi_div: Callable[..., Any], a: Any, b: Any) -> Any:
+    """``a / b`` of a constant zero ``b`` where the quotient is a float (``A[i] / 0.0``, an integer
+    ``A[i] / 0.0``, ``x / T.float32(0)``), as IEEE and torch give it: an infinity of the sign of
+    ``a / b``, NaN for a zero or NaN ``a``; None for any other division. ``ffi_div`` is TVM's
+    division, which gives the quotient's dtype. TVM 0.27 stopped the kernel's parse at ``A[i] / 0.0``
+    with its bare "Check failed: fb->value != 0 (0 vs. 0) : Divide by zero" (it folds every
+    division by a constant 0). 16-bit and 8-bit floats are computed in float32."""
+    import tvm
+    from tvm import tirx
+
+    from ..lowering.atomic_values import evaluated_once
+
+    divisor = _zero_divisor(b)
+    if divisor is None:
+        return None
+    probe = ffi_div(a, _one_like(b), None)  # the quotient's dtype, as TVM promotes the operands
+    if not tvm.ir.is_prim_expr(probe) or not probe.ty.dtype.with_lanes(1).is_float:
+        return None  # an integer division by zero: TVM's (and lowering's) handling
+    ty = probe.ty.dtype
+    if not tvm.ir.is_prim_expr(a):
+        a = _constant(float(a), ty)
+    elif a.ty.dtype != ty:
+        a = tirx.Cast(str(ty), a)
+
+    def build(x: Any) -> Any:
+        if ty.bits < 32:  # float16/bfloat16/float8: in float32 (exact infinities and NaN), then back
+            wide = tirx.Cast(str(ty).replace(str(ty.with_lanes(1)), "float32"), x)
+            return tirx.Cast(str(ty), _quotient_by_zero(wide, divisor, wide.ty.dtype))
+        return _quotient_by_zero(x, divisor, ty)
+
+    return evaluated_once(build, a)
+
+
+def _dividing_by_zero(ffi_op: Callable[..., Any]) -> Callable[..., Any]:
+    """TVM's ``_OpDiv`` (behind ``/``) with a float quotient by a constant zero sent to
+    :func:`float_divided_by_zero`."""
+
+    def div(a: Any, b: Any, *rest: Any) -> Any:
+        result = float_divided_by_zero(ffi_op, a, b)
+        return ffi_op(a, b, *rest) if result is None else result
+
+    div.__name__ = "_OpDiv"
+    div.__doc__ = ffi_op.__doc__
+    div.__dict__.update(getattr(ffi_op, "__dict__", {}))  # the marks of what it wraps (literals' install checks them)
+    setattr(div, _DIV_MARK, ffi_op)
+    return div
+
+
+_DIV_MARK = "_tilelang_float_division_by_zero"
+
+
 def _float_aware(ffi_op: Callable[..., Any], float_op: Callable[..., Any], name: str) -> Callable[..., Any]:
     """TVM's ``ffi_op`` (``_OpFloorDiv``/``_OpFloorMod``) with float operands sent to ``float_op``."""
 
@@ -145,10 +225,13 @@ def _float_aware(ffi_op: Callable[..., Any], float_op: Callable[..., Any], name:
 
 def install() -> None:
     """Wrap TVM's ``_OpFloorMod`` and ``_OpFloorDiv`` (behind ``%``, ``//``, ``T.floormod`` and
-    ``T.floordiv``) for float operands (idempotent)."""
+    ``T.floordiv``) for float operands, and ``_OpDiv`` (``/``) for a float divided by a constant
+    zero (idempotent)."""
     from tvm.ir.prim import _ffi_api
 
     if getattr(_ffi_api._OpFloorMod, _MARK, None) is None:
         _ffi_api._OpFloorMod = _float_aware(_ffi_api._OpFloorMod, float_floormod, "_OpFloorMod")
     if getattr(_ffi_api._OpFloorDiv, _MARK, None) is None:
         _ffi_api._OpFloorDiv = _float_aware(_ffi_api._OpFloorDiv, float_floordiv, "_OpFloorDiv")
+    if getattr(_ffi_api._OpDiv, _DIV_MARK, None) is None:
+        _ffi_api._OpDiv = _dividing_by_zero(_ffi_api._OpDiv)
