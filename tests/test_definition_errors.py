@@ -681,3 +681,27 @@ def test_float_math_takes_python_ints_as_floats_and_ldexp_an_integer_exponent():
             A[0] = T.exp(0) + T.sqrt(4) + T.ldexp(A[1], N[0]) + T.pow(A[2], 2)
 
     assert "exp(T.float32(0.0))" in k.script() or "T.exp(T.float32(0" in k.script(), k.script()
+
+
+def test_comparison_with_none_is_refused():
+    """``A[i] == None`` stopped with TVMScript's "'NoneType' object has no attribute 'expr_ty'"."""
+    def equal():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                for i in T.serial(4):
+                    B[i] = T.if_then_else(A[i] == None, 1.0, 2.0)  # <none-eq>
+
+    text = _message(equal, "none-eq", TypeError)
+    assert text.startswith("A[i] == None: a kernel value is never None"), text
+    assert "float32 expression A[i]" in text and "x == 0" in text and "is not None" in text, text
+
+    def not_equal():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "int32"), B: T.Tensor((4,), "int32")):
+            with T.Kernel(1, threads=1) as _:
+                for i in T.serial(4):
+                    if None != A[i] + 1:  # <none-ne>
+                        B[i] = 1
+
+    assert _message(not_equal, "none-ne", TypeError).startswith("None != A[i] + 1: a kernel value is never None")

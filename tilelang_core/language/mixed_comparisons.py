@@ -10,7 +10,9 @@ six comparisons of two expressions of different dtypes go through the same funct
 narrower integer is widened (``int16`` next to ``int32`` -> ``int32``), signed next to unsigned of
 the same width is unsigned, as in C, and an integer next to a float, or a narrower float next to
 a wider one, becomes the float. Comparisons with a Python number, and of two expressions of the
-same dtype, keep TVMScript's handling.
+same dtype, keep TVMScript's handling. A comparison of an expression with ``None``
+(``A[i] == None``, which TVMScript stopped with "'NoneType' object has no attribute 'expr_ty'")
+is refused at its line, as the kernel wrote it.
 """
 
 from __future__ import annotations
@@ -94,10 +96,30 @@ def _past_range(value: Any, dtype: Any, other: Any) -> Any:
     return tirx.Cast(str(tvm.DataType(wide).with_lanes(value.ty.dtype.lanes)), value)
 
 
+#: TVM's operator function -> the comparison as Python writes it.
+_SYMBOLS = {"_OpEQ": "==", "_OpNE": "!=", "_OpLT": "<", "_OpLE": "<=", "_OpGT": ">", "_OpGE": ">="}
+
+
+def _refuse_none(value: Any, symbol: str) -> None:
+    """Refuse ``value <symbol> None`` (``A[i] == None``) of a kernel expression ``value``: TVMScript
+    stopped with "'NoneType' object has no attribute 'expr_ty'"."""
+    from tvm.script.parser.core import doc
+
+    from .operand_checks import _fail, _given
+    from .spans import evaluated_text
+
+    written = evaluated_text(doc.Compare) or f"{value} {symbol} None"
+    _fail(written, f"a kernel value is never None ({_given(value)} is a number known when the kernel runs); "
+                   "compare it with a number (x == 0) or test T.isnan(x), and test an optional Python value "
+                   "with 'is None' / 'is not None'")
+
+
 def _matching(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     from tvm.ir.prim import _ffi_api
 
     def compare(a: Any, b: Any) -> Any:
+        if a is None or b is None:
+            _refuse_none(a if b is None else b, _SYMBOLS[name])
         left, right = _element_dtype(a), _element_dtype(b)
         if (left is None) != (right is None):  # an expression and a Python value
             a, b = _as_float(a, left, b), _as_float(b, right, a)

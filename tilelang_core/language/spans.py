@@ -13,10 +13,11 @@ file it came from.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 __all__ = [
     "ENABLE_ENV",
+    "evaluated_text",
     "get_buffer_span",
     "get_stmt_span",
     "make_span",
@@ -106,6 +107,24 @@ def source_text(parser: Any, node: Any, fallback: str = "<expression>") -> str:
     return text
 
 
+def _evaluations() -> Iterator[tuple[Any, Any, Any]]:
+    """``(evaluator, node, fields)`` of each expression TVMScript's evaluator is evaluating now,
+    innermost first: ``node`` is the doc AST node as the kernel wrote it, ``fields`` its evaluated
+    operands (names of the evaluator's ``value_table``)."""
+    import sys
+
+    frame = sys._getframe(1)
+    try:
+        while frame is not None:
+            names = frame.f_locals
+            node, fields, evaluator = names.get("node"), names.get("fields"), names.get("self")
+            if isinstance(fields, dict) and isinstance(getattr(evaluator, "value_table", None), dict):
+                yield evaluator, node, fields
+            frame = frame.f_back
+    finally:
+        del frame
+
+
 def written_argument(value: Any) -> Optional[str]:
     """The kernel's text of ``value`` when it is an argument of the call being parsed (``T.atomic_load(A[i])
     * 2.0`` where TVM would print the expression it became), else ``None``.
@@ -115,28 +134,29 @@ def written_argument(value: Any) -> Optional[str]:
     or one passed on by a Python helper, is not mistaken for what the kernel wrote. An argument that
     is a plain name gives ``None`` too: the value it stands for says more than the name.
     """
-    import sys
-
     from tvm.script.parser.core import doc
 
-    frame = sys._getframe(1)
-    try:
-        while frame is not None:
-            names = frame.f_locals
-            node, fields, evaluator = names.get("node"), names.get("fields"), names.get("self")
-            table = getattr(evaluator, "value_table", None)
-            if isinstance(node, doc.Call) and isinstance(fields, dict) and isinstance(table, dict):
-                written = list(node.args) + [k.value for k in node.keywords]
-                evaluated = list(fields.get("args") or ()) + [k.value for k in fields.get("keywords") or ()]
-                for source_node, name in zip(written, evaluated):
-                    if isinstance(source_node, doc.Name):  # a name: its value says more (describe())
-                        continue
-                    if isinstance(name, doc.Name) and table.get(name.id, None) is value:
-                        return source_text(getattr(evaluator, "parser", None), source_node)
-                return None
-            frame = frame.f_back
-    finally:
-        del frame
+    for evaluator, node, fields in _evaluations():
+        if not isinstance(node, doc.Call):
+            continue
+        table = evaluator.value_table
+        written = list(node.args) + [k.value for k in node.keywords]
+        evaluated = list(fields.get("args") or ()) + [k.value for k in fields.get("keywords") or ()]
+        for source_node, name in zip(written, evaluated):
+            if isinstance(source_node, doc.Name):  # a name: its value says more (describe())
+                continue
+            if isinstance(name, doc.Name) and table.get(name.id, None) is value:
+                return source_text(getattr(evaluator, "parser", None), source_node)
+        return None
+    return None
+
+
+def evaluated_text(kind: Any) -> Optional[str]:
+    """The kernel's text of the innermost expression of doc AST type ``kind`` (``doc.Compare``)
+    that TVMScript's evaluator is evaluating now, else ``None``."""
+    for evaluator, node, _fields in _evaluations():
+        if isinstance(node, kind):
+            return source_text(getattr(evaluator, "parser", None), node)
     return None
 
 
