@@ -705,3 +705,17 @@ def test_comparison_with_none_is_refused():
                         B[i] = 1
 
     assert _message(not_equal, "none-ne", TypeError).startswith("None != A[i] + 1: a kernel value is never None")
+
+
+def test_dtype_constructor_of_none_is_refused():
+    """``T.int32(None)`` made a new TIR variable the kernel never defines: "Program is not
+    well-formed ... Invalid use of undefined variable" at the kernel's ``def`` line."""
+    def none():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "int32")):
+            with T.Kernel(1, threads=1) as _:
+                A[0] = T.int32(None)  # <dtype-none>
+
+    text = _message(none, "dtype-none", TypeError)
+    assert text.startswith("T.int32(None): None is not a value to convert to int32"), text
+    assert "T.int32(0)" in text and "well-formed" not in text, text

@@ -217,6 +217,12 @@ class dtype(tvm_ffi.dtype):
                 raise ValueError(f"{self}(...) packs one value per lane: {self.lanes} expected, got {len(args)}")
             return tirx.Shuffle([tirx.const(a, str(self.element_of)) if isinstance(a, (int, float)) else a for a in args],
                                 list(range(len(args))))
+        if args and args[0] is None:
+            from .operand_checks import _fail
+
+            # TVMScript took None for no argument: a new variable, which the kernel never defines
+            _fail(f"T.{self}(None)", f"None is not a value to convert to {self}; give a number or an expression "
+                                     f"(T.{self}(0), T.{self}(A[i]))")
         expr = args[0] if args else None
         global _CONSTRUCTORS
         if _CONSTRUCTORS is None:
