@@ -4,8 +4,9 @@ TVMScript has no visitor for them and stopped with "Visitor of AST node is not i
 Global", marking the whole ``with T.Kernel`` body rather than the statement. TileLang accepts the
 first three. :func:`install` registers visitors: ``global G`` and ``nonlocal n`` have nothing to
 do (a kernel reads module and closure names anyway; an assignment in a kernel binds a kernel
-variable), ``del name`` neither (the kernel is built when it is parsed, so nothing is freed), and
-``try`` is refused at its line: a kernel cannot catch an error while it runs. ``raise`` is
+variable), ``del name`` neither (the kernel is built when it is parsed, so nothing is freed); ``del
+B[1]`` or ``del obj.attr`` is refused at its line (it was ignored: nothing can remove an element of
+a tensor), and ``try`` is refused at its line: a kernel cannot catch an error while it runs. ``raise`` is
 :mod:`.raise_statements`'s visitor. A ``def`` inside a kernel body is refused saying to define the
 helper outside the kernel (TVMScript: "Function must be decorated").
 """
@@ -18,8 +19,30 @@ __all__ = ["install"]
 
 
 def _nothing(self: Any, node: Any) -> None:
-    """``global`` / ``nonlocal`` / ``del``: nothing to do in a kernel (module docstring)."""
+    """``global`` / ``nonlocal``: nothing to do in a kernel (module docstring)."""
     return None
+
+
+def _delete(self: Any, node: Any) -> None:
+    """``del name``: nothing to do (module docstring). ``del B[1]`` or ``del obj.attr`` is refused at
+    its target: TVMScript's parser ignored it, so the kernel was built as if it were not there."""
+    from tvm.script.parser.core import doc
+
+    from .spans import source_text
+
+    pending = list(node.targets)
+    while pending:
+        target = pending.pop(0)
+        if isinstance(target, (doc.Tuple, doc.List)):
+            pending[:0] = list(target.elts)
+        elif not isinstance(target, doc.Name):
+            what = source_text(self, target, "<target>")
+            element = isinstance(target, doc.Subscript)
+            self.report_error(target, f"del {what} is not supported in a kernel: "
+                                      + ("a tensor's elements cannot be removed (its shape is fixed); store a value "
+                                         f"instead ({what} = 0)" if element else
+                                         "an attribute cannot be removed from a kernel value")
+                                      + "; only 'del name' is accepted (it does nothing)")
 
 
 def _refuse_try(self: Any, node: Any) -> None:
@@ -68,7 +91,7 @@ def install() -> None:
 
     from .raise_statements import visit_raise
 
-    for type_name, visit in (("Global", _nothing), ("Nonlocal", _nothing), ("Delete", _nothing),
+    for type_name, visit in (("Global", _nothing), ("Nonlocal", _nothing), ("Delete", _delete),
                              ("Try", _refuse_try), ("TryStar", _refuse_try), ("Raise", visit_raise)):
         if getattr(Parser, "visit_" + type_name, None) is None:
             setattr(Parser, "visit_" + type_name, visit)
