@@ -1,11 +1,15 @@
-"""``del B[1]`` in a kernel body is refused at its line (language/python_statements.py).
+"""``del B[1]`` and ``with open(...)`` in a kernel body are refused at their line (language/python_statements.py).
 
 Before, ``del B[1]`` (or ``del obj.attr``) was ignored: the kernel was built as if the statement
-were not there.
+were not there. ``with open("f") as fh:`` ran ``open`` while the kernel was parsed and stopped with
+"[Errno 2] No such file or directory: 'f'" or, for a file that exists (or one that ``"w"`` had
+just created or emptied), "Do not know how to bind type: <class '_io.TextIOWrapper'> in with
+statement"; any Python context manager's ``as`` value gave the latter.
 """
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import sys
 
@@ -48,3 +52,32 @@ def test_del_of_an_element_or_attribute_is_refused():
 
     text = _diagnostic(in_a_tuple, "del-attribute")
     assert "del A.shape is not supported in a kernel" in text and "attribute" in text, text
+
+
+def test_with_open_is_refused_before_the_file_is_opened(tmp_path):
+    path = tmp_path / "written.txt"
+
+    def write():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                with open(path, "w") as fh:  # <with-open>
+                    A[0] = 1.0
+
+    text = _diagnostic(write, "with-open")
+    assert "with open(path, \"w\"): a kernel cannot read or write files" in text, text
+    assert "read the file before defining the kernel" in text, text
+    assert not path.exists()  # refused before open() ran
+
+
+def test_with_a_python_context_manager_as_a_name_says_what_it_gave():
+    def python_value():
+        @T.prim_func
+        def k(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                with contextlib.nullcontext(5) as n:  # <with-python>
+                    A[0] = 1.0
+
+    text = _diagnostic(python_value, "with-python")
+    assert "with ... as n: the with statement gave a Python int, not a kernel scope" in text, text
+    assert "Do not know how to bind" not in text, text

@@ -8,7 +8,10 @@ variable), ``del name`` neither (the kernel is built when it is parsed, so nothi
 B[1]`` or ``del obj.attr`` is refused at its line (it was ignored: nothing can remove an element of
 a tensor), and ``try`` is refused at its line: a kernel cannot catch an error while it runs. ``raise`` is
 :mod:`.raise_statements`'s visitor. A ``def`` inside a kernel body is refused saying to define the
-helper outside the kernel (TVMScript: "Function must be decorated").
+helper outside the kernel (TVMScript: "Function must be decorated"). ``with open(...)`` is refused
+before the file is opened (it ran when the kernel was parsed: "No such file or directory", or "Do
+not know how to bind type: <class '_io.TextIOWrapper'>"), and ``with X as x`` where ``X`` is any
+Python context manager says that ``x`` is a Python object, not a kernel scope's variable.
 """
 
 from __future__ import annotations
@@ -50,6 +53,50 @@ def _refuse_try(self: Any, node: Any) -> None:
                             "(a failed T.device_assert stops the call); handle errors around the kernel call")
 
 
+_FILES = ("a kernel cannot read or write files: open() would run once, when the kernel is parsed, not when it "
+          "runs; read the file before defining the kernel and pass what it holds as parameters or constants")
+
+
+def _visit_with(previous: Any, self: Any, node: Any) -> Any:
+    """``with`` in a kernel: ``with open(...)`` is refused before it opens anything (module docstring);
+    every other ``with`` is TVMScript's."""
+    import builtins
+    import io
+
+    from tvm.script.parser.core import doc
+
+    from .python_calls import _resolve
+    from .spans import source_text
+
+    for item in node.items:
+        call = item.context_expr
+        found = _resolve(self, call.func) if isinstance(call, doc.Call) else None
+        if found is not None and found[2] in (builtins.open, io.open):
+            self.report_error(call, f"with {source_text(self, call)}: {_FILES}")
+    return previous(self, node)
+
+
+def _bind_with_value(original: Any) -> Any:
+    """TVMScript's binding of a ``with ... as name`` value, with a value that is not a kernel
+    variable (a Python object from a Python context manager) refused naming what it is: TVMScript
+    said "Do not know how to bind type: <class '...'> in with statement"."""
+
+    def bind_with_value(self: Any, node: Any, var_name: str, value: Any) -> Any:
+        import tvm
+
+        if not isinstance(value, (list, tuple, tvm.ir.Var)):
+            kind = f"{type(value).__module__}.{type(value).__qualname__}".removeprefix("builtins.")
+            self.report_error(node, f"with ... as {var_name}: the with statement gave a Python {kind}, not a kernel "
+                                    "scope; in a kernel, with takes T.Kernel(...) and the other T. scopes, whose "
+                                    "'as' names are their index variables. Python context managers run once, when "
+                                    "the kernel is parsed: use them outside the kernel")
+        return original(self, node, var_name, value)
+
+    bind_with_value.__doc__ = original.__doc__
+    bind_with_value._tilelang_checked = True  # type: ignore[attr-defined]
+    return bind_with_value
+
+
 def _inside_a_kernel() -> bool:
     """Whether the parser is inside a kernel's body now (a ``def`` there is a nested one)."""
     from tvm.script.ir_builder import IRBuilder
@@ -84,10 +131,16 @@ def _refuse_nested_defs(parser_class: Any) -> None:
 
 def install() -> None:
     """Give TVMScript's parser visitors for these statements where it has none, and refuse a nested
-    ``def`` clearly (idempotent)."""
+    ``def``, ``with open(...)`` and a ``with ... as`` of a Python object clearly (idempotent)."""
     from tvm.script.parser.core.parser import Parser
+    from tvm.tirx.script.parser import parser as tirx_parser
+
+    from .tirx_visitors import wrap_visitor
 
     _refuse_nested_defs(Parser)
+    wrap_visitor("With", _visit_with)
+    if not getattr(tirx_parser.bind_with_value, "_tilelang_checked", False):
+        tirx_parser.bind_with_value = _bind_with_value(tirx_parser.bind_with_value)  # looked up by name per with
 
     from .raise_statements import visit_raise
 
