@@ -122,3 +122,66 @@ def test_continue_in_t_parallel_is_refused_on_gpu_targets():
                            "parallel loop, which GPU targets spread over the block's threads"), text
     assert "(on CPU targets T.Parallel and T.parallel too)" in text
     lower(_parallel_continue, target="c")  # the loop nest stays on CPU targets
+
+
+def _run_time_unrolls():
+    """``continue`` and ``break`` in T.unroll loops that stay loops: a run-time extent (alone, and
+    inside a serial loop) and a constant extent past what lowering unrolls (dynamic_unroll.py)."""
+    N = T.dynamic("N")
+
+    @T.prim_func
+    def k(A: T.Tensor((N,), "int32"), B: T.Tensor((4, N), "int32")):
+        with T.Kernel(1, threads=1) as _:
+            for i in T.unroll(N):
+                if A[i] % 3 == 0:
+                    continue  # <run-time-unroll-continue>
+                B[0, i] = A[i] + 10
+            for j in T.serial(2):
+                for i in T.unroll(N):
+                    if A[i] % 2 == 0:
+                        continue
+                    B[1, i] = A[i] + j
+            for i in T.unroll(4096):
+                if i >= N:
+                    break
+                if A[i] > 5:
+                    continue
+                B[2, i] = -A[i]
+            for i in T.unroll(N):
+                if A[i] == 7:
+                    break
+                B[3, i] = 1
+
+    return k
+
+
+@pytest.mark.parametrize("backend,target", cpu_pairs())
+def test_continue_and_break_in_run_time_unroll_loops_run_as_in_python(monkeypatch, backend, target):
+    """Before, such a continue was refused as if the loop were unrolled into copies ("continue would
+    end an iteration of a T.unroll loop, which is unrolled into copies of its body")."""
+    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
+    kernel = tilelang.compile(_run_time_unrolls(), target=target, execution_backend=backend)
+    a = torch.arange(10, dtype=torch.int32)
+    b = torch.zeros(4, 10, dtype=torch.int32)
+    kernel(a, b)
+    want = torch.zeros(4, 10, dtype=torch.int32)
+    want[0] = torch.where(a % 3 == 0, 0, a + 10)
+    want[1] = torch.where(a % 2 == 0, 0, a + 1)
+    want[2] = torch.where(a > 5, 0, -a)
+    want[3, :7] = 1
+    assert torch.equal(b, want), b
+
+
+def test_continue_in_a_run_time_unroll_stays_in_a_pragma_unroll_loop_on_cuda(tmp_path):
+    from tilelang_core.lowering import lower
+
+    from private_modules import load_private
+
+    artifact = lower(_run_time_unrolls(), target="cuda")
+    lines = [line.strip() for line in artifact.device_source.splitlines()]
+    loops = [i for i, line in enumerate(lines) if line.startswith("for (") and "< N" in line]
+    assert loops and all(lines[i - 1] == "#pragma unroll" for i in loops), lines
+    assert any(line.startswith("continue;") for line in lines) and any(line.startswith("break;") for line in lines)
+    cuda = load_private("test_tileops_cuda", "test_tileops_cuda_for_loop_continue")
+    if cuda.NVCC is not None:
+        cuda.compile_translation_units({"run_time_unrolls": artifact}, tmp_path)

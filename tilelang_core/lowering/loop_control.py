@@ -25,6 +25,12 @@ of only some threads) or did not compile, so it is refused there. It is refused 
 loops: TVM went on with a ``continue`` there, and an unrolled copy's ``continue`` skipped the rest
 of the *enclosing* loop's iteration (every later copy: wrong values), LLVM's vectorizer dropped it
 (the skipped lanes were written), and a ``T.unroll`` loop alone did not compile.
+
+A ``T.unroll`` loop that is not unrolled here but stays a loop for the target's compiler (a run-time
+extent, ``T.unroll(n)``, or more body copies than lowering/dynamic_unroll.py unrolls) is a serial
+loop for ``break`` and ``continue``: it is marked as such a loop right here
+(:func:`_kept_as_loops`), so that nothing later unrolls it. Before, ``continue`` there was refused
+as if the loop were unrolled into copies.
 """
 
 from __future__ import annotations
@@ -92,10 +98,39 @@ _GPU_PARALLEL_REASON = ("a parallel loop, which GPU targets spread over the bloc
                         "in a thread, so the continue would end an iteration of the enclosing loop (or of none)")
 
 
+def _runs_as_a_loop(loop: Any) -> bool:
+    """Whether the ``T.unroll`` loop ``loop`` stays a loop that the target's compiler may unroll
+    (a run-time extent, or more copies of its body than :data:`~.dynamic_unroll.MAX_UNROLLED_ITERATIONS`):
+    the rule of :func:`~.dynamic_unroll.mark_dynamic_unrolls`."""
+    from .dynamic_unroll import HINT_KEY, mark_dynamic_unrolls
+
+    marked = mark_dynamic_unrolls(loop)
+    return marked.kind == tirx.ForKind.SERIAL and HINT_KEY in (marked.annotations or {})
+
+
+def _kept_as_loops(body: Any, loop_vars: list) -> Any:
+    """``body`` with the ``T.unroll`` loops of ``loop_vars`` made serial loops marked as run-time
+    unrolls now (:data:`~.dynamic_unroll.HINT_KEY`), so that no later step unrolls a loop whose
+    iteration a break or continue ends (on GPU targets they print as ``#pragma unroll`` loops)."""
+    from .dynamic_unroll import HINT_KEY
+
+    def on_for(loop: Any) -> Any:
+        if loop.kind != tirx.ForKind.UNROLLED or not any(loop.loop_var.same_as(v) for v in loop_vars):
+            return loop
+        annotations = dict(loop.annotations or {})
+        annotations[HINT_KEY] = tirx.IntImm("int32", 1)
+        return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, loop.body, loop.thread_binding,
+                        annotations, loop.step, loop.span)
+
+    return tvm_ffi.structural_map(body, [(tirx.For, on_for)])
+
+
 class _Checker:
     def __init__(self, func_location: str, gpu: bool = False) -> None:
         self.func_location = func_location
         self.gpu = gpu
+        #: loop variables of the run-time T.unroll loops that a break or continue leaves or continues
+        self.kept_loops: list = []
 
     def visit(self, stmt: Any, loops: tuple, nest: Optional[tuple] = None) -> None:
         if stmt is None:
@@ -107,11 +142,14 @@ class _Checker:
                 pending = _nest_marker(s)
             return
         if isinstance(stmt, tirx.For):
+            run_time_unroll = False
             if KERNEL_AXIS_KEY in stmt.annotations:
                 reason = ("the block loop of T.Kernel: each block runs the kernel body once, so there is no loop of "
                           "the kernel body to leave")
             elif nest is not None:
                 reason = _NEST_REASON[nest[0]]
+            elif stmt.kind == tirx.ForKind.UNROLLED and _runs_as_a_loop(stmt):
+                reason, run_time_unroll = None, True  # a loop at run time: left and continued as a serial one
             else:
                 reason = _KIND_REASON.get(stmt.kind)
             # continue ends one iteration: fine where iterations are independent, not where none is left
@@ -123,10 +161,11 @@ class _Checker:
             else:
                 continue_reason = None
             inner = (nest[0], nest[1] - 1) if nest is not None and nest[1] > 1 else None
-            self.visit(stmt.body, loops + ((reason, continue_reason),), inner)
+            self.visit(stmt.body, loops + ((reason, continue_reason, stmt.loop_var if run_time_unroll else None),),
+                       inner)
             return
         if isinstance(stmt, tirx.While):
-            self.visit(stmt.body, loops + ((None, None),))
+            self.visit(stmt.body, loops + ((None, None, None),))
             return
         if isinstance(stmt, tirx.IfThenElse):
             self.visit(stmt.then_case, loops)
@@ -149,6 +188,7 @@ class _Checker:
                     f"{loc}: {spelling} would leave {loops[-1][0]}; it can leave a serial loop only (T.serial, range, "
                     "T.Pipelined or while): put one around the code to leave"
                 )
+            self._keep(loops[-1][2])
             return
         found = _continue_of(stmt)
         if found is None:
@@ -162,6 +202,12 @@ class _Checker:
                 "loop (T.serial, range, T.Pipelined, while) only (on CPU targets T.Parallel and T.parallel too): put "
                 "the rest of the body under an if instead (if not cond: ...)"
             )
+        self._keep(loops[-1][2])
+
+    def _keep(self, loop_var: Any) -> None:
+        """Remember the run-time ``T.unroll`` loop of ``loop_var`` (None: another loop) as one to keep a loop."""
+        if loop_var is not None and not any(loop_var.same_as(v) for v in self.kept_loops):
+            self.kept_loops.append(loop_var)
 
 
 def lower_loop_breaks(func: tirx.PrimFunc, func_location: str, gpu: bool = False) -> tirx.PrimFunc:
@@ -176,7 +222,9 @@ def lower_loop_breaks(func: tirx.PrimFunc, func_location: str, gpu: bool = False
     tvm_ffi.structural_map(func.body, [(tirx.Evaluate, on_break)])
     if not found:
         return func
-    _Checker(func_location, gpu).visit(func.body, ())
+    checker = _Checker(func_location, gpu)
+    checker.visit(func.body, ())
+    body = _kept_as_loops(func.body, checker.kept_loops) if checker.kept_loops else func.body
 
     def on_evaluate(stmt: Any) -> Any:
         if marker_args(stmt, LOOP_BREAK_CALL) is not None:
@@ -185,4 +233,4 @@ def lower_loop_breaks(func: tirx.PrimFunc, func_location: str, gpu: bool = False
             return tirx.Evaluate(tirx.continue_loop(), stmt.span)
         return stmt
 
-    return func.with_body(checked_map(func.body, [(tirx.Evaluate, on_evaluate)]))
+    return func.with_body(checked_map(body, [(tirx.Evaluate, on_evaluate)]))
