@@ -189,7 +189,28 @@ def _is_float64(expr: Any) -> bool:
 
 def _full_width(name: str, args: tuple) -> tuple:
     """Bitwise and shift operators: ``(a, b, span)`` with an int literal at its full value."""
-    return (*literal_operands(name, args[0], args[1]), *args[2:])
+    return (*literal_operands(name, *signed_constants_as_unsigned(args[0], args[1])), *args[2:])
+
+
+def _as_unsigned(constant: Any, other: Any) -> Any:
+    """``constant`` as a constant of ``other``'s unsigned dtype when it is a negative signed
+    integer constant that arithmetic converts to that dtype (``other`` unsigned and at least as
+    wide: ``T.int32(-1)`` next to a uint32 is 4294967295), else ``constant`` unchanged."""
+    if not isinstance(constant, tirx.IntImm) or int(constant.value) >= 0:
+        return constant
+    dtype, wide = constant.ty.dtype, _integer_dtype(other)
+    if wide is None or not str(wide).startswith("uint") or not str(dtype).startswith("int") or wide.bits < dtype.bits:
+        return constant
+    return tirx.IntImm(str(wide), int(constant.value) + (1 << wide.bits))
+
+
+def signed_constants_as_unsigned(a: Any, b: Any) -> tuple[Any, Any]:
+    """``(a, b)`` with a negative signed integer constant next to an unsigned operand at least as
+    wide written as its two's complement in that dtype, the value a run-time operand converts to
+    (C's rule). TVM 0.27 stopped ``T.int32(-1) + T.uint32(1)`` and ``T.int8(-1) < T.uint8(1)``
+    with its internal "Check failed: (value >= 0) is false: cannot make uint from negative
+    value -1" when it converted the constant."""
+    return _as_unsigned(a, b), _as_unsigned(b, a)
 
 
 def narrow_left_shift_error(dtype: Any, operand: Any, amount: Any, widened_to: Any = None) -> LoweringError:
@@ -285,8 +306,9 @@ def _wrap_shift(name: str, ffi_function: Callable[..., Any]) -> Callable[..., An
 
 def _float64_pair(name: str, args: tuple) -> tuple:
     """Binary operators: ``(a, b, [span])`` with a float literal next to float64 kept in float64,
-    bfloat16 next to float16 in float32."""
-    return (*half_pair_operands(*float64_operands(args[0], args[1])), *args[2:])
+    bfloat16 next to float16 in float32, a negative signed constant next to an unsigned operand
+    as its two's complement."""
+    return (*half_pair_operands(*float64_operands(*signed_constants_as_unsigned(args[0], args[1]))), *args[2:])
 
 
 def _float64_branches(name: str, args: tuple) -> tuple:
