@@ -185,3 +185,31 @@ def test_environment_variables_table_matches_the_code():
     docs = [*USER_DOCS, *(ROOT / "plugins").glob("*/README.md")]
     mentioned = {v for doc in docs for v in re.findall(r"\bTILELANG_[A-Z0-9_]+\b", doc.read_text())}
     assert mentioned - NOT_ENV_VARS <= in_code, f"documented but read by nothing: {sorted(mentioned - NOT_ENV_VARS - in_code)}"
+
+
+def _broken_table_rows(text: str) -> list[int]:
+    """Line numbers of table rows (``| a | b |``) outside a table: a row that follows neither a
+    row nor what ends a block (a blank line, a heading, an HTML comment), or a table whose first row has no ``| --- |`` separator under it. Both
+    are printed as paragraph text with literal bars."""
+    lines = text.splitlines()
+    broken, in_code = [], False
+    for n, line in enumerate(lines):
+        if line.startswith("```"):
+            in_code = not in_code
+        if in_code or not line.startswith("|"):
+            continue
+        previous = lines[n - 1] if n else ""
+        if previous.startswith("|"):
+            continue
+        separator = lines[n + 1] if n + 1 < len(lines) else ""
+        block_start = not previous.strip() or previous.startswith("#") or previous.rstrip().endswith("-->")
+        if not block_start or not re.fullmatch(r"\|(\s*:?-{3,}:?\s*\|)+", separator.strip()):
+            broken.append(n + 1)
+    return broken
+
+
+@pytest.mark.parametrize("doc", USER_DOCS, ids=lambda p: p.name)
+def test_tables_render_as_tables(doc):
+    """A paragraph put between two rows of a table (docs/tile-operators.md had one) cut the rows after
+    it off the table: they rendered as text with literal bars."""
+    assert _broken_table_rows(doc.read_text()) == [], f"{doc.name}: table rows outside a table (line numbers)"
