@@ -115,15 +115,36 @@ def conventions_markdown() -> str:
     return f"{head}{ERROR_TABLE_BEGIN}\n{markdown()}\n{ERROR_TABLE_END}{tail}"
 
 
-def main() -> int:
-    (DOCS / "backend-conventions.md").write_text(conventions_markdown())
-    (DOCS / "hooks.md").write_text(hooks_markdown())
-    (DOCS / "capabilities.md").write_text(capabilities_markdown())
+def _generated() -> dict[Path, str]:
+    """Each generated file and the text it should hold."""
     from tilelang_core import schema
 
-    schema.SNAPSHOT_PATH.write_text(schema.snapshot_text())
-    print("wrote docs/backend-conventions.md (error table), docs/hooks.md, docs/capabilities.md and "
-          "tilelang_core/schema_snapshot.json")
+    return {
+        DOCS / "backend-conventions.md": conventions_markdown(),
+        DOCS / "hooks.md": hooks_markdown(),
+        DOCS / "capabilities.md": capabilities_markdown(),
+        schema.SNAPSHOT_PATH: schema.snapshot_text(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the generated files whose text changed (``--check``: write nothing, exit 1 when one is stale)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; list the stale files and exit 1 when there are any")
+    args = parser.parse_args(argv)
+    root = DOCS.parent
+    stale = {path: text for path, text in _generated().items() if not path.exists() or path.read_text() != text}
+    names = ", ".join(str(path.relative_to(root)) for path in stale) or "nothing"
+    if args.check:
+        print(f"stale: {names}" if stale else "all generated files are up to date")
+        return 1 if stale else 0
+    for path, text in stale.items():
+        path.write_text(text)
+    print(f"wrote {names}" if stale else "all generated files were up to date; nothing written")
     return 0
 
 
