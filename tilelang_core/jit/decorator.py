@@ -148,7 +148,7 @@ def unhashable_message(function: str, what: str, value: Any) -> str:
     return (
         f"{function}(): {what} is a {type(value).__module__}.{type(value).__qualname__}, which cannot be hashed, so "
         "the kernel made for it could not be found again: pass a hashable value (an int, float, string, dtype, "
-        "tuple, frozen dataclass, ...), e.g. a tuple instead of a list or a NumPy array"
+        "tuple, frozen dataclass, ...), or a list, dict or set of such values (they are compared by content)"
     )
 
 
