@@ -336,3 +336,25 @@ def test_a_tail_after_arms_without_else_serves_only_those_arms():
     with pytest.raises(TypeError, match=r"no branch of the if at .*test_eager_variants.py:\d+ applies to these "
                                         r"arguments \(mode=2\)"):
         declared_in_some_arms(a, 2)
+
+
+def test_a_keyword_call_remembers_its_branch_and_kernel(monkeypatch):
+    """A call with keyword arguments chose its branch and specialised again at every call."""
+    from tilelang_core.jit.eager import EagerFunction
+    from tilelang_core.jit.eager_variants import VariantEagerFunction
+
+    fill = make_fill(*CYTHON_C)
+    counted = {"choose": 0, "specialise": 0}
+    for cls, name, what in ((VariantEagerFunction, "_choose", "choose"), (EagerFunction, "_specialise", "specialise")):
+        def counting(self, *args, _original=getattr(cls, name), _what=what):
+            counted[_what] += 1
+            return _original(self, *args)
+
+        monkeypatch.setattr(cls, name, counting)
+    grid = torch.zeros(3, 4)
+    for _ in range(3):
+        fill(grid, is_2d=True)
+        fill(A=grid, is_2d=True)
+    torch.testing.assert_close(grid, (torch.arange(3)[:, None] * 10 + torch.arange(4)).float())
+    assert counted == {"choose": 1, "specialise": 1}  # both bind as fill(grid, True): once
+    assert len(fill.kernels) == 1

@@ -28,7 +28,7 @@ import numbers
 import sys
 from typing import Any, Callable, Optional
 
-__all__ = ["ArgumentBinder", "cache_value", "special_float", "symbol_stand_in", "value_types"]
+__all__ = ["ArgumentBinder", "KeywordPositions", "cache_value", "special_float", "symbol_stand_in", "value_types"]
 
 
 def special_float(value: Any) -> Optional[tuple]:
@@ -217,3 +217,65 @@ class ArgumentBinder:
         compile_kwargs.update(extra)
         key = tuple(cache_value(v, f"parameter {n!r}") for n, v in compile_kwargs.items())
         return key, tensors, compile_kwargs
+
+
+#: A keyword call shape not planned yet (:class:`KeywordPositions`).
+_UNPLANNED = object()
+
+
+class KeywordPositions:
+    """Turns a keyword call of one function into the positional call that binds alike, so that
+    keyword calls can take a positional fast path: ``scale(x, factor=2.0)`` and
+    ``scale(X=x, factor=2.0)`` are ``scale(x, 2.0)``; ``scale(x, block=64)`` of ``factor=1.0``
+    is ``scale(x, 1.0, 64)`` (a parameter skipped is given its default).
+
+    The plan of each call shape (the number of positional arguments and the keyword names, in
+    order) is made once and kept. A shape Python would refuse (an unknown keyword, a parameter
+    given twice, a missing one, a positional-only one by name) or that has no positional
+    equivalent (``*args``/``**kwargs`` in the signature) has no plan: :meth:`positional` returns
+    None and the caller takes its general path, which raises Python's own error.
+    """
+
+    #: plans kept at most (call shapes are few; a flood of distinct keyword names is not kept)
+    LIMIT = 1024
+
+    def __init__(self, signature: inspect.Signature) -> None:
+        self._params = list(signature.parameters.values())
+        self._plans: dict[tuple, Optional[tuple]] = {}
+
+    def positional(self, args: tuple, kwargs: dict[str, Any]) -> Optional[tuple]:
+        """The positional arguments that bind as ``(*args, **kwargs)`` do, or None (see the class)."""
+        shape = (len(args), tuple(kwargs))
+        plan = self._plans.get(shape, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = self._plan(*shape)
+            if len(self._plans) < self.LIMIT:
+                self._plans[shape] = plan
+        if plan is None:
+            return None
+        return args + tuple([kwargs.get(name, default) for name, default in plan])
+
+    def _plan(self, given: int, names: tuple[str, ...]) -> Optional[tuple]:
+        """``(name, default)`` for each parameter after the ``given`` positional ones up to the last
+        named: a named one is read from the call, a skipped one takes its default."""
+        params = self._params
+        P = inspect.Parameter
+        if any(p.kind in (P.VAR_POSITIONAL, P.VAR_KEYWORD) for p in params):
+            return None
+        if given > sum(p.kind is not P.KEYWORD_ONLY for p in params):
+            return None  # too many positional arguments
+        index = {p.name: i for i, p in enumerate(params)}
+        at = [index.get(name) for name in names]
+        if any(i is None or i < given or params[i].kind is P.POSITIONAL_ONLY for i in at):
+            return None  # unknown, given twice, or positional-only
+        last = max(at)
+        named = set(names)
+        plan = []
+        for p in params[given:]:
+            if p.name in named:
+                plan.append((p.name, None))
+            elif p.default is P.empty:
+                return None  # missing a required argument
+            elif index[p.name] < last:
+                plan.append((p.name, p.default))
+        return tuple(plan)

@@ -40,6 +40,7 @@ from typing import Any, Callable, Optional
 
 from ..errors import KernelDefinitionError
 from ..fork_locks import renew_after_fork
+from .binding import KeywordPositions
 
 __all__ = ["Arm", "ArmChain", "arm_at", "arm_chain", "leaf_body", "leaves", "VariantEagerFunction", "eager_function"]
 
@@ -269,6 +270,7 @@ class VariantEagerFunction:
         self._remember = all(name in fixed or (hasattr(builtins, name) and name not in func.__globals__)
                              for name in reads)
         self._chosen: dict[Any, tuple[int, ...]] = {}  # positional calls seen before -> the arm they took
+        self._keywords = KeywordPositions(self.signature)  # keyword calls -> the positional ones (_arm)
         self._lock = threading.Lock()
         renew_after_fork(self, "_lock")
 
@@ -319,11 +321,13 @@ class VariantEagerFunction:
     # choosing
     def _arm(self, args: tuple, kwargs: dict[str, Any]) -> Any:
         key = None
-        if not kwargs and self._remember:
+        # a keyword call is remembered as the positional call that binds alike (None: not one)
+        given = self._keywords.positional(args, kwargs) if kwargs else args
+        if given is not None and self._remember:
             from .eager import _call_key
 
             try:
-                key = _call_key(args, self._kernel_positions)
+                key = _call_key(given, self._kernel_positions)
                 path = self._chosen.get(key)
             except TypeError:  # an unhashable value: choose without remembering
                 key = path = None
