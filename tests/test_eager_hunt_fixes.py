@@ -170,3 +170,34 @@ def test_a_tensor_annotated_in_the_signature_is_read_the_same_way():
 
     z = torch.randn(12)
     torch.testing.assert_close(tripled(z), z * 3)
+
+
+def _double():
+    """``double(X) -> 2 * X`` of a float32 vector of size ``N``, with the default ``target="auto"``."""
+
+    @tilelang.jit(execution_backend="cython")
+    def double(X):
+        N = T.const("N")
+        X: T.Tensor[(N,), T.float32]
+        Y = T.empty((N,), T.float32)
+        with T.Kernel(1, threads=1) as _:
+            for i in T.serial(N):
+                Y[i] = X[i] * 2
+        return Y
+
+    return double
+
+
+def test_compile_of_specs_and_a_call_on_cpu_tensors_keep_one_kernel(monkeypatch, tmp_path):
+    """``f.compile(T.Tensor(...))`` kept its kernel under target ``auto`` and the call with CPU
+    tensors, whose device names the target ``c``, under ``c``: two entries of ``f.kernels`` for
+    one kernel. Both now resolve ``auto`` to ``c`` (here ``TILELANG_DEFAULT_TARGET=c`` makes it
+    ``c`` also on a machine with a GPU, where ``auto`` alone means ``cuda``)."""
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TILELANG_DEFAULT_TARGET", "c")
+    double = _double()
+    kernel = double.compile(T.Tensor((16,), T.float32))
+    x = torch.randn(16)
+    torch.testing.assert_close(double(x), x * 2)
+    assert list(double.kernels.values()) == [kernel], list(double.kernels)
+    assert next(iter(double.kernels))[1] == "c"

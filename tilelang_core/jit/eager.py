@@ -931,6 +931,9 @@ def _strides_of(value: Any) -> Optional[list[Optional[int]]]:
 
 
 def _target_of(bound: dict[str, Any], params: Sequence[str]) -> str:
+    """The target ``target="auto"`` means for the arguments ``bound``: the first tensor's device
+    names it (``cpu`` -> ``c``, :data:`~tilelang_core.jit.decorator.DEVICE_TARGETS`); without a
+    tensor (``f.compile`` of ``T.Tensor`` specs), :func:`_auto_target`."""
     from .decorator import DEVICE_TARGETS
 
     for p in params:
@@ -938,7 +941,26 @@ def _target_of(bound: dict[str, Any], params: Sequence[str]) -> str:
         kind = getattr(device, "type", None)
         if kind is not None:
             return DEVICE_TARGETS.get(kind, "auto")
-    return "auto"
+    return _auto_target()
+
+
+def _auto_target() -> str:
+    """What ``target="auto"`` resolves to without tensors, named as a device names it (``c``,
+    ``cuda``, ``metal``), so that ``f.compile(T.Tensor(...))`` and a later call with tensors of
+    that device key one kernel alike (they kept two entries, ``auto`` and ``c``, for one kernel);
+    ``"auto"`` when an enclosing ``with tvm.target.Target(...)`` or a ``TILELANG_DEFAULT_TARGET``
+    that is not a bare device target decides, which ``tilelang.compile`` then resolves."""
+    import tvm
+
+    from ..lowering.target import auto_target_kind, env_default_target
+    from .decorator import DEVICE_TARGETS
+
+    if tvm.target.Target.current(allow_none=True) is not None:
+        return "auto"
+    chosen = env_default_target()
+    if chosen is None:
+        chosen = auto_target_kind()
+    return chosen if isinstance(chosen, str) and chosen in DEVICE_TARGETS.values() else "auto"
 
 
 # -- TileLang's lazy style with outputs: a T.prim_func that returns T.empty tensors -----------------
