@@ -201,3 +201,21 @@ def test_compile_of_specs_and_a_call_on_cpu_tensors_keep_one_kernel(monkeypatch,
     torch.testing.assert_close(double(x), x * 2)
     assert list(double.kernels.values()) == [kernel], list(double.kernels)
     assert next(iter(double.kernels))[1] == "c"
+
+
+def test_a_tensor_spec_given_to_a_call_says_to_pass_a_tensor_or_use_compile(monkeypatch, tmp_path):
+    """A ``T.Tensor`` spec given to a call (not to ``f.compile``) failed with the calling
+    convention's "expected a torch.Tensor, got Var", naming neither the spec nor ``f.compile``."""
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    double = _double()
+    x = torch.randn(16)
+    torch.testing.assert_close(double(x), x * 2)  # a good call first: the fast path knows this kernel
+    message = (r"double\(\) argument 'X' \(#0\): got a T.Tensor spec, T.Tensor\(\(16,\), float32\), but calling "
+               r"double\(\) runs the kernel, which takes a torch.Tensor; pass a torch tensor of that shape and dtype, "
+               r"or use double.compile\(...\) with the spec to compile the kernel without running it")
+    for call in (lambda s: double(s), lambda s: double(X=s)):
+        with pytest.raises(TypeError, match=message):
+            call(T.Tensor((16,), T.float32))
+    with pytest.raises(TypeError, match=r"got a T.Tensor spec, T.Tensor\(\(n, 4\), float16\)"):
+        double(T.Tensor((T.dynamic("n"), 4), T.float16))
+    torch.testing.assert_close(double(x), x * 2)

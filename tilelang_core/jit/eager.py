@@ -693,6 +693,8 @@ class EagerFunction:
         if missing:  # Python's own wording (bind_partial lets the kernel's parameters be left out for compile())
             raise TypeError(f"{a.name}() missing {len(missing)} required argument"
                             f"{'s' if len(missing) > 1 else ''}: {', '.join(repr(p) for p in missing)}")
+        if calling:
+            _refuse_specs(a.name, a.kernel_params, bound)
         missing_compile = [p for p in a.compile_params if p not in bound]
         if missing_compile:
             raise TypeError(f"{a.name}(): missing compile-time argument(s) {', '.join(missing_compile)}")
@@ -902,6 +904,27 @@ def _bind_consts(fname: str, param: str, decl: Any, value: Any, symbols: dict[st
                     )
             elif isinstance(dim, (int, tirx.IntImm)) and int(dim) != got:
                 raise ArgumentShapeError(f"{fname}(): {param}'s {what} {i} is {got}, its annotation says {int(dim)}")
+
+
+def _refuse_specs(fname: str, kernel_params: Sequence[str], bound: dict[str, Any]) -> None:
+    """Refuse a ``T.Tensor`` spec given to a call for a kernel parameter (numbered as the kernel
+    call numbers them): a call runs the kernel, which takes torch tensors; ``f.compile`` takes
+    specs. It failed late with "expected a torch.Tensor, got Var", naming neither the spec nor
+    ``f.compile``.
+
+    :raises TypeError: a kernel parameter in ``bound`` is a ``T.Tensor`` spec.
+    """
+    import tvm
+
+    for position, p in enumerate(kernel_params):
+        spec = bound.get(p)
+        if isinstance(spec, tvm.tirx.Buffer):
+            dims = [str(d) for d in spec.shape]
+            shape = f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})"
+            raise TypeError(
+                f"{fname}() argument '{p}' (#{position}): got a T.Tensor spec, T.Tensor({shape}, {spec.dtype}), but "
+                f"calling {fname}() runs the kernel, which takes a torch.Tensor; pass a torch tensor of that shape "
+                f"and dtype, or use {fname}.compile(...) with the spec to compile the kernel without running it")
 
 
 def _dtype_text(x: Any) -> Optional[str]:
