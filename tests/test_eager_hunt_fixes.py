@@ -172,10 +172,10 @@ def test_a_tensor_annotated_in_the_signature_is_read_the_same_way():
     torch.testing.assert_close(tripled(z), z * 3)
 
 
-def _double():
+def _double(backend="cython"):
     """``double(X) -> 2 * X`` of a float32 vector of size ``N``, with the default ``target="auto"``."""
 
-    @tilelang.jit(execution_backend="cython")
+    @tilelang.jit(execution_backend=backend)
     def double(X):
         N = T.const("N")
         X: T.Tensor[(N,), T.float32]
@@ -201,6 +201,26 @@ def test_compile_of_specs_and_a_call_on_cpu_tensors_keep_one_kernel(monkeypatch,
     torch.testing.assert_close(double(x), x * 2)
     assert list(double.kernels.values()) == [kernel], list(double.kernels)
     assert next(iter(double.kernels))[1] == "c"
+
+
+def test_compile_of_specs_under_two_target_contexts_builds_one_kernel_each(monkeypatch, tmp_path):
+    """``f.compile(T.Tensor(...))`` under ``with tvm.target.Target("c")`` and then under ``with
+    tvm.target.Target("llvm")`` got the ``c`` kernel the second time: both were keyed ``auto``,
+    whatever the enclosing target. The key now holds what ``auto`` is left to decide."""
+    import tvm
+
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TILELANG_DEFAULT_TARGET", raising=False)
+    double = _double("tvm_ffi")  # the backend of both targets
+    with tvm.target.Target("c"):
+        on_c = double.compile(T.Tensor((16,), T.float32))
+    with tvm.target.Target("llvm"):
+        on_llvm = double.compile(T.Tensor((16,), T.float32))
+        again = double.compile(T.Tensor((16,), T.float32))
+    assert on_c is not on_llvm and again is on_llvm
+    assert on_c.artifact.target.split()[0] == "c" and on_llvm.artifact.target.split()[0] == "llvm"
+    x = torch.randn(16)
+    torch.testing.assert_close(on_llvm(x), x * 2)
 
 
 def test_a_tensor_spec_given_to_a_call_says_to_pass_a_tensor_or_use_compile(monkeypatch, tmp_path):

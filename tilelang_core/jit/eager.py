@@ -648,7 +648,7 @@ class EagerFunction:
         target = self.options.get("target", "auto")
         if target == "auto":  # the tensors' device picks the target: a CPU kernel is no CUDA kernel
             target = _target_of(bound, self.analysis.kernel_params)
-            key = (key, target)
+            key = (key, target if target != "auto" else _auto_key())
         kernel = self._kernels.get(key)
         if kernel is None:
             with self._building.held(key):  # threads asking for it at once: built once (build_locks.py)
@@ -965,6 +965,21 @@ def _target_of(bound: dict[str, Any], params: Sequence[str]) -> str:
         if kind is not None:
             return DEVICE_TARGETS.get(kind, "auto")
     return _auto_target()
+
+
+def _auto_key() -> tuple:
+    """What ``target="auto"`` left to ``tilelang.compile`` depends on: the enclosing ``with
+    tvm.target.Target(...)`` and ``$TILELANG_DEFAULT_TARGET``. In the key of such a kernel, so that
+    ``f.compile(spec)`` under ``with Target("llvm")`` is not handed the kernel an earlier compile
+    built under ``with Target("c")`` (it was: both were keyed ``auto``)."""
+    import os
+
+    import tvm
+
+    from ..lowering.target import DEFAULT_TARGET_ENV
+
+    current = tvm.target.Target.current(allow_none=True)
+    return ("auto", None if current is None else str(current), os.environ.get(DEFAULT_TARGET_ENV, "").strip())
 
 
 def _auto_target() -> str:
