@@ -52,9 +52,9 @@ def _float_lanes(value: Any) -> int:
     return dtype.lanes if str(dtype.with_lanes(1)) in _VECTOR_CLASSIFIED else 1
 
 
-def _vector_isinf(x: Any) -> Any:
-    """``isinf`` of each lane of the float vector ``x``: ``|x| == inf`` (a NaN lane compares false)."""
-    lanes = _float_lanes(x)
+def _vector_isinf(x: Any, lanes: int) -> Any:
+    """``isinf`` of each lane of the float vector ``x`` of ``lanes`` lanes: ``|x| == inf`` (a NaN lane
+    compares false)."""
     scalar = str(tvm.runtime.DataType(str(x.ty.dtype)).with_lanes(1))
     return tirx.EQ(tirx.abs(x), tirx.Broadcast(tirx.const(float("inf"), scalar), lanes))
 
@@ -62,9 +62,10 @@ def _vector_isinf(x: Any) -> Any:
 def _classifier(ffi_function: Callable[..., Any], name: str) -> Callable[..., Any]:
     def classify(x: Any, *rest: Any) -> Any:
         x = _widened(x) if _is_bfloat16(x) else x
-        if name != "isnan" and _float_lanes(x) > 1:
+        lanes = 1 if name == "isnan" else _float_lanes(x)
+        if lanes > 1:
             # TVM builds isinf (and isfinite from it) of one value only: "Check failed: dtype.lanes() == 1"
-            inf = _vector_isinf(x)
+            inf = _vector_isinf(x, lanes)
             return inf if name == "isinf" else tirx.Not(tirx.Or(inf, _tirx_ffi_api.isnan(x, None)))
         return ffi_function(x, *rest)
 

@@ -134,20 +134,6 @@ def _quotient_by_zero(x: Any, divisor: float, ty: Any) -> Any:
     return tirx.Select(undefined, _constant(math.nan, ty), inf)
 
 
-def _zero_divisor(value: Any) -> Any:
-    """The float value of a divisor that is the constant 0 (a Python number, an ``IntImm`` or
-    ``FloatImm``, or a broadcast of one: ``0.0``, ``-0.0``, ``T.float32(0)``), else None."""
-    from tvm import tirx
-
-    if isinstance(value, tirx.Broadcast):
-        value = value.value
-    if isinstance(value, (tirx.IntImm, tirx.FloatImm)):
-        value = value.value
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != 0:
-        return None
-    return float(value)
-
-
 def _one_like(zero: Any) -> Any:
     """1 of the kind of the zero divisor ``zero`` (a Python number, a constant, a broadcast)."""
     from tvm import tirx
@@ -170,8 +156,9 @@ def float_divided_by_zero(ffi_div: Callable[..., Any], a: Any, b: Any) -> Any:
     from tvm import tirx
 
     from ..lowering.atomic_values import evaluated_once
+    from .literals import zero_value
 
-    divisor = _zero_divisor(b)
+    divisor = zero_value(b)
     if divisor is None:
         return None
     probe = ffi_div(a, _one_like(b), None)  # the quotient's dtype, as TVM promotes the operands

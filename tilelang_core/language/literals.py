@@ -63,7 +63,7 @@ from tvm.ir.prim import _ffi_api as _prim_ffi_api
 from ..errors import LoweringError
 from .dtypes import past_int64
 
-__all__ = ["install", "literal_operands", "float64_operands"]
+__all__ = ["install", "literal_operands", "float64_operands", "zero_value"]
 
 #: TVM's function name -> the operator as a kernel author writes it.
 OPERATORS = {
@@ -338,8 +338,9 @@ def _float_expression(value: Any) -> bool:
     return not isinstance(scalar, (tirx.FloatImm, tirx.IntImm)) and str(dtype).startswith(("float", "bfloat"))
 
 
-def _zero_value(value: Any) -> Any:
-    """The float value of a zero operand (a Python number or a constant), else None."""
+def zero_value(value: Any) -> Any:
+    """The float value of a zero operand (a Python number, an ``IntImm`` or ``FloatImm``, or a
+    broadcast of one: ``0.0``, ``-0.0``, ``T.float32(0)``), else None."""
     if isinstance(value, tirx.Broadcast):
         value = value.value
     if isinstance(value, (tirx.FloatImm, tirx.IntImm)):
@@ -362,12 +363,12 @@ def _wrong_fold(name: str, a: Any, b: Any) -> Any:
     ``x * 0``, ``0 * x``, ``0 / x`` (NaN for an infinite or NaN ``x``), ``x + 0.0``, ``0.0 + x`` and
     ``x - (-0.0)`` (+0.0 for ``x = -0.0``). ``x + (-0.0)`` and ``x - 0.0`` are ``x`` in IEEE too."""
     if _float_expression(a):
-        zero = _zero_value(b)
+        zero = zero_value(b)
         if zero is not None and (name == "_OpMul" or (name == "_OpAdd" and _positive(zero))
                                  or (name == "_OpSub" and not _positive(zero))):
             return a, zero
     if _float_expression(b):
-        zero = _zero_value(a)
+        zero = zero_value(a)
         if zero is not None and (name in ("_OpMul", "_OpDiv") or (name == "_OpAdd" and _positive(zero))):
             return b, zero
     return None

@@ -68,11 +68,17 @@ def mark_dynamic_unrolls(body: Any) -> Any:
             return loop
         if isinstance(loop.extent, tirx.IntImm) and body_copies(loop) <= MAX_UNROLLED_ITERATIONS:
             return loop
-        annotations = dict(loop.annotations or {})
-        annotations[HINT_KEY] = tirx.IntImm("int32", 1)
-        return _with_kind(loop, tirx.ForKind.SERIAL, annotations)
+        return as_unroll_hint(loop)
 
     return tvm_ffi.structural_map(body, [(tirx.For, on_for)])
+
+
+def as_unroll_hint(loop: Any) -> Any:
+    """The unrolled loop ``loop`` as a serial loop marked :data:`HINT_KEY`: a request the target's
+    compiler may honour, which no later step here unrolls."""
+    annotations = dict(loop.annotations or {})
+    annotations[HINT_KEY] = tirx.IntImm("int32", 1)
+    return _with_kind(loop, tirx.ForKind.SERIAL, annotations)
 
 
 def clear_unroll_hints(body: Any, unrolled: bool) -> Any:

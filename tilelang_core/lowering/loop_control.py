@@ -112,15 +112,12 @@ def _kept_as_loops(body: Any, loop_vars: list) -> Any:
     """``body`` with the ``T.unroll`` loops of ``loop_vars`` made serial loops marked as run-time
     unrolls now (:data:`~.dynamic_unroll.HINT_KEY`), so that no later step unrolls a loop whose
     iteration a break or continue ends (on GPU targets they print as ``#pragma unroll`` loops)."""
-    from .dynamic_unroll import HINT_KEY
+    from .dynamic_unroll import as_unroll_hint
 
     def on_for(loop: Any) -> Any:
         if loop.kind != tirx.ForKind.UNROLLED or not any(loop.loop_var.same_as(v) for v in loop_vars):
             return loop
-        annotations = dict(loop.annotations or {})
-        annotations[HINT_KEY] = tirx.IntImm("int32", 1)
-        return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, loop.body, loop.thread_binding,
-                        annotations, loop.step, loop.span)
+        return as_unroll_hint(loop)
 
     return tvm_ffi.structural_map(body, [(tirx.For, on_for)])
 
